@@ -1,0 +1,105 @@
+# dlbench - one flat Makefile: objects in $(BUILD)/, dependencies via -MMD,
+# flags from pkg-config. The CUDA module builds when nvcc is found.
+
+BUILD    ?= build
+PREFIX   ?= /usr/local
+CC       ?= cc
+PKGS     := lua5.4 hdf5 openblas libcjson ncursesw
+PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
+
+WARN     := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wno-unused-parameter
+OPT      ?= -O2 -march=x86-64-v3 -g
+CFLAGS   := -std=c11 -D_GNU_SOURCE $(OPT) $(WARN) -pthread -I. $(PKG_CFLAGS) $(EXTRA_CFLAGS)
+LDLIBS   := $(PKG_LIBS) -lz -ldl -lm -pthread
+ifeq ($(WERROR),1)
+CFLAGS   += -Werror
+endif
+ifeq ($(SAN),1)
+CFLAGS   += -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+LDFLAGS  += -fsanitize=address,undefined
+endif
+
+# oneDNN (libdnnl) is optional: used for bf16 products on the CPU when present.
+HAVE_DNNL := $(shell test -f /usr/include/oneapi/dnnl/dnnl.h && echo 1)
+ifeq ($(HAVE_DNNL),1)
+CFLAGS   += -DDL_HAVE_DNNL
+LDLIBS   += -ldnnl
+endif
+
+LIB_SRC  := $(wildcard engine/*.c engine/cpu/*.c scripting/*.c views/*.c) \
+            $(filter-out tui/main.c,$(wildcard tui/*.c))
+LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
+TEST_SRC := $(wildcard tests/test_*.c)
+TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
+BENCH_SRC := $(wildcard bench/*.c)
+BENCH_BIN := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
+
+# CUDA: nvcc on PATH or in /usr/local/cuda/bin.
+NVCC     ?= $(shell command -v nvcc 2>/dev/null || (test -x /usr/local/cuda/bin/nvcc && echo /usr/local/cuda/bin/nvcc))
+CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(NVCC))
+CUDA_SRC := $(wildcard engine/cuda/*.cu)
+CUDA_MOD := $(if $(NVCC),$(if $(CUDA_SRC),$(BUILD)/dlbench-cuda.so))
+NVFLAGS  := -O2 -std=c++17 -Xcompiler -fPIC -I. -gencode arch=compute_90,code=sm_90 \
+            -gencode arch=compute_90,code=compute_90 --expt-relaxed-constexpr
+ifeq ($(WERROR),1)
+NVFLAGS  += -Werror all-warnings
+endif
+
+.PHONY: all test asan bench run install clean cuda-note fuzz
+all: $(BUILD)/dlbench $(CUDA_MOD) cuda-note
+
+cuda-note:
+ifeq ($(NVCC),)
+	@echo "dlbench: nvcc not found: built without the CUDA backend module"
+else
+	@echo "dlbench: CUDA backend module $(CUDA_MOD) (nvcc: $(NVCC))"
+endif
+
+$(BUILD)/libdlbench.a: $(LIB_OBJ)
+	@mkdir -p $(@D)
+	$(AR) rcs $@ $^
+
+$(BUILD)/dlbench: $(BUILD)/tui/main.o $(BUILD)/libdlbench.a
+	$(CC) $(LDFLAGS) -rdynamic -o $@ $^ $(LDLIBS)
+
+$(BUILD)/%.o: %.c
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -MMD -MP -c -o $@ $<
+
+$(BUILD)/tests/%: tests/%.c $(BUILD)/libdlbench.a
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) $(LDFLAGS) -MMD -MP -o $@ $< $(BUILD)/libdlbench.a $(LDLIBS)
+
+$(BUILD)/bench/%: bench/%.c $(BUILD)/libdlbench.a
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) $(LDFLAGS) -MMD -MP -o $@ $< $(BUILD)/libdlbench.a $(LDLIBS)
+
+$(BUILD)/dlbench-cuda.so: $(CUDA_SRC) engine/backend.h engine/tensor.h engine/rng.h
+	@mkdir -p $(@D)
+	$(NVCC) $(NVFLAGS) -shared -o $@ $(CUDA_SRC) -L$(CUDA_HOME)/lib64 -lcublasLt -lcublas -lcudnn -lcudart
+
+test: all $(TEST_BIN)
+	@BUILD=$(BUILD) bash tests/run.sh
+
+# The same tests under AddressSanitizer and UndefinedBehaviorSanitizer.
+asan:
+	@$(MAKE) --no-print-directory BUILD=build-asan SAN=1 OPT="-O1 -g" test
+
+bench: all $(BENCH_BIN)
+	@BUILD=$(BUILD) bash bench/run.sh
+
+run: all
+	@bash scripts/prepare-data.sh
+	$(BUILD)/dlbench scripts/fmnist_mlp.lua
+
+install: all
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/dlbench $(DESTDIR)$(PREFIX)/share/dlbench/scripts
+	install -m 755 $(BUILD)/dlbench $(DESTDIR)$(PREFIX)/bin/dlbench
+	$(if $(CUDA_MOD),install -m 755 $(CUDA_MOD) $(DESTDIR)$(PREFIX)/lib/dlbench/)
+	install -m 644 scripts/*.lua $(DESTDIR)$(PREFIX)/share/dlbench/scripts/
+
+clean:
+	rm -rf build build-asan
+
+-include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

@@ -1,0 +1,103 @@
+/* cpu.h - private interface of the CPU backend: context, thread pool, kernel entry points */
+#ifndef DL_CPU_H
+#define DL_CPU_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "engine/backend.h"
+
+/* A persistent pool of worker threads for parallel loops. fn is called
+ * with disjoint [begin, end) ranges covering [0, n); the calling thread
+ * works too. Loops shorter than `grain` run inline. Not reentrant. */
+typedef void (*dl_pool_fn)(void *arg, size_t begin, size_t end);
+typedef struct dl_pool dl_pool;
+dl_pool *dl_pool_create(int threads);
+void dl_pool_destroy(dl_pool *p);
+void dl_pool_for(dl_pool *p, size_t n, size_t grain, dl_pool_fn fn, void *arg);
+int dl_pool_threads(const dl_pool *p);
+
+typedef struct dl_cpu_ctx {
+    dl_pool *pool;
+    int threads;
+    int has_avx512_bf16; /* runtime CPU check */
+    /* scratch reused across calls (grown, never shrunk): bf16/f16 operand
+     * copies for low-precision products */
+    void *scratch[4];
+    size_t scratch_size[4];
+} dl_cpu_ctx;
+
+static inline dl_cpu_ctx *dl_cpu(dl_backend *be) { return (dl_cpu_ctx *)be->ctx; }
+
+/* Scratch buffer `slot` of at least bytes (64-byte aligned); NULL on OOM. */
+void *dl_cpu_scratch(dl_backend *be, int slot, size_t bytes);
+
+/* Kernels, one group per file (cpu_<group>.c); signatures as in backend.h. */
+int dl_cpu_gemm(dl_backend *be, int trans_a, int trans_b, int m, int n, int k, float alpha,
+                const void *a, int lda, const void *b, int ldb, dl_dtype ab, float beta,
+                float *c, int ldc);
+size_t dl_cpu_conv_workspace(dl_backend *be, const dl_conv_desc *d, dl_dtype compute);
+int dl_cpu_conv_forward(dl_backend *be, const dl_conv_desc *d, float *y, const float *x,
+                        const float *w, const float *b, void *ws, dl_dtype compute);
+int dl_cpu_conv_backward_data(dl_backend *be, const dl_conv_desc *d, float *dx,
+                              const float *dy, const float *w, void *ws, dl_dtype compute);
+int dl_cpu_conv_backward_filter(dl_backend *be, const dl_conv_desc *d, float *dw, float *db,
+                                const float *dy, const float *x, void *ws, dl_dtype compute);
+int dl_cpu_pool_forward(dl_backend *be, dl_pool_kind kind, const dl_pool_desc *d, float *y,
+                        const float *x);
+int dl_cpu_pool_backward(dl_backend *be, dl_pool_kind kind, const dl_pool_desc *d, float *dx,
+                         const float *dy, const float *x, const float *y);
+int dl_cpu_batchnorm_forward(dl_backend *be, int training, int n, int c, int inner,
+                             float momentum, float eps, float *y, const float *x,
+                             const float *gamma, const float *beta, float *running_mean,
+                             float *running_var, float *save_mean, float *save_invstd);
+int dl_cpu_batchnorm_backward(dl_backend *be, int n, int c, int inner, float *dx,
+                              float *dgamma, float *dbeta, const float *dy, const float *x,
+                              const float *gamma, const float *save_mean,
+                              const float *save_invstd);
+int dl_cpu_layernorm_forward(dl_backend *be, int rows, int cols, float eps, float *y,
+                             const float *x, const float *gamma, const float *beta,
+                             float *save_mean, float *save_invstd);
+int dl_cpu_layernorm_backward(dl_backend *be, int rows, int cols, float *dx, float *dgamma,
+                              float *dbeta, const float *dy, const float *x,
+                              const float *gamma, const float *save_mean,
+                              const float *save_invstd);
+
+/* cpu_elementwise.c */
+int dl_cpu_cast(dl_backend *be, void *dst, dl_dtype dt, const void *src, dl_dtype st, size_t n);
+int dl_cpu_round_through(dl_backend *be, float *x, dl_dtype via, size_t n);
+int dl_cpu_input_to_f32(dl_backend *be, float *dst, const void *src, dl_dtype type, size_t rows,
+                        int channels, size_t plane, float scale, const float *mean,
+                        const float *std);
+int dl_cpu_bias_add(dl_backend *be, float *y, const float *b, int rows, int cols, int inner);
+int dl_cpu_bias_grad(dl_backend *be, float *db, const float *dy, int rows, int cols, int inner);
+int dl_cpu_act_forward(dl_backend *be, dl_act kind, float *y, const float *x, size_t n);
+int dl_cpu_act_backward(dl_backend *be, dl_act kind, float *dx, const float *x, const float *y,
+                        const float *dy, size_t n);
+int dl_cpu_add(dl_backend *be, float *y, const float *a, const float *b, size_t n);
+int dl_cpu_axpy(dl_backend *be, float *y, float alpha, const float *x, size_t n);
+int dl_cpu_scale(dl_backend *be, float *x, float alpha, size_t n);
+int dl_cpu_fill(dl_backend *be, float *dst, float value, size_t n);
+int dl_cpu_dropout_forward(dl_backend *be, float *y, const float *x, size_t n, float p,
+                           uint64_t seed, uint64_t stream, uint64_t counter);
+int dl_cpu_dropout_backward(dl_backend *be, float *dx, const float *dy, size_t n, float p,
+                            uint64_t seed, uint64_t stream, uint64_t counter);
+int dl_cpu_embedding_forward(dl_backend *be, int n, int vocab, int dim, float *y,
+                             const float *idx, const float *table);
+int dl_cpu_embedding_backward(dl_backend *be, int n, int vocab, int dim, float *dtable,
+                              const float *idx, const float *dy);
+int dl_cpu_softmax_xent(dl_backend *be, int rows, int classes, const float *logits,
+                        const int32_t *labels, float smoothing, float grad_scale,
+                        float *dlogits, float *stats);
+int dl_cpu_mse(dl_backend *be, size_t n, const float *pred, const float *target, float grad_scale,
+               float *dpred, float *stats);
+int dl_cpu_bce_logits(dl_backend *be, size_t n, const float *logits, const float *target,
+                      float grad_scale, float *dlogits, float *stats);
+int dl_cpu_sgd_update(dl_backend *be, size_t n, float *w, float *g, float *m, float lr,
+                      float momentum, float wd, int nesterov, float grad_scale);
+int dl_cpu_adam_update(dl_backend *be, size_t n, float *w, float *g, float *m, float *v, float lr,
+                       float beta1, float beta2, float eps, float wd, int decoupled, long step,
+                       float grad_scale);
+int dl_cpu_sumsq(dl_backend *be, const float *x, size_t n, double *host_result);
+
+#endif

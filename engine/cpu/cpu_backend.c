@@ -1,0 +1,171 @@
+/* cpu_backend.c - the CPU backend: op table, memory, timing events and the process-wide instance */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cpu.h"
+#include "engine/error.h"
+
+void openblas_set_num_threads(int num_threads);
+char *openblas_get_config(void);
+
+static void *cpu_alloc(dl_backend *be, size_t bytes)
+{
+    void *p = NULL;
+    size_t rounded = (bytes + 63) & ~(size_t)63;
+    if (posix_memalign(&p, 64, rounded ? rounded : 64) != 0) {
+        dl_error(DL_ENOMEM, "cpu: out of memory allocating %zu bytes", bytes);
+        return NULL;
+    }
+    return p;
+}
+
+static void cpu_free(dl_backend *be, void *p) { free(p); }
+
+static int cpu_copy(dl_backend *be, void *dst, const void *src, size_t bytes)
+{
+    if (dst != src && bytes)
+        memcpy(dst, src, bytes);
+    return DL_OK;
+}
+
+static int cpu_memset0(dl_backend *be, void *dst, size_t bytes)
+{
+    memset(dst, 0, bytes);
+    return DL_OK;
+}
+
+static int cpu_sync(dl_backend *be) { return DL_OK; }
+
+struct dl_event {
+    struct timespec t;
+};
+
+static dl_event *cpu_event_create(dl_backend *be) { return calloc(1, sizeof(dl_event)); }
+
+static void cpu_event_destroy(dl_backend *be, dl_event *ev) { free(ev); }
+
+static int cpu_event_record(dl_backend *be, dl_event *ev)
+{
+    clock_gettime(CLOCK_MONOTONIC, &ev->t);
+    return DL_OK;
+}
+
+static int cpu_event_elapsed(dl_backend *be, dl_event *a, dl_event *b, float *ms)
+{
+    *ms = (float)((double)(b->t.tv_sec - a->t.tv_sec) * 1e3 +
+                  (double)(b->t.tv_nsec - a->t.tv_nsec) * 1e-6);
+    return DL_OK;
+}
+
+static void cpu_destroy(dl_backend *be)
+{
+    dl_cpu_ctx *c = dl_cpu(be);
+    dl_pool_destroy(c->pool);
+    for (int i = 0; i < 4; i++)
+        free(c->scratch[i]);
+    free(c);
+}
+
+void *dl_cpu_scratch(dl_backend *be, int slot, size_t bytes)
+{
+    dl_cpu_ctx *c = dl_cpu(be);
+    DL_ASSERT(slot >= 0 && slot < 4);
+    if (c->scratch_size[slot] < bytes) {
+        free(c->scratch[slot]);
+        c->scratch[slot] = cpu_alloc(be, bytes);
+        c->scratch_size[slot] = c->scratch[slot] ? bytes : 0;
+    }
+    return c->scratch[slot];
+}
+
+static const dl_backend_ops cpu_ops = {
+    .api_version = DL_BACKEND_API_VERSION,
+    .name = "cpu",
+    .device = DL_DEVICE_CPU,
+    .alloc = cpu_alloc,
+    .free = cpu_free,
+    .host_alloc = cpu_alloc,
+    .host_free = cpu_free,
+    .to_device = cpu_copy,
+    .to_host = cpu_copy,
+    .copy = cpu_copy,
+    .memset0 = cpu_memset0,
+    .fill = dl_cpu_fill,
+    .sync = cpu_sync,
+    .gemm = dl_cpu_gemm,
+    .cast = dl_cpu_cast,
+    .round_through = dl_cpu_round_through,
+    .input_to_f32 = dl_cpu_input_to_f32,
+    .bias_add = dl_cpu_bias_add,
+    .bias_grad = dl_cpu_bias_grad,
+    .act_forward = dl_cpu_act_forward,
+    .act_backward = dl_cpu_act_backward,
+    .add = dl_cpu_add,
+    .axpy = dl_cpu_axpy,
+    .scale = dl_cpu_scale,
+    .dropout_forward = dl_cpu_dropout_forward,
+    .dropout_backward = dl_cpu_dropout_backward,
+    .conv_workspace = dl_cpu_conv_workspace,
+    .conv_forward = dl_cpu_conv_forward,
+    .conv_backward_data = dl_cpu_conv_backward_data,
+    .conv_backward_filter = dl_cpu_conv_backward_filter,
+    .pool_forward = dl_cpu_pool_forward,
+    .pool_backward = dl_cpu_pool_backward,
+    .batchnorm_forward = dl_cpu_batchnorm_forward,
+    .batchnorm_backward = dl_cpu_batchnorm_backward,
+    .layernorm_forward = dl_cpu_layernorm_forward,
+    .layernorm_backward = dl_cpu_layernorm_backward,
+    .embedding_forward = dl_cpu_embedding_forward,
+    .embedding_backward = dl_cpu_embedding_backward,
+    .softmax_xent = dl_cpu_softmax_xent,
+    .mse = dl_cpu_mse,
+    .bce_logits = dl_cpu_bce_logits,
+    .sgd_update = dl_cpu_sgd_update,
+    .adam_update = dl_cpu_adam_update,
+    .sumsq = dl_cpu_sumsq,
+    .event_create = cpu_event_create,
+    .event_destroy = cpu_event_destroy,
+    .event_record = cpu_event_record,
+    .event_elapsed = cpu_event_elapsed,
+    .destroy = cpu_destroy,
+};
+
+static dl_backend cpu_backend;
+static pthread_once_t cpu_once = PTHREAD_ONCE_INIT;
+static int cpu_requested_threads;
+
+static void cpu_init(void)
+{
+    dl_cpu_ctx *c = calloc(1, sizeof *c);
+    DL_ASSERT(c);
+    int threads = cpu_requested_threads;
+    if (threads <= 0) {
+        const char *env = getenv("DLBENCH_THREADS");
+        threads = env ? atoi(env) : 0;
+    }
+    if (threads <= 0)
+        threads = (int)sysconf(_SC_NPROCESSORS_ONLN);
+    if (threads < 1)
+        threads = 1;
+    c->threads = threads;
+    c->pool = dl_pool_create(threads);
+    __builtin_cpu_init();
+    c->has_avx512_bf16 = __builtin_cpu_supports("avx512bf16");
+    openblas_set_num_threads(threads);
+    cpu_backend.ops = &cpu_ops;
+    cpu_backend.ctx = c;
+    cpu_backend.threads = threads;
+    snprintf(cpu_backend.description, sizeof cpu_backend.description, "cpu: %d thread%s%s",
+             threads, threads == 1 ? "" : "s", c->has_avx512_bf16 ? ", AVX-512 BF16" : "");
+}
+
+dl_backend *dl_backend_cpu(int threads)
+{
+    cpu_requested_threads = threads;
+    pthread_once(&cpu_once, cpu_init);
+    return &cpu_backend;
+}

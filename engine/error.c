@@ -1,0 +1,35 @@
+/* error.c - thread-local last-error message for engine calls */
+#include "error.h"
+
+#include <stdarg.h>
+#include <string.h>
+
+static _Thread_local char last_message[1024];
+
+int dl_error(int code, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(last_message, sizeof last_message, fmt, ap);
+    va_end(ap);
+    return code;
+}
+
+const char *dl_error_message(void) { return last_message; }
+
+void dl_error_clear(void) { last_message[0] = '\0'; }
+
+const char *dl_error_name(int code)
+{
+    switch (code) {
+    case DL_OK: return "ok";
+    case DL_ENOMEM: return "out of memory";
+    case DL_EINVAL: return "invalid input";
+    case DL_EIO: return "i/o error";
+    case DL_ESHAPE: return "shape mismatch";
+    case DL_ENODEV: return "device unavailable";
+    case DL_ENONFINITE: return "non-finite value";
+    case DL_EUNSUPPORTED: return "unsupported";
+    default: return "error";
+    }
+}

@@ -1,0 +1,83 @@
+/* rng.h - counter-based random numbers (Philox4x32-10) keyed by (seed, stream, counter, index)
+ *
+ * No state: the same key gives the same numbers on any device, thread count
+ * or after a resume. Streams separate uses (initialisation of parameter k,
+ * dropout of layer k, shuffling) so they never overlap.
+ */
+#ifndef DL_RNG_H
+#define DL_RNG_H
+
+#include <math.h>
+#include <stdint.h>
+
+typedef struct dl_rng4 {
+    uint32_t v[4];
+} dl_rng4;
+
+#if defined(__CUDACC__)
+#define DL_RNG_FN static inline __host__ __device__
+#else
+#define DL_RNG_FN static inline
+#endif
+
+DL_RNG_FN void dl_philox_round(uint32_t c[4], const uint32_t k[2])
+{
+    const uint64_t p0 = (uint64_t)0xD2511F53u * c[0];
+    const uint64_t p1 = (uint64_t)0xCD9E8D57u * c[2];
+    const uint32_t hi0 = (uint32_t)(p0 >> 32), lo0 = (uint32_t)p0;
+    const uint32_t hi1 = (uint32_t)(p1 >> 32), lo1 = (uint32_t)p1;
+    uint32_t n0 = hi1 ^ c[1] ^ k[0], n2 = hi0 ^ c[3] ^ k[1];
+    c[0] = n0;
+    c[1] = lo1;
+    c[2] = n2;
+    c[3] = lo0;
+}
+
+/* Four independent 32-bit words for key (seed, stream) and counter
+ * (counter, index). */
+DL_RNG_FN dl_rng4 dl_rng_philox(uint64_t seed, uint64_t stream, uint64_t counter, uint64_t index)
+{
+    uint32_t k[2] = {(uint32_t)seed ^ (uint32_t)(stream * 0x9E3779B9u),
+                     (uint32_t)(seed >> 32) ^ (uint32_t)(stream >> 32) ^ (uint32_t)stream};
+    uint32_t c[4] = {(uint32_t)index, (uint32_t)(index >> 32), (uint32_t)counter,
+                     (uint32_t)(counter >> 32)};
+    for (int i = 0; i < 10; i++) {
+        dl_philox_round(c, k);
+        k[0] += 0x9E3779B9u;
+        k[1] += 0xBB67AE85u;
+    }
+    dl_rng4 r = {{c[0], c[1], c[2], c[3]}};
+    return r;
+}
+
+/* Uniform in [0, 1) with 24 random bits. */
+DL_RNG_FN float dl_rng_u01(uint32_t bits) { return (float)(bits >> 8) * (1.0f / 16777216.0f); }
+
+/* Uniform in [0, 1) for element i of a stream: uses word i % 4 of block i / 4,
+ * so a vectorised loop pays one Philox call per four numbers. */
+DL_RNG_FN float dl_rng_uniform(uint64_t seed, uint64_t stream, uint64_t counter, uint64_t i)
+{
+    dl_rng4 r = dl_rng_philox(seed, stream, counter, i >> 2);
+    return dl_rng_u01(r.v[i & 3]);
+}
+
+/* Standard normal for element i (Box-Muller on words 2j, 2j+1). */
+DL_RNG_FN float dl_rng_normal(uint64_t seed, uint64_t stream, uint64_t counter, uint64_t i)
+{
+    dl_rng4 r = dl_rng_philox(seed, stream, counter, i >> 1);
+    int j = (int)(i & 1) * 2;
+    float u1 = ((float)(r.v[j] >> 8) + 1.0f) * (1.0f / 16777217.0f); /* (0, 1] */
+    float u2 = dl_rng_u01(r.v[j + 1]);
+    return sqrtf(-2.0f * logf(u1)) * cosf(6.28318530718f * u2);
+}
+
+/* Streams used by the engine (a layer's or parameter's index is added). */
+enum {
+    DL_STREAM_INIT = 1 << 20,
+    DL_STREAM_DROPOUT = 2 << 20,
+    DL_STREAM_SHUFFLE = 3 << 20,
+    DL_STREAM_AUGMENT = 4 << 20,
+    DL_STREAM_USER = 5 << 20
+};
+
+#endif

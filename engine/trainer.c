@@ -1,0 +1,705 @@
+/* trainer.c - the training loop: accumulation, loss scaling, clipping, validation, command queue */
+#include "trainer.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "error.h"
+
+#define QUEUE_SIZE 64
+
+typedef struct command {
+    dl_command_kind kind;
+    double value;
+    char text[256];
+} command;
+
+struct dl_trainer {
+    dl_model *m;
+    dl_loss loss;
+    dl_optim opt;
+    dl_schedule sched;
+    dl_source *train, *val;
+    dl_trainer_config cfg;
+    dl_backend *be;
+    dl_callbacks cb;
+
+    /* progress */
+    long step;
+    int epoch;
+    long epoch_step;
+    int epoch_open;
+    long steps_per_epoch, total_steps;
+    float base_lr;
+    double lr_now;
+    float loss_scale;
+    int clean_steps;
+    long skipped;
+    double grad_norm;
+    int lowp_dirty;
+    uint64_t micro; /* micro-batches run: keys dropout */
+
+    /* device staging: raw x, targets, statistics (train window, eval) */
+    dl_storage *stage;
+    size_t x_bytes, y_bytes;
+    size_t off_x, off_y, off_stats;
+
+    /* reporting window and epoch totals */
+    long rep_samples, rep_steps;
+    double rep_t0, rep_wait;
+    double ep_loss, ep_correct;
+    long ep_samples;
+    double ep_t0;
+
+    /* commands */
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    command queue[QUEUE_SIZE];
+    int nq;
+    int paused, stop;
+};
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static void event(dl_trainer *t, const char *kind, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static void event(dl_trainer *t, const char *kind, const char *fmt, ...)
+{
+    if (!t->cb.on_event)
+        return;
+    char text[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(text, sizeof text, fmt, ap);
+    va_end(ap);
+    t->cb.on_event(t->cb.user, t, kind, text);
+}
+
+dl_trainer_config dl_trainer_config_default(void)
+{
+    dl_trainer_config c = {0};
+    c.epochs = 1;
+    c.batch = 128;
+    c.accumulate = 1;
+    c.precision = DL_PREC_F32;
+    c.log_every = 10;
+    c.nonfinite = DL_NONFINITE_STOP;
+    c.loss_scale = 65536.0f;
+    c.loss_scale_window = 2000;
+    return c;
+}
+
+static float *stats_ptr(dl_trainer *t, int slot)
+{
+    return (float *)((char *)t->stage->ptr + t->off_stats) + 2 * slot;
+}
+
+static int alloc_stage(dl_trainer *t, dl_backend *be)
+{
+    size_t bytes = t->off_stats + 4 * sizeof(float);
+    dl_storage *s = dl_storage_create(be, bytes);
+    if (!s)
+        return DL_ENOMEM;
+    if (t->stage) {
+        /* carry the statistics of the window in flight */
+        float host[4];
+        dl_backend *old = t->stage->be;
+        int rc = old->ops->to_host(old, host, stats_ptr(t, 0), sizeof host);
+        if (rc == DL_OK)
+            rc = be->ops->to_device(be, (char *)s->ptr + t->off_stats, host, sizeof host);
+        if (rc < 0) {
+            dl_storage_release(s);
+            return rc;
+        }
+        dl_storage_release(t->stage);
+    }
+    t->stage = s;
+    return DL_OK;
+}
+
+/* Checks the data against the model and loss before anything runs. */
+static int check_data(dl_trainer *t, dl_source *src)
+{
+    const dl_data_info *in = &src->info;
+    char a[64], b[64];
+    if (dl_shape_numel(&in->sample) != dl_shape_numel(dl_model_input_shape(t->m)))
+        return dl_error(DL_ESHAPE, "%s: samples of shape %s do not fit the model input %s",
+                        src->name, dl_shape_format(&in->sample, a, sizeof a),
+                        dl_shape_format(dl_model_input_shape(t->m), b, sizeof b));
+    int64_t outs = dl_shape_numel(dl_model_output_shape(t->m));
+    if (t->loss.kind == DL_LOSS_XENT) {
+        if (in->y_dtype != DL_I32)
+            return dl_error(DL_EINVAL, "%s: CrossEntropy needs integer class labels, the data "
+                                       "has %s targets", src->name, dl_dtype_name(in->y_dtype));
+        if (in->classes > 0 && in->classes != outs)
+            return dl_error(DL_ESHAPE, "%s: the data has %d classes but the model outputs %s",
+                            src->name, in->classes,
+                            dl_shape_format(dl_model_output_shape(t->m), a, sizeof a));
+    } else {
+        if (in->y_dtype != DL_F32)
+            return dl_error(DL_EINVAL, "%s: %s needs f32 targets, the data has %s", src->name,
+                            dl_loss_name(t->loss.kind), dl_dtype_name(in->y_dtype));
+        if (in->y_width != outs)
+            return dl_error(DL_ESHAPE, "%s: targets have %d values per sample but the model "
+                            "outputs %s", src->name, in->y_width,
+                            dl_shape_format(dl_model_output_shape(t->m), a, sizeof a));
+    }
+    return DL_OK;
+}
+
+int dl_trainer_create(dl_trainer **out, dl_model *model, const dl_loss *loss,
+                      const dl_optim *optim, const dl_schedule *schedule, dl_source *train,
+                      dl_source *val, const dl_trainer_config *cfg, dl_backend *be)
+{
+    *out = NULL;
+    if (cfg->epochs < 1 || cfg->batch < 1 || cfg->accumulate < 1)
+        return dl_error(DL_EINVAL, "epochs (%d), batch (%d) and accumulate (%d) must be >= 1",
+                        cfg->epochs, cfg->batch, cfg->accumulate);
+    if (!(optim->lr > 0) || !isfinite(optim->lr))
+        return dl_error(DL_EINVAL, "learning rate %g must be a positive number",
+                        (double)optim->lr);
+    dl_trainer *t = calloc(1, sizeof *t);
+    if (!t)
+        return dl_error(DL_ENOMEM, "out of memory");
+    t->m = model;
+    t->loss = *loss;
+    t->opt = *optim;
+    t->sched = schedule ? *schedule : dl_schedule_constant();
+    t->train = train;
+    t->val = val;
+    t->cfg = *cfg;
+    if (t->cfg.log_every < 1)
+        t->cfg.log_every = 1;
+    if (!(t->cfg.loss_scale > 0))
+        t->cfg.loss_scale = 65536.0f;
+    if (t->cfg.loss_scale_window < 1)
+        t->cfg.loss_scale_window = 2000;
+    t->be = be;
+    t->base_lr = optim->lr;
+    t->loss_scale = cfg->precision == DL_PREC_F16 ? t->cfg.loss_scale : 1.0f;
+    t->lowp_dirty = 1;
+    pthread_mutex_init(&t->lock, NULL);
+    pthread_cond_init(&t->cond, NULL);
+
+    int rc = check_data(t, train);
+    if (rc == DL_OK && val)
+        rc = check_data(t, val);
+    if (rc < 0)
+        goto fail;
+    const dl_data_info *in = &train->info;
+    t->x_bytes = (size_t)cfg->batch * (size_t)dl_shape_numel(&in->sample) *
+                 dl_dtype_size(in->x_dtype);
+    t->y_bytes = (size_t)cfg->batch * (size_t)(in->y_width > 0 ? in->y_width : 1) * 4;
+    t->off_x = 0;
+    t->off_y = (t->x_bytes + 63) & ~(size_t)63;
+    t->off_stats = (t->off_y + t->y_bytes + 63) & ~(size_t)63;
+    rc = alloc_stage(t, be);
+    if (rc == DL_OK && dl_model_backend(model) != be)
+        rc = dl_model_backend(model) ? dl_model_move(model, be)
+                                     : dl_model_init_state(model, be, dl_optim_moments(optim),
+                                                           cfg->seed);
+    if (rc == DL_OK)
+        rc = dl_model_plan(model, cfg->batch);
+    if (rc < 0)
+        goto fail;
+    size_t batches = train->ops->batches(train);
+    t->steps_per_epoch = (long)((batches + (size_t)cfg->accumulate - 1) / (size_t)cfg->accumulate);
+    t->total_steps = t->steps_per_epoch * cfg->epochs;
+    if (cfg->max_steps > 0 && cfg->max_steps < t->total_steps)
+        t->total_steps = cfg->max_steps;
+    *out = t;
+    return DL_OK;
+fail:
+    dl_trainer_destroy(t);
+    return rc;
+}
+
+void dl_trainer_destroy(dl_trainer *t)
+{
+    if (!t)
+        return;
+    dl_storage_release(t->stage);
+    pthread_mutex_destroy(&t->lock);
+    pthread_cond_destroy(&t->cond);
+    free(t);
+}
+
+void dl_trainer_set_callbacks(dl_trainer *t, const dl_callbacks *cb) { t->cb = *cb; }
+
+/* Uploads a batch and converts x to f32 in the model input. */
+static int load_batch(dl_trainer *t, dl_source *src, const dl_batch *b, const void **labels)
+{
+    dl_backend *be = t->be;
+    const dl_data_info *in = &src->info;
+    size_t sample = (size_t)dl_shape_numel(&in->sample);
+    size_t xb = (size_t)b->n * sample * dl_dtype_size(in->x_dtype);
+    size_t yb = (size_t)b->n * (size_t)(in->y_width > 0 ? in->y_width : 1) * 4;
+    if (b->n > t->cfg.batch)
+        return dl_error(DL_EINVAL, "%s yielded a batch of %d rows, more than the planned %d",
+                        src->name, b->n, t->cfg.batch);
+    const void *x = b->x, *y = b->y;
+    if (be->ops->device != DL_DEVICE_CPU) {
+        char *base = t->stage->ptr;
+        DL_TRY(be->ops->to_device(be, base + t->off_x, b->x, xb));
+        DL_TRY(be->ops->to_device(be, base + t->off_y, b->y, yb));
+        x = base + t->off_x;
+        y = base + t->off_y;
+    }
+    /* channels for normalisation: the first dimension of an image sample */
+    int ch = in->channels;
+    size_t plane = ch > 0 ? sample / (size_t)ch : sample;
+    DL_TRY(be->ops->input_to_f32(be, dl_model_input(t->m), x, in->x_dtype, (size_t)b->n,
+                                 ch > 0 ? ch : 1, plane, in->scale != 0 ? in->scale : 1.0f,
+                                 ch > 0 ? in->mean : NULL, ch > 0 ? in->std : NULL));
+    *labels = y;
+    return DL_OK;
+}
+
+/* Loss forward+backward on the model output for n rows; stats += . */
+static int apply_loss(dl_trainer *t, int n, const void *labels, float grad_scale, float *dout,
+                      float *stats)
+{
+    dl_backend *be = t->be;
+    size_t outs = (size_t)dl_shape_numel(dl_model_output_shape(t->m));
+    float *y = dl_model_output(t->m);
+    switch (t->loss.kind) {
+    case DL_LOSS_XENT:
+        return be->ops->softmax_xent(be, n, (int)outs, y, labels, t->loss.smoothing, grad_scale,
+                                     dout, stats);
+    case DL_LOSS_MSE:
+        /* mean over the outputs of a sample, as PyTorch's reduction='mean' per row */
+        return be->ops->mse(be, (size_t)n * outs, y, labels, grad_scale / (float)outs, dout,
+                            stats);
+    case DL_LOSS_BCE:
+        return be->ops->bce_logits(be, (size_t)n * outs, y, labels, grad_scale / (float)outs,
+                                   dout, stats);
+    }
+    return dl_error(DL_EINVAL, "unknown loss");
+}
+
+static int zero_grads(dl_trainer *t)
+{
+    dl_model_state s;
+    dl_model_get_state(t->m, &s);
+    return t->be->ops->memset0(t->be, s.grads, s.count * sizeof(float));
+}
+
+int dl_trainer_step(dl_trainer *t)
+{
+    if (!t->epoch_open) {
+        DL_TRY(t->train->ops->start_epoch(t->train, t->epoch,
+                                          (size_t)t->epoch_step * (size_t)t->cfg.accumulate));
+        t->epoch_open = 1;
+    }
+    dl_precision prec = t->cfg.precision;
+    dl_dtype lowp = prec == DL_PREC_BF16 ? DL_BF16 : prec == DL_PREC_F16 ? DL_F16 : DL_F32;
+    if (t->lowp_dirty) {
+        DL_TRY(dl_model_refresh_lowp(t->m, lowp));
+        t->lowp_dirty = 0;
+    }
+    long rows = 0;
+    float micro_scale = t->loss_scale / (float)t->cfg.batch;
+    for (int k = 0; k < t->cfg.accumulate; k++) {
+        dl_batch b;
+        int rc = t->train->ops->next(t->train, &b);
+        if (rc < 0)
+            return rc;
+        if (rc == 0)
+            break;
+        t->rep_wait += b.wait_s;
+        const void *labels;
+        DL_TRY(load_batch(t, t->train, &b, &labels));
+        dl_pass p;
+        dl_model_pass(t->m, &p, b.n, 1, prec, t->cfg.seed, t->micro++);
+        DL_TRY(dl_model_forward(t->m, &p));
+        DL_TRY(apply_loss(t, b.n, labels, micro_scale, dl_model_output_grad(t->m),
+                          stats_ptr(t, 0)));
+        DL_TRY(dl_model_backward(t->m, &p));
+        rows += b.n;
+    }
+    if (rows == 0)
+        return 1;
+
+    /* mean over the rows of the step, undoing the loss scale */
+    float grad_scale = (float)t->cfg.batch / (t->loss_scale * (float)rows);
+    double norm = 0;
+    DL_TRY(dl_clip_grad_norm(t->m, t->opt.clip_norm, grad_scale, &norm));
+    if (!isfinite(norm)) {
+        DL_TRY(zero_grads(t));
+        t->skipped++;
+        if (prec == DL_PREC_F16) {
+            t->loss_scale *= 0.5f;
+            t->clean_steps = 0;
+            event(t, "loss_scale", "step %ld: gradient overflow, step skipped, loss scale "
+                  "halved to %g", t->step + 1, (double)t->loss_scale);
+        } else if (t->cfg.nonfinite == DL_NONFINITE_SKIP) {
+            event(t, "nonfinite", "step %ld: non-finite gradient, step skipped", t->step + 1);
+        } else {
+            return dl_error(DL_ENONFINITE,
+                            "non-finite gradient at step %ld (epoch %d): lower the learning "
+                            "rate (now %g), clip gradients, or use loss scaling",
+                            t->step + 1, t->epoch + 1, t->lr_now);
+        }
+    } else {
+        t->grad_norm = norm;
+        t->lr_now = dl_schedule_lr(&t->sched, t->base_lr, t->step, t->total_steps);
+        DL_TRY(dl_optim_step(&t->opt, t->m, (float)t->lr_now, t->step + 1, grad_scale));
+        if (lowp != DL_F32)
+            DL_TRY(dl_model_refresh_lowp(t->m, lowp));
+        if (prec == DL_PREC_F16 && ++t->clean_steps >= t->cfg.loss_scale_window) {
+            t->loss_scale *= 2.0f;
+            t->clean_steps = 0;
+        }
+    }
+    t->step++;
+    t->epoch_step++;
+    t->rep_samples += rows;
+    t->rep_steps++;
+    return 0;
+}
+
+/* Reads and clears the training window's statistics. */
+static int take_stats(dl_trainer *t, double *loss_sum, double *correct)
+{
+    float host[2];
+    DL_TRY(t->be->ops->to_host(t->be, host, stats_ptr(t, 0), sizeof host));
+    DL_TRY(t->be->ops->memset0(t->be, stats_ptr(t, 0), sizeof host));
+    *loss_sum = host[0];
+    *correct = host[1];
+    return DL_OK;
+}
+
+static double per_sample_divisor(dl_trainer *t)
+{
+    return t->loss.kind == DL_LOSS_XENT ? 1.0
+                                        : (double)dl_shape_numel(dl_model_output_shape(t->m));
+}
+
+static int report(dl_trainer *t)
+{
+    double loss_sum, correct;
+    DL_TRY(take_stats(t, &loss_sum, &correct));
+    double now = now_s();
+    t->ep_loss += loss_sum;
+    t->ep_correct += correct;
+    t->ep_samples += t->rep_samples;
+    dl_step_info info = {0};
+    info.step = t->step;
+    info.epoch = t->epoch;
+    info.epoch_step = t->epoch_step;
+    info.steps_per_epoch = t->steps_per_epoch;
+    double n = t->rep_samples > 0 ? (double)t->rep_samples : 1;
+    info.loss = loss_sum / n / per_sample_divisor(t);
+    info.acc = t->loss.kind == DL_LOSS_MSE ? -1 : correct / n /
+               (t->loss.kind == DL_LOSS_BCE ? per_sample_divisor(t) : 1);
+    info.lr = t->lr_now;
+    double dt = now - t->rep_t0;
+    info.samples_per_s = dt > 0 ? (double)t->rep_samples / dt : 0;
+    info.data_wait_share = dt > 0 ? t->rep_wait / dt : 0;
+    info.loss_scale = t->loss_scale;
+    info.skipped_steps = t->skipped;
+    info.grad_norm = t->grad_norm;
+    t->rep_samples = 0;
+    t->rep_steps = 0;
+    t->rep_wait = 0;
+    t->rep_t0 = now;
+    if (t->cb.on_step) {
+        int rc = t->cb.on_step(t->cb.user, t, &info);
+        if (rc < 0)
+            return rc;
+        if (rc > 0)
+            t->stop = 1;
+    }
+    return DL_OK;
+}
+
+int dl_trainer_evaluate(dl_trainer *t, dl_source *src, double *loss, double *acc)
+{
+    DL_TRY(src->ops->start_epoch(src, 0, 0));
+    float *stats = stats_ptr(t, 1);
+    DL_TRY(t->be->ops->memset0(t->be, stats, 2 * sizeof(float)));
+    long n = 0;
+    double loss_sum = 0, correct = 0;
+    for (;;) {
+        dl_batch b;
+        int rc = src->ops->next(src, &b);
+        if (rc < 0)
+            return rc;
+        if (rc == 0)
+            break;
+        const void *labels;
+        DL_TRY(load_batch(t, src, &b, &labels));
+        dl_pass p;
+        dl_model_pass(t->m, &p, b.n, 0, t->cfg.precision, t->cfg.seed, 0);
+        DL_TRY(dl_model_forward(t->m, &p));
+        DL_TRY(apply_loss(t, b.n, labels, 0, NULL, stats));
+        n += b.n;
+        if (n % (1L << 14) < b.n) { /* fold into double now and then */
+            float host[2];
+            DL_TRY(t->be->ops->to_host(t->be, host, stats, sizeof host));
+            DL_TRY(t->be->ops->memset0(t->be, stats, sizeof host));
+            loss_sum += host[0];
+            correct += host[1];
+        }
+    }
+    float host[2];
+    DL_TRY(t->be->ops->to_host(t->be, host, stats, sizeof host));
+    loss_sum += host[0];
+    correct += host[1];
+    double d = n > 0 ? (double)n : 1;
+    *loss = loss_sum / d / per_sample_divisor(t);
+    *acc = t->loss.kind == DL_LOSS_MSE ? NAN
+                                       : correct / d /
+                                             (t->loss.kind == DL_LOSS_BCE ? per_sample_divisor(t) : 1);
+    return DL_OK;
+}
+
+static int end_epoch(dl_trainer *t)
+{
+    if (t->rep_samples > 0)
+        DL_TRY(report(t));
+    dl_epoch_info info = {0};
+    info.epoch = t->epoch;
+    info.step = t->step;
+    double n = t->ep_samples > 0 ? (double)t->ep_samples : 1;
+    info.train_loss = t->ep_loss / n / per_sample_divisor(t);
+    info.train_acc = t->loss.kind == DL_LOSS_MSE ? NAN : t->ep_correct / n;
+    info.val_loss = info.val_acc = NAN;
+    if (t->val)
+        DL_TRY(dl_trainer_evaluate(t, t->val, &info.val_loss, &info.val_acc));
+    info.seconds = now_s() - t->ep_t0;
+    if (dl_schedule_epoch_end(&t->sched, t->val ? info.val_loss : info.train_loss))
+        event(t, "lr", "epoch %d: no improvement, learning rate scaled to %g x base",
+              t->epoch + 1, (double)t->sched.scale);
+    t->ep_loss = t->ep_correct = 0;
+    t->ep_samples = 0;
+    t->epoch++;
+    t->epoch_step = 0;
+    t->epoch_open = 0;
+    t->ep_t0 = now_s();
+    t->rep_t0 = t->ep_t0;
+    if (t->cb.on_epoch) {
+        int rc = t->cb.on_epoch(t->cb.user, t, &info);
+        if (rc < 0)
+            return rc;
+        if (rc > 0)
+            t->stop = 1;
+    }
+    return DL_OK;
+}
+
+/* Applies queued commands; waits while paused. */
+static int drain(dl_trainer *t)
+{
+    for (;;) {
+        pthread_mutex_lock(&t->lock);
+        command q[QUEUE_SIZE];
+        int nq = t->nq;
+        memcpy(q, t->queue, (size_t)nq * sizeof *q);
+        t->nq = 0;
+        pthread_mutex_unlock(&t->lock);
+        for (int i = 0; i < nq; i++) {
+            command *c = &q[i];
+            switch (c->kind) {
+            case DL_CMD_PAUSE:
+                if (!t->paused)
+                    event(t, "paused", "paused at step %ld", t->step);
+                t->paused = 1;
+                break;
+            case DL_CMD_RESUME:
+                if (t->paused)
+                    event(t, "resumed", "resumed at step %ld", t->step);
+                t->paused = 0;
+                break;
+            case DL_CMD_STOP:
+                t->stop = 1;
+                event(t, "stop", "stop requested at step %ld", t->step);
+                break;
+            case DL_CMD_SET_LR:
+                if (c->value > 0 && isfinite(c->value)) {
+                    event(t, "lr", "step %ld: base learning rate %g -> %g", t->step,
+                          (double)t->base_lr, c->value);
+                    t->base_lr = (float)c->value;
+                } else {
+                    event(t, "error", "learning rate %g refused: must be positive", c->value);
+                }
+                break;
+            case DL_CMD_SWITCH: {
+                char why[256] = "";
+                dl_backend *be = dl_backend_by_name(c->text, why, sizeof why);
+                if (!be) {
+                    event(t, "error", "cannot switch to %s: %s", c->text, why);
+                } else if (be != t->be) {
+                    const char *from = t->be->ops->name;
+                    double t0 = now_s();
+                    int rc = dl_trainer_switch_device(t, be);
+                    if (rc < 0)
+                        event(t, "error", "switch to %s failed, training stays on %s: %s",
+                              be->ops->name, from, dl_error_message());
+                    else
+                        event(t, "device", "step %ld: moved from %s to %s in %.3f s", t->step,
+                              from, be->ops->name, now_s() - t0);
+                }
+                break;
+            }
+            case DL_CMD_CHECKPOINT: event(t, "checkpoint", "%s", c->text); break;
+            case DL_CMD_NOTE: event(t, "note", "%s", c->text); break;
+            }
+        }
+        if (t->cb.on_idle) {
+            int rc = t->cb.on_idle(t->cb.user, t);
+            if (rc < 0)
+                return rc;
+            if (rc > 0)
+                t->stop = 1;
+        }
+        if (!t->paused || t->stop)
+            return DL_OK;
+        /* paused: sleep until a command arrives, waking for on_idle */
+        pthread_mutex_lock(&t->lock);
+        if (t->nq == 0) {
+            struct timespec ts;
+            clock_gettime(CLOCK_REALTIME, &ts);
+            ts.tv_nsec += 100 * 1000000L;
+            if (ts.tv_nsec >= 1000000000L) {
+                ts.tv_sec++;
+                ts.tv_nsec -= 1000000000L;
+            }
+            pthread_cond_timedwait(&t->cond, &t->lock, &ts);
+        }
+        pthread_mutex_unlock(&t->lock);
+        t->rep_t0 = now_s(); /* paused time is not training time */
+    }
+}
+
+int dl_trainer_run(dl_trainer *t)
+{
+    t->rep_t0 = t->ep_t0 = now_s();
+    while (t->epoch < t->cfg.epochs && !t->stop) {
+        if (t->cfg.max_steps > 0 && t->step >= t->cfg.max_steps)
+            break;
+        DL_TRY(drain(t));
+        if (t->stop)
+            break;
+        int rc = dl_trainer_step(t);
+        if (rc < 0)
+            return rc;
+        if (rc == 1) {
+            DL_TRY(end_epoch(t));
+            continue;
+        }
+        if (t->step % t->cfg.log_every == 0)
+            DL_TRY(report(t));
+    }
+    if (t->rep_samples > 0)
+        DL_TRY(report(t));
+    return DL_OK;
+}
+
+int dl_trainer_post(dl_trainer *t, dl_command_kind kind, double value, const char *text)
+{
+    pthread_mutex_lock(&t->lock);
+    if (t->nq == QUEUE_SIZE) {
+        pthread_mutex_unlock(&t->lock);
+        return dl_error(DL_ERR, "command queue full (%d commands waiting)", QUEUE_SIZE);
+    }
+    command *c = &t->queue[t->nq++];
+    c->kind = kind;
+    c->value = value;
+    snprintf(c->text, sizeof c->text, "%s", text ? text : "");
+    pthread_cond_signal(&t->cond);
+    pthread_mutex_unlock(&t->lock);
+    return DL_OK;
+}
+
+int dl_trainer_switch_device(dl_trainer *t, dl_backend *be)
+{
+    dl_backend *old = t->be;
+    if (be == old)
+        return DL_OK;
+    DL_TRY(dl_model_move(t->m, be));
+    int rc = alloc_stage(t, be);
+    if (rc == DL_OK && t->train->ops->retarget)
+        rc = t->train->ops->retarget(t->train, be);
+    if (rc == DL_OK && t->val && t->val->ops->retarget)
+        rc = t->val->ops->retarget(t->val, be);
+    if (rc < 0) {
+        char msg[512];
+        snprintf(msg, sizeof msg, "%s", dl_error_message());
+        dl_model_move(t->m, old);
+        alloc_stage(t, old);
+        if (t->train->ops->retarget)
+            t->train->ops->retarget(t->train, old);
+        if (t->val && t->val->ops->retarget)
+            t->val->ops->retarget(t->val, old);
+        return dl_error(rc, "%s", msg);
+    }
+    t->be = be;
+    return DL_OK;
+}
+
+void dl_trainer_params_changed(dl_trainer *t) { t->lowp_dirty = 1; }
+dl_model *dl_trainer_model(dl_trainer *t) { return t->m; }
+dl_backend *dl_trainer_backend(dl_trainer *t) { return t->be; }
+long dl_trainer_step_count(const dl_trainer *t) { return t->step; }
+int dl_trainer_epoch(const dl_trainer *t) { return t->epoch; }
+long dl_trainer_epoch_step(const dl_trainer *t) { return t->epoch_step; }
+int dl_trainer_stopped(const dl_trainer *t) { return t->stop; }
+int dl_trainer_paused(const dl_trainer *t) { return t->paused; }
+float dl_trainer_loss_scale(const dl_trainer *t) { return t->loss_scale; }
+float dl_trainer_base_lr(const dl_trainer *t) { return t->base_lr; }
+void dl_trainer_set_base_lr(dl_trainer *t, float lr) { t->base_lr = lr; }
+double dl_trainer_current_lr(const dl_trainer *t) { return t->lr_now; }
+const dl_trainer_config *dl_trainer_config_of(const dl_trainer *t) { return &t->cfg; }
+void dl_trainer_request_stop(dl_trainer *t) { dl_trainer_post(t, DL_CMD_STOP, 0, NULL); }
+
+void dl_trainer_get_cursor(const dl_trainer *t, dl_trainer_cursor *c)
+{
+    memset(c, 0, sizeof *c);
+    c->step = t->step;
+    c->epoch = t->epoch;
+    c->epoch_step = t->epoch_step;
+    c->loss_scale = t->loss_scale;
+    c->clean_steps = t->clean_steps;
+    c->skipped = t->skipped;
+    c->base_lr = t->base_lr;
+    c->sched_scale = t->sched.scale;
+    c->sched_best = t->sched.best;
+    c->sched_bad = t->sched.bad_epochs;
+}
+
+int dl_trainer_set_cursor(dl_trainer *t, const dl_trainer_cursor *c)
+{
+    if (c->step < 0 || c->epoch < 0 || c->epoch_step < 0 || !(c->loss_scale > 0))
+        return dl_error(DL_EINVAL, "invalid trainer cursor (step %ld, epoch %d)", c->step,
+                        c->epoch);
+    t->step = c->step;
+    t->epoch = c->epoch;
+    t->epoch_step = c->epoch_step;
+    t->loss_scale = c->loss_scale;
+    t->clean_steps = c->clean_steps;
+    t->skipped = c->skipped;
+    t->base_lr = c->base_lr;
+    t->sched.scale = c->sched_scale;
+    t->sched.best = c->sched_best;
+    t->sched.bad_epochs = c->sched_bad;
+    t->epoch_open = 0;
+    /* micro-batch counter (keys dropout): every finished epoch ran all its
+     * batches, every step of this one `accumulate` of them */
+    uint64_t per_epoch = t->train->ops->batches(t->train);
+    t->micro = (uint64_t)c->epoch * per_epoch +
+               (uint64_t)c->epoch_step * (uint64_t)t->cfg.accumulate;
+    t->lowp_dirty = 1;
+    return DL_OK;
+}

@@ -1,0 +1,144 @@
+/* trainer.h - the C training loop: epochs of steps, accumulation, mixed precision, validation, commands */
+#ifndef DL_TRAINER_H
+#define DL_TRAINER_H
+
+#include <stdint.h>
+
+#include "backend.h"
+#include "data.h"
+#include "nn.h"
+#include "optim.h"
+
+typedef struct dl_trainer dl_trainer;
+
+typedef enum { DL_NONFINITE_STOP, DL_NONFINITE_SKIP } dl_nonfinite_policy;
+
+typedef struct dl_trainer_config {
+    int epochs;             /* >= 1 */
+    int batch;              /* micro-batch rows, as the source yields them */
+    int accumulate;         /* micro-batches per optimizer step (>= 1) */
+    dl_precision precision; /* f32, bf16 (no scaling), f16 (dynamic loss scaling) */
+    uint64_t seed;
+    long max_steps;         /* stop after this many optimizer steps (0: no limit) */
+    int log_every;          /* steps between on_step callbacks (>= 1) */
+    dl_nonfinite_policy nonfinite;
+    float loss_scale;       /* f16 initial scale (65536) */
+    int loss_scale_window;  /* clean steps before the scale doubles (2000) */
+} dl_trainer_config;
+
+/* Sensible defaults: 1 epoch, batch 128, accumulate 1, f32, seed 0,
+ * log every 10 steps, stop on non-finite. */
+dl_trainer_config dl_trainer_config_default(void);
+
+/* What the trainer reports after a logged step. Losses are per sample. */
+typedef struct dl_step_info {
+    long step;          /* optimizer steps done */
+    int epoch;          /* 0-based */
+    long epoch_step;    /* steps done in this epoch */
+    long steps_per_epoch;
+    double loss;        /* mean training loss since the last report */
+    double acc;         /* training accuracy since the last report (-1 if none) */
+    double lr;
+    double samples_per_s;
+    double data_wait_share; /* time waiting for batches / wall time since last report */
+    float loss_scale;   /* 1 unless f16 */
+    long skipped_steps; /* overflowed or non-finite steps skipped so far */
+    double grad_norm;   /* last global gradient norm (unscaled) */
+} dl_step_info;
+
+typedef struct dl_epoch_info {
+    int epoch;
+    long step;
+    double train_loss, train_acc;
+    double val_loss, val_acc; /* NaN when there is no validation source */
+    double seconds;
+} dl_epoch_info;
+
+/* Callbacks: return 0 to go on, 1 to stop the run cleanly, or a negative
+ * code to fail it (with dl_error set). */
+typedef struct dl_callbacks {
+    void *user;
+    int (*on_step)(void *user, dl_trainer *t, const dl_step_info *info);
+    int (*on_epoch)(void *user, dl_trainer *t, const dl_epoch_info *info);
+    /* Plain-text events: "device switched", "loss scale halved", ... */
+    void (*on_event)(void *user, dl_trainer *t, const char *kind, const char *text);
+    /* Between steps, after the command queue is drained (hook for a Lua
+     * prompt or the workbench's state copy). */
+    int (*on_idle)(void *user, dl_trainer *t);
+} dl_callbacks;
+
+/* Creates a trainer. The model must be built (dl_model_create); the
+ * trainer allocates its state on be and plans activations. train and val
+ * (val may be NULL) are borrowed and must outlive the trainer. */
+int dl_trainer_create(dl_trainer **out, dl_model *model, const dl_loss *loss,
+                      const dl_optim *optim, const dl_schedule *schedule, dl_source *train,
+                      dl_source *val, const dl_trainer_config *cfg, dl_backend *be);
+void dl_trainer_destroy(dl_trainer *t);
+void dl_trainer_set_callbacks(dl_trainer *t, const dl_callbacks *cb);
+
+/* Runs epochs until done, max_steps, a stop command or a callback's stop.
+ * Returns DL_OK (finished or stopped: see dl_trainer_stopped) or an error. */
+int dl_trainer_run(dl_trainer *t);
+/* One optimizer step (accumulate micro-batches). Returns 1 when the epoch
+ * has no more batches (no step taken), 0 after a step, < 0 on error. */
+int dl_trainer_step(dl_trainer *t);
+/* Mean loss and accuracy of the model over a whole source, eval mode. */
+int dl_trainer_evaluate(dl_trainer *t, dl_source *src, double *loss, double *acc);
+
+/* Tells the trainer its model's parameters were replaced (a checkpoint
+ * was loaded): the low-precision copy is refreshed before the next step. */
+void dl_trainer_params_changed(dl_trainer *t);
+
+/* Commands, thread-safe: queued and applied between two steps.
+ * CHECKPOINT and NOTE are not handled by the trainer itself: they reach
+ * on_event with kind "checkpoint" (text: a name or "") and "note". */
+typedef enum {
+    DL_CMD_PAUSE,
+    DL_CMD_RESUME,
+    DL_CMD_STOP,
+    DL_CMD_SET_LR,    /* value: new base LR */
+    DL_CMD_SWITCH,    /* text: "cpu" or "cuda" */
+    DL_CMD_CHECKPOINT,
+    DL_CMD_NOTE       /* text */
+} dl_command_kind;
+int dl_trainer_post(dl_trainer *t, dl_command_kind kind, double value, const char *text);
+
+/* Moves every parameter, gradient, moment, buffer and the activations to
+ * be at the current step boundary; the loader re-targets its buffers. On
+ * error the training stays on the old backend. Call between steps only
+ * (the command queue does). */
+int dl_trainer_switch_device(dl_trainer *t, dl_backend *be);
+
+/* State and counters. */
+dl_model *dl_trainer_model(dl_trainer *t);
+dl_backend *dl_trainer_backend(dl_trainer *t);
+long dl_trainer_step_count(const dl_trainer *t);
+int dl_trainer_epoch(const dl_trainer *t);
+long dl_trainer_epoch_step(const dl_trainer *t);
+int dl_trainer_stopped(const dl_trainer *t);
+int dl_trainer_paused(const dl_trainer *t);
+float dl_trainer_loss_scale(const dl_trainer *t);
+float dl_trainer_base_lr(const dl_trainer *t);
+void dl_trainer_set_base_lr(dl_trainer *t, float lr);
+double dl_trainer_current_lr(const dl_trainer *t);
+const dl_trainer_config *dl_trainer_config_of(const dl_trainer *t);
+void dl_trainer_request_stop(dl_trainer *t);
+
+/* Resume support: the cursor and counters a checkpoint must hold. Setting
+ * them restarts the epoch at that batch. */
+typedef struct dl_trainer_cursor {
+    long step;
+    int epoch;
+    long epoch_step;   /* optimizer steps done in the epoch */
+    float loss_scale;
+    int clean_steps;   /* steps since the loss scale last changed */
+    long skipped;
+    float base_lr;
+    float sched_scale; /* plateau state */
+    double sched_best;
+    int sched_bad;
+} dl_trainer_cursor;
+void dl_trainer_get_cursor(const dl_trainer *t, dl_trainer_cursor *c);
+int dl_trainer_set_cursor(dl_trainer *t, const dl_trainer_cursor *c);
+
+#endif

@@ -1,0 +1,623 @@
+/* test_nn.c - layers and losses against finite differences; optimizers and schedules against hand-computed values */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/backend.h"
+#include "engine/error.h"
+#include "engine/half.h"
+#include "engine/nn.h"
+#include "engine/optim.h"
+#include "engine/rng.h"
+#include "tests/check.h"
+
+static dl_backend *be;
+
+static void fill_random(float *x, size_t n, uint64_t seed, float scale)
+{
+    for (size_t i = 0; i < n; i++)
+        x[i] = scale * (2.0f * dl_rng_uniform(seed, 7, 0, i) - 1.0f);
+}
+
+/* A single layer wrapped in a model, driven directly so the input gradient
+ * can be checked too. Loss L = sum(r * y) for fixed random r. */
+typedef struct {
+    dl_model *m;
+    dl_layer *l;
+    int n;
+    size_t nin, nout;
+    float *x, *r, *dx;
+} harness;
+
+static int harness_init(harness *h, dl_layer *l, const dl_shape *in, int n)
+{
+    memset(h, 0, sizeof *h);
+    h->l = l;
+    h->n = n;
+    int rc = dl_model_create(&h->m, l, in);
+    if (rc < 0)
+        return rc;
+    DL_TRY(dl_model_init_state(h->m, be, 0, 42));
+    DL_TRY(dl_model_plan(h->m, n));
+    h->nin = (size_t)n * (size_t)dl_shape_numel(in);
+    h->nout = (size_t)n * (size_t)dl_shape_numel(dl_model_output_shape(h->m));
+    h->x = calloc(h->nin, 4);
+    h->r = calloc(h->nout, 4);
+    h->dx = calloc(h->nin, 4);
+    fill_random(h->x, h->nin, 1, 1.0f);
+    fill_random(h->r, h->nout, 2, 1.0f);
+    return DL_OK;
+}
+
+static void harness_done(harness *h)
+{
+    dl_model_destroy(h->m);
+    free(h->x);
+    free(h->r);
+    free(h->dx);
+}
+
+static double harness_loss(harness *h, int training)
+{
+    dl_pass p;
+    dl_model_pass(h->m, &p, h->n, training, DL_PREC_F32, 5, 3);
+    float *y = dl_model_output(h->m);
+    int rc = h->l->vt->forward(h->l, &p, h->x, y);
+    if (rc < 0)
+        return NAN;
+    double s = 0;
+    for (size_t i = 0; i < h->nout; i++)
+        s += (double)h->r[i] * y[i];
+    return s;
+}
+
+/* Analytic gradients of x and of every parameter versus central
+ * differences, relative to the largest gradient. */
+static void check_gradients(harness *h, float eps, double tol, int check_x, int training)
+{
+    dl_model_state s;
+    dl_model_get_state(h->m, &s);
+    memset(s.grads, 0, s.count * 4);
+    memset(h->dx, 0, h->nin * 4);
+    /* buffers (BatchNorm running stats) change with each training forward:
+     * keep a copy to restore so every loss evaluation is the same function */
+    float *buf = malloc((s.buffer_count + 1) * 4);
+    memcpy(buf, s.buffers, s.buffer_count * 4);
+    double l0 = harness_loss(h, training);
+    CHECK(isfinite(l0));
+    dl_pass p;
+    dl_model_pass(h->m, &p, h->n, training, DL_PREC_F32, 5, 3);
+    CHECK_OK(h->l->vt->backward(h->l, &p, h->x, dl_model_output(h->m), h->r,
+                                check_x ? h->dx : NULL));
+    double gmax = 1e-6, worst = 0;
+    if (check_x) {
+        for (size_t i = 0; i < h->nin; i++)
+            gmax = fmax(gmax, fabs(h->dx[i]));
+        for (size_t i = 0; i < h->nin; i++) {
+            float keep = h->x[i];
+            h->x[i] = keep + eps;
+            memcpy(s.buffers, buf, s.buffer_count * 4);
+            double lp = harness_loss(h, training);
+            h->x[i] = keep - eps;
+            memcpy(s.buffers, buf, s.buffer_count * 4);
+            double lm = harness_loss(h, training);
+            h->x[i] = keep;
+            double fd = (lp - lm) / (2 * eps);
+            double err = fabs(fd - h->dx[i]) / gmax;
+            if (err > worst)
+                worst = err;
+        }
+        CHECK_MSG(worst <= tol, "input gradient: worst relative error %.3g > %.3g", worst, tol);
+    }
+    double pmax = 1e-6, pworst = 0;
+    for (int k = 0; k < dl_model_num_params(h->m); k++) {
+        const dl_param *pp = dl_model_param(h->m, k);
+        for (size_t i = 0; i < pp->count; i++)
+            pmax = fmax(pmax, fabs(s.grads[pp->offset + i]));
+    }
+    for (int k = 0; k < dl_model_num_params(h->m); k++) {
+        const dl_param *pp = dl_model_param(h->m, k);
+        for (size_t i = 0; i < pp->count; i++) {
+            float *w = s.params + pp->offset + i;
+            float keep = *w;
+            *w = keep + eps;
+            memcpy(s.buffers, buf, s.buffer_count * 4);
+            double lp = harness_loss(h, training);
+            *w = keep - eps;
+            memcpy(s.buffers, buf, s.buffer_count * 4);
+            double lm = harness_loss(h, training);
+            *w = keep;
+            double fd = (lp - lm) / (2 * eps);
+            double err = fabs(fd - s.grads[pp->offset + i]) / pmax;
+            if (err > pworst)
+                pworst = err;
+        }
+    }
+    CHECK_MSG(pworst <= tol, "parameter gradient: worst relative error %.3g > %.3g", pworst, tol);
+    free(buf);
+}
+
+/* Tolerances: central differences in f32 with eps 1e-2 on O(1) values have
+ * truncation error O(eps^2) and rounding error ~1e-7 * |L| / eps; 1e-2 of
+ * the largest gradient separates a correct gradient from a wrong one. */
+#define TOL 1e-2
+
+/* Input preparation for ops with kinks: finite differences straddling a
+ * kink are meaningless, so keep inputs 2.5 eps away from them. */
+enum { PLAIN, AWAY_FROM_ZERO, DISTINCT };
+
+static void gradcheck_prep(dl_layer *l, dl_shape in, int n, int check_x, int prep)
+{
+    harness h;
+    int rc = harness_init(&h, l, &in, n);
+    CHECK_OK(rc);
+    if (prep == AWAY_FROM_ZERO)
+        for (size_t i = 0; i < h.nin; i++)
+            h.x[i] += h.x[i] >= 0 ? 0.05f : -0.05f;
+    if (prep == DISTINCT) /* a permutation of values 0.05 apart: no ties in a window */
+        for (size_t i = 0; i < h.nin; i++)
+            h.x[i] = 0.05f * (float)((i * 37) % h.nin) - 1.0f;
+    if (rc == DL_OK)
+        check_gradients(&h, 1e-2f, TOL, check_x, 1);
+    harness_done(&h);
+}
+
+static void gradcheck(dl_layer *l, dl_shape in, int n, int check_x)
+{
+    gradcheck_prep(l, in, n, check_x, PLAIN);
+}
+
+static void test_linear_grad(void) { gradcheck(dl_nn_linear(7, 5, 1), (dl_shape){1, {7}}, 3, 1); }
+static void test_linear_seq_grad(void)
+{
+    /* Linear over the last dimension of a [4, 6] sample */
+    gradcheck(dl_nn_linear(6, 3, 0), (dl_shape){2, {4, 6}}, 2, 1);
+}
+static void test_conv_grad(void)
+{
+    gradcheck(dl_nn_conv2d(2, 3, 3, 1, 1, 1), (dl_shape){3, {2, 5, 6}}, 2, 1);
+}
+static void test_conv_stride_grad(void)
+{
+    gradcheck(dl_nn_conv2d(3, 2, 3, 2, 0, 1), (dl_shape){3, {3, 7, 7}}, 2, 1);
+}
+static void test_maxpool_grad(void)
+{
+    gradcheck_prep(dl_nn_maxpool2d(2, 2, 0), (dl_shape){3, {2, 6, 6}}, 2, 1, DISTINCT);
+}
+static void test_maxpool_overlap_grad(void)
+{
+    gradcheck_prep(dl_nn_maxpool2d(3, 2, 1), (dl_shape){3, {1, 7, 7}}, 2, 1, DISTINCT);
+}
+static void test_avgpool_grad(void)
+{
+    gradcheck(dl_nn_avgpool2d(3, 2, 1), (dl_shape){3, {2, 6, 5}}, 2, 1);
+}
+static void test_relu_grad(void)
+{
+    gradcheck_prep(dl_nn_activation(DL_ACT_RELU), (dl_shape){1, {9}}, 3, 1, AWAY_FROM_ZERO);
+}
+static void test_gelu_grad(void) { gradcheck(dl_nn_activation(DL_ACT_GELU), (dl_shape){1, {9}}, 3, 1); }
+static void test_tanh_grad(void) { gradcheck(dl_nn_activation(DL_ACT_TANH), (dl_shape){1, {9}}, 3, 1); }
+static void test_sigmoid_grad(void)
+{
+    gradcheck(dl_nn_activation(DL_ACT_SIGMOID), (dl_shape){1, {9}}, 3, 1);
+}
+static void test_dropout_grad(void) { gradcheck(dl_nn_dropout(0.3f), (dl_shape){1, {40}}, 3, 1); }
+static void test_batchnorm1d_grad(void)
+{
+    gradcheck(dl_nn_batchnorm(4, 1e-5f, 0.1f), (dl_shape){1, {4}}, 6, 1);
+}
+static void test_batchnorm2d_grad(void)
+{
+    gradcheck(dl_nn_batchnorm(3, 1e-5f, 0.1f), (dl_shape){3, {3, 4, 4}}, 2, 1);
+}
+static void test_layernorm_grad(void)
+{
+    gradcheck(dl_nn_layernorm(8, 1e-5f), (dl_shape){2, {3, 8}}, 2, 1);
+}
+static void test_flatten_grad(void) { gradcheck(dl_nn_flatten(), (dl_shape){3, {2, 3, 2}}, 2, 1); }
+static void test_embedding_grad(void)
+{
+    harness h;
+    CHECK_OK(harness_init(&h, dl_nn_embedding(11, 4), &(dl_shape){1, {5}}, 3));
+    for (size_t i = 0; i < h.nin; i++)
+        h.x[i] = (float)((i * 7) % 11); /* repeated indices accumulate */
+    check_gradients(&h, 1e-2f, TOL, 0, 1);
+    harness_done(&h);
+}
+static void test_residual_grad(void)
+{
+    dl_layer *seq = dl_nn_sequential();
+    dl_nn_sequential_add(seq, dl_nn_linear(6, 6, 1));
+    dl_nn_sequential_add(seq, dl_nn_activation(DL_ACT_TANH));
+    gradcheck(dl_nn_residual(seq), (dl_shape){1, {6}}, 3, 1);
+}
+static void test_sequential_grad(void)
+{
+    dl_layer *seq = dl_nn_sequential();
+    dl_nn_sequential_add(seq, dl_nn_conv2d(1, 2, 3, 1, 1, 1));
+    dl_nn_sequential_add(seq, dl_nn_activation(DL_ACT_GELU));
+    dl_nn_sequential_add(seq, dl_nn_avgpool2d(2, 2, 0));
+    dl_nn_sequential_add(seq, dl_nn_flatten());
+    dl_nn_sequential_add(seq, dl_nn_linear(8, 3, 1));
+    gradcheck(seq, (dl_shape){3, {1, 4, 4}}, 2, 1);
+}
+
+static void test_batchnorm_eval(void)
+{
+    /* eval mode normalises with the running statistics */
+    harness h;
+    CHECK_OK(harness_init(&h, dl_nn_batchnorm(2, 1e-5f, 0.1f), &(dl_shape){1, {2}}, 4));
+    dl_model_state s;
+    dl_model_get_state(h.m, &s);
+    s.buffers[0] = 0.5f;  /* running mean of channel 0 */
+    s.buffers[16] = 4.0f; /* running var of channel 0 (buffers padded to 16) */
+    s.params[0] = 2.0f;   /* gamma 0 */
+    s.params[16] = 1.0f;  /* beta 0 */
+    dl_pass p;
+    dl_model_pass(h.m, &p, 4, 0, DL_PREC_F32, 0, 0);
+    float *y = dl_model_output(h.m);
+    CHECK_OK(h.l->vt->forward(h.l, &p, h.x, y));
+    for (int r = 0; r < 4; r++)
+        CHECK_NEAR(y[r * 2], 2.0 * (h.x[r * 2] - 0.5) / sqrt(4.0 + 1e-5) + 1.0, 1e-5);
+    /* training updates the running mean with momentum 0.1 */
+    dl_model_pass(h.m, &p, 4, 1, DL_PREC_F32, 0, 0);
+    CHECK_OK(h.l->vt->forward(h.l, &p, h.x, y));
+    double mean = 0;
+    for (int r = 0; r < 4; r++)
+        mean += h.x[r * 2] / 4.0;
+    CHECK_NEAR(s.buffers[0], 0.9 * 0.5 + 0.1 * mean, 1e-6);
+    harness_done(&h);
+}
+
+static void test_shape_errors(void)
+{
+    dl_layer *seq = dl_nn_sequential();
+    dl_nn_sequential_add(seq, dl_nn_flatten());
+    dl_nn_sequential_add(seq, dl_nn_linear(100, 10, 1));
+    dl_model *m = NULL;
+    int rc = dl_model_create(&m, seq, &(dl_shape){3, {1, 28, 28}});
+    CHECK(rc == DL_ESHAPE);
+    CHECK_MSG(strstr(dl_error_message(), "Linear(100, 10)") &&
+                  strstr(dl_error_message(), "Flatten") && strstr(dl_error_message(), "[784]"),
+              "message: %s", dl_error_message());
+    CHECK(m == NULL);
+    CHECK(dl_nn_linear(0, 3, 1) == NULL);
+    CHECK(dl_nn_dropout(1.5f) == NULL);
+    CHECK(dl_nn_conv2d(1, 1, 3, 0, 0, 1) == NULL);
+}
+
+/* --- losses ------------------------------------------------------------------ */
+
+static void test_xent(void)
+{
+    const int rows = 3, classes = 5;
+    float z[15], d[15] = {0}, stats[2] = {0};
+    int32_t y[3] = {0, 4, 2};
+    fill_random(z, 15, 9, 2.0f);
+    float smooth = 0.1f;
+    CHECK_OK(be->ops->softmax_xent(be, rows, classes, z, y, smooth, 1.0f, d, stats));
+    /* reference in double */
+    double ref = 0;
+    for (int r = 0; r < rows; r++) {
+        double mx = -1e30, s = 0;
+        for (int c = 0; c < classes; c++)
+            mx = fmax(mx, z[r * classes + c]);
+        for (int c = 0; c < classes; c++)
+            s += exp(z[r * classes + c] - mx);
+        for (int c = 0; c < classes; c++) {
+            double logp = z[r * classes + c] - mx - log(s);
+            double t = smooth / classes + (c == y[r] ? 1 - smooth : 0);
+            ref -= t * logp;
+        }
+    }
+    CHECK_NEAR(stats[0], ref, 1e-4);
+    /* gradient against finite differences of the summed loss */
+    for (int i = 0; i < 15; i++) {
+        float keep = z[i], st[2] = {0};
+        z[i] = keep + 1e-2f;
+        be->ops->softmax_xent(be, rows, classes, z, y, smooth, 1, NULL, st);
+        double lp = st[0];
+        st[0] = 0;
+        z[i] = keep - 1e-2f;
+        be->ops->softmax_xent(be, rows, classes, z, y, smooth, 1, NULL, st);
+        z[i] = keep;
+        CHECK_NEAR(d[i], (lp - st[0]) / 2e-2, 2e-3);
+    }
+    /* accuracy counter: argmax of each row against the label */
+    int correct = 0;
+    for (int r = 0; r < rows; r++) {
+        int arg = 0;
+        for (int c = 1; c < classes; c++)
+            if (z[r * classes + c] > z[r * classes + arg])
+                arg = c;
+        correct += arg == y[r];
+    }
+    CHECK_NEAR(stats[1], correct, 0);
+}
+
+static void test_mse_bce(void)
+{
+    float p[6], t[6], d[6] = {0}, st[2] = {0};
+    fill_random(p, 6, 3, 2.0f);
+    for (int i = 0; i < 6; i++)
+        t[i] = (float)(i % 2);
+    CHECK_OK(be->ops->mse(be, 6, p, t, 1.0f, d, st));
+    double ref = 0;
+    for (int i = 0; i < 6; i++) {
+        ref += (p[i] - t[i]) * (p[i] - t[i]);
+        CHECK_NEAR(d[i], 2 * (p[i] - t[i]), 1e-6);
+    }
+    CHECK_NEAR(st[0], ref, 1e-5);
+    memset(d, 0, sizeof d);
+    st[0] = st[1] = 0;
+    CHECK_OK(be->ops->bce_logits(be, 6, p, t, 1.0f, d, st));
+    ref = 0;
+    for (int i = 0; i < 6; i++) {
+        double s = 1 / (1 + exp(-(double)p[i]));
+        ref -= t[i] * log(s) + (1 - t[i]) * log(1 - s);
+        CHECK_NEAR(d[i], s - t[i], 1e-6);
+    }
+    CHECK_NEAR(st[0], ref, 1e-5);
+    /* large logits stay finite */
+    float big[2] = {80.0f, -80.0f}, tb[2] = {0.0f, 1.0f}, s2[2] = {0};
+    CHECK_OK(be->ops->bce_logits(be, 2, big, tb, 1.0f, NULL, s2));
+    CHECK_NEAR(s2[0], 160.0, 1e-3);
+}
+
+/* --- optimizers ---------------------------------------------------------------- */
+
+/* A model of one Linear(2, 1) without bias: two parameters. */
+static dl_model *tiny_model(int moments)
+{
+    dl_model *m;
+    dl_model_create(&m, dl_nn_linear(2, 1, 0), &(dl_shape){1, {2}});
+    dl_model_init_state(m, be, moments, 1);
+    dl_model_state s;
+    dl_model_get_state(m, &s);
+    s.params[0] = 1.0f;
+    s.params[1] = -2.0f;
+    return m;
+}
+
+static void set_grads(dl_model *m, float g0, float g1)
+{
+    dl_model_state s;
+    dl_model_get_state(m, &s);
+    s.grads[0] = g0;
+    s.grads[1] = g1;
+}
+
+static void test_sgd(void)
+{
+    /* momentum 0.9, weight decay 0.1 (the weight decays), lr 0.5,
+     * hand-computed: d = g + wd w; m = 0.9 m + d; w -= lr m */
+    dl_optim o = dl_optim_sgd(0.5f, 0.9f, 0, 0.1f);
+    dl_model *m = tiny_model(1);
+    dl_model_state s;
+    dl_model_get_state(m, &s);
+    set_grads(m, 0.2f, 0.4f);
+    CHECK_OK(dl_optim_step(&o, m, 0.5f, 1, 1.0f));
+    /* d0 = 0.2 + 0.1 = 0.3 -> w0 = 1 - 0.15 = 0.85; d1 = 0.4 - 0.2 = 0.2 -> w1 = -2.1 */
+    CHECK_NEAR(s.params[0], 0.85, 1e-6);
+    CHECK_NEAR(s.params[1], -2.1, 1e-6);
+    CHECK(s.grads[0] == 0 && s.grads[1] == 0);
+    set_grads(m, 0.2f, 0.4f);
+    CHECK_OK(dl_optim_step(&o, m, 0.5f, 2, 1.0f));
+    /* d0 = 0.2 + 0.085 = 0.285; m0 = 0.27 + 0.285 = 0.555; w0 = 0.85 - 0.2775 */
+    CHECK_NEAR(s.params[0], 0.5725, 1e-6);
+    dl_model_destroy(m);
+
+    /* Nesterov: w -= lr (d + mu m) */
+    o = dl_optim_sgd(0.1f, 0.5f, 1, 0);
+    m = tiny_model(1);
+    dl_model_get_state(m, &s);
+    set_grads(m, 1.0f, 0);
+    CHECK_OK(dl_optim_step(&o, m, 0.1f, 1, 1.0f));
+    CHECK_NEAR(s.params[0], 1 - 0.1 * (1 + 0.5 * 1), 1e-6);
+    set_grads(m, 1.0f, 0);
+    CHECK_OK(dl_optim_step(&o, m, 0.1f, 2, 1.0f));
+    /* m = 0.5 + 1 = 1.5; step = 1 + 0.75 */
+    CHECK_NEAR(s.params[0], 0.85 - 0.1 * 1.75, 1e-6);
+    dl_model_destroy(m);
+}
+
+static void test_adam(void)
+{
+    for (int decoupled = 0; decoupled < 2; decoupled++) {
+        dl_optim o = decoupled ? dl_optim_adamw(0.01f, 0.1f) : dl_optim_adam(0.01f, 0.1f);
+        dl_model *m = tiny_model(2);
+        dl_model_state s;
+        dl_model_get_state(m, &s);
+        double w = 1.0, mm = 0, vv = 0;
+        const double g[3] = {0.3, -0.1, 0.5};
+        for (int t = 1; t <= 3; t++) {
+            set_grads(m, (float)g[t - 1], 0);
+            CHECK_OK(dl_optim_step(&o, m, 0.01f, t, 1.0f));
+            double gi = g[t - 1] + (decoupled ? 0 : 0.1 * w);
+            mm = 0.9 * mm + 0.1 * gi;
+            vv = 0.999 * vv + 0.001 * gi * gi;
+            double mh = mm / (1 - pow(0.9, t)), vh = vv / (1 - pow(0.999, t));
+            if (decoupled)
+                w -= 0.01 * 0.1 * w;
+            w -= 0.01 * mh / (sqrt(vh) + 1e-8);
+            CHECK_NEAR(s.params[0], w, 2e-6);
+        }
+        dl_model_destroy(m);
+    }
+}
+
+static void test_weight_decay_skips_bias(void)
+{
+    dl_model *m;
+    dl_model_create(&m, dl_nn_linear(1, 1, 1), &(dl_shape){1, {1}});
+    dl_model_init_state(m, be, 0, 1);
+    dl_model_state s;
+    dl_model_get_state(m, &s);
+    const dl_param *w = dl_model_param(m, 0), *b = dl_model_param(m, 1);
+    s.params[w->offset] = 2.0f;
+    s.params[b->offset] = 3.0f;
+    dl_optim o = dl_optim_sgd(0.1f, 0, 0, 0.5f);
+    CHECK_OK(dl_optim_step(&o, m, 0.1f, 1, 1.0f));
+    CHECK_NEAR(s.params[w->offset], 2.0 - 0.1 * 0.5 * 2.0, 1e-6);
+    CHECK_NEAR(s.params[b->offset], 3.0, 0);
+    dl_model_destroy(m);
+}
+
+static void test_clip(void)
+{
+    dl_model *m = tiny_model(0);
+    set_grads(m, 3.0f, 4.0f);
+    double norm;
+    CHECK_OK(dl_clip_grad_norm(m, 1.0f, 1.0f, &norm));
+    CHECK_NEAR(norm, 5.0, 1e-6);
+    dl_model_state s;
+    dl_model_get_state(m, &s);
+    CHECK_NEAR(s.grads[0], 0.6, 1e-6);
+    CHECK_NEAR(s.grads[1], 0.8, 1e-6);
+    set_grads(m, INFINITY, 0);
+    CHECK_OK(dl_clip_grad_norm(m, 1.0f, 1.0f, &norm));
+    CHECK(!isfinite(norm));
+    dl_model_destroy(m);
+}
+
+static void test_schedules(void)
+{
+    dl_schedule s = dl_schedule_constant();
+    CHECK_NEAR(dl_schedule_lr(&s, 0.1f, 50, 100), 0.1, 1e-7);
+    s.kind = DL_SCHED_STEP;
+    s.step_size = 10;
+    s.gamma = 0.5f;
+    CHECK_NEAR(dl_schedule_lr(&s, 0.1f, 9, 100), 0.1, 1e-7);
+    CHECK_NEAR(dl_schedule_lr(&s, 0.1f, 25, 100), 0.025, 1e-7);
+    s = dl_schedule_constant();
+    s.kind = DL_SCHED_WARMUP;
+    s.warmup = 4;
+    CHECK_NEAR(dl_schedule_lr(&s, 0.1f, 0, 100), 0.025, 1e-7);
+    CHECK_NEAR(dl_schedule_lr(&s, 0.1f, 3, 100), 0.1, 1e-7);
+    CHECK_NEAR(dl_schedule_lr(&s, 0.1f, 50, 100), 0.1, 1e-7);
+    s.kind = DL_SCHED_COSINE;
+    s.warmup = 10;
+    s.min_lr = 0;
+    CHECK_NEAR(dl_schedule_lr(&s, 0.1f, 4, 110), 0.05, 1e-7);
+    CHECK_NEAR(dl_schedule_lr(&s, 0.1f, 10, 110), 0.1, 1e-7);
+    CHECK_NEAR(dl_schedule_lr(&s, 0.1f, 60, 110), 0.05, 1e-6);  /* half way: cos(pi/2) */
+    CHECK_NEAR(dl_schedule_lr(&s, 0.1f, 110, 110), 0.0, 1e-7);
+    s = dl_schedule_constant();
+    s.kind = DL_SCHED_ONECYCLE;
+    s.max_lr = 1.0f; /* start 1/25, end 1/25/1e4, peak at 30% */
+    CHECK_NEAR(dl_schedule_lr(&s, 0.1f, 0, 101), 0.04, 1e-6);
+    CHECK_NEAR(dl_schedule_lr(&s, 0.1f, 29, 101), 1.0 - 0.96 * 0.5 * (1 + cos(M_PI * 29 / 29.3)), 1e-5);
+    CHECK_NEAR(dl_schedule_lr(&s, 0.1f, 100, 101), 0.04 / 1e4, 1e-8);
+    s = dl_schedule_constant();
+    s.kind = DL_SCHED_PLATEAU;
+    s.patience = 1;
+    s.factor = 0.5f;
+    CHECK(dl_schedule_epoch_end(&s, 1.0) == 0);
+    CHECK(dl_schedule_epoch_end(&s, 0.9) == 0);  /* improved */
+    CHECK(dl_schedule_epoch_end(&s, 0.95) == 0); /* 1 bad epoch: within patience */
+    CHECK(dl_schedule_epoch_end(&s, 0.95) == 1); /* 2 bad: reduce */
+    CHECK_NEAR(dl_schedule_lr(&s, 0.2f, 0, 10), 0.1, 1e-7);
+}
+
+/* --- precision ------------------------------------------------------------------ */
+
+static void test_half_roundtrip(void)
+{
+    /* exact values survive, rounding is to nearest even, overflow is Inf */
+    const float exact[] = {0.0f, 1.0f, -2.5f, 65504.0f, 6.103515625e-05f, 5.9604645e-08f};
+    for (size_t i = 0; i < sizeof exact / sizeof *exact; i++)
+        CHECK_NEAR(dl_f16_to_f32(dl_f32_to_f16(exact[i])), exact[i], 0);
+    CHECK(isinf(dl_f16_to_f32(dl_f32_to_f16(65520.0f))));
+    CHECK_NEAR(dl_f16_to_f32(dl_f32_to_f16(65519.0f)), 65504.0, 0);
+    CHECK_NEAR(dl_f16_to_f32(dl_f32_to_f16(1.0f + 1.0f / 2048)), 1.0, 0); /* tie to even */
+    CHECK_NEAR(dl_f16_to_f32(dl_f32_to_f16(1.0f + 3.0f / 2048)), 1.0 + 2.0 / 1024, 0);
+    CHECK(dl_f32_to_f16(1e-9f) == 0);
+    CHECK(isnan(dl_f16_to_f32(dl_f32_to_f16(NAN))));
+    CHECK_NEAR(dl_bf16_to_f32(dl_f32_to_bf16(1.0f + 1.0f / 256)), 1.0, 0);     /* tie: even */
+    CHECK_NEAR(dl_bf16_to_f32(dl_f32_to_bf16(1.0f + 3.0f / 256)), 1.0 + 2.0 / 128, 0);
+    CHECK(isnan(dl_bf16_to_f32(dl_f32_to_bf16(NAN))));
+    /* every f16 value round-trips through f32 exactly */
+    int bad = 0;
+    for (uint32_t h = 0; h < 65536; h++) {
+        uint16_t v = (uint16_t)h;
+        float f = dl_f16_to_f32(v);
+        if (!isnan(f) && dl_f32_to_f16(f) != v)
+            bad++;
+    }
+    CHECK_MSG(bad == 0, "%d f16 values do not round-trip", bad);
+    /* the backend's vector casts agree with the scalar ones */
+    float x[100], back[100];
+    uint16_t h16[100];
+    fill_random(x, 100, 4, 1000.0f);
+    CHECK_OK(be->ops->cast(be, h16, DL_BF16, x, DL_F32, 100));
+    CHECK_OK(be->ops->cast(be, back, DL_F32, h16, DL_BF16, 100));
+    for (int i = 0; i < 100; i++)
+        CHECK_NEAR(back[i], dl_bf16_to_f32(dl_f32_to_bf16(x[i])), 0);
+    CHECK_OK(be->ops->cast(be, h16, DL_F16, x, DL_F32, 100));
+    CHECK_OK(be->ops->cast(be, back, DL_F32, h16, DL_F16, 100));
+    for (int i = 0; i < 100; i++)
+        CHECK_NEAR(back[i], dl_f16_to_f32(dl_f32_to_f16(x[i])), 0);
+}
+
+static void test_rng(void)
+{
+    /* counter-based: the same key gives the same number in any order */
+    float a = dl_rng_uniform(1, 2, 3, 17), b = dl_rng_uniform(1, 2, 3, 17);
+    CHECK(a == b);
+    CHECK(dl_rng_uniform(1, 2, 3, 17) != dl_rng_uniform(2, 2, 3, 17));
+    CHECK(dl_rng_uniform(1, 2, 3, 17) != dl_rng_uniform(1, 2, 4, 17));
+    /* moments of 100k uniforms and normals */
+    double s = 0, s2 = 0, n1 = 0, n2 = 0;
+    const int N = 100000;
+    for (int i = 0; i < N; i++) {
+        double u = dl_rng_uniform(9, 1, 0, (uint64_t)i);
+        CHECK(u >= 0 && u < 1);
+        s += u;
+        s2 += u * u;
+        double z = dl_rng_normal(9, 1, 0, (uint64_t)i);
+        n1 += z;
+        n2 += z * z;
+    }
+    CHECK_NEAR(s / N, 0.5, 0.005);
+    CHECK_NEAR(s2 / N - 0.25, 1.0 / 12 - 0, 0.005);
+    CHECK_NEAR(n1 / N, 0.0, 0.01);
+    CHECK_NEAR(n2 / N, 1.0, 0.02);
+}
+
+int main(void)
+{
+    be = dl_backend_cpu(0);
+    RUN(test_linear_grad);
+    RUN(test_linear_seq_grad);
+    RUN(test_conv_grad);
+    RUN(test_conv_stride_grad);
+    RUN(test_maxpool_grad);
+    RUN(test_maxpool_overlap_grad);
+    RUN(test_avgpool_grad);
+    RUN(test_relu_grad);
+    RUN(test_gelu_grad);
+    RUN(test_tanh_grad);
+    RUN(test_sigmoid_grad);
+    RUN(test_dropout_grad);
+    RUN(test_batchnorm1d_grad);
+    RUN(test_batchnorm2d_grad);
+    RUN(test_layernorm_grad);
+    RUN(test_flatten_grad);
+    RUN(test_embedding_grad);
+    RUN(test_residual_grad);
+    RUN(test_sequential_grad);
+    RUN(test_batchnorm_eval);
+    RUN(test_shape_errors);
+    RUN(test_xent);
+    RUN(test_mse_bce);
+    RUN(test_sgd);
+    RUN(test_adam);
+    RUN(test_weight_decay_skips_bias);
+    RUN(test_clip);
+    RUN(test_schedules);
+    RUN(test_half_roundtrip);
+    RUN(test_rng);
+    CHECK_EXIT();
+}
