@@ -366,7 +366,7 @@ int dl_cpu_embedding_forward(dl_backend *be, int n, int vocab, int dim, float *y
                              const float *idx, const float *table)
 {
     for (int i = 0; i < n; i++) {
-        int k;
+        int k = 0;
         DL_TRY(check_index(idx[i], vocab, &k));
         memcpy(y + (size_t)i * dim, table + (size_t)k * dim, (size_t)dim * sizeof *y);
     }
@@ -377,7 +377,7 @@ int dl_cpu_embedding_backward(dl_backend *be, int n, int vocab, int dim, float *
                               const float *idx, const float *dy)
 {
     for (int i = 0; i < n; i++) {
-        int k;
+        int k = 0;
         DL_TRY(check_index(idx[i], vocab, &k));
         float *row = dtable + (size_t)k * dim;
         const float *g = dy + (size_t)i * dim;

@@ -1,0 +1,364 @@
+/* cpu_gemm.c - matrix products on the CPU: f32 via OpenBLAS, bf16 via an AVX-512 BF16 kernel, f16 via f32
+ *
+ * Paths, chosen per call:
+ *   f32          cblas_sgemm (OpenBLAS threads it).
+ *   bf16         when the CPU has AVX-512 BF16: our own packed kernel built
+ *                on vdpbf16ps (two bf16 products per f32 lane per
+ *                instruction, so about twice the sgemm rate), threaded over
+ *                output tiles with the backend's pool. bench/bench_gemm.c
+ *                measured it against oneDNN's bf16 matmul: oneDNN is a little
+ *                faster on one thread but its OpenMP team fights OpenBLAS's
+ *                threads on two cores, and it adds a primitive cache, so the
+ *                own kernel stays. Elsewhere: widen to f32 and sgemm.
+ *   f16          no fast f16 arithmetic on these CPUs (no AVX-512 FP16):
+ *                operands are widened to f32 in scratch and sgemm'd. Results
+ *                equal an f32 product of the f16-rounded inputs.
+ *
+ * Scratch: slots 0 and 1 of dl_cpu_scratch (packed or widened A and B).
+ */
+#include <cblas.h>
+#include <immintrin.h>
+#include <math.h>
+#include <string.h>
+
+#include "engine/cpu/cpu.h"
+#include "engine/error.h"
+#include "engine/half.h"
+
+enum { SCRATCH_A = 0, SCRATCH_B = 1 };
+
+/* ---------------------------------------------------------------------- */
+/* portable helpers                                                        */
+
+/* C[m,n] = beta * C, with beta == 0 writing zeros (garbage in C ignored). */
+static void scale_c(int m, int n, float beta, float *c, int ldc)
+{
+    for (int i = 0; i < m; i++) {
+        float *row = c + (size_t)i * ldc;
+        if (beta == 0.0f)
+            memset(row, 0, (size_t)n * sizeof(float));
+        else if (beta != 1.0f)
+            for (int j = 0; j < n; j++)
+                row[j] *= beta;
+    }
+}
+
+/* Widens a stored [rows, cols] bf16/f16 matrix with leading dimension ld
+ * into a dense f32 [rows, cols]. */
+static void widen(float *dst, const uint16_t *src, int rows, int cols, int ld, dl_dtype t)
+{
+    for (int i = 0; i < rows; i++) {
+        const uint16_t *s = src + (size_t)i * ld;
+        float *d = dst + (size_t)i * cols;
+        if (t == DL_BF16)
+            for (int j = 0; j < cols; j++)
+                d[j] = dl_bf16_to_f32(s[j]);
+        else
+            for (int j = 0; j < cols; j++)
+                d[j] = dl_f16_to_f32(s[j]);
+    }
+}
+
+/* Low-precision operands by way of f32: widen both into scratch, sgemm. */
+static int gemm_widened(dl_backend *be, int trans_a, int trans_b, int m, int n, int k,
+                        float alpha, const uint16_t *a, int lda, const uint16_t *b, int ldb,
+                        dl_dtype ab, float beta, float *c, int ldc)
+{
+    int ar = trans_a ? k : m, ac = trans_a ? m : k; /* A as stored */
+    int br = trans_b ? n : k, bc = trans_b ? k : n;
+    float *fa = dl_cpu_scratch(be, SCRATCH_A, (size_t)ar * ac * sizeof(float));
+    float *fb = dl_cpu_scratch(be, SCRATCH_B, (size_t)br * bc * sizeof(float));
+    if (!fa || !fb)
+        return dl_error(DL_ENOMEM, "gemm: no scratch for %s operands (%dx%dx%d)",
+                        dl_dtype_name(ab), m, n, k);
+    widen(fa, a, ar, ac, lda, ab);
+    widen(fb, b, br, bc, ldb, ab);
+    cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
+                trans_b ? CblasTrans : CblasNoTrans, m, n, k, alpha, fa, ac, fb, bc, beta,
+                c, ldc);
+    return DL_OK;
+}
+
+/* ---------------------------------------------------------------------- */
+/* AVX-512 BF16 kernel                                                     */
+/*
+ * vdpbf16ps multiplies bf16 pairs: lane j of the f32 accumulator gains
+ * a[2j]*b[2j] + a[2j+1]*b[2j+1]. So k is walked two at a time ("pairs"),
+ * and both operands are packed pair-interleaved:
+ *   A panel (MR rows):  [kp][MR] uint32, each = (A[r,2p], A[r,2p+1])
+ *   B panel (NR cols):  [kp][NR] uint32, each = (B[2p,j], B[2p+1,j])
+ * A pair is broadcast to all 16 lanes and multiplied with a row of the B
+ * panel, giving an MR x NR tile in 2*MR zmm accumulators. An odd k is
+ * padded with a zero pair half; rows and columns past the edge with zeros.
+ * k is blocked by KC pairs so a B panel (KC*NR*4 = 32 KiB) stays near L1.
+ */
+#define MR 8
+#define NR 32
+#define KC 256
+
+#define BF16_TARGET __attribute__((target("avx512bf16,avx512f,avx512vl,avx512bw")))
+
+/* Element (r, kk) of op(X) from a stored bf16 matrix. */
+static inline uint16_t elem(const uint16_t *x, int ld, int trans, int r, int kk)
+{
+    return trans ? x[(size_t)kk * ld + r] : x[(size_t)r * ld + kk];
+}
+
+/* Mask of the first min(left, 16) lanes (left > 0). */
+static inline __mmask16 clip16(int left)
+{
+    return left >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << left) - 1);
+}
+
+/* Packs rows [r0, r0+rows) x pairs [p0, p0+kp) of op(X) (op(X)[r, kk] as
+ * elem() reads it) into dst [kp][width] uint32 pairs, zero-filling rows >=
+ * rows and the k at or past kend. */
+BF16_TARGET static void pack_pairs(uint32_t *dst, const uint16_t *x, int ld, int trans,
+                                   int r0, int rows, int width, int p0, int kp, int kend)
+{
+    /* pairs that lie wholly below kend take a fast path */
+    int full = kend / 2 - p0;
+    full = full < 0 ? 0 : full > kp ? kp : full;
+    if (!trans) {
+        /* a pair is adjacent in a stored row: a transpose of 32-bit words */
+        for (int r = 0; r < width; r++) {
+            uint32_t *d = dst + r;
+            if (r >= rows) {
+                for (int p = 0; p < full; p++)
+                    d[(size_t)p * width] = 0;
+                continue;
+            }
+            const uint16_t *s = x + (size_t)(r0 + r) * ld + 2 * p0;
+            for (int p = 0; p < full; p++) {
+                uint32_t v;
+                memcpy(&v, s + 2 * p, 4);
+                d[(size_t)p * width] = v;
+            }
+        }
+    } else {
+        /* stored rows k0 and k0+1 hold contiguous r: interleave 16-bit */
+        const __m512i idx_lo =
+            _mm512_set_epi16(47, 15, 46, 14, 45, 13, 44, 12, 43, 11, 42, 10, 41, 9, 40, 8, 39,
+                             7, 38, 6, 37, 5, 36, 4, 35, 3, 34, 2, 33, 1, 32, 0);
+        const __m512i idx_hi = _mm512_add_epi16(idx_lo, _mm512_set1_epi16(16));
+        for (int p = 0; p < full; p++) {
+            uint32_t *d = dst + (size_t)p * width;
+            const uint16_t *s0 = x + (size_t)2 * (p0 + p) * ld + r0;
+            const uint16_t *s1 = s0 + ld;
+            int r = 0;
+            for (; r < rows && r < width; r += 32) {
+                int left = rows - r;
+                __mmask32 mk = left >= 32 ? 0xffffffffu : (((__mmask32)1 << left) - 1);
+                __m512i v0 = _mm512_maskz_loadu_epi16(mk, s0 + r);
+                __m512i v1 = _mm512_maskz_loadu_epi16(mk, s1 + r);
+                /* 16 pairs per zmm, clipped to the panel width */
+                _mm512_mask_storeu_epi32(d + r, clip16(width - r),
+                                         _mm512_permutex2var_epi16(v0, idx_lo, v1));
+                if (r + 16 < width)
+                    _mm512_mask_storeu_epi32(d + r + 16, clip16(width - r - 16),
+                                             _mm512_permutex2var_epi16(v0, idx_hi, v1));
+            }
+            for (; r < width; r++)
+                d[r] = 0;
+        }
+    }
+    /* the odd last k (its pair half is zero) and pairs past kend */
+    for (int p = full; p < kp; p++) {
+        int k0 = 2 * (p0 + p);
+        uint32_t *d = dst + (size_t)p * width;
+        for (int r = 0; r < width; r++) {
+            uint32_t lo = 0;
+            if (r < rows && k0 < kend)
+                lo = elem(x, ld, trans, r0 + r, k0);
+            d[r] = lo;
+        }
+    }
+}
+
+/* Stores an accumulated tile row: row[0..cols) = alpha * acc + beta * row
+ * (beta == 0: row is not read). */
+BF16_TARGET static inline void store_row(float *row, __m512 a0, __m512 a1, int cols, float alpha,
+                                         float beta)
+{
+    __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
+    __m512 acc[2] = {a0, a1};
+    for (int h = 0; h < 2 && cols > 16 * h; h++) {
+        __mmask16 mk = clip16(cols - 16 * h);
+        __m512 v = _mm512_mul_ps(acc[h], va);
+        if (beta != 0.0f)
+            v = _mm512_fmadd_ps(vb, _mm512_maskz_loadu_ps(mk, row + 16 * h), v);
+        _mm512_mask_storeu_ps(row + 16 * h, mk, v);
+    }
+}
+
+/* One MR x NR tile: C = alpha * Apanel . Bpanel + beta * C over kp pairs,
+ * storing only rows x cols of it. cols <= 16 takes a half-width loop
+ * (the narrow last layer of a classifier). */
+BF16_TARGET static void tile_8x32(int kp, const uint32_t *pa, const uint32_t *pb, float *c,
+                                  int ldc, int rows, int cols, float alpha, float beta)
+{
+    __m512 c00 = _mm512_setzero_ps(), c01 = _mm512_setzero_ps();
+    __m512 c10 = _mm512_setzero_ps(), c11 = _mm512_setzero_ps();
+    __m512 c20 = _mm512_setzero_ps(), c21 = _mm512_setzero_ps();
+    __m512 c30 = _mm512_setzero_ps(), c31 = _mm512_setzero_ps();
+    __m512 c40 = _mm512_setzero_ps(), c41 = _mm512_setzero_ps();
+    __m512 c50 = _mm512_setzero_ps(), c51 = _mm512_setzero_ps();
+    __m512 c60 = _mm512_setzero_ps(), c61 = _mm512_setzero_ps();
+    __m512 c70 = _mm512_setzero_ps(), c71 = _mm512_setzero_ps();
+    __m512bh a, b0, b1;
+#define ROW1(i, x0)                                         \
+    a = (__m512bh)_mm512_set1_epi32((int)pa[i]);            \
+    x0 = _mm512_dpbf16_ps(x0, a, b0);
+#define ROW2(i, x0, x1)                                     \
+    ROW1(i, x0)                                             \
+    x1 = _mm512_dpbf16_ps(x1, a, b1);
+    if (cols <= 16) {
+        for (int p = 0; p < kp; p++, pa += MR, pb += NR) {
+            b0 = (__m512bh)_mm512_loadu_si512(pb);
+            ROW1(0, c00) ROW1(1, c10) ROW1(2, c20) ROW1(3, c30)
+            ROW1(4, c40) ROW1(5, c50) ROW1(6, c60) ROW1(7, c70)
+        }
+    } else {
+        for (int p = 0; p < kp; p++, pa += MR, pb += NR) {
+            b0 = (__m512bh)_mm512_loadu_si512(pb);
+            b1 = (__m512bh)_mm512_loadu_si512(pb + 16);
+            ROW2(0, c00, c01) ROW2(1, c10, c11) ROW2(2, c20, c21) ROW2(3, c30, c31)
+            ROW2(4, c40, c41) ROW2(5, c50, c51) ROW2(6, c60, c61) ROW2(7, c70, c71)
+        }
+    }
+#undef ROW1
+#undef ROW2
+    __m512 acc[MR][2] = {{c00, c01}, {c10, c11}, {c20, c21}, {c30, c31},
+                         {c40, c41}, {c50, c51}, {c60, c61}, {c70, c71}};
+    for (int i = 0; i < rows; i++)
+        store_row(c + (size_t)i * ldc, acc[i][0], acc[i][1], cols, alpha, beta);
+}
+
+typedef struct pack_job {
+    uint32_t *dst;
+    const uint16_t *x;
+    int ld, trans, rows, width, kpairs, kend;
+} pack_job;
+
+/* Pool task: panels [begin, end) of A, each packed over all of k as
+ * consecutive KC blocks of [kp][MR]. */
+BF16_TARGET static void pack_a_panels(void *arg, size_t begin, size_t end)
+{
+    const pack_job *j = arg;
+    for (size_t t = begin; t < end; t++) {
+        int r0 = (int)t * j->width;
+        int rows = j->rows - r0 < j->width ? j->rows - r0 : j->width;
+        uint32_t *dst = j->dst + t * (size_t)j->kpairs * j->width;
+        for (int p0 = 0; p0 < j->kpairs; p0 += KC) {
+            int kp = j->kpairs - p0 < KC ? j->kpairs - p0 : KC;
+            pack_pairs(dst + (size_t)p0 * j->width, j->x, j->ld, j->trans, r0, rows, j->width,
+                       p0, kp, j->kend);
+        }
+    }
+}
+
+typedef struct bf16_job {
+    const uint32_t *pa; /* packed A: mt panels of [kpairs][MR] (KC blocks) */
+    pack_job b;         /* how to pack B panels */
+    float *c;
+    int m, n, kpairs, ldc, mt, nt, groups;
+    float alpha, beta;
+} bf16_job;
+
+/* Pool task: tasks [begin, end), task = (B panel, group of A panels).
+ * Per KC block the task packs its B panel into a stack buffer that stays
+ * in L1 while the group's A panels stream past it. */
+BF16_TARGET static void bf16_tasks(void *arg, size_t begin, size_t end)
+{
+    const bf16_job *j = arg;
+    _Alignas(64) uint32_t bbuf[KC * NR];
+    int per = (j->mt + j->groups - 1) / j->groups;
+    for (size_t t = begin; t < end; t++) {
+        int jt = (int)(t / (size_t)j->groups), g = (int)(t % (size_t)j->groups);
+        int c0 = jt * NR, cols = j->n - c0 < NR ? j->n - c0 : NR;
+        int i0 = g * per, i1 = i0 + per < j->mt ? i0 + per : j->mt;
+        for (int p0 = 0; p0 < j->kpairs; p0 += KC) {
+            int kp = j->kpairs - p0 < KC ? j->kpairs - p0 : KC;
+            pack_pairs(bbuf, j->b.x, j->b.ld, j->b.trans, c0, cols, NR, p0, kp, j->b.kend);
+            float beta = p0 == 0 ? j->beta : 1.0f;
+            for (int it = i0; it < i1; it++) {
+                int r0 = it * MR, rows = j->m - r0 < MR ? j->m - r0 : MR;
+                const uint32_t *pa = j->pa + ((size_t)it * j->kpairs + p0) * MR;
+                tile_8x32(kp, pa, bbuf, j->c + (size_t)r0 * j->ldc + c0, j->ldc, rows, cols,
+                          j->alpha, beta);
+            }
+        }
+    }
+}
+
+static int gemm_bf16_avx512(dl_backend *be, int trans_a, int trans_b, int m, int n, int k,
+                            float alpha, const uint16_t *a, int lda, const uint16_t *b,
+                            int ldb, float beta, float *c, int ldc)
+{
+    dl_pool *pool = dl_cpu(be)->pool;
+    int threads = pool ? dl_pool_threads(pool) : 1;
+    int mt = (m + MR - 1) / MR, nt = (n + NR - 1) / NR;
+    int kpairs = (k + 1) / 2;
+    uint32_t *pa = dl_cpu_scratch(be, SCRATCH_A, (size_t)mt * MR * kpairs * 4);
+    if (!pa)
+        return dl_error(DL_ENOMEM, "gemm: no scratch for bf16 packing (%dx%dx%d)", m, n, k);
+    /* A waking of the pool costs tens of microseconds: only products of a
+     * few MFLOP and more are split. */
+    double flops = 2.0 * m * n * k;
+    int par = pool && threads > 1 && flops >= 4e6;
+    /* op(A)[r, kk] is A[r*lda+kk], or A[kk*lda+r] transposed; the B panel
+     * is op(B)^T[j, kk] = op(B)[kk, j]: B[kk*ldb+j], or B[j*ldb+kk]. */
+    pack_job ja = {pa, a, lda, trans_a, m, MR, kpairs, k};
+    if (par && (size_t)m * k >= 65536)
+        dl_pool_for(pool, (size_t)mt, 1, pack_a_panels, &ja);
+    else
+        pack_a_panels(&ja, 0, (size_t)mt);
+    int groups = 1;
+    if (par && nt < 2 * threads) /* too few B panels to share: split M too */
+        groups = (2 * threads + nt - 1) / nt < mt ? (2 * threads + nt - 1) / nt : mt;
+    bf16_job job = {pa, {NULL, b, ldb, !trans_b, n, NR, kpairs, k}, c, m, n, kpairs, ldc,
+                    mt, nt, groups, alpha, beta};
+    size_t tasks = (size_t)nt * groups;
+    if (par)
+        dl_pool_for(pool, tasks, 1, bf16_tasks, &job);
+    else
+        bf16_tasks(&job, 0, tasks);
+    return DL_OK;
+}
+
+/* ---------------------------------------------------------------------- */
+
+/* C[m,n] = alpha * op(A) op(B) + beta * C (row-major; op(A) [m,k], op(B)
+ * [k,n]); A and B of dtype ab (f32, or bf16/f16 as uint16), C f32, f32
+ * accumulation. beta == 0 overwrites C whatever it held. Returns DL_OK,
+ * DL_EINVAL for bad sizes or dtype, DL_ENOMEM when scratch cannot grow
+ * (C untouched then). */
+int dl_cpu_gemm(dl_backend *be, int trans_a, int trans_b, int m, int n, int k, float alpha,
+                const void *a, int lda, const void *b, int ldb, dl_dtype ab, float beta,
+                float *c, int ldc)
+{
+    if (m < 0 || n < 0 || k < 0)
+        return dl_error(DL_EINVAL, "gemm: negative size %dx%dx%d", m, n, k);
+    if (lda < (trans_a ? m : k) || lda < 1 || ldb < (trans_b ? k : n) || ldb < 1 ||
+        ldc < n || ldc < 1)
+        return dl_error(DL_EINVAL, "gemm: leading dimension too small (lda %d, ldb %d, ldc %d "
+                        "for %dx%dx%d, trans %d%d)", lda, ldb, ldc, m, n, k, trans_a, trans_b);
+    if (ab != DL_F32 && ab != DL_BF16 && ab != DL_F16)
+        return dl_error(DL_EINVAL, "gemm: operand dtype %s not supported", dl_dtype_name(ab));
+    if (m == 0 || n == 0)
+        return DL_OK;
+    if (k == 0 || alpha == 0.0f) {
+        scale_c(m, n, beta, c, ldc);
+        return DL_OK;
+    }
+    if (ab == DL_F32) {
+        cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
+                    trans_b ? CblasTrans : CblasNoTrans, m, n, k, alpha, a, lda, b, ldb, beta,
+                    c, ldc);
+        return DL_OK;
+    }
+    if (ab == DL_BF16 && dl_cpu(be)->has_avx512_bf16)
+        return gemm_bf16_avx512(be, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c,
+                                ldc);
+    return gemm_widened(be, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, ab, beta, c, ldc);
+}

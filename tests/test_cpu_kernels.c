@@ -1,0 +1,810 @@
+/* test_cpu_kernels.c - CPU GEMM, convolution, pooling and normalisation kernels against naive double references and finite differences */
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "engine/backend.h"
+#include "engine/cpu/cpu.h"
+#include "engine/error.h"
+#include "engine/half.h"
+
+/* ---------------------------------------------------------------------- */
+/* helpers                                                                 */
+
+static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
+
+/* Uniform in [-1, 1). */
+static float frand(void)
+{
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    return (float)((rng_state >> 40) * (1.0 / (1 << 23)) - 1.0);
+}
+
+/* Uniform integer in [lo, hi]. */
+static int irand(int lo, int hi)
+{
+    frand();
+    return lo + (int)((rng_state >> 33) % (uint64_t)(hi - lo + 1));
+}
+
+static float *frandv(size_t n)
+{
+    float *v = malloc(n * sizeof *v);
+    for (size_t i = 0; i < n; i++)
+        v[i] = frand();
+    return v;
+}
+
+static float *fcopy(const float *src, size_t n)
+{
+    float *v = malloc(n * sizeof *v);
+    memcpy(v, src, n * sizeof *v);
+    return v;
+}
+
+static dl_backend *cpu(void) { return dl_backend_cpu(0); }
+
+/* ---------------------------------------------------------------------- */
+/* GEMM                                                                    */
+
+/* Reference C = alpha op(A) op(B) + beta C in double, reading A and B as
+ * doubles through get(); also returns sum |alpha a b| + |beta c| per
+ * element in absum for tolerances. beta == 0 ignores C. */
+typedef double (*getter)(const void *x, size_t i);
+static double get_f32(const void *x, size_t i) { return ((const float *)x)[i]; }
+static double get_bf16(const void *x, size_t i) { return dl_bf16_to_f32(((const uint16_t *)x)[i]); }
+static double get_f16(const void *x, size_t i) { return dl_f16_to_f32(((const uint16_t *)x)[i]); }
+
+static void ref_gemm(int ta, int tb, int m, int n, int k, double alpha, const void *a, int lda,
+                     const void *b, int ldb, getter get, double beta, const float *c0, int ldc,
+                     double *out, double *absum)
+{
+    for (int i = 0; i < m; i++)
+        for (int j = 0; j < n; j++) {
+            double s = 0, as = 0;
+            for (int p = 0; p < k; p++) {
+                double av = get(a, ta ? (size_t)p * lda + i : (size_t)i * lda + p);
+                double bv = get(b, tb ? (size_t)j * ldb + p : (size_t)p * ldb + j);
+                s += av * bv;
+                as += fabs(av * bv);
+            }
+            double cv = beta == 0 ? 0 : beta * c0[(size_t)i * ldc + j];
+            out[(size_t)i * n + j] = alpha * s + cv;
+            absum[(size_t)i * n + j] = fabs(alpha) * as + fabs(cv);
+        }
+}
+
+/* Runs one gemm of dtype dt on random data and compares every element
+ * (and the padding of C, which must stay untouched) with the reference:
+ * |c - ref| <= rel * absum + 1e-6. */
+static void gemm_case(dl_dtype dt, int ta, int tb, int m, int n, int k, float alpha, float beta,
+                      double rel)
+{
+    int lda = (ta ? m : k) + irand(0, 3), ldb = (tb ? k : n) + irand(0, 3);
+    int ldc = n + irand(0, 3);
+    size_t asz = (size_t)(ta ? k : m) * lda, bsz = (size_t)(tb ? n : k) * ldb;
+    size_t csz = (size_t)m * ldc;
+    void *a, *b;
+    getter get;
+    if (dt == DL_F32) {
+        a = frandv(asz);
+        b = frandv(bsz);
+        get = get_f32;
+    } else {
+        uint16_t *ha = malloc(asz * 2), *hb = malloc(bsz * 2);
+        for (size_t i = 0; i < asz; i++)
+            ha[i] = dt == DL_BF16 ? dl_f32_to_bf16(frand()) : dl_f32_to_f16(frand());
+        for (size_t i = 0; i < bsz; i++)
+            hb[i] = dt == DL_BF16 ? dl_f32_to_bf16(frand()) : dl_f32_to_f16(frand());
+        a = ha;
+        b = hb;
+        get = dt == DL_BF16 ? get_bf16 : get_f16;
+    }
+    float *c = frandv(csz);
+    if (beta == 0)
+        for (size_t i = 0; i < csz; i++)
+            c[i] = (i % 3) ? NAN : INFINITY; /* garbage that beta 0 must ignore */
+    float *c0 = fcopy(c, csz);
+    double *ref = malloc((size_t)m * n * sizeof *ref), *abs_ = malloc((size_t)m * n * sizeof *abs_);
+    ref_gemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, get, beta, c0, ldc, ref, abs_);
+    CHECK_OK(dl_cpu_gemm(cpu(), ta, tb, m, n, k, alpha, a, lda, b, ldb, dt, beta, c, ldc));
+    for (int i = 0; i < m; i++) {
+        for (int j = 0; j < ldc; j++) {
+            size_t at = (size_t)i * ldc + j;
+            if (j >= n) { /* padding: bitwise untouched */
+                CHECK_MSG(memcmp(&c[at], &c0[at], 4) == 0, "C padding (%d,%d) changed", i, j);
+                continue;
+            }
+            double r = ref[(size_t)i * n + j], tol = rel * abs_[(size_t)i * n + j] + 1e-6;
+            CHECK_MSG(fabs(c[at] - r) <= tol,
+                      "%s t%d%d %dx%dx%d alpha %g beta %g: C(%d,%d) = %.9g, want %.9g (tol %g)",
+                      dl_dtype_name(dt), ta, tb, m, n, k, alpha, beta, i, j, c[at], r, tol);
+        }
+    }
+    free(a);
+    free(b);
+    free(c);
+    free(c0);
+    free(ref);
+    free(abs_);
+}
+
+/* f32: OpenBLAS, every transposition, beta 0 (over NaN) / 1 / other, odd
+ * sizes. Tolerance 1e-5 of the sum of |terms|. */
+static void test_gemm_f32(void)
+{
+    for (int rep = 0; rep < 6; rep++)
+        for (int ta = 0; ta < 2; ta++)
+            for (int tb = 0; tb < 2; tb++) {
+                float beta = rep % 3 == 0 ? 0.0f : rep % 3 == 1 ? 1.0f : -0.75f;
+                gemm_case(DL_F32, ta, tb, irand(1, 40), irand(1, 40), irand(1, 70),
+                          rep & 1 ? 1.0f : 0.625f, beta, 1e-5);
+            }
+}
+
+/* bf16 operands, f32 accumulation, compared with a double product of the
+ * same bf16 values: products are exact in f32, so only f32 summation
+ * error remains: 1e-5 of the sum of |terms| for k < 1000 (observed
+ * ~1e-7). Shapes cover the 8x32 tile edges, odd k (half pairs), k past
+ * one 512-deep block, and products big enough to be split over threads. */
+static void test_gemm_bf16(void)
+{
+    static const int shapes[][3] = {{1, 1, 1},    {8, 32, 2},    {9, 33, 3},   {7, 15, 17},
+                                    {17, 16, 31}, {64, 48, 513}, {5, 70, 1031}, {33, 100, 40},
+                                    {128, 10, 256}, {130, 90, 300}};
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+        for (int t = 0; t < 4; t++)
+            gemm_case(DL_BF16, t & 1, t >> 1, shapes[s][0], shapes[s][1], shapes[s][2],
+                      t == 2 ? -1.5f : 1.0f, s % 3 == 0 ? 0.0f : s % 3 == 1 ? 1.0f : 0.5f,
+                      1e-5);
+    /* an MLP-sized product (threaded path when the pool has workers) */
+    gemm_case(DL_BF16, 0, 0, 128, 512, 784, 1.0f, 0.0f, 1e-5);
+    gemm_case(DL_BF16, 1, 0, 784, 512, 128, 1.0f, 1.0f, 1e-5);
+    gemm_case(DL_BF16, 0, 1, 128, 784, 512, 1.0f, 0.0f, 1e-5);
+}
+
+/* The portable bf16 path (widen to f32, sgemm), forced by hiding the CPU
+ * feature, and f16 (always widened). Same tolerance as f32. */
+static void test_gemm_widened(void)
+{
+    dl_cpu_ctx *ctx = dl_cpu(cpu());
+    int had = ctx->has_avx512_bf16;
+    ctx->has_avx512_bf16 = 0;
+    for (int t = 0; t < 4; t++) {
+        gemm_case(DL_BF16, t & 1, t >> 1, irand(1, 30), irand(1, 30), irand(1, 50), 0.5f,
+                  t & 1 ? 0.0f : 1.0f, 1e-5);
+        gemm_case(DL_F16, t & 1, t >> 1, irand(1, 30), irand(1, 30), irand(1, 50), 1.0f,
+                  t & 2 ? 0.0f : -2.0f, 1e-5);
+    }
+    ctx->has_avx512_bf16 = had;
+    gemm_case(DL_F16, 0, 1, 128, 256, 512, 1.0f, 0.0f, 1e-5);
+}
+
+/* Degenerate sizes and bad arguments. */
+static void test_gemm_edges(void)
+{
+    float a[6] = {1, 2, 3, 4, 5, 6}, c[4] = {NAN, NAN, 7, 8};
+    /* k == 0, beta 0: C becomes 0 whatever it held; beta 2 scales */
+    CHECK_OK(dl_cpu_gemm(cpu(), 0, 0, 1, 2, 0, 1.0f, a, 1, a, 2, DL_F32, 0.0f, c, 2));
+    CHECK(c[0] == 0.0f && c[1] == 0.0f && c[2] == 7.0f);
+    CHECK_OK(dl_cpu_gemm(cpu(), 0, 0, 1, 2, 0, 1.0f, a, 1, a, 2, DL_BF16, 2.0f, c + 2, 2));
+    CHECK(c[2] == 14.0f && c[3] == 16.0f);
+    /* m == 0 touches nothing */
+    CHECK_OK(dl_cpu_gemm(cpu(), 0, 0, 0, 2, 3, 1.0f, a, 3, a, 2, DL_F32, 0.0f, c, 2));
+    CHECK(dl_cpu_gemm(cpu(), 0, 0, 2, 2, 3, 1.0f, a, 2, a, 2, DL_F32, 0.0f, c, 2) == DL_EINVAL);
+    CHECK(dl_cpu_gemm(cpu(), 0, 0, -1, 2, 3, 1.0f, a, 3, a, 2, DL_F32, 0.0f, c, 2) == DL_EINVAL);
+    CHECK(dl_cpu_gemm(cpu(), 0, 0, 1, 1, 1, 1.0f, a, 1, a, 1, DL_U8, 0.0f, c, 1) == DL_EINVAL);
+    CHECK(strstr(dl_error_message(), "u8") != NULL);
+}
+
+/* ---------------------------------------------------------------------- */
+/* convolution                                                             */
+
+static dl_conv_desc conv_desc(int n, int c, int h, int w, int k, int r, int s, int stride,
+                              int pad)
+{
+    dl_conv_desc d = {n, c, h, w, k, r, s, stride, pad, 0, 0};
+    d.p = (h + 2 * pad - r) / stride + 1;
+    d.q = (w + 2 * pad - s) / stride + 1;
+    return d;
+}
+
+static size_t xsize(const dl_conv_desc *d) { return (size_t)d->n * d->c * d->h * d->w; }
+static size_t ysize(const dl_conv_desc *d) { return (size_t)d->n * d->k * d->p * d->q; }
+static size_t wsize(const dl_conv_desc *d) { return (size_t)d->k * d->c * d->r * d->s; }
+
+/* Visits every (output, input, weight) triple of the convolution and
+ * calls back with their flat indices: the one definition of the
+ * correlation from which all three references follow. */
+typedef void (*conv_visit)(void *ctx, size_t yi, size_t xi, size_t wi);
+static void conv_for_each(const dl_conv_desc *d, conv_visit fn, void *ctx)
+{
+    for (int i = 0; i < d->n; i++)
+        for (int kk = 0; kk < d->k; kk++)
+            for (int oh = 0; oh < d->p; oh++)
+                for (int ow = 0; ow < d->q; ow++)
+                    for (int ch = 0; ch < d->c; ch++)
+                        for (int kr = 0; kr < d->r; kr++)
+                            for (int ks = 0; ks < d->s; ks++) {
+                                int ih = oh * d->stride - d->pad + kr;
+                                int iw = ow * d->stride - d->pad + ks;
+                                if (ih < 0 || ih >= d->h || iw < 0 || iw >= d->w)
+                                    continue;
+                                size_t yi = (((size_t)i * d->k + kk) * d->p + oh) * d->q + ow;
+                                size_t xi = (((size_t)i * d->c + ch) * d->h + ih) * d->w + iw;
+                                size_t wi = (((size_t)kk * d->c + ch) * d->r + kr) * d->s + ks;
+                                fn(ctx, yi, xi, wi);
+                            }
+}
+
+typedef struct ref_ctx {
+    const float *x, *w, *dy;
+    double *y, *dx, *dw; /* outputs in double */
+    double *ay, *adx, *adw; /* sums of |terms| */
+} ref_ctx;
+
+static void visit_fwd(void *p, size_t yi, size_t xi, size_t wi)
+{
+    ref_ctx *r = p;
+    r->y[yi] += (double)r->x[xi] * r->w[wi];
+    r->ay[yi] += fabs((double)r->x[xi] * r->w[wi]);
+}
+
+static void visit_bwd(void *p, size_t yi, size_t xi, size_t wi)
+{
+    ref_ctx *r = p;
+    r->dx[xi] += (double)r->dy[yi] * r->w[wi];
+    r->adx[xi] += fabs((double)r->dy[yi] * r->w[wi]);
+    r->dw[wi] += (double)r->dy[yi] * r->x[xi];
+    r->adw[wi] += fabs((double)r->dy[yi] * r->x[xi]);
+}
+
+/* Rounds an array through bf16/f16 (for references of low-precision
+ * compute). */
+static void round_via(float *v, size_t n, dl_dtype t)
+{
+    for (size_t i = 0; i < n; i++)
+        v[i] = t == DL_BF16 ? dl_bf16_to_f32(dl_f32_to_bf16(v[i]))
+             : t == DL_F16  ? dl_f16_to_f32(dl_f32_to_f16(v[i]))
+                            : v[i];
+}
+
+/* Forward, backward data (accumulating onto random dx) and backward
+ * filter (onto random dw, db) against the direct double reference. For
+ * bf16/f16 compute the reference uses the operands rounded the same way
+ * (x, w forward; dy, w for dx; dy, x for dw); tolerance 1e-5 of the sum of
+ * |terms| plus 1e-5. */
+static void conv_case(const dl_conv_desc *d, dl_dtype compute, int with_bias)
+{
+    size_t nx = xsize(d), ny = ysize(d), nw = wsize(d);
+    float *x = frandv(nx), *w = frandv(nw), *b = frandv((size_t)d->k), *dy = frandv(ny);
+    float *y = frandv(ny), *dx = frandv(nx), *dw = frandv(nw), *db = frandv((size_t)d->k);
+    float *dx0 = fcopy(dx, nx), *dw0 = fcopy(dw, nw), *db0 = fcopy(db, (size_t)d->k);
+    size_t wsb = dl_cpu_conv_workspace(cpu(), d, compute);
+    void *ws = malloc(wsb ? wsb : 1);
+    CHECK_OK(dl_cpu_conv_forward(cpu(), d, y, x, w, with_bias ? b : NULL, ws, compute));
+    CHECK_OK(dl_cpu_conv_backward_data(cpu(), d, dx, dy, w, ws, compute));
+    CHECK_OK(dl_cpu_conv_backward_filter(cpu(), d, dw, with_bias ? db : NULL, dy, x, ws,
+                                         compute));
+    float *xr = fcopy(x, nx), *wr = fcopy(w, nw), *dyr = fcopy(dy, ny);
+    round_via(xr, nx, compute);
+    round_via(wr, nw, compute);
+    round_via(dyr, ny, compute);
+    ref_ctx r = {xr, wr, dyr, calloc(ny, 8), calloc(nx, 8), calloc(nw, 8),
+                 calloc(ny, 8), calloc(nx, 8), calloc(nw, 8)};
+    conv_for_each(d, visit_fwd, &r);
+    conv_for_each(d, visit_bwd, &r);
+    for (size_t i = 0; i < ny; i++) {
+        double want = r.y[i] + (with_bias ? b[(i / ((size_t)d->p * d->q)) % d->k] : 0.0);
+        CHECK_MSG(fabs(y[i] - want) <= 1e-5 * r.ay[i] + 1e-5, "y[%zu] = %.8g, want %.8g", i,
+                  y[i], want);
+    }
+    for (size_t i = 0; i < nx; i++)
+        CHECK_MSG(fabs(dx[i] - (dx0[i] + r.dx[i])) <= 1e-5 * r.adx[i] + 1e-5,
+                  "dx[%zu] = %.8g, want %.8g", i, dx[i], dx0[i] + r.dx[i]);
+    for (size_t i = 0; i < nw; i++)
+        CHECK_MSG(fabs(dw[i] - (dw0[i] + r.dw[i])) <= 1e-5 * r.adw[i] + 1e-5,
+                  "dw[%zu] = %.8g, want %.8g", i, dw[i], dw0[i] + r.dw[i]);
+    for (int kk = 0; kk < d->k; kk++) {
+        double s = 0;
+        for (int i = 0; i < d->n; i++)
+            for (int j = 0; j < d->p * d->q; j++)
+                s += dy[((size_t)i * d->k + kk) * d->p * d->q + j];
+        CHECK_NEAR(db[kk], with_bias ? db0[kk] + s : db0[kk], 1e-4);
+    }
+    free(x), free(w), free(b), free(dy), free(y), free(dx), free(dw), free(db);
+    free(dx0), free(dw0), free(db0), free(ws), free(xr), free(wr), free(dyr);
+    free(r.y), free(r.dx), free(r.dw), free(r.ay), free(r.adx), free(r.adw);
+}
+
+static void test_conv_reference(void)
+{
+    static const int cases[][9] = {
+        /* n, c, h, w, k, r, s, stride, pad */
+        {1, 1, 5, 5, 1, 3, 3, 1, 0},   {2, 3, 7, 6, 4, 3, 3, 1, 1},  {3, 2, 9, 8, 5, 3, 2, 2, 1},
+        {2, 4, 6, 7, 3, 1, 1, 1, 0},   {1, 3, 8, 8, 2, 5, 5, 2, 2},  {4, 1, 28, 28, 32, 3, 3, 1, 0},
+        {3, 32, 13, 13, 64, 3, 3, 1, 0}, {2, 5, 11, 10, 7, 4, 3, 3, 2},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const int *c = cases[i];
+        dl_conv_desc d = conv_desc(c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7], c[8]);
+        conv_case(&d, DL_F32, (int)(i & 1) || i == 5);
+        conv_case(&d, DL_BF16, 1);
+    }
+    dl_conv_desc d = conv_desc(2, 3, 7, 6, 4, 3, 3, 1, 1);
+    conv_case(&d, DL_F16, 1);
+    /* a batch larger than one workspace chunk (several GEMM passes) */
+    d = conv_desc(40, 16, 24, 24, 8, 3, 3, 1, 1);
+    conv_case(&d, DL_F32, 1);
+}
+
+/* Loss L = sum_i g_i y_i(x, w) computed with the kernel's own forward, in
+ * double. */
+static double conv_loss(const dl_conv_desc *d, const float *x, const float *w, const float *b,
+                        const float *g, void *ws)
+{
+    size_t ny = ysize(d);
+    float *y = malloc(ny * sizeof *y);
+    dl_cpu_conv_forward(cpu(), d, y, x, w, b, ws, DL_F32);
+    double s = 0;
+    for (size_t i = 0; i < ny; i++)
+        s += (double)g[i] * y[i];
+    free(y);
+    return s;
+}
+
+/* Backward of the kernel against central differences of its forward.
+ * Convolution is linear in x, w and b, so with step 0.05 the difference
+ * quotient carries only f32 rounding of y: tolerance 2e-3 absolute. */
+static void test_conv_fd(void)
+{
+    dl_conv_desc d = conv_desc(2, 3, 6, 5, 2, 3, 2, 2, 1);
+    size_t nx = xsize(&d), nw = wsize(&d), ny = ysize(&d);
+    float *x = frandv(nx), *w = frandv(nw), *b = frandv(2), *g = frandv(ny);
+    float *dx = calloc(nx, 4), *dw = calloc(nw, 4), *db = calloc(2, 4);
+    void *ws = malloc(dl_cpu_conv_workspace(cpu(), &d, DL_F32));
+    CHECK_OK(dl_cpu_conv_backward_data(cpu(), &d, dx, g, w, ws, DL_F32));
+    CHECK_OK(dl_cpu_conv_backward_filter(cpu(), &d, dw, db, g, x, ws, DL_F32));
+    const float h = 0.05f;
+    struct {
+        float *v, *grad;
+        size_t n;
+    } params[3] = {{x, dx, nx}, {w, dw, nw}, {b, db, 2}};
+    for (int p = 0; p < 3; p++)
+        for (size_t i = 0; i < params[p].n; i++) {
+            float keep = params[p].v[i];
+            params[p].v[i] = keep + h;
+            double lp = conv_loss(&d, x, w, b, g, ws);
+            params[p].v[i] = keep - h;
+            double lm = conv_loss(&d, x, w, b, g, ws);
+            params[p].v[i] = keep;
+            CHECK_NEAR(params[p].grad[i], (lp - lm) / (2 * h), 2e-3);
+        }
+    free(x), free(w), free(b), free(g), free(dx), free(dw), free(db), free(ws);
+}
+
+static void test_conv_errors(void)
+{
+    dl_conv_desc d = conv_desc(1, 1, 5, 5, 1, 3, 3, 1, 0);
+    d.p = 4;
+    float buf[64] = {0};
+    CHECK(dl_cpu_conv_forward(cpu(), &d, buf, buf, buf, NULL, buf, DL_F32) == DL_ESHAPE);
+    d = conv_desc(1, 1, 5, 5, 1, 3, 3, 1, 0);
+    CHECK(dl_cpu_conv_forward(cpu(), &d, buf, buf, buf, NULL, buf, DL_I32) == DL_EINVAL);
+    d.stride = 0;
+    CHECK(dl_cpu_conv_backward_data(cpu(), &d, buf, buf, buf, buf, DL_F32) == DL_EINVAL);
+}
+
+/* ---------------------------------------------------------------------- */
+/* pooling                                                                 */
+
+static dl_pool_desc pool_desc(int n, int c, int h, int w, int size, int stride, int pad)
+{
+    dl_pool_desc d = {n, c, h, w, size, stride, pad, 0, 0};
+    d.p = (h + 2 * pad - size) / stride + 1;
+    d.q = (w + 2 * pad - size) / stride + 1;
+    return d;
+}
+
+/* Reference pooling: for each output, the padded window scanned row by
+ * row; max keeps the first strict maximum (its flat input index in arg),
+ * avg divides the sum by size*size (every case here keeps windows inside
+ * the padded input, so that is PyTorch's count_include_pad divisor). */
+static void ref_pool(dl_pool_kind kind, const dl_pool_desc *d, const float *x, double *y,
+                     long *arg)
+{
+    for (int pl = 0; pl < d->n * d->c; pl++)
+        for (int oh = 0; oh < d->p; oh++)
+            for (int ow = 0; ow < d->q; ow++) {
+                double best = -INFINITY, sum = 0;
+                long where = -1;
+                for (int a = 0; a < d->size; a++)
+                    for (int b2 = 0; b2 < d->size; b2++) {
+                        int ih = oh * d->stride - d->pad + a, iw = ow * d->stride - d->pad + b2;
+                        if (ih < 0 || iw < 0 || ih >= d->h || iw >= d->w)
+                            continue;
+                        long xi = ((long)pl * d->h + ih) * d->w + iw;
+                        sum += x[xi];
+                        if (x[xi] > best) {
+                            best = x[xi];
+                            where = xi;
+                        }
+                    }
+                size_t yi = ((size_t)pl * d->p + oh) * d->q + ow;
+                y[yi] = kind == DL_POOL_MAX ? best : sum / (d->size * d->size);
+                arg[yi] = where;
+            }
+}
+
+static void pool_case(dl_pool_kind kind, const dl_pool_desc *d, int ties)
+{
+    size_t nx = (size_t)d->n * d->c * d->h * d->w, ny = (size_t)d->n * d->c * d->p * d->q;
+    float *x = frandv(nx), *y = malloc(ny * 4), *dy = frandv(ny), *dx = frandv(nx);
+    if (ties) /* few distinct values: max windows hold ties */
+        for (size_t i = 0; i < nx; i++)
+            x[i] = (float)(int)(x[i] * 2.0f);
+    float *dx0 = fcopy(dx, nx);
+    double *yr = malloc(ny * 8), *dxr = calloc(nx, 8);
+    long *arg = malloc(ny * sizeof *arg);
+    ref_pool(kind, d, x, yr, arg);
+    CHECK_OK(dl_cpu_pool_forward(cpu(), kind, d, y, x));
+    CHECK_OK(dl_cpu_pool_backward(cpu(), kind, d, dx, dy, x, y));
+    for (size_t i = 0; i < ny; i++)
+        CHECK_NEAR(y[i], yr[i], 1e-6);
+    for (int pl = 0; pl < d->n * d->c; pl++)
+        for (int oh = 0; oh < d->p; oh++)
+            for (int ow = 0; ow < d->q; ow++) {
+                size_t yi = ((size_t)pl * d->p + oh) * d->q + ow;
+                if (kind == DL_POOL_MAX) {
+                    dxr[arg[yi]] += dy[yi];
+                    continue;
+                }
+                for (int a = 0; a < d->size; a++)
+                    for (int b2 = 0; b2 < d->size; b2++) {
+                        int ih = oh * d->stride - d->pad + a, iw = ow * d->stride - d->pad + b2;
+                        if (ih >= 0 && iw >= 0 && ih < d->h && iw < d->w)
+                            dxr[((size_t)pl * d->h + ih) * d->w + iw] +=
+                                dy[yi] / (d->size * d->size);
+                    }
+            }
+    for (size_t i = 0; i < nx; i++)
+        CHECK_NEAR(dx[i], dx0[i] + dxr[i], 1e-5);
+    free(x), free(y), free(dy), free(dx), free(dx0), free(yr), free(dxr), free(arg);
+}
+
+static void test_pool_reference(void)
+{
+    static const int cases[][7] = {{2, 3, 8, 8, 2, 2, 0}, {1, 2, 7, 9, 3, 2, 1},
+                                   {2, 2, 26, 26, 2, 2, 0}, {1, 4, 11, 11, 2, 2, 0},
+                                   {3, 1, 6, 5, 3, 1, 1},  {1, 1, 5, 5, 5, 1, 2}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const int *c = cases[i];
+        dl_pool_desc d = pool_desc(c[0], c[1], c[2], c[3], c[4], c[5], c[6]);
+        pool_case(DL_POOL_MAX, &d, 0);
+        pool_case(DL_POOL_MAX, &d, 1);
+        pool_case(DL_POOL_AVG, &d, 0);
+    }
+    /* avg with padding counts padded cells: a 3x3 window at a corner of a
+     * ones image with pad 1 averages 4 ones over 9 */
+    dl_pool_desc d = pool_desc(1, 1, 4, 4, 3, 1, 1);
+    float x[16], y[16];
+    for (int i = 0; i < 16; i++)
+        x[i] = 1.0f;
+    CHECK_OK(dl_cpu_pool_forward(cpu(), DL_POOL_AVG, &d, y, x));
+    CHECK_NEAR(y[0], 4.0 / 9.0, 1e-7);
+    CHECK_NEAR(y[5], 1.0, 1e-7);
+    d.pad = 2;
+    CHECK(dl_cpu_pool_forward(cpu(), DL_POOL_AVG, &d, y, x) == DL_EINVAL);
+}
+
+/* Pooling backward against central differences of the kernel's forward
+ * (inputs spaced at least 0.01 apart so the step 1e-3 never changes the
+ * argmax; both kinds are piecewise linear: tolerance 1e-3). */
+static void test_pool_fd(void)
+{
+    dl_pool_desc d = pool_desc(2, 2, 7, 6, 3, 2, 1);
+    size_t nx = (size_t)2 * 2 * 7 * 6, ny = (size_t)2 * 2 * d.p * d.q;
+    float *x = malloc(nx * 4), *g = frandv(ny), *y = malloc(ny * 4), *dx = calloc(nx, 4);
+    for (size_t i = 0; i < nx; i++) /* a shuffled ramp: distinct values */
+        x[i] = 0.01f * (float)((i * 37) % nx) - 0.5f;
+    for (int kind = 0; kind < 2; kind++) {
+        dl_pool_kind pk = kind ? DL_POOL_AVG : DL_POOL_MAX;
+        memset(dx, 0, nx * 4);
+        CHECK_OK(dl_cpu_pool_forward(cpu(), pk, &d, y, x));
+        CHECK_OK(dl_cpu_pool_backward(cpu(), pk, &d, dx, g, x, y));
+        for (size_t i = 0; i < nx; i++) {
+            float keep = x[i];
+            double l[2];
+            for (int sgn = 0; sgn < 2; sgn++) {
+                x[i] = keep + (sgn ? -1e-3f : 1e-3f);
+                dl_cpu_pool_forward(cpu(), pk, &d, y, x);
+                l[sgn] = 0;
+                for (size_t j = 0; j < ny; j++)
+                    l[sgn] += (double)g[j] * y[j];
+            }
+            x[i] = keep;
+            CHECK_NEAR(dx[i], (l[0] - l[1]) / (double)(2 * 1e-3f), 1e-3);
+        }
+    }
+    free(x), free(g), free(y), free(dx);
+}
+
+/* ---------------------------------------------------------------------- */
+/* normalisation                                                           */
+
+/* Double reference BatchNorm (training) over x [n, c, inner]: y, and the
+ * loss sum g*y for finite differences. */
+static double ref_bn(int n, int c, int inner, double eps, const double *x, const double *gam,
+                     const double *bet, const double *g, double *y)
+{
+    double loss = 0;
+    for (int ch = 0; ch < c; ch++) {
+        double s = 0, ss = 0, cnt = (double)n * inner;
+        for (int i = 0; i < n; i++)
+            for (int j = 0; j < inner; j++)
+                s += x[((size_t)i * c + ch) * inner + j];
+        double mu = s / cnt;
+        for (int i = 0; i < n; i++)
+            for (int j = 0; j < inner; j++) {
+                double dv = x[((size_t)i * c + ch) * inner + j] - mu;
+                ss += dv * dv;
+            }
+        double is = 1.0 / sqrt(ss / cnt + eps);
+        for (int i = 0; i < n; i++)
+            for (int j = 0; j < inner; j++) {
+                size_t at = ((size_t)i * c + ch) * inner + j;
+                double v = gam[ch] * (x[at] - mu) * is + bet[ch];
+                if (y)
+                    y[at] = v;
+                loss += g[at] * v;
+            }
+    }
+    return loss;
+}
+
+/* Forward (train and eval) against the double reference: y within 1e-5,
+ * saved statistics, running mean and unbiased running variance;
+ * backward against central differences (step 1e-6) of the double
+ * reference forward: relative tolerance 1e-4 plus 1e-5. */
+static void test_batchnorm(void)
+{
+    const int n = 5, c = 3, inner = 7;
+    const float eps = 1e-5f, mom = 0.1f;
+    size_t nx = (size_t)n * c * inner;
+    float *x = frandv(nx), *g = frandv(nx), *y = malloc(nx * 4), *dx = frandv(nx);
+    for (size_t i = 0; i < nx; i++)
+        x[i] = 2.0f * x[i] + 0.5f;
+    float *dx0 = fcopy(dx, nx);
+    float gamma[3] = {1.5f, -0.5f, 0.8f}, beta[3] = {0.1f, 0.2f, -0.3f};
+    float rm[3] = {0.2f, -0.1f, 0.0f}, rv[3] = {1.0f, 2.0f, 0.5f}, sm[3], si[3];
+    float dgamma[3] = {1, 2, 3}, dbeta[3] = {-1, 0, 1};
+    float rm0[3], rv0[3];
+    memcpy(rm0, rm, sizeof rm);
+    memcpy(rv0, rv, sizeof rv);
+    CHECK_OK(dl_cpu_batchnorm_forward(cpu(), 1, n, c, inner, mom, eps, y, x, gamma, beta, rm,
+                                      rv, sm, si));
+    double xd[105], gd[105], yd[105], gam[3], bet[3];
+    for (size_t i = 0; i < nx; i++)
+        xd[i] = x[i], gd[i] = g[i];
+    for (int ch = 0; ch < c; ch++)
+        gam[ch] = gamma[ch], bet[ch] = beta[ch];
+    ref_bn(n, c, inner, eps, xd, gam, bet, gd, yd);
+    for (size_t i = 0; i < nx; i++)
+        CHECK_NEAR(y[i], yd[i], 1e-5);
+    for (int ch = 0; ch < c; ch++) {
+        double s = 0, ss = 0, cnt = n * inner;
+        for (int i = 0; i < n; i++)
+            for (int j = 0; j < inner; j++)
+                s += xd[((size_t)i * c + ch) * inner + j];
+        for (int i = 0; i < n; i++)
+            for (int j = 0; j < inner; j++)
+                ss += pow(xd[((size_t)i * c + ch) * inner + j] - s / cnt, 2);
+        CHECK_NEAR(sm[ch], s / cnt, 1e-6);
+        CHECK_NEAR(si[ch], 1.0 / sqrt(ss / cnt + eps), 1e-5);
+        CHECK_NEAR(rm[ch], 0.9 * rm0[ch] + 0.1 * s / cnt, 1e-6);
+        CHECK_NEAR(rv[ch], 0.9 * rv0[ch] + 0.1 * ss / (cnt - 1), 1e-6); /* unbiased */
+    }
+    CHECK_OK(dl_cpu_batchnorm_backward(cpu(), n, c, inner, dx, dgamma, dbeta, g, x, gamma, sm,
+                                       si));
+    const double h = 1e-6;
+    for (size_t i = 0; i < nx; i++) {
+        double keep = xd[i];
+        xd[i] = keep + h;
+        double lp = ref_bn(n, c, inner, eps, xd, gam, bet, gd, NULL);
+        xd[i] = keep - h;
+        double lm = ref_bn(n, c, inner, eps, xd, gam, bet, gd, NULL);
+        xd[i] = keep;
+        double fd = (lp - lm) / (2 * h);
+        CHECK_NEAR(dx[i] - dx0[i], fd, 1e-4 * fabs(fd) + 1e-5);
+    }
+    float dg0[3] = {1, 2, 3}, db0[3] = {-1, 0, 1};
+    for (int ch = 0; ch < c; ch++) {
+        double keep = gam[ch];
+        gam[ch] = keep + h;
+        double lp = ref_bn(n, c, inner, eps, xd, gam, bet, gd, NULL);
+        gam[ch] = keep - h;
+        double lm = ref_bn(n, c, inner, eps, xd, gam, bet, gd, NULL);
+        gam[ch] = keep;
+        CHECK_NEAR(dgamma[ch] - dg0[ch], (lp - lm) / (2 * h), 1e-4);
+        keep = bet[ch];
+        bet[ch] = keep + h;
+        lp = ref_bn(n, c, inner, eps, xd, gam, bet, gd, NULL);
+        bet[ch] = keep - h;
+        lm = ref_bn(n, c, inner, eps, xd, gam, bet, gd, NULL);
+        bet[ch] = keep;
+        CHECK_NEAR(dbeta[ch] - db0[ch], (lp - lm) / (2 * h), 1e-4);
+    }
+    /* eval: y = gamma (x - rm) / sqrt(rv + eps) + beta, stats untouched */
+    float rmk[3], rvk[3];
+    memcpy(rmk, rm, sizeof rm);
+    memcpy(rvk, rv, sizeof rv);
+    CHECK_OK(dl_cpu_batchnorm_forward(cpu(), 0, n, c, inner, mom, eps, y, x, gamma, beta, rm,
+                                      rv, NULL, NULL));
+    for (size_t i = 0; i < nx; i++) {
+        int ch = (int)(i / inner) % c;
+        CHECK_NEAR(y[i], gamma[ch] * (x[i] - rmk[ch]) / sqrt(rvk[ch] + eps) + beta[ch], 1e-5);
+    }
+    CHECK(memcmp(rm, rmk, sizeof rm) == 0 && memcmp(rv, rvk, sizeof rv) == 0);
+    CHECK(dl_cpu_batchnorm_forward(cpu(), 0, n, c, inner, mom, eps, y, x, gamma, beta, NULL,
+                                   NULL, NULL, NULL) == DL_EINVAL);
+    free(x), free(g), free(y), free(dx), free(dx0);
+}
+
+/* A large BatchNorm (channel-parallel path): statistics of a shifted
+ * input stay exact to 1e-5 thanks to the double sums. */
+static void test_batchnorm_large(void)
+{
+    const int n = 64, c = 32, inner = 121;
+    size_t nx = (size_t)n * c * inner;
+    float *x = frandv(nx), *y = malloc(nx * 4);
+    for (size_t i = 0; i < nx; i++)
+        x[i] = 100.0f + x[i];
+    float *rm = calloc(c, 4), *rv = calloc(c, 4), *sm = malloc(c * 4), *si = malloc(c * 4);
+    CHECK_OK(dl_cpu_batchnorm_forward(cpu(), 1, n, c, inner, 1.0f, 1e-5f, y, x, NULL, NULL, rm,
+                                      rv, sm, si));
+    for (int ch = 0; ch < c; ch++) {
+        double s = 0, ss = 0, cnt = (double)n * inner;
+        for (int i = 0; i < n; i++)
+            for (int j = 0; j < inner; j++)
+                s += x[((size_t)i * c + ch) * inner + j];
+        for (int i = 0; i < n; i++)
+            for (int j = 0; j < inner; j++)
+                ss += pow(x[((size_t)i * c + ch) * inner + j] - s / cnt, 2);
+        CHECK_NEAR(sm[ch], s / cnt, 1e-4);
+        CHECK_NEAR(rv[ch], ss / (cnt - 1), 1e-5);
+        CHECK_NEAR(si[ch], 1.0 / sqrt(ss / cnt + 1e-5), 1e-4);
+    }
+    free(x), free(y), free(rm), free(rv), free(sm), free(si);
+}
+
+static double ref_ln(int rows, int cols, double eps, const double *x, const double *gam,
+                     const double *bet, const double *g, double *y)
+{
+    double loss = 0;
+    for (int r = 0; r < rows; r++) {
+        double s = 0, ss = 0;
+        for (int j = 0; j < cols; j++)
+            s += x[(size_t)r * cols + j];
+        double mu = s / cols;
+        for (int j = 0; j < cols; j++)
+            ss += pow(x[(size_t)r * cols + j] - mu, 2);
+        double is = 1.0 / sqrt(ss / cols + eps);
+        for (int j = 0; j < cols; j++) {
+            size_t at = (size_t)r * cols + j;
+            double v = gam[j] * (x[at] - mu) * is + bet[j];
+            if (y)
+                y[at] = v;
+            loss += g[at] * v;
+        }
+    }
+    return loss;
+}
+
+/* LayerNorm forward against the double reference (1e-5) and backward
+ * (dx, dgamma, dbeta, all accumulating) against central differences
+ * (step 1e-6) of it: relative 1e-4 plus 1e-5. */
+static void test_layernorm(void)
+{
+    enum { R = 6, C = 13 };
+    const float eps = 1e-5f;
+    float *x = frandv(R * C), *g = frandv(R * C), *y = malloc(R * C * 4), *dx = frandv(R * C);
+    float *gamma = frandv(C), *beta = frandv(C), *dg = frandv(C), *db = frandv(C);
+    float *dx0 = fcopy(dx, R * C), *dg0 = fcopy(dg, C), *db0 = fcopy(db, C);
+    float sm[R], si[R];
+    CHECK_OK(dl_cpu_layernorm_forward(cpu(), R, C, eps, y, x, gamma, beta, sm, si));
+    double xd[R * C], gd[R * C], yd[R * C], gam[C], bet[C];
+    for (int i = 0; i < R * C; i++)
+        xd[i] = x[i], gd[i] = g[i];
+    for (int j = 0; j < C; j++)
+        gam[j] = gamma[j], bet[j] = beta[j];
+    ref_ln(R, C, eps, xd, gam, bet, gd, yd);
+    for (int i = 0; i < R * C; i++)
+        CHECK_NEAR(y[i], yd[i], 1e-5);
+    CHECK_OK(dl_cpu_layernorm_backward(cpu(), R, C, dx, dg, db, g, x, gamma, sm, si));
+    const double h = 1e-6;
+    double *sets[3] = {xd, gam, bet};
+    float *grads[3] = {dx, dg, db}, *bases[3] = {dx0, dg0, db0};
+    int counts[3] = {R * C, C, C};
+    for (int s = 0; s < 3; s++)
+        for (int i = 0; i < counts[s]; i++) {
+            double keep = sets[s][i];
+            sets[s][i] = keep + h;
+            double lp = ref_ln(R, C, eps, xd, gam, bet, gd, NULL);
+            sets[s][i] = keep - h;
+            double lm = ref_ln(R, C, eps, xd, gam, bet, gd, NULL);
+            sets[s][i] = keep;
+            double fd = (lp - lm) / (2 * h);
+            CHECK_NEAR(grads[s][i] - bases[s][i], fd, 1e-4 * fabs(fd) + 1e-5);
+        }
+    free(x), free(g), free(y), free(dx), free(gamma), free(beta), free(dg), free(db);
+    free(dx0), free(dg0), free(db0);
+}
+
+/* The norms' backward against central differences of the kernels' own
+ * f32 forward (step 1e-2, loss in double): ties each kernel's forward to
+ * its backward. Truncation and f32 rounding allow 1e-2 relative. */
+static void test_norm_fd_own_forward(void)
+{
+    enum { N = 4, C = 2, I = 5, NX = N * C * I };
+    float *x = frandv(NX), *g = frandv(NX), y[NX], dx[NX] = {0}, sm[N], si[N];
+    float gamma[C] = {1.2f, 0.7f}, beta[C] = {0.3f, -0.2f}, bm[C], bi[C];
+    const float h = 1e-2f;
+    /* BatchNorm over [N, C, I] */
+    CHECK_OK(dl_cpu_batchnorm_forward(cpu(), 1, N, C, I, 0.1f, 1e-5f, y, x, gamma, beta, NULL,
+                                      NULL, bm, bi));
+    CHECK_OK(dl_cpu_batchnorm_backward(cpu(), N, C, I, dx, NULL, NULL, g, x, gamma, bm, bi));
+    for (int i = 0; i < NX; i++) {
+        float keep = x[i];
+        double l[2] = {0, 0};
+        for (int s = 0; s < 2; s++) {
+            x[i] = keep + (s ? -h : h);
+            dl_cpu_batchnorm_forward(cpu(), 1, N, C, I, 0.1f, 1e-5f, y, x, gamma, beta, NULL,
+                                     NULL, NULL, NULL);
+            for (int j = 0; j < NX; j++)
+                l[s] += (double)g[j] * y[j];
+        }
+        x[i] = keep;
+        double fd = (l[0] - l[1]) / (2.0 * h);
+        CHECK_NEAR(dx[i], fd, 1e-2 * fabs(fd) + 2e-3);
+    }
+    /* LayerNorm over [N, C*I] */
+    memset(dx, 0, sizeof dx);
+    CHECK_OK(dl_cpu_layernorm_forward(cpu(), N, C * I, 1e-5f, y, x, NULL, NULL, sm, si));
+    CHECK_OK(dl_cpu_layernorm_backward(cpu(), N, C * I, dx, NULL, NULL, g, x, NULL, sm, si));
+    for (int i = 0; i < NX; i++) {
+        float keep = x[i];
+        double l[2] = {0, 0};
+        for (int s = 0; s < 2; s++) {
+            x[i] = keep + (s ? -h : h);
+            dl_cpu_layernorm_forward(cpu(), N, C * I, 1e-5f, y, x, NULL, NULL, NULL, NULL);
+            for (int j = 0; j < NX; j++)
+                l[s] += (double)g[j] * y[j];
+        }
+        x[i] = keep;
+        double fd = (l[0] - l[1]) / (2.0 * h);
+        CHECK_NEAR(dx[i], fd, 1e-2 * fabs(fd) + 2e-3);
+    }
+    free(x), free(g);
+}
+
+int main(void)
+{
+    RUN(test_gemm_f32);
+    RUN(test_gemm_bf16);
+    RUN(test_gemm_widened);
+    RUN(test_gemm_edges);
+    RUN(test_conv_reference);
+    RUN(test_conv_fd);
+    RUN(test_conv_errors);
+    RUN(test_pool_reference);
+    RUN(test_pool_fd);
+    RUN(test_batchnorm);
+    RUN(test_batchnorm_large);
+    RUN(test_layernorm);
+    RUN(test_norm_fd_own_forward);
+    CHECK_EXIT();
+}

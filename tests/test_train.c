@@ -1,0 +1,427 @@
+/* test_train.c - the trainer: accumulation, determinism, loss scaling, non-finite policy, Fashion-MNIST end to end */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/backend.h"
+#include "engine/data.h"
+#include "engine/error.h"
+#include "engine/nn.h"
+#include "engine/optim.h"
+#include "engine/rng.h"
+#include "engine/trainer.h"
+#include "tests/check.h"
+
+static dl_backend *be;
+
+/* A synthetic classification set: 3 Gaussian blobs in 8 dimensions. */
+static void make_blobs(dl_dataset *d, size_t count, uint64_t seed)
+{
+    memset(d, 0, sizeof *d);
+    d->info.sample = (dl_shape){1, {8}};
+    d->info.x_dtype = DL_F32;
+    d->info.y_dtype = DL_I32;
+    d->info.y_width = 1;
+    d->info.classes = 3;
+    d->info.count = count;
+    d->info.scale = 1;
+    float *x = malloc(count * 8 * 4);
+    int32_t *y = malloc(count * 4);
+    for (size_t i = 0; i < count; i++) {
+        y[i] = (int32_t)(i % 3);
+        for (int k = 0; k < 8; k++)
+            x[i * 8 + k] = (k == y[i] ? 2.0f : 0.0f) + dl_rng_normal(seed, 99, i, (uint64_t)k);
+    }
+    d->x = x;
+    d->y = y;
+    snprintf(d->name, sizeof d->name, "blobs");
+}
+
+static dl_layer *mlp(int in, int hidden, int out, float dropout)
+{
+    dl_layer *s = dl_nn_sequential();
+    dl_nn_sequential_add(s, dl_nn_linear(in, hidden, 1));
+    dl_nn_sequential_add(s, dl_nn_activation(DL_ACT_RELU));
+    if (dropout > 0)
+        dl_nn_sequential_add(s, dl_nn_dropout(dropout));
+    dl_nn_sequential_add(s, dl_nn_linear(hidden, out, 1));
+    return s;
+}
+
+typedef struct {
+    int events;
+    int overflow_events;
+    double last_loss;
+} log_sink;
+
+static void on_event(void *user, dl_trainer *t, const char *kind, const char *text)
+{
+    log_sink *s = user;
+    s->events++;
+    if (!strcmp(kind, "loss_scale"))
+        s->overflow_events++;
+}
+
+static int on_step(void *user, dl_trainer *t, const dl_step_info *info)
+{
+    ((log_sink *)user)->last_loss = info->loss;
+    return 0;
+}
+
+/* Trains a fresh MLP on d and returns its parameters (malloc'd). */
+static float *train_params(const dl_dataset *d, int batch, int accumulate, long steps,
+                           uint64_t seed, dl_precision prec, float dropout, size_t *count,
+                           log_sink *sink, dl_optim opt)
+{
+    dl_model *m;
+    if (dl_model_create(&m, mlp(8, 16, 3, dropout), &d->info.sample) < 0)
+        return NULL;
+    dl_source *src;
+    dl_source_memory(&src, d, batch, 0, 0, seed);
+    dl_trainer_config cfg = dl_trainer_config_default();
+    cfg.batch = batch;
+    cfg.accumulate = accumulate;
+    cfg.max_steps = steps;
+    cfg.epochs = 100;
+    cfg.seed = seed;
+    cfg.precision = prec;
+    cfg.log_every = 1;
+    dl_model_init_state(m, be, dl_optim_moments(&opt), seed);
+    dl_loss loss = {DL_LOSS_XENT, 0};
+    dl_trainer *t;
+    float *out = NULL;
+    if (dl_trainer_create(&t, m, &loss, &opt, NULL, src, NULL, &cfg, be) == DL_OK) {
+        if (sink) {
+            dl_callbacks cb = {sink, on_step, NULL, on_event, NULL};
+            dl_trainer_set_callbacks(t, &cb);
+        }
+        int rc = dl_trainer_run(t);
+        if (rc == DL_OK) {
+            dl_model_state s;
+            dl_model_get_state(m, &s);
+            *count = s.count;
+            out = malloc(s.count * 4);
+            memcpy(out, s.params, s.count * 4);
+        }
+        dl_trainer_destroy(t);
+    }
+    dl_source_destroy(src);
+    dl_model_destroy(m);
+    return out;
+}
+
+static double max_abs_diff(const float *a, const float *b, size_t n)
+{
+    double d = 0;
+    for (size_t i = 0; i < n; i++)
+        d = fmax(d, fabs((double)a[i] - b[i]));
+    return d;
+}
+
+static void test_accumulation_equivalence(void)
+{
+    /* 4 micro-batches of 16 give the same update as one batch of 64 */
+    dl_dataset d;
+    make_blobs(&d, 256, 1);
+    size_t n1, n2;
+    dl_optim opt = dl_optim_sgd(0.1f, 0.9f, 0, 1e-3f);
+    float *big = train_params(&d, 64, 1, 6, 3, DL_PREC_F32, 0, &n1, NULL, opt);
+    float *acc = train_params(&d, 16, 4, 6, 3, DL_PREC_F32, 0, &n2, NULL, opt);
+    CHECK(big && acc && n1 == n2);
+    if (big && acc)
+        CHECK_MSG(max_abs_diff(big, acc, n1) < 2e-6, "max difference %.3g",
+                  max_abs_diff(big, acc, n1));
+    free(big);
+    free(acc);
+    dl_dataset_done(&d);
+}
+
+static void test_determinism(void)
+{
+    /* same seed: bit-identical parameters, dropout included; other seed: different */
+    dl_dataset d;
+    make_blobs(&d, 256, 2);
+    size_t n;
+    dl_optim opt = dl_optim_adam(1e-2f, 0);
+    float *a = train_params(&d, 32, 1, 20, 7, DL_PREC_F32, 0.2f, &n, NULL, opt);
+    float *b = train_params(&d, 32, 1, 20, 7, DL_PREC_F32, 0.2f, &n, NULL, opt);
+    float *c = train_params(&d, 32, 1, 20, 8, DL_PREC_F32, 0.2f, &n, NULL, opt);
+    CHECK(a && b && c);
+    if (a && b && c) {
+        CHECK(memcmp(a, b, n * 4) == 0);
+        CHECK(max_abs_diff(a, c, n) > 1e-3);
+    }
+    free(a);
+    free(b);
+    free(c);
+    dl_dataset_done(&d);
+}
+
+static void test_loss_scale_overflow(void)
+{
+    /* an initial fp16 scale of 2^40 overflows: steps are skipped and the
+     * scale halves until the scaled gradients fit, then training goes on */
+    dl_dataset d;
+    make_blobs(&d, 512, 3);
+    dl_model *m;
+    dl_model_create(&m, mlp(8, 16, 3, 0), &d.info.sample);
+    dl_source *src;
+    dl_source_memory(&src, &d, 32, 1, 0, 1);
+    dl_trainer_config cfg = dl_trainer_config_default();
+    cfg.batch = 32;
+    cfg.epochs = 4;
+    cfg.precision = DL_PREC_F16;
+    cfg.loss_scale = 1099511627776.0f; /* 2^40 */
+    cfg.loss_scale_window = 5;
+    cfg.log_every = 1;
+    dl_optim opt = dl_optim_sgd(0.1f, 0.9f, 0, 0);
+    dl_model_init_state(m, be, 1, 1);
+    dl_loss loss = {DL_LOSS_XENT, 0};
+    dl_trainer *t;
+    log_sink sink = {0};
+    CHECK_OK(dl_trainer_create(&t, m, &loss, &opt, NULL, src, NULL, &cfg, be));
+    dl_callbacks cb = {&sink, on_step, NULL, on_event, NULL};
+    dl_trainer_set_callbacks(t, &cb);
+    dl_model_state s;
+    dl_model_get_state(m, &s);
+    float *before = malloc(s.count * 4);
+    memcpy(before, s.params, s.count * 4);
+    /* the first step overflows: no parameter may change */
+    CHECK(dl_trainer_step(t) == 0);
+    CHECK(max_abs_diff(before, s.params, s.count) == 0);
+    CHECK_NEAR(dl_trainer_loss_scale(t), 549755813888.0, 0);
+    CHECK_OK(dl_trainer_run(t));
+    CHECK(sink.overflow_events >= 20); /* 2^40 down to ~2^20 or below */
+    float scale = dl_trainer_loss_scale(t);
+    CHECK_MSG(scale < 1.1e9f && scale >= 1.0f, "final scale %g", (double)scale);
+    CHECK_MSG(sink.last_loss < 0.5, "loss after overflow recovery %g", sink.last_loss);
+    free(before);
+    dl_trainer_destroy(t);
+    dl_source_destroy(src);
+    dl_model_destroy(m);
+    dl_dataset_done(&d);
+}
+
+static void test_loss_scale_growth(void)
+{
+    /* a scale that never overflows doubles after each window of clean steps */
+    dl_dataset d;
+    make_blobs(&d, 512, 3);
+    dl_model *m;
+    dl_model_create(&m, mlp(8, 16, 3, 0), &d.info.sample);
+    dl_source *src;
+    dl_source_memory(&src, &d, 32, 1, 0, 1);
+    dl_trainer_config cfg = dl_trainer_config_default();
+    cfg.batch = 32;
+    cfg.precision = DL_PREC_F16;
+    cfg.loss_scale = 8.0f;
+    cfg.loss_scale_window = 5;
+    dl_optim opt = dl_optim_sgd(0.1f, 0, 0, 0);
+    dl_model_init_state(m, be, 0, 1);
+    dl_loss loss = {DL_LOSS_XENT, 0};
+    dl_trainer *t;
+    CHECK_OK(dl_trainer_create(&t, m, &loss, &opt, NULL, src, NULL, &cfg, be));
+    for (int i = 0; i < 4; i++)
+        CHECK(dl_trainer_step(t) == 0);
+    CHECK_NEAR(dl_trainer_loss_scale(t), 8.0, 0);
+    CHECK(dl_trainer_step(t) == 0);
+    CHECK_NEAR(dl_trainer_loss_scale(t), 16.0, 0);
+    for (int i = 0; i < 5; i++)
+        CHECK(dl_trainer_step(t) == 0);
+    CHECK_NEAR(dl_trainer_loss_scale(t), 32.0, 0);
+    dl_trainer_destroy(t);
+    dl_source_destroy(src);
+    dl_model_destroy(m);
+    dl_dataset_done(&d);
+}
+
+static void test_nonfinite_stop(void)
+{
+    dl_dataset d;
+    make_blobs(&d, 256, 4);
+    float *x = d.x;
+    x[5] = NAN; /* a poisoned sample in the first batch */
+    dl_model *m;
+    dl_model_create(&m, mlp(8, 16, 3, 0), &d.info.sample);
+    dl_source *src;
+    dl_source_memory(&src, &d, 32, 0, 0, 1);
+    dl_trainer_config cfg = dl_trainer_config_default();
+    cfg.batch = 32;
+    dl_optim opt = dl_optim_sgd(0.1f, 0, 0, 0);
+    dl_model_init_state(m, be, 0, 1);
+    dl_loss loss = {DL_LOSS_XENT, 0};
+    dl_trainer *t;
+    CHECK_OK(dl_trainer_create(&t, m, &loss, &opt, NULL, src, NULL, &cfg, be));
+    int rc = dl_trainer_run(t);
+    CHECK(rc == DL_ENONFINITE);
+    CHECK_MSG(strstr(dl_error_message(), "step 1") != NULL, "%s", dl_error_message());
+    dl_trainer_destroy(t);
+    /* with the skip policy the poisoned step is skipped and training goes on */
+    cfg.nonfinite = DL_NONFINITE_SKIP;
+    CHECK_OK(dl_trainer_create(&t, m, &loss, &opt, NULL, src, NULL, &cfg, be));
+    CHECK_OK(dl_trainer_run(t));
+    dl_model_state s;
+    dl_model_get_state(m, &s);
+    int finite = 1;
+    for (size_t i = 0; i < s.count; i++)
+        finite &= isfinite(s.params[i]);
+    CHECK(finite);
+    CHECK(dl_trainer_step_count(t) == 8);
+    dl_trainer_destroy(t);
+    dl_source_destroy(src);
+    dl_model_destroy(m);
+    dl_dataset_done(&d);
+}
+
+static void test_commands(void)
+{
+    /* set-LR applies at the next step; stop ends the run between steps */
+    dl_dataset d;
+    make_blobs(&d, 256, 5);
+    dl_model *m;
+    dl_model_create(&m, mlp(8, 16, 3, 0), &d.info.sample);
+    dl_source *src;
+    dl_source_memory(&src, &d, 32, 1, 0, 1);
+    dl_trainer_config cfg = dl_trainer_config_default();
+    cfg.batch = 32;
+    cfg.epochs = 50;
+    dl_optim opt = dl_optim_sgd(0.1f, 0, 0, 0);
+    dl_model_init_state(m, be, 0, 1);
+    dl_loss loss = {DL_LOSS_XENT, 0};
+    dl_trainer *t;
+    CHECK_OK(dl_trainer_create(&t, m, &loss, &opt, NULL, src, NULL, &cfg, be));
+    CHECK_OK(dl_trainer_post(t, DL_CMD_SET_LR, 0.025, NULL));
+    CHECK_OK(dl_trainer_post(t, DL_CMD_STOP, 0, NULL));
+    CHECK_OK(dl_trainer_run(t));
+    CHECK(dl_trainer_stopped(t));
+    CHECK(dl_trainer_step_count(t) == 0);
+    CHECK_NEAR(dl_trainer_base_lr(t), 0.025, 1e-9);
+    dl_trainer_destroy(t);
+    dl_source_destroy(src);
+    dl_model_destroy(m);
+    dl_dataset_done(&d);
+}
+
+/* --- Fashion-MNIST end to end --------------------------------------------------- */
+
+#define FMNIST "/usr/share/datasets/fashion-mnist"
+
+static int load_fmnist(dl_dataset *train, dl_dataset *test)
+{
+    if (dl_dataset_load_fashion_mnist(train, FMNIST, "train") < 0) {
+        SKIP("Fashion-MNIST not readable in " FMNIST " (apt-get install dataset-fashion-mnist): %s",
+             dl_error_message());
+        return -1;
+    }
+    if (dl_dataset_load_fashion_mnist(test, FMNIST, "t10k") < 0) {
+        dl_dataset_done(train);
+        SKIP("Fashion-MNIST test split not readable: %s", dl_error_message());
+        return -1;
+    }
+    return 0;
+}
+
+static double train_fmnist(dl_layer *net, int epochs, dl_optim opt, const dl_schedule *sched,
+                           size_t subset, dl_precision prec)
+{
+    dl_dataset train, test;
+    if (load_fmnist(&train, &test) < 0) {
+        dl_layer_destroy(net);
+        return NAN;
+    }
+    if (subset)
+        dl_dataset_truncate(&train, subset);
+    dl_model *m;
+    double acc = NAN;
+    CHECK_OK(dl_model_create(&m, net, &train.info.sample));
+    dl_source *tr, *te;
+    CHECK_OK(dl_source_memory(&tr, &train, 128, 1, 0, 1));
+    CHECK_OK(dl_source_memory(&te, &test, 128, 0, 0, 1));
+    dl_trainer_config cfg = dl_trainer_config_default();
+    cfg.batch = 128;
+    cfg.epochs = epochs;
+    cfg.seed = 1;
+    cfg.precision = prec;
+    cfg.log_every = 100;
+    CHECK_OK(dl_model_init_state(m, be, dl_optim_moments(&opt), 1));
+    dl_loss loss = {DL_LOSS_XENT, 0};
+    dl_trainer *t;
+    if (dl_trainer_create(&t, m, &loss, &opt, sched, tr, te, &cfg, be) == DL_OK) {
+        CHECK_OK(dl_trainer_run(t));
+        double l;
+        CHECK_OK(dl_trainer_evaluate(t, te, &l, &acc));
+        printf("  test accuracy %.2f%%, loss %.4f\n", acc * 100, l);
+        dl_trainer_destroy(t);
+    }
+    dl_source_destroy(tr);
+    dl_source_destroy(te);
+    dl_model_destroy(m);
+    dl_dataset_done(&train);
+    dl_dataset_done(&test);
+    return acc;
+}
+
+static void test_fmnist_mlp(void)
+{
+    /* MLP 784-512-256-10, SGD momentum, 2 epochs: >= 84% test accuracy */
+    dl_layer *s = dl_nn_sequential();
+    dl_nn_sequential_add(s, dl_nn_flatten());
+    dl_nn_sequential_add(s, dl_nn_linear(784, 512, 1));
+    dl_nn_sequential_add(s, dl_nn_activation(DL_ACT_RELU));
+    dl_nn_sequential_add(s, dl_nn_linear(512, 256, 1));
+    dl_nn_sequential_add(s, dl_nn_activation(DL_ACT_RELU));
+    dl_nn_sequential_add(s, dl_nn_linear(256, 10, 1));
+    double acc = train_fmnist(s, 2, dl_optim_sgd(0.05f, 0.9f, 0, 0), NULL, 0, DL_PREC_F32);
+    if (!isnan(acc))
+        CHECK_MSG(acc >= 0.84, "accuracy %.4f", acc);
+}
+
+static void test_fmnist_cnn(void)
+{
+    /* conv3x3(1->32)-ReLU-maxpool2-conv3x3(32->64)-ReLU-maxpool2-Linear(1600->128)-ReLU-
+     * Linear(->10), Adam, 1 epoch on the full training set: >= 85% */
+    dl_layer *s = dl_nn_sequential();
+    dl_nn_sequential_add(s, dl_nn_conv2d(1, 32, 3, 1, 0, 1));
+    dl_nn_sequential_add(s, dl_nn_activation(DL_ACT_RELU));
+    dl_nn_sequential_add(s, dl_nn_maxpool2d(2, 2, 0));
+    dl_nn_sequential_add(s, dl_nn_conv2d(32, 64, 3, 1, 0, 1));
+    dl_nn_sequential_add(s, dl_nn_activation(DL_ACT_RELU));
+    dl_nn_sequential_add(s, dl_nn_maxpool2d(2, 2, 0));
+    dl_nn_sequential_add(s, dl_nn_flatten());
+    dl_nn_sequential_add(s, dl_nn_linear(1600, 128, 1));
+    dl_nn_sequential_add(s, dl_nn_activation(DL_ACT_RELU));
+    dl_nn_sequential_add(s, dl_nn_linear(128, 10, 1));
+    double acc = train_fmnist(s, 1, dl_optim_adam(1e-3f, 0), NULL, 0, DL_PREC_F32);
+    if (!isnan(acc))
+        CHECK_MSG(acc >= 0.85, "accuracy %.4f", acc);
+}
+
+static void test_fmnist_bf16(void)
+{
+    /* bf16 products with fp32 master weights train as well as fp32 */
+    dl_layer *s = dl_nn_sequential();
+    dl_nn_sequential_add(s, dl_nn_flatten());
+    dl_nn_sequential_add(s, dl_nn_linear(784, 256, 1));
+    dl_nn_sequential_add(s, dl_nn_activation(DL_ACT_RELU));
+    dl_nn_sequential_add(s, dl_nn_linear(256, 10, 1));
+    dl_schedule cos = dl_schedule_constant();
+    cos.kind = DL_SCHED_COSINE;
+    double acc = train_fmnist(s, 1, dl_optim_sgd(0.05f, 0.9f, 0, 0), &cos, 0, DL_PREC_BF16);
+    if (!isnan(acc))
+        CHECK_MSG(acc >= 0.83, "accuracy %.4f", acc);
+}
+
+int main(void)
+{
+    be = dl_backend_cpu(0);
+    RUN(test_accumulation_equivalence);
+    RUN(test_determinism);
+    RUN(test_loss_scale_overflow);
+    RUN(test_loss_scale_growth);
+    RUN(test_nonfinite_stop);
+    RUN(test_commands);
+    RUN(test_fmnist_mlp);
+    RUN(test_fmnist_cnn);
+    RUN(test_fmnist_bf16);
+    CHECK_EXIT();
+}
