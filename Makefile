@@ -60,8 +60,10 @@ $(BUILD)/libdlbench.a: $(LIB_OBJ)
 	@mkdir -p $(@D)
 	$(AR) rcs $@ $^
 
+# whole archive: subcommands are reached through weak references only
 $(BUILD)/dlbench: $(BUILD)/tui/main.o $(BUILD)/libdlbench.a
-	$(CC) $(LDFLAGS) -rdynamic -o $@ $^ $(LDLIBS)
+	$(CC) $(LDFLAGS) -rdynamic -o $@ $(BUILD)/tui/main.o -Wl,--whole-archive \
+	    $(BUILD)/libdlbench.a -Wl,--no-whole-archive $(LDLIBS)
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(@D)

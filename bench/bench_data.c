@@ -1,0 +1,262 @@
+/* bench_data.c - batch assembly throughput of the loaders against memcpy, and data wait of an MLP-sized step
+ *
+ * On data/fashion-mnist.h5 (/train, batches of 128 x 784 u8): memcpy of
+ * the same bytes; the in-memory source; the HDF5 source in memory and
+ * streaming (budget 16 MiB) with 0, 1 and 2 workers; a sequential H5Dread
+ * of the whole x. Then the share of step time spent waiting for data when
+ * each step runs the CPU backend's gemms of a 784-512-256-10 MLP (forward
+ * and backward, f32) after converting the batch with input_to_f32. The
+ * h5py and numpy peers are bench/bench_data.py; compare the lines.
+ *
+ * usage: bench_data [FILE.h5] [seconds per case, default 1]
+ */
+#include <hdf5.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "engine/backend.h"
+#include "engine/data.h"
+#include "engine/error.h"
+#include "engine/h5data.h"
+
+enum { BATCH = 128 };
+
+static double now(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+static double seconds = 1.0;
+static double memcpy_gbs;
+
+static void line(const char *what, double batches, double bytes, double dt)
+{
+    double gbs = bytes / dt / 1e9;
+    printf("%-38s %9.0f batches/s %7.2f GB/s", what, batches / dt, gbs);
+    if (memcpy_gbs > 0)
+        printf("  %5.1f%% of memcpy", 100.0 * gbs / memcpy_gbs);
+    printf("\n");
+}
+
+/* Pulls batches (restarting epochs) for `seconds`. */
+static void run_source(const char *what, dl_source *s)
+{
+    dl_batch b;
+    int epoch = 0;
+    size_t row = (size_t)dl_shape_numel(&s->info.sample) * dl_dtype_size(s->info.x_dtype);
+    double bytes = 0, batches = 0, t0 = now(), t;
+    volatile unsigned char sink = 0;
+    while ((t = now()) - t0 < seconds) {
+        int rc = s->ops->next(s, &b);
+        if (rc < 0) {
+            fprintf(stderr, "%s: %s\n", what, dl_error_message());
+            return;
+        }
+        if (rc == 0) {
+            s->ops->start_epoch(s, ++epoch, 0);
+            continue;
+        }
+        sink ^= ((const unsigned char *)b.x)[0];
+        batches++;
+        bytes += (double)b.n * (double)row;
+    }
+    line(what, batches, bytes, t - t0);
+}
+
+static dl_hdf5_options options(const char *path, int workers, int streaming)
+{
+    dl_hdf5_options o;
+    dl_hdf5_options_init(&o);
+    o.path = path;
+    o.batch = BATCH;
+    o.workers = workers;
+    o.seed = 1;
+    if (streaming) {
+        o.mode = DL_HDF5_STREAM;
+        o.memory_budget = (size_t)16 << 20;
+    }
+    return o;
+}
+
+/* The gemms of one training step of a 784-512-256-10 MLP on a batch. */
+typedef struct mlp {
+    dl_backend *be;
+    float *x, *w[3], *h[3], *dh[3], *dw[3];
+} mlp;
+
+static const int dims[4] = {784, 512, 256, 10};
+
+static void mlp_init(mlp *m, dl_backend *be)
+{
+    m->be = be;
+    m->x = calloc((size_t)BATCH * 784, sizeof(float));
+    for (int l = 0; l < 3; l++) {
+        size_t nw = (size_t)dims[l] * dims[l + 1];
+        m->w[l] = malloc(nw * sizeof(float));
+        m->dw[l] = calloc(nw, sizeof(float));
+        for (size_t i = 0; i < nw; i++)
+            m->w[l][i] = (float)((i * 2654435761u) % 1000) * 1e-5f;
+        m->h[l] = calloc((size_t)BATCH * dims[l + 1], sizeof(float));
+        m->dh[l] = calloc((size_t)BATCH * dims[l + 1], sizeof(float));
+    }
+}
+
+static void mlp_done(mlp *m)
+{
+    free(m->x);
+    for (int l = 0; l < 3; l++) {
+        free(m->w[l]);
+        free(m->dw[l]);
+        free(m->h[l]);
+        free(m->dh[l]);
+    }
+}
+
+static void mlp_step(mlp *m, const dl_batch *b, float scale)
+{
+    const dl_backend_ops *op = m->be->ops;
+    op->input_to_f32(m->be, m->x, b->x, DL_U8, (size_t)b->n, 1, 784, scale, NULL, NULL);
+    const float *in = m->x;
+    for (int l = 0; l < 3; l++) { /* y = x w^T */
+        op->gemm(m->be, 0, 1, b->n, dims[l + 1], dims[l], 1, in, dims[l], m->w[l], dims[l],
+                 DL_F32, 0, m->h[l], dims[l + 1]);
+        in = m->h[l];
+    }
+    for (int l = 2; l >= 0; l--) { /* dw = dy^T x, dx = dy w */
+        const float *x = l ? m->h[l - 1] : m->x;
+        op->gemm(m->be, 1, 0, dims[l + 1], dims[l], b->n, 1, m->h[l], dims[l + 1], x, dims[l],
+                 DL_F32, 0, m->dw[l], dims[l]);
+        if (l)
+            op->gemm(m->be, 0, 0, b->n, dims[l], dims[l + 1], 1, m->h[l], dims[l + 1],
+                     m->w[l], dims[l], DL_F32, 0, m->dh[l - 1], dims[l]);
+    }
+}
+
+static void wait_share(const char *path, int workers, mlp *m)
+{
+    dl_hdf5_options o = options(path, workers, 0);
+    dl_source *s;
+    if (dl_source_hdf5(&s, &o) < 0) {
+        fprintf(stderr, "%s\n", dl_error_message());
+        return;
+    }
+    dl_batch b;
+    double wait = 0, t0 = now(), t;
+    long steps = 0;
+    int epoch = 0;
+    while ((t = now()) - t0 < seconds) {
+        int rc = s->ops->next(s, &b);
+        if (rc <= 0) {
+            s->ops->start_epoch(s, ++epoch, 0);
+            continue;
+        }
+        wait += b.wait_s;
+        mlp_step(m, &b, s->info.scale);
+        steps++;
+    }
+    printf("MLP step, hdf5 memory, %d worker%s      %6.2f ms/step  data wait %5.2f%% of step\n",
+           workers, workers == 1 ? " " : "s", 1e3 * (t - t0) / (double)steps,
+           100.0 * wait / (t - t0));
+    dl_source_destroy(s);
+}
+
+int main(int argc, char **argv)
+{
+    const char *path = argc > 1 ? argv[1] : "data/fashion-mnist.h5";
+    if (argc > 2)
+        seconds = atof(argv[2]);
+    dl_hdf5_options o = options(path, 0, 0);
+    o.shuffle = 0;
+    dl_source *probe;
+    if (dl_source_hdf5(&probe, &o) < 0) {
+        fprintf(stderr, "bench_data: %s (run `make run` or scripts/prepare-data.sh first)\n",
+                dl_error_message());
+        return 2;
+    }
+    size_t count = probe->info.count, row = 784;
+    dl_source_destroy(probe);
+    printf("bench_data: %s:/train, %zu samples, batches of %d x %zu u8\n", path, count, BATCH,
+           row);
+
+    /* the whole x in memory, for memcpy and the in-memory source */
+    dl_dataset d = {0};
+    d.x = malloc(count * row);
+    d.y = malloc(count * 4);
+    dl_hdf5_lock();
+    hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+    hid_t xs = H5Dopen2(f, "/train/x", H5P_DEFAULT), ys = H5Dopen2(f, "/train/y", H5P_DEFAULT);
+    /* best of three into memory already touched, like the peers */
+    memset(d.x, 0, count * row);
+    double t0, t_seq = 1e9;
+    for (int i = 0; i < 3; i++) {
+        t0 = now();
+        H5Dread(xs, H5T_NATIVE_UINT8, H5S_ALL, H5S_ALL, H5P_DEFAULT, d.x);
+        t_seq = now() - t0 < t_seq ? now() - t0 : t_seq;
+    }
+    H5Dread(ys, H5T_NATIVE_INT32, H5S_ALL, H5S_ALL, H5P_DEFAULT, d.y);
+    H5Dclose(xs);
+    H5Dclose(ys);
+    H5Fclose(f);
+    dl_hdf5_unlock();
+    d.info.sample = dl_shape_make(1, (const int64_t[]){784});
+    d.info.x_dtype = DL_U8;
+    d.info.y_dtype = DL_I32;
+    d.info.y_width = 1;
+    d.info.count = count;
+    snprintf(d.name, sizeof d.name, "%s:/train (in memory)", path);
+
+    /* memcpy of batch-sized blocks walking through the array */
+    unsigned char *dst = malloc(BATCH * row);
+    size_t nb = count / BATCH;
+    double batches = 0;
+    t0 = now();
+    double t;
+    while ((t = now()) - t0 < seconds)
+        for (size_t k = 0; k < nb; k++, batches++)
+        {
+            memcpy(dst, (unsigned char *)d.x + k * BATCH * row, BATCH * row);
+            __asm__ volatile("" : : "r"(dst) : "memory"); /* keep the copy */
+        }
+    memcpy_gbs = batches * BATCH * row / (t - t0) / 1e9;
+    line("memcpy of the same bytes", batches, batches * BATCH * row, t - t0);
+    free(dst);
+    double seq_gbs = (double)count * row / t_seq / 1e9;
+    printf("%-38s %9s            %7.2f GB/s\n", "H5Dread of the whole x, sequential", "",
+           seq_gbs);
+
+    dl_source *s;
+    if (dl_source_memory(&s, &d, BATCH, 1, 0, 1) == DL_OK) {
+        run_source("memory source, shuffled, sync", s);
+        dl_source_destroy(s);
+    }
+    for (int streaming = 0; streaming <= 1; streaming++)
+        for (int w = 0; w <= 2; w++) {
+            char what[64];
+            snprintf(what, sizeof what, "hdf5 %s, shuffled, %d worker%s",
+                     streaming ? "streaming 16 MiB" : "memory", w, w == 1 ? "" : "s");
+            o = options(path, w, streaming);
+            if (dl_source_hdf5(&s, &o) < 0) {
+                fprintf(stderr, "%s\n", dl_error_message());
+                continue;
+            }
+            run_source(what, s);
+            dl_loader_stats st;
+            s->ops->stats(s, &st);
+            dl_source_destroy(s);
+        }
+
+    dl_backend *be = dl_backend_cpu(0);
+    if (be) {
+        mlp m;
+        mlp_init(&m, be);
+        for (int w = 0; w <= 2; w++)
+            wait_share(path, w, &m);
+        mlp_done(&m);
+    }
+    dl_dataset_done(&d);
+    return 0;
+}

@@ -1,0 +1,155 @@
+#!/usr/bin/env bash
+# t_import.sh - `dlbench import` end to end: IDX folder and pair, CSV, synthetic, val split, bad input, atomic output
+set -u
+DLBENCH=${DLBENCH:-build/dlbench}
+PY=/usr/bin/python3
+FM=/usr/share/datasets/fashion-mnist
+tmp=$(mktemp -d /tmp/dl-t-import-XXXXXX)
+trap 'rm -rf "$tmp"' EXIT
+fails=0
+
+pass() { echo "PASS $1"; }
+fail() { echo "FAIL $1: $2"; fails=$((fails + 1)); }
+skip() { echo "SKIP $1: $2"; }
+
+if [ ! -x "$DLBENCH" ]; then
+    skip import "no binary at $DLBENCH"; exit 0
+fi
+if "$DLBENCH" import --help 2>&1 | grep -q "not part of this build"; then
+    skip import "dlbench was linked without tui/cmd_import.o"; exit 0
+fi
+have_h5py=0
+"$PY" -c 'import h5py, numpy' 2>/dev/null && have_h5py=1
+
+# t NAME EXPECTED_STATUS GREP_PATTERN -- ARGS: runs import, checks status and stderr
+t_status() {
+    local name=$1 want=$2 pattern=$3; shift 3
+    "$DLBENCH" import "$@" >"$tmp/out" 2>"$tmp/err"
+    local rc=$?
+    if [ $rc -ne "$want" ]; then
+        fail "$name" "status $rc, want $want: $(head -c 300 "$tmp/err")"
+    elif [ -n "$pattern" ] && ! grep -q -- "$pattern" "$tmp/err"; then
+        fail "$name" "stderr lacks '$pattern': $(head -c 300 "$tmp/err")"
+    else
+        pass "$name"
+    fi
+}
+
+# --- IDX folder: values equal to the source ------------------------------------
+if [ -d "$FM" ]; then
+    t_status import_fashion_mnist_folder 0 "" "$FM" "$tmp/fm.h5"
+    if [ $have_h5py = 1 ] && [ -f "$tmp/fm.h5" ]; then
+        if "$PY" - "$tmp/fm.h5" "$FM" <<'PYEOF'
+import sys, gzip, hashlib, h5py, numpy as np
+f = h5py.File(sys.argv[1], "r"); d = sys.argv[2]
+def idx(name, off):
+    raw = open(f"{d}/{name}", "rb").read()
+    return np.frombuffer(gzip.decompress(raw), np.uint8, offset=off), hashlib.sha256(raw).hexdigest()
+for split, prefix in (("train", "train"), ("test", "t10k")):
+    x, hx = idx(f"{prefix}-images-idx3-ubyte.gz", 16)
+    y, hy = idx(f"{prefix}-labels-idx1-ubyte.gz", 8)
+    g = f[split]
+    assert g["x"].shape == (len(y), 1, 28, 28) and g["x"].dtype == np.uint8
+    assert (g["x"][:].reshape(-1) == x).all() and (g["y"][:] == y).all()
+    assert g["x"].chunks[0] >= 1 and g["x"].chunks[1:] == (1, 28, 28)
+    assert list(g.attrs["sample_shape"]) == [1, 28, 28] and g.attrs["classes"] == 10
+    assert g.attrs["class_names"][0] == b"T-shirt/top"
+    assert [s.decode() for s in g.attrs["source_sha256"]] == [hx, hy]
+    assert abs(g.attrs["scale"] - 1 / 255) < 1e-9 and abs(g.attrs["mean"][0] - 0.286) < 0.001
+PYEOF
+        then pass import_roundtrip_equals_idx; else fail import_roundtrip_equals_idx "values or attributes differ"; fi
+    else
+        skip import_roundtrip_equals_idx "needs /usr/bin/python3 with h5py"
+    fi
+    # an uncompressed pair, split name from the file name, and a val split
+    gunzip -c "$FM/t10k-images-idx3-ubyte.gz" >"$tmp/t10k-images-idx3-ubyte"
+    gunzip -c "$FM/t10k-labels-idx1-ubyte.gz" >"$tmp/t10k-labels-idx1-ubyte"
+    t_status import_idx_pair_val_fraction 0 "" --val-fraction 0.2 --seed 3 \
+        "$tmp/t10k-images-idx3-ubyte" "$tmp/t10k-labels-idx1-ubyte" "$tmp/pair.h5"
+    if [ $have_h5py = 1 ] && [ -f "$tmp/pair.h5" ]; then
+        if "$PY" - "$tmp/pair.h5" "$tmp/t10k-labels-idx1-ubyte" <<'PYEOF'
+import sys, h5py, numpy as np
+f = h5py.File(sys.argv[1], "r")
+y = np.fromfile(sys.argv[2], np.uint8, offset=8)
+assert set(f.keys()) == {"test", "val"}, list(f.keys())
+assert len(f["val/y"]) == 2000 and len(f["test/y"]) == 8000
+# together the two hold the source's labels (as a multiset)
+assert (np.bincount(np.concatenate([f["val/y"][:], f["test/y"][:]])) == np.bincount(y)).all()
+PYEOF
+        then pass import_val_split_partitions; else fail import_val_split_partitions "bad val split"; fi
+    fi
+else
+    skip import_fashion_mnist_folder "no $FM (package dataset-fashion-mnist)"
+fi
+
+# --- CSV ------------------------------------------------------------------------
+cat >"$tmp/iris.csv" <<'CSV'
+sepal_length,sepal_width,species,petal_length
+5.1,3.5,setosa,1.4
+7.0,3.2,versicolor,4.7
+6.3,3.3,virginica,6.0
+4.9,3.0,"setosa",1.4
+
+6.4,3.2,versicolor,4.5
+CSV
+t_status import_csv_string_labels 0 "" --label species "$tmp/iris.csv" "$tmp/iris.h5"
+if [ $have_h5py = 1 ] && [ -f "$tmp/iris.h5" ]; then
+    if "$PY" - "$tmp/iris.h5" <<'PYEOF'
+import sys, h5py, numpy as np
+g = h5py.File(sys.argv[1], "r")["train"]
+assert g["x"].shape == (5, 3) and g["x"].dtype == np.float32
+assert np.allclose(g["x"][1], [7.0, 3.2, 4.7])
+assert list(g["y"][:]) == [0, 1, 2, 0, 1]
+assert [s.decode() for s in g.attrs["class_names"]] == ["setosa", "versicolor", "virginica"]
+PYEOF
+    then pass import_csv_values; else fail import_csv_values "values differ"; fi
+fi
+printf 'a,b,label\n1,2,0\n3,x,1\n' >"$tmp/bad.csv"
+t_status import_csv_not_a_number 2 'bad.csv:3: column "b": "x" is not a number' \
+    --label label "$tmp/bad.csv" "$tmp/bad.h5"
+printf 'a,b,label\n1,2,0\n3,1\n' >"$tmp/short.csv"
+t_status import_csv_short_row 2 'short.csv:3: 2 fields, expected 3' --label label "$tmp/short.csv" "$tmp/bad.h5"
+t_status import_csv_no_label_flag 2 'needs --label' "$tmp/iris.csv" "$tmp/bad.h5"
+t_status import_csv_unknown_label 2 'no column "kind"' --label kind "$tmp/iris.csv" "$tmp/bad.h5"
+
+# --- synthetic --------------------------------------------------------------------
+t_status import_synthetic_spirals 0 "" --synthetic spirals --samples 400 --classes 3 "$tmp/sp.h5"
+t_status import_synthetic_blobs 0 "" --synthetic blobs --samples 100 --val-fraction 0.1 "$tmp/bl.h5"
+if [ $have_h5py = 1 ] && [ -f "$tmp/sp.h5" ] && [ -f "$tmp/bl.h5" ]; then
+    if "$PY" - "$tmp/sp.h5" "$tmp/bl.h5" <<'PYEOF'
+import sys, h5py, numpy as np
+s = h5py.File(sys.argv[1], "r"); b = h5py.File(sys.argv[2], "r")
+assert s["train/x"].shape == (400, 2) and s["test/x"].shape == (100, 2)
+assert set(s["train/y"][:]) == {0, 1, 2}
+assert set(b.keys()) == {"train", "test", "val"} and len(b["val/y"]) == 10
+PYEOF
+    then pass import_synthetic_layout; else fail import_synthetic_layout "bad layout"; fi
+fi
+t_status import_synthetic_unknown 2 'expected "spirals" or "blobs"' --synthetic moons "$tmp/bad.h5"
+
+# --- bad input and atomic output ------------------------------------------------------
+t_status import_missing_source 2 'nothing-here: no such file' "$tmp/nothing-here" "$tmp/bad.h5"
+mkdir -p "$tmp/empty"
+t_status import_empty_folder 2 'no IDX files' "$tmp/empty" "$tmp/bad.h5"
+t_status import_no_args 2 "usage" 
+t_status import_bad_option 2 'unknown option --frobnicate' --frobnicate 1 a b
+t_status import_bad_fraction 2 'val-fraction' --val-fraction 1.5 --synthetic blobs "$tmp/bad.h5"
+if [ -e "$tmp/bad.h5" ] || [ -e "$tmp/bad.h5.tmp" ]; then
+    fail import_no_output_on_error "a failed import left $tmp/bad.h5 or .tmp"
+else
+    pass import_no_output_on_error
+fi
+# a corrupt source leaves an existing output untouched
+printf 'a,label\n1,0\n' >"$tmp/one.csv"
+"$DLBENCH" import --label label "$tmp/one.csv" "$tmp/keep.h5" >/dev/null 2>&1
+before=$(sha256sum "$tmp/keep.h5" 2>/dev/null)
+printf '\x00\x00\x08\x03\x00\x00\x00\x05' >"$tmp/x-images-idx3-ubyte"
+printf '\x00\x00\x08\x01\x00\x00\x00\x05\x01' >"$tmp/x-labels-idx1-ubyte"
+t_status import_truncated_idx 2 'x-images-idx3-ubyte: truncated' "$tmp/x-images-idx3-ubyte" "$tmp/keep.h5"
+after=$(sha256sum "$tmp/keep.h5" 2>/dev/null)
+if [ -n "$before" ] && [ "$before" = "$after" ] && [ ! -e "$tmp/keep.h5.tmp" ]; then
+    pass import_failure_keeps_old_output
+else
+    fail import_failure_keeps_old_output "keep.h5 changed or a .tmp was left"
+fi
+[ $fails -eq 0 ]
