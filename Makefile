@@ -40,7 +40,7 @@ NVCC     ?= $(shell command -v nvcc 2>/dev/null || (test -x /usr/local/cuda/bin/
 CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(NVCC))
 CUDA_SRC := $(wildcard engine/cuda/*.cu)
 CUDA_MOD := $(if $(NVCC),$(if $(CUDA_SRC),$(BUILD)/dlbench-cuda.so))
-NVFLAGS  := -O2 -std=c++17 -Xcompiler -fPIC -I. -gencode arch=compute_90,code=sm_90 \
+NVFLAGS  := -O2 -std=c++17 -Xcompiler -fPIC -Xcompiler -fvisibility=hidden -I. -gencode arch=compute_90,code=sm_90 \
             -gencode arch=compute_90,code=compute_90 --expt-relaxed-constexpr
 ifeq ($(WERROR),1)
 NVFLAGS  += -Werror all-warnings
@@ -77,7 +77,8 @@ $(BUILD)/bench/%: bench/%.c $(BUILD)/libdlbench.a
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) $(LDFLAGS) -MMD -MP -o $@ $< $(BUILD)/libdlbench.a $(LDLIBS)
 
-$(BUILD)/dlbench-cuda.so: $(CUDA_SRC) engine/backend.h engine/tensor.h engine/rng.h
+$(BUILD)/dlbench-cuda.so: $(CUDA_SRC) $(wildcard engine/cuda/*.h) engine/backend.h engine/tensor.h \
+                          engine/rng.h engine/error.h engine/half.h
 	@mkdir -p $(@D)
 	$(NVCC) $(NVFLAGS) -shared -o $@ $(CUDA_SRC) -L$(CUDA_HOME)/lib64 -lcublasLt -lcublas -lcudnn -lcudart
 

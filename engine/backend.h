@@ -230,5 +230,10 @@ dl_backend *dl_backend_by_name(const char *name, char *why, size_t why_size);
  * error with the reason in dl_error_message(). */
 typedef int (*dl_backend_module_open_fn)(int api_version, dl_backend **out);
 #define DL_BACKEND_MODULE_SYMBOL "dl_cuda_backend_open"
+/* The module also exports this: the loader hands it dl_error, so a module
+ * loaded into a binary linked without -rdynamic still reports errors. */
+typedef int (*dl_error_fn)(int code, const char *fmt, ...);
+typedef void (*dl_backend_module_set_error_fn)(dl_error_fn fn);
+#define DL_BACKEND_MODULE_SET_ERROR_SYMBOL "dl_cuda_backend_set_error"
 
 #endif
