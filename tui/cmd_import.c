@@ -591,16 +591,18 @@ static int attr_write(const char *path, const char *where, hid_t obj, const char
 static int attr_strings(const char *path, const char *where, hid_t obj, const char *name,
                         const char *const *v, int n)
 {
-    int count = n ? n : 1;
+    if (n < 0)
+        return dl_error(DL_EINVAL, "%s: negative string count for attribute %s", path, name);
+    size_t count = n ? (size_t)n : 1;
     size_t len = 1;
-    for (int i = 0; i < count; i++)
+    for (size_t i = 0; i < count; i++)
         if (strlen(v[i]) + 1 > len)
             len = strlen(v[i]) + 1;
-    char *buf = calloc((size_t)count, len);
+    char *buf = calloc(count, len);
     if (!buf)
         return dl_error(DL_ENOMEM, "out of memory");
-    for (int i = 0; i < count; i++)
-        memcpy(buf + (size_t)i * len, v[i], strlen(v[i]));
+    for (size_t i = 0; i < count; i++)
+        memcpy(buf + i * len, v[i], strlen(v[i]));
     hid_t t = H5Tcopy(H5T_C_S1);
     H5Tset_size(t, len);
     H5Tset_strpad(t, H5T_STR_NULLTERM);

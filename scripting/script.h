@@ -1,0 +1,149 @@
+/* script.h - experiment scripts: run a Lua script, resolve its hyperparameters, describe the experiment in C
+ *
+ * A script describes; C trains. dl_script_load runs the script once (under
+ * an instruction limit) and turns what it returned - dl.experiment{...} or
+ * dl.study{...} - into a dl_experiment: plain C values the session builds a
+ * model, sources and a trainer from. The Lua state stays open for the
+ * script's own callbacks (custom on_step / on_epoch / on_validation hooks),
+ * which dl_script_call_* run on the thread that loaded the script.
+ */
+#ifndef DL_SCRIPT_H
+#define DL_SCRIPT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "engine/data.h"
+#include "engine/nn.h"
+#include "engine/optim.h"
+#include "engine/trainer.h"
+
+typedef struct dl_script dl_script;
+
+/* A resolved hyperparameter (dl.hparams): its final value after overrides. */
+typedef enum { DL_HP_NUMBER, DL_HP_INTEGER, DL_HP_BOOLEAN, DL_HP_STRING } dl_hp_type;
+typedef struct dl_hparam {
+    char name[64];
+    dl_hp_type type;
+    double num;      /* number, integer (exact below 2^53) and boolean (0/1) */
+    char str[256];   /* string */
+    int overridden;  /* set from a k=v override */
+} dl_hparam;
+
+typedef enum { DL_DATA_SYNTHETIC, DL_DATA_FASHION_MNIST, DL_DATA_HDF5 } dl_data_kind;
+
+/* What dl.data.* described; opened by dl_script_open_data. */
+typedef struct dl_data_spec {
+    dl_data_kind kind;
+    char path[1024];           /* hdf5 file, or the IDX folder */
+    char train[128], val[128]; /* hdf5 groups; val "" for none */
+    char synth[32];            /* "spirals", "blobs" */
+    long n, n_val;             /* synthetic sizes */
+    int classes;               /* synthetic */
+    double noise;              /* synthetic */
+    uint64_t data_seed;        /* synthetic: the generator's key */
+    long limit, val_limit;     /* 0: all samples */
+    float scale;               /* 0: the source's own */
+    int channels;              /* > 0 with mean/std */
+    float mean[DL_MAX_CHANNELS], std[DL_MAX_CHANNELS];
+    int workers, prefetch, shuffle, drop_last;
+    int flatten;               /* present samples as [features] */
+} dl_data_spec;
+
+typedef enum { DL_CB_EARLY_STOPPING, DL_CB_CHECKPOINT, DL_CB_LUA } dl_cb_kind;
+typedef struct dl_cb_spec {
+    dl_cb_kind kind;
+    char monitor[48];   /* early stopping, checkpoint "best" */
+    int mode_max;       /* the monitored metric improves upwards */
+    int patience;
+    double min_delta;
+    long every_steps;   /* checkpoint: every N steps (0: not by steps) */
+    int every_epochs;   /* checkpoint: every N epochs (0: not by epochs) */
+    int save_best;      /* checkpoint when the monitored metric improves */
+    int ref_step, ref_epoch, ref_validation; /* Lua registry refs (LUA_NOREF) */
+    char name[48];
+} dl_cb_spec;
+
+#define DL_MAX_CALLBACKS 16
+
+typedef struct dl_experiment {
+    char name[64];
+    int is_study;
+    dl_layer *model;           /* owned until dl_script_take_model */
+    char model_text[4096];     /* the layer tree as written ("Sequential(...)") */
+    dl_loss loss;
+    dl_optim optim;
+    dl_schedule schedule;
+    dl_trainer_config cfg;     /* epochs, batch, accumulate, precision, seed, ... */
+    int seed_set;              /* the script named a seed */
+    char device[16];           /* "cpu", "cuda", "auto" */
+    dl_data_spec data;
+    dl_cb_spec cb[DL_MAX_CALLBACKS];
+    int ncb;
+    dl_hparam *hp;             /* sorted by name */
+    int nhp;
+} dl_experiment;
+
+typedef struct dl_script_options {
+    const char *path;
+    char *const *overrides;    /* "k=v" strings */
+    int noverrides;
+    long instruction_limit;    /* for describing; 0: a default of 200 million */
+} dl_script_options;
+
+/* Runs the script and resolves what it returned. On error returns DL_EINVAL
+ * (bad script, bad override, wrong binding argument: the message has the
+ * file:line and, for runtime errors, a traceback) and *out is NULL. */
+int dl_script_load(dl_script **out, const dl_script_options *opt);
+void dl_script_destroy(dl_script *s); /* accepts NULL */
+
+dl_experiment *dl_script_experiment(dl_script *s);
+const char *dl_script_path(const dl_script *s);
+/* Hands the model's root layer to the caller (who then owns it). */
+dl_layer *dl_script_take_model(dl_script *s);
+
+/* Opens the sources the experiment's data spec describes. val may come
+ * back NULL (no validation split). The datasets they read stay owned by the
+ * script. fingerprint receives a text identifying the data (file sizes and
+ * hashes, or the generator's parameters). be: for pinned batch buffers. */
+int dl_script_open_data(dl_script *s, int batch, uint64_t seed, dl_backend *be,
+                        dl_source **train, dl_source **val, char *fingerprint,
+                        size_t fp_size);
+
+/* What a Lua callback may do to the run, and what it can read. */
+typedef struct dl_script_run {
+    dl_trainer *trainer;
+    long step;
+    int epoch;
+    const char *const *names; /* metric names and values */
+    const double *values;
+    int nmetrics;
+    /* out: filled by the callback */
+    int stop;                 /* the callback asked to stop */
+    char stop_reason[128];
+    void (*note)(void *user, const char *text); /* run:note("...") */
+    void *user;
+} dl_script_run;
+
+typedef enum { DL_HOOK_STEP, DL_HOOK_EPOCH, DL_HOOK_VALIDATION } dl_hook;
+
+/* Calls the script's callbacks of one kind. Returns DL_OK, or DL_EINVAL
+ * with the Lua error (file:line and traceback) when a callback failed or
+ * ran past its instruction budget. */
+int dl_script_call_hooks(dl_script *s, dl_hook hook, dl_script_run *run);
+int dl_script_has_hooks(const dl_script *s, dl_hook hook);
+
+/* Stops any running Lua code at its next instruction check (safe to call
+ * from a signal handler: it only sets a flag the count hook reads). */
+void dl_script_interrupt(void);
+void dl_script_clear_interrupt(void);
+
+/* Runs a plain Lua file (a test script, not an experiment) with `require
+ * "dlbench"` available and two globals: test(name, fn) runs fn protected
+ * and prints "PASS file:name" or "FAIL file:name: error"; expect_error(
+ * fragment, fn, ...) calls fn(...) and raises unless it fails with a
+ * message containing fragment. Adds the counts to *passed and *failed; a
+ * file that fails outside a test counts as one failure (message printed). */
+int dl_script_run_tests(const char *path, int *passed, int *failed);
+
+#endif

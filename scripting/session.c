@@ -1,0 +1,799 @@
+/* session.c - one training run from a script: preparation, duplicate guard, callbacks, checkpoints, summary */
+#include "scripting/session.h"
+
+#include <math.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cjson/cJSON.h>
+
+#include "engine/backend.h"
+#include "engine/checkpoint.h"
+#include "engine/error.h"
+#include "engine/runlog.h"
+#include "engine/sha256.h"
+#include "scripting/script.h"
+#include "tui/version.h"
+
+static volatile sig_atomic_t session_interrupted;
+
+void dl_session_interrupt(void)
+{
+    session_interrupted = 1;
+    dl_script_interrupt();
+}
+
+int dl_session_interrupted(void) { return session_interrupted; }
+
+typedef enum { STOP_NONE, STOP_PLANNED, STOP_EXTERNAL } stop_kind;
+
+typedef struct cb_state {
+    double best;
+    int bad_epochs;
+    int seen;
+} cb_state;
+
+struct dl_session {
+    dl_session_options opt;
+    dl_script *script;
+    dl_experiment *exp;
+    dl_backend *be;
+    dl_source *train, *val;
+    dl_model *model;
+    dl_trainer *trainer;
+    dl_runlog *log;
+    cJSON *config;
+    cJSON *summary;
+    char hash[65];
+    char run_dir[1024];
+    char duplicate[1024];
+    char script_path[1100];
+    char device[16];
+    char message[1024];
+    char fingerprint[1400];
+    uint64_t seed;
+    stop_kind stop;
+    cb_state cbs[DL_MAX_CALLBACKS];
+    long steps_at_start;
+    int resumed;
+    double wall_s, samples_per_s;
+};
+
+static void emit(dl_session *s, const char *kind, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static void emit(dl_session *s, const char *kind, const char *fmt, ...)
+{
+    char text[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(text, sizeof text, fmt, ap);
+    va_end(ap);
+    if (s->log)
+        dl_runlog_event(s->log, kind, "%s", text);
+    if (s->opt.on_event)
+        s->opt.on_event(s->opt.user, kind, text);
+}
+
+/* --- config ------------------------------------------------------------------ */
+
+/* A float as the script wrote it (0.01, not 0.00999999977648258). */
+static double f7(float v)
+{
+    char buf[32];
+    snprintf(buf, sizeof buf, "%.7g", (double)v);
+    return strtod(buf, NULL);
+}
+
+static cJSON *hparams_json(const dl_experiment *e)
+{
+    cJSON *h = cJSON_CreateObject();
+    for (int i = 0; i < e->nhp; i++) {
+        const dl_hparam *p = &e->hp[i];
+        switch (p->type) {
+        case DL_HP_STRING: cJSON_AddStringToObject(h, p->name, p->str); break;
+        case DL_HP_BOOLEAN: cJSON_AddBoolToObject(h, p->name, p->num != 0); break;
+        default: cJSON_AddNumberToObject(h, p->name, p->num); break;
+        }
+    }
+    return h;
+}
+
+static cJSON *optim_json(const dl_optim *o)
+{
+    cJSON *j = cJSON_CreateObject();
+    cJSON_AddStringToObject(j, "kind", dl_optim_name(o->kind));
+    cJSON_AddNumberToObject(j, "lr", f7(o->lr));
+    if (o->kind == DL_OPT_SGD) {
+        cJSON_AddNumberToObject(j, "momentum", f7(o->momentum));
+        cJSON_AddBoolToObject(j, "nesterov", o->nesterov);
+    } else {
+        cJSON_AddNumberToObject(j, "beta1", f7(o->beta1));
+        cJSON_AddNumberToObject(j, "beta2", f7(o->beta2));
+        cJSON_AddNumberToObject(j, "eps", f7(o->eps));
+    }
+    cJSON_AddNumberToObject(j, "weight_decay", f7(o->weight_decay));
+    cJSON_AddNumberToObject(j, "clip", f7(o->clip_norm));
+    return j;
+}
+
+static cJSON *schedule_json(const dl_schedule *s)
+{
+    cJSON *j = cJSON_CreateObject();
+    cJSON_AddStringToObject(j, "kind", dl_schedule_name(s->kind));
+    switch (s->kind) {
+    case DL_SCHED_STEP:
+        cJSON_AddNumberToObject(j, "step_size", (double)s->step_size);
+        cJSON_AddNumberToObject(j, "gamma", f7(s->gamma));
+        break;
+    case DL_SCHED_COSINE:
+        cJSON_AddNumberToObject(j, "warmup", (double)s->warmup);
+        cJSON_AddNumberToObject(j, "min_lr", f7(s->min_lr));
+        break;
+    case DL_SCHED_WARMUP: cJSON_AddNumberToObject(j, "warmup", (double)s->warmup); break;
+    case DL_SCHED_ONECYCLE:
+        cJSON_AddNumberToObject(j, "max_lr", f7(s->max_lr));
+        cJSON_AddNumberToObject(j, "pct_start", f7(s->pct_start));
+        cJSON_AddNumberToObject(j, "div_factor", f7(s->div_factor));
+        cJSON_AddNumberToObject(j, "final_div", f7(s->final_div));
+        break;
+    case DL_SCHED_PLATEAU:
+        cJSON_AddNumberToObject(j, "factor", f7(s->factor));
+        cJSON_AddNumberToObject(j, "patience", s->patience);
+        cJSON_AddNumberToObject(j, "threshold", f7(s->threshold));
+        cJSON_AddStringToObject(j, "mode", s->mode_max ? "max" : "min");
+        break;
+    default: break;
+    }
+    return j;
+}
+
+static cJSON *data_json(const dl_data_spec *d, const char *fingerprint)
+{
+    static const char *kinds[] = {"synthetic", "fashion_mnist", "hdf5"};
+    cJSON *j = cJSON_CreateObject();
+    cJSON_AddStringToObject(j, "kind", kinds[d->kind]);
+    if (d->kind == DL_DATA_SYNTHETIC) {
+        cJSON_AddStringToObject(j, "generator", d->synth);
+        cJSON_AddNumberToObject(j, "n", (double)d->n);
+        cJSON_AddNumberToObject(j, "val", (double)d->n_val);
+        cJSON_AddNumberToObject(j, "classes", d->classes);
+        cJSON_AddNumberToObject(j, "noise", d->noise);
+        cJSON_AddNumberToObject(j, "seed", (double)d->data_seed);
+    } else {
+        cJSON_AddStringToObject(j, "path", d->path);
+        cJSON_AddStringToObject(j, "train", d->train);
+        cJSON_AddStringToObject(j, "val", d->val);
+    }
+    cJSON_AddNumberToObject(j, "limit", (double)d->limit);
+    cJSON_AddNumberToObject(j, "val_limit", (double)d->val_limit);
+    cJSON_AddNumberToObject(j, "scale", f7(d->scale));
+    cJSON_AddBoolToObject(j, "shuffle", d->shuffle);
+    cJSON_AddBoolToObject(j, "drop_last", d->drop_last);
+    cJSON_AddBoolToObject(j, "flatten", d->flatten);
+    if (d->channels > 0) {
+        cJSON_AddItemToObject(j, "mean", cJSON_CreateFloatArray(d->mean, d->channels));
+        cJSON_AddItemToObject(j, "std", cJSON_CreateFloatArray(d->std, d->channels));
+    }
+    cJSON_AddStringToObject(j, "fingerprint", fingerprint);
+    return j;
+}
+
+static cJSON *callbacks_json(const dl_experiment *e)
+{
+    cJSON *a = cJSON_CreateArray();
+    for (int i = 0; i < e->ncb; i++) {
+        const dl_cb_spec *c = &e->cb[i];
+        cJSON *j = cJSON_CreateObject();
+        if (c->kind == DL_CB_EARLY_STOPPING) {
+            cJSON_AddStringToObject(j, "kind", "early_stopping");
+            cJSON_AddStringToObject(j, "monitor", c->monitor);
+            cJSON_AddNumberToObject(j, "patience", c->patience);
+            cJSON_AddNumberToObject(j, "min_delta", c->min_delta);
+            cJSON_AddStringToObject(j, "mode", c->mode_max ? "max" : "min");
+        } else if (c->kind == DL_CB_CHECKPOINT) {
+            cJSON_AddStringToObject(j, "kind", "checkpoint");
+            cJSON_AddNumberToObject(j, "every_epochs", c->every_epochs);
+            cJSON_AddNumberToObject(j, "every_steps", (double)c->every_steps);
+            if (c->save_best)
+                cJSON_AddStringToObject(j, "monitor", c->monitor);
+        } else {
+            cJSON_AddStringToObject(j, "kind", "lua");
+            cJSON_AddStringToObject(j, "name", c->name);
+        }
+        cJSON_AddItemToArray(a, j);
+    }
+    return a;
+}
+
+/* The part of the config that decides the result: hashed for the
+ * duplicate guard. */
+static cJSON *result_config(dl_session *s, const char *script_sha)
+{
+    dl_experiment *e = s->exp;
+    cJSON *c = cJSON_CreateObject();
+    cJSON_AddStringToObject(c, "script_sha256", script_sha);
+    cJSON_AddItemToObject(c, "hparams", hparams_json(e));
+    cJSON_AddStringToObject(c, "model", e->model_text);
+    cJSON *loss = cJSON_AddObjectToObject(c, "loss");
+    cJSON_AddStringToObject(loss, "kind", dl_loss_name(e->loss.kind));
+    cJSON_AddNumberToObject(loss, "smoothing", f7(e->loss.smoothing));
+    cJSON_AddItemToObject(c, "optimizer", optim_json(&e->optim));
+    cJSON_AddItemToObject(c, "schedule", schedule_json(&e->schedule));
+    cJSON_AddNumberToObject(c, "batch", e->cfg.batch);
+    cJSON_AddNumberToObject(c, "accumulate", e->cfg.accumulate);
+    cJSON_AddNumberToObject(c, "epochs", e->cfg.epochs);
+    cJSON_AddNumberToObject(c, "max_steps", (double)e->cfg.max_steps);
+    cJSON_AddStringToObject(c, "precision", dl_precision_name(e->cfg.precision));
+    cJSON_AddStringToObject(c, "nonfinite", e->cfg.nonfinite == DL_NONFINITE_SKIP ? "skip" : "stop");
+    cJSON_AddStringToObject(c, "device", s->device);
+    cJSON_AddNumberToObject(c, "seed", (double)s->seed);
+    cJSON_AddItemToObject(c, "data", data_json(&e->data, s->fingerprint));
+    cJSON_AddItemToObject(c, "callbacks", callbacks_json(e));
+    cJSON_AddStringToObject(c, "version", DL_VERSION);
+    return c;
+}
+
+static int build_config(dl_session *s)
+{
+    char script_sha[65];
+    DL_TRY(dl_sha256_file(s->script_path, script_sha));
+    cJSON *c = result_config(s, script_sha);
+    if (!c)
+        return dl_error(DL_ENOMEM, "out of memory");
+    dl_runlog_hash_json(c, s->hash);
+    /* what does not change the result: where, when, who, how often logged */
+    cJSON_AddStringToObject(c, "name", s->exp->name);
+    cJSON_AddStringToObject(c, "script", s->opt.script ? s->opt.script : s->script_path);
+    cJSON_AddStringToObject(c, "script_copy", "script.lua");
+    cJSON *ov = cJSON_AddArrayToObject(c, "overrides");
+    for (int i = 0; i < s->opt.noverrides; i++)
+        cJSON_AddItemToArray(ov, cJSON_CreateString(s->opt.overrides[i]));
+    cJSON_AddStringToObject(c, "device_requested", s->opt.device ? s->opt.device : s->exp->device);
+    cJSON_AddStringToObject(c, "backend", s->be->description);
+    cJSON_AddNumberToObject(c, "parameters", (double)dl_model_param_count(s->model));
+    cJSON_AddNumberToObject(c, "flops_per_sample", dl_model_flops(s->model));
+    cJSON_AddNumberToObject(c, "log_every", s->exp->cfg.log_every);
+    char host[256] = "";
+    gethostname(host, sizeof host - 1);
+    cJSON_AddStringToObject(c, "host", host);
+    char when[32];
+    time_t now = time(NULL);
+    struct tm tm;
+    gmtime_r(&now, &tm);
+    strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    cJSON_AddStringToObject(c, "created", when);
+    char commit[41];
+    int dirty = 0;
+    if (dl_runlog_git(NULL, commit, &dirty)) {
+        cJSON *g = cJSON_AddObjectToObject(c, "git");
+        cJSON_AddStringToObject(g, "commit", commit);
+        cJSON_AddBoolToObject(g, "dirty", dirty);
+    }
+    s->config = c;
+    return DL_OK;
+}
+
+/* --- trainer callbacks ---------------------------------------------------------- */
+
+static int run_hooks(dl_session *s, dl_hook hook, long step, int epoch, const char *const *names,
+                     const double *values, int n);
+
+static void note_cb(void *user, const char *text)
+{
+    dl_session *s = user;
+    emit(s, "note", "%s", text);
+}
+
+/* Saves RUN/checkpoint.h5 (the one --resume reads) or, for a "best so far"
+ * checkpoint, RUN/checkpoint-best.h5. */
+static int save_checkpoint_as(dl_session *s, const char *file, const char *why)
+{
+    if (!s->log)
+        return DL_OK;
+    char path[1200];
+    snprintf(path, sizeof path, "%s/%s", s->run_dir, file);
+    dl_checkpoint_info info;
+    memset(&info, 0, sizeof info);
+    dl_trainer_get_cursor(s->trainer, &info.cursor);
+    info.seed = s->seed;
+    snprintf(info.config_hash, sizeof info.config_hash, "%s", s->hash);
+    int rc = dl_checkpoint_save(path, s->model, &info);
+    if (rc < 0)
+        emit(s, "error", "checkpoint failed: %s", dl_error_message());
+    else
+        emit(s, "checkpoint", "%s saved at step %ld (%s)", file, info.cursor.step, why);
+    return rc;
+}
+
+static int save_checkpoint(dl_session *s, const char *why)
+{
+    return save_checkpoint_as(s, "checkpoint.h5", why);
+}
+
+static int on_step(void *user, dl_trainer *t, const dl_step_info *i)
+{
+    dl_session *s = user;
+    const char *names[8];
+    double values[8];
+    int n = 0;
+    names[n] = "loss", values[n++] = i->loss;
+    if (i->acc >= 0)
+        names[n] = "acc", values[n++] = i->acc;
+    names[n] = "lr", values[n++] = f7((float)i->lr);
+    names[n] = "samples_per_s", values[n++] = i->samples_per_s;
+    names[n] = "data_wait", values[n++] = i->data_wait_share;
+    if (isfinite(i->grad_norm))
+        names[n] = "grad_norm", values[n++] = i->grad_norm;
+    if (i->loss_scale != 1)
+        names[n] = "loss_scale", values[n++] = i->loss_scale;
+    if (s->log && dl_runlog_metrics(s->log, "step", i->step, i->epoch + 1, names, values, n) < 0)
+        return DL_EIO;
+    if (s->opt.on_step)
+        s->opt.on_step(s->opt.user, i);
+    int rc = run_hooks(s, DL_HOOK_STEP, i->step, i->epoch, names, values, n);
+    if (rc != 0)
+        return rc;
+    (void)t;
+    return 0;
+}
+
+/* Early stopping and checkpoint callbacks for one finished epoch. */
+static int builtin_epoch(dl_session *s, const dl_epoch_info *i, const char *const *names,
+                         const double *values, int n)
+{
+    int stop = 0;
+    for (int k = 0; k < s->exp->ncb; k++) {
+        const dl_cb_spec *c = &s->exp->cb[k];
+        cb_state *st = &s->cbs[k];
+        if (c->kind == DL_CB_LUA)
+            continue;
+        int improved = 0, have = 0;
+        double v = NAN;
+        if (c->monitor[0]) {
+            for (int j = 0; j < n; j++)
+                if (!strcmp(names[j], c->monitor) ||
+                    (!strcmp(c->monitor, "loss") && !strcmp(names[j], "train_loss")) ||
+                    (!strcmp(c->monitor, "acc") && !strcmp(names[j], "train_acc")))
+                    v = values[j], have = isfinite(values[j]);
+            if (have) {
+                improved = !st->seen || (c->mode_max ? v > st->best + c->min_delta
+                                                     : v < st->best - c->min_delta);
+                if (improved) {
+                    st->best = v;
+                    st->bad_epochs = 0;
+                } else {
+                    st->bad_epochs++;
+                }
+                st->seen = 1;
+            }
+        }
+        if (c->kind == DL_CB_EARLY_STOPPING) {
+            if (!have && c->monitor[0] && !st->seen) {
+                emit(s, "warning", "early stopping: metric %s is not available (no validation "
+                     "data?)", c->monitor);
+                st->seen = -1;
+            }
+            if (have && st->bad_epochs >= c->patience) {
+                emit(s, "early_stop", "%s did not improve for %d epochs (best %.6g)", c->monitor,
+                     st->bad_epochs, st->best);
+                snprintf(s->message, sizeof s->message,
+                         "early stopping: %s did not improve for %d epochs", c->monitor,
+                         st->bad_epochs);
+                s->stop = STOP_PLANNED;
+                stop = 1;
+            }
+        } else if (c->kind == DL_CB_CHECKPOINT) {
+            int due = c->every_epochs > 0 && (i->epoch + 1) % c->every_epochs == 0;
+            if (c->save_best)
+                due = have && improved;
+            if (due) {
+                char why[96];
+                if (c->save_best)
+                    snprintf(why, sizeof why, "best %s = %.6g", c->monitor, v);
+                else
+                    snprintf(why, sizeof why, "end of epoch %d", i->epoch + 1);
+                save_checkpoint_as(s, c->save_best ? "checkpoint-best.h5" : "checkpoint.h5", why);
+            }
+        }
+    }
+    return stop;
+}
+
+static int on_epoch(void *user, dl_trainer *t, const dl_epoch_info *i)
+{
+    dl_session *s = user;
+    const char *names[6];
+    double values[6];
+    int n = 0;
+    names[n] = "train_loss", values[n++] = i->train_loss;
+    if (isfinite(i->train_acc))
+        names[n] = "train_acc", values[n++] = i->train_acc;
+    if (isfinite(i->val_loss))
+        names[n] = "val_loss", values[n++] = i->val_loss;
+    if (isfinite(i->val_acc))
+        names[n] = "val_acc", values[n++] = i->val_acc;
+    names[n] = "lr", values[n++] = f7((float)dl_trainer_current_lr(t));
+    names[n] = "seconds", values[n++] = i->seconds;
+    if (s->log && dl_runlog_metrics(s->log, "epoch", i->step, i->epoch + 1, names, values, n) < 0)
+        return DL_EIO;
+    if (s->opt.on_epoch)
+        s->opt.on_epoch(s->opt.user, i);
+    int rc = 0;
+    if (isfinite(i->val_loss))
+        rc = run_hooks(s, DL_HOOK_VALIDATION, i->step, i->epoch, names, values, n);
+    if (rc == 0)
+        rc = run_hooks(s, DL_HOOK_EPOCH, i->step, i->epoch, names, values, n);
+    if (rc != 0)
+        return rc;
+    return builtin_epoch(s, i, names, values, n);
+}
+
+static void on_event(void *user, dl_trainer *t, const char *kind, const char *text)
+{
+    dl_session *s = user;
+    (void)t;
+    if (!strcmp(kind, "checkpoint")) {
+        save_checkpoint(s, text[0] ? text : "requested");
+        return;
+    }
+    emit(s, kind, "%s", text);
+}
+
+static int on_idle(void *user, dl_trainer *t)
+{
+    dl_session *s = user;
+    long step = dl_trainer_step_count(t);
+    if (session_interrupted) {
+        s->stop = STOP_EXTERNAL;
+        snprintf(s->message, sizeof s->message, "interrupted at step %ld", step);
+        return 1;
+    }
+    if (s->opt.stop_after > 0 && step >= s->opt.stop_after && s->stop == STOP_NONE) {
+        s->stop = STOP_EXTERNAL;
+        snprintf(s->message, sizeof s->message, "stopped after %ld steps (--stop-after)", step);
+        return 1;
+    }
+    for (int k = 0; k < s->exp->ncb; k++) {
+        const dl_cb_spec *c = &s->exp->cb[k];
+        if (c->kind == DL_CB_CHECKPOINT && c->every_steps > 0 && step > s->steps_at_start &&
+            step % c->every_steps == 0 && dl_trainer_epoch_step(t) > 0) {
+            char why[64];
+            snprintf(why, sizeof why, "every %ld steps", c->every_steps);
+            save_checkpoint(s, why);
+        }
+    }
+    return 0;
+}
+
+static int run_hooks(dl_session *s, dl_hook hook, long step, int epoch, const char *const *names,
+                     const double *values, int n)
+{
+    if (!dl_script_has_hooks(s->script, hook))
+        return 0;
+    dl_script_run r;
+    memset(&r, 0, sizeof r);
+    r.trainer = s->trainer;
+    r.step = step;
+    r.epoch = epoch;
+    r.names = names;
+    r.values = values;
+    r.nmetrics = n;
+    r.note = note_cb;
+    r.user = s;
+    int rc = dl_script_call_hooks(s->script, hook, &r);
+    if (rc < 0) {
+        if (session_interrupted) {
+            s->stop = STOP_EXTERNAL;
+            snprintf(s->message, sizeof s->message, "interrupted at step %ld", step);
+            return 1;
+        }
+        return rc;
+    }
+    if (r.stop) {
+        s->stop = STOP_PLANNED;
+        snprintf(s->message, sizeof s->message, "%s", r.stop_reason);
+        emit(s, "stop", "%s", r.stop_reason);
+        return 1;
+    }
+    return 0;
+}
+
+/* After a resume: early stopping and best-checkpoint state continue from
+ * the epochs already logged (as if the run had not been interrupted). */
+static void replay_callbacks(dl_session *s)
+{
+    char path[1200];
+    snprintf(path, sizeof path, "%s/metrics.jsonl", s->run_dir);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return;
+    char line[4096];
+    while (fgets(line, sizeof line, f)) {
+        cJSON *rec = cJSON_Parse(line);
+        const cJSON *kind = cJSON_GetObjectItemCaseSensitive(rec, "kind");
+        if (!cJSON_IsString(kind) || strcmp(kind->valuestring, "epoch")) {
+            cJSON_Delete(rec);
+            continue;
+        }
+        for (int k = 0; k < s->exp->ncb; k++) {
+            const dl_cb_spec *c = &s->exp->cb[k];
+            cb_state *st = &s->cbs[k];
+            const char *name = !strcmp(c->monitor, "loss")  ? "train_loss"
+                               : !strcmp(c->monitor, "acc") ? "train_acc"
+                                                            : c->monitor;
+            const cJSON *v = cJSON_GetObjectItemCaseSensitive(rec, name);
+            if (c->kind == DL_CB_LUA || !c->monitor[0] || !cJSON_IsNumber(v))
+                continue;
+            double x = v->valuedouble;
+            if (!st->seen || (c->mode_max ? x > st->best + c->min_delta
+                                          : x < st->best - c->min_delta)) {
+                st->best = x;
+                st->bad_epochs = 0;
+            } else {
+                st->bad_epochs++;
+            }
+            st->seen = 1;
+        }
+        cJSON_Delete(rec);
+    }
+    fclose(f);
+}
+
+/* --- prepare -------------------------------------------------------------------- */
+
+static int load_resume_options(dl_session *s, char ***ovs, int *nov)
+{
+    char path[1200];
+    snprintf(path, sizeof path, "%s/config.json", s->run_dir);
+    cJSON *c = dl_runlog_read_json(path);
+    if (!c)
+        return dl_error(DL_EINVAL, "--resume %s: %s", s->opt.resume, dl_error_message());
+    snprintf(s->script_path, sizeof s->script_path, "%s/script.lua", s->run_dir);
+    const cJSON *ov = cJSON_GetObjectItemCaseSensitive(c, "overrides");
+    int n = cJSON_GetArraySize(ov);
+    char **list = calloc((size_t)n + 1, sizeof *list);
+    int k = 0;
+    for (const cJSON *o = ov ? ov->child : NULL; list && o; o = o->next)
+        if (cJSON_IsString(o))
+            list[k++] = strdup(o->valuestring);
+    const cJSON *seed = cJSON_GetObjectItemCaseSensitive(c, "seed");
+    if (s->opt.seed < 0 && cJSON_IsNumber(seed))
+        s->opt.seed = (long long)seed->valuedouble;
+    const cJSON *dev = cJSON_GetObjectItemCaseSensitive(c, "device");
+    if (!s->opt.device && cJSON_IsString(dev))
+        snprintf(s->device, sizeof s->device, "%s", dev->valuestring);
+    cJSON_Delete(c);
+    *ovs = list;
+    *nov = k;
+    return list ? DL_OK : dl_error(DL_ENOMEM, "out of memory");
+}
+
+int dl_session_prepare(dl_session **out, const dl_session_options *opt)
+{
+    *out = NULL;
+    dl_session *s = calloc(1, sizeof *s);
+    if (!s)
+        return dl_error(DL_ENOMEM, "out of memory");
+    s->opt = *opt;
+    if (!s->opt.out_dir)
+        s->opt.out_dir = "runs";
+    *out = s;
+    int rc = DL_OK;
+    char **resume_ovs = NULL;
+    int resume_nov = 0;
+    if (opt->resume) {
+        rc = dl_runlog_resolve(s->opt.out_dir, opt->resume, s->run_dir, sizeof s->run_dir);
+        if (rc == DL_OK)
+            rc = load_resume_options(s, &resume_ovs, &resume_nov);
+        if (rc == DL_OK) {
+            s->opt.overrides = resume_ovs;
+            s->opt.noverrides = resume_nov;
+            s->opt.script = NULL;
+            s->resumed = 1;
+        }
+    } else if (!opt->script) {
+        rc = dl_error(DL_EINVAL, "no script given");
+    } else {
+        snprintf(s->script_path, sizeof s->script_path, "%s", opt->script);
+    }
+    dl_script_options so = {s->script_path, s->opt.overrides, s->opt.noverrides, 0};
+    if (rc == DL_OK)
+        rc = dl_script_load(&s->script, &so);
+    if (rc == DL_OK) {
+        s->exp = dl_script_experiment(s->script);
+        if (s->exp->is_study)
+            rc = dl_error(DL_EUNSUPPORTED,
+                          "%s returns a study (dl.study): tuning studies are not implemented "
+                          "yet, so it cannot be run; return dl.experiment{...} to train once",
+                          s->script_path);
+    }
+    if (rc == DL_OK) {
+        s->seed = s->opt.seed >= 0 ? (uint64_t)s->opt.seed : s->exp->cfg.seed;
+        s->exp->cfg.seed = s->seed;
+        const char *dev = s->opt.device ? s->opt.device : s->device[0] ? s->device : s->exp->device;
+        char why[256] = "";
+        s->be = dl_backend_by_name(dev, why, sizeof why);
+        if (!s->be)
+            rc = dl_error(DL_ENODEV, "device %s is not available: %s", dev, why);
+        else
+            snprintf(s->device, sizeof s->device, "%s", s->be->ops->name);
+    }
+    if (rc == DL_OK)
+        rc = dl_script_open_data(s->script, s->exp->cfg.batch, s->seed, s->be, &s->train, &s->val,
+                                 s->fingerprint, sizeof s->fingerprint);
+    if (rc == DL_OK) {
+        rc = dl_model_create(&s->model, dl_script_take_model(s->script), &s->train->info.sample);
+        if (rc == DL_OK)
+            rc = dl_trainer_create(&s->trainer, s->model, &s->exp->loss, &s->exp->optim,
+                                   &s->exp->schedule, s->train, s->val, &s->exp->cfg, s->be);
+        if (rc < 0) {
+            char msg[1024];
+            snprintf(msg, sizeof msg, "%s", dl_error_message());
+            dl_error(rc, "%s: the model does not fit: %s", s->script_path, msg);
+        }
+    }
+    if (rc == DL_OK)
+        rc = build_config(s);
+    if (rc == DL_OK && !s->resumed && !opt->force &&
+        dl_runlog_find_finished(s->opt.out_dir, s->hash, s->duplicate, sizeof s->duplicate)) {
+        for (int i = 0; i < resume_nov; i++)
+            free(resume_ovs[i]);
+        free(resume_ovs);
+        s->opt.overrides = NULL;
+        return DL_SESSION_DUPLICATE;
+    }
+    if (rc == DL_OK && s->resumed) {
+        char path[1200];
+        snprintf(path, sizeof path, "%s/checkpoint.h5", s->run_dir);
+        dl_checkpoint_info info;
+        rc = dl_checkpoint_load(path, s->model, &info);
+        if (rc == DL_OK)
+            rc = dl_trainer_set_cursor(s->trainer, &info.cursor);
+        if (rc == DL_OK)
+            rc = dl_runlog_reopen(&s->log, s->run_dir, info.cursor.step);
+        if (rc == DL_OK) {
+            replay_callbacks(s);
+            s->steps_at_start = info.cursor.step;
+            if (strcmp(info.config_hash, s->hash))
+                emit(s, "warning",
+                     "the configuration differs from the checkpoint's (hash %.8s, now %.8s): "
+                     "the result may differ from an uninterrupted run",
+                     info.config_hash, s->hash);
+            emit(s, "resumed", "from step %ld (epoch %d) on %s", info.cursor.step,
+                 info.cursor.epoch + 1, s->device);
+        }
+    } else if (rc == DL_OK) {
+        rc = dl_runlog_create(&s->log, s->opt.out_dir, s->exp->name, s->hash, s->config,
+                              s->script_path);
+        if (rc == DL_OK) {
+            snprintf(s->run_dir, sizeof s->run_dir, "%s", dl_runlog_dir(s->log));
+            emit(s, "started", "%s on %s (%s), seed %llu, config %.8s", s->exp->name, s->device,
+                 s->be->description, (unsigned long long)s->seed, s->hash);
+        }
+    }
+    for (int i = 0; i < resume_nov; i++)
+        free(resume_ovs[i]);
+    free(resume_ovs);
+    s->opt.overrides = NULL;
+    s->opt.noverrides = 0;
+    if (rc == DL_OK) {
+        dl_callbacks cb = {s, on_step, on_epoch, on_event, on_idle};
+        dl_trainer_set_callbacks(s->trainer, &cb);
+    }
+    return rc;
+}
+
+/* --- run -------------------------------------------------------------------------- */
+
+static int params_digest(dl_session *s, char hex[65])
+{
+    dl_model_state st;
+    dl_model_get_state(s->model, &st);
+    size_t n = dl_model_param_count(s->model);
+    float *h = malloc(n * sizeof *h + 1);
+    if (!h)
+        return dl_error(DL_ENOMEM, "out of memory");
+    int rc = s->be->ops->to_host(dl_model_backend(s->model), h, st.params, n * sizeof *h);
+    if (rc == DL_OK) {
+        uint8_t d[32];
+        dl_sha256_buffer(h, n * sizeof *h, d);
+        dl_sha256_hex(d, hex);
+    }
+    free(h);
+    return rc;
+}
+
+dl_run_status dl_session_run(dl_session *s)
+{
+    int rc = dl_trainer_run(s->trainer);
+    dl_run_status status;
+    if (rc < 0) {
+        status = DL_RUN_FAILED;
+        snprintf(s->message, sizeof s->message, "%s", dl_error_message());
+        if (!s->message[0])
+            snprintf(s->message, sizeof s->message, "%s", dl_error_name(rc));
+    } else if (s->stop == STOP_EXTERNAL ||
+               (dl_trainer_stopped(s->trainer) && s->stop == STOP_NONE)) {
+        status = DL_RUN_STOPPED;
+        if (!s->message[0])
+            snprintf(s->message, sizeof s->message, "stopped at step %ld",
+                     dl_trainer_step_count(s->trainer));
+    } else {
+        status = DL_RUN_FINISHED;
+    }
+    if (status != DL_RUN_FAILED)
+        save_checkpoint(s, status == DL_RUN_FINISHED ? "end of training" : "stopped");
+    long steps = dl_trainer_step_count(s->trainer);
+    int epoch = dl_trainer_epoch(s->trainer);
+    const dl_trainer_config *cfg = dl_trainer_config_of(s->trainer);
+    double per_epoch = (double)s->train->info.count;
+    double partial = (double)dl_trainer_epoch_step(s->trainer) * cfg->batch * cfg->accumulate;
+    dl_run_totals t = {steps, epoch, epoch * per_epoch + (partial < per_epoch ? partial : per_epoch)};
+    cJSON *extra = cJSON_CreateObject();
+    char hex[65];
+    if (params_digest(s, hex) == DL_OK)
+        cJSON_AddStringToObject(extra, "params_sha256", hex);
+    cJSON_AddStringToObject(extra, "device", s->device);
+    cJSON_AddStringToObject(extra, "precision", dl_precision_name(cfg->precision));
+    const char *names[] = {"finished", "stopped", "failed"};
+    dl_runlog_summary(s->log, names[status], &t, s->message[0] ? s->message : NULL, extra);
+    cJSON_Delete(extra);
+    emit(s, names[status], "step %ld, epoch %d%s%s", steps, epoch, s->message[0] ? ": " : "",
+         s->message);
+    char path[1200];
+    snprintf(path, sizeof path, "%s/summary.json", s->run_dir);
+    s->summary = dl_runlog_read_json(path);
+    const cJSON *w = cJSON_GetObjectItemCaseSensitive(s->summary, "wall_s");
+    const cJSON *sp = cJSON_GetObjectItemCaseSensitive(s->summary, "samples_per_s");
+    s->wall_s = cJSON_IsNumber(w) ? w->valuedouble : 0;
+    s->samples_per_s = cJSON_IsNumber(sp) ? sp->valuedouble : 0;
+    return status;
+}
+
+void dl_session_destroy(dl_session *s)
+{
+    if (!s)
+        return;
+    dl_trainer_destroy(s->trainer);
+    dl_model_destroy(s->model);
+    dl_source_destroy(s->train);
+    dl_source_destroy(s->val);
+    dl_runlog_destroy(s->log);
+    dl_script_destroy(s->script);
+    cJSON_Delete(s->config);
+    cJSON_Delete(s->summary);
+    free(s);
+}
+
+const char *dl_session_run_dir(const dl_session *s) { return s->run_dir[0] ? s->run_dir : NULL; }
+const char *dl_session_duplicate(const dl_session *s) { return s->duplicate; }
+const char *dl_session_name(const dl_session *s) { return s->exp ? s->exp->name : ""; }
+const char *dl_session_device(const dl_session *s) { return s->device; }
+const char *dl_session_message(const dl_session *s) { return s->message; }
+dl_trainer *dl_session_trainer(dl_session *s) { return s->trainer; }
+long dl_session_total_steps(const dl_session *s)
+{
+    return s->trainer ? dl_trainer_step_count(s->trainer) : 0;
+}
+double dl_session_wall_s(const dl_session *s) { return s->wall_s; }
+double dl_session_samples_per_s(const dl_session *s) { return s->samples_per_s; }
+
+int dl_session_metric(const dl_session *s, const char *name, double *final, double *best)
+{
+    const cJSON *f = cJSON_GetObjectItemCaseSensitive(
+        cJSON_GetObjectItemCaseSensitive(s->summary, "final"), name);
+    const cJSON *b = cJSON_GetObjectItemCaseSensitive(
+        cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(s->summary, "best"), name),
+        "value");
+    if (!cJSON_IsNumber(f))
+        return 0;
+    *final = f->valuedouble;
+    *best = cJSON_IsNumber(b) ? b->valuedouble : f->valuedouble;
+    return 1;
+}

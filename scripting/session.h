@@ -1,0 +1,68 @@
+/* session.h - one training run from a script: model, data, trainer, run folder, callbacks, checkpoints
+ *
+ * dl_session_prepare does everything that can reject bad input before
+ * training starts (script errors, overrides, device, data, layer shapes,
+ * the duplicate guard) and only then creates the run folder. dl_session_run
+ * trains on the calling thread (which owns the Lua state) and writes the
+ * summary. Used by `dlbench run` and the workbench.
+ */
+#ifndef DL_SESSION_H
+#define DL_SESSION_H
+
+#include "engine/trainer.h"
+
+typedef struct dl_session dl_session;
+
+typedef struct dl_session_options {
+    const char *script;          /* NULL with resume: the run's own copy */
+    char *const *overrides;      /* "k=v" */
+    int noverrides;
+    const char *device;          /* NULL: the script's choice */
+    long long seed;              /* < 0: the script's */
+    const char *out_dir;         /* parent of run folders ("runs") */
+    const char *resume;          /* a run to continue, or NULL */
+    int force;                   /* run even when a finished run has the same config */
+    long stop_after;             /* > 0: stop cleanly (checkpoint, "stopped") after N steps */
+    /* progress sinks (may be NULL), called on the training thread */
+    void *user;
+    void (*on_step)(void *user, const dl_step_info *info);
+    void (*on_epoch)(void *user, const dl_epoch_info *info);
+    void (*on_event)(void *user, const char *kind, const char *text);
+} dl_session_options;
+
+/* Outcome of prepare beyond the status code. */
+enum { DL_SESSION_READY = 0, DL_SESSION_DUPLICATE = 1 };
+
+/* Prepares a run. Returns DL_SESSION_READY, DL_SESSION_DUPLICATE (a
+ * finished run has the same config hash: *out is set so the caller can
+ * report it via dl_session_duplicate, and no run folder was made), or a
+ * negative code with dl_error set (DL_EINVAL, DL_ESHAPE, DL_ENODEV, DL_EIO:
+ * bad input; others: failures). */
+int dl_session_prepare(dl_session **out, const dl_session_options *opt);
+
+typedef enum { DL_RUN_FINISHED, DL_RUN_STOPPED, DL_RUN_FAILED } dl_run_status;
+
+/* Trains to the end, a stop or an error; writes the final checkpoint and
+ * summary.json. */
+dl_run_status dl_session_run(dl_session *s);
+void dl_session_destroy(dl_session *s);
+
+/* Signal-safe: asks the running session to stop at the next step boundary
+ * (and any running Lua callback to return). */
+void dl_session_interrupt(void);
+int dl_session_interrupted(void);
+
+/* Accessors for the caller's report. */
+const char *dl_session_run_dir(const dl_session *s);     /* NULL before the folder exists */
+const char *dl_session_duplicate(const dl_session *s);   /* the finished twin's folder */
+const char *dl_session_name(const dl_session *s);
+const char *dl_session_device(const dl_session *s);
+const char *dl_session_message(const dl_session *s);     /* why it failed or stopped */
+dl_trainer *dl_session_trainer(dl_session *s);
+long dl_session_total_steps(const dl_session *s);
+double dl_session_wall_s(const dl_session *s);
+double dl_session_samples_per_s(const dl_session *s);
+/* Final and best of a metric ("val_acc"); returns 0 when never seen. */
+int dl_session_metric(const dl_session *s, const char *name, double *final, double *best);
+
+#endif

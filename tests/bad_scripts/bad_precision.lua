@@ -1,0 +1,10 @@
+-- expect: precision must be "fp32", "bf16" or "fp16", got "fp8"
+local dl = require "dlbench"
+local nn, optim = dl.nn, dl.optim
+return dl.experiment {
+  data = dl.data.synthetic { n = 64, val = 0 },
+  model = nn.Sequential { nn.Linear(2, 8), nn.ReLU(), nn.Linear(8, 2) },
+  optimizer = optim.SGD { lr = 0.1 },
+  precision = "fp8",
+  epochs = 1, batch = 16,
+}

@@ -1,0 +1,10 @@
+-- expect: callbacks[1] is a number
+local dl = require "dlbench"
+local nn, optim = dl.nn, dl.optim
+return dl.experiment {
+  data = dl.data.synthetic { n = 64, val = 0 },
+  model = nn.Sequential { nn.Linear(2, 8), nn.ReLU(), nn.Linear(8, 2) },
+  optimizer = optim.SGD { lr = 0.1 },
+  callbacks = { 42 },
+  epochs = 1, batch = 16,
+}

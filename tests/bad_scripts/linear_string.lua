@@ -1,0 +1,10 @@
+-- expect: bad argument #1 (in_features) to nn.Linear: expected a positive integer, got "abc"
+local dl = require "dlbench"
+local nn, optim = dl.nn, dl.optim
+local l = nn.Linear("abc", 10)
+return dl.experiment {
+  data = dl.data.synthetic { n = 64, val = 0 },
+  model = nn.Sequential { nn.Linear(2, 8), nn.ReLU(), nn.Linear(8, 2) },
+  optimizer = optim.SGD { lr = 0.1 },
+  epochs = 1, batch = 16,
+}

@@ -1,0 +1,9 @@
+-- expect: bad field 'lr' to optim.SGD: expected a positive number, got "fast"
+local dl = require "dlbench"
+local nn, optim = dl.nn, dl.optim
+return dl.experiment {
+  data = dl.data.synthetic { n = 64, val = 0 },
+  model = nn.Sequential { nn.Linear(2, 8), nn.ReLU(), nn.Linear(8, 2) },
+  optimizer = optim.SGD { lr = "fast" },
+  epochs = 1, batch = 16,
+}

@@ -1,0 +1,11 @@
+-- expect: stack traceback
+local dl = require "dlbench"
+local nn, optim = dl.nn, dl.optim
+local function f() error('boom in f') end
+f()
+return dl.experiment {
+  data = dl.data.synthetic { n = 64, val = 0 },
+  model = nn.Sequential { nn.Linear(2, 8), nn.ReLU(), nn.Linear(8, 2) },
+  optimizer = optim.SGD { lr = 0.1 },
+  epochs = 1, batch = 16,
+}
