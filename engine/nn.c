@@ -106,8 +106,11 @@ static int child_forward(dl_layer *c, dl_pass *p, const float *x, float *y)
     double t0 = now_ms();
     int rc = c->vt->forward(c, p, x, y);
     p->be->ops->sync(p->be);
-    c->prof.fwd_ms += now_ms() - t0;
+    double t1 = now_ms();
+    c->prof.fwd_ms += t1 - t0;
     c->prof.calls++;
+    if (p->prof_hook)
+        p->prof_hook(p->prof_user, c, 0, p->n, t0, t1);
     return rc;
 }
 
@@ -120,7 +123,10 @@ static int child_backward(dl_layer *c, dl_pass *p, const float *x, const float *
     double t0 = now_ms();
     int rc = c->vt->backward(c, p, x, y, dy, dx);
     p->be->ops->sync(p->be);
-    c->prof.bwd_ms += now_ms() - t0;
+    double t1 = now_ms();
+    c->prof.bwd_ms += t1 - t0;
+    if (p->prof_hook)
+        p->prof_hook(p->prof_user, c, 1, p->n, t0, t1);
     return rc;
 }
 

@@ -40,6 +40,11 @@ typedef struct dl_pass {
     uint64_t seed;
     uint64_t counter;      /* micro-batch counter: keys dropout masks */
     int profile;           /* time each layer */
+    /* Profiling sink (profile set, may be NULL): called after each timed
+     * child pass with its CLOCK_MONOTONIC interval in milliseconds. */
+    void (*prof_hook)(void *user, const dl_layer *l, int backward, int n, double t0_ms,
+                      double t1_ms);
+    void *prof_user;
 } dl_pass;
 
 /* Per-layer profile counters (milliseconds, summed over calls). */

@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include "error.h"
+#include "profiler.h"
 
 #define QUEUE_SIZE 64
 
@@ -28,6 +29,7 @@ struct dl_trainer {
     dl_trainer_config cfg;
     dl_backend *be;
     dl_callbacks cb;
+    dl_profiler *prof; /* borrowed; NULL: not profiling */
 
     /* progress */
     long step;
@@ -237,6 +239,24 @@ void dl_trainer_destroy(dl_trainer *t)
 
 void dl_trainer_set_callbacks(dl_trainer *t, const dl_callbacks *cb) { t->cb = *cb; }
 
+int dl_trainer_set_profiler(dl_trainer *t, dl_profiler *prof)
+{
+    if (prof)
+        DL_TRY(dl_profiler_attach(prof, t->m, t->be));
+    t->prof = prof;
+    return DL_OK;
+}
+
+dl_profiler *dl_trainer_profiler(const dl_trainer *t) { return t->prof; }
+
+/* Bytes of one batch of n rows as the source yields them (x and y). */
+static double batch_bytes(const dl_source *src, int n)
+{
+    const dl_data_info *in = &src->info;
+    return (double)n * ((double)dl_shape_numel(&in->sample) * (double)dl_dtype_size(in->x_dtype) +
+                        4.0 * (in->y_width > 0 ? in->y_width : 1));
+}
+
 /* Uploads a batch and converts x to f32 in the model input. */
 static int load_batch(dl_trainer *t, dl_source *src, const dl_batch *b, const void **labels)
 {
@@ -310,31 +330,70 @@ int dl_trainer_step(dl_trainer *t)
     }
     long rows = 0;
     float micro_scale = t->loss_scale / (float)t->cfg.batch;
+    /* profiling: one branch per phase when off */
+    dl_profiler *pf = t->prof && dl_profiler_enabled(t->prof) ? t->prof : NULL;
+    dl_prof_span sp = {0, -1};
+    if (pf)
+        dl_profiler_step_begin(pf, t->step + 1);
     for (int k = 0; k < t->cfg.accumulate; k++) {
         dl_batch b;
+        if (pf)
+            sp = dl_profiler_begin(pf);
         int rc = t->train->ops->next(t->train, &b);
         if (rc < 0)
             return rc;
+        if (pf)
+            dl_profiler_end(pf, sp, DL_PROF_DATA, "data wait", 0, 0);
         if (rc == 0)
             break;
         t->rep_wait += b.wait_s;
         const void *labels;
+        if (pf)
+            sp = dl_profiler_begin(pf);
         DL_TRY(load_batch(t, t->train, &b, &labels));
+        if (pf)
+            dl_profiler_end(pf, sp, DL_PROF_COPY, "input copy + convert", 0,
+                            batch_bytes(t->train, b.n));
         dl_pass p;
         dl_model_pass(t->m, &p, b.n, 1, prec, t->cfg.seed, t->micro++);
+        if (pf) {
+            dl_profiler_arm_pass(pf, &p);
+            sp = dl_profiler_begin(pf);
+        }
         DL_TRY(dl_model_forward(t->m, &p));
+        if (pf) {
+            dl_profiler_end(pf, sp, DL_PROF_FORWARD, "forward", 0, 0);
+            sp = dl_profiler_begin(pf);
+        }
         DL_TRY(apply_loss(t, b.n, labels, micro_scale, dl_model_output_grad(t->m),
                           stats_ptr(t, 0)));
+        if (pf) {
+            double outs = (double)b.n * (double)dl_shape_numel(dl_model_output_shape(t->m));
+            dl_profiler_end(pf, sp, DL_PROF_LOSS, dl_loss_name(t->loss.kind), 5 * outs, 8 * outs);
+            sp = dl_profiler_begin(pf);
+        }
         DL_TRY(dl_model_backward(t->m, &p));
+        if (pf)
+            dl_profiler_end(pf, sp, DL_PROF_BACKWARD, "backward", 0, 0);
         rows += b.n;
     }
-    if (rows == 0)
+    if (rows == 0) {
+        if (pf)
+            dl_profiler_step_discard(pf);
         return 1;
+    }
 
     /* mean over the rows of the step, undoing the loss scale */
     float grad_scale = (float)t->cfg.batch / (t->loss_scale * (float)rows);
     double norm = 0;
+    double nparam = (double)dl_model_param_count(t->m);
+    if (pf)
+        sp = dl_profiler_begin(pf);
     DL_TRY(dl_clip_grad_norm(t->m, t->opt.clip_norm, grad_scale, &norm));
+    if (pf) {
+        dl_profiler_end(pf, sp, DL_PROF_OPTIMIZER, "grad norm + clip", 2 * nparam, 4 * nparam);
+        sp = dl_profiler_begin(pf);
+    }
     if (!isfinite(norm)) {
         DL_TRY(zero_grads(t));
         t->skipped++;
@@ -361,6 +420,13 @@ int dl_trainer_step(dl_trainer *t)
             t->loss_scale *= 2.0f;
             t->clean_steps = 0;
         }
+    }
+    if (pf) {
+        /* w, g and the moments are read and written once */
+        int moments = dl_optim_moments(&t->opt);
+        dl_profiler_end(pf, sp, DL_PROF_OPTIMIZER, "optimizer step",
+                        (moments == 2 ? 12.0 : 4.0) * nparam, 8.0 * (2 + moments) * nparam);
+        dl_profiler_step_end(pf);
     }
     t->step++;
     t->epoch_step++;
@@ -476,8 +542,16 @@ static int end_epoch(dl_trainer *t)
     info.train_loss = t->ep_loss / n / per_sample_divisor(t);
     info.train_acc = t->loss.kind == DL_LOSS_MSE ? NAN : t->ep_correct / n;
     info.val_loss = info.val_acc = NAN;
-    if (t->val)
+    if (t->val) {
+        dl_profiler *pf = t->prof && dl_profiler_enabled(t->prof) ? t->prof : NULL;
+        dl_prof_span sp = {0, -1};
+        if (pf)
+            sp = dl_profiler_begin(pf);
         DL_TRY(dl_trainer_evaluate(t, t->val, &info.val_loss, &info.val_acc));
+        if (pf)
+            dl_profiler_end(pf, sp, DL_PROF_VALIDATION, "validation",
+                            dl_model_flops(t->m) * (double)t->val->info.count, 0);
+    }
     info.seconds = now_s() - t->ep_t0;
     if (dl_schedule_epoch_end(&t->sched, t->val ? info.val_loss : info.train_loss))
         event(t, "lr", "epoch %d: no improvement, learning rate scaled to %g x base",
@@ -646,6 +720,8 @@ int dl_trainer_switch_device(dl_trainer *t, dl_backend *be)
         return dl_error(rc, "%s", msg);
     }
     t->be = be;
+    if (t->prof)
+        dl_profiler_attach(t->prof, t->m, be); /* fails only for a new model: cannot here */
     return DL_OK;
 }
 

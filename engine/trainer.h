@@ -8,6 +8,7 @@
 #include "data.h"
 #include "nn.h"
 #include "optim.h"
+#include "profiler.h"
 
 typedef struct dl_trainer dl_trainer;
 
@@ -75,6 +76,12 @@ int dl_trainer_create(dl_trainer **out, dl_model *model, const dl_loss *loss,
                       dl_source *val, const dl_trainer_config *cfg, dl_backend *be);
 void dl_trainer_destroy(dl_trainer *t);
 void dl_trainer_set_callbacks(dl_trainer *t, const dl_callbacks *cb);
+/* Profiles every step with prof (borrowed; it must outlive its use by the
+ * trainer; NULL detaches): phases, layers, validation. Attaches the model
+ * and backend to prof (DL_ENOMEM on failure). With no profiler, or one
+ * disabled, a step costs one branch per phase more. */
+int dl_trainer_set_profiler(dl_trainer *t, dl_profiler *prof);
+dl_profiler *dl_trainer_profiler(const dl_trainer *t);
 
 /* Runs epochs until done, max_steps, a stop command or a callback's stop.
  * Returns DL_OK (finished or stopped: see dl_trainer_stopped) or an error. */

@@ -1,0 +1,422 @@
+/* test_advisor.c - each advisor rule triggered by a constructed situation names the right bottleneck */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "engine/advisor.h"
+#include "engine/backend.h"
+#include "engine/data.h"
+#include "engine/error.h"
+#include "engine/nn.h"
+#include "engine/optim.h"
+#include "engine/profiler.h"
+#include "engine/rng.h"
+#include "engine/telemetry.h"
+#include "engine/trainer.h"
+#include "tests/check.h"
+
+static dl_backend *be;
+
+static void make_blobs(dl_dataset *d, size_t count)
+{
+    memset(d, 0, sizeof *d);
+    d->info.sample = (dl_shape){1, {16}};
+    d->info.x_dtype = DL_F32;
+    d->info.y_dtype = DL_I32;
+    d->info.y_width = 1;
+    d->info.classes = 4;
+    d->info.count = count;
+    d->info.scale = 1;
+    float *x = malloc(count * 16 * 4);
+    int32_t *y = malloc(count * 4);
+    for (size_t i = 0; i < count; i++) {
+        y[i] = (int32_t)(i % 4);
+        for (int k = 0; k < 16; k++)
+            x[i * 16 + k] = (k % 4 == y[i] ? 3.0f : 0.0f) + dl_rng_normal(3, 1, i, (uint64_t)k);
+    }
+    d->x = x;
+    d->y = y;
+    snprintf(d->name, sizeof d->name, "blobs");
+}
+
+/* A source around a memory source that is slow on purpose: it sleeps
+ * (a loader that cannot keep up) or computes on the caller's thread (a
+ * heavy augmentation with workers = 0). */
+typedef enum { SLOW_SLEEP, SLOW_AUGMENT } slow_kind;
+typedef struct slow_source {
+    dl_source base;
+    dl_source *inner;
+    slow_kind kind;
+    double seconds;
+    float *aug; /* the augmented copy of the batch */
+} slow_source;
+
+static int slow_start(dl_source *s, int epoch, size_t skip)
+{
+    slow_source *w = (slow_source *)s;
+    return w->inner->ops->start_epoch(w->inner, epoch, skip);
+}
+
+static double mono(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static int slow_next(dl_source *s, dl_batch *out)
+{
+    slow_source *w = (slow_source *)s;
+    int rc = w->inner->ops->next(w->inner, out);
+    if (rc <= 0)
+        return rc;
+    if (w->kind == SLOW_SLEEP) {
+        usleep((useconds_t)(w->seconds * 1e6));
+        return rc;
+    }
+    /* "augmentation": jitter every value, repeated until the time is spent */
+    const float *x = out->x;
+    size_t n = (size_t)out->n * 16;
+    double t0 = mono();
+    int round = 0;
+    do {
+        for (size_t i = 0; i < n; i++)
+            w->aug[i] = x[i] + 0.01f * sinf((float)(i + (size_t)round));
+        round++;
+    } while (mono() - t0 < w->seconds);
+    out->x = w->aug;
+    return rc;
+}
+
+static size_t slow_batches(dl_source *s)
+{
+    slow_source *w = (slow_source *)s;
+    return w->inner->ops->batches(w->inner);
+}
+
+static void slow_stats(dl_source *s, dl_loader_stats *st)
+{
+    memset(st, 0, sizeof *st);
+    st->queue_size = 0;
+}
+
+static void slow_destroy(dl_source *s)
+{
+    slow_source *w = (slow_source *)s;
+    dl_source_destroy(w->inner);
+    free(w->aug);
+    free(w);
+}
+
+static const dl_source_ops slow_ops = {slow_start, slow_next, slow_batches, slow_stats, NULL,
+                                       slow_destroy};
+
+static dl_source *slow_source_create(dl_source *inner, slow_kind kind, double seconds, int batch)
+{
+    slow_source *w = calloc(1, sizeof *w);
+    w->base.ops = &slow_ops;
+    w->base.info = inner->info;
+    snprintf(w->base.name, sizeof w->base.name, "slow(%.200s)", inner->name);
+    w->inner = inner;
+    w->kind = kind;
+    w->seconds = seconds;
+    w->aug = malloc((size_t)batch * 16 * sizeof(float));
+    return &w->base;
+}
+
+static dl_layer *mlp(void)
+{
+    dl_layer *s = dl_nn_sequential();
+    dl_nn_sequential_add(s, dl_nn_linear(16, 64, 1));
+    dl_nn_sequential_add(s, dl_nn_activation(DL_ACT_RELU));
+    dl_nn_sequential_add(s, dl_nn_linear(64, 4, 1));
+    return s;
+}
+
+typedef struct run_sink {
+    dl_telemetry *tele;
+    dl_profiler *prof;
+} run_sink;
+
+static int sink_step(void *user, dl_trainer *t, const dl_step_info *i)
+{
+    run_sink *r = user;
+    dl_telemetry_step(r->tele, i);
+    if (r->prof)
+        dl_telemetry_profile(r->tele, r->prof);
+    return 0;
+}
+
+static int sink_epoch(void *user, dl_trainer *t, const dl_epoch_info *i)
+{
+    dl_telemetry_epoch(((run_sink *)user)->tele, i);
+    return 0;
+}
+
+/* Trains steps through the telemetry, then asks the advisor over the
+ * snapshot. Returns the advice count. */
+static int train_and_advise(dl_source *src, float lr, int steps, int workers, dl_advice *adv,
+                            int max, double *share)
+{
+    dl_model *m = NULL;
+    dl_trainer *t = NULL;
+    dl_profiler *p = NULL;
+    dl_telemetry *tele = NULL;
+    dl_telemetry_snapshot *snap = dl_telemetry_snapshot_create();
+    int n = -1;
+    dl_trainer_config cfg = dl_trainer_config_default();
+    cfg.batch = 32;
+    cfg.epochs = 50;
+    cfg.max_steps = steps;
+    cfg.log_every = 1;
+    cfg.nonfinite = DL_NONFINITE_SKIP;
+    dl_optim o = dl_optim_sgd(lr, 0.9f, 0, 0);
+    int rc = dl_model_create(&m, mlp(), &src->info.sample);
+    if (rc == DL_OK)
+        rc = dl_trainer_create(&t, m, &(dl_loss){DL_LOSS_XENT, 0}, &o, NULL, src, NULL, &cfg, be);
+    if (rc == DL_OK)
+        rc = dl_profiler_create(&p, NULL);
+    if (rc == DL_OK)
+        rc = dl_trainer_set_profiler(t, p);
+    if (rc == DL_OK)
+        rc = dl_telemetry_create(&tele);
+    if (rc == DL_OK && snap) {
+        dl_tele_run info = {0};
+        snprintf(info.name, sizeof info.name, "advisor-test");
+        snprintf(info.device, sizeof info.device, "cpu");
+        info.batch = cfg.batch;
+        info.accumulate = 1;
+        info.workers = workers;
+        info.state = DL_TELE_RUNNING;
+        dl_telemetry_set_run(tele, &info);
+        run_sink rs = {tele, p};
+        dl_callbacks cb = {&rs, sink_step, sink_epoch, NULL, NULL};
+        dl_trainer_set_callbacks(t, &cb);
+        rc = dl_trainer_run(t);
+        CHECK_OK(rc);
+        dl_telemetry_set_state(tele, DL_TELE_FINISHED, NULL);
+        dl_telemetry_read(tele, snap);
+        n = dl_telemetry_advise(snap, adv, max);
+        if (share)
+            *share = snap->prof.step_ms > 0 ? snap->prof.data_ms / snap->prof.step_ms : 0;
+    }
+    CHECK_OK(rc);
+    dl_telemetry_snapshot_destroy(snap);
+    dl_telemetry_destroy(tele);
+    dl_trainer_destroy(t);
+    dl_profiler_destroy(p);
+    dl_model_destroy(m);
+    return n;
+}
+
+static const dl_advice *has(const dl_advice *a, int n, dl_advice_kind k)
+{
+    for (int i = 0; i < n; i++)
+        if (a[i].kind == k)
+            return &a[i];
+    return NULL;
+}
+
+/* A loader that sleeps 4 ms a batch: the model needs far less, so the
+ * advisor names input-bound with the share and suggests more workers. */
+static void test_slow_loader_input_bound(void)
+{
+    dl_dataset d;
+    make_blobs(&d, 32 * 20);
+    dl_source *mem;
+    CHECK_OK(dl_source_memory(&mem, &d, 32, 1, 0, 1));
+    dl_source *slow = slow_source_create(mem, SLOW_SLEEP, 0.004, 32);
+    dl_advice adv[8];
+    double share = 0;
+    int n = train_and_advise(slow, 0.05f, 15, 2, adv, 8, &share);
+    const dl_advice *a = has(adv, n, DL_ADV_INPUT_BOUND);
+    CHECK_MSG(a != NULL, "data share %.2f, %d advices", share, n);
+    CHECK(share > 0.5);
+    if (a) {
+        CHECK(a->level == DL_ADV_CRITICAL);
+        CHECK(strstr(a->evidence, "data wait is") != NULL);
+        CHECK(strstr(a->remedy, "workers") != NULL);
+        CHECK(a == &adv[0] || adv[0].level >= a->level);
+    }
+    dl_source_destroy(slow);
+    dl_dataset_done(&d);
+}
+
+/* workers = 0 and a heavy augmentation on the training thread: input-bound,
+ * and the remedy names worker threads. */
+static void test_augment_workers0_input_bound(void)
+{
+    dl_dataset d;
+    make_blobs(&d, 32 * 20);
+    dl_source *mem;
+    CHECK_OK(dl_source_memory(&mem, &d, 32, 1, 0, 1));
+    dl_source *slow = slow_source_create(mem, SLOW_AUGMENT, 0.003, 32);
+    dl_advice adv[8];
+    double share = 0;
+    int n = train_and_advise(slow, 0.05f, 15, 0, adv, 8, &share);
+    const dl_advice *a = has(adv, n, DL_ADV_INPUT_BOUND);
+    CHECK_MSG(a != NULL, "data share %.2f", share);
+    if (a) {
+        CHECK(strstr(a->evidence, "0 loader workers") != NULL);
+        CHECK(strstr(a->remedy, "set workers = 2") != NULL);
+    }
+    CHECK(!has(adv, n, DL_ADV_DIVERGENCE));
+    dl_source_destroy(slow);
+    dl_dataset_done(&d);
+}
+
+/* A learning rate far too large: the loss explodes or turns NaN. */
+static void test_diverging_lr(void)
+{
+    dl_dataset d;
+    make_blobs(&d, 32 * 40);
+    dl_source *mem;
+    CHECK_OK(dl_source_memory(&mem, &d, 32, 1, 0, 1));
+    dl_advice adv[8];
+    int n = train_and_advise(mem, 500.0f, 30, 2, adv, 8, NULL);
+    const dl_advice *a = has(adv, n, DL_ADV_DIVERGENCE);
+    CHECK(a != NULL);
+    if (a) {
+        CHECK(a->level == DL_ADV_CRITICAL);
+        CHECK(a == &adv[0] || adv[0].level == DL_ADV_CRITICAL);
+        CHECK(strstr(a->remedy, "lower the learning rate (try 50)") != NULL);
+    }
+    dl_source_destroy(mem);
+    /* a sane rate on the same data: no divergence, no input-bound */
+    CHECK_OK(dl_source_memory(&mem, &d, 32, 1, 0, 1));
+    n = train_and_advise(mem, 0.05f, 30, 2, adv, 8, NULL);
+    CHECK(!has(adv, n, DL_ADV_DIVERGENCE));
+    CHECK(!has(adv, n, DL_ADV_INPUT_BOUND));
+    dl_source_destroy(mem);
+    dl_dataset_done(&d);
+}
+
+/* A synthetic overfitting curve: validation loss rising 3 epochs while
+ * training loss falls. */
+static void test_overfitting_curve(void)
+{
+    double train[] = {1.0, 0.7, 0.5, 0.4, 0.3, 0.22, 0.15};
+    double val[] = {1.05, 0.8, 0.62, 0.60, 0.63, 0.68, 0.75};
+    dl_advisor_input in;
+    dl_advisor_input_init(&in);
+    in.train_loss = train;
+    in.val_loss = val;
+    in.nepochs = 7;
+    dl_advice adv[8];
+    int n = dl_advisor_run(&in, adv, 8);
+    const dl_advice *a = has(adv, n, DL_ADV_OVERFITTING);
+    CHECK(n == 1 && a != NULL);
+    if (a) {
+        CHECK(strstr(a->evidence, "0.6000 -> 0.7500") != NULL);
+        CHECK(strstr(a->evidence, "best validation loss at epoch 4") != NULL);
+        CHECK(strstr(a->remedy, "early stopping") != NULL);
+    }
+    /* only two rising epochs: not yet */
+    in.nepochs = 6;
+    val[3] = 0.66;
+    n = dl_advisor_run(&in, adv, 8);
+    CHECK(!has(adv, n, DL_ADV_OVERFITTING));
+    /* both falling: fine */
+    double good[] = {1.0, 0.8, 0.6, 0.5, 0.45, 0.4, 0.38};
+    in.val_loss = good;
+    in.nepochs = 7;
+    CHECK(dl_advisor_run(&in, adv, 8) == 0);
+
+    /* the same through the telemetry's epoch series */
+    val[3] = 0.60;
+    dl_telemetry *t;
+    CHECK_OK(dl_telemetry_create(&t));
+    dl_telemetry_snapshot *s = dl_telemetry_snapshot_create();
+    for (int e = 0; e < 7; e++) {
+        dl_epoch_info ei = {0};
+        ei.epoch = e;
+        ei.train_loss = train[e];
+        ei.val_loss = val[e];
+        ei.train_acc = ei.val_acc = NAN;
+        dl_telemetry_epoch(t, &ei);
+    }
+    dl_telemetry_read(t, s);
+    n = dl_telemetry_advise(s, adv, 8);
+    CHECK(has(adv, n, DL_ADV_OVERFITTING) != NULL);
+    dl_telemetry_snapshot_destroy(s);
+    dl_telemetry_destroy(t);
+}
+
+/* GPU rules from constructed numbers: many tiny ops with no data wait and
+ * an idle GPU (launch-bound); fp32 on an H100 (precision); 10% of the
+ * memory used (headroom); a failed allocation (out of memory). */
+static void test_gpu_rules(void)
+{
+    dl_advisor_input in;
+    dl_advisor_input_init(&in);
+    in.on_gpu = 1;
+    snprintf(in.gpu_name, sizeof in.gpu_name, "NVIDIA H100 80GB HBM3");
+    in.gpu_util_pct = 35;
+    in.step_ms = 2.0;
+    in.data_wait_share = 0.02;
+    in.leaf_ops_per_step = 120;
+    in.mean_op_ms = 0.012;
+    in.gpu_mem_used_mb = 8000;
+    in.gpu_mem_total_mb = 81559;
+    in.precision = DL_PREC_F32;
+    in.batch = 64;
+    dl_advice adv[8];
+    int n = dl_advisor_run(&in, adv, 8);
+    const dl_advice *l = has(adv, n, DL_ADV_LAUNCH_BOUND);
+    const dl_advice *p = has(adv, n, DL_ADV_PRECISION);
+    const dl_advice *h = has(adv, n, DL_ADV_MEMORY_HEADROOM);
+    CHECK(l && p && h);
+    CHECK(!has(adv, n, DL_ADV_INPUT_BOUND));
+    if (l)
+        CHECK(strstr(l->evidence, "120 layer passes per step averaging 12.0 us") != NULL);
+    if (p)
+        CHECK(strstr(p->remedy, "bf16") && strstr(p->remedy, "15x"));
+    if (h)
+        CHECK(strstr(h->evidence, "90% free") && strstr(h->remedy, "now 64"));
+    /* the ordering: warnings before information */
+    CHECK(adv[0].kind == DL_ADV_LAUNCH_BOUND);
+
+    /* bf16 already, memory full: neither precision nor headroom */
+    in.precision = DL_PREC_BF16;
+    in.gpu_mem_used_mb = 78000;
+    n = dl_advisor_run(&in, adv, 8);
+    CHECK(!has(adv, n, DL_ADV_PRECISION) && !has(adv, n, DL_ADV_MEMORY_HEADROOM));
+
+    /* an idle GPU with an empty loader queue: input-bound even without a share */
+    dl_advisor_input_init(&in);
+    in.on_gpu = 1;
+    in.gpu_util_pct = 20;
+    in.queue_fill = 0;
+    in.queue_size = 4;
+    in.workers = 2;
+    n = dl_advisor_run(&in, adv, 8);
+    CHECK(has(adv, n, DL_ADV_INPUT_BOUND) != NULL);
+
+    dl_advisor_input_init(&in);
+    in.oom = 1;
+    in.batch = 512;
+    snprintf(in.oom_text, sizeof in.oom_text, "cuda: out of memory allocating 2.0 GiB");
+    n = dl_advisor_run(&in, adv, 8);
+    const dl_advice *o = has(adv, n, DL_ADV_OOM);
+    CHECK(o && o->level == DL_ADV_CRITICAL);
+    if (o)
+        CHECK(strstr(o->evidence, "batch 512") && strstr(o->remedy, "batch = 256, accumulate = 2"));
+
+    /* nothing known: nothing said */
+    dl_advisor_input_init(&in);
+    CHECK(dl_advisor_run(&in, adv, 8) == 0);
+    CHECK(!strcmp(dl_advice_name(DL_ADV_INPUT_BOUND), "input-bound"));
+}
+
+int main(void)
+{
+    be = dl_backend_cpu(0);
+    RUN(test_slow_loader_input_bound);
+    RUN(test_augment_workers0_input_bound);
+    RUN(test_diverging_lr);
+    RUN(test_overfitting_curve);
+    RUN(test_gpu_rules);
+    CHECK_EXIT();
+}
