@@ -1,19 +1,27 @@
-/* cpu_conv.c - convolution (im2row + GEMM over chunks of images) and pooling on the CPU
+/* cpu_conv.c - convolution (direct kernels or im2col + GEMM) and pooling on the CPU
  *
- * A chunk of nb images is unfolded into rows, one row per output pixel:
- *   col [nb*p*q, c*r*s]   (c, r, s fastest-last, as w [k, c, r, s] is stored)
- * so each pass is one tall GEMM that OpenBLAS (f32) or the bf16 kernel
- * (both threaded) runs near peak even for the small per-image products of
- * a small CNN:
- *   forward          yt [nb*pq, k]   = col . w^T, then transposed into y
- *   backward data    dcol [nb*pq, crs] = dyt . w, then folded back into dx
- *   backward filter  dw [k, crs]    += dyt^T . col
- * where dyt [nb*pq, k] is dy transposed per image. The unfold, fold and
- * transposes are parallel over the images of a chunk with the pool. For
- * bf16/f16 compute, col, dyt and w are written in that dtype and products
- * accumulate in f32.
+ * Single-input-channel, stride-1 convolutions (the first layer of an image
+ * CNN) run direct AVX-512 kernels when the CPU has AVX-512F: an im2col GEMM
+ * with K = r*s is mostly unfold traffic there. The forward pass keeps the
+ * r*s shifted input vectors of 16 outputs in registers and sweeps the
+ * output channels; the filter gradient keeps r*s accumulators per output
+ * channel and image (the tasks split the channels, so no reduction).
  *
- * Workspace (dl_cpu_conv_workspace): col [chunk*pq*crs] and t [chunk*pq*k]
+ * Everything else goes through im2col + GEMM. A chunk of nb images is
+ * unfolded into columns, one column per output pixel:
+ *   col [c*r*s, nb*pq]   (row (c, r, s) as w [k, c, r, s] is stored)
+ * so the unfold copies contiguous runs of input rows and the products come
+ * out channel-major, one contiguous run of pq per image and channel:
+ *   forward          t [k, nb*pq]      = w . col, then copied into y (+ b)
+ *   backward data    dcol [crs, nb*pq] = w^T . t(dy), then folded into dx
+ *   backward filter  dw [k, crs]      += t(dy) . col^T
+ * where t(dy) gathers dy of the chunk's images as [k, nb*pq]. The unfold,
+ * fold and copies are parallel over the images of a chunk with the pool;
+ * the GEMMs are threaded by OpenBLAS or the bf16 kernel. For bf16/f16
+ * compute, col, t(dy) and w are written in that dtype (the direct kernels
+ * round their operands the same way) and products accumulate in f32.
+ *
+ * Workspace (dl_cpu_conv_workspace): col [crs, chunk*pq] and t [k, chunk*pq]
  * at 4 bytes an element, plus a low-precision copy of w [k*crs].
  */
 #include <math.h>
@@ -71,8 +79,8 @@ size_t dl_cpu_conv_workspace(dl_backend *be, const dl_conv_desc *d, dl_dtype com
 }
 
 typedef struct conv_work {
-    float *col;    /* [nb*pq, crs], f32 or 16-bit */
-    float *t;      /* [nb*pq, k], f32 or 16-bit */
+    void *col;     /* [crs, nb*pq], f32 or 16-bit */
+    void *t;       /* [k, nb*pq], f32 or 16-bit */
     uint16_t *w16; /* [k, crs] low-precision copy of w, or NULL */
     int chunk;
 } conv_work;
@@ -81,12 +89,12 @@ static void carve(conv_work *cw, const dl_conv_desc *d, void *ws, dl_dtype compu
 {
     size_t crs = (size_t)d->c * d->r * d->s;
     cw->chunk = chunk_images(d);
-    size_t rows = (size_t)cw->chunk * d->p * d->q;
+    size_t cols = (size_t)cw->chunk * d->p * d->q;
     char *p = (char *)(((uintptr_t)ws + 63) & ~(uintptr_t)63);
-    cw->col = (float *)p;
-    p += (rows * crs * 4 + 63) & ~(size_t)63;
-    cw->t = (float *)p;
-    p += (rows * (size_t)d->k * 4 + 63) & ~(size_t)63;
+    cw->col = p;
+    p += (cols * crs * 4 + 63) & ~(size_t)63;
+    cw->t = p;
+    p += (cols * (size_t)d->k * 4 + 63) & ~(size_t)63;
     cw->w16 = compute == DL_F32 ? NULL : (uint16_t *)p;
 }
 
@@ -95,10 +103,31 @@ static inline uint16_t to_half(float v, dl_dtype t)
     return t == DL_BF16 ? dl_f32_to_bf16(v) : dl_f32_to_f16(v);
 }
 
+static inline float round_via(float v, dl_dtype t)
+{
+    if (t == DL_BF16)
+        return dl_bf16_to_f32(dl_f32_to_bf16(v));
+    if (t == DL_F16)
+        return dl_f16_to_f32(dl_f32_to_f16(v));
+    return v;
+}
+
 static void convert_w(uint16_t *dst, const float *w, size_t n, dl_dtype t)
 {
     for (size_t i = 0; i < n; i++)
         dst[i] = to_half(w[i], t);
+}
+
+/* dst[j] = src[j] in the compute dtype (f32 copy or 16-bit rounding). */
+static inline void store_run(void *dst, size_t at, const float *src, int n, dl_dtype t)
+{
+    if (t == DL_F32) {
+        memcpy((float *)dst + at, src, (size_t)n * sizeof(float));
+    } else {
+        uint16_t *h = (uint16_t *)dst + at;
+        for (int j = 0; j < n; j++)
+            h[j] = to_half(src[j], t);
+    }
 }
 
 static void run(dl_backend *be, size_t n, dl_pool_fn fn, void *arg)
@@ -110,11 +139,24 @@ static void run(dl_backend *be, size_t n, dl_pool_fn fn, void *arg)
         fn(arg, 0, n);
 }
 
+/* Sum of p[0..n) in f32 with 8 independent partial sums. */
+static float plane_sum(const float *p, int n)
+{
+    float s[8] = {0};
+    int j = 0;
+    for (; j + 8 <= n; j += 8)
+        for (int u = 0; u < 8; u++)
+            s[u] += p[j + u];
+    for (; j < n; j++)
+        s[0] += p[j];
+    return ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
+}
+
 /* Shared by the per-image tasks of one chunk. */
 typedef struct conv_task {
     const dl_conv_desc *d;
     dl_dtype compute;
-    int n0;          /* first image of the chunk */
+    int n0, nb;      /* first image of the chunk, images in it */
     const float *x;  /* [n, c, h, w] */
     float *dx;       /* [n, c, h, w] */
     const float *b;  /* [k] or NULL */
@@ -123,44 +165,69 @@ typedef struct conv_task {
     void *col, *t;
 } conv_task;
 
-/* Unfolds images [n0+begin, n0+end) into rows of col. */
-static void im2row_task(void *arg, size_t begin, size_t end)
+/* Output columns [ow0, ow1) of kernel column ks read input columns
+ * ow*stride - pad + ks inside [0, w). */
+static void col_range(const dl_conv_desc *d, int ks, int *ow0, int *ow1)
+{
+    int off = ks - d->pad;
+    int lo = off >= 0 ? 0 : (-off + d->stride - 1) / d->stride;
+    int hi = d->w - 1 - off < 0 ? 0 : (d->w - 1 - off) / d->stride + 1;
+    if (hi > d->q)
+        hi = d->q;
+    if (lo > hi)
+        lo = hi;
+    *ow0 = lo;
+    *ow1 = hi;
+}
+
+/* Unfolds images [n0+begin, n0+end) into their columns of col. */
+static void im2col_task(void *arg, size_t begin, size_t end)
 {
     const conv_task *ct = arg;
     const dl_conv_desc *d = ct->d;
-    int pq = d->p * d->q, crs = d->c * d->r * d->s;
+    size_t pq = (size_t)d->p * d->q, ncols = (size_t)ct->nb * pq;
+    float run_buf[512];
     for (size_t i = begin; i < end; i++) {
         const float *xi = ct->x + (size_t)(ct->n0 + i) * d->c * d->h * d->w;
-        for (int oh = 0; oh < d->p; oh++) {
-            for (int ow = 0; ow < d->q; ow++) {
-                size_t row = (i * pq + (size_t)oh * d->q + ow) * crs;
-                float *rf = (float *)ct->col + row;
-                uint16_t *rh = (uint16_t *)ct->col + row;
-                int col = 0, iw0 = ow * d->stride - d->pad;
-                int inside = iw0 >= 0 && iw0 + d->s <= d->w; /* no column clipping */
-                for (int ch = 0; ch < d->c; ch++) {
-                    const float *xc = xi + (size_t)ch * d->h * d->w;
-                    for (int kr = 0; kr < d->r; kr++, col += d->s) {
+        size_t row = 0;
+        for (int ch = 0; ch < d->c; ch++) {
+            const float *xc = xi + (size_t)ch * d->h * d->w;
+            for (int kr = 0; kr < d->r; kr++) {
+                for (int ks = 0; ks < d->s; ks++, row++) {
+                    int ow0, ow1;
+                    col_range(d, ks, &ow0, &ow1);
+                    size_t at = row * ncols + i * pq;
+                    for (int oh = 0; oh < d->p; oh++, at += d->q) {
                         int ih = oh * d->stride - d->pad + kr;
-                        float v[64];
-                        float *dst = ct->compute == DL_F32 ? rf + col : v;
-                        if (ih < 0 || ih >= d->h) {
-                            for (int ks = 0; ks < d->s; ks++)
-                                dst[ks] = 0.0f;
-                        } else if (inside) {
-                            const float *src = xc + (size_t)ih * d->w + iw0;
-                            for (int ks = 0; ks < d->s; ks++)
-                                dst[ks] = src[ks];
-                        } else {
-                            const float *xrow = xc + (size_t)ih * d->w;
-                            for (int ks = 0; ks < d->s; ks++) {
-                                int iw = iw0 + ks;
-                                dst[ks] = iw >= 0 && iw < d->w ? xrow[iw] : 0.0f;
+                        float *v = d->q <= 512 ? run_buf : NULL;
+                        float *dst = ct->compute == DL_F32 ? (float *)ct->col + at : v;
+                        if (!dst) { /* a very wide output row: element by element */
+                            for (int ow = 0; ow < d->q; ow++) {
+                                int iw = ow * d->stride - d->pad + ks;
+                                float e = ih >= 0 && ih < d->h && iw >= 0 && iw < d->w
+                                              ? xc[(size_t)ih * d->w + iw]
+                                              : 0.0f;
+                                ((uint16_t *)ct->col)[at + ow] = to_half(e, ct->compute);
                             }
+                            continue;
+                        }
+                        if (ih < 0 || ih >= d->h) {
+                            memset(dst, 0, (size_t)d->q * sizeof(float));
+                        } else {
+                            const float *xr = xc + (size_t)ih * d->w;
+                            int iw0 = ow0 * d->stride - d->pad + ks;
+                            for (int ow = 0; ow < ow0; ow++)
+                                dst[ow] = 0.0f;
+                            if (d->stride == 1)
+                                memcpy(dst + ow0, xr + iw0, (size_t)(ow1 - ow0) * sizeof(float));
+                            else
+                                for (int ow = ow0; ow < ow1; ow++)
+                                    dst[ow] = xr[iw0 + (ow - ow0) * d->stride];
+                            for (int ow = ow1; ow < d->q; ow++)
+                                dst[ow] = 0.0f;
                         }
                         if (ct->compute != DL_F32)
-                            for (int ks = 0; ks < d->s; ks++)
-                                rh[col + ks] = to_half(v[ks], ct->compute);
+                            store_run(ct->col, at, v, d->q, ct->compute);
                     }
                 }
             }
@@ -168,27 +235,33 @@ static void im2row_task(void *arg, size_t begin, size_t end)
     }
 }
 
-/* Folds dcol rows (f32) of images [n0+begin, n0+end) back into dx (+=). */
-static void row2im_task(void *arg, size_t begin, size_t end)
+/* Folds dcol (f32) columns of images [n0+begin, n0+end) back into dx (+=). */
+static void col2im_task(void *arg, size_t begin, size_t end)
 {
     const conv_task *ct = arg;
     const dl_conv_desc *d = ct->d;
-    int pq = d->p * d->q, crs = d->c * d->r * d->s;
+    size_t pq = (size_t)d->p * d->q, ncols = (size_t)ct->nb * pq;
     for (size_t i = begin; i < end; i++) {
         float *dxi = ct->dx + (size_t)(ct->n0 + i) * d->c * d->h * d->w;
-        for (int oh = 0; oh < d->p; oh++) {
-            for (int ow = 0; ow < d->q; ow++) {
-                const float *rf = (const float *)ct->col + (i * pq + (size_t)oh * d->q + ow) * crs;
-                int col = 0;
-                for (int ch = 0; ch < d->c; ch++) {
-                    float *dxc = dxi + (size_t)ch * d->h * d->w;
-                    for (int kr = 0; kr < d->r; kr++) {
+        size_t row = 0;
+        for (int ch = 0; ch < d->c; ch++) {
+            float *dxc = dxi + (size_t)ch * d->h * d->w;
+            for (int kr = 0; kr < d->r; kr++) {
+                for (int ks = 0; ks < d->s; ks++, row++) {
+                    int ow0, ow1;
+                    col_range(d, ks, &ow0, &ow1);
+                    const float *src = (const float *)ct->col + row * ncols + i * pq;
+                    for (int oh = 0; oh < d->p; oh++, src += d->q) {
                         int ih = oh * d->stride - d->pad + kr;
-                        for (int ks = 0; ks < d->s; ks++, col++) {
-                            int iw = ow * d->stride - d->pad + ks;
-                            if (ih >= 0 && ih < d->h && iw >= 0 && iw < d->w)
-                                dxc[(size_t)ih * d->w + iw] += rf[col];
-                        }
+                        if (ih < 0 || ih >= d->h)
+                            continue;
+                        float *dst = dxc + (size_t)ih * d->w + (ow0 * d->stride - d->pad + ks);
+                        if (d->stride == 1)
+                            for (int ow = ow0; ow < ow1; ow++)
+                                dst[ow - ow0] += src[ow];
+                        else
+                            for (int ow = ow0; ow < ow1; ow++)
+                                dst[(ow - ow0) * d->stride] += src[ow];
                     }
                 }
             }
@@ -196,46 +269,202 @@ static void row2im_task(void *arg, size_t begin, size_t end)
     }
 }
 
-/* yt [nb*pq, k] (f32) -> y[n0+i] [k, pq] (+ b). */
-static void yt_to_y_task(void *arg, size_t begin, size_t end)
+/* t [k, nb*pq] (f32) -> y[n0+i] [k, pq] (+ b). */
+static void t_to_y_task(void *arg, size_t begin, size_t end)
 {
     const conv_task *ct = arg;
     const dl_conv_desc *d = ct->d;
-    int pq = d->p * d->q;
+    size_t pq = (size_t)d->p * d->q, ncols = (size_t)ct->nb * pq;
     for (size_t i = begin; i < end; i++) {
-        const float *ti = (const float *)ct->t + i * pq * d->k;
         float *yi = ct->y + (size_t)(ct->n0 + i) * d->k * pq;
         for (int kk = 0; kk < d->k; kk++) {
-            float bias = ct->b ? ct->b[kk] : 0.0f;
+            const float *src = (const float *)ct->t + kk * ncols + i * pq;
             float *yk = yi + (size_t)kk * pq;
-            for (int j = 0; j < pq; j++)
-                yk[j] = ti[(size_t)j * d->k + kk] + bias;
+            float bias = ct->b ? ct->b[kk] : 0.0f;
+            for (size_t j = 0; j < pq; j++)
+                yk[j] = src[j] + bias;
         }
     }
 }
 
-/* dy[n0+i] [k, pq] -> dyt [nb*pq, k] in the compute dtype. */
+/* dy[n0+i] [k, pq] -> t [k, nb*pq] in the compute dtype. */
 static void dy_to_t_task(void *arg, size_t begin, size_t end)
 {
     const conv_task *ct = arg;
     const dl_conv_desc *d = ct->d;
-    int pq = d->p * d->q;
+    size_t pq = (size_t)d->p * d->q, ncols = (size_t)ct->nb * pq;
     for (size_t i = begin; i < end; i++) {
         const float *dyi = ct->dy + (size_t)(ct->n0 + i) * d->k * pq;
-        for (int j = 0; j < pq; j++) {
-            size_t row = (i * pq + j) * d->k;
-            if (ct->compute == DL_F32) {
-                float *tf = (float *)ct->t + row;
-                for (int kk = 0; kk < d->k; kk++)
-                    tf[kk] = dyi[(size_t)kk * pq + j];
-            } else {
-                uint16_t *th = (uint16_t *)ct->t + row;
-                for (int kk = 0; kk < d->k; kk++)
-                    th[kk] = to_half(dyi[(size_t)kk * pq + j], ct->compute);
+        for (int kk = 0; kk < d->k; kk++)
+            store_run(ct->t, kk * ncols + i * pq, dyi + kk * pq, (int)pq, ct->compute);
+    }
+}
+
+/* ---------------------------------------------------------------------- */
+/* direct kernels for one input channel, stride 1 (AVX-512)               */
+
+/* Padded input plane limit of the direct kernels (floats, on the stack). */
+#define DIRECT_PLANE 4096
+#define DIRECT_RS 25
+#define DIRECT_K 256
+
+static int have_avx512(void)
+{
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512f");
+#else
+    return 0;
+#endif
+}
+
+static int use_direct(const dl_conv_desc *d)
+{
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+    if (d->c != 1 || d->stride != 1 || d->r * d->s > DIRECT_RS || d->k > DIRECT_K ||
+        (size_t)(d->h + 2 * d->pad) * (d->w + 2 * d->pad) + 16 > DIRECT_PLANE ||
+        (size_t)d->p * d->q > DIRECT_PLANE)
+        return 0;
+    return have_avx512();
+#else
+    (void)d;
+    return 0;
+#endif
+}
+
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+#include <immintrin.h>
+
+#define DIRECT_TARGET __attribute__((target("avx512f")))
+
+/* xp [(h+2pad) * (w+2pad)] = x plane zero-padded, rounded via compute;
+ * 16 spare zeros at the end for the masked tails. */
+static void padded_plane(float *xp, const float *x, const dl_conv_desc *d, dl_dtype compute)
+{
+    int wp = d->w + 2 * d->pad, hp = d->h + 2 * d->pad;
+    if (d->pad)
+        memset(xp, 0, ((size_t)hp * wp + 16) * sizeof(float));
+    else
+        memset(xp + (size_t)hp * wp, 0, 16 * sizeof(float));
+    for (int ih = 0; ih < d->h; ih++) {
+        float *dst = xp + (size_t)(ih + d->pad) * wp + d->pad;
+        const float *src = x + (size_t)ih * d->w;
+        if (compute == DL_F32)
+            memcpy(dst, src, (size_t)d->w * sizeof(float));
+        else
+            for (int iw = 0; iw < d->w; iw++)
+                dst[iw] = round_via(src[iw], compute);
+    }
+}
+
+typedef struct direct_task {
+    const dl_conv_desc *d;
+    dl_dtype compute;
+    const float *x, *dy, *w, *b; /* w rounded via compute */
+    float *y, *dw, *db;
+} direct_task;
+
+/* y of images [begin, end). */
+DIRECT_TARGET static void direct_fwd_task(void *arg, size_t begin, size_t end)
+{
+    const direct_task *t = arg;
+    const dl_conv_desc *d = t->d;
+    int wp = d->w + 2 * d->pad, rs = d->r * d->s, pq = d->p * d->q;
+    float xp[DIRECT_PLANE];
+    for (size_t i = begin; i < end; i++) {
+        padded_plane(xp, t->x + i * (size_t)d->h * d->w, d, t->compute);
+        float *yi = t->y + i * (size_t)d->k * pq;
+        for (int oh = 0; oh < d->p; oh++) {
+            for (int ow = 0; ow < d->q; ow += 16) {
+                int left = d->q - ow;
+                __mmask16 m = left >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << left) - 1);
+                __m512 xv[DIRECT_RS];
+                for (int kr = 0, j = 0; kr < d->r; kr++)
+                    for (int ks = 0; ks < d->s; ks++, j++)
+                        xv[j] = _mm512_maskz_loadu_ps(m, xp + (size_t)(oh + kr) * wp + ow + ks);
+                float *yo = yi + (size_t)oh * d->q + ow;
+                for (int kk = 0; kk < d->k; kk++) {
+                    const float *wk = t->w + (size_t)kk * rs;
+                    __m512 acc = _mm512_set1_ps(t->b ? t->b[kk] : 0.0f);
+                    for (int j = 0; j < rs; j++)
+                        acc = _mm512_fmadd_ps(_mm512_set1_ps(wk[j]), xv[j], acc);
+                    _mm512_mask_storeu_ps(yo + (size_t)kk * pq, m, acc);
+                }
             }
         }
     }
 }
+
+/* dw, db of output channels [begin, end), summed over all images. */
+DIRECT_TARGET static void direct_bwd_filter_task(void *arg, size_t begin, size_t end)
+{
+    const direct_task *t = arg;
+    const dl_conv_desc *d = t->d;
+    int wp = d->w + 2 * d->pad, rs = d->r * d->s, pq = d->p * d->q;
+    float xp[DIRECT_PLANE], gp[DIRECT_PLANE];
+    double sw[64 * DIRECT_RS], sb[64];
+    for (size_t k0 = begin; k0 < end; k0 += 64) {
+        size_t k1 = end - k0 > 64 ? k0 + 64 : end;
+        memset(sw, 0, sizeof sw);
+        memset(sb, 0, sizeof sb);
+        for (int i = 0; i < d->n; i++) {
+            padded_plane(xp, t->x + (size_t)i * d->h * d->w, d, t->compute);
+            for (size_t kk = k0; kk < k1; kk++) {
+                const float *g = t->dy + ((size_t)i * d->k + kk) * pq;
+                if (t->compute != DL_F32) {
+                    for (int j = 0; j < pq; j++)
+                        gp[j] = round_via(g[j], t->compute);
+                    g = gp;
+                }
+                __m512 acc[DIRECT_RS], gs = _mm512_setzero_ps();
+                for (int j = 0; j < rs; j++)
+                    acc[j] = _mm512_setzero_ps();
+                for (int oh = 0; oh < d->p; oh++) {
+                    for (int ow = 0; ow < d->q; ow += 16) {
+                        int left = d->q - ow;
+                        __mmask16 m =
+                            left >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << left) - 1);
+                        __m512 gv = _mm512_maskz_loadu_ps(m, g + (size_t)oh * d->q + ow);
+                        gs = _mm512_add_ps(gs, gv);
+                        const float *xo = xp + (size_t)oh * wp + ow;
+                        for (int kr = 0, j = 0; kr < d->r; kr++)
+                            for (int ks = 0; ks < d->s; ks++, j++)
+                                acc[j] = _mm512_fmadd_ps(
+                                    gv, _mm512_loadu_ps(xo + (size_t)kr * wp + ks), acc[j]);
+                    }
+                }
+                for (int j = 0; j < rs; j++)
+                    sw[(kk - k0) * rs + j] += _mm512_reduce_add_ps(acc[j]);
+                sb[kk - k0] += (double)plane_sum(t->dy + ((size_t)i * d->k + kk) * pq, pq);
+            }
+        }
+        for (size_t kk = k0; kk < k1; kk++) {
+            for (int j = 0; j < rs; j++)
+                t->dw[kk * rs + j] += (float)sw[(kk - k0) * rs + j];
+            if (t->db)
+                t->db[kk] += (float)sb[kk - k0];
+        }
+    }
+}
+#endif
+
+static int direct_forward(dl_backend *be, const dl_conv_desc *d, float *y, const float *x,
+                          const float *w, const float *b, dl_dtype compute)
+{
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+    float wr[DIRECT_K * DIRECT_RS];
+    for (int j = 0; j < d->k * d->r * d->s; j++)
+        wr[j] = round_via(w[j], compute);
+    direct_task t = {d, compute, x, NULL, wr, b, y, NULL, NULL};
+    run(be, (size_t)d->n, direct_fwd_task, &t);
+    return DL_OK;
+#else
+    return dl_error(DL_EINVAL, "conv_forward: no direct kernel");
+#endif
+}
+
+/* ---------------------------------------------------------------------- */
+/* entry points                                                            */
 
 /* y [n, k, p, q] = conv(x [n, c, h, w], w [k, c, r, s]) + b [k] (b may be
  * NULL). ws holds dl_cpu_conv_workspace(d, compute) bytes. Returns DL_OK,
@@ -244,6 +473,8 @@ int dl_cpu_conv_forward(dl_backend *be, const dl_conv_desc *d, float *y, const f
                         const float *w, const float *b, void *ws, dl_dtype compute)
 {
     DL_TRY(check_desc(d, compute, "conv_forward"));
+    if (use_direct(d))
+        return direct_forward(be, d, y, x, w, b, compute);
     conv_work cw;
     carve(&cw, d, ws, compute);
     int pq = d->p * d->q, crs = d->c * d->r * d->s;
@@ -254,12 +485,12 @@ int dl_cpu_conv_forward(dl_backend *be, const dl_conv_desc *d, float *y, const f
     }
     for (int n0 = 0; n0 < d->n; n0 += cw.chunk) {
         int nb = d->n - n0 < cw.chunk ? d->n - n0 : cw.chunk;
-        conv_task ct = {d, compute, n0, x, NULL, b, y, NULL, cw.col, cw.t};
-        run(be, (size_t)nb, im2row_task, &ct);
-        /* yt [nb*pq, k] = col [nb*pq, crs] . w^T */
-        DL_TRY(dl_cpu_gemm(be, 0, 1, nb * pq, d->k, crs, 1.0f, cw.col, crs, wop, crs, compute,
-                           0.0f, cw.t, d->k));
-        run(be, (size_t)nb, yt_to_y_task, &ct);
+        conv_task ct = {d, compute, n0, nb, x, NULL, b, y, NULL, cw.col, cw.t};
+        run(be, (size_t)nb, im2col_task, &ct);
+        /* t [k, nb*pq] = w [k, crs] . col [crs, nb*pq] */
+        DL_TRY(dl_cpu_gemm(be, 0, 0, d->k, nb * pq, crs, 1.0f, wop, crs, cw.col, nb * pq,
+                           compute, 0.0f, cw.t, nb * pq));
+        run(be, (size_t)nb, t_to_y_task, &ct);
     }
     return DL_OK;
 }
@@ -279,12 +510,12 @@ int dl_cpu_conv_backward_data(dl_backend *be, const dl_conv_desc *d, float *dx,
     }
     for (int n0 = 0; n0 < d->n; n0 += cw.chunk) {
         int nb = d->n - n0 < cw.chunk ? d->n - n0 : cw.chunk;
-        conv_task ct = {d, compute, n0, NULL, dx, NULL, NULL, dy, cw.col, cw.t};
+        conv_task ct = {d, compute, n0, nb, NULL, dx, NULL, NULL, dy, cw.col, cw.t};
         run(be, (size_t)nb, dy_to_t_task, &ct);
-        /* dcol [nb*pq, crs] (f32) = dyt [nb*pq, k] . w [k, crs] */
-        DL_TRY(dl_cpu_gemm(be, 0, 0, nb * pq, crs, d->k, 1.0f, cw.t, d->k, wop, crs, compute,
-                           0.0f, cw.col, crs));
-        run(be, (size_t)nb, row2im_task, &ct);
+        /* dcol [crs, nb*pq] (f32) = w^T [crs, k] . t [k, nb*pq] */
+        DL_TRY(dl_cpu_gemm(be, 1, 0, crs, nb * pq, d->k, 1.0f, wop, crs, cw.t, nb * pq,
+                           compute, 0.0f, cw.col, nb * pq));
+        run(be, (size_t)nb, col2im_task, &ct);
     }
     return DL_OK;
 }
@@ -303,11 +534,8 @@ static void db_task_fn(void *arg, size_t begin, size_t end)
     int pq = t->d->p * t->d->q;
     for (size_t kk = begin; kk < end; kk++) {
         double s = 0.0;
-        for (int i = 0; i < t->d->n; i++) {
-            const float *p = t->dy + ((size_t)i * t->d->k + kk) * pq;
-            for (int j = 0; j < pq; j++)
-                s += p[j];
-        }
+        for (int i = 0; i < t->d->n; i++)
+            s += plane_sum(t->dy + ((size_t)i * t->d->k + kk) * pq, pq);
         t->db[kk] += (float)s;
     }
 }
@@ -318,16 +546,23 @@ int dl_cpu_conv_backward_filter(dl_backend *be, const dl_conv_desc *d, float *dw
                                 const float *dy, const float *x, void *ws, dl_dtype compute)
 {
     DL_TRY(check_desc(d, compute, "conv_backward_filter"));
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+    if (use_direct(d)) {
+        direct_task t = {d, compute, x, dy, NULL, NULL, NULL, dw, db};
+        run(be, (size_t)d->k, direct_bwd_filter_task, &t);
+        return DL_OK;
+    }
+#endif
     conv_work cw;
     carve(&cw, d, ws, compute);
     int pq = d->p * d->q, crs = d->c * d->r * d->s;
     for (int n0 = 0; n0 < d->n; n0 += cw.chunk) {
         int nb = d->n - n0 < cw.chunk ? d->n - n0 : cw.chunk;
-        conv_task ct = {d, compute, n0, x, NULL, NULL, NULL, dy, cw.col, cw.t};
-        run(be, (size_t)nb, im2row_task, &ct);
+        conv_task ct = {d, compute, n0, nb, x, NULL, NULL, NULL, dy, cw.col, cw.t};
+        run(be, (size_t)nb, im2col_task, &ct);
         run(be, (size_t)nb, dy_to_t_task, &ct);
-        /* dw [k, crs] += dyt^T [k, nb*pq] . col [nb*pq, crs] */
-        DL_TRY(dl_cpu_gemm(be, 1, 0, d->k, crs, nb * pq, 1.0f, cw.t, d->k, cw.col, crs,
+        /* dw [k, crs] += t [k, nb*pq] . col^T [nb*pq, crs] */
+        DL_TRY(dl_cpu_gemm(be, 0, 1, d->k, crs, nb * pq, 1.0f, cw.t, nb * pq, cw.col, nb * pq,
                            compute, 1.0f, dw, crs));
     }
     if (db) {
@@ -345,6 +580,7 @@ typedef struct pool_task {
     dl_pool_kind kind;
     float *y, *dx;
     const float *x, *dy, *yc;
+    int avx512; /* the CPU has AVX-512F */
 } pool_task;
 
 /* Window of output (oh, ow), clipped to the input; *count is the divisor
@@ -364,12 +600,166 @@ static void window(const dl_pool_desc *d, int oh, int ow, int *h0, int *h1, int 
     *w1 = we < d->w ? we : d->w;
 }
 
+/* The common 2x2, stride 2, unpadded max pooling, without window
+ * clipping; same results as the general loops (NaN wins, first maximum
+ * gets the gradient). */
+static int is_max2(const pool_task *t)
+{
+    const dl_pool_desc *d = t->d;
+    return t->kind == DL_POOL_MAX && d->size == 2 && d->stride == 2 && d->pad == 0;
+}
+
+static inline float max_step(float v, float x) { return (x > v) | (x != x) ? x : v; }
+
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+/* Vector max_step: x where x > v or x is NaN. */
+#define VMAX_STEP(v, x)                                                                        \
+    _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, v, _CMP_GT_OQ) |                                \
+                             _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q),                           \
+                         v, x)
+
+/* 16 outputs at a time: even and odd input columns split with permutes;
+ * masked loads and stores cover the row tails (w may be odd: the last
+ * column is never read then). */
+DIRECT_TARGET static void max2_fwd_avx512(const pool_task *t, size_t pl)
+{
+    const dl_pool_desc *d = t->d;
+    const float *xp = t->x + pl * d->h * d->w;
+    float *yp = t->y + pl * d->p * d->q;
+    const __m512i ev = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    const __m512i od = _mm512_add_epi32(ev, _mm512_set1_epi32(1));
+    for (int oh = 0; oh < d->p; oh++) {
+        const float *r0 = xp + (size_t)(2 * oh) * d->w, *r1 = r0 + d->w;
+        for (int ow = 0; ow < d->q; ow += 16) {
+            int left = d->q - ow, in = 2 * (left < 16 ? left : 16);
+            __mmask16 mo = left >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << left) - 1);
+            __mmask16 ml = in >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << in) - 1);
+            __mmask16 mh =
+                in >= 32 ? (__mmask16)0xffff : (__mmask16)((1u << (in > 16 ? in - 16 : 0)) - 1);
+            const float *a = r0 + 2 * ow, *b = r1 + 2 * ow;
+            __m512 a0 = _mm512_maskz_loadu_ps(ml, a), a1 = _mm512_maskz_loadu_ps(mh, a + 16);
+            __m512 b0 = _mm512_maskz_loadu_ps(ml, b), b1 = _mm512_maskz_loadu_ps(mh, b + 16);
+            __m512 v = _mm512_permutex2var_ps(a0, ev, a1);
+            __m512 x = _mm512_permutex2var_ps(a0, od, a1);
+            v = VMAX_STEP(v, x);
+            x = _mm512_permutex2var_ps(b0, ev, b1);
+            v = VMAX_STEP(v, x);
+            x = _mm512_permutex2var_ps(b0, od, b1);
+            v = VMAX_STEP(v, x);
+            _mm512_mask_storeu_ps(yp + (size_t)oh * d->q + ow, mo, v);
+        }
+    }
+}
+
+DIRECT_TARGET static void max2_bwd_avx512(const pool_task *t, size_t pl) {
+    const dl_pool_desc *d = t->d;
+    const float *xp = t->x + pl * d->h * d->w;
+    const float *yp = t->yc + pl * d->p * d->q;
+    const float *dyp = t->dy + pl * d->p * d->q;
+    float *dxp = t->dx + pl * d->h * d->w;
+    const __m512i ev = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    const __m512i od = _mm512_add_epi32(ev, _mm512_set1_epi32(1));
+    /* interleave even (first operand) and odd (second) back into columns */
+    const __m512i lo = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+    const __m512i hi = _mm512_add_epi32(lo, _mm512_set1_epi32(8));
+    for (int oh = 0; oh < d->p; oh++) {
+        const float *r0 = xp + (size_t)(2 * oh) * d->w, *r1 = r0 + d->w;
+        float *g0 = dxp + (size_t)(2 * oh) * d->w, *g1 = g0 + d->w;
+        for (int ow = 0; ow < d->q; ow += 16) {
+            int left = d->q - ow, in = 2 * (left < 16 ? left : 16);
+            __mmask16 mo = left >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << left) - 1);
+            __mmask16 ml = in >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << in) - 1);
+            __mmask16 mh =
+                in >= 32 ? (__mmask16)0xffff : (__mmask16)((1u << (in > 16 ? in - 16 : 0)) - 1);
+            size_t c = 2 * (size_t)ow;
+            __m512 a0 = _mm512_maskz_loadu_ps(ml, r0 + c),
+                   a1 = _mm512_maskz_loadu_ps(mh, r0 + c + 16);
+            __m512 b0 = _mm512_maskz_loadu_ps(ml, r1 + c),
+                   b1 = _mm512_maskz_loadu_ps(mh, r1 + c + 16);
+            __m512 m = _mm512_maskz_loadu_ps(mo, yp + (size_t)oh * d->q + ow);
+            __m512 g = _mm512_maskz_loadu_ps(mo, dyp + (size_t)oh * d->q + ow);
+            __mmask16 e0 =
+                _mm512_cmp_ps_mask(_mm512_permutex2var_ps(a0, ev, a1), m, _CMP_EQ_OQ) & mo;
+            __mmask16 e1 =
+                _mm512_cmp_ps_mask(_mm512_permutex2var_ps(a0, od, a1), m, _CMP_EQ_OQ) & mo & ~e0;
+            __mmask16 e2 = _mm512_cmp_ps_mask(_mm512_permutex2var_ps(b0, ev, b1), m, _CMP_EQ_OQ) &
+                           mo & ~(e0 | e1);
+            __mmask16 e3 = _mm512_cmp_ps_mask(_mm512_permutex2var_ps(b0, od, b1), m, _CMP_EQ_OQ) &
+                           mo & ~(e0 | e1 | e2);
+            __m512 ga = _mm512_maskz_mov_ps(e0, g), gb = _mm512_maskz_mov_ps(e1, g);
+            __m512 gc = _mm512_maskz_mov_ps(e2, g), gd = _mm512_maskz_mov_ps(e3, g);
+            _mm512_mask_storeu_ps(g0 + c, ml,
+                                  _mm512_add_ps(_mm512_maskz_loadu_ps(ml, g0 + c),
+                                                _mm512_permutex2var_ps(ga, lo, gb)));
+            _mm512_mask_storeu_ps(g0 + c + 16, mh,
+                                  _mm512_add_ps(_mm512_maskz_loadu_ps(mh, g0 + c + 16),
+                                                _mm512_permutex2var_ps(ga, hi, gb)));
+            _mm512_mask_storeu_ps(g1 + c, ml,
+                                  _mm512_add_ps(_mm512_maskz_loadu_ps(ml, g1 + c),
+                                                _mm512_permutex2var_ps(gc, lo, gd)));
+            _mm512_mask_storeu_ps(g1 + c + 16, mh,
+                                  _mm512_add_ps(_mm512_maskz_loadu_ps(mh, g1 + c + 16),
+                                                _mm512_permutex2var_ps(gc, hi, gd)));
+        }
+    }
+}
+#endif
+
+static void max2_fwd(const pool_task *t, size_t pl) {
+    const dl_pool_desc *d = t->d;
+    const float *xp = t->x + pl * d->h * d->w;
+    float *yp = t->y + pl * d->p * d->q;
+    for (int oh = 0; oh < d->p; oh++) {
+        const float *r0 = xp + (size_t)(2 * oh) * d->w, *r1 = r0 + d->w;
+        float *yo = yp + (size_t)oh * d->q;
+        for (int ow = 0; ow < d->q; ow++) {
+            float v = max_step(r0[2 * ow], r0[2 * ow + 1]);
+            v = max_step(v, r1[2 * ow]);
+            yo[ow] = max_step(v, r1[2 * ow + 1]);
+        }
+    }
+}
+
+static void max2_bwd(const pool_task *t, size_t pl)
+{
+    const dl_pool_desc *d = t->d;
+    const float *xp = t->x + pl * d->h * d->w;
+    const float *yp = t->yc + pl * d->p * d->q;
+    const float *dyp = t->dy + pl * d->p * d->q;
+    float *dxp = t->dx + pl * d->h * d->w;
+    for (int oh = 0; oh < d->p; oh++) {
+        size_t i0 = (size_t)(2 * oh) * d->w, o = (size_t)oh * d->q;
+        for (int ow = 0; ow < d->q; ow++) {
+            size_t a = i0 + 2 * (size_t)ow;
+            float m = yp[o + ow], g = dyp[o + ow];
+            if (xp[a] == m)
+                dxp[a] += g;
+            else if (xp[a + 1] == m)
+                dxp[a + 1] += g;
+            else if (xp[a + d->w] == m)
+                dxp[a + d->w] += g;
+            else if (xp[a + d->w + 1] == m)
+                dxp[a + d->w + 1] += g;
+        }
+    }
+}
+
 /* Planes [begin, end) of n*c. */
 static void pool_fwd_task(void *arg, size_t begin, size_t end)
 {
     const pool_task *t = arg;
     const dl_pool_desc *d = t->d;
     for (size_t pl = begin; pl < end; pl++) {
+        if (is_max2(t)) {
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+            if (t->avx512) {
+                max2_fwd_avx512(t, pl);
+                continue;
+            }
+#endif
+            max2_fwd(t, pl);
+            continue;
+        }
         const float *xp = t->x + pl * d->h * d->w;
         float *yp = t->y + pl * d->p * d->q;
         for (int oh = 0; oh < d->p; oh++) {
@@ -401,6 +791,16 @@ static void pool_bwd_task(void *arg, size_t begin, size_t end)
     const pool_task *t = arg;
     const dl_pool_desc *d = t->d;
     for (size_t pl = begin; pl < end; pl++) {
+        if (is_max2(t)) {
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+            if (t->avx512) {
+                max2_bwd_avx512(t, pl);
+                continue;
+            }
+#endif
+            max2_bwd(t, pl);
+            continue;
+        }
         const float *xp = t->x ? t->x + pl * d->h * d->w : NULL;
         const float *yp = t->yc ? t->yc + pl * d->p * d->q : NULL;
         const float *dyp = t->dy + pl * d->p * d->q;
@@ -453,7 +853,7 @@ int dl_cpu_pool_forward(dl_backend *be, dl_pool_kind kind, const dl_pool_desc *d
                         const float *x)
 {
     DL_TRY(check_pool(kind, d, "pool_forward"));
-    pool_task t = {d, kind, y, NULL, x, NULL, NULL};
+    pool_task t = {d, kind, y, NULL, x, NULL, NULL, have_avx512()};
     size_t planes = (size_t)d->n * d->c;
     dl_pool_for(dl_cpu(be)->pool, planes, 16, pool_fwd_task, &t);
     return DL_OK;
@@ -466,7 +866,7 @@ int dl_cpu_pool_backward(dl_backend *be, dl_pool_kind kind, const dl_pool_desc *
                          const float *dy, const float *x, const float *y)
 {
     DL_TRY(check_pool(kind, d, "pool_backward"));
-    pool_task t = {d, kind, NULL, dx, x, dy, y};
+    pool_task t = {d, kind, NULL, dx, x, dy, y, have_avx512()};
     size_t planes = (size_t)d->n * d->c;
     dl_pool_for(dl_cpu(be)->pool, planes, 16, pool_bwd_task, &t);
     return DL_OK;
