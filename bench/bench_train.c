@@ -1,0 +1,477 @@
+/* bench_train.c - training throughput of the benchmark models on Fashion-MNIST, the sgemm ceiling, bf16 accuracy
+ *
+ * One process, one thread count (the CPU backend fixes it at first use):
+ *
+ *   bench_train [--threads N] [--model NAME|all] [--warmup W] [--steps S]
+ *               [--reps R] [--ceiling] [--accuracy EPOCHS]
+ *
+ * Throughput: each model trains at batch 128 for W warm-up steps, then R
+ * windows of S steps (each window, warm-up included, cut short after 1.5 s);
+ * the best window gives samples/s (the machine is shared, so the best is
+ * the least disturbed). Printed as
+ *   dlbench <model> threads=T samples_per_s=X median=X gflops=G gemm_mflop_per_sample=F
+ * gflops counts the matrix-product FLOPs exactly: forward, weight
+ * gradients and input gradients of every Linear/Conv2d except the first
+ * layer's input gradient (2.41 MFLOP per sample for the MLP).
+ *
+ * --ceiling: OpenBLAS sgemm on the MLP's own products at batch 128 (the
+ * same shapes, transpositions and beta as engine/layers.c), with this
+ * process's thread count; and the backend's bf16 GEMM on the same shapes.
+ *   dlbench-ceiling threads=T sgemm_gflops=X bf16_gemm_gflops=Y
+ *
+ * --accuracy E: the MLP with SGD-momentum and a cosine schedule for E
+ * epochs in f32 and in bf16, same seed and order; test accuracy on t10k.
+ *   dlbench-accuracy mlp precision=fp32 epochs=E test_acc=A samples_per_s=X
+ *
+ * Exits 1 with a message on stderr when the data or the engine fails.
+ */
+#include <cblas.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "engine/backend.h"
+#include "engine/data.h"
+#include "engine/error.h"
+#include "engine/nn.h"
+#include "engine/optim.h"
+#include "engine/trainer.h"
+
+#define FMNIST "/usr/share/datasets/fashion-mnist"
+#define BATCH 128
+
+static double now(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+/* --- models ------------------------------------------------------------ */
+
+static dl_layer *mlp(const int *widths, int nw)
+{
+    dl_layer *s = dl_nn_sequential();
+    dl_nn_sequential_add(s, dl_nn_flatten());
+    for (int i = 0; i + 1 < nw; i++) {
+        dl_nn_sequential_add(s, dl_nn_linear(widths[i], widths[i + 1], 1));
+        if (i + 2 < nw)
+            dl_nn_sequential_add(s, dl_nn_activation(DL_ACT_RELU));
+    }
+    return s;
+}
+
+static const int mlp_widths[] = {784, 512, 256, 10};
+static const int tiny_widths[] = {784, 32, 10};
+
+static dl_layer *build_mlp(void) { return mlp(mlp_widths, 4); }
+static dl_layer *build_tiny(void) { return mlp(tiny_widths, 3); }
+
+/* conv3x3(1->32)-ReLU-maxpool2-conv3x3(32->64)-ReLU-maxpool2-Linear(1600->128)-ReLU-Linear(->10) */
+static dl_layer *build_cnn(void)
+{
+    dl_layer *s = dl_nn_sequential();
+    dl_nn_sequential_add(s, dl_nn_conv2d(1, 32, 3, 1, 0, 1));
+    dl_nn_sequential_add(s, dl_nn_activation(DL_ACT_RELU));
+    dl_nn_sequential_add(s, dl_nn_maxpool2d(2, 2, 0));
+    dl_nn_sequential_add(s, dl_nn_conv2d(32, 64, 3, 1, 0, 1));
+    dl_nn_sequential_add(s, dl_nn_activation(DL_ACT_RELU));
+    dl_nn_sequential_add(s, dl_nn_maxpool2d(2, 2, 0));
+    dl_nn_sequential_add(s, dl_nn_flatten());
+    dl_nn_sequential_add(s, dl_nn_linear(1600, 128, 1));
+    dl_nn_sequential_add(s, dl_nn_activation(DL_ACT_RELU));
+    dl_nn_sequential_add(s, dl_nn_linear(128, 10, 1));
+    return s;
+}
+
+typedef struct model_spec {
+    const char *name;
+    dl_layer *(*build)(void);
+    int adam;               /* else SGD lr 0.05 (cnn 0.01), momentum 0.9 */
+    dl_precision precision;
+    long warmup, steps;     /* defaults, ~1 s per window on one core */
+} model_spec;
+
+/* bench_torch.py uses the same names, optimizers and step counts. */
+static const model_spec models[] = {
+    {"mlp-sgd", build_mlp, 0, DL_PREC_F32, 30, 200},
+    {"mlp-adam", build_mlp, 1, DL_PREC_F32, 30, 200},
+    {"tiny-mlp", build_tiny, 0, DL_PREC_F32, 300, 3000},
+    {"cnn", build_cnn, 0, DL_PREC_F32, 5, 40},
+    {"mlp-bf16", build_mlp, 0, DL_PREC_BF16, 30, 300},
+};
+#define NMODELS ((int)(sizeof models / sizeof models[0]))
+
+static dl_optim spec_optim(const model_spec *s)
+{
+    if (s->adam)
+        return dl_optim_adam(1e-3f, 0);
+    return dl_optim_sgd(strcmp(s->name, "cnn") ? 0.05f : 0.01f, 0.9f, 0, 0);
+}
+
+/* Matrix-product FLOPs per training sample: forward + weight gradient for
+ * every Linear/Conv2d, input gradient for all but the first. */
+typedef struct flop_count {
+    double flops;
+    int weighted;
+} flop_count;
+
+static void count_layer(dl_layer *l, int depth, void *arg)
+{
+    flop_count *c = arg;
+    if (strcmp(l->vt->kind, "Linear") && strcmp(l->vt->kind, "Conv2d"))
+        return;
+    c->flops += (c->weighted ? 3.0 : 2.0) * l->flops;
+    c->weighted++;
+}
+
+static double gemm_flops(dl_model *m)
+{
+    flop_count c = {0, 0};
+    dl_model_each_layer(m, count_layer, &c);
+    return c.flops;
+}
+
+/* --- timing windows through the trainer's idle hook -------------------- */
+
+/* A window (the warm-up too) ends after its steps or WINDOW_CAP_S seconds,
+ * whichever comes first, so a slow set-up cannot stretch the run. */
+#define WINDOW_CAP_S 1.5
+
+typedef struct windows {
+    long warmup, steps;
+    int reps, done;     /* done: timed windows closed (-1 while warming up) */
+    long first;         /* step count when the current window opened */
+    double t0;
+    double rate[16];    /* samples/s per window */
+} windows;
+
+/* Called before every step: closes a window after its last step. */
+static int on_idle(void *user, dl_trainer *t)
+{
+    windows *w = user;
+    long s = dl_trainer_step_count(t), n = s - w->first;
+    double tn = now();
+    if (w->done < 0 && s == 0 && n == 0) {
+        w->t0 = tn;
+        if (w->warmup > 0)
+            return 0;
+    } else if (n < (w->done < 0 ? w->warmup : w->steps) && (n < 1 || tn - w->t0 < WINDOW_CAP_S)) {
+        return 0;
+    }
+    if (w->done >= 0 && n > 0)
+        w->rate[w->done] = (double)n * BATCH / (tn - w->t0);
+    if (++w->done == w->reps)
+        return 1;
+    w->first = s;
+    w->t0 = now();
+    return 0;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+typedef struct data {
+    dl_dataset train, test;
+} data;
+
+static int fail(const char *what)
+{
+    fprintf(stderr, "bench_train: %s: %s\n", what, dl_error_message());
+    return -1;
+}
+
+/* Builds spec's model and a trainer over d's training split; the caller
+ * destroys all three. */
+static int make_trainer(const model_spec *spec, data *d, dl_backend *be, int epochs,
+                        const dl_schedule *sched, dl_model **m, dl_source **src, dl_trainer **t)
+{
+    *m = NULL, *src = NULL, *t = NULL;
+    if (dl_model_create(m, spec->build(), &d->train.info.sample) < 0)
+        return fail(spec->name);
+    dl_optim opt = spec_optim(spec);
+    if (dl_model_init_state(*m, be, dl_optim_moments(&opt), 1) < 0)
+        return fail(spec->name);
+    if (dl_source_memory(src, &d->train, BATCH, 1, 1, 1) < 0)
+        return fail("source");
+    dl_trainer_config cfg = dl_trainer_config_default();
+    cfg.batch = BATCH;
+    cfg.epochs = epochs;
+    cfg.seed = 1;
+    cfg.precision = spec->precision;
+    cfg.log_every = 1 << 30; /* no per-step reports inside the timed windows */
+    dl_loss loss = {DL_LOSS_XENT, 0};
+    if (dl_trainer_create(t, *m, &loss, &opt, sched, *src, NULL, &cfg, be) < 0)
+        return fail(spec->name);
+    return 0;
+}
+
+static void free_trainer(dl_model *m, dl_source *src, dl_trainer *t)
+{
+    dl_trainer_destroy(t);
+    dl_source_destroy(src);
+    dl_model_destroy(m);
+}
+
+static int bench_model(const model_spec *spec, data *d, dl_backend *be, long warmup,
+                       long steps, int reps)
+{
+    dl_model *m;
+    dl_source *src;
+    dl_trainer *t;
+    int rc = make_trainer(spec, d, be, 1 << 20, NULL, &m, &src, &t);
+    if (rc == 0) {
+        windows w = {warmup, steps, reps, -1, 0, 0, {0}};
+        dl_callbacks cb = {&w, NULL, NULL, NULL, on_idle};
+        dl_trainer_set_callbacks(t, &cb);
+        if (dl_trainer_run(t) < 0 || w.done < reps) {
+            rc = fail(spec->name);
+        } else {
+            double sorted[16];
+            memcpy(sorted, w.rate, sizeof sorted);
+            qsort(sorted, (size_t)reps, sizeof sorted[0], cmp_double);
+            double best = sorted[reps - 1], med = sorted[reps / 2];
+            double f = gemm_flops(m);
+            printf("dlbench %s threads=%d samples_per_s=%.0f median=%.0f gflops=%.2f "
+                   "gemm_mflop_per_sample=%.4f steps=%ld reps=%d\n",
+                   spec->name, be->threads, best, med, best * f * 1e-9, f * 1e-6, steps, reps);
+            fflush(stdout);
+        }
+    }
+    free_trainer(m, src, t);
+    return rc;
+}
+
+/* --- the sgemm ceiling at the MLP's shapes ------------------------------ */
+
+typedef struct product {
+    int ta, tb, m, n, k;
+    float beta;
+} product;
+
+/* The 8 products of one MLP training step at batch 128, as engine/layers.c
+ * issues them: y = x W^T, dW += dy^T x, dx += dy W (not for layer 1). */
+static int mlp_products(product *p)
+{
+    int np = 0;
+    for (int i = 0; i < 3; i++) {
+        int in = mlp_widths[i], out = mlp_widths[i + 1];
+        p[np++] = (product){0, 1, BATCH, out, in, 0.0f};
+        p[np++] = (product){1, 0, out, in, BATCH, 1.0f};
+        if (i > 0)
+            p[np++] = (product){0, 0, BATCH, in, out, 1.0f};
+    }
+    return np;
+}
+
+typedef struct operands {
+    void *a[8], *b[8];
+    float *c[8];
+} operands;
+
+static void run_step(dl_backend *be, const product *p, int np, const operands *o, dl_dtype t)
+{
+    for (int i = 0; i < np; i++) {
+        const product *q = &p[i];
+        int lda = q->ta ? q->m : q->k, ldb = q->tb ? q->k : q->n;
+        if (t == DL_F32)
+            cblas_sgemm(CblasRowMajor, q->ta ? CblasTrans : CblasNoTrans,
+                        q->tb ? CblasTrans : CblasNoTrans, q->m, q->n, q->k, 1.0f, o->a[i], lda,
+                        o->b[i], ldb, q->beta, o->c[i], q->n);
+        else
+            be->ops->gemm(be, q->ta, q->tb, q->m, q->n, q->k, 1.0f, o->a[i], lda, o->b[i], ldb,
+                          t, q->beta, o->c[i], q->n);
+    }
+}
+
+/* Best of 5 windows of ~0.2 s: seconds per step. */
+static double time_step(dl_backend *be, const product *p, int np, const operands *o,
+                        dl_dtype t)
+{
+    for (int i = 0; i < 10; i++)
+        run_step(be, p, np, o, t);
+    double best = 1e30;
+    for (int r = 0; r < 5; r++) {
+        int n = 0;
+        double t0 = now(), dt;
+        do {
+            run_step(be, p, np, o, t);
+            n++;
+            dt = now() - t0;
+        } while (dt < 0.2);
+        if (dt / n < best)
+            best = dt / n;
+    }
+    return best;
+}
+
+static int bench_ceiling(dl_backend *be)
+{
+    product p[8];
+    int np = mlp_products(p);
+    operands f, h;
+    memset(&f, 0, sizeof f);
+    memset(&h, 0, sizeof h);
+    double flop = 0;
+    int rc = 0;
+    for (int i = 0; i < np; i++) {
+        size_t na = (size_t)p[i].m * p[i].k, nb = (size_t)p[i].k * p[i].n;
+        flop += 2.0 * p[i].m * p[i].n * p[i].k;
+        f.a[i] = malloc(na * 4), f.b[i] = malloc(nb * 4);
+        f.c[i] = calloc((size_t)p[i].m * p[i].n, 4);
+        h.a[i] = malloc(na * 2), h.b[i] = malloc(nb * 2), h.c[i] = f.c[i];
+        if (!f.a[i] || !f.b[i] || !f.c[i] || !h.a[i] || !h.b[i]) {
+            fprintf(stderr, "bench_train: out of memory\n");
+            rc = -1;
+            break;
+        }
+        float *fa = f.a[i], *fb = f.b[i];
+        for (size_t j = 0; j < na; j++)
+            fa[j] = (float)((j * 7919) % 1000) * 1e-3f - 0.5f;
+        for (size_t j = 0; j < nb; j++)
+            fb[j] = (float)((j * 104729) % 1000) * 1e-3f - 0.5f;
+        be->ops->cast(be, h.a[i], DL_BF16, fa, DL_F32, na);
+        be->ops->cast(be, h.b[i], DL_BF16, fb, DL_F32, nb);
+    }
+    if (rc == 0) {
+        /* bf16 first: OpenBLAS's workers spin for a while after each call
+         * and would take the second core from the backend's pool */
+        double tb = time_step(be, p, np, &h, DL_BF16);
+        double ts = time_step(be, p, np, &f, DL_F32);
+        printf("dlbench-ceiling threads=%d sgemm_gflops=%.2f bf16_gemm_gflops=%.2f "
+               "mflop_per_sample=%.4f\n",
+               be->threads, flop / ts * 1e-9, flop / tb * 1e-9, flop / BATCH * 1e-6);
+    }
+    for (int i = 0; i < np; i++) {
+        free(f.a[i]), free(f.b[i]), free(f.c[i]);
+        free(h.a[i]), free(h.b[i]);
+    }
+    return rc;
+}
+
+/* --- bf16 against f32 accuracy ------------------------------------------- */
+
+static int bench_accuracy(data *d, dl_backend *be, int epochs)
+{
+    dl_source *test;
+    if (dl_source_memory(&test, &d->test, BATCH, 0, 0, 1) < 0)
+        return fail("test source");
+    int rc = 0;
+    for (int i = 0; i < 2 && rc == 0; i++) {
+        model_spec spec = models[0];
+        spec.precision = i ? DL_PREC_BF16 : DL_PREC_F32;
+        dl_model *m;
+        dl_source *src;
+        dl_trainer *t;
+        /* cosine to zero, so the final accuracy does not hinge on where the
+         * last constant-LR step landed (with a constant LR one run put
+         * bf16 a full point above fp32: noise, not precision) */
+        dl_schedule cos = dl_schedule_constant();
+        cos.kind = DL_SCHED_COSINE;
+        rc = make_trainer(&spec, d, be, epochs, &cos, &m, &src, &t);
+        double t0 = now(), loss, acc;
+        if (rc == 0 && dl_trainer_run(t) == DL_OK) {
+            double dt = now() - t0;
+            long samples = dl_trainer_step_count(t) * BATCH;
+            if (dl_trainer_evaluate(t, test, &loss, &acc) == DL_OK)
+                printf("dlbench-accuracy mlp precision=%s epochs=%d threads=%d test_acc=%.4f "
+                       "test_loss=%.4f samples_per_s=%.0f\n",
+                       dl_precision_name(spec.precision), epochs, be->threads, acc, loss,
+                       (double)samples / dt);
+            else
+                rc = fail("evaluate");
+            fflush(stdout);
+        } else if (rc == 0) {
+            rc = fail("accuracy run");
+        }
+        free_trainer(m, src, t);
+    }
+    dl_source_destroy(test);
+    return rc;
+}
+
+static void usage(void)
+{
+    fprintf(stderr, "usage: bench_train [--threads N] [--model NAME|all] [--warmup W] "
+                    "[--steps S] [--reps R] [--ceiling] [--accuracy EPOCHS]\nmodels:");
+    for (int i = 0; i < NMODELS; i++)
+        fprintf(stderr, " %s", models[i].name);
+    fprintf(stderr, "\n");
+}
+
+int main(int argc, char **argv)
+{
+    int threads = 0, reps = 3, ceiling = 0, accuracy = 0;
+    long warmup = -1, steps = -1;
+    const char *model = NULL;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "--ceiling")) {
+            ceiling = 1;
+            continue;
+        }
+        if (!v) {
+            usage();
+            return 2;
+        }
+        if (!strcmp(a, "--threads"))
+            threads = atoi(v);
+        else if (!strcmp(a, "--model"))
+            model = v;
+        else if (!strcmp(a, "--warmup"))
+            warmup = atol(v);
+        else if (!strcmp(a, "--steps"))
+            steps = atol(v);
+        else if (!strcmp(a, "--reps"))
+            reps = atoi(v);
+        else if (!strcmp(a, "--accuracy"))
+            accuracy = atoi(v);
+        else {
+            usage();
+            return 2;
+        }
+        i++;
+    }
+    if (reps < 1 || reps > 16) {
+        fprintf(stderr, "bench_train: --reps must be 1..16\n");
+        return 2;
+    }
+    int pick = -1; /* -1: all */
+    if (model && strcmp(model, "all")) {
+        for (int i = 0; i < NMODELS; i++)
+            if (!strcmp(model, models[i].name))
+                pick = i;
+        if (pick < 0) {
+            usage();
+            return 2;
+        }
+    }
+    dl_backend *be = dl_backend_cpu(threads);
+    printf("# %s\n", be->description);
+    data d;
+    memset(&d, 0, sizeof d);
+    int need_data = model || accuracy || !ceiling;
+    if (need_data && (dl_dataset_load_fashion_mnist(&d.train, FMNIST, "train") < 0 ||
+                      dl_dataset_load_fashion_mnist(&d.test, FMNIST, "t10k") < 0)) {
+        fail("Fashion-MNIST (apt-get install dataset-fashion-mnist)");
+        return 1;
+    }
+    int rc = 0;
+    if (model || (!ceiling && !accuracy))
+        for (int i = 0; i < NMODELS && rc == 0; i++)
+            if (pick < 0 || pick == i)
+                rc = bench_model(&models[i], &d, be, warmup >= 0 ? warmup : models[i].warmup,
+                                 steps > 0 ? steps : models[i].steps, reps);
+    if (rc == 0 && ceiling)
+        rc = bench_ceiling(be);
+    if (rc == 0 && accuracy > 0)
+        rc = bench_accuracy(&d, be, accuracy);
+    dl_dataset_done(&d.train);
+    dl_dataset_done(&d.test);
+    return rc ? 1 : 0;
+}

@@ -1,0 +1,218 @@
+#!/usr/bin/env bash
+# bench/run.sh - make bench: dlbench against PyTorch side by side, then one summary table
+#
+# For each thread count (1, 2) and each model, dlbench (bench_train, one
+# process per thread count since the CPU backend fixes it at first use) and
+# PyTorch (bench_torch.py, one process per thread set-up: its OpenMP and
+# OpenBLAS pools are sized at import) run back to back, dlbench before and
+# after PyTorch, so both see the same machine load; each side's best counts. The MLP-SGD process also times OpenBLAS sgemm on the MLP's
+# shapes (the ceiling). Then bf16 against f32 accuracy after 3 epochs
+# (skipped with BENCH_QUICK=1), the data-pipeline benchmarks when present,
+# and the summary. Raw result lines are kept in $BUILD/bench/results.txt.
+#
+# Environment: BUILD (build), BENCH_QUICK=1 (no accuracy run),
+# BENCH_MODELS ("mlp-sgd mlp-adam tiny-mlp cnn mlp-bf16"), BENCH_THREADS ("1 2"),
+# BENCH_REPS (3 timed windows per measurement; the best counts).
+set -u
+cd "$(dirname "$0")/.."
+BUILD=${BUILD:-build}
+PY=/usr/bin/python3
+TRAIN=$BUILD/bench/bench_train
+MODELS=${BENCH_MODELS:-mlp-sgd mlp-adam tiny-mlp cnn mlp-bf16}
+THREADS=${BENCH_THREADS:-1 2}
+REPS=${BENCH_REPS:-3}
+QUICK=${BENCH_QUICK:-0}
+EPOCHS=3
+results=$BUILD/bench/results.txt
+mkdir -p "$BUILD/bench"
+: >"$results"
+t_start=$(date +%s)
+
+if [ ! -x "$TRAIN" ]; then
+    echo "bench: $TRAIN not built (run make bench)" >&2
+    exit 1
+fi
+
+# PyTorch is optional: without it the peer columns say so.
+torch_why=""
+if [ ! -x "$PY" ]; then
+    torch_why="$PY not found"
+elif ! torch_err=$("$PY" -c 'import torch' 2>&1); then
+    torch_why="python3-torch not importable ($(echo "$torch_err" | tail -n 1))"
+fi
+if [ -n "$torch_why" ]; then
+    echo "bench: PyTorch peer skipped: $torch_why"
+fi
+
+# PyTorch thread set-ups per thread count: its OpenMP pool (elementwise ops,
+# oneDNN convolutions) and OpenBLAS's (Linear) fight each other on 2 cores.
+torch_setups() {
+    if [ "$1" = 1 ]; then
+        echo "--omp 1 --blas 1"
+    else
+        echo "--omp $1 --blas $1"
+        echo "--omp $1 --blas 1"
+        echo "--omp 1 --blas $1"
+        echo "--omp $1 --blas $1 --passive"
+    fi
+}
+
+# Runs a command, appends its result lines to $results and shows them.
+record() {
+    local out rc
+    out=$("$@" 2>&1)
+    rc=$?
+    echo "$out" | grep -v '^#' | sed 's/^/  /'
+    echo "$out" | grep -E '^(dlbench|torch)' >>"$results"
+    if [ $rc -ne 0 ]; then
+        echo "  (exited with status $rc: $*)"
+    fi
+    return 0
+}
+
+echo "== throughput: batch 128, Fashion-MNIST, best of $REPS windows; $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg)"
+for t in $THREADS; do
+    for m in $MODELS; do
+        echo "-- $m, $t thread(s)"
+        extra=""
+        [ "$m" = mlp-sgd ] && extra="--ceiling"
+        record env DLBENCH_THREADS="$t" OPENBLAS_NUM_THREADS="$t" "$TRAIN" --threads "$t" \
+            --model "$m" --reps "$REPS" $extra
+        if [ -z "$torch_why" ]; then
+            while read -r setup; do
+                # shellcheck disable=SC2086
+                record "$PY" bench/bench_torch.py $setup --threads "$t" --model "$m" --reps "$REPS"
+            done < <(torch_setups "$t")
+            # dlbench again after PyTorch's set-ups, so that both peers
+            # sample the machine's changing load over the same span
+            record env DLBENCH_THREADS="$t" OPENBLAS_NUM_THREADS="$t" "$TRAIN" --threads "$t" \
+                --model "$m" --reps "$REPS"
+        fi
+    done
+done
+
+if [ "$QUICK" = 1 ]; then
+    echo "== bf16 against f32 accuracy: skipped (BENCH_QUICK=1)"
+else
+    acc_t=$(echo "$THREADS" | tr ' ' '\n' | sort -n | tail -n 1)
+    echo "== bf16 against f32 accuracy: MLP, SGD-momentum, cosine LR, $EPOCHS epochs, $acc_t thread(s)"
+    record env DLBENCH_THREADS="$acc_t" "$TRAIN" --threads "$acc_t" --accuracy "$EPOCHS"
+fi
+
+if [ -f bench/bench_data.c ] && [ -x "$BUILD/bench/bench_data" ]; then
+    echo "== data pipeline (bench_data)"
+    "$BUILD/bench/bench_data" || echo "  (bench_data exited with status $?)"
+fi
+if [ -f bench/bench_data.py ]; then
+    echo "== data pipeline (bench_data.py)"
+    if [ -x "$PY" ]; then
+        "$PY" bench/bench_data.py || echo "  (bench_data.py exited with status $?)"
+    else
+        echo "  skipped: $PY not found"
+    fi
+fi
+
+echo
+echo "== summary ($(($(date +%s) - t_start)) s; raw lines in $results)"
+awk -v torch_why="$torch_why" '
+function field(line, key,    n, i, kv, parts) {
+    n = split(line, parts, " ")
+    for (i = 1; i <= n; i++)
+        if (index(parts[i], key "=") == 1)
+            return substr(parts[i], length(key) + 2)
+    return ""
+}
+{
+    t = field($0, "threads")
+    if ($1 == "dlbench") {
+        s = field($0, "samples_per_s") + 0
+        if (s > dl[$2, t]) { dl[$2, t] = s; gf[$2, t] = field($0, "gflops") + 0 }
+        if (!($2 in seen)) { order[++nm] = $2; seen[$2] = 1 }
+        if (!(t in tseen)) { tord[++nt] = t; tseen[t] = 1 }
+    } else if ($1 == "torch") {
+        s = field($0, "samples_per_s") + 0
+        setup = field($0, "setup")
+        all[$2, t, setup] = s
+        if (!(setup in sseen)) { sord[++ns] = setup; sseen[setup] = 1 }
+        if (s > pt[$2, t]) { pt[$2, t] = s; ps[$2, t] = setup }
+    } else if ($1 == "dlbench-ceiling") {
+        ceil[t] = field($0, "sgemm_gflops") + 0
+        bceil[t] = field($0, "bf16_gemm_gflops") + 0
+    } else if ($1 == "dlbench-accuracy") {
+        p = field($0, "precision")
+        if (p != "bf16") p = "f32"
+        acc[p] = field($0, "test_acc") + 0
+        accrate[p] = field($0, "samples_per_s") + 0
+        acct = t
+    }
+}
+END {
+    target["mlp-sgd", 1] = 1.2; target["mlp-sgd", 2] = 1.3
+    target["mlp-adam", 1] = 1.3; target["mlp-adam", 2] = 1.3
+    target["tiny-mlp", 1] = 1.5; target["tiny-mlp", 2] = 1.5
+    target["cnn", 1] = 2.0; target["cnn", 2] = 2.0
+    printf "%-9s %3s %11s %11s %-18s %6s %7s %4s %8s %8s %6s\n", "model", "thr", "dlbench/s",
+        "pytorch/s", "pytorch setup", "ratio", "target", "met", "GFLOP/s", "sgemm", "%ceil"
+    for (i = 1; i <= nm; i++) {
+        m = order[i]
+        for (j = 1; j <= nt; j++) {
+            t = tord[j]
+            if (!((m, t) in dl)) continue
+            ps_ = ((m, t) in pt) ? sprintf("%11.0f", pt[m, t]) : sprintf("%11s", "skipped")
+            setup = ((m, t) in pt) ? ps[m, t] : "-"
+            ratio = ((m, t) in pt) && pt[m, t] > 0 ? dl[m, t] / pt[m, t] : -1
+            tg = ((m, t) in target) ? sprintf(">=%.1fx", target[m, t]) : "-"
+            met = (ratio > 0 && ((m, t) in target)) ? (ratio >= target[m, t] ? "yes" : "NO") : "-"
+            gcol = "-"; ccol = "-"; pcol = "-"
+            if (m ~ /^mlp-/ && (t in ceil)) {
+                gcol = sprintf("%.1f", gf[m, t])
+                ccol = sprintf("%.1f", m == "mlp-bf16" ? bceil[t] : ceil[t])
+                pcol = sprintf("%.0f%%", 100 * gf[m, t] / (m == "mlp-bf16" ? bceil[t] : ceil[t]))
+            }
+            printf "%-9s %3s %11.0f %s %-18s %6s %7s %4s %8s %8s %6s\n", m, t, dl[m, t], ps_,
+                setup, (ratio > 0 ? sprintf("%.2fx", ratio) : "-"), tg, met, gcol, ccol, pcol
+        }
+    }
+    print "  (ratio = dlbench / PyTorch best set-up; %ceil = achieved GFLOP/s, 2.41 MFLOP/sample counted"
+    print "   exactly, over OpenBLAS sgemm at the same 8 shapes and threads, same process; for mlp-bf16"
+    print "   over the backend bf16 GEMM on those shapes; MLP target at 2 threads also >= 85% of sgemm)"
+    if (torch_why != "") print "  PyTorch peer skipped: " torch_why
+    if (ns > 1) {
+        printf "\nPyTorch thread set-ups at 2 threads (samples/s):\n%-9s", "model"
+        for (k = 1; k <= ns; k++) if (sord[k] != "omp1-blas1") printf " %18s", sord[k]
+        printf "\n"
+        for (i = 1; i <= nm; i++) {
+            m = order[i]; printf "%-9s", m
+            for (k = 1; k <= ns; k++) if (sord[k] != "omp1-blas1")
+                printf " %18s", ((m, 2, sord[k]) in all) ? sprintf("%.0f", all[m, 2, sord[k]]) : "-"
+            printf "\n"
+        }
+    }
+    if (("1" in tseen) && ("2" in tseen)) {
+        printf "\ntwo threads never slower than one (dlbench 2t / 1t):"
+        for (i = 1; i <= nm; i++) {
+            m = order[i]
+            if ((m, 1) in dl && (m, 2) in dl && dl[m, 1] > 0)
+                printf "  %s %.2fx%s", m, dl[m, 2] / dl[m, 1], (dl[m, 2] < dl[m, 1] ? " (SLOWER)" : "")
+        }
+        printf "\n"
+    }
+    printf "\nbf16 against f32 (dlbench MLP, SGD-momentum, cosine LR for the accuracy):\n"
+    for (j = 1; j <= nt; j++) {
+        t = tord[j]
+        if (("mlp-bf16", t) in dl && ("mlp-sgd", t) in dl && dl["mlp-sgd", t] > 0) {
+            r = dl["mlp-bf16", t] / dl["mlp-sgd", t]
+            printf "  throughput %s thread(s): %.0f / %.0f = %.2fx (target >= 1.5x: %s)\n", t,
+                dl["mlp-bf16", t], dl["mlp-sgd", t], r, (r >= 1.5 ? "yes" : "NO")
+        }
+    }
+    if (("f32" in acc) && ("bf16" in acc)) {
+        d = 100 * (acc["bf16"] - acc["f32"])
+        printf "  test accuracy after 3 epochs (%s threads): f32 %.2f%%, bf16 %.2f%%, difference %+.2f points (target within 0.5: %s)\n",
+            acct, 100 * acc["f32"], 100 * acc["bf16"], d, (d >= -0.5 && d <= 0.5) ? "yes" : "NO"
+        printf "  over those 3-epoch runs: f32 %.0f, bf16 %.0f samples/s (%.2fx)\n",
+            accrate["f32"], accrate["bf16"], (accrate["f32"] > 0 ? accrate["bf16"] / accrate["f32"] : 0)
+    } else {
+        printf "  test accuracy: not measured (BENCH_QUICK=1 or the run failed)\n"
+    }
+}' "$results"
