@@ -5,9 +5,11 @@
 #include <fcntl.h>
 #include <hdf5.h>
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "error.h"
@@ -15,7 +17,8 @@
 #include "sha256.h"
 
 #define FORMAT "dlbench-checkpoint 1"
-#define NCURSOR 10
+#define NCURSOR 17
+#define NCURSOR_V1 10 /* written before the epoch and window totals were kept */
 
 static const char *region_names[4] = {"params", "moment1", "moment2", "buffers"};
 
@@ -31,6 +34,13 @@ static void cursor_pack(const dl_trainer_cursor *c, double v[NCURSOR])
     v[7] = c->sched_scale;
     v[8] = c->sched_best;
     v[9] = c->sched_bad;
+    v[10] = c->ep_loss;
+    v[11] = c->ep_correct;
+    v[12] = (double)c->ep_samples;
+    v[13] = (double)c->rep_samples;
+    v[14] = (double)c->rep_steps;
+    v[15] = c->rep_loss;
+    v[16] = c->rep_correct;
 }
 
 static void cursor_unpack(const double v[NCURSOR], dl_trainer_cursor *c)
@@ -46,12 +56,20 @@ static void cursor_unpack(const double v[NCURSOR], dl_trainer_cursor *c)
     c->sched_scale = (float)v[7];
     c->sched_best = v[8];
     c->sched_bad = (int)v[9];
+    c->ep_loss = v[10];
+    c->ep_correct = v[11];
+    c->ep_samples = (long)v[12];
+    c->rep_samples = (long)v[13];
+    c->rep_steps = (long)v[14];
+    c->rep_loss = (float)v[15];
+    c->rep_correct = (float)v[16];
 }
 
 /* One "name offset count" line per parameter, plus the region sizes. */
 static char *model_layout(dl_model *m, const dl_model_state *st)
 {
-    size_t cap = 256 + (size_t)dl_model_num_params(m) * 96, len = 0;
+    /* a name is under 64 bytes, two numbers under 21 each */
+    size_t cap = 256 + (size_t)dl_model_num_params(m) * (64 + 2 * 21 + 3), len = 0;
     char *buf = malloc(cap);
     if (!buf)
         return NULL;
@@ -74,7 +92,7 @@ static void host_state_free(host_state *h)
         free(h->region[i]);
 }
 
-static void digest(const host_state *h, const double cursor[NCURSOR], uint64_t seed,
+static void digest(const host_state *h, const double *cursor, int ncursor, uint64_t seed,
                    const char *config_hash, char hex[65])
 {
     dl_sha256 c;
@@ -82,7 +100,7 @@ static void digest(const host_state *h, const double cursor[NCURSOR], uint64_t s
     for (int i = 0; i < 4; i++)
         if (h->region[i])
             dl_sha256_update(&c, h->region[i], h->n[i] * sizeof(float));
-    dl_sha256_update(&c, cursor, NCURSOR * sizeof(double));
+    dl_sha256_update(&c, cursor, (size_t)ncursor * sizeof(double));
     uint8_t s[8];
     for (int i = 0; i < 8; i++)
         s[i] = (uint8_t)(seed >> (8 * i));
@@ -147,7 +165,9 @@ static char *get_string_attr(hid_t loc, const char *name)
     return buf;
 }
 
-static int get_attr(hid_t loc, const char *name, hid_t type, size_t n, void *v)
+/* Reads attribute name of n or, when alt > 0, alt values; returns how many
+ * were read, or -1. */
+static int get_attr_n(hid_t loc, const char *name, hid_t type, size_t n, size_t alt, void *v)
 {
     if (H5Aexists(loc, name) <= 0)
         return -1;
@@ -156,10 +176,16 @@ static int get_attr(hid_t loc, const char *name, hid_t type, size_t n, void *v)
         return -1;
     hid_t space = H5Aget_space(a);
     hssize_t got = H5Sget_simple_extent_npoints(space);
-    herr_t rc = got == (hssize_t)n ? H5Aread(a, type, v) : -1;
+    int ok = got == (hssize_t)n || (alt && got == (hssize_t)alt);
+    herr_t rc = ok ? H5Aread(a, type, v) : -1;
     H5Sclose(space);
     H5Aclose(a);
-    return rc < 0 ? -1 : 0;
+    return rc < 0 ? -1 : (int)got;
+}
+
+static int get_attr(hid_t loc, const char *name, hid_t type, size_t n, void *v)
+{
+    return get_attr_n(loc, name, type, n, 0, v) < 0 ? -1 : 0;
 }
 
 static int put_array(hid_t f, const char *name, const float *data, size_t n)
@@ -204,13 +230,127 @@ static int copy_to_host(dl_model *m, host_state *h, dl_model_state *st)
     return DL_OK;
 }
 
-static void fsync_path(const char *path, int dir)
+static void fsync_dir(const char *dir)
 {
-    int fd = open(path, dir ? O_RDONLY | O_DIRECTORY : O_RDONLY);
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (fd >= 0) {
         fsync(fd);
         close(fd);
     }
+}
+
+/* Fault injection for tests/t_crash.sh, read from DLBENCH_FAULT (unset in
+ * normal use): "checkpoint-kill=N" dies by SIGKILL in the N-th save, after
+ * the temporary file is complete and before the rename; "checkpoint-delay=MS"
+ * sleeps there in every save; "checkpoint-enospc" makes every save fail as
+ * on a full disk. */
+typedef enum { FAULT_NONE, FAULT_KILL, FAULT_DELAY, FAULT_ENOSPC } fault_kind;
+
+static fault_kind fault(long *arg)
+{
+    const char *f = getenv("DLBENCH_FAULT");
+    *arg = 0;
+    if (!f)
+        return FAULT_NONE;
+    if (!strncmp(f, "checkpoint-kill=", 16)) {
+        *arg = strtol(f + 16, NULL, 10);
+        return FAULT_KILL;
+    }
+    if (!strncmp(f, "checkpoint-delay=", 17)) {
+        *arg = strtol(f + 17, NULL, 10);
+        return FAULT_DELAY;
+    }
+    return !strcmp(f, "checkpoint-enospc") ? FAULT_ENOSPC : FAULT_NONE;
+}
+
+static void fault_before_rename(void)
+{
+    static _Atomic long saves;
+    long arg;
+    fault_kind k = fault(&arg);
+    long n = ++saves;
+    if (k == FAULT_KILL && n == arg)
+        raise(SIGKILL);
+    if (k == FAULT_DELAY && arg > 0) {
+        struct timespec ts = {arg / 1000, (arg % 1000) * 1000000L};
+        nanosleep(&ts, NULL);
+    }
+}
+
+/* Builds the checkpoint file in memory (HDF5's core driver, no backing
+ * store) and returns its image in *image (malloc'd). Frees h's regions as
+ * soon as HDF5 holds a copy, so the peak is twice the state, not three
+ * times. Called with the HDF5 lock held. */
+static int build_image(const char *path, host_state *h, const dl_model_state *st,
+                       const char *layout, const dl_checkpoint_info *info, const double *cur,
+                       const char *hex, void **image, size_t *size)
+{
+    size_t bytes = 0;
+    for (int i = 0; i < 4; i++)
+        bytes += h->n[i] * sizeof(float);
+    hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
+    if (fapl < 0 || H5Pset_fapl_core(fapl, bytes + 65536, 0) < 0) {
+        if (fapl >= 0)
+            H5Pclose(fapl);
+        return dl_error(DL_ENOMEM, "%s: HDF5 cannot make an in-memory file", path);
+    }
+    hid_t f = H5Fcreate(path, H5F_ACC_TRUNC, H5P_DEFAULT, fapl);
+    H5Pclose(fapl);
+    if (f < 0)
+        return dl_error(DL_ENOMEM, "%s: HDF5 cannot make an in-memory file", path);
+    int bad = 0;
+    for (int i = 0; i < 4; i++) {
+        if (h->region[i])
+            bad |= put_array(f, region_names[i], h->region[i], h->n[i]);
+        free(h->region[i]);
+        h->region[i] = NULL;
+    }
+    int moments = st->moments;
+    bad |= put_string_attr(f, "format", FORMAT);
+    bad |= put_string_attr(f, "layout", layout);
+    bad |= put_string_attr(f, "config_hash", info->config_hash);
+    bad |= put_string_attr(f, "sha256", hex);
+    bad |= put_attr(f, "cursor", H5T_NATIVE_DOUBLE, NCURSOR, cur);
+    bad |= put_attr(f, "seed", H5T_NATIVE_UINT64, 1, &info->seed);
+    bad |= put_attr(f, "moments", H5T_NATIVE_INT, 1, &moments);
+    ssize_t n = bad || H5Fflush(f, H5F_SCOPE_LOCAL) < 0 ? -1 : H5Fget_file_image(f, NULL, 0);
+    void *buf = n > 0 ? malloc((size_t)n) : NULL;
+    if (buf && H5Fget_file_image(f, buf, (size_t)n) != n) {
+        free(buf);
+        buf = NULL;
+    }
+    H5Fclose(f); /* memory only: cannot fail for want of disk */
+    if (!buf)
+        return dl_error(DL_ENOMEM, "%s: HDF5 could not build the checkpoint in memory (%zd bytes)",
+                        path, n);
+    *image = buf;
+    *size = (size_t)n;
+    return DL_OK;
+}
+
+/* Writes data to tmp (created 0644 less the umask) and syncs it; returns 0
+ * or an errno value. */
+static int write_synced(const char *tmp, const void *data, size_t n)
+{
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return errno;
+    long arg;
+    int err = fault(&arg) == FAULT_ENOSPC ? ENOSPC : 0;
+    for (size_t done = 0; !err && done < n;) {
+        ssize_t w = write(fd, (const char *)data + done, n - done);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            err = w < 0 ? errno : EIO;
+        else
+            done += (size_t)w;
+    }
+    if (!err && fsync(fd) < 0)
+        err = errno;
+    if (close(fd) < 0 && !err)
+        err = errno;
+    return err;
 }
 
 int dl_checkpoint_save(const char *path, dl_model *m, const dl_checkpoint_info *info)
@@ -226,38 +366,27 @@ int dl_checkpoint_save(const char *path, dl_model *m, const dl_checkpoint_info *
     double cur[NCURSOR];
     cursor_pack(&info->cursor, cur);
     char hex[65];
-    digest(&h, cur, info->seed, info->config_hash, hex);
+    digest(&h, cur, NCURSOR, info->seed, info->config_hash, hex);
 
-    char tmp[1100];
-    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
-    int rc = DL_OK;
+    /* HDF5 writes to memory; the disk is written here, where a full disk
+     * is an errno and not a half-closed HDF5 file */
+    void *image = NULL;
+    size_t size = 0;
     dl_hdf5_lock();
-    hid_t f = H5Fcreate(tmp, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
-    if (f < 0) {
-        rc = dl_error(DL_EIO, "%s: cannot create the checkpoint file", tmp);
-    } else {
-        int bad = 0;
-        for (int i = 0; i < 4; i++)
-            if (h.region[i])
-                bad |= put_array(f, region_names[i], h.region[i], h.n[i]);
-        int moments = st.moments;
-        bad |= put_string_attr(f, "format", FORMAT);
-        bad |= put_string_attr(f, "layout", layout);
-        bad |= put_string_attr(f, "config_hash", info->config_hash);
-        bad |= put_string_attr(f, "sha256", hex);
-        bad |= put_attr(f, "cursor", H5T_NATIVE_DOUBLE, NCURSOR, cur);
-        bad |= put_attr(f, "seed", H5T_NATIVE_UINT64, 1, &info->seed);
-        bad |= put_attr(f, "moments", H5T_NATIVE_INT, 1, &moments);
-        if (H5Fclose(f) < 0)
-            bad = 1;
-        if (bad)
-            rc = dl_error(DL_EIO, "%s: writing the checkpoint failed (disk full?)", tmp);
-    }
+    int rc = build_image(path, &h, &st, layout, info, cur, hex, &image, &size);
     dl_hdf5_unlock();
     free(layout);
     host_state_free(&h);
-    if (rc == DL_OK) {
-        fsync_path(tmp, 0);
+    if (rc < 0)
+        return rc;
+    char tmp[1100];
+    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
+    int err = write_synced(tmp, image, size);
+    free(image);
+    if (err) {
+        rc = dl_error(DL_EIO, "%s: writing the checkpoint failed: %s", tmp, strerror(err));
+    } else {
+        fault_before_rename();
         if (rename(tmp, path) < 0)
             rc = dl_error(DL_EIO, "%s: cannot rename the checkpoint into place: %s", path,
                           strerror(errno));
@@ -273,7 +402,7 @@ int dl_checkpoint_save(const char *path, dl_model *m, const dl_checkpoint_info *
         *slash = 0;
     else
         snprintf(dir, sizeof dir, ".");
-    fsync_path(dir, 1);
+    fsync_dir(dir); /* the rename is done: a folder that cannot be synced is no error */
     return DL_OK;
 }
 
@@ -305,13 +434,15 @@ static int read_checkpoint(const char *path, dl_checkpoint_info *info, char **la
                       format ? "\", expected \"" FORMAT "\"" : "");
     }
     free(format);
-    double cur[NCURSOR];
+    double cur[NCURSOR] = {0};
+    int ncursor = 0;
     char *hash = NULL, *digest_attr = NULL;
     if (rc == DL_OK) {
         *layout = get_string_attr(f, "layout");
         hash = get_string_attr(f, "config_hash");
         digest_attr = get_string_attr(f, "sha256");
-        if (!*layout || !hash || !digest_attr || get_attr(f, "cursor", H5T_NATIVE_DOUBLE, NCURSOR, cur) ||
+        ncursor = get_attr_n(f, "cursor", H5T_NATIVE_DOUBLE, NCURSOR, NCURSOR_V1, cur);
+        if (!*layout || !hash || !digest_attr || ncursor < 0 ||
             get_attr(f, "seed", H5T_NATIVE_UINT64, 1, &info->seed) ||
             get_attr(f, "moments", H5T_NATIVE_INT, 1, moments))
             rc = dl_error(DL_EINVAL, "%s: checkpoint is incomplete (attributes missing)", path);
@@ -350,7 +481,7 @@ static int read_checkpoint(const char *path, dl_checkpoint_info *info, char **la
     dl_hdf5_unlock();
     if (rc == DL_OK && want_arrays) {
         char hex[65];
-        digest(h, cur, info->seed, info->config_hash, hex);
+        digest(h, cur, ncursor, info->seed, info->config_hash, hex);
         if (strcmp(hex, sha))
             rc = dl_error(DL_EINVAL,
                           "%s: checksum mismatch (stored %.12s..., computed %.12s...): the "

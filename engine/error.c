@@ -2,16 +2,21 @@
 #include "error.h"
 
 #include <stdarg.h>
+#include <stdio.h>
 #include <string.h>
 
 static _Thread_local char last_message[1024];
 
 int dl_error(int code, const char *fmt, ...)
 {
+    /* through a copy: the arguments may include dl_error_message() itself
+     * ("%s: %s", where, dl_error_message()) */
+    char buf[sizeof last_message];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(last_message, sizeof last_message, fmt, ap);
+    vsnprintf(buf, sizeof buf, fmt, ap);
     va_end(ap);
+    memcpy(last_message, buf, sizeof buf);
     return code;
 }
 

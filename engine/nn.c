@@ -1,6 +1,7 @@
 /* nn.c - the model: shape inference, parameter and activation arenas, containers, whole-model passes */
 #include "nn.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -117,8 +118,10 @@ static int child_forward(dl_layer *c, dl_pass *p, const float *x, float *y)
 static int child_backward(dl_layer *c, dl_pass *p, const float *x, const float *y,
                           const float *dy, float *dx)
 {
-    if (!p->profile)
-        return c->vt->backward(c, p, x, y, dy, dx);
+    if (!p->profile) {
+        int rc = c->vt->backward(c, p, x, y, dy, dx);
+        return rc == DL_OK && p->grad_hook ? p->grad_hook(p->grad_user, c) : rc;
+    }
     p->be->ops->sync(p->be);
     double t0 = now_ms();
     int rc = c->vt->backward(c, p, x, y, dy, dx);
@@ -127,6 +130,8 @@ static int child_backward(dl_layer *c, dl_pass *p, const float *x, const float *
     c->prof.bwd_ms += t1 - t0;
     if (p->prof_hook)
         p->prof_hook(p->prof_user, c, 1, p->n, t0, t1);
+    if (rc == DL_OK && p->grad_hook)
+        rc = p->grad_hook(p->grad_user, c);
     return rc;
 }
 
@@ -463,12 +468,24 @@ int dl_model_init_state(dl_model *m, dl_backend *be, int moments, uint64_t seed)
     m->moments = moments;
     m->P = (m->pcount + ALIGN_FLOATS - 1) / ALIGN_FLOATS * ALIGN_FLOATS;
     m->B = (m->bcount + ALIGN_FLOATS - 1) / ALIGN_FLOATS * ALIGN_FLOATS;
+    /* [params | grads | moments | buffers] + the low-precision copy: the
+     * byte count must not wrap (Linear(2e9, 2e9) has 4e18 parameters) */
+    if (m->P > (SIZE_MAX / 32 - m->B) / 5)
+        return dl_error(DL_ENOMEM, "%zu parameters: more than any machine's memory", m->pcount);
     size_t bytes = region_lp_bytes(m) + m->P * sizeof(uint16_t);
+    /* the arena first: a model too big for the device fails before the
+     * host has filled gigabytes of initial values */
+    m->state = dl_storage_create(be, bytes);
+    if (!m->state)
+        return DL_ENOMEM;
     /* initial values on the host, then one upload */
     size_t host_floats = m->P + m->B;
     float *host = calloc(host_floats ? host_floats : 1, sizeof *host);
-    if (!host)
+    if (!host) {
+        dl_storage_release(m->state);
+        m->state = NULL;
         return dl_error(DL_ENOMEM, "out of host memory initialising %zu parameters", m->P);
+    }
     for (int i = 0; i < m->nparams; i++) {
         const dl_param *p = m->params[i];
         float *w = host + p->offset;
@@ -489,10 +506,7 @@ int dl_model_init_state(dl_model *m, dl_backend *be, int moments, uint64_t seed)
     for (int i = 0; i < m->nbinit; i++)
         for (size_t k = 0; k < m->binit[i].count; k++)
             host[m->P + m->binit[i].offset + k] = m->binit[i].value;
-    m->state = dl_storage_create(be, bytes);
-    int rc = m->state ? DL_OK : DL_ENOMEM;
-    if (rc == DL_OK)
-        rc = be->ops->to_device(be, m->state->ptr, host, m->P * sizeof(float));
+    int rc = be->ops->to_device(be, m->state->ptr, host, m->P * sizeof(float));
     if (rc == DL_OK && m->B)
         rc = be->ops->to_device(be, (float *)m->state->ptr + region_buffers(m), host + m->P,
                                 m->B * sizeof(float));

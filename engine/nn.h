@@ -45,6 +45,12 @@ typedef struct dl_pass {
     void (*prof_hook)(void *user, const dl_layer *l, int backward, int n, double t0_ms,
                       double t1_ms);
     void *prof_user;
+    /* Gradient sink (may be NULL): called after each child's backward,
+     * profiled or not, when the parameter gradients of that layer are
+     * final for this pass; a negative return fails the backward. Data
+     * parallelism starts reducing finished gradients from it. */
+    int (*grad_hook)(void *user, const dl_layer *l);
+    void *grad_user;
 } dl_pass;
 
 /* Per-layer profile counters (milliseconds, summed over calls). */

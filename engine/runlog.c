@@ -465,6 +465,25 @@ int dl_runlog_create(dl_runlog **out, const char *out_dir, const char *name,
     return DL_OK;
 }
 
+/* Removes NAME.tmp.PID files that a writer killed between its temporary
+ * write and the rename left in the run folder (never read as whole). */
+static void remove_stale_temps(const char *run_dir)
+{
+    DIR *dir = opendir(run_dir);
+    if (!dir)
+        return;
+    struct dirent *e;
+    while ((e = readdir(dir))) {
+        const char *t = strstr(e->d_name, ".tmp.");
+        if (!t || t == e->d_name || !t[5] || strspn(t + 5, "0123456789") != strlen(t + 5))
+            continue;
+        char path[1400];
+        snprintf(path, sizeof path, "%s/%s", run_dir, e->d_name);
+        unlink(path);
+    }
+    closedir(dir);
+}
+
 int dl_runlog_reopen(dl_runlog **out, const char *run_dir, long resume_step)
 {
     *out = NULL;
@@ -488,6 +507,8 @@ int dl_runlog_reopen(dl_runlog **out, const char *run_dir, long resume_step)
     }
     if (!r->started[0])
         iso_now(r->started, sizeof r->started);
+    if (rc == DL_OK)
+        remove_stale_temps(run_dir);
     /* keep the metric records up to the checkpoint's step, rebuild final/best */
     size_t n = 0;
     char *text = NULL;

@@ -26,8 +26,9 @@ int dl_runlog_create(dl_runlog **out, const char *out_dir, const char *name,
 
 /* Reopens an existing run folder to continue it (resume): metrics
  * recorded after step resume_step are dropped (they will be recomputed),
- * final/best values are rebuilt from the rest, wall time continues from
- * summary.json. */
+ * final/best values are rebuilt from the rest (a torn last line is
+ * dropped), wall time continues from summary.json, and temporary files
+ * that a killed writer left (NAME.tmp.PID) are removed. */
 int dl_runlog_reopen(dl_runlog **out, const char *run_dir, long resume_step);
 
 /* Closes the files; accepts NULL. Does not write a summary. */

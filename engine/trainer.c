@@ -9,6 +9,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "comm.h"
 #include "error.h"
 #include "profiler.h"
 
@@ -57,6 +58,13 @@ struct dl_trainer {
     double ep_loss, ep_correct;
     long ep_samples;
     double ep_t0;
+
+    /* data parallel (NULL alone) */
+    struct dl_comm *comm;
+    dl_source *shard;  /* owned: this rank's slice of train, which it replaces */
+    dl_source *whole;  /* the source the trainer was given */
+    double *sync;      /* [4 + ranks]: the report's all-reduce */
+    double rep_comm;   /* all-reduce seconds in the window */
 
     /* commands */
     pthread_mutex_t lock;
@@ -232,6 +240,8 @@ void dl_trainer_destroy(dl_trainer *t)
     if (!t)
         return;
     dl_storage_release(t->stage);
+    dl_source_destroy(t->shard);
+    free(t->sync);
     pthread_mutex_destroy(&t->lock);
     pthread_cond_destroy(&t->cond);
     free(t);
@@ -315,6 +325,62 @@ static int zero_grads(dl_trainer *t)
     return t->be->ops->memset0(t->be, s.grads, s.count * sizeof(float));
 }
 
+/* dl_pass grad_hook, data parallel: layer l's gradients are final, and
+ * with them those of every layer after it (registered later, so at higher
+ * offsets): buckets above its first parameter can be reduced. */
+static int grad_ready(void *user, const dl_layer *l)
+{
+    dl_trainer *t = user;
+    size_t lo = SIZE_MAX;
+    int np = dl_model_num_params(t->m);
+    for (int i = 0; i < np; i++) {
+        const dl_param *q = dl_model_param(t->m, i);
+        if (q->layer == l && q->offset < lo)
+            lo = q->offset;
+    }
+    return lo == SIZE_MAX ? DL_OK : dl_comm_grad_ready(t->comm, lo);
+}
+
+int dl_trainer_set_comm(dl_trainer *t, struct dl_comm *comm)
+{
+    if (t->comm || !comm || dl_comm_size(comm) < 2)
+        return DL_OK;
+    int ranks = dl_comm_size(comm), rank = dl_comm_rank(comm);
+    t->sync = calloc((size_t)(4 + ranks), sizeof *t->sync);
+    int np = dl_model_num_params(t->m);
+    size_t *cuts = malloc(((size_t)np + 1) * sizeof *cuts);
+    if (!t->sync || !cuts) {
+        free(cuts);
+        return dl_error(DL_ENOMEM, "out of memory");
+    }
+    for (int i = 0; i < np; i++)
+        cuts[i] = dl_model_param(t->m, i)->offset; /* ascending: registration order */
+    dl_model_state s;
+    dl_model_get_state(t->m, &s);
+    int rc = dl_comm_grad_plan(comm, t->be, s.grads, s.count, cuts, np);
+    free(cuts);
+    /* rank 0's state: [params | grads | moments | buffers], then its cursor */
+    size_t floats = (size_t)(2 + s.moments) * s.count + s.buffer_count;
+    if (rc == DL_OK)
+        rc = dl_comm_bcast_floats(comm, t->be, s.params, floats, 0);
+    dl_trainer_cursor c;
+    dl_trainer_get_cursor(t, &c);
+    if (rc == DL_OK)
+        rc = dl_comm_bcast(comm, &c, sizeof c, 0);
+    if (rc == DL_OK)
+        rc = dl_trainer_set_cursor(t, &c);
+    if (rc == DL_OK)
+        rc = dl_source_shard(&t->shard, t->train, rank, ranks);
+    if (rc < 0)
+        return rc;
+    t->whole = t->train;
+    t->train = t->shard;
+    t->comm = comm;
+    event(t, "ranks", "rank %d of %d: %s; gradients by %s", rank, ranks, dl_comm_describe(comm),
+          dl_comm_grad_path(comm));
+    return DL_OK;
+}
+
 int dl_trainer_step(dl_trainer *t)
 {
     if (!t->epoch_open) {
@@ -335,6 +401,9 @@ int dl_trainer_step(dl_trainer *t)
     dl_prof_span sp = {0, -1};
     if (pf)
         dl_profiler_step_begin(pf, t->step + 1);
+    long rows_all = 0; /* every rank's rows (data parallel) */
+    if (t->comm)
+        dl_comm_grad_begin(t->comm);
     for (int k = 0; k < t->cfg.accumulate; k++) {
         dl_batch b;
         if (pf)
@@ -347,6 +416,13 @@ int dl_trainer_step(dl_trainer *t)
         if (rc == 0)
             break;
         t->rep_wait += b.wait_s;
+        if (t->comm) {
+            rows_all += dl_source_shard_global_rows(t->train);
+            if (b.n == 0) { /* a batch with fewer rows than ranks: none here */
+                t->micro++;
+                continue;
+            }
+        }
         const void *labels;
         if (pf)
             sp = dl_profiler_begin(pf);
@@ -356,6 +432,11 @@ int dl_trainer_step(dl_trainer *t)
                             batch_bytes(t->train, b.n));
         dl_pass p;
         dl_model_pass(t->m, &p, b.n, 1, prec, t->cfg.seed, t->micro++);
+        if (t->comm && k == t->cfg.accumulate - 1) {
+            /* the last micro-batch: gradients become final layer by layer */
+            p.grad_hook = grad_ready;
+            p.grad_user = t;
+        }
         if (pf) {
             dl_profiler_arm_pass(pf, &p);
             sp = dl_profiler_begin(pf);
@@ -377,11 +458,25 @@ int dl_trainer_step(dl_trainer *t)
             dl_profiler_end(pf, sp, DL_PROF_BACKWARD, "backward", 0, 0);
         rows += b.n;
     }
-    if (rows == 0) {
+    if (t->comm ? rows_all == 0 : rows == 0) {
         if (pf)
             dl_profiler_step_discard(pf);
         return 1;
     }
+    if (t->comm) {
+        /* the sum over ranks; divided below by the rows of all ranks */
+        if (pf)
+            sp = dl_profiler_begin(pf);
+        DL_TRY(dl_comm_grad_finish(t->comm));
+        if (pf) {
+            double bytes = 4.0 * (double)dl_model_param_count(t->m);
+            dl_profiler_end(pf, sp, DL_PROF_OTHER, "gradient all-reduce", 0, 2 * bytes);
+        }
+        t->rep_comm += dl_comm_take_seconds(t->comm);
+    }
+    long rows_local = rows;
+    if (t->comm)
+        rows = rows_all;
 
     /* mean over the rows of the step, undoing the loss scale */
     float grad_scale = (float)t->cfg.batch / (t->loss_scale * (float)rows);
@@ -430,7 +525,7 @@ int dl_trainer_step(dl_trainer *t)
     }
     t->step++;
     t->epoch_step++;
-    t->rep_samples += rows;
+    t->rep_samples += rows_local;
     t->rep_steps++;
     return 0;
 }
@@ -452,10 +547,33 @@ static double per_sample_divisor(dl_trainer *t)
                                         : (double)dl_shape_numel(dl_model_output_shape(t->m));
 }
 
+/* Data parallel: the window's sums over ranks, each rank's throughput. */
+static int sync_report(dl_trainer *t, double *loss_sum, double *correct, double dt,
+                       double *comm_s)
+{
+    int ranks = dl_comm_size(t->comm), me = dl_comm_rank(t->comm);
+    double *v = t->sync;
+    memset(v, 0, (size_t)(4 + ranks) * sizeof *v);
+    v[0] = *loss_sum;
+    v[1] = *correct;
+    v[2] = (double)t->rep_samples;
+    v[3] = t->rep_comm;
+    v[4 + me] = dt > 0 ? (double)t->rep_samples / dt : 0;
+    DL_TRY(dl_comm_allreduce(t->comm, v, 4 + ranks, DL_COMM_SUM));
+    *loss_sum = v[0];
+    *correct = v[1];
+    t->rep_samples = (long)v[2];
+    *comm_s = v[3] / ranks;
+    t->rep_comm = 0;
+    return DL_OK;
+}
+
 static int report(dl_trainer *t)
 {
-    double loss_sum, correct;
+    double loss_sum, correct, comm_s = 0;
     DL_TRY(take_stats(t, &loss_sum, &correct));
+    if (t->comm)
+        DL_TRY(sync_report(t, &loss_sum, &correct, now_s() - t->rep_t0, &comm_s));
     double now = now_s();
     t->ep_loss += loss_sum;
     t->ep_correct += correct;
@@ -476,6 +594,12 @@ static int report(dl_trainer *t)
     info.loss_scale = t->loss_scale;
     info.skipped_steps = t->skipped;
     info.grad_norm = t->grad_norm;
+    info.ranks = t->comm ? dl_comm_size(t->comm) : 1;
+    if (t->comm) {
+        info.comm_s = t->rep_steps > 0 ? comm_s / (double)t->rep_steps : 0;
+        info.comm_share = dt > 0 ? comm_s / dt : 0;
+        info.rank_samples_per_s = t->sync + 4;
+    }
     t->rep_samples = 0;
     t->rep_steps = 0;
     t->rep_wait = 0;
@@ -531,9 +655,16 @@ int dl_trainer_evaluate(dl_trainer *t, dl_source *src, double *loss, double *acc
     return DL_OK;
 }
 
+/* A report is due: steps since the last one (alone: rows since; data
+ * parallel: steps, which every rank counts alike). */
+static int window_open(const dl_trainer *t)
+{
+    return t->comm ? t->rep_steps > 0 : t->rep_samples > 0;
+}
+
 static int end_epoch(dl_trainer *t)
 {
-    if (t->rep_samples > 0)
+    if (window_open(t))
         DL_TRY(report(t));
     dl_epoch_info info = {0};
     info.epoch = t->epoch;
@@ -573,6 +704,8 @@ static int end_epoch(dl_trainer *t)
     return DL_OK;
 }
 
+static void wait_command(dl_trainer *t);
+
 /* Applies queued commands; waits while paused. */
 static int drain(dl_trainer *t)
 {
@@ -611,8 +744,11 @@ static int drain(dl_trainer *t)
                 break;
             case DL_CMD_SWITCH: {
                 char why[256] = "";
-                dl_backend *be = dl_backend_by_name(c->text, why, sizeof why);
-                if (!be) {
+                dl_backend *be = t->comm ? NULL : dl_backend_by_name(c->text, why, sizeof why);
+                if (t->comm) {
+                    event(t, "error", "cannot switch to %s: not in a job of %d ranks", c->text,
+                          dl_comm_size(t->comm));
+                } else if (!be) {
                     event(t, "error", "cannot switch to %s: %s", c->text, why);
                 } else if (be != t->be) {
                     const char *from = t->be->ops->name;
@@ -638,23 +774,40 @@ static int drain(dl_trainer *t)
             if (rc > 0)
                 t->stop = 1;
         }
-        if (!t->paused || t->stop)
-            return DL_OK;
-        /* paused: sleep until a command arrives, waking for on_idle */
-        pthread_mutex_lock(&t->lock);
-        if (t->nq == 0) {
-            struct timespec ts;
-            clock_gettime(CLOCK_REALTIME, &ts);
-            ts.tv_nsec += 100 * 1000000L;
-            if (ts.tv_nsec >= 1000000000L) {
-                ts.tv_sec++;
-                ts.tv_nsec -= 1000000000L;
-            }
-            pthread_cond_timedwait(&t->cond, &t->lock, &ts);
-        }
-        pthread_mutex_unlock(&t->lock);
+        if (!t->paused || t->stop || t->comm)
+            return DL_OK; /* data parallel: the run loop waits, in step with the ranks */
+        wait_command(t);
         t->rep_t0 = now_s(); /* paused time is not training time */
     }
+}
+
+/* Sleeps until a command arrives, at most 100 ms. */
+static void wait_command(dl_trainer *t)
+{
+    pthread_mutex_lock(&t->lock);
+    if (t->nq == 0) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_nsec += 100 * 1000000L;
+        if (ts.tv_nsec >= 1000000000L) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000L;
+        }
+        pthread_cond_timedwait(&t->cond, &t->lock, &ts);
+    }
+    pthread_mutex_unlock(&t->lock);
+}
+
+/* Data parallel, between steps: the ranks agree on stop and pause (any
+ * rank's) and take rank 0's learning rate (commands reach rank 0 only). */
+static int agree(dl_trainer *t, int *paused)
+{
+    double v[3] = {t->stop, t->paused, dl_comm_rank(t->comm) == 0 ? t->base_lr : 0};
+    DL_TRY(dl_comm_allreduce(t->comm, v, 3, DL_COMM_SUM));
+    t->stop = v[0] > 0;
+    *paused = v[1] > 0;
+    t->base_lr = (float)v[2];
+    return DL_OK;
 }
 
 int dl_trainer_run(dl_trainer *t)
@@ -664,6 +817,16 @@ int dl_trainer_run(dl_trainer *t)
         if (t->cfg.max_steps > 0 && t->step >= t->cfg.max_steps)
             break;
         DL_TRY(drain(t));
+        if (t->comm) {
+            int paused;
+            DL_TRY(agree(t, &paused));
+            if (paused && !t->stop) {
+                if (t->paused)
+                    wait_command(t); /* the others wait in the next agreement */
+                t->rep_t0 = now_s();
+                continue;
+            }
+        }
         if (t->stop)
             break;
         int rc = dl_trainer_step(t);
@@ -676,7 +839,7 @@ int dl_trainer_run(dl_trainer *t)
         if (t->step % t->cfg.log_every == 0)
             DL_TRY(report(t));
     }
-    if (t->rep_samples > 0)
+    if (window_open(t))
         DL_TRY(report(t));
     return DL_OK;
 }
@@ -740,7 +903,7 @@ double dl_trainer_current_lr(const dl_trainer *t) { return t->lr_now; }
 const dl_trainer_config *dl_trainer_config_of(const dl_trainer *t) { return &t->cfg; }
 void dl_trainer_request_stop(dl_trainer *t) { dl_trainer_post(t, DL_CMD_STOP, 0, NULL); }
 
-void dl_trainer_get_cursor(const dl_trainer *t, dl_trainer_cursor *c)
+void dl_trainer_get_cursor(dl_trainer *t, dl_trainer_cursor *c)
 {
     memset(c, 0, sizeof *c);
     c->step = t->step;
@@ -753,13 +916,26 @@ void dl_trainer_get_cursor(const dl_trainer *t, dl_trainer_cursor *c)
     c->sched_scale = t->sched.scale;
     c->sched_best = t->sched.best;
     c->sched_bad = t->sched.bad_epochs;
+    c->ep_loss = t->ep_loss;
+    c->ep_correct = t->ep_correct;
+    c->ep_samples = t->ep_samples;
+    c->rep_samples = t->rep_samples;
+    c->rep_steps = t->rep_steps;
+    float host[2] = {0, 0};
+    if (t->be->ops->to_host(t->be, host, stats_ptr(t, 0), sizeof host) == DL_OK) {
+        c->rep_loss = host[0];
+        c->rep_correct = host[1];
+    }
 }
 
 int dl_trainer_set_cursor(dl_trainer *t, const dl_trainer_cursor *c)
 {
-    if (c->step < 0 || c->epoch < 0 || c->epoch_step < 0 || !(c->loss_scale > 0))
+    if (c->step < 0 || c->epoch < 0 || c->epoch_step < 0 || !(c->loss_scale > 0) ||
+        c->ep_samples < 0 || c->rep_samples < 0 || c->rep_steps < 0)
         return dl_error(DL_EINVAL, "invalid trainer cursor (step %ld, epoch %d)", c->step,
                         c->epoch);
+    float host[2] = {c->rep_loss, c->rep_correct};
+    DL_TRY(t->be->ops->to_device(t->be, stats_ptr(t, 0), host, sizeof host));
     t->step = c->step;
     t->epoch = c->epoch;
     t->epoch_step = c->epoch_step;
@@ -770,6 +946,11 @@ int dl_trainer_set_cursor(dl_trainer *t, const dl_trainer_cursor *c)
     t->sched.scale = c->sched_scale;
     t->sched.best = c->sched_best;
     t->sched.bad_epochs = c->sched_bad;
+    t->ep_loss = c->ep_loss;
+    t->ep_correct = c->ep_correct;
+    t->ep_samples = c->ep_samples;
+    t->rep_samples = c->rep_samples;
+    t->rep_steps = c->rep_steps;
     t->epoch_open = 0;
     /* micro-batch counter (keys dropout): every finished epoch ran all its
      * batches, every step of this one `accumulate` of them */

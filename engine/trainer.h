@@ -45,6 +45,12 @@ typedef struct dl_step_info {
     float loss_scale;   /* 1 unless f16 */
     long skipped_steps; /* overflowed or non-finite steps skipped so far */
     double grad_norm;   /* last global gradient norm (unscaled) */
+    /* data parallel (dl_trainer_set_comm): loss, acc and samples_per_s are
+     * the whole job's; ranks is 1 when training alone */
+    int ranks;
+    double comm_s;      /* gradient all-reduce seconds per step, mean over ranks */
+    double comm_share;  /* comm_s over the step time */
+    const double *rank_samples_per_s; /* [ranks]: each rank's own rows/s (NULL alone) */
 } dl_step_info;
 
 typedef struct dl_epoch_info {
@@ -82,6 +88,21 @@ void dl_trainer_set_callbacks(dl_trainer *t, const dl_callbacks *cb);
  * disabled, a step costs one branch per phase more. */
 int dl_trainer_set_profiler(dl_trainer *t, dl_profiler *prof);
 dl_profiler *dl_trainer_profiler(const dl_trainer *t);
+
+/* Makes the trainer rank dl_comm_rank(comm) of a data-parallel job
+ * (comm borrowed; it must outlive the trainer). Collective: every rank
+ * calls it, after any checkpoint was loaded and before training. Then the
+ * parameters, optimizer moments, buffers and the cursor are broadcast from
+ * rank 0; each step takes this rank's rows of every global batch (train's
+ * batch is the global batch: the same script gives the same training on
+ * any number of ranks), the gradients are summed across ranks (bucketed,
+ * overlapping backward on the CPU) and divided by the rows of all ranks;
+ * the reported loss, accuracy and throughput are the job's. Commands go
+ * to rank 0 (pause, stop and the LR reach every rank; a device switch is
+ * refused). Validation runs whole on every rank. comm NULL or of one rank:
+ * no effect. Errors: DL_ENOMEM, DL_ERR (MPI). */
+struct dl_comm;
+int dl_trainer_set_comm(dl_trainer *t, struct dl_comm *comm);
 
 /* Runs epochs until done, max_steps, a stop command or a callback's stop.
  * Returns DL_OK (finished or stopped: see dl_trainer_stopped) or an error. */
@@ -132,7 +153,9 @@ const dl_trainer_config *dl_trainer_config_of(const dl_trainer *t);
 void dl_trainer_request_stop(dl_trainer *t);
 
 /* Resume support: the cursor and counters a checkpoint must hold. Setting
- * them restarts the epoch at that batch. */
+ * them restarts the epoch at that batch, with the epoch's running totals
+ * and the open logging window's, so a resumed run logs the same metrics
+ * (train_loss of a resumed epoch included) as an uninterrupted one. */
 typedef struct dl_trainer_cursor {
     long step;
     int epoch;
@@ -144,8 +167,13 @@ typedef struct dl_trainer_cursor {
     float sched_scale; /* plateau state */
     double sched_best;
     int sched_bad;
+    double ep_loss, ep_correct; /* the epoch's sums over logged windows */
+    long ep_samples;
+    long rep_samples, rep_steps; /* the window not yet logged */
+    float rep_loss, rep_correct;
 } dl_trainer_cursor;
-void dl_trainer_get_cursor(const dl_trainer *t, dl_trainer_cursor *c);
+/* Reads the cursor (the window's sums from the device: 0 if that fails). */
+void dl_trainer_get_cursor(dl_trainer *t, dl_trainer_cursor *c);
 int dl_trainer_set_cursor(dl_trainer *t, const dl_trainer_cursor *c);
 
 #endif

@@ -82,8 +82,8 @@ static int data_hdf5(lua_State *L)
     dl_lua_opt_string(&o, "path", NULL, d->path, sizeof d->path);
     dl_lua_opt_string(&o, "train", "/train", d->train, sizeof d->train);
     dl_lua_opt_string(&o, "val", "", d->val, sizeof d->val);
-    d->workers = (int)dl_lua_opt_integer(&o, "workers", -1, -1);
-    d->prefetch = (int)dl_lua_opt_integer(&o, "prefetch", 4, 1);
+    d->workers = dl_lua_opt_int(&o, "workers", -1, -1);
+    d->prefetch = dl_lua_opt_int(&o, "prefetch", 4, 1);
     read_common(&o, d);
     dl_lua_opt_check(&o);
     if (!d->path[0])
@@ -119,7 +119,7 @@ static int data_synthetic(lua_State *L)
     dl_lua_opt_string(&o, "kind", "spirals", d->synth, sizeof d->synth);
     d->n = dl_lua_opt_integer(&o, "n", 2000, 1);
     d->n_val = dl_lua_opt_integer(&o, "val", 500, 0);
-    d->classes = (int)dl_lua_opt_integer(&o, "classes", 2, 2);
+    d->classes = dl_lua_opt_int(&o, "classes", 2, 2);
     d->noise = dl_lua_opt_positive(&o, "noise", 0.1, 1);
     d->data_seed = (uint64_t)dl_lua_opt_integer(&o, "seed", 1, 0);
     read_common(&o, d);

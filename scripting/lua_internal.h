@@ -21,6 +21,8 @@
 #define DL_STUDY_MT "dlbench.study"
 #define DL_HPARAMS_MT "dlbench.hparams"
 #define DL_RUN_MT "dlbench.run"
+#define DL_TRIAL_MT "dlbench.trial"
+#define DL_MEMSTUDY_MT "dlbench.memory_study"
 
 /* A layer held by Lua. l is NULL once a container or the model took it
  * (text keeps its description for printing). */
@@ -54,6 +56,8 @@ double dl_lua_opt_number(dl_lua_opts *o, const char *name, double def);
 /* A number > 0 (or >= 0 when zero_ok). */
 double dl_lua_opt_positive(dl_lua_opts *o, const char *name, double def, int zero_ok);
 long dl_lua_opt_integer(dl_lua_opts *o, const char *name, long def, long min);
+/* The same for int fields: at most INT_MAX. */
+int dl_lua_opt_int(dl_lua_opts *o, const char *name, int def, int min);
 int dl_lua_opt_boolean(dl_lua_opts *o, const char *name, int def);
 /* Copies the string into buf (def when absent). */
 const char *dl_lua_opt_string(dl_lua_opts *o, const char *name, const char *def, char *buf,
@@ -71,6 +75,26 @@ int dl_lua_open_optim(lua_State *L);
 int dl_lua_open_data(lua_State *L);
 int dl_lua_open_tensor(lua_State *L); /* registers the metatable, pushes dl.tensor functions */
 
+/* A study objective's trial (lua_tune.c). t is the study's trial (owned
+ * by whoever opened the study, which outlives the Lua state), or NULL for
+ * a fixed trial whose values are user value 1: a table name -> value, the
+ * k=v overrides' texts when from_overrides (used ones are marked in the
+ * registry's dlbench.hp_used). params: what was suggested, in order. */
+typedef struct dl_lua_trial {
+    struct dl_trial *t;
+    int number;             /* -1 for a fixed trial */
+    int from_overrides;
+    int prune_said;         /* should_prune() answered true */
+    int np;
+    dl_hparam params[DL_MAX_TRIAL_PARAMS];
+} dl_lua_trial;
+/* Pushes a trial object; fixed_idx: the fixed values' table (0 with t). */
+dl_lua_trial *dl_lua_push_trial(lua_State *L, struct dl_trial *t, int fixed_idx,
+                                int from_overrides);
+/* Registers the trial and memory-study metatables; pushes {fixed_trial,
+ * memory_study} for the dlbench module. */
+int dl_lua_open_tune(lua_State *L);
+
 /* Conversions used by the experiment reader. */
 lua_layer *dl_lua_test_layer(lua_State *L, int idx);
 int dl_lua_get_loss(lua_State *L, int idx, dl_loss *out);
@@ -83,5 +107,7 @@ float *dl_lua_push_tensor(lua_State *L, const dl_shape *shape);
 
 /* The instruction counter shared by describing and callbacks. */
 void dl_lua_budget(lua_State *L, long instructions);
+/* The script's Lua state (the Lua prompt runs lines in it). */
+lua_State *dl_script_lua_state(dl_script *s);
 
 #endif

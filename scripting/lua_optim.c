@@ -204,7 +204,7 @@ static int sched_plateau(lua_State *L)
     dl_lua_opt_begin(&o, L, "optim.plateau", 1, 0);
     dl_schedule s = sched_base(DL_SCHED_PLATEAU);
     s.factor = (float)dl_lua_opt_positive(&o, "factor", 0.1, 0);
-    s.patience = (int)dl_lua_opt_integer(&o, "patience", 10, 0);
+    s.patience = dl_lua_opt_int(&o, "patience", 10, 0);
     s.threshold = (float)dl_lua_opt_positive(&o, "threshold", 1e-4, 1);
     char mode[8];
     dl_lua_opt_string(&o, "mode", "min", mode, sizeof mode);

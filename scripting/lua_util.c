@@ -1,4 +1,5 @@
 /* lua_util.c - argument checking and option tables for the Lua bindings: errors that name the function, the argument and what was expected */
+#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -90,7 +91,7 @@ long dl_lua_check_int(lua_State *L, const char *fn, int arg, const char *what, l
 {
     int ok = 0;
     lua_Integer v = lua_tointegerx(L, arg, &ok);
-    if (!ok || v < min) {
+    if (!ok || v < min || v > INT_MAX) { /* sizes and counts: ints in the engine */
         char exp[64];
         if (min == 0)
             snprintf(exp, sizeof exp, "a non-negative integer");
@@ -98,6 +99,8 @@ long dl_lua_check_int(lua_State *L, const char *fn, int arg, const char *what, l
             snprintf(exp, sizeof exp, "a positive integer");
         else
             snprintf(exp, sizeof exp, "an integer >= %ld", min);
+        if (ok && v > INT_MAX)
+            snprintf(exp + strlen(exp), sizeof exp - strlen(exp), " up to %d", INT_MAX);
         dl_lua_argerror(L, fn, arg, what, exp);
     }
     return (long)v;
@@ -184,6 +187,23 @@ long dl_lua_opt_integer(dl_lua_opts *o, const char *name, long def, long min)
     }
     lua_pop(o->L, 1);
     return v;
+}
+
+int dl_lua_opt_int(dl_lua_opts *o, const char *name, int def, int min)
+{
+    int t = opt_get(o, name);
+    lua_Integer i = def;
+    if (t != LUA_TNIL) {
+        int ok = 0;
+        i = lua_tointegerx(o->L, -1, &ok);
+        if (t != LUA_TNUMBER || !ok || i < min || i > INT_MAX) {
+            char exp[64];
+            snprintf(exp, sizeof exp, "an integer from %d to %d", min, INT_MAX);
+            dl_lua_fielderror(o->L, o->fn, name, exp);
+        }
+    }
+    lua_pop(o->L, 1);
+    return (int)i;
 }
 
 int dl_lua_opt_boolean(dl_lua_opts *o, const char *name, int def)

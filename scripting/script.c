@@ -14,6 +14,7 @@
 #include "engine/h5data.h"
 #include "engine/sha256.h"
 #include "engine/synthetic.h"
+#include "engine/tune.h"
 #include "scripting/lua_internal.h"
 #include "tui/version.h"
 
@@ -23,6 +24,10 @@
 
 static volatile sig_atomic_t interrupted;
 
+/* The most a script's Lua state may hold: describing an experiment needs
+ * kilobytes, callbacks that copy parameters some megabytes. */
+#define LUA_MEMORY_LIMIT ((size_t)1 << 30)
+
 struct dl_script {
     lua_State *L;
     char path[1024];
@@ -30,6 +35,9 @@ struct dl_script {
     int exp_ref;                /* the experiment's table, kept for callbacks */
     dl_dataset train_ds, val_ds;
     long budget, spent;         /* instruction budget of the current Lua call */
+    size_t lua_bytes;           /* what the Lua state holds (LUA_MEMORY_LIMIT) */
+    dl_lua_trial *trial;        /* the objective's trial (anchored by trial_ref) */
+    int trial_ref;
 };
 
 void dl_script_interrupt(void) { interrupted = 1; }
@@ -104,6 +112,13 @@ static int protected_call(dl_script *s, int nargs, int nres, long budget)
     int rc = lua_pcall(L, nargs, nres, base);
     lua_sethook(L, NULL, 0, 0);
     lua_remove(L, base);
+    if (rc == LUA_ERRMEM) {
+        dl_error(DL_EINVAL, "%s: the script needs more than %zu MiB of Lua memory (%s)", s->path,
+                 (size_t)(LUA_MEMORY_LIMIT >> 20),
+                 lua_tostring(L, -1) ? lua_tostring(L, -1) : "not enough memory");
+        lua_pop(L, 1);
+        return DL_EINVAL;
+    }
     if (rc != LUA_OK) {
         dl_error(DL_EINVAL, "%s", lua_tostring(L, -1) ? lua_tostring(L, -1) : "error");
         lua_pop(L, 1);
@@ -442,11 +457,11 @@ static int l_experiment(lua_State *L)
     if (dl_lua_opt_push(&o, "schedule") != LUA_TNIL && !luaL_testudata(L, -1, DL_SCHED_MT))
         dl_lua_fielderror(L, fn, "schedule", "a schedule (optim.cosine{...}, optim.step{...})");
     lua_pop(L, 1);
-    dl_lua_opt_integer(&o, "batch", 128, 1);
-    dl_lua_opt_integer(&o, "accumulate", 1, 1);
-    dl_lua_opt_integer(&o, "epochs", 1, 1);
+    dl_lua_opt_int(&o, "batch", 128, 1);
+    dl_lua_opt_int(&o, "accumulate", 1, 1);
+    dl_lua_opt_int(&o, "epochs", 1, 1);
     dl_lua_opt_integer(&o, "max_steps", 0, 0);
-    dl_lua_opt_integer(&o, "log_every", 10, 1);
+    dl_lua_opt_int(&o, "log_every", 10, 1);
     dl_lua_opt_integer(&o, "seed", 0, 0);
     dl_lua_opt_string(&o, "precision", "fp32", buf, sizeof buf);
     if (dl_precision_parse(buf) < 0)
@@ -494,25 +509,35 @@ static int l_experiment(lua_State *L)
     return 1;
 }
 
-/* dl.study {...}: the shape only; the tuner fills it in. */
+/* dl.study {...}: checks the study's settings now (errors point at the
+ * script line) and returns the table marked as a study. The tuner calls
+ * objective(trial) once per trial; `dlbench run` calls it once with a
+ * fixed trial whose values are the k=v overrides. */
 static int l_study(lua_State *L)
 {
     const char *fn = "dl.study";
     dl_lua_opts o;
     dl_lua_opt_begin(&o, L, fn, 1, 1);
-    char buf[64];
+    char buf[64], metric[48];
     dl_lua_opt_string(&o, "name", "", buf, sizeof buf);
-    dl_lua_opt_string(&o, "metric", "val_loss", buf, sizeof buf);
-    dl_lua_opt_string(&o, "direction", "minimize", buf, sizeof buf);
+    if (strchr(buf, '/') || !strcmp(buf, ".") || !strcmp(buf, ".."))
+        dl_lua_fielderror(L, fn, "name", "a name without '/' (the study's folder is "
+                                         "runs/studies/NAME)");
+    dl_lua_opt_string(&o, "metric", "val_loss", metric, sizeof metric);
+    check_monitor(L, fn, metric, "auto");
+    dl_lua_opt_string(&o, "direction", strstr(metric, "acc") ? "maximize" : "minimize", buf,
+                      sizeof buf);
     if (strcmp(buf, "minimize") && strcmp(buf, "maximize"))
         dl_lua_error(L, "%s: direction must be \"minimize\" or \"maximize\", got \"%s\"", fn, buf);
+    dl_sampler_config sc;
+    dl_pruner_config pc;
     dl_lua_opt_string(&o, "sampler", "tpe", buf, sizeof buf);
-    if (strcmp(buf, "tpe") && strcmp(buf, "random") && strcmp(buf, "grid"))
+    if (dl_tune_sampler_parse(buf, &sc) < 0)
         dl_lua_error(L, "%s: sampler must be \"tpe\", \"random\" or \"grid\", got \"%s\"", fn, buf);
     dl_lua_opt_string(&o, "pruner", "none", buf, sizeof buf);
-    if (strcmp(buf, "none") && strcmp(buf, "median") && strcmp(buf, "halving"))
-        dl_lua_error(L, "%s: pruner must be \"none\", \"median\" or \"halving\", got \"%s\"", fn,
-                     buf);
+    if (strcmp(buf, "halving") && dl_tune_pruner_parse(buf, &pc) < 0)
+        dl_lua_error(L, "%s: pruner must be \"none\", \"median\" or \"asha\" (also "
+                        "\"successive_halving\", \"halving\"), got \"%s\"", fn, buf);
     dl_lua_opt_integer(&o, "trials", 20, 1);
     dl_lua_opt_integer(&o, "seed", 0, 0);
     if (dl_lua_opt_push(&o, "objective") != LUA_TFUNCTION)
@@ -558,6 +583,14 @@ static int luaopen_dlbench(lua_State *L)
     lua_setfield(L, -2, "data");
     dl_lua_open_tensor(L);
     /* dl.tensor, dl.zeros, dl.ones at the top level */
+    lua_pushnil(L);
+    while (lua_next(L, -2)) {
+        lua_pushvalue(L, -2);
+        lua_insert(L, -2);
+        lua_settable(L, -5);
+    }
+    lua_pop(L, 1);
+    dl_lua_open_tune(L); /* dl.fixed_trial, dl.memory_study */
     lua_pushnil(L);
     while (lua_next(L, -2)) {
         lua_pushvalue(L, -2);
@@ -823,11 +856,38 @@ static int store_overrides(dl_script *s, const dl_script_options *opt)
     return DL_OK;
 }
 
+/* Lua's allocator with a ceiling: a script that builds tables without end
+ * gets "not enough memory" instead of taking the machine's memory. */
+static void *limited_alloc(void *ud, void *ptr, size_t osize, size_t nsize)
+{
+    dl_script *s = ud;
+    size_t old = ptr ? osize : 0; /* without ptr, osize is a type tag */
+    if (nsize == 0) {
+        free(ptr);
+        s->lua_bytes -= old;
+        return NULL;
+    }
+    if (nsize > old && s->lua_bytes - old + nsize > LUA_MEMORY_LIMIT)
+        return NULL;
+    void *p = realloc(ptr, nsize);
+    if (p)
+        s->lua_bytes = s->lua_bytes - old + nsize;
+    return p;
+}
+
+static int panic(lua_State *L)
+{
+    const char *msg = lua_tostring(L, -1);
+    fprintf(stderr, "dlbench: Lua error outside a protected call: %s\n", msg ? msg : "?");
+    return 0; /* Lua aborts */
+}
+
 static int open_state(dl_script *s)
 {
-    lua_State *L = luaL_newstate();
+    lua_State *L = lua_newstate(limited_alloc, s);
     if (!L)
         return dl_error(DL_ENOMEM, "cannot create a Lua state (out of memory)");
+    lua_atpanic(L, panic);
     s->L = L;
     luaL_openlibs(L);
     lua_pushlightuserdata(L, s);
@@ -838,6 +898,74 @@ static int open_state(dl_script *s)
     lua_pop(L, 1);
     return DL_OK;
 }
+
+static int has_metatable(lua_State *L, int idx, const char *name);
+
+/* Reads the study table at idx (checked by dl.study) into s->exp.study. */
+static void read_study(dl_script *s, int idx)
+{
+    lua_State *L = s->L;
+    dl_experiment *e = &s->exp;
+    dl_study_spec *st = &e->study;
+    char def[64];
+    e->is_study = 1;
+    e->trial_number = -1;
+    read_string_field(L, idx, "name", base_name(s->path, def, sizeof def), st->name,
+                      sizeof st->name);
+    snprintf(e->name, sizeof e->name, "%s", st->name);
+    read_string_field(L, idx, "metric", "val_loss", st->metric, sizeof st->metric);
+    if (!strcmp(st->metric, "loss"))
+        snprintf(st->metric, sizeof st->metric, "train_loss"); /* as epochs name them */
+    else if (!strcmp(st->metric, "acc"))
+        snprintf(st->metric, sizeof st->metric, "train_acc");
+    read_string_field(L, idx, "direction", strstr(st->metric, "acc") ? "maximize" : "minimize",
+                      def, sizeof def);
+    st->maximize = !strcmp(def, "maximize");
+    read_string_field(L, idx, "sampler", "tpe", st->sampler, sizeof st->sampler);
+    read_string_field(L, idx, "pruner", "none", st->pruner, sizeof st->pruner);
+    if (!strcmp(st->pruner, "halving"))
+        snprintf(st->pruner, sizeof st->pruner, "asha");
+    st->trials = read_int_field(L, idx, "trials", 20);
+    lua_getfield(L, idx, "seed");
+    st->seed = (long long)lua_tointeger(L, -1);
+    lua_pop(L, 1);
+}
+
+/* Calls the study's objective (table at idx) with a trial: trial, or
+ * a fixed trial reading the k=v overrides. Leaves the experiment it
+ * returned on the stack and reads it into s->exp. */
+static int call_objective(dl_script *s, int idx, const dl_script_options *opt,
+                          struct dl_trial *trial)
+{
+    lua_State *L = s->L;
+    lua_getfield(L, idx, "objective");
+    int fixed = 0;
+    if (!trial) {
+        registry_table(L, "dlbench.hp_overrides");
+        fixed = lua_gettop(L);
+    }
+    s->trial = dl_lua_push_trial(L, trial, fixed, fixed != 0);
+    lua_pushvalue(L, -1);
+    s->trial_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+    if (fixed)
+        lua_remove(L, fixed);
+    DL_TRY(protected_call(s, 1, 1,
+                          opt->instruction_limit > 0 ? opt->instruction_limit
+                                                     : DEFAULT_DESCRIBE_LIMIT));
+    int res = lua_gettop(L);
+    if (!has_metatable(L, res, DL_EXPERIMENT_MT))
+        return dl_error(DL_EINVAL,
+                        "%s: the study's objective must return dl.experiment{...} (it "
+                        "returned %s)",
+                        s->path, luaL_typename(L, res));
+    dl_experiment *e = &s->exp;
+    e->ntrial_params = s->trial->np;
+    memcpy(e->trial_params, s->trial->params, (size_t)s->trial->np * sizeof *e->trial_params);
+    e->trial_number = s->trial->number;
+    return read_experiment(s, res);
+}
+
+int dl_script_trial_prune_said(const dl_script *s) { return s->trial && s->trial->prune_said; }
 
 /* Whether the value at idx is a table carrying the named metatable. */
 static int has_metatable(lua_State *L, int idx, const char *name)
@@ -852,11 +980,17 @@ static int has_metatable(lua_State *L, int idx, const char *name)
 
 int dl_script_load(dl_script **out, const dl_script_options *opt)
 {
+    return dl_script_load_study(out, opt, NULL, 0);
+}
+
+int dl_script_load_study(dl_script **out, const dl_script_options *opt, struct dl_trial *trial,
+                         int study_only)
+{
     *out = NULL;
     dl_script *s = calloc(1, sizeof *s);
     if (!s)
         return dl_error(DL_ENOMEM, "out of memory");
-    s->exp_ref = LUA_NOREF;
+    s->exp_ref = s->trial_ref = LUA_NOREF;
     snprintf(s->path, sizeof s->path, "%s", opt->path);
     int rc = open_state(s);
     if (rc == DL_OK)
@@ -873,10 +1007,11 @@ int dl_script_load(dl_script **out, const dl_script_options *opt)
     if (rc == DL_OK) {
         int idx = lua_gettop(L);
         if (has_metatable(L, idx, DL_STUDY_MT)) {
-            s->exp.is_study = 1;
-            char def[64];
-            read_string_field(L, idx, "name", base_name(s->path, def, sizeof def), s->exp.name,
-                              sizeof s->exp.name);
+            read_study(s, idx);
+            if (!study_only) {
+                rc = call_objective(s, idx, opt, trial);
+                idx = lua_gettop(L);
+            }
         } else if (has_metatable(L, idx, DL_EXPERIMENT_MT)) {
             rc = read_experiment(s, idx);
         } else {
@@ -919,6 +1054,7 @@ void dl_script_destroy(dl_script *s)
 }
 
 dl_experiment *dl_script_experiment(dl_script *s) { return &s->exp; }
+lua_State *dl_script_lua_state(dl_script *s) { return s->L; }
 const char *dl_script_path(const dl_script *s) { return s->path; }
 
 dl_layer *dl_script_take_model(dl_script *s)

@@ -19,6 +19,7 @@
 #include "engine/trainer.h"
 
 typedef struct dl_script dl_script;
+struct dl_trial; /* engine/tune.h */
 
 /* A resolved hyperparameter (dl.hparams): its final value after overrides. */
 typedef enum { DL_HP_NUMBER, DL_HP_INTEGER, DL_HP_BOOLEAN, DL_HP_STRING } dl_hp_type;
@@ -65,6 +66,18 @@ typedef struct dl_cb_spec {
 } dl_cb_spec;
 
 #define DL_MAX_CALLBACKS 16
+#define DL_MAX_TRIAL_PARAMS 32
+
+/* What dl.study{...} said (is_study): the tuner's settings. */
+typedef struct dl_study_spec {
+    char name[64];
+    char metric[48];     /* val_loss, val_acc, train_loss, train_acc */
+    int maximize;
+    char sampler[24];    /* as dl_tune_sampler_parse reads it */
+    char pruner[24];     /* as dl_tune_pruner_parse reads it */
+    int trials;          /* the study's total budget */
+    long long seed;      /* the sampler's seed */
+} dl_study_spec;
 
 typedef struct dl_experiment {
     char name[64];
@@ -82,6 +95,13 @@ typedef struct dl_experiment {
     int ncb;
     dl_hparam *hp;             /* sorted by name */
     int nhp;
+    /* a study (is_study): its settings, and - once the objective ran - the
+     * parameters the trial suggested, in suggestion order (float: NUMBER,
+     * int: INTEGER, choice: STRING holding the choice's text) */
+    dl_study_spec study;
+    dl_hparam trial_params[DL_MAX_TRIAL_PARAMS];
+    int ntrial_params;
+    int trial_number;          /* -1: a fixed trial (parameters from k=v) */
 } dl_experiment;
 
 typedef struct dl_script_options {
@@ -95,10 +115,23 @@ typedef struct dl_script_options {
  * (bad script, bad override, wrong binding argument: the message has the
  * file:line and, for runtime errors, a traceback) and *out is NULL. */
 int dl_script_load(dl_script **out, const dl_script_options *opt);
+/* The same for a script that may return dl.study{...} (dl_script_load is
+ * this with trial NULL, study_only 0). study_only: read the study's
+ * settings (exp.study) and leave the experiment empty (model NULL).
+ * Otherwise the objective is called once with a trial object and the
+ * dl.experiment it returns is the experiment: trial is a trial of an open
+ * study (dlbench tune); NULL makes a fixed trial whose values are the k=v
+ * overrides (dlbench run SCRIPT lr=0.01 ...: a parameter without one is an
+ * error that says how to tune the script or give the values). */
+int dl_script_load_study(dl_script **out, const dl_script_options *opt, struct dl_trial *trial,
+                         int study_only);
 void dl_script_destroy(dl_script *s); /* accepts NULL */
 
 dl_experiment *dl_script_experiment(dl_script *s);
 const char *dl_script_path(const dl_script *s);
+/* 1 when the study objective's trial was told by trial:should_prune()
+ * that it should stop (the script may then stop the run itself). */
+int dl_script_trial_prune_said(const dl_script *s);
 /* Hands the model's root layer to the caller (who then owns it). */
 dl_layer *dl_script_take_model(dl_script *s);
 

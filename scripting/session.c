@@ -1,6 +1,7 @@
 /* session.c - one training run from a script: preparation, duplicate guard, callbacks, checkpoints, summary */
 #include "scripting/session.h"
 
+#include <errno.h>
 #include <math.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -17,6 +18,7 @@
 #include "engine/error.h"
 #include "engine/runlog.h"
 #include "engine/sha256.h"
+#include "engine/tune.h"
 #include "scripting/script.h"
 #include "tui/version.h"
 
@@ -61,6 +63,7 @@ struct dl_session {
     cb_state cbs[DL_MAX_CALLBACKS];
     long steps_at_start;
     int resumed;
+    int pruned;                 /* the study's pruner stopped this trial */
     double wall_s, samples_per_s;
 };
 
@@ -211,6 +214,20 @@ static cJSON *callbacks_json(const dl_experiment *e)
     return a;
 }
 
+/* A study trial's parameters: floats and ints as numbers, choices as text. */
+static cJSON *trial_params_json(const dl_experiment *e)
+{
+    cJSON *j = cJSON_CreateObject();
+    for (int i = 0; i < e->ntrial_params; i++) {
+        const dl_hparam *p = &e->trial_params[i];
+        if (p->type == DL_HP_STRING)
+            cJSON_AddStringToObject(j, p->name, p->str);
+        else
+            cJSON_AddNumberToObject(j, p->name, p->num);
+    }
+    return j;
+}
+
 /* The part of the config that decides the result: hashed for the
  * duplicate guard. */
 static cJSON *result_config(dl_session *s, const char *script_sha)
@@ -236,6 +253,8 @@ static cJSON *result_config(dl_session *s, const char *script_sha)
     cJSON_AddItemToObject(c, "data", data_json(&e->data, s->fingerprint));
     cJSON_AddItemToObject(c, "callbacks", callbacks_json(e));
     cJSON_AddStringToObject(c, "version", DL_VERSION);
+    if (e->is_study && e->ntrial_params > 0) /* what the objective was given */
+        cJSON_AddItemToObject(c, "trial_params", trial_params_json(e));
     return c;
 }
 
@@ -259,6 +278,14 @@ static int build_config(dl_session *s)
     cJSON_AddNumberToObject(c, "parameters", (double)dl_model_param_count(s->model));
     cJSON_AddNumberToObject(c, "flops_per_sample", dl_model_flops(s->model));
     cJSON_AddNumberToObject(c, "log_every", s->exp->cfg.log_every);
+    if (s->opt.ranks > 1) /* data parallel: not hashed, the result is the same */
+        cJSON_AddNumberToObject(c, "ranks", s->opt.ranks);
+    if (s->exp->is_study) { /* which study and trial this run is (-1: run by hand) */
+        cJSON *st = cJSON_AddObjectToObject(c, "study");
+        cJSON_AddStringToObject(st, "name", s->exp->study.name);
+        cJSON_AddStringToObject(st, "metric", s->exp->study.metric);
+        cJSON_AddNumberToObject(st, "trial", s->exp->trial_number);
+    }
     char host[256] = "";
     gethostname(host, sizeof host - 1);
     cJSON_AddStringToObject(c, "host", host);
@@ -304,10 +331,14 @@ static int save_checkpoint_as(dl_session *s, const char *file, const char *why)
     info.seed = s->seed;
     snprintf(info.config_hash, sizeof info.config_hash, "%s", s->hash);
     int rc = dl_checkpoint_save(path, s->model, &info);
-    if (rc < 0)
-        emit(s, "error", "checkpoint failed: %s", dl_error_message());
-    else
+    if (rc < 0) {
+        char msg[1024];
+        snprintf(msg, sizeof msg, "%s", dl_error_message());
+        emit(s, "error", "checkpoint failed: %s", msg);
+        dl_error(rc, "%s", msg); /* the message, even if events.log could not take it */
+    } else {
         emit(s, "checkpoint", "%s saved at step %ld (%s)", file, info.cursor.step, why);
+    }
     return rc;
 }
 
@@ -319,8 +350,9 @@ static int save_checkpoint(dl_session *s, const char *why)
 static int on_step(void *user, dl_trainer *t, const dl_step_info *i)
 {
     dl_session *s = user;
-    const char *names[8];
-    double values[8];
+    const char *names[8 + 2 + 16];
+    double values[8 + 2 + 16];
+    char rank_names[16][32];
     int n = 0;
     names[n] = "loss", values[n++] = i->loss;
     if (i->acc >= 0)
@@ -332,6 +364,14 @@ static int on_step(void *user, dl_trainer *t, const dl_step_info *i)
         names[n] = "grad_norm", values[n++] = i->grad_norm;
     if (i->loss_scale != 1)
         names[n] = "loss_scale", values[n++] = i->loss_scale;
+    if (i->ranks > 1) { /* data parallel: all-reduce cost, each rank's throughput */
+        names[n] = "allreduce_s", values[n++] = i->comm_s;
+        names[n] = "allreduce_share", values[n++] = i->comm_share;
+        for (int r = 0; r < i->ranks && r < 16 && i->rank_samples_per_s; r++) {
+            snprintf(rank_names[r], sizeof rank_names[r], "rank%d_samples_per_s", r);
+            names[n] = rank_names[r], values[n++] = i->rank_samples_per_s[r];
+        }
+    }
     if (s->log && dl_runlog_metrics(s->log, "step", i->step, i->epoch + 1, names, values, n) < 0)
         return DL_EIO;
     if (s->opt.on_step)
@@ -405,6 +445,30 @@ static int builtin_epoch(dl_session *s, const dl_epoch_info *i, const char *cons
     return stop;
 }
 
+/* A study trial: reports the study's metric after epoch (as step epoch+1)
+ * and asks the pruner; returns 1 to stop the run as pruned. */
+static int report_trial(dl_session *s, int epoch, const char *const *names,
+                        const double *values, int n)
+{
+    for (int k = 0; k < n; k++) {
+        if (strcmp(names[k], s->exp->study.metric))
+            continue;
+        if (dl_trial_report(s->opt.trial, epoch + 1, values[k]) < 0) {
+            emit(s, "warning", "study: %s", dl_error_message());
+            return 0;
+        }
+        if (epoch + 1 >= s->exp->cfg.epochs || dl_trial_should_prune(s->opt.trial) != 1)
+            return 0; /* the last epoch finishes the trial anyway */
+        s->pruned = 1;
+        s->stop = STOP_EXTERNAL;
+        snprintf(s->message, sizeof s->message, "pruned after epoch %d (%s %.6g)", epoch + 1,
+                 names[k], values[k]);
+        emit(s, "pruned", "%s", s->message);
+        return 1;
+    }
+    return 0;
+}
+
 static int on_epoch(void *user, dl_trainer *t, const dl_epoch_info *i)
 {
     dl_session *s = user;
@@ -424,6 +488,8 @@ static int on_epoch(void *user, dl_trainer *t, const dl_epoch_info *i)
         return DL_EIO;
     if (s->opt.on_epoch)
         s->opt.on_epoch(s->opt.user, i);
+    if (s->opt.trial && report_trial(s, i->epoch, names, values, n))
+        return 1;
     int rc = 0;
     if (isfinite(i->val_loss))
         rc = run_hooks(s, DL_HOOK_VALIDATION, i->step, i->epoch, names, values, n);
@@ -449,6 +515,8 @@ static int on_idle(void *user, dl_trainer *t)
 {
     dl_session *s = user;
     long step = dl_trainer_step_count(t);
+    if (s->opt.on_idle)
+        s->opt.on_idle(s->opt.user);
     if (session_interrupted) {
         s->stop = STOP_EXTERNAL;
         snprintf(s->message, sizeof s->message, "interrupted at step %ld", step);
@@ -603,16 +671,10 @@ int dl_session_prepare(dl_session **out, const dl_session_options *opt)
         snprintf(s->script_path, sizeof s->script_path, "%s", opt->script);
     }
     dl_script_options so = {s->script_path, s->opt.overrides, s->opt.noverrides, 0};
+    if (rc == DL_OK) /* a study's objective gets opt->trial, or a fixed one from k=v */
+        rc = dl_script_load_study(&s->script, &so, opt->trial, 0);
     if (rc == DL_OK)
-        rc = dl_script_load(&s->script, &so);
-    if (rc == DL_OK) {
         s->exp = dl_script_experiment(s->script);
-        if (s->exp->is_study)
-            rc = dl_error(DL_EUNSUPPORTED,
-                          "%s returns a study (dl.study): tuning studies are not implemented "
-                          "yet, so it cannot be run; return dl.experiment{...} to train once",
-                          s->script_path);
-    }
     if (rc == DL_OK) {
         s->seed = s->opt.seed >= 0 ? (uint64_t)s->opt.seed : s->exp->cfg.seed;
         s->exp->cfg.seed = s->seed;
@@ -627,6 +689,11 @@ int dl_session_prepare(dl_session **out, const dl_session_options *opt)
     if (rc == DL_OK)
         rc = dl_script_open_data(s->script, s->exp->cfg.batch, s->seed, s->be, &s->train, &s->val,
                                  s->fingerprint, sizeof s->fingerprint);
+    if (rc == DL_OK && (size_t)s->exp->cfg.batch > s->train->info.count)
+        rc = dl_error(DL_EINVAL,
+                      "%s: batch %d is larger than the training set (%zu samples): every "
+                      "buffer is sized by the batch",
+                      s->script_path, s->exp->cfg.batch, (size_t)s->train->info.count);
     if (rc == DL_OK) {
         rc = dl_model_create(&s->model, dl_script_take_model(s->script), &s->train->info.sample);
         if (rc == DL_OK)
@@ -635,12 +702,14 @@ int dl_session_prepare(dl_session **out, const dl_session_options *opt)
         if (rc < 0) {
             char msg[1024];
             snprintf(msg, sizeof msg, "%s", dl_error_message());
+            if (rc == DL_ENOMEM)
+                rc = DL_EINVAL; /* too big for this machine: the script asks too much */
             dl_error(rc, "%s: the model does not fit: %s", s->script_path, msg);
         }
     }
     if (rc == DL_OK)
         rc = build_config(s);
-    if (rc == DL_OK && !s->resumed && !opt->force &&
+    if (rc == DL_OK && !s->resumed && !opt->force && opt->rank == 0 &&
         dl_runlog_find_finished(s->opt.out_dir, s->hash, s->duplicate, sizeof s->duplicate)) {
         for (int i = 0; i < resume_nov; i++)
             free(resume_ovs[i]);
@@ -652,12 +721,21 @@ int dl_session_prepare(dl_session **out, const dl_session_options *opt)
         char path[1200];
         snprintf(path, sizeof path, "%s/checkpoint.h5", s->run_dir);
         dl_checkpoint_info info;
-        rc = dl_checkpoint_load(path, s->model, &info);
-        if (rc == DL_OK)
+        memset(&info, 0, sizeof info);
+        /* killed before its first checkpoint: the run starts again from step 0 */
+        int fresh = access(path, F_OK) < 0 && errno == ENOENT;
+        if (fresh)
+            snprintf(info.config_hash, sizeof info.config_hash, "%s", s->hash);
+        else
+            rc = dl_checkpoint_load(path, s->model, &info);
+        if (rc == DL_OK && !fresh)
             rc = dl_trainer_set_cursor(s->trainer, &info.cursor);
-        if (rc == DL_OK)
+        if (rc == DL_OK && opt->rank == 0) /* other ranks of a job write nothing */
             rc = dl_runlog_reopen(&s->log, s->run_dir, info.cursor.step);
         if (rc == DL_OK) {
+            if (fresh)
+                emit(s, "warning", "%s does not exist (the run ended before its first "
+                     "checkpoint): training starts again from step 0", path);
             replay_callbacks(s);
             s->steps_at_start = info.cursor.step;
             if (strcmp(info.config_hash, s->hash))
@@ -668,7 +746,7 @@ int dl_session_prepare(dl_session **out, const dl_session_options *opt)
             emit(s, "resumed", "from step %ld (epoch %d) on %s", info.cursor.step,
                  info.cursor.epoch + 1, s->device);
         }
-    } else if (rc == DL_OK) {
+    } else if (rc == DL_OK && opt->rank == 0) {
         rc = dl_runlog_create(&s->log, s->opt.out_dir, s->exp->name, s->hash, s->config,
                               s->script_path);
         if (rc == DL_OK) {
@@ -727,8 +805,13 @@ dl_run_status dl_session_run(dl_session *s)
     } else {
         status = DL_RUN_FINISHED;
     }
-    if (status != DL_RUN_FAILED)
-        save_checkpoint(s, status == DL_RUN_FINISHED ? "end of training" : "stopped");
+    if (status != DL_RUN_FAILED &&
+        save_checkpoint(s, status == DL_RUN_FINISHED ? "end of training" : "stopped") < 0) {
+        /* the state since the last checkpoint is lost: not a clean end */
+        snprintf(s->message, sizeof s->message, "the final checkpoint could not be written: %s",
+                 dl_error_message());
+        status = DL_RUN_FAILED;
+    }
     long steps = dl_trainer_step_count(s->trainer);
     int epoch = dl_trainer_epoch(s->trainer);
     const dl_trainer_config *cfg = dl_trainer_config_of(s->trainer);
@@ -742,7 +825,8 @@ dl_run_status dl_session_run(dl_session *s)
     cJSON_AddStringToObject(extra, "device", s->device);
     cJSON_AddStringToObject(extra, "precision", dl_precision_name(cfg->precision));
     const char *names[] = {"finished", "stopped", "failed"};
-    dl_runlog_summary(s->log, names[status], &t, s->message[0] ? s->message : NULL, extra);
+    if (s->log)
+        dl_runlog_summary(s->log, names[status], &t, s->message[0] ? s->message : NULL, extra);
     cJSON_Delete(extra);
     emit(s, names[status], "step %ld, epoch %d%s%s", steps, epoch, s->message[0] ? ": " : "",
          s->message);
@@ -777,6 +861,12 @@ const char *dl_session_name(const dl_session *s) { return s->exp ? s->exp->name 
 const char *dl_session_device(const dl_session *s) { return s->device; }
 const char *dl_session_message(const dl_session *s) { return s->message; }
 dl_trainer *dl_session_trainer(dl_session *s) { return s->trainer; }
+dl_script *dl_session_script(dl_session *s) { return s->script; }
+int dl_session_pruned(const dl_session *s)
+{
+    /* or the script stopped the run itself after trial:should_prune() said so */
+    return s->pruned || (s->stop != STOP_NONE && s->script && dl_script_trial_prune_said(s->script));
+}
 long dl_session_total_steps(const dl_session *s)
 {
     return s->trainer ? dl_trainer_step_count(s->trainer) : 0;

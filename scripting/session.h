@@ -23,11 +23,21 @@ typedef struct dl_session_options {
     const char *resume;          /* a run to continue, or NULL */
     int force;                   /* run even when a finished run has the same config */
     long stop_after;             /* > 0: stop cleanly (checkpoint, "stopped") after N steps */
+    /* data parallel: this process is rank `rank` of `ranks` (0 and 0 or 1
+     * alone); ranks other than 0 write no run folder, checkpoint or summary */
+    int rank, ranks;
     /* progress sinks (may be NULL), called on the training thread */
     void *user;
     void (*on_step)(void *user, const dl_step_info *info);
     void (*on_epoch)(void *user, const dl_epoch_info *info);
     void (*on_event)(void *user, const char *kind, const char *text);
+    /* between steps and while paused, on the training thread (the Lua prompt) */
+    void (*on_idle)(void *user);
+    /* a trial of an open study (dlbench tune): the script's study objective
+     * is called with it, the study's metric is reported to it after every
+     * epoch and a trial the pruner stops ends "stopped" (dl_session_pruned);
+     * config.json records the study and trial. NULL for a plain run. */
+    struct dl_trial *trial;
 } dl_session_options;
 
 /* Outcome of prepare beyond the status code. */
@@ -59,9 +69,12 @@ const char *dl_session_name(const dl_session *s);
 const char *dl_session_device(const dl_session *s);
 const char *dl_session_message(const dl_session *s);     /* why it failed or stopped */
 dl_trainer *dl_session_trainer(dl_session *s);
+struct dl_script *dl_session_script(dl_session *s); /* the script's Lua state, for the prompt */
 long dl_session_total_steps(const dl_session *s);
 double dl_session_wall_s(const dl_session *s);
 double dl_session_samples_per_s(const dl_session *s);
+/* 1 when the run was stopped because its trial was pruned. */
+int dl_session_pruned(const dl_session *s);
 /* Final and best of a metric ("val_acc"); returns 0 when never seen. */
 int dl_session_metric(const dl_session *s, const char *name, double *final, double *best);
 

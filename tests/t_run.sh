@@ -74,7 +74,8 @@ else
     skip fmnist_cnn "no Fashion-MNIST IDX files in /usr/share/datasets/fashion-mnist"
 fi
 if run fmnist_tune 2 run scripts/fmnist_tune.lua --out "$OUT/runs"; then
-    if grep -q "tuning studies are not implemented yet" "$OUT/fmnist_tune.log"; then
+    if grep -q "study parameter 'lr' has no value" "$OUT/fmnist_tune.log" &&
+        grep -q "dlbench tune" "$OUT/fmnist_tune.log"; then
         pass fmnist_tune_refused
     else
         fail fmnist_tune_refused "no clear message"

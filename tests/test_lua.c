@@ -106,10 +106,46 @@ static void test_study_is_recognised(void)
 {
     dl_script_options o = {"scripts/fmnist_tune.lua", NULL, 0, 0};
     dl_script *s = NULL;
-    CHECK_OK(dl_script_load(&s, &o));
-    if (s)
-        CHECK(dl_script_experiment(s)->is_study);
+    CHECK_OK(dl_script_load_study(&s, &o, NULL, 1));
+    if (s) {
+        const dl_experiment *e = dl_script_experiment(s);
+        CHECK(e->is_study && e->model == NULL);
+        CHECK(!strcmp(e->study.metric, "val_acc") && e->study.maximize);
+        CHECK(!strcmp(e->study.sampler, "tpe") && !strcmp(e->study.pruner, "median"));
+    }
     dl_script_destroy(s);
+}
+
+/* dlbench run on a study: a fixed trial from the k=v overrides */
+static void test_study_fixed_trial(void)
+{
+    char *ov[] = {"lr=0.05", "hidden=16", "act=relu", "epochs=2"};
+    dl_script_options o = {"scripts/spirals_tune.lua", ov, 4, 0};
+    dl_script *s = NULL;
+    CHECK_OK(dl_script_load(&s, &o));
+    if (s) {
+        dl_experiment *e = dl_script_experiment(s);
+        CHECK(e->is_study && e->model != NULL && e->cfg.epochs == 2);
+        CHECK_NEAR(e->optim.lr, 0.05, 1e-7);
+        CHECK(strstr(e->model_text, "Linear(2, 16)") != NULL);
+        CHECK(e->ntrial_params == 3 && e->trial_number == -1);
+        CHECK(!strcmp(e->trial_params[0].name, "lr") && e->trial_params[0].num == 0.05);
+        CHECK(e->trial_params[1].type == DL_HP_INTEGER && e->trial_params[1].num == 16);
+        CHECK(e->trial_params[2].type == DL_HP_STRING && !strcmp(e->trial_params[2].str, "relu"));
+    }
+    dl_script_destroy(s);
+    char *missing[] = {"lr=0.05"};
+    dl_script_options m = {"scripts/spirals_tune.lua", missing, 1, 0};
+    CHECK(dl_script_load(&s, &m) == DL_EINVAL);
+    CHECK_MSG(strstr(dl_error_message(), "spirals_tune.lua:") &&
+                  strstr(dl_error_message(), "study parameter 'hidden' has no value") &&
+                  strstr(dl_error_message(), "dlbench tune"),
+              "%s", dl_error_message());
+    char *unknown[] = {"lr=0.05", "hidden=16", "act=relu", "depth=3"};
+    dl_script_options u = {"scripts/spirals_tune.lua", unknown, 4, 0};
+    CHECK(dl_script_load(&s, &u) == DL_EINVAL);
+    CHECK_MSG(strstr(dl_error_message(), "unknown hyperparameter 'depth'"), "%s",
+              dl_error_message());
 }
 
 int main(void)
@@ -120,5 +156,6 @@ int main(void)
     RUN(test_missing_script);
     RUN(test_instruction_limit);
     RUN(test_study_is_recognised);
+    RUN(test_study_fixed_trial);
     CHECK_EXIT();
 }

@@ -184,7 +184,7 @@ int dl_cmd_profile(int argc, char **argv)
     dl_script_options so = {script, ovs, nov, 0};
     int rc = dl_script_load(&sc, &so);
     dl_experiment *e = rc == DL_OK ? dl_script_experiment(sc) : NULL;
-    if (rc == DL_OK && e->is_study)
+    if (rc == DL_OK && !e->model) /* a study runs its objective with k=v values */
         rc = dl_error(DL_EUNSUPPORTED, "%s returns a study: profile one experiment", script);
     if (rc == DL_OK) {
         char why[256] = "";

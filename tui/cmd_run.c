@@ -10,10 +10,12 @@
 
 #include <cjson/cJSON.h>
 
+#include "engine/comm.h"
 #include "engine/error.h"
 #include "engine/runlog.h"
 #include "scripting/session.h"
 #include "tui/commands.h"
+#include "tui/control.h"
 
 #define PLAIN_EVERY_S 5.0
 #define TTY_EVERY_S 0.1
@@ -101,6 +103,8 @@ static void on_event(void *user, const char *kind, const char *text)
 /* --- signals ------------------------------------------------------------------- */
 
 static volatile sig_atomic_t sigint_count;
+static volatile sig_atomic_t sig_ranks; /* > 1: one rank of a data-parallel job */
+static dl_comm *volatile sig_comm;
 
 static void on_sigint(int sig)
 {
@@ -108,6 +112,16 @@ static void on_sigint(int sig)
     if (sigint_count++ > 0)
         _exit(130);
     dl_session_interrupt();
+    static const char msg_job[] =
+        "\ndlbench: signal received: the job stops at the next step when every rank is alive; "
+        "if a rank died, the launcher ends the others (see its message)\n";
+    if (sig_ranks > 1) {
+        if (sig_comm)
+            dl_comm_signal(sig_comm);
+        ssize_t w = write(2, msg_job, sizeof msg_job - 1);
+        (void)w;
+        return;
+    }
     static const char msg[] =
         "\ndlbench: stopping at the next step (checkpoint, summary); Ctrl-C again quits now\n";
     ssize_t w = write(2, msg, sizeof msg - 1);
@@ -189,6 +203,49 @@ static void print_duplicate(const char *dir)
     fprintf(stderr, "run it again anyway with --force\n");
 }
 
+/* Data parallel, from the watchdog thread when the job ends abnormally:
+ * rank 0 marks its run failed (events.log, summary.json) so that `runs` and
+ * `watch` do not show it running. */
+static void mark_failed(void *user, const char *why)
+{
+    const char *dir = user;
+    char path[1200];
+    dl_runlog_append_event(dir, "failed", why);
+    snprintf(path, sizeof path, "%s/summary.json", dir);
+    cJSON *sum = dl_runlog_read_json(path);
+    if (!sum)
+        return;
+    cJSON_DeleteItemFromObjectCaseSensitive(sum, "status");
+    cJSON_DeleteItemFromObjectCaseSensitive(sum, "message");
+    cJSON_AddStringToObject(sum, "status", "failed");
+    cJSON_AddStringToObject(sum, "message", why);
+    char *text = cJSON_Print(sum);
+    if (text)
+        dl_runlog_write_atomic(path, text, strlen(text));
+    free(text);
+    cJSON_Delete(sum);
+}
+
+/* Data parallel, after every rank prepared: a rank that failed fails the
+ * job (it printed why), rank 0's duplicate refusal ends it. Returns the
+ * exit status for a rank that must stop for another's reason, else 0. */
+static int agree_prepare(dl_comm *c, int rc)
+{
+    int rank = dl_comm_rank(c);
+    double v[2] = {rc < 0, rank == 0 && rc == DL_SESSION_DUPLICATE};
+    if (dl_comm_allreduce(c, v, 2, DL_COMM_SUM) < 0)
+        dl_comm_abort(c, 1, dl_error_message());
+    if (rc >= 0 && v[0] > 0) {
+        if (rank == 0)
+            fprintf(stderr, "dlbench run: %.0f of %d ranks could not start (their messages "
+                            "above)\n", v[0], dl_comm_size(c));
+        return 1;
+    }
+    if (rank > 0 && v[1] > 0)
+        return 3;
+    return 0;
+}
+
 int dl_cmd_run(int argc, char **argv)
 {
     dl_session_options o;
@@ -268,6 +325,22 @@ int dl_cmd_run(int argc, char **argv)
         free(ovs);
         return 2;
     }
+    /* data parallel under mpirun: rank 0 writes the run folder, the others
+     * print errors only */
+    dl_comm *comm = NULL;
+    if (dl_comm_launched() > 1) {
+        if (dl_comm_create(&comm, NULL) < 0) {
+            fprintf(stderr, "dlbench run: started as one of %d ranks, but: %s\n",
+                    dl_comm_launched(), dl_error_message());
+            free(ovs);
+            return 1;
+        }
+        o.rank = dl_comm_rank(comm);
+        o.ranks = dl_comm_size(comm);
+        sig_ranks = o.ranks;
+        if (o.rank > 0)
+            quiet = 1;
+    }
     o.overrides = ovs;
     o.noverrides = nov;
     progress p = {0};
@@ -289,7 +362,10 @@ int dl_cmd_run(int argc, char **argv)
     dl_session *s = NULL;
     int rc = dl_session_prepare(&s, &o);
     int status;
-    if (rc == DL_SESSION_DUPLICATE) {
+    int other = comm ? agree_prepare(comm, rc) : 0;
+    if (other) {
+        status = other;
+    } else if (rc == DL_SESSION_DUPLICATE) {
         print_duplicate(dl_session_duplicate(s));
         status = 3;
     } else if (rc < 0) {
@@ -297,6 +373,14 @@ int dl_cmd_run(int argc, char **argv)
         status = dl_session_interrupted() ? 130 : exit_for(rc);
     } else {
         dl_trainer *t = dl_session_trainer(s);
+        if (comm && dl_trainer_set_comm(t, comm) < 0) {
+            char msg[1100];
+            snprintf(msg, sizeof msg, "cannot join the job: %s", dl_error_message());
+            dl_comm_abort(comm, 1, msg);
+        }
+        if (comm && o.rank == 0)
+            dl_comm_on_failure(comm, mark_failed, (void *)dl_session_run_dir(s));
+        sig_comm = comm;
         const dl_trainer_config *cfg = dl_trainer_config_of(t);
         p.epochs = cfg->epochs;
         p.max_steps = cfg->max_steps;
@@ -305,24 +389,38 @@ int dl_cmd_run(int argc, char **argv)
                    dl_session_name(s), dl_session_device(s), dl_session_run_dir(s));
             fflush(stdout);
         }
+        char why[256];
+        dl_control *ctl = NULL; /* RUN/control.sock for dlbench watch */
+        if (o.rank == 0 && dl_control_start(&ctl, dl_session_run_dir(s), t, why, sizeof why) < 0)
+            fprintf(stderr, "dlbench run: no control socket: %s\n", why);
         dl_run_status st = dl_session_run(s);
+        dl_control_stop(ctl);
         end_line(&p);
         const char *word = st == DL_RUN_FINISHED ? "finished" : st == DL_RUN_STOPPED ? "stopped"
                                                                                         : "failed";
         FILE *f = st == DL_RUN_FAILED ? stderr : stdout;
-        fprintf(f, "%s: %s after %ld steps in %.1f s (%.0f samples/s)%s%s\n", word,
+        if (o.rank == 0 || st == DL_RUN_FAILED)
+            fprintf(f, "%s: %s after %ld steps in %.1f s (%.0f samples/s)%s%s\n", word,
                 dl_session_name(s), dl_session_total_steps(s), dl_session_wall_s(s),
                 dl_session_samples_per_s(s), dl_session_message(s)[0] ? ": " : "",
                 dl_session_message(s));
-        if (st != DL_RUN_FAILED) {
+        if (comm && st == DL_RUN_FAILED) /* the other ranks would wait for this one */
+            dl_comm_abort(comm, 1, "training failed on this rank (above): ending the job");
+        if (st != DL_RUN_FAILED && o.rank == 0) {
             static const char *names[] = {"val_acc", "val_loss", "train_acc", "train_loss"};
             for (size_t k = 0; k < sizeof names / sizeof *names; k++)
                 print_metric_line(s, names[k]);
         }
-        printf("run folder: %s\n", dl_session_run_dir(s));
+        if (o.rank == 0)
+            printf("run folder: %s\n", dl_session_run_dir(s));
         status = st == DL_RUN_FAILED ? 1 : (dl_session_interrupted() ? 130 : 0);
     }
+    sig_comm = NULL;
+    if (comm)
+        dl_comm_on_failure(comm, NULL, NULL);
     dl_session_destroy(s);
+    dl_comm_destroy(comm);
+    sig_ranks = 0;
     sigaction(SIGINT, &old_int, NULL);
     sigaction(SIGTERM, &old_term, NULL);
     free(ovs);

@@ -178,20 +178,24 @@ static int matches(const run_row *r, char **filters, int nf)
     return 1;
 }
 
-/* "hidden=512 lr=0.05": the hyperparameters, as config.json sorts them. */
+/* "hidden=512 lr=0.05": a study trial's parameters, then the
+ * hyperparameters, as config.json sorts them. */
 static void hparams_text(const run_row *r, char *buf, size_t size)
 {
     size_t len = 0;
     buf[0] = 0;
-    const cJSON *hps = get(r->config, "hparams");
-    for (const cJSON *h = hps ? hps->child : NULL; h; h = h->next) {
-        char v[64];
-        value_text(h, v, sizeof v);
-        int n = snprintf(buf + len, len < size ? size - len : 0, "%s%s=%s", len ? " " : "",
-                         h->string, v);
-        if (n < 0 || len + (size_t)n >= size)
-            break;
-        len += (size_t)n;
+    static const char *groups[] = {"trial_params", "hparams"};
+    for (int g = 0; g < 2; g++) {
+        const cJSON *hps = get(r->config, groups[g]);
+        for (const cJSON *h = hps ? hps->child : NULL; h; h = h->next) {
+            char v[64];
+            value_text(h, v, sizeof v);
+            int n = snprintf(buf + len, len < size ? size - len : 0, "%s%s=%s", len ? " " : "",
+                             h->string, v);
+            if (n < 0 || len + (size_t)n >= size)
+                return;
+            len += (size_t)n;
+        }
     }
 }
 

@@ -1,4 +1,4 @@
--- expect: tuning studies are not implemented yet
+-- expect: the study's objective must return dl.experiment{...} (it returned nil)
 local dl = require "dlbench"
 local nn, optim = dl.nn, dl.optim
 return dl.study {

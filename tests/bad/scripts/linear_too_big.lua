@@ -1,0 +1,8 @@
+-- expect: parameters: more than any machine's memory
+local dl = require "dlbench"
+local nn, optim = dl.nn, dl.optim
+return dl.experiment {
+  data = dl.data.synthetic { n = 64, val = 0 },
+  model = nn.Sequential { nn.Linear(2, 2000000000), nn.Linear(2000000000, 2000000000), nn.Linear(2000000000, 2) },
+  optimizer = optim.SGD { lr = 0.1 }, batch = 8, epochs = 1,
+}

@@ -1,0 +1,441 @@
+/* app.c - the curses main loop: layout, one doupdate a frame, keys to actions, prompts, resize, hangup */
+#include "tui/app.h"
+
+#include <locale.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "tui/colors.h"
+#include "views/views.h"
+
+#define MIN_COLS 60
+#define MIN_ROWS 16
+#define FRAME_MS 100 /* 10 frames a second at most; never waits on the trainer */
+#define NPANES 4     /* chart, system, profile, log */
+#define HISTORY 32
+
+enum { PANE_CHART, PANE_SYSTEM, PANE_PROFILE, PANE_LOG, PANE_RUNS, PANE_HELP };
+
+typedef enum { PROMPT_NONE, PROMPT_NOTE, PROMPT_HPARAMS, PROMPT_LUA, PROMPT_FILTER, PROMPT_QUIT } prompt_kind;
+
+static volatile sig_atomic_t got_winch, got_hup, got_int;
+
+static void on_winch(int sig) { (void)sig, got_winch = 1; }
+static void on_hup(int sig) { (void)sig, got_hup = 1; }
+static void on_int(int sig) { (void)sig, got_int = 1; }
+
+typedef struct app {
+    dl_feed *feed;
+    const dl_app_ops *ops;
+    dl_snapshot *snap;
+    WINDOW *status, *hints, *pane[6];
+    int rows, cols;
+    int zoom;              /* -1: the overview; else the pane shown alone */
+    int focus;
+    dl_view_state vs[6];
+    int log_scale;
+    long window;
+    prompt_kind prompt;
+    char buf[256];
+    int len;
+    char history[HISTORY][256];
+    int nhist, hpos;
+    int quitting;
+    int dirty_layout;
+} app;
+
+static void free_windows(app *a)
+{
+    if (a->status)
+        delwin(a->status);
+    if (a->hints)
+        delwin(a->hints);
+    a->status = a->hints = NULL;
+    for (int i = 0; i < 6; i++) {
+        if (a->pane[i])
+            delwin(a->pane[i]);
+        a->pane[i] = NULL;
+    }
+}
+
+/* Creates the windows for the current size and zoom. */
+static void layout(app *a)
+{
+    free_windows(a);
+    a->rows = LINES, a->cols = COLS;
+    if (a->cols < MIN_COLS || a->rows < MIN_ROWS)
+        return;
+    a->status = newwin(1, a->cols, 0, 0);
+    a->hints = newwin(1, a->cols, a->rows - 1, 0);
+    int h = a->rows - 2, w = a->cols, top = 1;
+    if (a->zoom >= 0) {
+        a->pane[a->zoom] = newwin(h, w, top, 0);
+        return;
+    }
+    int htop = a->rows >= 40 ? h * 3 / 5 : h / 2 + 1;
+    int wsys = w >= 160 ? w * 2 / 5 : w >= 120 ? w / 3 : 34;
+    a->pane[PANE_CHART] = newwin(htop, w - wsys, top, 0);
+    a->pane[PANE_SYSTEM] = newwin(htop, wsys, top, w - wsys);
+    int wprof = w / 2;
+    a->pane[PANE_PROFILE] = newwin(h - htop, wprof, top + htop, 0);
+    a->pane[PANE_LOG] = newwin(h - htop, w - wprof, top + htop, wprof);
+}
+
+static const char *prompt_label(prompt_kind k)
+{
+    switch (k) {
+    case PROMPT_NOTE: return "note: ";
+    case PROMPT_HPARAMS: return "hyperparameters k=v (lr applies now): ";
+    case PROMPT_LUA: return "lua> ";
+    case PROMPT_FILTER: return "filter /";
+    case PROMPT_QUIT: return "a training is running: stop it (checkpoint, summary) and quit? [y/N] ";
+    default: return "";
+    }
+}
+
+static void draw(app *a)
+{
+    const dl_snapshot *s = a->snap;
+    if (!a->status) {
+        dl_view_too_small(stdscr, MIN_COLS, MIN_ROWS);
+        wnoutrefresh(stdscr);
+        doupdate();
+        return;
+    }
+    dl_view_status(a->status, s);
+    wnoutrefresh(a->status);
+    for (int i = 0; i < 6; i++) {
+        WINDOW *w = a->pane[i];
+        if (!w)
+            continue;
+        dl_view_state v = a->vs[i];
+        v.focused = a->zoom < 0 ? a->focus == i : 0;
+        v.log_scale = a->log_scale;
+        v.window = a->window;
+        switch (i) {
+        case PANE_CHART: dl_view_chart(w, s, &v); break;
+        case PANE_SYSTEM: dl_view_system(w, s, &v); break;
+        case PANE_PROFILE: dl_view_profile(w, s, &v); break;
+        case PANE_LOG: dl_view_log(w, s, &v); break;
+        case PANE_RUNS: dl_view_runs(w, s, &v); break;
+        case PANE_HELP: dl_view_help(w, &v, a->ops->watching); break;
+        }
+        wnoutrefresh(w);
+    }
+    char prompt[600];
+    const char *p = NULL;
+    if (a->prompt != PROMPT_NONE) {
+        snprintf(prompt, sizeof prompt, "%s%s_", prompt_label(a->prompt), a->buf);
+        p = prompt;
+    } else if (a->quitting) {
+        p = "stopping the training: checkpoint and summary...";
+    }
+    static const char *const ready[] = {"r", "Start", "?", "Help", "e", "Hparams", "F2", "Runs",
+                                        "Tab", "Focus", "1-6", "Zoom", "q", "Quit"};
+    static const char *const running[] = {"Spc", "Pause", "g", "GPU", "c", "CPU", "s", "Ckpt",
+                                          "n", "Note", ":", "Lua", "e", "Hparams", "?", "Help",
+                                          "l", "Log", "z", "Zoom", "F2", "Runs", "q", "Quit"};
+    static const char *const paused[] = {"Spc", "Resume", "s", "Ckpt", "n", "Note", ":", "Lua",
+                                         "e", "Hparams", "g", "GPU", "c", "CPU", "?", "Help",
+                                         "q", "Quit"};
+    static const char *const done[] = {"r", "Restart", "n", "Note", "F2", "Runs", "l", "Log",
+                                       "z", "Zoom", "?", "Help", "q", "Quit"};
+    static const char *const watch[] = {"Spc", "Pause", "g", "GPU", "c", "CPU", "s", "Ckpt",
+                                        "n", "Note", "e", "LR", "?", "Help", "l", "Log",
+                                        "F2", "Runs", "q", "Quit"};
+#define N(x) (int)(sizeof x / sizeof *x)
+    if (a->ops->watching && s->live && s->state <= DL_STATE_STOPPING)
+        dl_view_hints(a->hints, watch, N(watch), p);
+    else if (a->ops->watching)
+        dl_view_hints(a->hints, done + 2, N(done) - 2, p);
+    else if (s->state == DL_STATE_READY)
+        dl_view_hints(a->hints, ready, N(ready), p);
+    else if (s->state == DL_STATE_RUNNING || s->state == DL_STATE_STOPPING)
+        dl_view_hints(a->hints, running, N(running), p);
+    else if (s->state == DL_STATE_PAUSED)
+        dl_view_hints(a->hints, paused, N(paused), p);
+    else
+        dl_view_hints(a->hints, done, N(done), p);
+#undef N
+    wnoutrefresh(a->hints);
+    doupdate();
+}
+
+static void set_zoom(app *a, int pane)
+{
+    a->zoom = a->zoom == pane ? -1 : pane;
+    if (a->zoom == PANE_RUNS)
+        a->ops->action(a->ops->user, DL_ACT_RUNS, NULL);
+    a->dirty_layout = 1;
+}
+
+static void submit(app *a)
+{
+    prompt_kind k = a->prompt;
+    a->prompt = PROMPT_NONE;
+    a->buf[a->len] = 0;
+    if (k == PROMPT_FILTER) {
+        int pane = a->zoom >= 0 ? a->zoom : a->focus;
+        snprintf(a->vs[pane].filter, sizeof a->vs[pane].filter, "%s", a->buf);
+        a->vs[pane].scroll = 0;
+        return;
+    }
+    if (!a->len)
+        return;
+    if (k == PROMPT_LUA) {
+        if (!a->nhist || strcmp(a->history[(a->nhist - 1) % HISTORY], a->buf)) {
+            snprintf(a->history[a->nhist % HISTORY], sizeof a->history[0], "%s", a->buf);
+            a->nhist++;
+        }
+        a->ops->action(a->ops->user, DL_ACT_LUA, a->buf);
+    } else if (k == PROMPT_NOTE) {
+        a->ops->action(a->ops->user, DL_ACT_NOTE, a->buf);
+    } else if (k == PROMPT_HPARAMS) {
+        a->ops->action(a->ops->user, DL_ACT_HPARAMS, a->buf);
+    }
+}
+
+static void open_prompt(app *a, prompt_kind k)
+{
+    a->prompt = k;
+    a->len = 0;
+    a->buf[0] = 0;
+    a->hpos = a->nhist;
+    if (k == PROMPT_FILTER) {
+        int pane = a->zoom >= 0 ? a->zoom : a->focus;
+        snprintf(a->buf, sizeof a->buf, "%s", a->vs[pane].filter);
+        a->len = (int)strlen(a->buf);
+    }
+}
+
+static void prompt_key(app *a, int ch)
+{
+    if (a->prompt == PROMPT_QUIT) {
+        a->prompt = PROMPT_NONE;
+        if (ch == 'y' || ch == 'Y') {
+            a->quitting = 1;
+            a->ops->action(a->ops->user, DL_ACT_QUIT, NULL);
+        }
+        return;
+    }
+    if (ch == 27) { /* Esc */
+        a->prompt = PROMPT_NONE;
+    } else if (ch == '\n' || ch == '\r' || ch == KEY_ENTER) {
+        submit(a);
+    } else if (ch == KEY_BACKSPACE || ch == 127 || ch == 8) {
+        if (a->len > 0)
+            a->buf[--a->len] = 0;
+    } else if (a->prompt == PROMPT_LUA && (ch == KEY_UP || ch == KEY_DOWN) && a->nhist) {
+        int oldest = a->nhist > HISTORY ? a->nhist - HISTORY : 0;
+        if (ch == KEY_UP && a->hpos > oldest)
+            a->hpos--;
+        else if (ch == KEY_DOWN && a->hpos < a->nhist)
+            a->hpos++;
+        if (a->hpos == a->nhist)
+            a->buf[0] = 0;
+        else
+            snprintf(a->buf, sizeof a->buf, "%s", a->history[a->hpos % HISTORY]);
+        a->len = (int)strlen(a->buf);
+    } else if (ch >= 32 && ch < 256 && ch != 127 && a->len < (int)sizeof a->buf - 1) {
+        a->buf[a->len++] = (char)ch;
+        a->buf[a->len] = 0;
+    }
+}
+
+/* Returns 1 to leave the loop. */
+static int key(app *a, int ch)
+{
+    if (ch == KEY_RESIZE) /* resizeterm queues one; the SIGWINCH flag did the work */
+        return 0;
+    if (a->prompt != PROMPT_NONE) {
+        prompt_key(a, ch);
+        return 0;
+    }
+    int st = a->snap->state;
+    int pane = a->zoom >= 0 ? a->zoom : a->focus;
+    switch (ch) {
+    case 'q':
+    case KEY_F(10):
+        if (a->quitting)
+            return 0;
+        if (!a->ops->watching && a->ops->busy(a->ops->user)) {
+            a->prompt = PROMPT_QUIT;
+        } else {
+            a->quitting = 1;
+            a->ops->action(a->ops->user, DL_ACT_QUIT, NULL);
+        }
+        break;
+    case '?':
+    case 'h':
+    case KEY_F(1): set_zoom(a, PANE_HELP); break;
+    case KEY_F(2): set_zoom(a, PANE_RUNS); break;
+    case KEY_F(3): set_zoom(a, PANE_PROFILE); break;
+    case KEY_F(4):
+        dl_feed_event(a->feed, "info", "F4 trials: this session is not a study (dlbench tune "
+                                       "shows trials)", NULL);
+        break;
+    case '1': case '2': case '3': case '4': case '5': case '6': set_zoom(a, ch - '1'); break;
+    case 27:
+        if (a->zoom >= 0)
+            a->zoom = -1, a->dirty_layout = 1;
+        break;
+    case '\t': a->focus = (a->focus + 1) % NPANES; break;
+    case KEY_BTAB: a->focus = (a->focus + NPANES - 1) % NPANES; break;
+    case KEY_RIGHT: if (a->zoom < 0) a->focus = (a->focus + 1) % NPANES; break;
+    case KEY_LEFT: if (a->zoom < 0) a->focus = (a->focus + NPANES - 1) % NPANES; break;
+    case KEY_UP:
+        if (pane == PANE_LOG)
+            a->vs[pane].scroll++;
+        else if (a->vs[pane].scroll > 0)
+            a->vs[pane].scroll--;
+        break;
+    case KEY_DOWN:
+        if (pane == PANE_LOG) {
+            if (a->vs[pane].scroll > 0)
+                a->vs[pane].scroll--;
+        } else {
+            a->vs[pane].scroll++;
+        }
+        break;
+    case KEY_PPAGE: if (pane == PANE_LOG) a->vs[pane].scroll += 10; break;
+    case KEY_NPAGE: a->vs[pane].scroll = a->vs[pane].scroll > 10 ? a->vs[pane].scroll - 10 : 0; break;
+    case 'l': a->log_scale = !a->log_scale; break;
+    case 'z': a->window = a->window == 0 ? 1000 : a->window == 1000 ? 200 : a->window == 200 ? 50 : 0; break;
+    case '/': open_prompt(a, PROMPT_FILTER); break;
+    case 'r':
+        if (!a->ops->watching)
+            a->ops->action(a->ops->user, DL_ACT_START, NULL);
+        break;
+    case ' ':
+    case 'p': a->ops->action(a->ops->user, DL_ACT_PAUSE, st == DL_STATE_PAUSED ? "resume" : "pause"); break;
+    case 'g': a->ops->action(a->ops->user, DL_ACT_GPU, NULL); break;
+    case 'c': a->ops->action(a->ops->user, DL_ACT_CPU, NULL); break;
+    case 's': a->ops->action(a->ops->user, DL_ACT_CHECKPOINT, NULL); break;
+    case 'n': open_prompt(a, PROMPT_NOTE); break;
+    case 'e': open_prompt(a, PROMPT_HPARAMS); break;
+    case ':': open_prompt(a, PROMPT_LUA); break;
+    default: break;
+    }
+    return 0;
+}
+
+static void resize(app *a)
+{
+    struct winsize ws;
+    if (ioctl(STDIN_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_row > 0 && ws.ws_col > 0)
+        resizeterm(ws.ws_row, ws.ws_col);
+    clearok(curscr, TRUE);
+    werase(stdscr);
+    wnoutrefresh(stdscr);
+    a->dirty_layout = 1;
+}
+
+dl_app_end dl_app_run(dl_feed *feed, const dl_app_ops *ops, int term_fd)
+{
+    app a;
+    memset(&a, 0, sizeof a);
+    a.feed = feed;
+    a.ops = ops;
+    a.zoom = -1;
+    a.snap = malloc(sizeof *a.snap);
+    if (!a.snap)
+        return DL_APP_ERROR;
+    setlocale(LC_ALL, "");
+    dl_glyphs_init();
+
+    struct sigaction sa, old_winch, old_hup, old_int, old_term;
+    memset(&sa, 0, sizeof sa);
+    sigemptyset(&sa.sa_mask);
+    sa.sa_handler = on_winch;
+    sigaction(SIGWINCH, &sa, &old_winch);
+    sa.sa_handler = on_hup;
+    sigaction(SIGHUP, &sa, &old_hup);
+    sa.sa_handler = on_int;
+    sigaction(SIGINT, &sa, &old_int);
+    sigaction(SIGTERM, &sa, &old_term);
+    signal(SIGPIPE, SIG_IGN);
+
+    FILE *term = fdopen(dup(term_fd), "w");
+    SCREEN *scr = term ? newterm(NULL, term, stdin) : NULL;
+    if (!scr) {
+        fprintf(stderr, "dlbench: cannot start the screen (TERM=%s)\n",
+                getenv("TERM") ? getenv("TERM") : "unset");
+        if (term)
+            fclose(term);
+        free(a.snap);
+        return DL_APP_ERROR;
+    }
+    set_term(scr);
+    dl_colors_init();
+    cbreak();
+    noecho();
+    nonl();
+    keypad(stdscr, TRUE);
+    set_escdelay(25);
+    curs_set(0);
+    wtimeout(stdscr, 0);
+    layout(&a);
+
+    dl_app_end end = DL_APP_QUIT;
+    for (;;) {
+        if (got_hup) {
+            end = DL_APP_HANGUP;
+            break;
+        }
+        if (got_int && !a.quitting) {
+            got_int = 0;
+            a.quitting = 1;
+            ops->action(ops->user, DL_ACT_QUIT, NULL);
+        }
+        if (got_winch) {
+            got_winch = 0;
+            resize(&a);
+        }
+        if (a.dirty_layout || a.rows != LINES || a.cols != COLS) {
+            a.dirty_layout = 0;
+            werase(stdscr);
+            wnoutrefresh(stdscr);
+            layout(&a);
+        }
+        if (ops->sample)
+            ops->sample(ops->user);
+        dl_feed_copy(feed, a.snap);
+        draw(&a);
+        if (a.quitting && ops->done(ops->user))
+            break;
+        /* wait for a key or the next frame */
+        struct pollfd p = {STDIN_FILENO, POLLIN, 0};
+        int r = poll(&p, 1, FRAME_MS);
+        if (r > 0 && (p.revents & (POLLHUP | POLLERR | POLLNVAL)) && !(p.revents & POLLIN)) {
+            end = DL_APP_HANGUP; /* the terminal is gone without a signal */
+            break;
+        }
+        int ch, n = 0;
+        while (n++ < 64 && (ch = wgetch(stdscr)) != ERR)
+            key(&a, ch);
+    }
+    free_windows(&a);
+    if (end == DL_APP_HANGUP) {
+        /* the terminal is gone: release curses without drawing */
+        delscreen(scr);
+    } else {
+        endwin();
+        delscreen(scr);
+    }
+    fclose(term);
+    sigaction(SIGWINCH, &old_winch, NULL);
+    sigaction(SIGINT, &old_int, NULL);
+    sigaction(SIGTERM, &old_term, NULL);
+    if (end != DL_APP_HANGUP)
+        sigaction(SIGHUP, &old_hup, NULL);
+    else
+        signal(SIGHUP, SIG_IGN);
+    free(a.snap);
+    return end;
+}

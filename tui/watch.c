@@ -1,0 +1,220 @@
+/* watch.c - `dlbench watch [RUN]`: the workbench's views drawn from a run folder, commands through its socket */
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cjson/cJSON.h>
+
+#include "engine/error.h"
+#include "engine/runlog.h"
+#include "tui/app.h"
+#include "tui/commands.h"
+#include "tui/control.h"
+#include "tui/feed.h"
+
+typedef struct watch {
+    dl_feed *feed;
+    dl_follow fw;
+    const char *out_dir;
+    int quit;
+} watch;
+
+static void sample(void *user)
+{
+    watch *w = user;
+    dl_feed_follow(w->feed, &w->fw);
+}
+
+/* Sends one command and logs the reply. */
+static void send_cmd(watch *w, cJSON *j)
+{
+    char *line = cJSON_PrintUnformatted(j);
+    cJSON_Delete(j);
+    if (!line)
+        return;
+    char reply[1024];
+    if (dl_control_send(w->fw.dir, line, reply, sizeof reply) < 0) {
+        dl_feed_event(w->feed, "error", reply, NULL);
+    } else {
+        cJSON *r = cJSON_Parse(reply);
+        const cJSON *ok = cJSON_GetObjectItemCaseSensitive(r, "ok");
+        const cJSON *err = cJSON_GetObjectItemCaseSensitive(r, "error");
+        if (cJSON_IsTrue(ok)) {
+            char msg[300];
+            snprintf(msg, sizeof msg, "sent %s", line);
+            dl_feed_event(w->feed, "info", msg, NULL);
+        } else {
+            dl_feed_event(w->feed, "error", cJSON_IsString(err) ? err->valuestring : reply, NULL);
+        }
+        cJSON_Delete(r);
+    }
+    free(line);
+}
+
+static cJSON *cmd(const char *name)
+{
+    cJSON *j = cJSON_CreateObject();
+    cJSON_AddStringToObject(j, "cmd", name);
+    return j;
+}
+
+static void action(void *user, dl_action a, const char *arg)
+{
+    watch *w = user;
+    cJSON *j;
+    switch (a) {
+    case DL_ACT_QUIT: w->quit = 1; return;
+    case DL_ACT_RUNS: dl_feed_load_runs(w->feed, w->out_dir); return;
+    case DL_ACT_START:
+        dl_feed_event(w->feed, "info", "watch cannot start runs: dlbench SCRIPT does", NULL);
+        return;
+    case DL_ACT_LUA:
+        dl_feed_event(w->feed, "info", "the Lua prompt is only in the workbench that trains",
+                      NULL);
+        return;
+    case DL_ACT_PAUSE: send_cmd(w, cmd(arg && !strcmp(arg, "resume") ? "resume" : "pause")); return;
+    case DL_ACT_GPU:
+    case DL_ACT_CPU:
+        j = cmd("device");
+        cJSON_AddStringToObject(j, "device", a == DL_ACT_GPU ? "cuda" : "cpu");
+        send_cmd(w, j);
+        return;
+    case DL_ACT_CHECKPOINT: send_cmd(w, cmd("checkpoint")); return;
+    case DL_ACT_NOTE:
+        if (!w->feed)
+            return;
+        {
+            char reply[1024];
+            j = cmd("note");
+            cJSON_AddStringToObject(j, "text", arg);
+            char *line = cJSON_PrintUnformatted(j);
+            cJSON_Delete(j);
+            /* a live run logs it itself; a finished one gets it appended */
+            if (line && dl_control_send(w->fw.dir, line, reply, sizeof reply) < 0 &&
+                dl_runlog_append_event(w->fw.dir, "note", arg) < 0)
+                dl_feed_event(w->feed, "error", dl_error_message(), NULL);
+            free(line);
+        }
+        return;
+    case DL_ACT_HPARAMS:
+        if (!strncmp(arg, "lr=", 3)) {
+            char *end;
+            double lr = strtod(arg + 3, &end);
+            j = cmd("lr");
+            cJSON_AddNumberToObject(j, "value", lr);
+            send_cmd(w, j);
+        } else {
+            dl_feed_event(w->feed, "info", "watch changes only lr=VALUE of a live run", NULL);
+        }
+        return;
+    }
+}
+
+static int busy(void *user) { (void)user; return 0; }
+static int done(void *user) { return ((watch *)user)->quit; }
+
+/* The newest run folder under dir (names start with the time). */
+static int newest_run(const char *dir, char *out, size_t size)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return -1;
+    char best[512] = "";
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (e->d_name[0] == '.')
+            continue;
+        char p[1400];
+        struct stat st;
+        snprintf(p, sizeof p, "%s/%s/config.json", dir, e->d_name);
+        if (stat(p, &st) == 0 && strcmp(e->d_name, best) > 0)
+            snprintf(best, sizeof best, "%.500s", e->d_name);
+    }
+    closedir(d);
+    if (!best[0])
+        return -1;
+    snprintf(out, size, "%s/%s", dir, best);
+    return 0;
+}
+
+static void usage(FILE *f)
+{
+    fputs("usage: dlbench watch [RUN] [--out DIR]\n"
+          "  RUN         a run folder, its name or a unique part of it (default: the newest)\n"
+          "  --out DIR   where run folders are (default: runs)\n"
+          "Draws the workbench's views from the run's files as they grow; when the run is\n"
+          "live, Space/g/c/s/n/e send pause, device, checkpoint, note and lr through\n"
+          "RUN/control.sock. q leaves (the run goes on).\n",
+          f);
+}
+
+int dl_cmd_watch(int argc, char **argv)
+{
+    watch w;
+    memset(&w, 0, sizeof w);
+    w.out_dir = "runs";
+    const char *run = NULL;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+            usage(stdout);
+            return 0;
+        } else if (!strcmp(argv[i], "--out") && i + 1 < argc) {
+            w.out_dir = argv[++i];
+        } else if (argv[i][0] == '-') {
+            fprintf(stderr, "dlbench watch: unknown option '%s'\n", argv[i]);
+            usage(stderr);
+            return 2;
+        } else if (!run) {
+            run = argv[i];
+        } else {
+            fprintf(stderr, "dlbench watch: one run at a time\n");
+            return 2;
+        }
+    }
+    if (run) {
+        struct stat st;
+        char p[1200];
+        snprintf(p, sizeof p, "%s/config.json", run);
+        if (stat(p, &st) == 0)
+            snprintf(w.fw.dir, sizeof w.fw.dir, "%s", run);
+        else if (dl_runlog_resolve(w.out_dir, run, w.fw.dir, sizeof w.fw.dir) != DL_OK) {
+            fprintf(stderr, "dlbench watch: %s\n", dl_error_message());
+            return 2;
+        }
+    } else if (newest_run(w.out_dir, w.fw.dir, sizeof w.fw.dir) < 0) {
+        fprintf(stderr, "dlbench watch: no runs in %s/ (give a run folder)\n", w.out_dir);
+        return 2;
+    }
+    size_t l = strlen(w.fw.dir);
+    while (l > 1 && w.fw.dir[l - 1] == '/')
+        w.fw.dir[--l] = 0;
+    w.feed = dl_feed_create();
+    if (!w.feed)
+        return 1;
+    if (dl_feed_follow(w.feed, &w.fw) < 0) {
+        fprintf(stderr, "dlbench watch: %s is not a run folder (no config.json)\n", w.fw.dir);
+        dl_feed_destroy(w.feed);
+        return 2;
+    }
+    if (!isatty(STDIN_FILENO) || !isatty(STDOUT_FILENO)) {
+        fprintf(stderr, "dlbench watch: needs a terminal (the run's files are in %s)\n",
+                w.fw.dir);
+        dl_feed_destroy(w.feed);
+        return 2;
+    }
+    dl_snapshot *s = dl_feed_lock(w.feed);
+    snprintf(s->source, sizeof s->source, "watch");
+    snprintf(s->prof_note, sizeof s->prof_note, "profile: run `dlbench profile` for the op table");
+    if (!s->gpu_status[0])
+        snprintf(s->gpu_status, sizeof s->gpu_status, "no system.jsonl samples in the run");
+    dl_feed_unlock(w.feed);
+    dl_feed_event(w.feed, "info", w.fw.dir, NULL);
+    dl_app_ops ops = {&w, sample, action, busy, done, 1};
+    dl_app_end end = dl_app_run(w.feed, &ops, STDOUT_FILENO);
+    dl_feed_destroy(w.feed);
+    return end == DL_APP_ERROR ? 1 : 0;
+}

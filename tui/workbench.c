@@ -1,0 +1,533 @@
+/* workbench.c - `dlbench [SCRIPT]`: the workbench: a training on its own thread, the screen on this one */
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "engine/error.h"
+#include "engine/monitor.h"
+#include "engine/profiler.h"
+#include "engine/runlog.h"
+#include "scripting/session.h"
+#include "tui/app.h"
+#include "tui/commands.h"
+#include "tui/control.h"
+#include "tui/feed.h"
+#include "tui/wb_lua.h"
+
+#define MAX_OVERRIDES 64
+
+typedef struct wb {
+    dl_feed *feed;
+    dl_monitor *mon;
+    /* options for the next start */
+    const char *script;
+    const char *out_dir;
+    const char *device;
+    long long seed;
+    int force_next;
+    char *ovs[MAX_OVERRIDES];
+    int nov;
+    /* the training thread */
+    pthread_mutex_t lock;  /* guards session, sys_file */
+    pthread_t thread;
+    int thread_live;       /* joined when 0 and started */
+    volatile int running;  /* the thread is between start and its end */
+    dl_session *session;   /* NULL outside prepare..run */
+    FILE *sys_file;        /* RUN/system.jsonl while a run is live */
+    char last_run[1024];
+    double last_prof;      /* when the profile was last copied */
+    dl_profiler *prof;
+    dl_wb_lua *lua;        /* lines for the Lua prompt, run on the trainer thread */
+    int quit;
+    /* output of the process (Lua print, library messages) into the log */
+    int out_pipe;          /* read end, -1 when not redirected */
+    char out_buf[1024];
+    size_t out_len;
+} wb;
+
+static double mono_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* --- sinks: the trainer thread --------------------------------------------------- */
+
+static void on_step(void *user, const dl_step_info *i)
+{
+    wb *w = user;
+    dl_feed_step(w->feed, i);
+    double now = mono_s();
+    if (w->prof && now - w->last_prof >= 1.0) { /* the table at 1 Hz: the copy is small */
+        w->last_prof = now;
+        dl_feed_profile(w->feed, w->prof);
+    }
+}
+
+static void on_epoch(void *user, const dl_epoch_info *i)
+{
+    wb *w = user;
+    dl_feed_epoch(w->feed, i->step, i->epoch + 1, i->train_loss, i->train_acc, i->val_loss,
+                  i->val_acc);
+}
+
+static void on_event(void *user, const char *kind, const char *text)
+{
+    wb *w = user;
+    dl_feed_event(w->feed, kind, text, NULL);
+}
+
+static void on_idle(void *user)
+{
+    wb *w = user;
+    pthread_mutex_lock(&w->lock);
+    dl_session *s = w->session;
+    pthread_mutex_unlock(&w->lock);
+    if (s)
+        dl_wb_lua_poll(w->lua, s, w->feed);
+}
+
+static void monitor_sink(void *user, const dl_sys_sample *smp)
+{
+    wb *w = user;
+    dl_feed_monitor_sink(w->feed, smp);
+    pthread_mutex_lock(&w->lock);
+    if (w->sys_file) {
+        char line[8192];
+        int n = dl_monitor_format_json(smp, line, sizeof line);
+        if (n > 0 && (size_t)n < sizeof line) {
+            fprintf(w->sys_file, "%s\n", line);
+            fflush(w->sys_file);
+        }
+    }
+    pthread_mutex_unlock(&w->lock);
+}
+
+/* --- the training thread ----------------------------------------------------------- */
+
+static void *train(void *arg)
+{
+    wb *w = arg;
+    dl_session_options o;
+    memset(&o, 0, sizeof o);
+    o.script = w->script;
+    o.overrides = w->ovs;
+    o.noverrides = w->nov;
+    o.device = w->device;
+    o.seed = w->seed;
+    o.out_dir = w->out_dir;
+    o.force = w->force_next;
+    o.user = w;
+    o.on_step = on_step;
+    o.on_epoch = on_epoch;
+    o.on_event = on_event;
+    o.on_idle = on_idle;
+    w->force_next = 0;
+    dl_session *s = NULL;
+    int rc = dl_session_prepare(&s, &o);
+    if (rc == DL_SESSION_DUPLICATE) {
+        char msg[1400];
+        snprintf(msg, sizeof msg, "a finished run has the same configuration: %s; press r "
+                 "again to run it anyway", dl_session_duplicate(s));
+        dl_feed_event(w->feed, "warning", msg, NULL);
+        dl_snapshot *sn = dl_feed_lock(w->feed);
+        sn->state = DL_STATE_READY;
+        dl_feed_unlock(w->feed);
+        w->force_next = 1;
+    } else if (rc < 0) {
+        dl_feed_event(w->feed, "error", dl_error_message(), NULL);
+        dl_snapshot *sn = dl_feed_lock(w->feed);
+        sn->state = DL_STATE_FAILED;
+        dl_feed_unlock(w->feed);
+    } else {
+        dl_trainer *t = dl_session_trainer(s);
+        const dl_trainer_config *cfg = dl_trainer_config_of(t);
+        char why[1200];
+        dl_snapshot *sn = dl_feed_lock(w->feed);
+        snprintf(sn->run_name, sizeof sn->run_name, "%s", dl_session_name(s));
+        snprintf(sn->run_dir, sizeof sn->run_dir, "%s", dl_session_run_dir(s));
+        snprintf(sn->device, sizeof sn->device, "%s", dl_session_device(s));
+        snprintf(sn->precision, sizeof sn->precision, "%s", dl_precision_name(cfg->precision));
+        sn->epochs = cfg->epochs;
+        sn->batch = cfg->batch * cfg->accumulate;
+        sn->total_steps = cfg->max_steps > 0 ? cfg->max_steps : 0;
+        sn->state = DL_STATE_RUNNING;
+        dl_feed_unlock(w->feed);
+        snprintf(w->last_run, sizeof w->last_run, "%s", dl_session_run_dir(s));
+        if (w->prof) {
+            dl_profiler_reset(w->prof);
+            if (dl_trainer_set_profiler(t, w->prof) < 0)
+                dl_feed_event(w->feed, "warning", "profiler not attached: out of memory", NULL);
+        }
+        snprintf(why, sizeof why, "%s/system.jsonl", dl_session_run_dir(s));
+        pthread_mutex_lock(&w->lock);
+        w->session = s;
+        w->sys_file = fopen(why, "a");
+        pthread_mutex_unlock(&w->lock);
+        dl_control *ctl = NULL;
+        if (dl_control_start(&ctl, dl_session_run_dir(s), t, why, sizeof why) < 0)
+            dl_feed_event(w->feed, "warning", why, NULL);
+        dl_session_run(s);
+        dl_control_stop(ctl);
+        if (w->prof)
+            dl_feed_profile(w->feed, w->prof);
+        dl_trainer_set_profiler(t, NULL);
+        pthread_mutex_lock(&w->lock);
+        w->session = NULL;
+        if (w->sys_file)
+            fclose(w->sys_file);
+        w->sys_file = NULL;
+        pthread_mutex_unlock(&w->lock);
+        sn = dl_feed_lock(w->feed);
+        sn->eta_s = -1;
+        dl_feed_unlock(w->feed);
+    }
+    dl_session_destroy(s);
+    w->running = 0;
+    return NULL;
+}
+
+static void start(wb *w)
+{
+    if (w->running) {
+        dl_feed_event(w->feed, "info", "a training is already running (Space pauses, q stops)",
+                      NULL);
+        return;
+    }
+    if (w->thread_live) {
+        pthread_join(w->thread, NULL);
+        w->thread_live = 0;
+    }
+    dl_feed_reset_run(w->feed);
+    dl_snapshot *sn = dl_feed_lock(w->feed);
+    sn->state = DL_STATE_RUNNING;
+    snprintf(sn->message, sizeof sn->message, "preparing %s", w->script);
+    dl_feed_unlock(w->feed);
+    dl_feed_event(w->feed, "info", "preparing the run (script, data, model)...", NULL);
+    w->running = 1;
+    if (pthread_create(&w->thread, NULL, train, w) != 0) {
+        w->running = 0;
+        dl_feed_event(w->feed, "error", "cannot start the training thread", NULL);
+        return;
+    }
+    w->thread_live = 1;
+}
+
+/* Posts a command to the live trainer; 0 when there is none. */
+static int post(wb *w, dl_command_kind k, double v, const char *text)
+{
+    int ok = 0;
+    pthread_mutex_lock(&w->lock);
+    if (w->session) {
+        ok = dl_trainer_post(dl_session_trainer(w->session), k, v, text) == 0;
+        if (!ok)
+            dl_feed_event(w->feed, "warning", "the command queue is full; try again", NULL);
+        else
+            ok = 1;
+    }
+    pthread_mutex_unlock(&w->lock);
+    return ok;
+}
+
+static void hparams(wb *w, const char *line)
+{
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s", line);
+    char *save = NULL;
+    for (char *tok = strtok_r(buf, " \t", &save); tok; tok = strtok_r(NULL, " \t", &save)) {
+        char *eq = strchr(tok, '=');
+        if (!eq || eq == tok) {
+            char msg[300];
+            snprintf(msg, sizeof msg, "'%s' is not k=v", tok);
+            dl_feed_event(w->feed, "error", msg, NULL);
+            continue;
+        }
+        if (!strncmp(tok, "lr=", 3)) {
+            char *end;
+            double lr = strtod(eq + 1, &end);
+            if (*end || !(lr > 0) || !isfinite(lr))
+                dl_feed_event(w->feed, "error", "lr must be a positive number", NULL);
+            else if (post(w, DL_CMD_SET_LR, lr, NULL))
+                dl_feed_event(w->feed, "info", "new learning rate queued for the next step",
+                              NULL);
+        }
+        /* kept for the next start (lr too: a restart uses it from step 0) */
+        int k;
+        for (k = 0; k < w->nov; k++)
+            if (!strncmp(w->ovs[k], tok, (size_t)(eq - tok) + 1))
+                break;
+        if (k == MAX_OVERRIDES)
+            continue;
+        char *dup = strdup(tok);
+        if (!dup)
+            continue;
+        if (k < w->nov)
+            free(w->ovs[k]);
+        else
+            w->nov++;
+        w->ovs[k] = dup;
+        char msg[300];
+        snprintf(msg, sizeof msg, "%s applies from the next start (r)", tok);
+        if (strncmp(tok, "lr=", 3))
+            dl_feed_event(w->feed, "info", msg, NULL);
+    }
+}
+
+static void action(void *user, dl_action a, const char *arg)
+{
+    wb *w = user;
+    switch (a) {
+    case DL_ACT_START: start(w); break;
+    case DL_ACT_PAUSE:
+        if (!post(w, !strcmp(arg, "resume") ? DL_CMD_RESUME : DL_CMD_PAUSE, 0, NULL))
+            dl_feed_event(w->feed, "info", "nothing to pause: r starts the training", NULL);
+        break;
+    case DL_ACT_GPU:
+    case DL_ACT_CPU: {
+        const char *dev = a == DL_ACT_GPU ? "cuda" : "cpu";
+        if (post(w, DL_CMD_SWITCH, 0, dev)) {
+            char msg[96];
+            snprintf(msg, sizeof msg, "moving to %s at the next step boundary...", dev);
+            dl_feed_event(w->feed, "info", msg, NULL);
+        } else {
+            w->device = a == DL_ACT_GPU ? "cuda" : "cpu";
+            char msg[96];
+            snprintf(msg, sizeof msg, "the next start runs on %s", w->device);
+            dl_feed_event(w->feed, "info", msg, NULL);
+        }
+        break;
+    }
+    case DL_ACT_CHECKPOINT:
+        if (!post(w, DL_CMD_CHECKPOINT, 0, ""))
+            dl_feed_event(w->feed, "info", "no training running: nothing to checkpoint", NULL);
+        break;
+    case DL_ACT_NOTE:
+        if (!post(w, DL_CMD_NOTE, 0, arg)) {
+            if (w->last_run[0] && dl_runlog_append_event(w->last_run, "note", arg) == 0)
+                dl_feed_event(w->feed, "note", arg, NULL);
+            else
+                dl_feed_event(w->feed, "info", "no run yet to note: r starts one", NULL);
+        }
+        break;
+    case DL_ACT_HPARAMS: hparams(w, arg); break;
+    case DL_ACT_LUA:
+        if (!w->running) {
+            dl_feed_event(w->feed, "info", "the Lua prompt runs in a live training: r starts one",
+                          NULL);
+        } else {
+            char echo[300];
+            snprintf(echo, sizeof echo, "> %s", arg);
+            dl_feed_event(w->feed, "lua", echo, NULL);
+            if (dl_wb_lua_push(w->lua, arg) < 0)
+                dl_feed_event(w->feed, "lua error", "too many lines waiting; try again", NULL);
+        }
+        break;
+    case DL_ACT_QUIT:
+        w->quit = 1;
+        if (!post(w, DL_CMD_STOP, 0, NULL) && w->running)
+            dl_session_interrupt(); /* still preparing */
+        break;
+    case DL_ACT_RUNS: dl_feed_load_runs(w->feed, w->out_dir); break;
+    }
+}
+
+/* Lines the process writes to stdout/stderr (Lua print, library warnings)
+ * go to the log pane. */
+static void sample(void *user)
+{
+    wb *w = user;
+    if (w->out_pipe < 0)
+        return;
+    for (;;) {
+        ssize_t n = read(w->out_pipe, w->out_buf + w->out_len, sizeof w->out_buf - 1 - w->out_len);
+        if (n <= 0)
+            break;
+        w->out_len += (size_t)n;
+        w->out_buf[w->out_len] = 0;
+        char *nl;
+        while ((nl = strchr(w->out_buf, '\n'))) {
+            *nl = 0;
+            if (w->out_buf[0])
+                dl_feed_event(w->feed, "print", w->out_buf, NULL);
+            size_t used = (size_t)(nl - w->out_buf) + 1;
+            memmove(w->out_buf, w->out_buf + used, w->out_len - used + 1);
+            w->out_len -= used;
+        }
+        if (w->out_len == sizeof w->out_buf - 1) {
+            dl_feed_event(w->feed, "print", w->out_buf, NULL);
+            w->out_len = 0;
+        }
+    }
+}
+
+static int busy(void *user) { return ((wb *)user)->running; }
+static int done(void *user) { return !((wb *)user)->running; }
+
+static void usage(FILE *f)
+{
+    fputs("usage: dlbench [SCRIPT] [k=v ...] [--out DIR] [--device cpu|cuda|auto] [--seed N]\n"
+          "               [--start] [--force]\n"
+          "  SCRIPT        an experiment script (default: scripts/fmnist_mlp.lua)\n"
+          "  k=v           override a hyperparameter the script declares\n"
+          "  --out DIR     where run folders go (default: runs)\n"
+          "  --start       start the training at once (else press r)\n"
+          "keys: ? in the workbench\n",
+          f);
+}
+
+int dl_cmd_workbench(int argc, char **argv)
+{
+    wb w;
+    memset(&w, 0, sizeof w);
+    w.script = "scripts/fmnist_mlp.lua";
+    w.out_dir = "runs";
+    w.seed = -1;
+    w.out_pipe = -1;
+    int autostart = 0, script_set = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            usage(stdout);
+            return 0;
+        } else if (!strcmp(a, "--start")) {
+            autostart = 1;
+        } else if (!strcmp(a, "--force")) {
+            w.force_next = 1;
+        } else if ((!strcmp(a, "--out") || !strcmp(a, "--device") || !strcmp(a, "--seed")) &&
+                   i + 1 < argc) {
+            const char *v = argv[++i];
+            if (!strcmp(a, "--out"))
+                w.out_dir = v;
+            else if (!strcmp(a, "--device"))
+                w.device = v;
+            else
+                w.seed = atoll(v);
+        } else if (a[0] == '-') {
+            fprintf(stderr, "dlbench: unknown option '%s'\n", a);
+            usage(stderr);
+            return 2;
+        } else if (strchr(a, '=') && w.nov < MAX_OVERRIDES) {
+            w.ovs[w.nov++] = strdup(a);
+        } else if (!script_set) {
+            w.script = a;
+            script_set = 1;
+        } else {
+            fprintf(stderr, "dlbench: unexpected argument '%s'\n", a);
+            return 2;
+        }
+    }
+    if (access(w.script, R_OK) != 0) {
+        fprintf(stderr, "dlbench: %s: %s\n", w.script, strerror(errno));
+        return 2;
+    }
+    if (!isatty(STDIN_FILENO) || !isatty(STDOUT_FILENO)) {
+        fprintf(stderr, "dlbench: the workbench needs a terminal; for a headless run use "
+                        "`dlbench run %s`\n", w.script);
+        return 2;
+    }
+    pthread_mutex_init(&w.lock, NULL);
+    w.feed = dl_feed_create();
+    w.lua = dl_wb_lua_create();
+    if (!w.feed || !w.lua) {
+        fprintf(stderr, "dlbench: out of memory\n");
+        return 1;
+    }
+    dl_profiler_create(&w.prof, NULL);
+    dl_monitor_options mo;
+    dl_monitor_options_default(&mo);
+    mo.sink = monitor_sink;
+    mo.user = &w;
+    if (dl_monitor_create(&w.mon, &mo) == 0)
+        dl_monitor_start(w.mon);
+    dl_snapshot *sn = dl_feed_lock(w.feed);
+    snprintf(sn->source, sizeof sn->source, "workbench");
+    snprintf(sn->script, sizeof sn->script, "%s", w.script);
+    snprintf(sn->gpu_status, sizeof sn->gpu_status, "%s",
+             w.mon ? dl_monitor_gpu_status(w.mon) : "no monitor");
+    if (!w.prof)
+        snprintf(sn->prof_note, sizeof sn->prof_note, "profiler unavailable (out of memory)");
+    else
+        snprintf(sn->prof_note, sizeof sn->prof_note, "the op table fills once training runs");
+    sn->state = DL_STATE_READY;
+    sn->eta_s = -1;
+    dl_feed_unlock(w.feed);
+    dl_feed_event(w.feed, "info", autostart ? "starting the training" :
+                  "ready: r starts the training, ? shows the keys", NULL);
+
+    /* the terminal keeps a descriptor of its own; stdout and stderr go to
+     * the log pane (Lua print, library messages) */
+    int term_fd = dup(STDOUT_FILENO);
+    int p[2];
+    if (term_fd >= 0 && pipe2(p, O_CLOEXEC | O_NONBLOCK) == 0) {
+        fflush(stdout);
+        fflush(stderr);
+        dup2(p[1], STDOUT_FILENO);
+        dup2(p[1], STDERR_FILENO);
+        close(p[1]);
+        w.out_pipe = p[0];
+        setvbuf(stdout, NULL, _IOLBF, 0);
+    }
+    if (autostart)
+        start(&w);
+    dl_app_ops ops = {&w, sample, action, busy, done, 0};
+    dl_app_end end = dl_app_run(w.feed, &ops, term_fd >= 0 ? term_fd : STDOUT_FILENO);
+
+    if (end == DL_APP_HANGUP) {
+        /* the terminal is gone: train on, headless, logging to the run folder */
+        int fd = -1;
+        if (w.last_run[0]) {
+            char path[1200];
+            snprintf(path, sizeof path, "%s/output.log", w.last_run);
+            fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+        }
+        if (fd < 0)
+            fd = open("/dev/null", O_WRONLY | O_CLOEXEC);
+        if (fd >= 0) {
+            dup2(fd, STDOUT_FILENO);
+            dup2(fd, STDERR_FILENO);
+            close(fd);
+        }
+        int nul = open("/dev/null", O_RDONLY | O_CLOEXEC);
+        if (nul >= 0) {
+            dup2(nul, STDIN_FILENO);
+            close(nul);
+        }
+        if (w.last_run[0])
+            dl_runlog_append_event(w.last_run, "detached",
+                                   "the terminal hung up; training continues headless "
+                                   "(dlbench watch reattaches)");
+    } else {
+        /* restore the terminal as stdout for the final lines */
+        if (term_fd >= 0) {
+            fflush(stdout);
+            dup2(term_fd, STDOUT_FILENO);
+            dup2(term_fd, STDERR_FILENO);
+        }
+        if (!w.quit)
+            action(&w, DL_ACT_QUIT, NULL);
+    }
+    if (w.thread_live)
+        pthread_join(w.thread, NULL);
+    if (end != DL_APP_HANGUP && w.last_run[0])
+        printf("run folder: %s\n", w.last_run);
+    dl_monitor_destroy(w.mon);
+    dl_profiler_destroy(w.prof);
+    dl_wb_lua_destroy(w.lua);
+    dl_feed_destroy(w.feed);
+    for (int i = 0; i < w.nov; i++)
+        free(w.ovs[i]);
+    if (w.out_pipe >= 0)
+        close(w.out_pipe);
+    if (term_fd >= 0)
+        close(term_fd);
+    pthread_mutex_destroy(&w.lock);
+    return end == DL_APP_ERROR ? 1 : 0;
+}

@@ -1,0 +1,299 @@
+/* chart.c - the loss chart: train/validation loss and accuracy in braille dots (ASCII fallback) */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tui/colors.h"
+#include "views/views.h"
+
+/* A dot canvas: cw x ch cells, each 2x4 dots (braille) or 1x1 (ASCII). */
+typedef struct canvas {
+    int cw, ch, dx, dy; /* cells, dots per cell */
+    uint8_t *bits;
+    uint8_t *role;      /* colour role of the last series to touch the cell */
+    char *mark;         /* ASCII: the character of the last series */
+} canvas;
+
+static int canvas_init(canvas *c, int cw, int ch)
+{
+    c->cw = cw, c->ch = ch;
+    c->dx = dl_glyphs_unicode() ? 2 : 1;
+    c->dy = dl_glyphs_unicode() ? 4 : 1;
+    size_t n = (size_t)cw * (size_t)ch;
+    c->bits = calloc(n, 1);
+    c->role = calloc(n, 1);
+    c->mark = calloc(n, 1);
+    return c->bits && c->role && c->mark;
+}
+
+static void canvas_done(canvas *c)
+{
+    free(c->bits);
+    free(c->role);
+    free(c->mark);
+}
+
+/* Braille dot bit for the dot at (x, y) within its cell. */
+static uint8_t dot_bit(int x, int y)
+{
+    static const uint8_t left[4] = {0x01, 0x02, 0x04, 0x40};
+    static const uint8_t right[4] = {0x08, 0x10, 0x20, 0x80};
+    return x ? right[y] : left[y];
+}
+
+static void plot(canvas *c, int x, int y, int role, char mark)
+{
+    if (x < 0 || y < 0 || x >= c->cw * c->dx || y >= c->ch * c->dy)
+        return;
+    size_t i = (size_t)(y / c->dy) * (size_t)c->cw + (size_t)(x / c->dx);
+    c->bits[i] |= c->dx == 2 ? dot_bit(x % 2, y % 4) : 1;
+    c->role[i] = (uint8_t)role;
+    c->mark[i] = mark;
+}
+
+static void line(canvas *c, int x0, int y0, int x1, int y1, int role, char mark)
+{
+    int dx = abs(x1 - x0), sx = x0 < x1 ? 1 : -1;
+    int dy = -abs(y1 - y0), sy = y0 < y1 ? 1 : -1;
+    int err = dx + dy;
+    for (int n = 0; n < 4096; n++) {
+        plot(c, x0, y0, role, mark);
+        if (x0 == x1 && y0 == y1)
+            break;
+        int e2 = 2 * err;
+        if (e2 >= dy)
+            err += dy, x0 += sx;
+        if (e2 <= dx)
+            err += dx, y0 += sy;
+    }
+}
+
+static void canvas_draw(const canvas *c, WINDOW *w, int top, int left)
+{
+    for (int r = 0; r < c->ch; r++) {
+        for (int k = 0; k < c->cw; k++) {
+            size_t i = (size_t)r * (size_t)c->cw + (size_t)k;
+            if (!c->bits[i])
+                continue;
+            wattrset(w, dl_color(c->role[i]));
+            if (c->dx == 2) {
+                unsigned cp = 0x2800u + c->bits[i];
+                char u[4] = {(char)(0xE0 | (cp >> 12)), (char)(0x80 | ((cp >> 6) & 0x3F)),
+                             (char)(0x80 | (cp & 0x3F)), 0};
+                mvwaddstr(w, top + r, left + k, u);
+            } else {
+                mvwaddch(w, top + r, left + k, (chtype)(unsigned char)c->mark[i]);
+            }
+        }
+    }
+    wattrset(w, A_NORMAL);
+}
+
+typedef struct axis {
+    double x0, x1, y0, y1;
+    int log;
+} axis;
+
+static double ty(const axis *a, double v) { return a->log ? log10(v > 1e-12 ? v : 1e-12) : v; }
+
+static int to_x(const canvas *c, const axis *a, double x)
+{
+    double w = c->cw * c->dx - 1;
+    return a->x1 > a->x0 ? (int)lround((x - a->x0) / (a->x1 - a->x0) * w) : 0;
+}
+
+static int to_y(const canvas *c, const axis *a, double y)
+{
+    double h = c->ch * c->dy - 1;
+    double t = ty(a, y), lo = ty(a, a->y0), hi = ty(a, a->y1);
+    return hi > lo ? (int)lround((hi - t) / (hi - lo) * h) : (int)(h / 2);
+}
+
+/* The series of one panel: step points (field 0: loss, 1: acc) and epoch
+ * points (val). */
+typedef struct panel {
+    const char *label;
+    int acc;   /* accuracy panel: fixed [0, 1] range would waste space: fit */
+} panel;
+
+static float pt_val(const dl_snap_point *p, int acc) { return acc ? p->acc : p->loss; }
+static float ep_val(const dl_snap_epoch *e, int acc) { return acc ? e->val_acc : e->val_loss; }
+
+/* The epoch at which validation loss was lowest, when it has risen since
+ * while training loss kept falling: where overfitting starts. 0: none. */
+static int overfit_epoch(const dl_snapshot *s, long *step)
+{
+    int best = -1;
+    for (int i = 0; i < s->nep; i++)
+        if (isfinite(s->ep[i].val_loss) && (best < 0 || s->ep[i].val_loss < s->ep[best].val_loss))
+            best = i;
+    if (best < 0 || best >= s->nep - 2)
+        return 0;
+    const dl_snap_epoch *last = &s->ep[s->nep - 1], *b = &s->ep[best];
+    if (!(last->val_loss > b->val_loss * 1.02) || !(last->train_loss < b->train_loss))
+        return 0;
+    *step = b->step;
+    return b->epoch;
+}
+
+static void draw_panel(WINDOW *w, const dl_snapshot *s, const dl_view_state *v, int top,
+                       int height, int left, int width, int acc)
+{
+    const int label_w = 7;
+    int cw = width - label_w - 1, ch = height - 1; /* last row: x labels */
+    if (cw < 4 || ch < 2)
+        return;
+    long last = s->npts ? s->pts[s->npts - 1].step : 0;
+    if (s->nep && s->ep[s->nep - 1].step > last)
+        last = s->ep[s->nep - 1].step;
+    axis a = {0, (double)(last > 1 ? last : 1), INFINITY, -INFINITY, !acc && v->log_scale};
+    if (v->window > 0 && last - v->window > 0)
+        a.x0 = (double)(last - v->window);
+    int any = 0;
+    for (int i = 0; i < s->npts; i++) {
+        double y = pt_val(&s->pts[i], acc);
+        if (s->pts[i].step < a.x0 || !isfinite(y) || (acc && y < 0) || (a.log && y <= 0))
+            continue;
+        a.y0 = fmin(a.y0, y), a.y1 = fmax(a.y1, y), any = 1;
+    }
+    for (int i = 0; i < s->nep; i++) {
+        double y = ep_val(&s->ep[i], acc);
+        if (s->ep[i].step < a.x0 || !isfinite(y) || (a.log && y <= 0))
+            continue;
+        a.y0 = fmin(a.y0, y), a.y1 = fmax(a.y1, y), any = 1;
+    }
+    wattrset(w, dl_color(DL_COLOR_AXIS));
+    for (int r = 0; r < ch; r++)
+        mvwaddch(w, top + r, left + label_w, dl_glyphs_unicode() ? ACS_VLINE : '|');
+    if (!any) {
+        dl_draw_text(w, top + ch / 2, left + label_w + 2, dl_color(DL_COLOR_DIM),
+                     acc ? "accuracy: no points yet" : "loss: no points yet (r starts)");
+        return;
+    }
+    if (a.y1 - a.y0 < 1e-9) {
+        double m = fabs(a.y0) * 0.05 + 1e-3;
+        a.y0 -= m, a.y1 += m;
+        if (a.log && a.y0 <= 0)
+            a.y0 = a.y1 / 2;
+    } else if (!a.log) {
+        double m = (a.y1 - a.y0) * 0.05;
+        a.y0 = a.y0 >= 0 && a.y0 - m < 0 ? 0 : a.y0 - m; /* losses stay >= 0 */
+        a.y1 += m;
+    }
+    char lab[16];
+    snprintf(lab, sizeof lab, acc ? "%6.3f" : "%6.3g", a.y1);
+    dl_draw_text(w, top, left, dl_color(DL_COLOR_AXIS), "%s", lab);
+    snprintf(lab, sizeof lab, acc ? "%6.3f" : "%6.3g", a.y0);
+    dl_draw_text(w, top + ch - 1, left, dl_color(DL_COLOR_AXIS), "%s", lab);
+    if (ch >= 6) {
+        double mid = a.log ? sqrt(a.y0 * a.y1) : (a.y0 + a.y1) / 2;
+        snprintf(lab, sizeof lab, acc ? "%6.3f" : "%6.3g", mid);
+        dl_draw_text(w, top + ch / 2, left, dl_color(DL_COLOR_AXIS), "%s", lab);
+    }
+    dl_draw_text(w, top + ch, left + label_w, dl_color(DL_COLOR_AXIS), "%.0f", a.x0);
+    char xr[32];
+    snprintf(xr, sizeof xr, "step %.0f", a.x1);
+    dl_draw_text(w, top + ch, left + width - (int)strlen(xr) - 1, dl_color(DL_COLOR_AXIS), "%s",
+                 xr);
+
+    canvas c;
+    if (!canvas_init(&c, cw, ch)) {
+        canvas_done(&c);
+        return;
+    }
+    /* overfitting marker: a dotted vertical line */
+    long ostep;
+    int oep = !acc ? overfit_epoch(s, &ostep) : 0;
+    if (oep && ostep >= a.x0) {
+        int x = to_x(&c, &a, (double)ostep);
+        for (int y = 0; y < ch * c.dy; y += 2)
+            plot(&c, x, y, DL_COLOR_WARN, ':');
+    }
+    int px = -1, py = -1;
+    int role = acc ? DL_COLOR_ACC : DL_COLOR_LOSS;
+    for (int i = 0; i < s->npts; i++) {
+        double y = pt_val(&s->pts[i], acc);
+        if (s->pts[i].step < a.x0 || !isfinite(y) || (acc && y < 0) || (a.log && y <= 0))
+            continue;
+        int x = to_x(&c, &a, (double)s->pts[i].step), yy = to_y(&c, &a, y);
+        if (px >= 0 && c.dx == 2)
+            line(&c, px, py, x, yy, role, '.');
+        else
+            plot(&c, x, yy, role, '.');
+        px = x, py = yy;
+    }
+    px = -1;
+    role = acc ? DL_COLOR_VAL_ACC : DL_COLOR_VAL_LOSS;
+    for (int i = 0; i < s->nep; i++) {
+        double y = ep_val(&s->ep[i], acc);
+        if (s->ep[i].step < a.x0 || !isfinite(y) || (a.log && y <= 0))
+            continue;
+        int x = to_x(&c, &a, (double)s->ep[i].step), yy = to_y(&c, &a, y);
+        if (px >= 0)
+            line(&c, px, py, x, yy, role, c.dx == 2 ? 'o' : '-');
+        plot(&c, x, yy, role, 'o');
+        if (c.dx == 2)
+            plot(&c, x + 1, yy, role, 'o'), plot(&c, x, yy + 1, role, 'o'),
+                plot(&c, x + 1, yy + 1, role, 'o');
+        px = x, py = yy;
+    }
+    if (c.dx == 1) { /* ASCII: epoch points drawn last so they stay visible */
+        for (int i = 0; i < s->nep; i++) {
+            double y = ep_val(&s->ep[i], acc);
+            if (s->ep[i].step < a.x0 || !isfinite(y) || (a.log && y <= 0))
+                continue;
+            plot(&c, to_x(&c, &a, (double)s->ep[i].step), to_y(&c, &a, y), role, 'o');
+        }
+    }
+    canvas_draw(&c, w, top, left + label_w + 1);
+    canvas_done(&c);
+}
+
+void dl_view_chart(WINDOW *w, const dl_snapshot *s, const dl_view_state *v)
+{
+    werase(w);
+    char title[96];
+    snprintf(title, sizeof title, "1 Loss%s%s", v->log_scale ? " (log)" : "",
+             v->window > 0 ? "" : "");
+    if (v->window > 0)
+        snprintf(title, sizeof title, "1 Loss%s, last %ld steps", v->log_scale ? " (log)" : "",
+                 v->window);
+    dl_draw_frame(w, title, v->focused);
+    int rows = getmaxy(w) - 2, cols = getmaxx(w) - 2;
+    if (rows < 3 || cols < 16)
+        return;
+    /* legend */
+    const dl_snap_point *lp = s->npts ? &s->pts[s->npts - 1] : NULL;
+    const dl_snap_epoch *le = s->nep ? &s->ep[s->nep - 1] : NULL;
+    int x = 2;
+    const char *dash = dl_glyphs_unicode() ? "\u2501" : "-";
+    char buf[64];
+    snprintf(buf, sizeof buf, "%s loss %.4g ", dash, lp ? (double)lp->loss : NAN);
+    dl_draw_text(w, 1, x, dl_color(DL_COLOR_LOSS), "%s", buf);
+    x += (int)strlen(buf) - (dl_glyphs_unicode() ? 2 : 0);
+    snprintf(buf, sizeof buf, "o val_loss %.4g ", le ? (double)le->val_loss : NAN);
+    dl_draw_text(w, 1, x, dl_color(DL_COLOR_VAL_LOSS), "%s", buf);
+    x += (int)strlen(buf);
+    snprintf(buf, sizeof buf, "%s acc %.3f ", dash, lp && lp->acc >= 0 ? (double)lp->acc : NAN);
+    dl_draw_text(w, 1, x, dl_color(DL_COLOR_ACC), "%s", buf);
+    x += (int)strlen(buf) - (dl_glyphs_unicode() ? 2 : 0);
+    snprintf(buf, sizeof buf, "o val_acc %.3f", le ? (double)le->val_acc : NAN);
+    dl_draw_text(w, 1, x, dl_color(DL_COLOR_VAL_ACC), "%s", buf);
+    long ostep;
+    int oep = overfit_epoch(s, &ostep);
+    int top = 2, h = rows - 1;
+    if (oep && h > 4) {
+        dl_draw_text(w, top, 2, dl_color(DL_COLOR_WARN),
+                     ": overfitting: val_loss lowest at epoch %d, rising since", oep);
+        top++, h--;
+    }
+    if (h >= 12) {
+        int hl = h * 3 / 5;
+        draw_panel(w, s, v, top, hl, 1, cols, 0);
+        draw_panel(w, s, v, top + hl, h - hl, 1, cols, 1);
+    } else {
+        draw_panel(w, s, v, top, h, 1, cols, 0);
+    }
+}

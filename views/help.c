@@ -1,0 +1,41 @@
+/* help.c - the help screen: every key of the workbench and of watch */
+#include <stdio.h>
+
+#include "tui/colors.h"
+#include "views/views.h"
+
+static const char *const keys[][2] = {
+    {"F1 ?", "this help (any key closes it)"},
+    {"r", "start the training; after it ends, start it again"},
+    {"Space p", "pause / resume"},
+    {"g  c", "move the training to the GPU / CPU at the next step"},
+    {"s", "checkpoint now"},
+    {"n", "add a note to the run's events.log"},
+    {"e", "edit hyperparameters k=v (lr applies live, the rest at the next start)"},
+    {":", "Lua prompt: a line runs in the training's Lua state between two steps"},
+    {"Tab  arrows", "move focus between panes / scroll the focused pane"},
+    {"1-6", "zoom a pane: 1 loss 2 system 3 profile 4 log 5 runs 6 help; again: back"},
+    {"l", "loss chart: log scale on/off"},
+    {"z", "loss chart: zoom to the last 50/200/1000 steps, then all"},
+    {"/", "filter the focused table or log (empty: clear)"},
+    {"F2  F3  F4", "runs screen / profile / trials (a study's, when tuning)"},
+    {"q  F10", "quit (asks while a training runs; it is stopped with a checkpoint)"},
+};
+
+void dl_view_help(WINDOW *w, const dl_view_state *v, int watching)
+{
+    werase(w);
+    dl_draw_frame(w, watching ? "6 Help (watch)" : "6 Help", v->focused);
+    int rows = getmaxy(w) - 2;
+    int y = 1;
+    if (watching && y <= rows)
+        dl_draw_text(w, y++, 2, dl_color(DL_COLOR_DIM),
+                     "watch: keys act on the run through its control.sock when it is live");
+    for (size_t i = 0; i < sizeof keys / sizeof *keys && y <= rows; i++, y++) {
+        dl_draw_text(w, y, 2, dl_color(DL_COLOR_STATUS_KEY), "%-12s", keys[i][0]);
+        dl_draw_text(w, y, 15, dl_color(DL_COLOR_DEFAULT), "%s", keys[i][1]);
+    }
+    if (y + 1 <= rows)
+        dl_draw_text(w, y + 1, 2, dl_color(DL_COLOR_DIM),
+                     "colours: NO_COLOR=1 turns them off; DLBENCH_ASCII=1 forces ASCII drawing");
+}
