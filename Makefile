@@ -46,7 +46,7 @@ ifeq ($(WERROR),1)
 NVFLAGS  += -Werror all-warnings
 endif
 
-.PHONY: all test asan bench run install clean cuda-note fuzz
+.PHONY: all test asan bench run install clean cuda-note
 all: $(BUILD)/dlbench $(CUDA_MOD) cuda-note
 
 cuda-note:
@@ -103,6 +103,9 @@ install: all
 	install -m 644 scripts/*.lua $(DESTDIR)$(PREFIX)/share/dlbench/scripts/
 
 clean:
-	rm -rf build build-asan
+	rm -rf build build-asan build-fuzz
+
+# make fuzz: libFuzzer targets over the parsers (clang)
+include tests/fuzz/fuzz.mk
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

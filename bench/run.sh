@@ -113,6 +113,14 @@ if [ -f bench/bench_data.py ]; then
 fi
 
 echo
+# The workbench's cost on throughput: the same run headless and under tmux, side by side.
+if [ "${BENCH_WB:-1}" != 0 ] && [ -x "$BUILD/dlbench" ]; then
+    echo "== workbench overhead (bench/wb_overhead.sh; BENCH_WB=0 skips)"
+    DLBENCH="$BUILD/dlbench" BENCH_REPS="$REPS" bench/wb_overhead.sh | tee -a "$results" |
+        grep -v '^workbench overhead' || true
+    grep '^workbench overhead' "$results" | tail -1 | sed 's/^/  /'
+fi
+
 echo "== summary ($(($(date +%s) - t_start)) s; raw lines in $results)"
 awk -v torch_why="$torch_why" '
 function field(line, key,    n, i, kv, parts) {

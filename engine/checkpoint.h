@@ -3,9 +3,13 @@
  * Layout: datasets /params, /moment1, /moment2 (as the optimizer keeps
  * them), /buffers (running statistics), all f32 in the model's arena
  * order; attributes on the root: format ("dlbench-checkpoint 1"), layout
- * (one "name offset count" line per parameter), cursor, seed,
- * config_hash and sha256 (over every array, the cursor, the seed and the
- * config hash). A load verifies all of it before touching the model.
+ * (one "name offset count" line per parameter), cursor (17 doubles: the
+ * trainer cursor with the epoch's and the logging window's running sums;
+ * files with the first 10 only still load), seed, config_hash and sha256
+ * (over every array, the cursor, the seed and the config hash). A load
+ * verifies all of it before touching the model.
+ *
+ * DLBENCH_FAULT (tests only) injects faults into saves: see checkpoint.c.
  */
 #ifndef DL_CHECKPOINT_H
 #define DL_CHECKPOINT_H
@@ -22,8 +26,11 @@ typedef struct dl_checkpoint_info {
 } dl_checkpoint_info;
 
 /* Writes the model's state (copied from its device to the host) and info to
- * path: a temporary file next to it, fsync, rename, fsync of the folder.
- * On error the previous checkpoint at path is untouched. */
+ * path: the HDF5 file is built in memory, written to a temporary file next
+ * to path (mode 0644 less the umask), fsync, rename, fsync of the folder.
+ * Needs host memory for twice the state while it runs. On error (a full
+ * disk: DL_EIO with strerror's words) the previous checkpoint at path is
+ * untouched and no temporary file is left. */
 int dl_checkpoint_save(const char *path, dl_model *m, const dl_checkpoint_info *info);
 
 /* Reads path into the model's state (on its device) and *info. Refuses,

@@ -23,14 +23,15 @@ static double now_s(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-/* Reads exactly n bytes; a short read is a truncated file, a zlib error a
- * corrupt one. what says which part of the file was expected. */
-static int read_exact(gzFile f, const char *path, void *buf, size_t n, const char *what)
+/* Reads bytes [from, to) of an n-byte part of the file into p; a short
+ * read is a truncated file, a zlib error a corrupt one. what says which
+ * part of the file was expected. */
+static int read_range(gzFile f, const char *path, unsigned char *p, size_t from, size_t to,
+                      size_t n, const char *what)
 {
-    char *p = buf;
-    size_t got = 0;
-    while (got < n) {
-        unsigned want = n - got > (1u << 30) ? (1u << 30) : (unsigned)(n - got);
+    size_t got = from;
+    while (got < to) {
+        unsigned want = to - got > (1u << 30) ? (1u << 30) : (unsigned)(to - got);
         int r = gzread(f, p + got, want);
         if (r < 0) {
             int zerr;
@@ -49,6 +50,43 @@ static int read_exact(gzFile f, const char *path, void *buf, size_t n, const cha
         }
         got += (size_t)r;
     }
+    return DL_OK;
+}
+
+static int read_exact(gzFile f, const char *path, void *buf, size_t n, const char *what)
+{
+    return read_range(f, path, buf, 0, n, n, what);
+}
+
+/* Reads n bytes into *out (malloc'd), growing the buffer as the data
+ * arrives (1 MiB, then doubling): a header that promises more than the
+ * file holds costs no more memory than the file. *out is NULL on error. */
+static int read_alloc(gzFile f, const char *path, size_t n, const char *what,
+                      unsigned char **out)
+{
+    *out = NULL;
+    size_t cap = n < ((size_t)1 << 20) ? n : ((size_t)1 << 20), got = 0;
+    unsigned char *buf = malloc(cap ? cap : 1);
+    int rc = buf ? DL_OK : dl_error(DL_ENOMEM, "%s: out of memory for %s", path, what);
+    while (rc == DL_OK && got < n) {
+        if (got == cap) {
+            size_t grown = cap > n / 2 ? n : cap * 2;
+            unsigned char *b = realloc(buf, grown);
+            if (!b) {
+                rc = dl_error(DL_ENOMEM, "%s: out of memory for %zu bytes of %s", path, n, what);
+                break;
+            }
+            buf = b;
+            cap = grown;
+        }
+        rc = read_range(f, path, buf, got, cap, n, what);
+        got = cap;
+    }
+    if (rc < 0) {
+        free(buf);
+        return rc;
+    }
+    *out = buf;
     return DL_OK;
 }
 
@@ -150,20 +188,17 @@ int dl_dataset_load_idx(dl_dataset *d, const char *images_path, const char *labe
                       images_path, idims[1], idims[2]);
         goto out;
     }
-    x = malloc(count * plane);
-    raw = malloc(count);
-    y = malloc(count * sizeof *y);
-    if (!x || !raw || !y) {
-        rc = dl_error(DL_ENOMEM, "%s: out of memory for %zu images of %zu bytes", images_path,
-                      count, plane);
-        goto out;
-    }
-    rc = read_exact(fi, images_path, x, count * plane, "pixel data");
+    rc = read_alloc(fi, images_path, count * plane, "pixel data", &x);
     if (rc < 0 || (rc = idx_expect_end(fi, images_path)) < 0)
         goto out;
-    rc = read_exact(fl, labels_path, raw, count, "labels");
+    rc = read_alloc(fl, labels_path, count, "labels", &raw);
     if (rc < 0 || (rc = idx_expect_end(fl, labels_path)) < 0)
         goto out;
+    y = malloc(count * sizeof *y);
+    if (!y) {
+        rc = dl_error(DL_ENOMEM, "%s: out of memory for %zu labels", labels_path, count);
+        goto out;
+    }
     int classes = 0;
     for (size_t i = 0; i < count; i++) {
         y[i] = raw[i];

@@ -82,7 +82,7 @@ int dl_runlog_write_atomic(const char *path, const void *data, size_t n)
 {
     char tmp[1100];
     snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0)
         return dl_error(DL_EIO, "%s: cannot create: %s", tmp, strerror(errno));
     const char *p = data;
@@ -274,12 +274,19 @@ static void track(dl_runlog *r, const char *name, double v, long step, int epoch
     }
 }
 
+/* A JSON number as a step or epoch count: 0 when missing, not a number or
+ * out of range (a damaged file must not make the cast undefined). */
+static long json_count(const cJSON *v)
+{
+    if (!cJSON_IsNumber(v) || !(v->valuedouble >= 0 && v->valuedouble < 2e9))
+        return cJSON_IsNumber(v) && v->valuedouble >= 2e9 ? 2000000000L : 0;
+    return (long)v->valuedouble;
+}
+
 static void track_record(dl_runlog *r, const cJSON *rec)
 {
-    const cJSON *st = cJSON_GetObjectItemCaseSensitive(rec, "step");
-    const cJSON *ep = cJSON_GetObjectItemCaseSensitive(rec, "epoch");
-    long step = cJSON_IsNumber(st) ? (long)st->valuedouble : 0;
-    int epoch = cJSON_IsNumber(ep) ? (int)ep->valuedouble : 0;
+    long step = json_count(cJSON_GetObjectItemCaseSensitive(rec, "step"));
+    int epoch = (int)json_count(cJSON_GetObjectItemCaseSensitive(rec, "epoch"));
     for (const cJSON *c = rec->child; c; c = c->next) {
         if (!cJSON_IsNumber(c) || !strcmp(c->string, "step") || !strcmp(c->string, "epoch") ||
             !strcmp(c->string, "time"))
@@ -379,14 +386,27 @@ static int mkdir_p(const char *path)
     return DL_OK;
 }
 
-static int open_logs(dl_runlog *r, const char *mode)
+/* fopen for writing with mode 0644 less the umask (fopen would use 0666):
+ * a run folder holds no world-writable file. */
+static FILE *open_log(const char *path, int truncate)
+{
+    int fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC | (truncate ? O_TRUNC : O_APPEND), 0644);
+    if (fd < 0)
+        return NULL;
+    FILE *f = fdopen(fd, truncate ? "w" : "a");
+    if (!f)
+        close(fd);
+    return f;
+}
+
+static int open_logs(dl_runlog *r, int truncate)
 {
     char path[1100];
     snprintf(path, sizeof path, "%s/metrics.jsonl", r->dir);
-    if (!(r->metrics = fopen(path, mode)))
+    if (!(r->metrics = open_log(path, truncate)))
         return dl_error(DL_EIO, "%s: %s", path, strerror(errno));
     snprintf(path, sizeof path, "%s/events.log", r->dir);
-    if (!(r->events = fopen(path, "a")))
+    if (!(r->events = open_log(path, 0)))
         return dl_error(DL_EIO, "%s: %s", path, strerror(errno));
     return DL_OK;
 }
@@ -452,7 +472,7 @@ int dl_runlog_create(dl_runlog **out, const char *out_dir, const char *name,
         rc = copy_file(script_path, path);
     }
     if (rc == DL_OK)
-        rc = open_logs(r, "w");
+        rc = open_logs(r, 1);
     if (rc == DL_OK) {
         dl_run_totals t = {0};
         rc = dl_runlog_summary(r, "running", &t, NULL, NULL);
@@ -527,7 +547,7 @@ int dl_runlog_reopen(dl_runlog **out, const char *run_dir, long resume_step)
                 *nl = 0;
             cJSON *rec = cJSON_Parse(line);
             const cJSON *st = rec ? cJSON_GetObjectItemCaseSensitive(rec, "step") : NULL;
-            if (rec && cJSON_IsNumber(st) && (long)st->valuedouble <= resume_step) {
+            if (rec && cJSON_IsNumber(st) && json_count(st) <= resume_step) {
                 track_record(r, rec);
                 size_t l = strlen(line);
                 memcpy(kept + k, line, l);
@@ -545,7 +565,7 @@ int dl_runlog_reopen(dl_runlog **out, const char *run_dir, long resume_step)
     }
     free(text);
     if (rc == DL_OK)
-        rc = open_logs(r, "a");
+        rc = open_logs(r, 0);
     if (rc < 0) {
         dl_runlog_destroy(r);
         return rc;

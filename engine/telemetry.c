@@ -195,6 +195,9 @@ static void event_locked(dl_telemetry *t, double when, const char *kind, const c
     }
     dl_tele_event *e = &t->st.events[slot];
     e->t = when;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    e->wall = (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
     snprintf(e->kind, sizeof e->kind, "%s", kind);
     snprintf(e->text, sizeof e->text, "%s", text);
     t->st.events_total++;
@@ -292,6 +295,36 @@ void dl_telemetry_set_cost(dl_telemetry *t, double price_per_hour, double peak_f
     t->st.peak_flops = peak_flops;
     snprintf(t->st.peak_source, sizeof t->st.peak_source, "%s", peak_source ? peak_source : "");
     t->st.seq++;
+    pthread_mutex_unlock(&t->lock);
+}
+
+void dl_telemetry_set_model_flops(dl_telemetry *t, double forward_flops_per_sample)
+{
+    pthread_mutex_lock(&t->lock);
+    t->flops_per_sample = 3 * forward_flops_per_sample;
+    t->st.seq++;
+    pthread_mutex_unlock(&t->lock);
+}
+
+void dl_telemetry_reset(dl_telemetry *t)
+{
+    pthread_mutex_lock(&t->lock);
+    dl_telemetry_snapshot *s = &t->st;
+    memset(&s->run, 0, sizeof s->run);
+    s->run.workers = -1;
+    s->nseries = 0;
+    s->prof_enabled = 0;
+    memset(&s->prof, 0, sizeof s->prof);
+    s->nops = s->nlayers = 0;
+    s->have_loader = 0;
+    memset(&s->loader, 0, sizeof s->loader);
+    s->nevents = 0;
+    s->events_total = 0;
+    t->ev_head = 0;
+    t->started = t->frozen = 0;
+    t->t_start = t->t_end = 0;
+    t->flops_per_sample = 0;
+    s->seq++;
     pthread_mutex_unlock(&t->lock);
 }
 
@@ -494,6 +527,13 @@ static void metrics_line(dl_telemetry *t, char *line)
     const cJSON *time = cJSON_GetObjectItemCaseSensitive(j, "time");
     if (cJSON_IsNumber(time))
         r->elapsed_s = time->valuedouble;
+    if (is_epoch && r->steps_per_epoch <= 0 && cJSON_IsNumber(step) && cJSON_IsNumber(epoch) &&
+        epoch->valuedouble >= 1 && step->valuedouble > 0) {
+        /* a resumed run may start mid-epoch: the first epoch line still ends epoch k */
+        r->steps_per_epoch = (long)(step->valuedouble / epoch->valuedouble + 0.5);
+        if (r->total_steps <= 0 && r->epochs > 0)
+            r->total_steps = r->steps_per_epoch * r->epochs;
+    }
     for (const cJSON *c = j->child; c; c = c->next) {
         if (!c->string || !strcmp(c->string, "kind") || !strcmp(c->string, "step") ||
             !strcmp(c->string, "epoch") || !strcmp(c->string, "time"))
@@ -523,12 +563,30 @@ static void events_line(dl_telemetry *t, char *line)
     /* "<ISO time> <kind>: <text>" */
     char *sp = strchr(line, ' ');
     char *colon = sp ? strstr(sp + 1, ": ") : NULL;
+    double wall = 0;
+    if (sp) {
+        struct tm tm;
+        memset(&tm, 0, sizeof tm);
+        *sp = 0;
+        const char *end = strptime(line, "%Y-%m-%dT%H:%M:%S", &tm);
+        if (end && (*end == 'Z' || *end == '.' || !*end))
+            wall = (double)timegm(&tm);
+        *sp = ' ';
+    }
     pthread_mutex_lock(&t->lock);
     if (!sp || !colon) {
         event_locked(t, 0, "log", line);
+        t->st.events[(t->ev_head + t->st.nevents - 1) % DL_TELE_MAX_EVENTS].wall = wall;
     } else {
         *colon = 0;
         event_locked(t, 0, sp + 1, colon + 2);
+        t->st.events[(t->ev_head + t->st.nevents - 1) % DL_TELE_MAX_EVENTS].wall = wall;
+        /* a watched run's pause shows in its state, as a live one's does */
+        dl_tele_state st = t->st.run.state;
+        if (!strcmp(sp + 1, "paused") && st == DL_TELE_RUNNING)
+            t->st.run.state = DL_TELE_PAUSED;
+        else if (!strcmp(sp + 1, "resumed") && st == DL_TELE_PAUSED)
+            t->st.run.state = DL_TELE_RUNNING;
         if (!strcmp(sp + 1, "failed") && strstr(colon + 2, "out of memory")) {
             t->st.run.oom = 1;
             snprintf(t->st.run.oom_text, sizeof t->st.run.oom_text, "%s", colon + 2);
@@ -680,6 +738,8 @@ int dl_telemetry_follow(dl_telemetry *t, dl_tele_follow *f)
         r->batch = (int)num(c, "batch", 0);
         r->accumulate = (int)num(c, "accumulate", 1);
         r->epochs = (int)num(c, "epochs", 0);
+        if (num(c, "max_steps", 0) > 0)
+            r->total_steps = (long)num(c, "max_steps", 0);
         const cJSON *data = cJSON_GetObjectItemCaseSensitive(c, "data");
         r->workers = (int)num(data, "workers", -1);
         t->flops_per_sample = 3 * num(c, "flops_per_sample", 0);

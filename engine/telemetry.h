@@ -83,6 +83,7 @@ typedef struct dl_tele_event {
     double t;       /* seconds since the run started (or unix time when watched) */
     char kind[16];  /* "device", "note", "error", "checkpoint", ... */
     char text[240];
+    double wall;    /* unix time it was published (watched: from events.log); 0 unknown */
 } dl_tele_event;
 
 /* Everything a view draws. Large (about 0.6 MB): allocate it once with
@@ -157,6 +158,13 @@ void dl_telemetry_flag_nonfinite(dl_telemetry *t);
  * came from. dl_telemetry_read derives dl_cost from these and the run. */
 void dl_telemetry_set_cost(dl_telemetry *t, double price_per_hour, double peak_flops,
                            const char *peak_source);
+/* The model's forward FLOPs per sample (dl_model_flops): with no profiler
+ * the cost's achieved FLOP/s are 3x this (forward + backward) per sample. */
+void dl_telemetry_set_model_flops(dl_telemetry *t, double forward_flops_per_sample);
+/* Forgets the run (description, progress, series, profile, loader, events,
+ * flags) for a new one in the same store; keeps the system samples, the
+ * GPU status and the cost inputs. */
+void dl_telemetry_reset(dl_telemetry *t);
 
 /* --- readers ----------------------------------------------------------------------- */
 
@@ -186,7 +194,8 @@ typedef struct dl_tele_follow {
 } dl_tele_follow;
 
 /* Reads what was appended to the run folder's files since the last call
- * and publishes it into t. Returns DL_OK, or DL_EIO when dir is not a run
+ * and publishes it into t (steps_per_epoch and total_steps are inferred
+ * from the first epoch line when config.json does not say). Returns DL_OK, or DL_EIO when dir is not a run
  * folder (no config.json). Partial last lines are left for the next call. */
 int dl_telemetry_follow(dl_telemetry *t, dl_tele_follow *f);
 

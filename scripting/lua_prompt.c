@@ -47,7 +47,7 @@ static int p_note(lua_State *L)
 static int p_checkpoint(lua_State *L)
 {
     dl_trainer *t = trainer_of(L, "checkpoint");
-    dl_trainer_post(t, DL_CMD_CHECKPOINT, 0, luaL_optstring(L, 1, "from the Lua prompt"));
+    dl_trainer_post(t, DL_CMD_CHECKPOINT, 0, luaL_optstring(L, 1, "")); /* a name: checkpoint-NAME.h5 */
     return 0;
 }
 

@@ -198,7 +198,11 @@ int dl_lua_opt_int(dl_lua_opts *o, const char *name, int def, int min)
         i = lua_tointegerx(o->L, -1, &ok);
         if (t != LUA_TNUMBER || !ok || i < min || i > INT_MAX) {
             char exp[64];
-            snprintf(exp, sizeof exp, "an integer from %d to %d", min, INT_MAX);
+            if (min == 0 || min == 1)
+                snprintf(exp, sizeof exp, "a %s integer%s", min ? "positive" : "non-negative",
+                         ok && i > INT_MAX ? " up to 2147483647" : "");
+            else
+                snprintf(exp, sizeof exp, "an integer from %d to %d", min, INT_MAX);
             dl_lua_fielderror(o->L, o->fn, name, exp);
         }
     }

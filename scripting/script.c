@@ -204,7 +204,8 @@ static void push_override(lua_State *L, const char *name, int idx, const char *t
                 return;
             }
             double d = strtod(text, &end);
-            if (*text && !*end && d == (double)(long long)d) {
+            /* 1e3 is an integer; 1.8e32 is none that fits (and casting it is undefined) */
+            if (*text && !*end && d >= -0x1p63 && d < 0x1p63 && d == (double)(long long)d) {
                 lua_pushinteger(L, (lua_Integer)d);
                 return;
             }

@@ -15,9 +15,11 @@
 
 #include "engine/backend.h"
 #include "engine/checkpoint.h"
+#include "engine/cost.h"
 #include "engine/error.h"
 #include "engine/runlog.h"
 #include "engine/sha256.h"
+#include "engine/telemetry.h"
 #include "engine/tune.h"
 #include "scripting/script.h"
 #include "tui/version.h"
@@ -79,6 +81,16 @@ static void emit(dl_session *s, const char *kind, const char *fmt, ...)
     va_end(ap);
     if (s->log)
         dl_runlog_event(s->log, kind, "%s", text);
+    if (s->opt.telemetry) {
+        dl_telemetry *t = s->opt.telemetry;
+        dl_telemetry_event(t, kind, text);
+        if (!strcmp(kind, "paused"))
+            dl_telemetry_set_state(t, DL_TELE_PAUSED, NULL);
+        else if (!strcmp(kind, "resumed") && s->trainer)
+            dl_telemetry_set_state(t, DL_TELE_RUNNING, NULL);
+        else if (!strcmp(kind, "nonfinite"))
+            dl_telemetry_flag_nonfinite(t);
+    }
     if (s->opt.on_event)
         s->opt.on_event(s->opt.user, kind, text);
 }
@@ -306,6 +318,102 @@ static int build_config(dl_session *s)
     return DL_OK;
 }
 
+/* --- telemetry ------------------------------------------------------------------ */
+
+/* The run's description for opt.telemetry, in state st. */
+static void publish_run(dl_session *s, dl_tele_state st)
+{
+    dl_telemetry *tele = s->opt.telemetry;
+    if (!tele || !s->trainer)
+        return;
+    const dl_trainer_config *cfg = dl_trainer_config_of(s->trainer);
+    dl_tele_run r;
+    memset(&r, 0, sizeof r);
+    snprintf(r.name, sizeof r.name, "%s", s->exp->name);
+    snprintf(r.device, sizeof r.device, "%s", s->device);
+    dl_backend *be = dl_trainer_backend(s->trainer);
+    snprintf(r.device_desc, sizeof r.device_desc, "%s", be ? be->description : "");
+    if (be && be->ops->device != DL_DEVICE_CPU)
+        snprintf(r.gpu_name, sizeof r.gpu_name, "%.63s", be->description);
+    snprintf(r.run_dir, sizeof r.run_dir, "%s", s->run_dir);
+    r.precision = cfg->precision;
+    r.batch = cfg->batch;
+    r.accumulate = cfg->accumulate;
+    r.epochs = cfg->epochs;
+    r.workers = s->exp->data.workers;
+    size_t batches = s->train->ops->batches(s->train);
+    size_t acc = cfg->accumulate > 0 ? (size_t)cfg->accumulate : 1;
+    r.steps_per_epoch = (long)((batches + acc - 1) / acc); /* as the trainer counts */
+    r.total_steps = r.steps_per_epoch * cfg->epochs;
+    if (cfg->max_steps > 0 && (r.total_steps <= 0 || cfg->max_steps < r.total_steps))
+        r.total_steps = cfg->max_steps;
+    r.step = dl_trainer_step_count(s->trainer);
+    r.epoch = dl_trainer_epoch(s->trainer);
+    r.state = st;
+    r.loss_scale = 1;
+    dl_telemetry_set_run(tele, &r);
+}
+
+/* The device's peak for the MFU: a GPU's from the table (by its
+ * description), the CPU's from a short gemm calibration, measured once per
+ * process and backend. */
+static void publish_peak(dl_session *s, dl_backend *be)
+{
+    static dl_backend *calibrated;
+    static double cpu_peak;
+    double peak = 0;
+    char src[64] = "";
+    dl_gpu_peak gp;
+    dl_precision prec = dl_trainer_config_of(s->trainer)->precision;
+    if (be->ops->device != DL_DEVICE_CPU && dl_cost_gpu_peak(be->description, &gp)) {
+        peak = prec == DL_PREC_F32 ? (gp.tf32 > 0 ? gp.tf32 : gp.f32) : gp.bf16;
+        snprintf(src, sizeof src, "table: %.40s", gp.name);
+    } else if (be->ops->device == DL_DEVICE_CPU) {
+        if (calibrated != be && dl_cost_calibrate(be, 512, 0.15, &cpu_peak) == DL_OK)
+            calibrated = be;
+        peak = calibrated == be ? cpu_peak : 0;
+        snprintf(src, sizeof src, "sgemm calibration, %d threads", be->threads);
+    }
+    dl_telemetry_set_cost(s->opt.telemetry, s->opt.price_per_hour, peak, peak > 0 ? src : "");
+}
+
+/* summary.json's "cost": what the run cost, from the telemetry. */
+static void cost_json(dl_session *s, cJSON *extra)
+{
+    dl_telemetry_snapshot *snap = dl_telemetry_snapshot_create();
+    if (!snap)
+        return;
+    dl_telemetry_read(s->opt.telemetry, snap);
+    const dl_cost *c = &snap->cost;
+    cJSON *j = cJSON_AddObjectToObject(extra, "cost");
+    if (snap->price_per_hour > 0) {
+        cJSON_AddNumberToObject(j, "price_per_hour", snap->price_per_hour);
+        cJSON_AddNumberToObject(j, "cost", c->cost_so_far);
+        if (c->cost_projected >= 0)
+            cJSON_AddNumberToObject(j, "cost_projected", c->cost_projected);
+    }
+    if (c->achieved_flops > 0)
+        cJSON_AddNumberToObject(j, "achieved_flops", c->achieved_flops);
+    if (snap->peak_flops > 0) {
+        cJSON_AddNumberToObject(j, "peak_flops", snap->peak_flops);
+        cJSON_AddStringToObject(j, "peak_source", snap->peak_source);
+    }
+    if (c->mfu >= 0)
+        cJSON_AddNumberToObject(j, "mfu", c->mfu);
+    if (c->energy_j >= 0) {
+        cJSON_AddNumberToObject(j, "energy_j", c->energy_j);
+        cJSON_AddNumberToObject(j, "energy_kwh", c->energy_kwh);
+    }
+    dl_telemetry_snapshot_destroy(snap);
+}
+
+static void publish_loader(dl_session *s)
+{
+    dl_loader_stats st;
+    if (dl_session_loader_stats(s, &st))
+        dl_telemetry_loader(s->opt.telemetry, &st);
+}
+
 /* --- trainer callbacks ---------------------------------------------------------- */
 
 static int run_hooks(dl_session *s, dl_hook hook, long step, int epoch, const char *const *names,
@@ -347,6 +455,26 @@ static int save_checkpoint(dl_session *s, const char *why)
     return save_checkpoint_as(s, "checkpoint.h5", why);
 }
 
+/* A checkpoint asked for by name (run.checkpoint("x"), {"cmd":"checkpoint",
+ * "name":"x"}): RUN/checkpoint-x.h5. Characters other than letters,
+ * digits, '-', '_' and '.' become '_' so a name never leaves the folder. */
+static int save_named_checkpoint(dl_session *s, const char *name)
+{
+    char file[96], safe[72];
+    size_t n = 0;
+    for (const char *p = name; *p && n < sizeof safe - 1; p++) {
+        unsigned char c = (unsigned char)*p;
+        int ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                 c == '-' || c == '_' || (c == '.' && n > 0);
+        safe[n++] = ok ? (char)c : '_';
+    }
+    safe[n] = 0;
+    snprintf(file, sizeof file, "checkpoint-%s.h5", safe);
+    char why[128];
+    snprintf(why, sizeof why, "named \"%.100s\"", name);
+    return save_checkpoint_as(s, file, why);
+}
+
 static int on_step(void *user, dl_trainer *t, const dl_step_info *i)
 {
     dl_session *s = user;
@@ -374,6 +502,10 @@ static int on_step(void *user, dl_trainer *t, const dl_step_info *i)
     }
     if (s->log && dl_runlog_metrics(s->log, "step", i->step, i->epoch + 1, names, values, n) < 0)
         return DL_EIO;
+    if (s->opt.telemetry) {
+        dl_telemetry_step(s->opt.telemetry, i);
+        publish_loader(s);
+    }
     if (s->opt.on_step)
         s->opt.on_step(s->opt.user, i);
     int rc = run_hooks(s, DL_HOOK_STEP, i->step, i->epoch, names, values, n);
@@ -486,6 +618,8 @@ static int on_epoch(void *user, dl_trainer *t, const dl_epoch_info *i)
     names[n] = "seconds", values[n++] = i->seconds;
     if (s->log && dl_runlog_metrics(s->log, "epoch", i->step, i->epoch + 1, names, values, n) < 0)
         return DL_EIO;
+    if (s->opt.telemetry)
+        dl_telemetry_epoch(s->opt.telemetry, i);
     if (s->opt.on_epoch)
         s->opt.on_epoch(s->opt.user, i);
     if (s->opt.trial && report_trial(s, i->epoch, names, values, n))
@@ -505,8 +639,20 @@ static void on_event(void *user, dl_trainer *t, const char *kind, const char *te
     dl_session *s = user;
     (void)t;
     if (!strcmp(kind, "checkpoint")) {
-        save_checkpoint(s, text[0] ? text : "requested");
+        if (text[0])
+            save_named_checkpoint(s, text);
+        else
+            save_checkpoint(s, "requested");
         return;
+    }
+    if (!strcmp(kind, "device") && s->opt.telemetry) {
+        /* a hot switch: the run's device and the peak the MFU is measured against */
+        dl_backend *be = dl_trainer_backend(s->trainer);
+        if (be && be->ops->name && strcmp(be->ops->name, s->device)) {
+            snprintf(s->device, sizeof s->device, "%s", be->ops->name);
+            publish_run(s, DL_TELE_RUNNING);
+            publish_peak(s, be);
+        }
     }
     emit(s, kind, "%s", text);
 }
@@ -631,7 +777,8 @@ static int load_resume_options(dl_session *s, char ***ovs, int *nov)
         if (cJSON_IsString(o))
             list[k++] = strdup(o->valuestring);
     const cJSON *seed = cJSON_GetObjectItemCaseSensitive(c, "seed");
-    if (s->opt.seed < 0 && cJSON_IsNumber(seed))
+    if (s->opt.seed < 0 && cJSON_IsNumber(seed) && seed->valuedouble >= 0 &&
+        seed->valuedouble < 0x1p63)
         s->opt.seed = (long long)seed->valuedouble;
     const cJSON *dev = cJSON_GetObjectItemCaseSensitive(c, "device");
     if (!s->opt.device && cJSON_IsString(dev))
@@ -763,6 +910,11 @@ int dl_session_prepare(dl_session **out, const dl_session_options *opt)
     if (rc == DL_OK) {
         dl_callbacks cb = {s, on_step, on_epoch, on_event, on_idle};
         dl_trainer_set_callbacks(s->trainer, &cb);
+        if (s->opt.telemetry) {
+            publish_run(s, DL_TELE_PREPARING);
+            dl_telemetry_set_model_flops(s->opt.telemetry, dl_model_flops(s->model));
+            publish_peak(s, s->be);
+        }
     }
     return rc;
 }
@@ -825,6 +977,13 @@ dl_run_status dl_session_run(dl_session *s)
     cJSON_AddStringToObject(extra, "device", s->device);
     cJSON_AddStringToObject(extra, "precision", dl_precision_name(cfg->precision));
     const char *names[] = {"finished", "stopped", "failed"};
+    if (s->opt.telemetry) {
+        static const dl_tele_state tstates[] = {DL_TELE_FINISHED, DL_TELE_STOPPED, DL_TELE_FAILED};
+        publish_loader(s);
+        dl_telemetry_set_state(s->opt.telemetry, tstates[status],
+                               s->message[0] ? s->message : NULL);
+        cost_json(s, extra);
+    }
     if (s->log)
         dl_runlog_summary(s->log, names[status], &t, s->message[0] ? s->message : NULL, extra);
     cJSON_Delete(extra);
@@ -873,6 +1032,15 @@ long dl_session_total_steps(const dl_session *s)
 }
 double dl_session_wall_s(const dl_session *s) { return s->wall_s; }
 double dl_session_samples_per_s(const dl_session *s) { return s->samples_per_s; }
+
+int dl_session_loader_stats(dl_session *s, dl_loader_stats *out)
+{
+    memset(out, 0, sizeof *out);
+    if (!s->train || !s->train->ops->stats)
+        return 0;
+    s->train->ops->stats(s->train, out);
+    return 1;
+}
 
 int dl_session_metric(const dl_session *s, const char *name, double *final, double *best)
 {

@@ -38,6 +38,13 @@ typedef struct dl_session_options {
      * epoch and a trial the pruner stops ends "stopped" (dl_session_pruned);
      * config.json records the study and trial. NULL for a plain run. */
     struct dl_trial *trial;
+    /* where the run publishes what a screen or report draws (NULL: nothing):
+     * the run description, steps, epochs, events and states, loader
+     * statistics, the model's FLOPs and the device's peak (a short gemm
+     * calibration on the CPU, a table on GPUs). With it, summary.json gets
+     * a "cost" object (MFU, price, cost so far, energy). Borrowed. */
+    struct dl_telemetry *telemetry;
+    double price_per_hour;       /* > 0: money figures in the telemetry and summary */
 } dl_session_options;
 
 /* Outcome of prepare beyond the status code. */
@@ -75,6 +82,9 @@ double dl_session_wall_s(const dl_session *s);
 double dl_session_samples_per_s(const dl_session *s);
 /* 1 when the run was stopped because its trial was pruned. */
 int dl_session_pruned(const dl_session *s);
+/* The training data's loader statistics (queue fill, wait); 0 when the
+ * source keeps none. */
+int dl_session_loader_stats(dl_session *s, dl_loader_stats *out);
 /* Final and best of a metric ("val_acc"); returns 0 when never seen. */
 int dl_session_metric(const dl_session *s, const char *name, double *final, double *best);
 

@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# t_tui.sh - the workbench in tmux: pane titles at 80x24 and 200x50, live chart,
+# t_tui.sh - the workbench in tmux: pane titles at 80x24 and 200x50, cost/MFU in the status
+# bar (--price-per-hour) and summary.json, the trials screen (F4, watch --study) of a small
+# study, named checkpoints (Lua prompt, socket), headless cost and advice, live chart,
 # pause/resume, notes, Lua prompt, resize, quit with a summary, watch on a finished
 # and a live run, the control socket (every command, malformed ones refused), and
 # SIGHUP leaving the training running to its end.
@@ -106,6 +108,65 @@ for size in 80x24 200x50; do
     TM send-keys -t "t$size" F2
     TM kill-session -t "t$size"
 done
+
+# --- cost, advisor, trials (F4), named checkpoints: a workbench next to a small study ----
+TUNE="$OUT/tune"
+"$DLBENCH" tune scripts/spirals_tune.lua trials=4 epochs=2 n=400 --out "$TUNE" >"$OUT/tune.log" 2>&1 ||
+    fail tune_study "dlbench tune failed: $(tail -2 "$OUT/tune.log")"
+for size in 80x24 200x50; do
+    c=${size%x*} r=${size#*x}
+    start "c$size" "$c" "$r" "$DLBENCH" "$SCRIPT" n=200000 --out "$TUNE" --price-per-hour 3 --start --force
+    # 80 columns keep the cost (so far/projected); 200 also show MFU and ETA
+    if wait_for "c$size" '$0.' 20 && { [ "$c" -lt 100 ] || wait_for "c$size" "MFU" 5; }; then
+        pass "cost_in_status_$size"
+    else
+        fail "cost_in_status_$size" "no cost/MFU in the status bar:"
+        screen "c$size" | head -1 | sed 's/^/    /'
+    fi
+    screen "c$size" >"$OUT/screen-cost-$size.txt"
+    TM send-keys -t "c$size" F4
+    if wait_for "c$size" "7 Trials of spirals-tune" 5 && wait_for "c$size" "importance" 3 &&
+        [ "$(screen "c$size" | grep -c ' complete ')" -ge 4 ]; then
+        pass "trials_screen_$size"
+    else
+        fail "trials_screen_$size" "no trials table; screen:"
+        screen "c$size" | head -8 | sed 's/^/    /'
+    fi
+    screen "c$size" >"$OUT/screen-trials-$size.txt"
+    long=$(screen "c$size" | python3 -c "import sys; print(sum(len(l.rstrip('\\n')) > $c for l in sys.stdin))")
+    [ "$long" -eq 0 ] && pass "trials_fit_$size" || fail "trials_fit_$size" "$long lines wider than $c"
+    TM send-keys -t "c$size" F4
+    if [ "$size" = 80x24 ]; then # a named checkpoint from the Lua prompt
+        CRUN=$(ls -d "$TUNE"/*-tui-spirals-*/ 2>/dev/null | sort | tail -1 | sed 's:/$::')
+        TM send-keys -t "c$size" :
+        TM send-keys -t "c$size" -l 'run.checkpoint("mark1")'
+        TM send-keys -t "c$size" Enter
+        wait_file "$CRUN/events.log" "checkpoint-mark1.h5 saved" 10 && [ -f "$CRUN/checkpoint-mark1.h5" ] &&
+            pass named_checkpoint_lua || fail named_checkpoint_lua "no $CRUN/checkpoint-mark1.h5"
+    fi
+    TM send-keys -t "c$size" q
+    wait_for "c$size" "quit? [y/N]" 5
+    TM send-keys -t "c$size" y
+    wait_file "$OUT/c$size.rc" . 30 || fail "cost_quit_$size" "the workbench did not exit"
+done
+CRUN=$(ls -d "$TUNE"/*-tui-spirals-*/ 2>/dev/null | sort | tail -1 | sed 's:/$::')
+python3 - "$CRUN/summary.json" <<'PY' && pass cost_in_summary || fail cost_in_summary "no cost in $CRUN/summary.json"
+import json, sys
+c = json.load(open(sys.argv[1]))["cost"]
+assert c["price_per_hour"] == 3 and c["cost"] > 0 and 0 <= c["mfu"] <= 1, c
+PY
+# watch --study: straight to the trials screen
+start ws 80 24 "$DLBENCH" watch --study spirals-tune --out "$TUNE"
+wait_for ws "7 Trials of spirals-tune" 10 && pass watch_study || fail watch_study "no trials screen"
+TM send-keys -t ws q
+wait_file "$OUT/ws.rc" . 10 || fail watch_study_quits "watch --study did not exit"
+start wa 80 24 "$DLBENCH" watch --study auto --out "$TUNE"
+wait_for wa "7 Trials of spirals-tune" 10 && pass watch_study_auto || fail watch_study_auto "no trials screen"
+TM send-keys -t wa q
+# the headless run prints cost and advice at its end
+"$DLBENCH" run "$SCRIPT" epochs=2 --out "$OUT/hl" --price-per-hour 2 >"$OUT/hl.log" 2>&1
+grep -q '^  cost \$' "$OUT/hl.log" && grep -q '^  advisor: ' "$OUT/hl.log" && pass headless_cost_advice ||
+    fail headless_cost_advice "$(tail -4 "$OUT/hl.log")"
 
 # --- a training in the workbench ------------------------------------------------
 start wb 80 24 "$DLBENCH" "$SCRIPT" "$LONG"
@@ -238,8 +299,9 @@ else
     [ $ok = 1 ] && pass socket_commands_accepted
     wait_file "$RUN/events.log" "note: via socket" 10 &&
         wait_file "$RUN/events.log" "learning rate .* -> 0.01" 10 &&
-        wait_file "$RUN/events.log" "socket-test" 10 && pass socket_commands_applied ||
-        fail socket_commands_applied "events.log lacks the note, lr or checkpoint"
+        wait_file "$RUN/events.log" "checkpoint-socket-test.h5" 10 &&
+        [ -f "$RUN/checkpoint-socket-test.h5" ] && pass socket_commands_applied ||
+        fail socket_commands_applied "events.log lacks the note, lr or checkpoint-socket-test.h5"
     wait_file "$RUN/events.log" "cuda" 10 && pass socket_switch_reports ||
         fail socket_switch_reports "no outcome of the switch to cuda in events.log"
     sleep 1

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "tui/colors.h"
+#include "tui/tables.h"
 #include "views/views.h"
 
 #define MIN_COLS 60
@@ -20,7 +21,7 @@
 #define NPANES 4     /* chart, system, profile, log */
 #define HISTORY 32
 
-enum { PANE_CHART, PANE_SYSTEM, PANE_PROFILE, PANE_LOG, PANE_RUNS, PANE_HELP };
+enum { PANE_CHART, PANE_SYSTEM, PANE_PROFILE, PANE_LOG, PANE_RUNS, PANE_HELP, PANE_TRIALS, NWIN };
 
 typedef enum { PROMPT_NONE, PROMPT_NOTE, PROMPT_HPARAMS, PROMPT_LUA, PROMPT_FILTER, PROMPT_QUIT } prompt_kind;
 
@@ -31,14 +32,18 @@ static void on_hup(int sig) { (void)sig, got_hup = 1; }
 static void on_int(int sig) { (void)sig, got_int = 1; }
 
 typedef struct app {
-    dl_feed *feed;
     const dl_app_ops *ops;
-    dl_snapshot *snap;
-    WINDOW *status, *hints, *pane[6];
+    dl_screen *scr;        /* scr->tele: the snapshot the panes draw */
+    double next_advice, next_trials;
+    unsigned advised;      /* advice kinds already written to the log (bits) */
+    long events_seen;
+    double sps_last;       /* samples/s of the previous frame (device switches) */
+    dl_trials_follow trials;
+    WINDOW *status, *hints, *pane[NWIN];
     int rows, cols;
     int zoom;              /* -1: the overview; else the pane shown alone */
     int focus;
-    dl_view_state vs[6];
+    dl_view_state vs[NWIN];
     int log_scale;
     long window;
     prompt_kind prompt;
@@ -57,7 +62,7 @@ static void free_windows(app *a)
     if (a->hints)
         delwin(a->hints);
     a->status = a->hints = NULL;
-    for (int i = 0; i < 6; i++) {
+    for (int i = 0; i < NWIN; i++) {
         if (a->pane[i])
             delwin(a->pane[i]);
         a->pane[i] = NULL;
@@ -101,7 +106,8 @@ static const char *prompt_label(prompt_kind k)
 
 static void draw(app *a)
 {
-    const dl_snapshot *s = a->snap;
+    const dl_screen *s = a->scr;
+    dl_tele_state st = s->tele->run.state;
     if (!a->status) {
         dl_view_too_small(stdscr, MIN_COLS, MIN_ROWS);
         wnoutrefresh(stdscr);
@@ -110,7 +116,7 @@ static void draw(app *a)
     }
     dl_view_status(a->status, s);
     wnoutrefresh(a->status);
-    for (int i = 0; i < 6; i++) {
+    for (int i = 0; i < NWIN; i++) {
         WINDOW *w = a->pane[i];
         if (!w)
             continue;
@@ -125,6 +131,7 @@ static void draw(app *a)
         case PANE_LOG: dl_view_log(w, s, &v); break;
         case PANE_RUNS: dl_view_runs(w, s, &v); break;
         case PANE_HELP: dl_view_help(w, &v, a->ops->watching); break;
+        case PANE_TRIALS: dl_view_trials(w, s, &v); break;
         }
         wnoutrefresh(w);
     }
@@ -137,28 +144,29 @@ static void draw(app *a)
         p = "stopping the training: checkpoint and summary...";
     }
     static const char *const ready[] = {"r", "Start", "?", "Help", "e", "Hparams", "F2", "Runs",
-                                        "Tab", "Focus", "1-6", "Zoom", "q", "Quit"};
+                                        "F4", "Trials", "Tab", "Focus", "1-7", "Zoom", "q", "Quit"};
     static const char *const running[] = {"Spc", "Pause", "g", "GPU", "c", "CPU", "s", "Ckpt",
                                           "n", "Note", ":", "Lua", "e", "Hparams", "?", "Help",
-                                          "l", "Log", "z", "Zoom", "F2", "Runs", "q", "Quit"};
+                                          "l", "Log", "z", "Zoom", "F2", "Runs", "F4", "Trials",
+                                          "q", "Quit"};
     static const char *const paused[] = {"Spc", "Resume", "s", "Ckpt", "n", "Note", ":", "Lua",
                                          "e", "Hparams", "g", "GPU", "c", "CPU", "?", "Help",
                                          "q", "Quit"};
-    static const char *const done[] = {"r", "Restart", "n", "Note", "F2", "Runs", "l", "Log",
-                                       "z", "Zoom", "?", "Help", "q", "Quit"};
+    static const char *const done[] = {"r", "Restart", "n", "Note", "F2", "Runs", "F4", "Trials",
+                                       "l", "Log", "z", "Zoom", "?", "Help", "q", "Quit"};
     static const char *const watch[] = {"Spc", "Pause", "g", "GPU", "c", "CPU", "s", "Ckpt",
                                         "n", "Note", "e", "LR", "?", "Help", "l", "Log",
                                         "F2", "Runs", "q", "Quit"};
 #define N(x) (int)(sizeof x / sizeof *x)
-    if (a->ops->watching && s->live && s->state <= DL_STATE_STOPPING)
+    if (a->ops->watching && s->live && st <= DL_TELE_PAUSED)
         dl_view_hints(a->hints, watch, N(watch), p);
     else if (a->ops->watching)
         dl_view_hints(a->hints, done + 2, N(done) - 2, p);
-    else if (s->state == DL_STATE_READY)
+    else if (st == DL_TELE_IDLE)
         dl_view_hints(a->hints, ready, N(ready), p);
-    else if (s->state == DL_STATE_RUNNING || s->state == DL_STATE_STOPPING)
+    else if (st == DL_TELE_RUNNING || st == DL_TELE_PREPARING)
         dl_view_hints(a->hints, running, N(running), p);
-    else if (s->state == DL_STATE_PAUSED)
+    else if (st == DL_TELE_PAUSED)
         dl_view_hints(a->hints, paused, N(paused), p);
     else
         dl_view_hints(a->hints, done, N(done), p);
@@ -167,12 +175,106 @@ static void draw(app *a)
     doupdate();
 }
 
+static double mono_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* F4: which study, by the rule in app.h (ops->study, the run's, the newest). */
+static void open_trials(app *a)
+{
+    const char *out = a->ops->out_dir ? a->ops->out_dir : "runs";
+    char studies[1024], name[128] = "", prefer[128] = "";
+    snprintf(studies, sizeof studies, "%s/studies", out);
+    if (a->ops->study) {
+        snprintf(prefer, sizeof prefer, "%s", a->ops->study);
+    } else if (a->scr->tele->run.run_dir[0]) { /* a trial's run names its study */
+        char path[1200];
+        snprintf(path, sizeof path, "%s/config.json", a->scr->tele->run.run_dir);
+        FILE *f = fopen(path, "r");
+        char buf[16384];
+        size_t n = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
+        if (f)
+            fclose(f);
+        buf[n] = 0;
+        char *st = strstr(buf, "\"study\"");
+        char *nm = st ? strstr(st, "\"name\"") : NULL;
+        if (nm && sscanf(nm, "\"name\": \"%127[^\"]\"", prefer) != 1)
+            sscanf(nm, "\"name\":\"%127[^\"]\"", prefer);
+    }
+    if (dl_tables_pick_study(studies, prefer[0] ? prefer : NULL, name, sizeof name) < 0) {
+        dl_tables_trials_close(&a->trials);
+        a->scr->trials.have = 0;
+        snprintf(a->scr->trials.note, sizeof a->scr->trials.note,
+                 "no study in %.80s/ (dlbench tune SCRIPT --out %.40s makes one)", studies, out);
+        return;
+    }
+    if (strcmp(name, a->trials.name) || strcmp(studies, a->trials.studies)) {
+        dl_tables_trials_close(&a->trials);
+        snprintf(a->trials.name, sizeof a->trials.name, "%s", name);
+        snprintf(a->trials.studies, sizeof a->trials.studies, "%s", studies);
+    }
+    a->next_trials = 0; /* sample it this frame */
+}
+
 static void set_zoom(app *a, int pane)
 {
     a->zoom = a->zoom == pane ? -1 : pane;
     if (a->zoom == PANE_RUNS)
-        a->ops->action(a->ops->user, DL_ACT_RUNS, NULL);
+        dl_tables_load_runs(&a->scr->runs, a->ops->out_dir ? a->ops->out_dir : "runs");
+    if (a->zoom == PANE_TRIALS)
+        open_trials(a);
     a->dirty_layout = 1;
+}
+
+/* The sample step of the loop: the owner's part, the telemetry copy, the
+ * advisor, a device switch's before/after, the open table's refresh. */
+static void sample(app *a)
+{
+    dl_screen *s = a->scr;
+    if (a->ops->sample)
+        a->ops->sample(a->ops->user, s);
+    dl_telemetry_read(a->ops->tele, s->tele);
+    const dl_telemetry_snapshot *t = s->tele;
+    double now = mono_s();
+    if (t->run.state == DL_TELE_IDLE || t->run.state == DL_TELE_PREPARING) {
+        s->nadvice = 0, a->advised = 0, s->switched_from[0] = 0;
+    } else if (now >= a->next_advice) {
+        a->next_advice = now + 1;
+        s->nadvice = dl_telemetry_advise(t, s->advice, DL_UI_ADVICE);
+        /* each kind of advice once per run in the log, the first time it is seen */
+        for (int i = 0; i < s->nadvice; i++) {
+            unsigned bit = 1u << s->advice[i].kind;
+            if (a->advised & bit)
+                continue;
+            a->advised |= bit;
+            char text[600];
+            snprintf(text, sizeof text, "%s: %s; %s", s->advice[i].title, s->advice[i].evidence,
+                     s->advice[i].remedy);
+            dl_telemetry_event(a->ops->tele, "advice", text);
+        }
+    }
+    /* a hot switch: keep the speed before it for the status bar */
+    long first = t->events_total - t->nevents;
+    for (long k = a->events_seen > first ? a->events_seen : first; k < t->events_total; k++) {
+        const dl_tele_event *e = &t->events[k - first];
+        char from[16];
+        const char *m = !strcmp(e->kind, "device") ? strstr(e->text, "moved from ") : NULL;
+        if (m && sscanf(m, "moved from %15s", from) == 1) {
+            snprintf(s->switched_from, sizeof s->switched_from, "%s", from);
+            s->sps_before = a->sps_last;
+        }
+    }
+    if (t->events_total < a->events_seen) /* a new run in the same store */
+        s->switched_from[0] = 0;
+    a->events_seen = t->events_total;
+    a->sps_last = t->run.samples_per_s;
+    if (a->zoom == PANE_TRIALS && a->trials.name[0] && now >= a->next_trials) {
+        a->next_trials = now + 1;
+        dl_tables_sample_trials(&a->trials, &s->trials);
+    }
 }
 
 static void submit(app *a)
@@ -182,7 +284,7 @@ static void submit(app *a)
     a->buf[a->len] = 0;
     if (k == PROMPT_FILTER) {
         int pane = a->zoom >= 0 ? a->zoom : a->focus;
-        snprintf(a->vs[pane].filter, sizeof a->vs[pane].filter, "%s", a->buf);
+        snprintf(a->vs[pane].filter, sizeof a->vs[pane].filter, "%.63s", a->buf);
         a->vs[pane].scroll = 0;
         return;
     }
@@ -257,7 +359,7 @@ static int key(app *a, int ch)
         prompt_key(a, ch);
         return 0;
     }
-    int st = a->snap->state;
+    dl_tele_state st = a->scr->tele->run.state;
     int pane = a->zoom >= 0 ? a->zoom : a->focus;
     switch (ch) {
     case 'q':
@@ -276,11 +378,8 @@ static int key(app *a, int ch)
     case KEY_F(1): set_zoom(a, PANE_HELP); break;
     case KEY_F(2): set_zoom(a, PANE_RUNS); break;
     case KEY_F(3): set_zoom(a, PANE_PROFILE); break;
-    case KEY_F(4):
-        dl_feed_event(a->feed, "info", "F4 trials: this session is not a study (dlbench tune "
-                                       "shows trials)", NULL);
-        break;
-    case '1': case '2': case '3': case '4': case '5': case '6': set_zoom(a, ch - '1'); break;
+    case KEY_F(4): set_zoom(a, PANE_TRIALS); break;
+    case '1': case '2': case '3': case '4': case '5': case '6': case '7': set_zoom(a, ch - '1'); break;
     case 27:
         if (a->zoom >= 0)
             a->zoom = -1, a->dirty_layout = 1;
@@ -290,20 +389,20 @@ static int key(app *a, int ch)
     case KEY_RIGHT: if (a->zoom < 0) a->focus = (a->focus + 1) % NPANES; break;
     case KEY_LEFT: if (a->zoom < 0) a->focus = (a->focus + NPANES - 1) % NPANES; break;
     case KEY_UP:
-        if (pane == PANE_LOG)
+        if (pane == PANE_LOG || pane == PANE_TRIALS)
             a->vs[pane].scroll++;
         else if (a->vs[pane].scroll > 0)
             a->vs[pane].scroll--;
         break;
     case KEY_DOWN:
-        if (pane == PANE_LOG) {
+        if (pane == PANE_LOG || pane == PANE_TRIALS) {
             if (a->vs[pane].scroll > 0)
                 a->vs[pane].scroll--;
         } else {
             a->vs[pane].scroll++;
         }
         break;
-    case KEY_PPAGE: if (pane == PANE_LOG) a->vs[pane].scroll += 10; break;
+    case KEY_PPAGE: if (pane == PANE_LOG || pane == PANE_TRIALS) a->vs[pane].scroll += 10; break;
     case KEY_NPAGE: a->vs[pane].scroll = a->vs[pane].scroll > 10 ? a->vs[pane].scroll - 10 : 0; break;
     case 'l': a->log_scale = !a->log_scale; break;
     case 'z': a->window = a->window == 0 ? 1000 : a->window == 1000 ? 200 : a->window == 200 ? 50 : 0; break;
@@ -313,7 +412,7 @@ static int key(app *a, int ch)
             a->ops->action(a->ops->user, DL_ACT_START, NULL);
         break;
     case ' ':
-    case 'p': a->ops->action(a->ops->user, DL_ACT_PAUSE, st == DL_STATE_PAUSED ? "resume" : "pause"); break;
+    case 'p': a->ops->action(a->ops->user, DL_ACT_PAUSE, st == DL_TELE_PAUSED ? "resume" : "pause"); break;
     case 'g': a->ops->action(a->ops->user, DL_ACT_GPU, NULL); break;
     case 'c': a->ops->action(a->ops->user, DL_ACT_CPU, NULL); break;
     case 's': a->ops->action(a->ops->user, DL_ACT_CHECKPOINT, NULL); break;
@@ -336,16 +435,20 @@ static void resize(app *a)
     a->dirty_layout = 1;
 }
 
-dl_app_end dl_app_run(dl_feed *feed, const dl_app_ops *ops, int term_fd)
+dl_app_end dl_app_run(const dl_app_ops *ops, int term_fd)
 {
     app a;
     memset(&a, 0, sizeof a);
-    a.feed = feed;
     a.ops = ops;
     a.zoom = -1;
-    a.snap = malloc(sizeof *a.snap);
-    if (!a.snap)
+    a.scr = calloc(1, sizeof *a.scr);
+    if (a.scr)
+        a.scr->tele = dl_telemetry_snapshot_create();
+    if (!a.scr || !a.scr->tele) {
+        if (a.scr)
+            free(a.scr);
         return DL_APP_ERROR;
+    }
     setlocale(LC_ALL, "");
     dl_glyphs_init();
 
@@ -368,7 +471,8 @@ dl_app_end dl_app_run(dl_feed *feed, const dl_app_ops *ops, int term_fd)
                 getenv("TERM") ? getenv("TERM") : "unset");
         if (term)
             fclose(term);
-        free(a.snap);
+        dl_telemetry_snapshot_destroy(a.scr->tele);
+        free(a.scr);
         return DL_APP_ERROR;
     }
     set_term(scr);
@@ -380,6 +484,10 @@ dl_app_end dl_app_run(dl_feed *feed, const dl_app_ops *ops, int term_fd)
     set_escdelay(25);
     curs_set(0);
     wtimeout(stdscr, 0);
+    if (ops->open_trials) {
+        a.zoom = -1;
+        set_zoom(&a, PANE_TRIALS);
+    }
     layout(&a);
 
     dl_app_end end = DL_APP_QUIT;
@@ -403,9 +511,8 @@ dl_app_end dl_app_run(dl_feed *feed, const dl_app_ops *ops, int term_fd)
             wnoutrefresh(stdscr);
             layout(&a);
         }
-        if (ops->sample)
-            ops->sample(ops->user);
-        dl_feed_copy(feed, a.snap);
+        sample(&a);
+        a.scr->stopping = a.quitting;
         draw(&a);
         if (a.quitting && ops->done(ops->user))
             break;
@@ -436,6 +543,8 @@ dl_app_end dl_app_run(dl_feed *feed, const dl_app_ops *ops, int term_fd)
         sigaction(SIGHUP, &old_hup, NULL);
     else
         signal(SIGHUP, SIG_IGN);
-    free(a.snap);
+    dl_tables_trials_close(&a.trials);
+    dl_telemetry_snapshot_destroy(a.scr->tele);
+    free(a.scr);
     return end;
 }

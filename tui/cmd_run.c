@@ -13,6 +13,7 @@
 #include "engine/comm.h"
 #include "engine/error.h"
 #include "engine/runlog.h"
+#include "engine/telemetry.h"
 #include "scripting/session.h"
 #include "tui/commands.h"
 #include "tui/control.h"
@@ -100,6 +101,53 @@ static void on_event(void *user, const char *kind, const char *text)
     fflush(stdout);
 }
 
+int dl_price_parse(const char *text, double *out)
+{
+    *out = 0;
+    if (!text) {
+        text = getenv("DLBENCH_PRICE_PER_HOUR");
+        if (!text || !text[0])
+            return 0;
+    }
+    char *end;
+    errno = 0;
+    double v = strtod(text, &end);
+    if (end == text || *end || errno || !(v >= 0) || !isfinite(v))
+        return -1;
+    *out = v;
+    return 0;
+}
+
+/* The end of a run: what it cost and the advisor's top findings. */
+static void print_cost_and_advice(dl_telemetry *tele)
+{
+    dl_telemetry_snapshot *snap = dl_telemetry_snapshot_create();
+    if (!snap)
+        return;
+    dl_telemetry_read(tele, snap);
+    const dl_cost *c = &snap->cost;
+    char line[256] = "";
+    size_t n = 0;
+    if (snap->price_per_hour > 0 && c->cost_so_far >= 0)
+        n += (size_t)snprintf(line + n, sizeof line - n, "cost $%.4f at $%.2f/h", c->cost_so_far,
+                              snap->price_per_hour);
+    if (c->mfu >= 0 && n < sizeof line)
+        n += (size_t)snprintf(line + n, sizeof line - n, "%sMFU %.1f%% (%.3g GFLOP/s of %.3g, %s)",
+                              n ? ", " : "", 100 * c->mfu, c->achieved_flops * 1e-9,
+                              snap->peak_flops * 1e-9, snap->peak_source);
+    if (c->energy_kwh >= 0 && n < sizeof line)
+        snprintf(line + n, sizeof line - n, "%s%.4f kWh", n ? ", " : "", c->energy_kwh);
+    if (line[0])
+        printf("  %s\n", line);
+    dl_advice adv[2];
+    int na = dl_telemetry_advise(snap, adv, 2);
+    for (int i = 0; i < na; i++)
+        printf("  advisor: %s: %s; %s\n", adv[i].title, adv[i].evidence, adv[i].remedy);
+    if (na == 0)
+        printf("  advisor: no bottleneck found\n");
+    dl_telemetry_snapshot_destroy(snap);
+}
+
 /* --- signals ------------------------------------------------------------------- */
 
 static volatile sig_atomic_t sigint_count;
@@ -134,7 +182,7 @@ static void usage(FILE *f)
 {
     fputs("usage: dlbench run SCRIPT [k=v ...] [--device cpu|cuda|auto] [--seed N]\n"
           "                   [--out DIR] [--resume RUN] [--force] [--stop-after STEPS]\n"
-          "                   [--quiet]\n"
+          "                   [--price-per-hour P] [--quiet]\n"
           "  k=v             override a hyperparameter the script declares with dl.hparams\n"
           "  --device D      run on cpu, cuda or auto (default: the script's choice)\n"
           "  --seed N        the random seed (default: the script's, else 0)\n"
@@ -142,6 +190,8 @@ static void usage(FILE *f)
           "  --resume RUN    continue RUN (folder, name or hash) from its checkpoint\n"
           "  --force         run even if a finished run has the same configuration\n"
           "  --stop-after N  stop cleanly after N optimizer steps (checkpoint, \"stopped\")\n"
+          "  --price-per-hour P  the machine's price per hour (default: $DLBENCH_PRICE_PER_HOUR):\n"
+          "                  cost so far and projected in summary.json and at the end\n"
           "exit status: 0 finished or stopped, 1 failed, 2 bad input, 3 duplicate refused\n",
           f);
 }
@@ -256,6 +306,11 @@ int dl_cmd_run(int argc, char **argv)
     int nov = 0, quiet = 0;
     if (!ovs)
         return 1;
+    if (dl_price_parse(NULL, &o.price_per_hour) < 0) {
+        fprintf(stderr, "dlbench run: DLBENCH_PRICE_PER_HOUR must be a number >= 0\n");
+        free(ovs);
+        return 2;
+    }
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *val = i + 1 < argc ? argv[i + 1] : NULL;
@@ -268,6 +323,14 @@ int dl_cmd_run(int argc, char **argv)
             o.force = 1;
         } else if (!strcmp(a, "--quiet") || !strcmp(a, "-q")) {
             quiet = 1;
+        } else if (!strcmp(a, "--price-per-hour")) {
+            if (!val || dl_price_parse(val, &o.price_per_hour) < 0) {
+                fprintf(stderr, "dlbench run: --price-per-hour expects a number >= 0, got '%s'\n",
+                        val ? val : "");
+                free(ovs);
+                return 2;
+            }
+            i++;
         } else if (!strcmp(a, "--device") || !strcmp(a, "--out") || !strcmp(a, "--resume") ||
                    !strcmp(a, "--seed") || !strcmp(a, "--stop-after")) {
             if (!val) {
@@ -351,6 +414,10 @@ int dl_cmd_run(int argc, char **argv)
     o.on_step = on_step;
     o.on_epoch = on_epoch;
     o.on_event = on_event;
+    /* the run publishes into a telemetry store: cost in summary.json, the advisor at the end */
+    dl_telemetry *tele = NULL;
+    if (dl_telemetry_create(&tele) == DL_OK)
+        o.telemetry = tele;
 
     struct sigaction sa, old_int, old_term;
     memset(&sa, 0, sizeof sa);
@@ -410,6 +477,8 @@ int dl_cmd_run(int argc, char **argv)
             static const char *names[] = {"val_acc", "val_loss", "train_acc", "train_loss"};
             for (size_t k = 0; k < sizeof names / sizeof *names; k++)
                 print_metric_line(s, names[k]);
+            if (tele && !quiet)
+                print_cost_and_advice(tele);
         }
         if (o.rank == 0)
             printf("run folder: %s\n", dl_session_run_dir(s));
@@ -419,6 +488,7 @@ int dl_cmd_run(int argc, char **argv)
     if (comm)
         dl_comm_on_failure(comm, NULL, NULL);
     dl_session_destroy(s);
+    dl_telemetry_destroy(tele);
     dl_comm_destroy(comm);
     sig_ranks = 0;
     sigaction(SIGINT, &old_int, NULL);

@@ -378,7 +378,8 @@ int dl_cmd_runs(int argc, char **argv)
     run_row *rows;
     int n;
     load_runs(dir, &rows, &n);
-    qsort(rows, (size_t)n, sizeof *rows, cmp_rows);
+    if (n > 1) /* rows is NULL when there are none */
+        qsort(rows, (size_t)n, sizeof *rows, cmp_rows);
     if (json) {
         cJSON *arr = cJSON_CreateArray();
         for (int i = 0; i < n; i++) {

@@ -14,4 +14,8 @@ int dl_cmd_tune(int argc, char **argv);    /* dlbench tune SCRIPT */
 int dl_cmd_profile(int argc, char **argv); /* dlbench profile SCRIPT */
 int dl_cmd_workbench(int argc, char **argv); /* dlbench [SCRIPT] */
 
+/* --price-per-hour VALUE (or DLBENCH_PRICE_PER_HOUR when text is NULL):
+ * 0 with *out set (0 when unset), -1 when the text is not a number >= 0. */
+int dl_price_parse(const char *text, double *out);
+
 #endif

@@ -11,22 +11,30 @@
 
 #include "engine/error.h"
 #include "engine/runlog.h"
+#include "engine/telemetry.h"
 #include "tui/app.h"
 #include "tui/commands.h"
 #include "tui/control.h"
-#include "tui/feed.h"
+#include "tui/tables.h"
 
 typedef struct watch {
-    dl_feed *feed;
-    dl_follow fw;
+    dl_telemetry *tele;
+    dl_tele_follow fw;
     const char *out_dir;
     int quit;
 } watch;
 
-static void sample(void *user)
+static void sample(void *user, dl_screen *scr)
 {
     watch *w = user;
-    dl_feed_follow(w->feed, &w->fw);
+    dl_telemetry_follow(w->tele, &w->fw);
+    char path[1200];
+    struct stat st;
+    snprintf(path, sizeof path, "%s/control.sock", w->fw.dir);
+    scr->live = stat(path, &st) == 0 && S_ISSOCK(st.st_mode);
+    snprintf(scr->source, sizeof scr->source, "watch");
+    snprintf(scr->prof_note, sizeof scr->prof_note,
+             "no profile.json in the run (dlbench profile SCRIPT writes one)");
 }
 
 /* Sends one command and logs the reply. */
@@ -38,7 +46,7 @@ static void send_cmd(watch *w, cJSON *j)
         return;
     char reply[1024];
     if (dl_control_send(w->fw.dir, line, reply, sizeof reply) < 0) {
-        dl_feed_event(w->feed, "error", reply, NULL);
+        dl_telemetry_event(w->tele, "error", reply);
     } else {
         cJSON *r = cJSON_Parse(reply);
         const cJSON *ok = cJSON_GetObjectItemCaseSensitive(r, "ok");
@@ -46,9 +54,9 @@ static void send_cmd(watch *w, cJSON *j)
         if (cJSON_IsTrue(ok)) {
             char msg[300];
             snprintf(msg, sizeof msg, "sent %s", line);
-            dl_feed_event(w->feed, "info", msg, NULL);
+            dl_telemetry_event(w->tele, "info", msg);
         } else {
-            dl_feed_event(w->feed, "error", cJSON_IsString(err) ? err->valuestring : reply, NULL);
+            dl_telemetry_event(w->tele, "error", cJSON_IsString(err) ? err->valuestring : reply);
         }
         cJSON_Delete(r);
     }
@@ -68,13 +76,11 @@ static void action(void *user, dl_action a, const char *arg)
     cJSON *j;
     switch (a) {
     case DL_ACT_QUIT: w->quit = 1; return;
-    case DL_ACT_RUNS: dl_feed_load_runs(w->feed, w->out_dir); return;
     case DL_ACT_START:
-        dl_feed_event(w->feed, "info", "watch cannot start runs: dlbench SCRIPT does", NULL);
+        dl_telemetry_event(w->tele, "info", "watch cannot start runs: dlbench SCRIPT does");
         return;
     case DL_ACT_LUA:
-        dl_feed_event(w->feed, "info", "the Lua prompt is only in the workbench that trains",
-                      NULL);
+        dl_telemetry_event(w->tele, "info", "the Lua prompt is only in the workbench that trains");
         return;
     case DL_ACT_PAUSE: send_cmd(w, cmd(arg && !strcmp(arg, "resume") ? "resume" : "pause")); return;
     case DL_ACT_GPU:
@@ -85,8 +91,6 @@ static void action(void *user, dl_action a, const char *arg)
         return;
     case DL_ACT_CHECKPOINT: send_cmd(w, cmd("checkpoint")); return;
     case DL_ACT_NOTE:
-        if (!w->feed)
-            return;
         {
             char reply[1024];
             j = cmd("note");
@@ -96,7 +100,7 @@ static void action(void *user, dl_action a, const char *arg)
             /* a live run logs it itself; a finished one gets it appended */
             if (line && dl_control_send(w->fw.dir, line, reply, sizeof reply) < 0 &&
                 dl_runlog_append_event(w->fw.dir, "note", arg) < 0)
-                dl_feed_event(w->feed, "error", dl_error_message(), NULL);
+                dl_telemetry_event(w->tele, "error", dl_error_message());
             free(line);
         }
         return;
@@ -108,7 +112,7 @@ static void action(void *user, dl_action a, const char *arg)
             cJSON_AddNumberToObject(j, "value", lr);
             send_cmd(w, j);
         } else {
-            dl_feed_event(w->feed, "info", "watch changes only lr=VALUE of a live run", NULL);
+            dl_telemetry_event(w->tele, "info", "watch changes only lr=VALUE of a live run");
         }
         return;
     }
@@ -143,9 +147,11 @@ static int newest_run(const char *dir, char *out, size_t size)
 
 static void usage(FILE *f)
 {
-    fputs("usage: dlbench watch [RUN] [--out DIR]\n"
+    fputs("usage: dlbench watch [RUN] [--out DIR] [--study NAME|auto]\n"
           "  RUN         a run folder, its name or a unique part of it (default: the newest)\n"
           "  --out DIR   where run folders are (default: runs)\n"
+          "  --study S   open on the trials screen (F4) of study S in DIR/studies/ (auto: the\n"
+          "              one whose journal changed last); RUN is then optional\n"
           "Draws the workbench's views from the run's files as they grow; when the run is\n"
           "live, Space/g/c/s/n/e send pause, device, checkpoint, note and lr through\n"
           "RUN/control.sock. q leaves (the run goes on).\n",
@@ -157,13 +163,15 @@ int dl_cmd_watch(int argc, char **argv)
     watch w;
     memset(&w, 0, sizeof w);
     w.out_dir = "runs";
-    const char *run = NULL;
+    const char *run = NULL, *study = NULL;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
             usage(stdout);
             return 0;
         } else if (!strcmp(argv[i], "--out") && i + 1 < argc) {
             w.out_dir = argv[++i];
+        } else if (!strcmp(argv[i], "--study") && i + 1 < argc) {
+            study = argv[++i];
         } else if (argv[i][0] == '-') {
             fprintf(stderr, "dlbench watch: unknown option '%s'\n", argv[i]);
             usage(stderr);
@@ -185,36 +193,43 @@ int dl_cmd_watch(int argc, char **argv)
             fprintf(stderr, "dlbench watch: %s\n", dl_error_message());
             return 2;
         }
-    } else if (newest_run(w.out_dir, w.fw.dir, sizeof w.fw.dir) < 0) {
+    } else if (newest_run(w.out_dir, w.fw.dir, sizeof w.fw.dir) < 0 && !study) {
         fprintf(stderr, "dlbench watch: no runs in %s/ (give a run folder)\n", w.out_dir);
         return 2;
+    }
+    if (study) {
+        char studies[1100];
+        static char name[128];
+        snprintf(studies, sizeof studies, "%s/studies", w.out_dir);
+        const char *want = strcmp(study, "auto") ? study : NULL;
+        if (dl_tables_pick_study(studies, want, name, sizeof name) < 0 ||
+            (want && strcmp(name, want))) {
+            fprintf(stderr, "dlbench watch: no study %s in %s/ (dlbench tune SCRIPT --out %s "
+                            "makes one)\n", want ? want : "at all", studies, w.out_dir);
+            return 2;
+        }
+        study = name;
     }
     size_t l = strlen(w.fw.dir);
     while (l > 1 && w.fw.dir[l - 1] == '/')
         w.fw.dir[--l] = 0;
-    w.feed = dl_feed_create();
-    if (!w.feed)
+    if (dl_telemetry_create(&w.tele) < 0)
         return 1;
-    if (dl_feed_follow(w.feed, &w.fw) < 0) {
+    if (w.fw.dir[0] && dl_telemetry_follow(w.tele, &w.fw) < 0) {
         fprintf(stderr, "dlbench watch: %s is not a run folder (no config.json)\n", w.fw.dir);
-        dl_feed_destroy(w.feed);
+        dl_telemetry_destroy(w.tele);
         return 2;
     }
     if (!isatty(STDIN_FILENO) || !isatty(STDOUT_FILENO)) {
         fprintf(stderr, "dlbench watch: needs a terminal (the run's files are in %s)\n",
-                w.fw.dir);
-        dl_feed_destroy(w.feed);
+                w.fw.dir[0] ? w.fw.dir : w.out_dir);
+        dl_telemetry_destroy(w.tele);
         return 2;
     }
-    dl_snapshot *s = dl_feed_lock(w.feed);
-    snprintf(s->source, sizeof s->source, "watch");
-    snprintf(s->prof_note, sizeof s->prof_note, "profile: run `dlbench profile` for the op table");
-    if (!s->gpu_status[0])
-        snprintf(s->gpu_status, sizeof s->gpu_status, "no system.jsonl samples in the run");
-    dl_feed_unlock(w.feed);
-    dl_feed_event(w.feed, "info", w.fw.dir, NULL);
-    dl_app_ops ops = {&w, sample, action, busy, done, 1};
-    dl_app_end end = dl_app_run(w.feed, &ops, STDOUT_FILENO);
-    dl_feed_destroy(w.feed);
+    dl_telemetry_set_gpu_status(w.tele, "no system.jsonl samples in the run");
+    dl_telemetry_event(w.tele, "info", w.fw.dir[0] ? w.fw.dir : "no run folder yet");
+    dl_app_ops ops = {&w, w.tele, w.out_dir, study, study != NULL, sample, action, busy, done, 1};
+    dl_app_end end = dl_app_run(&ops, STDOUT_FILENO);
+    dl_telemetry_destroy(w.tele);
     return end == DL_APP_ERROR ? 1 : 0;
 }

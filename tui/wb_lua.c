@@ -42,7 +42,7 @@ int dl_wb_lua_push(dl_wb_lua *q, const char *line)
     return ok ? 0 : -1;
 }
 
-void dl_wb_lua_poll(dl_wb_lua *q, dl_session *s, dl_feed *feed)
+void dl_wb_lua_poll(dl_wb_lua *q, dl_session *s, dl_telemetry *tele)
 {
     char lines[QUEUE][256];
     pthread_mutex_lock(&q->lock);
@@ -56,8 +56,8 @@ void dl_wb_lua_poll(dl_wb_lua *q, dl_session *s, dl_feed *feed)
         int rc = dl_session_eval(s, lines[i], out, sizeof out);
         fflush(stdout); /* print() output reaches the log before the result */
         if (rc < 0)
-            dl_feed_event(feed, "lua error", out, NULL);
+            dl_telemetry_event(tele, "lua error", out);
         else
-            dl_feed_event(feed, "lua", out[0] ? out : "ok", NULL);
+            dl_telemetry_event(tele, "lua", out[0] ? out : "ok");
     }
 }

@@ -14,17 +14,18 @@
 #include "engine/monitor.h"
 #include "engine/profiler.h"
 #include "engine/runlog.h"
+#include "engine/telemetry.h"
 #include "scripting/session.h"
 #include "tui/app.h"
 #include "tui/commands.h"
 #include "tui/control.h"
-#include "tui/feed.h"
 #include "tui/wb_lua.h"
 
 #define MAX_OVERRIDES 64
 
 typedef struct wb {
-    dl_feed *feed;
+    dl_telemetry *tele;    /* what the screen draws: the session publishes into it */
+    double price;          /* --price-per-hour, DLBENCH_PRICE_PER_HOUR */
     dl_monitor *mon;
     /* options for the next start */
     const char *script;
@@ -64,25 +65,12 @@ static double mono_s(void)
 static void on_step(void *user, const dl_step_info *i)
 {
     wb *w = user;
-    dl_feed_step(w->feed, i);
+    (void)i;
     double now = mono_s();
     if (w->prof && now - w->last_prof >= 1.0) { /* the table at 1 Hz: the copy is small */
         w->last_prof = now;
-        dl_feed_profile(w->feed, w->prof);
+        dl_telemetry_profile(w->tele, w->prof);
     }
-}
-
-static void on_epoch(void *user, const dl_epoch_info *i)
-{
-    wb *w = user;
-    dl_feed_epoch(w->feed, i->step, i->epoch + 1, i->train_loss, i->train_acc, i->val_loss,
-                  i->val_acc);
-}
-
-static void on_event(void *user, const char *kind, const char *text)
-{
-    wb *w = user;
-    dl_feed_event(w->feed, kind, text, NULL);
 }
 
 static void on_idle(void *user)
@@ -92,13 +80,13 @@ static void on_idle(void *user)
     dl_session *s = w->session;
     pthread_mutex_unlock(&w->lock);
     if (s)
-        dl_wb_lua_poll(w->lua, s, w->feed);
+        dl_wb_lua_poll(w->lua, s, w->tele);
 }
 
 static void monitor_sink(void *user, const dl_sys_sample *smp)
 {
     wb *w = user;
-    dl_feed_monitor_sink(w->feed, smp);
+    dl_telemetry_system(w->tele, smp);
     pthread_mutex_lock(&w->lock);
     if (w->sys_file) {
         char line[8192];
@@ -127,9 +115,9 @@ static void *train(void *arg)
     o.force = w->force_next;
     o.user = w;
     o.on_step = on_step;
-    o.on_epoch = on_epoch;
-    o.on_event = on_event;
     o.on_idle = on_idle;
+    o.telemetry = w->tele;
+    o.price_per_hour = w->price;
     w->force_next = 0;
     dl_session *s = NULL;
     int rc = dl_session_prepare(&s, &o);
@@ -137,35 +125,20 @@ static void *train(void *arg)
         char msg[1400];
         snprintf(msg, sizeof msg, "a finished run has the same configuration: %s; press r "
                  "again to run it anyway", dl_session_duplicate(s));
-        dl_feed_event(w->feed, "warning", msg, NULL);
-        dl_snapshot *sn = dl_feed_lock(w->feed);
-        sn->state = DL_STATE_READY;
-        dl_feed_unlock(w->feed);
+        dl_telemetry_event(w->tele, "warning", msg);
+        dl_telemetry_set_state(w->tele, DL_TELE_IDLE, NULL);
         w->force_next = 1;
     } else if (rc < 0) {
-        dl_feed_event(w->feed, "error", dl_error_message(), NULL);
-        dl_snapshot *sn = dl_feed_lock(w->feed);
-        sn->state = DL_STATE_FAILED;
-        dl_feed_unlock(w->feed);
+        dl_telemetry_event(w->tele, "error", dl_error_message());
+        dl_telemetry_set_state(w->tele, DL_TELE_FAILED, dl_error_message());
     } else {
         dl_trainer *t = dl_session_trainer(s);
-        const dl_trainer_config *cfg = dl_trainer_config_of(t);
         char why[1200];
-        dl_snapshot *sn = dl_feed_lock(w->feed);
-        snprintf(sn->run_name, sizeof sn->run_name, "%s", dl_session_name(s));
-        snprintf(sn->run_dir, sizeof sn->run_dir, "%s", dl_session_run_dir(s));
-        snprintf(sn->device, sizeof sn->device, "%s", dl_session_device(s));
-        snprintf(sn->precision, sizeof sn->precision, "%s", dl_precision_name(cfg->precision));
-        sn->epochs = cfg->epochs;
-        sn->batch = cfg->batch * cfg->accumulate;
-        sn->total_steps = cfg->max_steps > 0 ? cfg->max_steps : 0;
-        sn->state = DL_STATE_RUNNING;
-        dl_feed_unlock(w->feed);
         snprintf(w->last_run, sizeof w->last_run, "%s", dl_session_run_dir(s));
         if (w->prof) {
             dl_profiler_reset(w->prof);
             if (dl_trainer_set_profiler(t, w->prof) < 0)
-                dl_feed_event(w->feed, "warning", "profiler not attached: out of memory", NULL);
+                dl_telemetry_event(w->tele, "warning", "profiler not attached: out of memory");
         }
         snprintf(why, sizeof why, "%s/system.jsonl", dl_session_run_dir(s));
         pthread_mutex_lock(&w->lock);
@@ -174,11 +147,11 @@ static void *train(void *arg)
         pthread_mutex_unlock(&w->lock);
         dl_control *ctl = NULL;
         if (dl_control_start(&ctl, dl_session_run_dir(s), t, why, sizeof why) < 0)
-            dl_feed_event(w->feed, "warning", why, NULL);
+            dl_telemetry_event(w->tele, "warning", why);
         dl_session_run(s);
         dl_control_stop(ctl);
         if (w->prof)
-            dl_feed_profile(w->feed, w->prof);
+            dl_telemetry_profile(w->tele, w->prof);
         dl_trainer_set_profiler(t, NULL);
         pthread_mutex_lock(&w->lock);
         w->session = NULL;
@@ -186,9 +159,6 @@ static void *train(void *arg)
             fclose(w->sys_file);
         w->sys_file = NULL;
         pthread_mutex_unlock(&w->lock);
-        sn = dl_feed_lock(w->feed);
-        sn->eta_s = -1;
-        dl_feed_unlock(w->feed);
     }
     dl_session_destroy(s);
     w->running = 0;
@@ -198,24 +168,20 @@ static void *train(void *arg)
 static void start(wb *w)
 {
     if (w->running) {
-        dl_feed_event(w->feed, "info", "a training is already running (Space pauses, q stops)",
-                      NULL);
+        dl_telemetry_event(w->tele, "info", "a training is already running (Space pauses, q stops)");
         return;
     }
     if (w->thread_live) {
         pthread_join(w->thread, NULL);
         w->thread_live = 0;
     }
-    dl_feed_reset_run(w->feed);
-    dl_snapshot *sn = dl_feed_lock(w->feed);
-    sn->state = DL_STATE_RUNNING;
-    snprintf(sn->message, sizeof sn->message, "preparing %s", w->script);
-    dl_feed_unlock(w->feed);
-    dl_feed_event(w->feed, "info", "preparing the run (script, data, model)...", NULL);
+    dl_telemetry_reset(w->tele);
+    dl_telemetry_set_state(w->tele, DL_TELE_PREPARING, NULL);
+    dl_telemetry_event(w->tele, "info", "preparing the run (script, data, model)...");
     w->running = 1;
     if (pthread_create(&w->thread, NULL, train, w) != 0) {
         w->running = 0;
-        dl_feed_event(w->feed, "error", "cannot start the training thread", NULL);
+        dl_telemetry_event(w->tele, "error", "cannot start the training thread");
         return;
     }
     w->thread_live = 1;
@@ -229,7 +195,7 @@ static int post(wb *w, dl_command_kind k, double v, const char *text)
     if (w->session) {
         ok = dl_trainer_post(dl_session_trainer(w->session), k, v, text) == 0;
         if (!ok)
-            dl_feed_event(w->feed, "warning", "the command queue is full; try again", NULL);
+            dl_telemetry_event(w->tele, "warning", "the command queue is full; try again");
         else
             ok = 1;
     }
@@ -247,17 +213,16 @@ static void hparams(wb *w, const char *line)
         if (!eq || eq == tok) {
             char msg[300];
             snprintf(msg, sizeof msg, "'%s' is not k=v", tok);
-            dl_feed_event(w->feed, "error", msg, NULL);
+            dl_telemetry_event(w->tele, "error", msg);
             continue;
         }
         if (!strncmp(tok, "lr=", 3)) {
             char *end;
             double lr = strtod(eq + 1, &end);
             if (*end || !(lr > 0) || !isfinite(lr))
-                dl_feed_event(w->feed, "error", "lr must be a positive number", NULL);
+                dl_telemetry_event(w->tele, "error", "lr must be a positive number");
             else if (post(w, DL_CMD_SET_LR, lr, NULL))
-                dl_feed_event(w->feed, "info", "new learning rate queued for the next step",
-                              NULL);
+                dl_telemetry_event(w->tele, "info", "new learning rate queued for the next step");
         }
         /* kept for the next start (lr too: a restart uses it from step 0) */
         int k;
@@ -277,7 +242,7 @@ static void hparams(wb *w, const char *line)
         char msg[300];
         snprintf(msg, sizeof msg, "%s applies from the next start (r)", tok);
         if (strncmp(tok, "lr=", 3))
-            dl_feed_event(w->feed, "info", msg, NULL);
+            dl_telemetry_event(w->tele, "info", msg);
     }
 }
 
@@ -288,7 +253,7 @@ static void action(void *user, dl_action a, const char *arg)
     case DL_ACT_START: start(w); break;
     case DL_ACT_PAUSE:
         if (!post(w, !strcmp(arg, "resume") ? DL_CMD_RESUME : DL_CMD_PAUSE, 0, NULL))
-            dl_feed_event(w->feed, "info", "nothing to pause: r starts the training", NULL);
+            dl_telemetry_event(w->tele, "info", "nothing to pause: r starts the training");
         break;
     case DL_ACT_GPU:
     case DL_ACT_CPU: {
@@ -296,38 +261,37 @@ static void action(void *user, dl_action a, const char *arg)
         if (post(w, DL_CMD_SWITCH, 0, dev)) {
             char msg[96];
             snprintf(msg, sizeof msg, "moving to %s at the next step boundary...", dev);
-            dl_feed_event(w->feed, "info", msg, NULL);
+            dl_telemetry_event(w->tele, "info", msg);
         } else {
             w->device = a == DL_ACT_GPU ? "cuda" : "cpu";
             char msg[96];
             snprintf(msg, sizeof msg, "the next start runs on %s", w->device);
-            dl_feed_event(w->feed, "info", msg, NULL);
+            dl_telemetry_event(w->tele, "info", msg);
         }
         break;
     }
     case DL_ACT_CHECKPOINT:
         if (!post(w, DL_CMD_CHECKPOINT, 0, ""))
-            dl_feed_event(w->feed, "info", "no training running: nothing to checkpoint", NULL);
+            dl_telemetry_event(w->tele, "info", "no training running: nothing to checkpoint");
         break;
     case DL_ACT_NOTE:
         if (!post(w, DL_CMD_NOTE, 0, arg)) {
             if (w->last_run[0] && dl_runlog_append_event(w->last_run, "note", arg) == 0)
-                dl_feed_event(w->feed, "note", arg, NULL);
+                dl_telemetry_event(w->tele, "note", arg);
             else
-                dl_feed_event(w->feed, "info", "no run yet to note: r starts one", NULL);
+                dl_telemetry_event(w->tele, "info", "no run yet to note: r starts one");
         }
         break;
     case DL_ACT_HPARAMS: hparams(w, arg); break;
     case DL_ACT_LUA:
         if (!w->running) {
-            dl_feed_event(w->feed, "info", "the Lua prompt runs in a live training: r starts one",
-                          NULL);
+            dl_telemetry_event(w->tele, "info", "the Lua prompt runs in a live training: r starts one");
         } else {
             char echo[300];
             snprintf(echo, sizeof echo, "> %s", arg);
-            dl_feed_event(w->feed, "lua", echo, NULL);
+            dl_telemetry_event(w->tele, "lua", echo);
             if (dl_wb_lua_push(w->lua, arg) < 0)
-                dl_feed_event(w->feed, "lua error", "too many lines waiting; try again", NULL);
+                dl_telemetry_event(w->tele, "lua error", "too many lines waiting; try again");
         }
         break;
     case DL_ACT_QUIT:
@@ -335,15 +299,19 @@ static void action(void *user, dl_action a, const char *arg)
         if (!post(w, DL_CMD_STOP, 0, NULL) && w->running)
             dl_session_interrupt(); /* still preparing */
         break;
-    case DL_ACT_RUNS: dl_feed_load_runs(w->feed, w->out_dir); break;
     }
 }
 
 /* Lines the process writes to stdout/stderr (Lua print, library warnings)
  * go to the log pane. */
-static void sample(void *user)
+static void sample(void *user, dl_screen *scr)
 {
     wb *w = user;
+    snprintf(scr->source, sizeof scr->source, "workbench");
+    snprintf(scr->script, sizeof scr->script, "%s", w->script);
+    snprintf(scr->prof_note, sizeof scr->prof_note, "%s",
+             w->prof ? "the op table fills once training runs"
+                     : "profiler unavailable (out of memory)");
     if (w->out_pipe < 0)
         return;
     for (;;) {
@@ -356,13 +324,13 @@ static void sample(void *user)
         while ((nl = strchr(w->out_buf, '\n'))) {
             *nl = 0;
             if (w->out_buf[0])
-                dl_feed_event(w->feed, "print", w->out_buf, NULL);
+                dl_telemetry_event(w->tele, "print", w->out_buf);
             size_t used = (size_t)(nl - w->out_buf) + 1;
             memmove(w->out_buf, w->out_buf + used, w->out_len - used + 1);
             w->out_len -= used;
         }
         if (w->out_len == sizeof w->out_buf - 1) {
-            dl_feed_event(w->feed, "print", w->out_buf, NULL);
+            dl_telemetry_event(w->tele, "print", w->out_buf);
             w->out_len = 0;
         }
     }
@@ -374,11 +342,13 @@ static int done(void *user) { return !((wb *)user)->running; }
 static void usage(FILE *f)
 {
     fputs("usage: dlbench [SCRIPT] [k=v ...] [--out DIR] [--device cpu|cuda|auto] [--seed N]\n"
-          "               [--start] [--force]\n"
+          "               [--start] [--force] [--price-per-hour P]\n"
           "  SCRIPT        an experiment script (default: scripts/fmnist_mlp.lua)\n"
           "  k=v           override a hyperparameter the script declares\n"
           "  --out DIR     where run folders go (default: runs)\n"
           "  --start       start the training at once (else press r)\n"
+          "  --price-per-hour P  what the machine costs an hour (default: $DLBENCH_PRICE_PER_HOUR):\n"
+          "                the status bar shows the cost so far and projected, summary.json too\n"
           "keys: ? in the workbench\n",
           f);
 }
@@ -392,6 +362,10 @@ int dl_cmd_workbench(int argc, char **argv)
     w.seed = -1;
     w.out_pipe = -1;
     int autostart = 0, script_set = 0;
+    if (dl_price_parse(NULL, &w.price) < 0) {
+        fprintf(stderr, "dlbench: DLBENCH_PRICE_PER_HOUR must be a number >= 0\n");
+        return 2;
+    }
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
@@ -401,6 +375,12 @@ int dl_cmd_workbench(int argc, char **argv)
             autostart = 1;
         } else if (!strcmp(a, "--force")) {
             w.force_next = 1;
+        } else if (!strcmp(a, "--price-per-hour") && i + 1 < argc) {
+            if (dl_price_parse(argv[++i], &w.price) < 0) {
+                fprintf(stderr, "dlbench: --price-per-hour expects a number >= 0, got '%s'\n",
+                        argv[i]);
+                return 2;
+            }
         } else if ((!strcmp(a, "--out") || !strcmp(a, "--device") || !strcmp(a, "--seed")) &&
                    i + 1 < argc) {
             const char *v = argv[++i];
@@ -434,9 +414,9 @@ int dl_cmd_workbench(int argc, char **argv)
         return 2;
     }
     pthread_mutex_init(&w.lock, NULL);
-    w.feed = dl_feed_create();
+    dl_telemetry_create(&w.tele);
     w.lua = dl_wb_lua_create();
-    if (!w.feed || !w.lua) {
+    if (!w.tele || !w.lua) {
         fprintf(stderr, "dlbench: out of memory\n");
         return 1;
     }
@@ -447,20 +427,10 @@ int dl_cmd_workbench(int argc, char **argv)
     mo.user = &w;
     if (dl_monitor_create(&w.mon, &mo) == 0)
         dl_monitor_start(w.mon);
-    dl_snapshot *sn = dl_feed_lock(w.feed);
-    snprintf(sn->source, sizeof sn->source, "workbench");
-    snprintf(sn->script, sizeof sn->script, "%s", w.script);
-    snprintf(sn->gpu_status, sizeof sn->gpu_status, "%s",
-             w.mon ? dl_monitor_gpu_status(w.mon) : "no monitor");
-    if (!w.prof)
-        snprintf(sn->prof_note, sizeof sn->prof_note, "profiler unavailable (out of memory)");
-    else
-        snprintf(sn->prof_note, sizeof sn->prof_note, "the op table fills once training runs");
-    sn->state = DL_STATE_READY;
-    sn->eta_s = -1;
-    dl_feed_unlock(w.feed);
-    dl_feed_event(w.feed, "info", autostart ? "starting the training" :
-                  "ready: r starts the training, ? shows the keys", NULL);
+    dl_telemetry_set_gpu_status(w.tele, w.mon ? dl_monitor_gpu_status(w.mon) : "no monitor");
+    dl_telemetry_set_cost(w.tele, w.price, 0, NULL);
+    dl_telemetry_event(w.tele, "info", autostart ? "starting the training" :
+                       "ready: r starts the training, ? shows the keys");
 
     /* the terminal keeps a descriptor of its own; stdout and stderr go to
      * the log pane (Lua print, library messages) */
@@ -477,8 +447,8 @@ int dl_cmd_workbench(int argc, char **argv)
     }
     if (autostart)
         start(&w);
-    dl_app_ops ops = {&w, sample, action, busy, done, 0};
-    dl_app_end end = dl_app_run(w.feed, &ops, term_fd >= 0 ? term_fd : STDOUT_FILENO);
+    dl_app_ops ops = {&w, w.tele, w.out_dir, NULL, 0, sample, action, busy, done, 0};
+    dl_app_end end = dl_app_run(&ops, term_fd >= 0 ? term_fd : STDOUT_FILENO);
 
     if (end == DL_APP_HANGUP) {
         /* the terminal is gone: train on, headless, logging to the run folder */
@@ -521,7 +491,7 @@ int dl_cmd_workbench(int argc, char **argv)
     dl_monitor_destroy(w.mon);
     dl_profiler_destroy(w.prof);
     dl_wb_lua_destroy(w.lua);
-    dl_feed_destroy(w.feed);
+    dl_telemetry_destroy(w.tele);
     for (int i = 0; i < w.nov; i++)
         free(w.ovs[i]);
     if (w.out_pipe >= 0)

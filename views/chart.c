@@ -111,59 +111,77 @@ static int to_y(const canvas *c, const axis *a, double y)
     return hi > lo ? (int)lround((hi - t) / (hi - lo) * h) : (int)(h / 2);
 }
 
-/* The series of one panel: step points (field 0: loss, 1: acc) and epoch
- * points (val). */
-typedef struct panel {
-    const char *label;
-    int acc;   /* accuracy panel: fixed [0, 1] range would waste space: fit */
-} panel;
+/* A curve on the step axis: a series, with epoch series scaled by the
+ * steps of an epoch (x = epoch k ends at step k * steps_per_epoch). */
+typedef struct curve {
+    const dl_tele_series *s;
+    double xscale;
+} curve;
 
-static float pt_val(const dl_snap_point *p, int acc) { return acc ? p->acc : p->loss; }
-static float ep_val(const dl_snap_epoch *e, int acc) { return acc ? e->val_acc : e->val_loss; }
+static curve curve_of(const dl_telemetry_snapshot *t, const char *name, int per_epoch)
+{
+    curve c = {dl_telemetry_series(t, name), 1};
+    if (per_epoch) {
+        c.xscale = (double)t->run.steps_per_epoch;
+        if (c.xscale <= 0)
+            c.s = NULL; /* the epoch's length is unknown yet: no place on the axis */
+    }
+    return c;
+}
+
+static double cx(const curve *c, int i) { return c->s->x[i] * c->xscale; }
 
 /* The epoch at which validation loss was lowest, when it has risen since
  * while training loss kept falling: where overfitting starts. 0: none. */
-static int overfit_epoch(const dl_snapshot *s, long *step)
+static int overfit_epoch(const dl_telemetry_snapshot *t, long *step)
 {
+    const dl_tele_series *vl = dl_telemetry_series(t, "val_loss");
+    const dl_tele_series *tl = dl_telemetry_series(t, "train_loss");
+    if (!vl || !tl || vl->n < 3 || tl->n < vl->n)
+        return 0;
     int best = -1;
-    for (int i = 0; i < s->nep; i++)
-        if (isfinite(s->ep[i].val_loss) && (best < 0 || s->ep[i].val_loss < s->ep[best].val_loss))
+    for (int i = 0; i < vl->n; i++)
+        if (isfinite(vl->y[i]) && (best < 0 || vl->y[i] < vl->y[best]))
             best = i;
-    if (best < 0 || best >= s->nep - 2)
+    int last = vl->n - 1;
+    if (best < 0 || best >= last - 1)
         return 0;
-    const dl_snap_epoch *last = &s->ep[s->nep - 1], *b = &s->ep[best];
-    if (!(last->val_loss > b->val_loss * 1.02) || !(last->train_loss < b->train_loss))
+    /* train_loss has a point for every epoch val_loss has (same x) */
+    double tb = NAN, tlast = tl->y[tl->n - 1];
+    for (int i = 0; i < tl->n; i++)
+        if (tl->x[i] == vl->x[best])
+            tb = tl->y[i];
+    if (!(vl->y[last] > vl->y[best] * 1.02) || !(tlast < tb))
         return 0;
-    *step = b->step;
-    return b->epoch;
+    *step = (long)(vl->x[best] * (double)t->run.steps_per_epoch);
+    return (int)vl->x[best];
 }
 
-static void draw_panel(WINDOW *w, const dl_snapshot *s, const dl_view_state *v, int top,
-                       int height, int left, int width, int acc)
+static int usable(double y, int acc, int logy) { return isfinite(y) && !(acc && y < 0) && !(logy && y <= 0); }
+
+static void draw_panel(WINDOW *w, const dl_telemetry_snapshot *t, const dl_view_state *v,
+                       int top, int height, int left, int width, int acc)
 {
     const int label_w = 7;
     int cw = width - label_w - 1, ch = height - 1; /* last row: x labels */
     if (cw < 4 || ch < 2)
         return;
-    long last = s->npts ? s->pts[s->npts - 1].step : 0;
-    if (s->nep && s->ep[s->nep - 1].step > last)
-        last = s->ep[s->nep - 1].step;
-    axis a = {0, (double)(last > 1 ? last : 1), INFINITY, -INFINITY, !acc && v->log_scale};
-    if (v->window > 0 && last - v->window > 0)
-        a.x0 = (double)(last - v->window);
+    curve cs[2] = {curve_of(t, acc ? "acc" : "loss", 0), curve_of(t, acc ? "val_acc" : "val_loss", 1)};
+    double last = 0;
+    for (int k = 0; k < 2; k++)
+        if (cs[k].s && cs[k].s->n)
+            last = fmax(last, cx(&cs[k], cs[k].s->n - 1));
+    axis a = {0, last > 1 ? last : 1, INFINITY, -INFINITY, !acc && v->log_scale};
+    if (v->window > 0 && last - (double)v->window > 0)
+        a.x0 = last - (double)v->window;
     int any = 0;
-    for (int i = 0; i < s->npts; i++) {
-        double y = pt_val(&s->pts[i], acc);
-        if (s->pts[i].step < a.x0 || !isfinite(y) || (acc && y < 0) || (a.log && y <= 0))
-            continue;
-        a.y0 = fmin(a.y0, y), a.y1 = fmax(a.y1, y), any = 1;
-    }
-    for (int i = 0; i < s->nep; i++) {
-        double y = ep_val(&s->ep[i], acc);
-        if (s->ep[i].step < a.x0 || !isfinite(y) || (a.log && y <= 0))
-            continue;
-        a.y0 = fmin(a.y0, y), a.y1 = fmax(a.y1, y), any = 1;
-    }
+    for (int k = 0; k < 2; k++)
+        for (int i = 0; cs[k].s && i < cs[k].s->n; i++) {
+            double y = cs[k].s->y[i];
+            if (cx(&cs[k], i) < a.x0 || !usable(y, acc, a.log))
+                continue;
+            a.y0 = fmin(a.y0, y), a.y1 = fmax(a.y1, y), any = 1;
+        }
     wattrset(w, dl_color(DL_COLOR_AXIS));
     for (int r = 0; r < ch; r++)
         mvwaddch(w, top + r, left + label_w, dl_glyphs_unicode() ? ACS_VLINE : '|');
@@ -205,19 +223,20 @@ static void draw_panel(WINDOW *w, const dl_snapshot *s, const dl_view_state *v, 
     }
     /* overfitting marker: a dotted vertical line */
     long ostep;
-    int oep = !acc ? overfit_epoch(s, &ostep) : 0;
-    if (oep && ostep >= a.x0) {
+    int oep = !acc ? overfit_epoch(t, &ostep) : 0;
+    if (oep && (double)ostep >= a.x0) {
         int x = to_x(&c, &a, (double)ostep);
         for (int y = 0; y < ch * c.dy; y += 2)
             plot(&c, x, y, DL_COLOR_WARN, ':');
     }
+    /* per-step points joined by lines, then epoch points as blobs */
     int px = -1, py = -1;
     int role = acc ? DL_COLOR_ACC : DL_COLOR_LOSS;
-    for (int i = 0; i < s->npts; i++) {
-        double y = pt_val(&s->pts[i], acc);
-        if (s->pts[i].step < a.x0 || !isfinite(y) || (acc && y < 0) || (a.log && y <= 0))
+    for (int i = 0; cs[0].s && i < cs[0].s->n; i++) {
+        double y = cs[0].s->y[i];
+        if (cx(&cs[0], i) < a.x0 || !usable(y, acc, a.log))
             continue;
-        int x = to_x(&c, &a, (double)s->pts[i].step), yy = to_y(&c, &a, y);
+        int x = to_x(&c, &a, cx(&cs[0], i)), yy = to_y(&c, &a, y);
         if (px >= 0 && c.dx == 2)
             line(&c, px, py, x, yy, role, '.');
         else
@@ -226,37 +245,42 @@ static void draw_panel(WINDOW *w, const dl_snapshot *s, const dl_view_state *v, 
     }
     px = -1;
     role = acc ? DL_COLOR_VAL_ACC : DL_COLOR_VAL_LOSS;
-    for (int i = 0; i < s->nep; i++) {
-        double y = ep_val(&s->ep[i], acc);
-        if (s->ep[i].step < a.x0 || !isfinite(y) || (a.log && y <= 0))
-            continue;
-        int x = to_x(&c, &a, (double)s->ep[i].step), yy = to_y(&c, &a, y);
-        if (px >= 0)
-            line(&c, px, py, x, yy, role, c.dx == 2 ? 'o' : '-');
-        plot(&c, x, yy, role, 'o');
-        if (c.dx == 2)
-            plot(&c, x + 1, yy, role, 'o'), plot(&c, x, yy + 1, role, 'o'),
-                plot(&c, x + 1, yy + 1, role, 'o');
-        px = x, py = yy;
-    }
-    if (c.dx == 1) { /* ASCII: epoch points drawn last so they stay visible */
-        for (int i = 0; i < s->nep; i++) {
-            double y = ep_val(&s->ep[i], acc);
-            if (s->ep[i].step < a.x0 || !isfinite(y) || (a.log && y <= 0))
+    for (int pass = 0; pass < (c.dx == 1 ? 2 : 1); pass++) {
+        /* ASCII: epoch points drawn again last so they stay visible */
+        for (int i = 0; cs[1].s && i < cs[1].s->n; i++) {
+            double y = cs[1].s->y[i];
+            if (cx(&cs[1], i) < a.x0 || !usable(y, acc, a.log))
                 continue;
-            plot(&c, to_x(&c, &a, (double)s->ep[i].step), to_y(&c, &a, y), role, 'o');
+            int x = to_x(&c, &a, cx(&cs[1], i)), yy = to_y(&c, &a, y);
+            if (pass == 1) {
+                plot(&c, x, yy, role, 'o');
+                continue;
+            }
+            if (px >= 0)
+                line(&c, px, py, x, yy, role, c.dx == 2 ? 'o' : '-');
+            plot(&c, x, yy, role, 'o');
+            if (c.dx == 2)
+                plot(&c, x + 1, yy, role, 'o'), plot(&c, x, yy + 1, role, 'o'),
+                    plot(&c, x + 1, yy + 1, role, 'o');
+            px = x, py = yy;
         }
     }
     canvas_draw(&c, w, top, left + label_w + 1);
     canvas_done(&c);
 }
 
-void dl_view_chart(WINDOW *w, const dl_snapshot *s, const dl_view_state *v)
+static double last_y(const dl_telemetry_snapshot *t, const char *name)
 {
+    const dl_tele_series *s = dl_telemetry_series(t, name);
+    return s && s->n ? s->y[s->n - 1] : NAN;
+}
+
+void dl_view_chart(WINDOW *w, const dl_screen *scr, const dl_view_state *v)
+{
+    const dl_telemetry_snapshot *t = scr->tele;
     werase(w);
     char title[96];
-    snprintf(title, sizeof title, "1 Loss%s%s", v->log_scale ? " (log)" : "",
-             v->window > 0 ? "" : "");
+    snprintf(title, sizeof title, "1 Loss%s", v->log_scale ? " (log)" : "");
     if (v->window > 0)
         snprintf(title, sizeof title, "1 Loss%s, last %ld steps", v->log_scale ? " (log)" : "",
                  v->window);
@@ -265,24 +289,22 @@ void dl_view_chart(WINDOW *w, const dl_snapshot *s, const dl_view_state *v)
     if (rows < 3 || cols < 16)
         return;
     /* legend */
-    const dl_snap_point *lp = s->npts ? &s->pts[s->npts - 1] : NULL;
-    const dl_snap_epoch *le = s->nep ? &s->ep[s->nep - 1] : NULL;
     int x = 2;
     const char *dash = dl_glyphs_unicode() ? "\u2501" : "-";
     char buf[64];
-    snprintf(buf, sizeof buf, "%s loss %.4g ", dash, lp ? (double)lp->loss : NAN);
+    snprintf(buf, sizeof buf, "%s loss %.4g ", dash, last_y(t, "loss"));
     dl_draw_text(w, 1, x, dl_color(DL_COLOR_LOSS), "%s", buf);
     x += (int)strlen(buf) - (dl_glyphs_unicode() ? 2 : 0);
-    snprintf(buf, sizeof buf, "o val_loss %.4g ", le ? (double)le->val_loss : NAN);
+    snprintf(buf, sizeof buf, "o val_loss %.4g ", last_y(t, "val_loss"));
     dl_draw_text(w, 1, x, dl_color(DL_COLOR_VAL_LOSS), "%s", buf);
     x += (int)strlen(buf);
-    snprintf(buf, sizeof buf, "%s acc %.3f ", dash, lp && lp->acc >= 0 ? (double)lp->acc : NAN);
+    snprintf(buf, sizeof buf, "%s acc %.3f ", dash, last_y(t, "acc"));
     dl_draw_text(w, 1, x, dl_color(DL_COLOR_ACC), "%s", buf);
     x += (int)strlen(buf) - (dl_glyphs_unicode() ? 2 : 0);
-    snprintf(buf, sizeof buf, "o val_acc %.3f", le ? (double)le->val_acc : NAN);
+    snprintf(buf, sizeof buf, "o val_acc %.3f", last_y(t, "val_acc"));
     dl_draw_text(w, 1, x, dl_color(DL_COLOR_VAL_ACC), "%s", buf);
     long ostep;
-    int oep = overfit_epoch(s, &ostep);
+    int oep = overfit_epoch(t, &ostep);
     int top = 2, h = rows - 1;
     if (oep && h > 4) {
         dl_draw_text(w, top, 2, dl_color(DL_COLOR_WARN),
@@ -291,9 +313,9 @@ void dl_view_chart(WINDOW *w, const dl_snapshot *s, const dl_view_state *v)
     }
     if (h >= 12) {
         int hl = h * 3 / 5;
-        draw_panel(w, s, v, top, hl, 1, cols, 0);
-        draw_panel(w, s, v, top + hl, h - hl, 1, cols, 1);
+        draw_panel(w, t, v, top, hl, 1, cols, 0);
+        draw_panel(w, t, v, top + hl, h - hl, 1, cols, 1);
     } else {
-        draw_panel(w, s, v, top, h, 1, cols, 0);
+        draw_panel(w, t, v, top, h, 1, cols, 0);
     }
 }

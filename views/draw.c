@@ -133,11 +133,26 @@ void dl_fmt_duration(char *buf, int size, double s)
         snprintf(buf, (size_t)size, "%lds", t);
 }
 
-const char *dl_state_name(dl_run_state st)
+const char *dl_state_name(const dl_screen *s)
 {
-    static const char *names[] = {"ready",    "running", "paused", "stopping",
-                                  "finished", "stopped", "failed", "watching"};
-    return (unsigned)st < sizeof names / sizeof *names ? names[st] : "?";
+    dl_tele_state st = s->tele->run.state;
+    if (st == DL_TELE_IDLE)
+        return strcmp(s->source, "watch") ? "ready" : "watching";
+    if (s->stopping && (st == DL_TELE_RUNNING || st == DL_TELE_PAUSED))
+        return "stopping";
+    return dl_tele_state_name(st);
+}
+
+void dl_fmt_money(char *buf, int size, double v)
+{
+    if (v < 0)
+        snprintf(buf, (size_t)size, "-");
+    else if (v >= 100)
+        snprintf(buf, (size_t)size, "$%.0f", v);
+    else if (v >= 1)
+        snprintf(buf, (size_t)size, "$%.2f", v);
+    else
+        snprintf(buf, (size_t)size, "$%.4f", v);
 }
 
 void dl_view_too_small(WINDOW *w, int need_cols, int need_rows)

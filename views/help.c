@@ -14,11 +14,11 @@ static const char *const keys[][2] = {
     {"e", "edit hyperparameters k=v (lr applies live, the rest at the next start)"},
     {":", "Lua prompt: a line runs in the training's Lua state between two steps"},
     {"Tab  arrows", "move focus between panes / scroll the focused pane"},
-    {"1-6", "zoom a pane: 1 loss 2 system 3 profile 4 log 5 runs 6 help; again: back"},
+    {"1-7", "zoom a pane: 1 loss 2 system 3 profile 4 log 5 runs 6 help 7 trials; again: back"},
     {"l", "loss chart: log scale on/off"},
     {"z", "loss chart: zoom to the last 50/200/1000 steps, then all"},
     {"/", "filter the focused table or log (empty: clear)"},
-    {"F2  F3  F4", "runs screen / profile / trials (a study's, when tuning)"},
+    {"F2  F3  F4", "runs screen / profile / trials of a study (the run's, else the newest)"},
     {"q  F10", "quit (asks while a training runs; it is stopped with a checkpoint)"},
 };
 

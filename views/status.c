@@ -6,56 +6,93 @@
 #include "tui/colors.h"
 #include "views/views.h"
 
-static int state_role(dl_run_state st)
+static int state_role(const dl_screen *s)
 {
-    switch (st) {
-    case DL_STATE_RUNNING: return DL_COLOR_OK;
-    case DL_STATE_PAUSED:
-    case DL_STATE_STOPPING: return DL_COLOR_WARN;
-    case DL_STATE_FAILED: return DL_COLOR_ERROR;
+    switch (s->tele->run.state) {
+    case DL_TELE_RUNNING: return s->stopping ? DL_COLOR_WARN : DL_COLOR_OK;
+    case DL_TELE_PAUSED: return DL_COLOR_WARN;
+    case DL_TELE_FAILED: return DL_COLOR_ERROR;
     default: return DL_COLOR_STATUS;
     }
 }
 
-void dl_view_status(WINDOW *w, const dl_snapshot *s)
+/* Adds " text" when it fits in the bar. */
+static void seg(WINDOW *w, int cols, int attr, const char *text)
 {
-    int cols = getmaxx(w);
+    int room = cols - getcurx(w);
+    if ((int)strlen(text) > room)
+        return;
+    wattrset(w, attr);
+    waddstr(w, text);
+}
+
+void dl_view_status(WINDOW *w, const dl_screen *s)
+{
+    const dl_telemetry_snapshot *t = s->tele;
+    const dl_tele_run *r = &t->run;
+    int cols = getmaxx(w), wide = cols >= 100;
     wbkgdset(w, (chtype)dl_color(DL_COLOR_STATUS) | ' ');
     werase(w);
-    char sps[16], eta[16], before[48] = "", step[48], epoch[24] = "", cost[32] = "";
-    dl_fmt_si(sps, sizeof sps, s->samples_per_s);
-    dl_fmt_duration(eta, sizeof eta, s->eta_s);
-    if (s->samples_per_s_before > 0 && s->switched_from[0]) {
-        char b[16];
-        dl_fmt_si(b, sizeof b, s->samples_per_s_before);
-        snprintf(before, sizeof before, " (%s: %s)", s->switched_from, b);
-    }
-    if (s->total_steps > 0)
-        snprintf(step, sizeof step, "step %ld/%ld", s->step, s->total_steps);
-    else
-        snprintf(step, sizeof step, "step %ld", s->step);
-    if (s->epochs > 0)
-        snprintf(epoch, sizeof epoch, "ep %d/%d", s->epoch, s->epochs);
-    if (s->cost_per_hour > 0 && s->eta_s >= 0)
-        snprintf(cost, sizeof cost, "  $%.2f left", s->cost_per_hour * s->eta_s / 3600);
-    const char *name = s->run_name[0] ? s->run_name : s->script;
     wattrset(w, dl_color(DL_COLOR_STATUS) | A_BOLD);
     mvwaddnstr(w, 0, 0, " dlbench ", cols);
-    wattrset(w, dl_color(DL_COLOR_STATUS));
-    char line[512];
-    snprintf(line, sizeof line, " %s  %s %s ", name, s->device[0] ? s->device : "-",
-             s->precision[0] ? s->precision : "");
-    waddnstr(w, line, cols - getcurx(w) > 0 ? cols - getcurx(w) : 0);
-    wattrset(w, dl_color(state_role(s->state)) | A_REVERSE);
-    snprintf(line, sizeof line, " %s ", dl_state_name(s->state));
-    if (getcurx(w) < cols)
-        waddnstr(w, line, cols - getcurx(w));
-    wattrset(w, dl_color(DL_COLOR_STATUS));
-    snprintf(line, sizeof line, cols >= 100 ? "  %s  %s  %s samples/s%s  ETA %s%s"
-                                            : " %s %s %s/s%s ETA %s%s",
-             epoch, step, sps, before, eta, cost);
-    if (getcurx(w) < cols)
-        waddnstr(w, line, cols - getcurx(w));
+    char line[512], a[32], b[32];
+    const char *name = r->name[0] ? r->name : s->script;
+    snprintf(line, sizeof line, " %.*s  %s %s ", wide ? 40 : 14, name,
+             r->device[0] ? r->device : "-",
+             wide && (r->step > 0 || r->state > DL_TELE_PREPARING) ? dl_precision_name(r->precision)
+                                                                    : "");
+    seg(w, cols, dl_color(DL_COLOR_STATUS), line);
+    snprintf(line, sizeof line, " %s ", dl_state_name(s));
+    seg(w, cols, dl_color(state_role(s)) | A_REVERSE, line);
+    long total = r->total_steps > 0 ? r->total_steps
+                 : r->epochs > 0 && r->steps_per_epoch > 0 ? r->epochs * r->steps_per_epoch
+                                                           : 0;
+    if (r->epochs > 0 && wide) {
+        snprintf(line, sizeof line, "  ep %d/%d", r->step > 0 ? r->epoch + 1 : 0, r->epochs);
+        seg(w, cols, dl_color(DL_COLOR_STATUS), line);
+    }
+    if (total > 0 && wide) {
+        snprintf(line, sizeof line, "  step %ld/%ld", r->step, total);
+    } else if (total > 0) { /* narrow: the total in short units */
+        dl_fmt_si(b, sizeof b, (double)total);
+        snprintf(line, sizeof line, " step %ld/%s", r->step, b);
+    } else {
+        snprintf(line, sizeof line, " %sstep %ld", wide ? " " : "", r->step);
+    }
+    seg(w, cols, dl_color(DL_COLOR_STATUS), line);
+    dl_fmt_si(a, sizeof a, r->samples_per_s);
+    snprintf(line, sizeof line, wide ? "  %s samples/s" : " %s/s", a);
+    seg(w, cols, dl_color(DL_COLOR_STATUS), line);
+    if (s->sps_before > 0 && s->switched_from[0]) {
+        dl_fmt_si(b, sizeof b, s->sps_before);
+        snprintf(line, sizeof line, " (%s: %s)", s->switched_from, b);
+        seg(w, cols, dl_color(DL_COLOR_STATUS), line);
+    }
+    int running = r->state == DL_TELE_RUNNING || r->state == DL_TELE_PAUSED;
+    if (t->price_per_hour > 0 && t->cost.cost_so_far >= 0) {
+        dl_fmt_money(a, sizeof a, t->cost.cost_so_far);
+        if (t->cost.cost_projected >= 0 && running) {
+            dl_fmt_money(b, sizeof b, t->cost.cost_projected);
+            snprintf(line, sizeof line, wide ? "  cost %s of %s" : " %s/%s", a, b);
+        } else {
+            snprintf(line, sizeof line, wide ? "  cost %s" : " %s", a);
+        }
+        seg(w, cols, dl_color(DL_COLOR_STATUS), line);
+    }
+    if (running) {
+        dl_fmt_duration(a, sizeof a, t->cost.eta_s);
+        snprintf(line, sizeof line, wide ? "  ETA %s" : " ETA %s", a);
+        seg(w, cols, dl_color(DL_COLOR_STATUS), line);
+    }
+    if (t->cost.mfu >= 0 && r->step > 0) {
+        snprintf(line, sizeof line, wide ? "  MFU %.1f%%" : " MFU %.0f%%", 100 * t->cost.mfu);
+        seg(w, cols, dl_color(DL_COLOR_STATUS), line);
+    }
+    if (s->nadvice > 0 && cols - getcurx(w) > 24) {
+        snprintf(line, sizeof line, "  ! %s", s->advice[0].title);
+        seg(w, cols, dl_color(DL_COLOR_STATUS) | (s->advice[0].level >= DL_ADV_WARNING ? A_BOLD : 0),
+            line);
+    }
     wattrset(w, A_NORMAL);
 }
 

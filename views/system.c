@@ -6,22 +6,25 @@
 #include "tui/colors.h"
 #include "views/views.h"
 
-void dl_view_system(WINDOW *w, const dl_snapshot *s, const dl_view_state *v)
+void dl_view_system(WINDOW *w, const dl_screen *scr, const dl_view_state *v)
 {
+    const dl_telemetry_snapshot *s = scr->tele;
+    const dl_tele_run *run = &s->run;
+    int have_sys = s->nsys > 0;
     werase(w);
     dl_draw_frame(w, "2 System", v->focused);
     int rows = getmaxy(w) - 2, cols = getmaxx(w) - 2;
     if (rows < 2 || cols < 20)
         return;
     int y = 1;
-    const dl_sys_sample *m = &s->sys;
-    if (!s->have_sys) {
+    const dl_sys_sample *m = have_sys ? &s->sys[s->nsys - 1] : NULL;
+    if (!have_sys) {
         dl_draw_text(w, y++, 2, dl_color(DL_COLOR_DIM), "no system samples yet");
     } else {
         /* per-core meters: two columns when wide */
         int ncol = cols >= 70 ? 2 : 1;
         int cw = (cols - 2) / ncol;
-        int room = rows - 5; /* RAM, GPU, wait, sparklines */
+        int room = rows - 6; /* RAM, GPU, wait, loader, sparklines */
         int ncpu = m->ncpu;
         int lines = (ncpu + ncol - 1) / ncol;
         if (lines > room && room > 0) { /* too many cores: the total only */
@@ -52,21 +55,52 @@ void dl_view_system(WINDOW *w, const dl_snapshot *s, const dl_view_state *v)
                          "%s", t);
         }
     }
-    if (!s->have_sys || m->ngpu == 0)
+    if (!have_sys || m->ngpu == 0)
         dl_draw_text(w, y++, 2, dl_color(DL_COLOR_DIM), "GPU  %s",
                      s->gpu_status[0] ? s->gpu_status : "no GPU data");
     if (y < rows + 1) {
-        int role = s->data_wait > 0.2 ? DL_COLOR_WARN : DL_COLOR_DEFAULT;
-        dl_draw_text(w, y++, 2, dl_color(role), "data wait %4.1f%% of step time%s",
-                     100 * s->data_wait, s->data_wait > 0.2 ? "  (input-bound)" : "");
+        double dw = run->data_wait_share;
+        int role = dw > 0.2 ? DL_COLOR_WARN : DL_COLOR_DEFAULT;
+        dl_draw_text(w, y++, 2, dl_color(role), "data wait %4.1f%% of step time%s", 100 * dw,
+                     dw > 0.2 ? "  (input-bound)" : "");
     }
+    if (y < rows + 1 && s->have_loader) {
+        const dl_loader_stats *l = &s->loader;
+        int empty = l->queue_size > 0 && l->queue_fill == 0;
+        char wk[24] = "";
+        if (run->workers >= 0)
+            snprintf(wk, sizeof wk, ", %d worker%s", run->workers, run->workers == 1 ? "" : "s");
+        dl_draw_text(w, y, 2, dl_color(empty ? DL_COLOR_WARN : DL_COLOR_DEFAULT), "loader");
+        if (l->queue_size > 0) {
+            int mw = cols / 3 > 10 ? cols / 3 : 10;
+            dl_draw_meter(w, y, 9, mw, 100.0 * l->queue_fill / l->queue_size);
+            dl_draw_text(w, y++, 9 + mw + 1, dl_color(DL_COLOR_DIM), "queue %d/%d%s",
+                         l->queue_fill, l->queue_size, wk);
+        } else {
+            dl_draw_text(w, y++, 9, dl_color(DL_COLOR_DIM), "synchronous (no queue)%s", wk);
+        }
+    }
+    /* sparklines: CPU total from the system samples, samples/s from its series */
+    float hist[DL_TELE_SYS_SAMPLES];
     int spw = cols - 14;
-    if (y < rows + 1 && spw > 4 && s->nhist_cpu > 0) {
+    if (y < rows + 1 && spw > 4 && have_sys) {
+        for (int i = 0; i < s->nsys; i++)
+            hist[i] = (float)s->sys[i].cpu_total_pct;
         dl_draw_text(w, y, 2, dl_color(DL_COLOR_DEFAULT), "cpu     ");
-        dl_draw_spark(w, y++, 12, spw, s->hist_cpu, s->nhist_cpu, 100, dl_color(DL_COLOR_METER_LOW));
+        dl_draw_spark(w, y++, 12, spw, hist, s->nsys, 100, dl_color(DL_COLOR_METER_LOW));
     }
-    if (y < rows + 1 && spw > 4 && s->nhist_sps > 0) {
+    const dl_tele_series *sps = dl_telemetry_series(s, "samples_per_s");
+    if (y < rows + 1 && spw > 4 && sps && sps->n > 0) {
+        int n = sps->n < DL_TELE_SYS_SAMPLES ? sps->n : DL_TELE_SYS_SAMPLES;
+        for (int i = 0; i < n; i++)
+            hist[i] = (float)sps->y[sps->n - n + i];
         dl_draw_text(w, y, 2, dl_color(DL_COLOR_DEFAULT), "samp/s  ");
-        dl_draw_spark(w, y++, 12, spw, s->hist_sps, s->nhist_sps, 0, dl_color(DL_COLOR_LOSS));
+        dl_draw_spark(w, y++, 12, spw, hist, n, 0, dl_color(DL_COLOR_LOSS));
+    }
+    if (y < rows + 1 && scr->nadvice > 0) {
+        const dl_advice *ad = &scr->advice[0];
+        dl_draw_text(w, y++, 2, dl_color(ad->level >= DL_ADV_WARNING ? DL_COLOR_WARN
+                                                                     : DL_COLOR_NOTE),
+                     "advisor: %s - %s", ad->title, ad->remedy);
     }
 }

@@ -8,6 +8,9 @@
 # corpora are tests/fuzz/corpus/<target>/ (read only); what the fuzzer
 # finds goes to build-fuzz/corpus/<target>/, crashes to build-fuzz/crashes/.
 
+ifndef DL_FUZZ_MK # read once, even when both included and given with -f
+DL_FUZZ_MK := 1
+
 FUZZ_CC      ?= clang
 FUZZ_SECONDS ?= 60
 FUZZ_TARGETS ?= runlog idx csv override control
@@ -19,11 +22,15 @@ FUZZ_BIN     := $(FUZZ_TARGETS:%=$(FUZZ_BUILD)/fuzz_%)
 fuzz: fuzz-build
 	@bash tests/fuzz/run.sh $(FUZZ_SECONDS) $(FUZZ_TARGETS)
 
+# one sub-make with the fuzzing compiler and flags, reading the Makefile and
+# this file whether this file is included or given with -f
 fuzz-build:
-	@$(MAKE) --no-print-directory BUILD=$(FUZZ_BUILD) CC=$(FUZZ_CC) OPT="-O1 -g" \
-	    EXTRA_CFLAGS="-fsanitize=fuzzer-no-link $(FUZZ_SAN)" $(FUZZ_BUILD)/libdlbench.a
-	@$(MAKE) --no-print-directory -f Makefile -f tests/fuzz/fuzz.mk BUILD=$(FUZZ_BUILD) $(FUZZ_BIN)
+	@$(MAKE) --no-print-directory $(addprefix -f ,$(sort $(filter Makefile tests/fuzz/fuzz.mk,$(MAKEFILE_LIST)))) \
+	    BUILD=$(FUZZ_BUILD) CC=$(FUZZ_CC) OPT="-O1 -g" \
+	    EXTRA_CFLAGS="-fsanitize=fuzzer-no-link $(FUZZ_SAN)" $(FUZZ_BIN)
 
 $(FUZZ_BUILD)/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz_common.h $(FUZZ_BUILD)/libdlbench.a
 	$(FUZZ_CC) -std=c11 -D_GNU_SOURCE -O1 -g -I. $(PKG_CFLAGS) -fsanitize=fuzzer $(FUZZ_SAN) \
 	    -o $@ $< -Wl,--whole-archive $(FUZZ_BUILD)/libdlbench.a -Wl,--no-whole-archive $(LDLIBS)
+
+endif

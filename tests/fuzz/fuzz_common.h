@@ -10,7 +10,7 @@
 #include <unistd.h>
 
 /* A scratch folder of this process (in /dev/shm when there is one), made once. */
-static const char *fuzz_dir(void)
+static inline const char *fuzz_dir(void)
 {
     static char dir[64];
     if (!dir[0]) {
@@ -23,7 +23,7 @@ static const char *fuzz_dir(void)
 }
 
 /* Writes n bytes to dir/name; returns the path (static buffer per slot). */
-static const char *fuzz_file(int slot, const char *name, const void *data, size_t n)
+static inline const char *fuzz_file(int slot, const char *name, const void *data, size_t n)
 {
     static char paths[4][256];
     snprintf(paths[slot], sizeof paths[slot], "%s/%s", fuzz_dir(), name);
@@ -34,17 +34,6 @@ static const char *fuzz_file(int slot, const char *name, const void *data, size_
         abort();
     close(fd);
     return paths[slot];
-}
-
-/* Silences stderr (the code under test reports bad input there). */
-static void fuzz_quiet(void)
-{
-    int fd = open("/dev/null", O_WRONLY);
-    if (fd >= 0) {
-        dup2(fd, 2);
-        dup2(fd, 1);
-        close(fd);
-    }
 }
 
 #endif

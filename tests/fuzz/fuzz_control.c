@@ -1,12 +1,13 @@
 /* fuzz_control.c - libFuzzer target: the control-socket request parser (dl_control_handle), one line at a time */
 #include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "engine/backend.h"
 #include "engine/data.h"
 #include "engine/nn.h"
 #include "engine/optim.h"
 #include "engine/trainer.h"
-#include "tests/fuzz/fuzz_common.h"
 #include "tui/control.h"
 
 static dl_trainer *trainer(void)

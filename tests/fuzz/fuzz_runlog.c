@@ -15,9 +15,6 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    static int once;
-    if (!once++)
-        fuzz_quiet();
     const uint8_t *part[3] = {data, NULL, NULL};
     size_t len[3] = {size, 0, 0};
     for (int k = 1; k < 3; k++) {

@@ -17,7 +17,7 @@ for t in "$@"; do
     fi
     mkdir -p "build-fuzz/corpus/$t" "tests/fuzz/corpus/$t"
     log=build-fuzz/fuzz_$t.log
-    "$bin" -max_total_time="$secs" -timeout=20 -rss_limit_mb=4096 -max_len=65536 \
+    "$bin" -max_total_time="$secs" -timeout=20 -rss_limit_mb=4096 -max_len=65536 -close_fd_mask=3 \
         -artifact_prefix="build-fuzz/crashes/$t-" -print_final_stats=1 \
         "build-fuzz/corpus/$t" "tests/fuzz/corpus/$t" >"$log" 2>&1
     rc=$?

@@ -1,4 +1,4 @@
--- expect: bad field 'batch' to dl.experiment: expected an integer from 1 to 2147483647
+-- expect: bad field 'batch' to dl.experiment: expected a positive integer up to 2147483647, got 1.09951e+12
 local dl = require "dlbench"
 local nn, optim = dl.nn, dl.optim
 return dl.experiment {

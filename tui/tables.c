@@ -1,0 +1,284 @@
+/* tables.c - the runs table and a study's trials, read from disk for the F2 and F4 screens */
+#include "tui/tables.h"
+
+#include <dirent.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include <cjson/cJSON.h>
+
+#include "engine/error.h"
+#include "engine/runlog.h"
+#include "engine/tune.h"
+
+/* --- runs ----------------------------------------------------------------------- */
+
+static double num(const cJSON *j, const char *k)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, k);
+    return cJSON_IsNumber(v) ? v->valuedouble : NAN;
+}
+
+static const char *str(const cJSON *j, const char *k)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, k);
+    return cJSON_IsString(v) ? v->valuestring : "";
+}
+
+static int cmp_runs(const void *a, const void *b)
+{
+    return strcmp(((const dl_ui_run *)b)->folder, ((const dl_ui_run *)a)->folder);
+}
+
+void dl_tables_load_runs(dl_ui_runs *out, const char *runs_dir)
+{
+    static dl_ui_run rows[DL_UI_RUNS * 4]; /* the main thread only */
+    int n = 0;
+    DIR *d = opendir(runs_dir);
+    struct dirent *e;
+    while (d && (e = readdir(d)) && n < DL_UI_RUNS * 4) {
+        if (e->d_name[0] == '.')
+            continue;
+        char path[1400];
+        snprintf(path, sizeof path, "%s/%s/summary.json", runs_dir, e->d_name);
+        cJSON *j = dl_runlog_read_json(path);
+        if (!j)
+            continue;
+        dl_ui_run *r = &rows[n++];
+        memset(r, 0, sizeof *r);
+        snprintf(r->folder, sizeof r->folder, "%.95s", e->d_name);
+        snprintf(r->name, sizeof r->name, "%s", str(j, "name"));
+        snprintf(r->status, sizeof r->status, "%s", str(j, "status")[0] ? str(j, "status") : "?");
+        snprintf(r->device, sizeof r->device, "%s", str(j, "device")[0] ? str(j, "device") : "-");
+        double st = num(j, "steps");
+        r->steps = isfinite(st) ? (long)st : 0;
+        r->wall_s = num(j, "wall_s");
+        const cJSON *fin = cJSON_GetObjectItemCaseSensitive(j, "final");
+        r->val_acc = num(fin, "val_acc");
+        r->val_loss = num(fin, "val_loss");
+        r->cost = num(cJSON_GetObjectItemCaseSensitive(j, "cost"), "cost");
+        cJSON_Delete(j);
+    }
+    if (d)
+        closedir(d);
+    qsort(rows, (size_t)n, sizeof *rows, cmp_runs);
+    if (n > DL_UI_RUNS)
+        n = DL_UI_RUNS;
+    memcpy(out->rows, rows, (size_t)n * sizeof *rows);
+    out->n = n;
+    snprintf(out->dir, sizeof out->dir, "%s", runs_dir);
+}
+
+/* --- studies -------------------------------------------------------------------- */
+
+int dl_tables_pick_study(const char *studies_dir, const char *prefer, char *name, size_t size)
+{
+    char path[1400];
+    struct stat st;
+    if (prefer && prefer[0]) {
+        snprintf(path, sizeof path, "%s/%s/journal.jsonl", studies_dir, prefer);
+        if (stat(path, &st) == 0) {
+            snprintf(name, size, "%s", prefer);
+            return 0;
+        }
+    }
+    DIR *d = opendir(studies_dir);
+    if (!d)
+        return -1;
+    double newest = -1;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (e->d_name[0] == '.')
+            continue;
+        snprintf(path, sizeof path, "%s/%s/journal.jsonl", studies_dir, e->d_name);
+        if (stat(path, &st) != 0)
+            continue;
+        double m = (double)st.st_mtim.tv_sec + (double)st.st_mtim.tv_nsec * 1e-9;
+        if (m > newest) {
+            newest = m;
+            snprintf(name, size, "%s", e->d_name);
+        }
+    }
+    closedir(d);
+    return newest >= 0 ? 0 : -1;
+}
+
+/* Average ranks (ties share the mean of their positions). */
+static void ranks(const double *v, int n, double *r)
+{
+    for (int i = 0; i < n; i++) {
+        int less = 0, same = 0;
+        for (int j = 0; j < n; j++)
+            less += v[j] < v[i], same += v[j] == v[i];
+        r[i] = less + (same + 1) / 2.0;
+    }
+}
+
+static double pearson(const double *x, const double *y, int n)
+{
+    double mx = 0, my = 0, sxy = 0, sxx = 0, syy = 0;
+    for (int i = 0; i < n; i++)
+        mx += x[i] / n, my += y[i] / n;
+    for (int i = 0; i < n; i++) {
+        sxy += (x[i] - mx) * (y[i] - my);
+        sxx += (x[i] - mx) * (x[i] - mx);
+        syy += (y[i] - my) * (y[i] - my);
+    }
+    return sxx > 0 && syy > 0 ? sxy / sqrt(sxx * syy) : 0;
+}
+
+/* Importance of one parameter over n (value, objective) pairs: |Spearman
+ * rho| for a number; for a choice (x = index) the correlation ratio eta,
+ * the share of the objective's spread explained by the choice. [0, 1];
+ * NaN below 3 pairs. */
+static double importance(const double *x, const double *y, int n, int choice)
+{
+    if (n < 3)
+        return NAN;
+    if (!choice) {
+        double *rx = malloc((size_t)n * sizeof *rx), *ry = malloc((size_t)n * sizeof *ry);
+        double rho = NAN;
+        if (rx && ry) {
+            ranks(x, n, rx);
+            ranks(y, n, ry);
+            rho = fabs(pearson(rx, ry, n));
+        }
+        free(rx);
+        free(ry);
+        return rho;
+    }
+    double mean = 0, total = 0, between = 0;
+    for (int i = 0; i < n; i++)
+        mean += y[i] / n;
+    for (int i = 0; i < n; i++)
+        total += (y[i] - mean) * (y[i] - mean);
+    for (int i = 0; i < n; i++) {
+        int first = 1; /* each group once: at its first member */
+        for (int j = 0; j < i && first; j++)
+            first = x[j] != x[i];
+        if (!first)
+            continue;
+        double sum = 0;
+        int k = 0;
+        for (int j = 0; j < n; j++)
+            if (x[j] == x[i])
+                sum += y[j], k++;
+        between += k * (sum / k - mean) * (sum / k - mean);
+    }
+    return total > 0 ? sqrt(between / total) : 0;
+}
+
+static void fmt_param(char *buf, size_t size, const dl_tune_param *p)
+{
+    if (p->kind == DL_PARAM_CHOICE) {
+        int i = (int)p->value;
+        snprintf(buf, size, "%s=%s", p->name,
+                 i >= 0 && i < p->n_choices && p->choices ? p->choices[i] : "?");
+    } else if (p->kind == DL_PARAM_INT) {
+        snprintf(buf, size, "%s=%.0f", p->name, p->value);
+    } else {
+        snprintf(buf, size, "%s=%.4g", p->name, p->value);
+    }
+}
+
+void dl_tables_trials_close(dl_trials_follow *f)
+{
+    dl_study_destroy(f->st);
+    f->st = NULL;
+}
+
+void dl_tables_sample_trials(dl_trials_follow *f, dl_ui_trials *out)
+{
+    out->have = 0;
+    if (!f->st) {
+        /* the journal knows the direction; a mismatch is DL_EINVAL: try the other */
+        int rc = dl_study_open(&f->st, f->studies, f->name, DL_STUDY_MINIMIZE, NULL, NULL, 0);
+        if (rc == DL_EINVAL)
+            rc = dl_study_open(&f->st, f->studies, f->name, DL_STUDY_MAXIMIZE, NULL, NULL, 0);
+        if (rc < 0) {
+            f->st = NULL;
+            snprintf(out->note, sizeof out->note, "study %.60s: %.120s", f->name,
+                     dl_error_message());
+            return;
+        }
+    } else if (dl_study_refresh(f->st) < 0) {
+        snprintf(out->note, sizeof out->note, "study %.60s: %.120s", f->name, dl_error_message());
+        return;
+    }
+    dl_study *st = f->st;
+    out->have = 1;
+    snprintf(out->name, sizeof out->name, "%s", dl_study_name(st));
+    snprintf(out->dir, sizeof out->dir, "%s", dl_study_dir(st));
+    out->maximize = dl_study_direction(st) == DL_STUDY_MAXIMIZE;
+    int count = dl_study_count(st);
+    int first = count > DL_UI_TRIALS ? count - DL_UI_TRIALS : 0;
+    out->n = 0;
+    out->ncomplete = out->npruned = out->nfailed = out->nrunning = 0;
+    out->best_number = -1;
+    out->best_value = NAN;
+    out->nparams = 0;
+    double best = NAN;
+    for (int i = 0; i < count; i++) {
+        const dl_trial *t = dl_study_trial(st, i);
+        if (!t)
+            continue;
+        dl_trial_state state = dl_trial_state_of(t);
+        double v = dl_trial_value(t);
+        out->ncomplete += state == DL_TRIAL_COMPLETE;
+        out->npruned += state == DL_TRIAL_PRUNED;
+        out->nfailed += state == DL_TRIAL_FAILED;
+        out->nrunning += state == DL_TRIAL_RUNNING;
+        if (state == DL_TRIAL_COMPLETE && isfinite(v) &&
+            (!isfinite(best) || (out->maximize ? v > best : v < best))) {
+            best = v;
+            out->best_number = dl_trial_number(t);
+            out->best_value = v;
+        }
+        for (int k = 0; k < dl_trial_param_count(t); k++) {
+            const dl_tune_param *p = dl_trial_param(t, k);
+            int known = 0;
+            for (int j = 0; j < out->nparams && !known; j++)
+                known = !strcmp(out->param[j], p->name);
+            if (!known && out->nparams < DL_UI_PARAMS)
+                snprintf(out->param[out->nparams++], sizeof out->param[0], "%s", p->name);
+        }
+        if (i < first)
+            continue;
+        dl_ui_trial *r = &out->rows[out->n++];
+        r->number = dl_trial_number(t);
+        snprintf(r->state, sizeof r->state, "%s", dl_trial_state_name(state));
+        r->value = v;
+        r->best_so_far = best;
+        double t0 = dl_trial_start_time(t), t1 = dl_trial_end_time(t);
+        r->duration_s = t0 > 0 && t1 >= t0 ? t1 - t0 : -1;
+        r->params[0] = 0;
+        for (int k = 0; k < dl_trial_param_count(t); k++) {
+            char one[80];
+            fmt_param(one, sizeof one, dl_trial_param(t, k));
+            size_t len = strlen(r->params);
+            snprintf(r->params + len, sizeof r->params - len, "%s%s", k ? " " : "", one);
+        }
+    }
+    /* importance over the complete trials with a finite value */
+    double *x = malloc((size_t)(count + 1) * sizeof *x), *y = malloc((size_t)(count + 1) * sizeof *y);
+    for (int j = 0; j < out->nparams; j++) {
+        int n = 0, choice = 0;
+        for (int i = 0; x && y && i < count; i++) {
+            const dl_trial *t = dl_study_trial(st, i);
+            if (!t || dl_trial_state_of(t) != DL_TRIAL_COMPLETE || !isfinite(dl_trial_value(t)))
+                continue;
+            const dl_tune_param *p = dl_trial_param_find(t, out->param[j]);
+            if (!p)
+                continue;
+            choice = p->kind == DL_PARAM_CHOICE;
+            x[n] = p->kind == DL_PARAM_FLOAT && p->log && p->value > 0 ? log(p->value) : p->value;
+            y[n++] = dl_trial_value(t);
+        }
+        out->importance[j] = x && y ? importance(x, y, n, choice) : NAN;
+    }
+    free(x);
+    free(y);
+}
