@@ -109,6 +109,7 @@ void dl_profiler_options_default(dl_profiler_options *o)
     memset(o, 0, sizeof *o);
     o->ring_steps = 10;
     o->max_events = 500000;
+    o->sample_every = 1;
 }
 
 int dl_profiler_create(dl_profiler **out, const dl_profiler_options *opt)
@@ -123,6 +124,8 @@ int dl_profiler_create(dl_profiler **out, const dl_profiler_options *opt)
         dl_profiler_options_default(&p->opt);
     if (p->opt.ring_steps < 1)
         p->opt.ring_steps = 10;
+    if (p->opt.sample_every < 1)
+        p->opt.sample_every = 1;
     if (p->opt.max_events < 16)
         p->opt.max_events = 500000;
     p->cap = p->opt.max_events < INITIAL_EVENTS ? p->opt.max_events : INITIAL_EVENTS;
@@ -162,6 +165,11 @@ void dl_profiler_set_enabled(dl_profiler *p, int on) { atomic_store(&p->enabled,
 int dl_profiler_enabled(const dl_profiler *p)
 {
     return atomic_load(&((dl_profiler *)p)->enabled);
+}
+
+int dl_profiler_wants_step(const dl_profiler *p, long step)
+{
+    return dl_profiler_enabled(p) && step % p->opt.sample_every == 0;
 }
 
 /* --- the layer table ------------------------------------------------------------- */

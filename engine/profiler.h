@@ -50,6 +50,8 @@ typedef struct dl_profiler_options {
     int whole_run;     /* keep every step's events (up to max_events) */
     size_t max_events; /* hard bound on stored events (default 500000, ~32 MB) */
     int force_events;  /* time phases with backend events even on the CPU (tests) */
+    int sample_every;  /* profile one optimizer step in this many (default 1: all);
+                        * a live view samples to keep its cost near zero */
 } dl_profiler_options;
 
 void dl_profiler_options_default(dl_profiler_options *o);
@@ -62,6 +64,9 @@ void dl_profiler_destroy(dl_profiler *p); /* accepts NULL */
 /* Live on/off (any thread; takes effect at the next step). */
 void dl_profiler_set_enabled(dl_profiler *p, int on);
 int dl_profiler_enabled(const dl_profiler *p);
+/* Whether optimizer step `step` (1-based) is to be profiled: enabled, and
+ * one of every sample_every steps. */
+int dl_profiler_wants_step(const dl_profiler *p, long step);
 
 /* Learns the model's layer tree (names, kinds, shapes, FLOPs, parameter
  * counts) and the backend to time on. Called by dl_trainer_set_profiler;

@@ -397,7 +397,7 @@ int dl_trainer_step(dl_trainer *t)
     long rows = 0;
     float micro_scale = t->loss_scale / (float)t->cfg.batch;
     /* profiling: one branch per phase when off */
-    dl_profiler *pf = t->prof && dl_profiler_enabled(t->prof) ? t->prof : NULL;
+    dl_profiler *pf = t->prof && dl_profiler_wants_step(t->prof, t->step + 1) ? t->prof : NULL;
     dl_prof_span sp = {0, -1};
     if (pf)
         dl_profiler_step_begin(pf, t->step + 1);
