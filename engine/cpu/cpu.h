@@ -8,8 +8,10 @@
 #include "engine/backend.h"
 
 /* A persistent pool of worker threads for parallel loops. fn is called
- * with disjoint [begin, end) ranges covering [0, n); the calling thread
- * works too. Loops shorter than `grain` run inline. Not reentrant. */
+ * with disjoint [begin, end) ranges covering [0, n), each at least `grain`
+ * long, from any of the threads (the calling thread works too); the
+ * ranges depend only on n, grain and the thread count, never on timing.
+ * Loops shorter than 2 * grain run inline. Not reentrant. */
 typedef void (*dl_pool_fn)(void *arg, size_t begin, size_t end);
 typedef struct dl_pool dl_pool;
 dl_pool *dl_pool_create(int threads);

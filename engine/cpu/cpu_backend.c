@@ -12,11 +12,37 @@
 void openblas_set_num_threads(int num_threads);
 char *openblas_get_config(void);
 
+/* MemAvailable from /proc/meminfo in bytes, or 0 when unknown. */
+static double mem_available(void)
+{
+    FILE *f = fopen("/proc/meminfo", "r");
+    if (!f)
+        return 0;
+    char line[128];
+    double kib = 0;
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "MemAvailable: %lf kB", &kib) == 1)
+            break;
+    fclose(f);
+    return kib * 1024;
+}
+
 static void *cpu_alloc(dl_backend *be, size_t bytes)
 {
     void *p = NULL;
+    /* more than the machine has free would only "succeed" by overcommit,
+     * then swap for minutes as it is filled: refuse it at once */
+    if (bytes > ((size_t)1 << 30)) {
+        double avail = mem_available();
+        if (avail > 0 && (double)bytes > avail) {
+            dl_error(DL_ENOMEM,
+                     "cpu: out of memory: %.3g GiB asked for, %.3g GiB of memory available",
+                     (double)bytes / (1 << 30), avail / (1 << 30));
+            return NULL;
+        }
+    }
     size_t rounded = (bytes + 63) & ~(size_t)63;
-    if (posix_memalign(&p, 64, rounded ? rounded : 64) != 0) {
+    if (rounded < bytes || posix_memalign(&p, 64, rounded ? rounded : 64) != 0) {
         dl_error(DL_ENOMEM, "cpu: out of memory allocating %zu bytes", bytes);
         return NULL;
     }
@@ -155,7 +181,11 @@ static void cpu_init(void)
     c->pool = dl_pool_create(threads);
     __builtin_cpu_init();
     c->has_avx512_bf16 = __builtin_cpu_supports("avx512bf16");
-    openblas_set_num_threads(threads);
+    /* One runtime owns the cores: OpenBLAS runs on the calling thread and
+     * dl_cpu_gemm splits big products over the pool (cpu_gemm.c). With
+     * OpenBLAS's own workers the two pools spun and yielded against each
+     * other, and two threads were slower than one. */
+    openblas_set_num_threads(1);
     cpu_backend.ops = &cpu_ops;
     cpu_backend.ctx = c;
     cpu_backend.threads = threads;

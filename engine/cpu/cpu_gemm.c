@@ -1,7 +1,8 @@
 /* cpu_gemm.c - matrix products on the CPU: f32 via OpenBLAS, bf16 via an AVX-512 BF16 kernel, f16 via f32
  *
  * Paths, chosen per call:
- *   f32          cblas_sgemm (OpenBLAS threads it).
+ *   f32          cblas_sgemm, OpenBLAS single-threaded; big products are
+ *                split into one block of C per thread over the pool.
  *   bf16         when the CPU has AVX-512 BF16: our own packed kernel built
  *                on vdpbf16ps (two bf16 products per f32 lane per
  *                instruction, so about twice the sgemm rate), threaded over
@@ -14,7 +15,8 @@
  *                operands are widened to f32 in scratch and sgemm'd. Results
  *                equal an f32 product of the f16-rounded inputs.
  *
- * Scratch: slots 0 and 1 of dl_cpu_scratch (packed or widened A and B).
+ * Scratch: slots 0 and 1 of dl_cpu_scratch (packed or widened A and B),
+ * slot 2 (partial products of a k-split f32 product).
  */
 #include <cblas.h>
 #include <immintrin.h>
@@ -25,7 +27,7 @@
 #include "engine/error.h"
 #include "engine/half.h"
 
-enum { SCRATCH_A = 0, SCRATCH_B = 1 };
+enum { SCRATCH_A = 0, SCRATCH_B = 1, SCRATCH_KSPLIT = 2 };
 
 /* ---------------------------------------------------------------------- */
 /* portable helpers                                                        */
@@ -59,6 +61,10 @@ static void widen(float *dst, const uint16_t *src, int rows, int cols, int ld, d
     }
 }
 
+static void sgemm_split(dl_backend *be, int trans_a, int trans_b, int m, int n, int k,
+                        float alpha, const float *a, int lda, const float *b, int ldb,
+                        float beta, float *c, int ldc);
+
 /* Low-precision operands by way of f32: widen both into scratch, sgemm. */
 static int gemm_widened(dl_backend *be, int trans_a, int trans_b, int m, int n, int k,
                         float alpha, const uint16_t *a, int lda, const uint16_t *b, int ldb,
@@ -73,10 +79,130 @@ static int gemm_widened(dl_backend *be, int trans_a, int trans_b, int m, int n, 
                         dl_dtype_name(ab), m, n, k);
     widen(fa, a, ar, ac, lda, ab);
     widen(fb, b, br, bc, ldb, ab);
-    cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
-                trans_b ? CblasTrans : CblasNoTrans, m, n, k, alpha, fa, ac, fb, bc, beta,
-                c, ldc);
+    sgemm_split(be, trans_a, trans_b, m, n, k, alpha, fa, ac, fb, bc, beta, c, ldc);
     return DL_OK;
+}
+
+/* ---------------------------------------------------------------------- */
+/* f32: OpenBLAS, split over the pool                                      */
+/*
+ * OpenBLAS runs single-threaded (cpu_backend.c): its own workers spin and
+ * yield after each call and fought the pool for the cores. A product big
+ * enough to share is cut into one block of C per thread along its larger
+ * dimension (each thread then packs all of the smaller operand and its
+ * share of the larger one), at multiples of 16 so that no two threads
+ * write one cache line of C; each block is an independent cblas_sgemm.
+ * Every element of C is summed over the same k by one call, so the result
+ * depends on the thread count only through OpenBLAS's choice of kernel for
+ * the block size, never on timing.
+ *
+ * A product whose k dwarfs m and n (a convolution's filter gradient: m =
+ * output channels, n = c*r*s, k = pixels of a chunk of images) is split
+ * along k instead: there packing costs about as much as the arithmetic,
+ * and a split of m or n would pack the whole of the other operand in every
+ * thread. Part 0 accumulates into C with the caller's beta, the others into
+ * scratch with beta 0; C then adds the partial products in part order, so
+ * the result is again fixed for a given thread count.
+ */
+
+/* Products below this many FLOPs run whole on the calling thread: a job on
+ * the pool costs a few microseconds, a 2-MFLOP product about twenty. */
+#define SPLIT_MIN_FLOPS 2e6
+
+typedef struct sgemm_job {
+    int trans_a, trans_b, m, n, k, lda, ldb, ldc, split_n, parts, step;
+    float alpha, beta;
+    const float *a, *b;
+    float *c;
+    float *partial; /* k-split: parts - 1 blocks of [m, n] */
+} sgemm_job;
+
+static void sgemm_kparts(void *arg, size_t begin, size_t end)
+{
+    const sgemm_job *j = arg;
+    for (size_t part = begin; part < end; part++) {
+        int lo = (int)part * j->step, hi = lo + j->step < j->k ? lo + j->step : j->k;
+        const float *a = j->a + (j->trans_a ? (size_t)lo * j->lda : (size_t)lo);
+        const float *b = j->b + (j->trans_b ? (size_t)lo : (size_t)lo * j->ldb);
+        float *c = j->c, beta = j->beta;
+        int ldc = j->ldc;
+        if (part > 0) {
+            c = j->partial + (part - 1) * (size_t)j->m * j->n;
+            beta = 0.0f;
+            ldc = j->n;
+        }
+        cblas_sgemm(CblasRowMajor, j->trans_a ? CblasTrans : CblasNoTrans,
+                    j->trans_b ? CblasTrans : CblasNoTrans, j->m, j->n, hi - lo, j->alpha, a,
+                    j->lda, b, j->ldb, beta, c, ldc);
+    }
+}
+
+static void sgemm_blocks(void *arg, size_t begin, size_t end)
+{
+    const sgemm_job *j = arg;
+    int dim = j->split_n ? j->n : j->m;
+    int lo = (int)begin * j->step, hi = (int)end * j->step;
+    if (hi > dim)
+        hi = dim;
+    if (lo >= hi)
+        return;
+    const float *a = j->a, *b = j->b;
+    float *c = j->c;
+    int m = j->m, n = j->n;
+    if (j->split_n) { /* columns [lo, hi) of op(B) and C */
+        b += j->trans_b ? (size_t)lo * j->ldb : (size_t)lo;
+        c += lo;
+        n = hi - lo;
+    } else { /* rows [lo, hi) of op(A) and C */
+        a += j->trans_a ? (size_t)lo : (size_t)lo * j->lda;
+        c += (size_t)lo * j->ldc;
+        m = hi - lo;
+    }
+    cblas_sgemm(CblasRowMajor, j->trans_a ? CblasTrans : CblasNoTrans,
+                j->trans_b ? CblasTrans : CblasNoTrans, m, n, j->k, j->alpha, a, j->lda, b,
+                j->ldb, j->beta, c, j->ldc);
+}
+
+static void sgemm_split(dl_backend *be, int trans_a, int trans_b, int m, int n, int k,
+                        float alpha, const float *a, int lda, const float *b, int ldb,
+                        float beta, float *c, int ldc)
+{
+    dl_pool *pool = dl_cpu(be)->pool;
+    int threads = dl_pool_threads(pool);
+    sgemm_job j = {trans_a, trans_b, m, n, k, lda, ldb, ldc, n >= m, 1, 0,
+                   alpha, beta, a, b, c, NULL};
+    int dim = j.split_n ? n : m;
+    if (threads > 1 && 2.0 * m * n * k >= SPLIT_MIN_FLOPS && k >= 8 * (m > n ? m : n)) {
+        j.step = ((k + threads - 1) / threads + 15) & ~15;
+        j.parts = (k + j.step - 1) / j.step;
+        j.partial = dl_cpu_scratch(be, SCRATCH_KSPLIT,
+                                   (size_t)(j.parts - 1) * m * n * sizeof(float));
+        if (j.partial && j.parts > 1) {
+            dl_pool_for(pool, (size_t)j.parts, 1, sgemm_kparts, &j);
+            for (int i = 0; i < m; i++) {
+                float *restrict row = c + (size_t)i * ldc;
+                for (int part = 1; part < j.parts; part++) {
+                    const float *restrict q = j.partial + ((size_t)(part - 1) * m + i) * n;
+                    for (int x = 0; x < n; x++)
+                        row[x] += q[x];
+                }
+            }
+            return;
+        }
+        j.parts = 1; /* no scratch: split m or n as below */
+    }
+    if (threads > 1 && 2.0 * m * n * k >= SPLIT_MIN_FLOPS && dim >= 32) {
+        /* one block per thread, rounded up to 16 */
+        j.step = ((dim + threads - 1) / threads + 15) & ~15;
+        j.parts = (dim + j.step - 1) / j.step;
+    }
+    if (j.parts < 2) {
+        cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
+                    trans_b ? CblasTrans : CblasNoTrans, m, n, k, alpha, a, lda, b, ldb, beta,
+                    c, ldc);
+        return;
+    }
+    dl_pool_for(pool, (size_t)j.parts, 1, sgemm_blocks, &j);
 }
 
 /* ---------------------------------------------------------------------- */
@@ -120,8 +246,42 @@ BF16_TARGET static void pack_pairs(uint32_t *dst, const uint16_t *x, int ld, int
     int full = kend / 2 - p0;
     full = full < 0 ? 0 : full > kp ? kp : full;
     if (!trans) {
-        /* a pair is adjacent in a stored row: a transpose of 32-bit words */
-        for (int r = 0; r < width; r++) {
+        /* a pair is adjacent in a stored row: a transpose of 32-bit words,
+         * 8 rows x 8 pairs at a time, then the rest word by word */
+        int r8 = 0;
+        for (; r8 + 8 <= rows && r8 + 8 <= width; r8 += 8) {
+            const uint16_t *s = x + (size_t)(r0 + r8) * ld + 2 * p0;
+            uint32_t *d = dst + r8;
+            int p = 0;
+            for (; p + 8 <= full; p += 8) {
+                __m256 v[8], t[8], u[8];
+                for (int i = 0; i < 8; i++)
+                    v[i] = _mm256_loadu_ps((const float *)(s + (size_t)i * ld + 2 * p));
+                for (int i = 0; i < 8; i += 2) {
+                    t[i] = _mm256_unpacklo_ps(v[i], v[i + 1]);
+                    t[i + 1] = _mm256_unpackhi_ps(v[i], v[i + 1]);
+                }
+                for (int i = 0; i < 8; i += 4) {
+                    u[i] = _mm256_shuffle_ps(t[i], t[i + 2], 0x44);
+                    u[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], 0xee);
+                    u[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0x44);
+                    u[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0xee);
+                }
+                for (int q = 0; q < 4; q++) {
+                    _mm256_storeu_ps((float *)(d + (size_t)(p + q) * width),
+                                     _mm256_permute2f128_ps(u[q], u[q + 4], 0x20));
+                    _mm256_storeu_ps((float *)(d + (size_t)(p + q + 4) * width),
+                                     _mm256_permute2f128_ps(u[q], u[q + 4], 0x31));
+                }
+            }
+            for (; p < full; p++)
+                for (int i = 0; i < 8; i++) {
+                    uint32_t w;
+                    memcpy(&w, s + (size_t)i * ld + 2 * p, 4);
+                    d[(size_t)p * width + i] = w;
+                }
+        }
+        for (int r = r8; r < width; r++) {
             uint32_t *d = dst + r;
             if (r >= rows) {
                 for (int p = 0; p < full; p++)
@@ -352,9 +512,7 @@ int dl_cpu_gemm(dl_backend *be, int trans_a, int trans_b, int m, int n, int k, f
         return DL_OK;
     }
     if (ab == DL_F32) {
-        cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
-                    trans_b ? CblasTrans : CblasNoTrans, m, n, k, alpha, a, lda, b, ldb, beta,
-                    c, ldc);
+        sgemm_split(be, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
         return DL_OK;
     }
     if (ab == DL_BF16 && dl_cpu(be)->has_avx512_bf16)

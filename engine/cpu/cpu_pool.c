@@ -1,27 +1,76 @@
-/* cpu_pool.c - a persistent pool of worker threads for the CPU backend's parallel loops */
+/* cpu_pool.c - a persistent pool of worker threads for the CPU backend's parallel loops
+ *
+ * A training step issues a few dozen parallel loops of tens of microseconds
+ * to a millisecond, separated by short serial stretches (bias, small
+ * products, the loss), so a wake-up through a condition variable (a futex
+ * round trip and a scheduler pass, 5-20 us, more on a loaded machine)
+ * would be a large part of a loop. Workers therefore poll the job counter
+ * for SPIN_NS after each job, which covers the gaps inside a step, and
+ * only then sleep on the condition variable; the caller likewise polls
+ * briefly for the workers' chunks before it sleeps. Polling uses pause,
+ * never sched_yield, and stays short: on a shared machine a thread that
+ * spins long loses its scheduler credit for when it has work. A job that
+ * finds the workers asleep pays one broadcast.
+ *
+ * A job is cut into a fixed number of chunks (fixed boundaries, so what a
+ * chunk computes never depends on timing) that the threads claim one by
+ * one: on a shared machine a worker that is descheduled mid-job no longer
+ * holds up the others, who take its chunks.
+ *
+ * Hand-over protocol (all atomics sequentially consistent):
+ *   job:   caller stores fn/arg/n/chunks, resets `finished`, publishes
+ *          `ticket` = (generation << 32 | 0), then bumps `generation`; it
+ *          broadcasts `wake` only when `sleepers` is non-zero. A worker
+ *          bumps `sleepers` before it re-reads `generation` under the lock,
+ *          so one of the two always sees the other.
+ *   claim: compare-and-swap of `ticket` to next chunk, valid only while its
+ *          generation half matches; so a late worker can never claim a
+ *          chunk of a job that has moved on, and the job's fields are
+ *          stable from a successful claim until that chunk is counted.
+ *   done:  each chunk bumps `finished`; whoever completes the last one
+ *          signals `done` when the caller has announced itself in
+ *          `waiting` (the same pairing as for sleepers).
+ */
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
+#include <time.h>
 
 #include "cpu.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define CPU_RELAX() _mm_pause()
+#else
+#define CPU_RELAX() ((void)0)
+#endif
+
+/* How long a worker keeps polling for the next job, and the caller for
+ * the workers' parts, before sleeping. */
+#define SPIN_NS 30000L
+
+/* Chunks a job is cut into per thread (fewer when the grain says so). */
+#define CHUNKS_PER_THREAD 4
 
 struct dl_pool {
     int threads; /* including the calling thread */
     pthread_t *workers;
     pthread_mutex_t lock;
     pthread_cond_t wake, done;
-    /* the job in flight */
+    /* the job in flight (written before generation is bumped) */
     dl_pool_fn fn;
     void *arg;
     size_t n;
-    long generation; /* bumped per job; workers run each generation once */
-    int pending;     /* workers still running the current job */
-    int quit;
+    _Atomic size_t chunks; /* atomic: a late worker may compare against it
+                            * while the next job is being set up (its claim
+                            * then fails on the generation) */
+    _Atomic long generation;          /* bumped per job */
+    _Atomic unsigned long long ticket; /* generation << 32 | next chunk to claim */
+    _Atomic size_t finished;          /* chunks of the current job done */
+    _Atomic int sleepers;    /* workers blocked (or about to block) on wake */
+    _Atomic int waiting;     /* the caller blocked (or about to block) on done */
+    _Atomic int quit;
 };
-
-typedef struct {
-    dl_pool *pool;
-    int index;
-} worker_arg;
 
 /* Static partition: part i of `parts` of [0, n). */
 static void part_range(size_t n, int parts, int i, size_t *b, size_t *e)
@@ -31,35 +80,98 @@ static void part_range(size_t n, int parts, int i, size_t *b, size_t *e)
     *e = *b + chunk + ((size_t)i < rest ? 1 : 0);
 }
 
+static long now_ns(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (long)t.tv_sec * 1000000000L + t.tv_nsec;
+}
+
+/* Polls until *flag != value or SPIN_NS pass; returns whether it changed. */
+static int spin_while_long(_Atomic long *flag, long value)
+{
+    long start = 0;
+    for (int i = 0;; i++) {
+        if (atomic_load_explicit(flag, memory_order_acquire) != value)
+            return 1;
+        CPU_RELAX();
+        if ((i & 63) == 63) {
+            long t = now_ns();
+            if (!start)
+                start = t;
+            else if (t - start > SPIN_NS)
+                return 0;
+        }
+    }
+}
+
+static int spin_until_finished(dl_pool *pool)
+{
+    long start = 0;
+    for (int i = 0;; i++) {
+        if (atomic_load_explicit(&pool->finished, memory_order_acquire) ==
+            atomic_load_explicit(&pool->chunks, memory_order_relaxed))
+            return 1;
+        CPU_RELAX();
+        if ((i & 63) == 63) {
+            long t = now_ns();
+            if (!start)
+                start = t;
+            else if (t - start > SPIN_NS)
+                return 0;
+        }
+    }
+}
+
+/* Claims and runs chunks of job `gen` until none is left. */
+static void run_chunks(dl_pool *pool, long gen)
+{
+    unsigned long long t = atomic_load(&pool->ticket);
+    for (;;) {
+        if ((long)(t >> 32) != (gen & 0xffffffffL) ||
+            (t & 0xffffffffu) >= atomic_load_explicit(&pool->chunks, memory_order_relaxed))
+            return;
+        if (!atomic_compare_exchange_weak(&pool->ticket, &t, t + 1))
+            continue; /* t now holds the current value */
+        size_t i = (size_t)(t & 0xffffffffu), b, e;
+        size_t chunks = atomic_load_explicit(&pool->chunks, memory_order_relaxed);
+        part_range(pool->n, (int)chunks, (int)i, &b, &e);
+        if (b < e)
+            pool->fn(pool->arg, b, e);
+        if (atomic_fetch_add(&pool->finished, 1) + 1 == chunks &&
+            atomic_load(&pool->waiting)) {
+            pthread_mutex_lock(&pool->lock);
+            pthread_cond_signal(&pool->done);
+            pthread_mutex_unlock(&pool->lock);
+        }
+        t = atomic_load(&pool->ticket);
+    }
+}
+
 static void *worker_main(void *p)
 {
-    worker_arg *wa = p;
-    dl_pool *pool = wa->pool;
-    int index = wa->index;
-    free(wa);
+    dl_pool *pool = p;
     long seen = 0;
-    pthread_mutex_lock(&pool->lock);
     for (;;) {
-        while (!pool->quit && pool->generation == seen)
-            pthread_cond_wait(&pool->wake, &pool->lock);
-        if (pool->quit)
+        if (!spin_while_long(&pool->generation, seen)) {
+            pthread_mutex_lock(&pool->lock);
+            atomic_fetch_add(&pool->sleepers, 1);
+            while (!atomic_load(&pool->quit) && atomic_load(&pool->generation) == seen)
+                pthread_cond_wait(&pool->wake, &pool->lock);
+            atomic_fetch_sub(&pool->sleepers, 1);
+            pthread_mutex_unlock(&pool->lock);
+        }
+        if (atomic_load(&pool->quit))
             break;
-        seen = pool->generation;
-        dl_pool_fn fn = pool->fn;
-        void *arg = pool->arg;
-        size_t b, e;
-        part_range(pool->n, pool->threads, index, &b, &e);
-        pthread_mutex_unlock(&pool->lock);
-        if (b < e)
-            fn(arg, b, e);
-        pthread_mutex_lock(&pool->lock);
-        if (--pool->pending == 0)
-            pthread_cond_signal(&pool->done);
+        seen = atomic_load(&pool->generation);
+        run_chunks(pool, seen);
     }
-    pthread_mutex_unlock(&pool->lock);
     return NULL;
 }
 
+/* Creates a pool of `threads` (including the caller; < 1 counts as 1).
+ * If a worker cannot be started the pool runs with the ones it has.
+ * Returns NULL when out of memory. */
 dl_pool *dl_pool_create(int threads)
 {
     dl_pool *p = calloc(1, sizeof *p);
@@ -70,16 +182,15 @@ dl_pool *dl_pool_create(int threads)
     pthread_cond_init(&p->wake, NULL);
     pthread_cond_init(&p->done, NULL);
     p->workers = calloc((size_t)p->threads, sizeof *p->workers);
-    for (int i = 1; i < p->threads; i++) {
-        worker_arg *wa = malloc(sizeof *wa);
-        wa->pool = p;
-        wa->index = i;
-        if (pthread_create(&p->workers[i], NULL, worker_main, wa) != 0) {
-            free(wa);
+    if (!p->workers) {
+        p->threads = 1;
+        return p;
+    }
+    for (int i = 1; i < p->threads; i++)
+        if (pthread_create(&p->workers[i], NULL, worker_main, p) != 0) {
             p->threads = i; /* run with what we have */
             break;
         }
-    }
     return p;
 }
 
@@ -88,7 +199,7 @@ void dl_pool_destroy(dl_pool *p)
     if (!p)
         return;
     pthread_mutex_lock(&p->lock);
-    p->quit = 1;
+    atomic_store(&p->quit, 1);
     pthread_cond_broadcast(&p->wake);
     pthread_mutex_unlock(&p->lock);
     for (int i = 1; i < p->threads; i++)
@@ -110,22 +221,33 @@ void dl_pool_for(dl_pool *p, size_t n, size_t grain, dl_pool_fn fn, void *arg)
         fn(arg, 0, n);
         return;
     }
-    pthread_mutex_lock(&p->lock);
+    /* a few chunks per thread, so that others can take over from a
+     * descheduled one, but none under the grain */
+    size_t chunks = n / (grain ? grain : 1);
+    if (chunks > (size_t)p->threads * CHUNKS_PER_THREAD)
+        chunks = (size_t)p->threads * CHUNKS_PER_THREAD;
     p->fn = fn;
     p->arg = arg;
     p->n = n;
-    p->pending = p->threads - 1;
-    p->generation++;
-    pthread_cond_broadcast(&p->wake);
-    pthread_mutex_unlock(&p->lock);
+    atomic_store_explicit(&p->chunks, chunks, memory_order_relaxed);
+    atomic_store(&p->finished, 0);
+    long gen = atomic_load(&p->generation) + 1;
+    atomic_store(&p->ticket, (unsigned long long)(gen & 0xffffffffL) << 32);
+    atomic_store(&p->generation, gen);
+    if (atomic_load(&p->sleepers) > 0) {
+        pthread_mutex_lock(&p->lock);
+        pthread_cond_broadcast(&p->wake);
+        pthread_mutex_unlock(&p->lock);
+    }
 
-    size_t b, e;
-    part_range(n, p->threads, 0, &b, &e);
-    if (b < e)
-        fn(arg, b, e);
+    run_chunks(p, gen);
 
-    pthread_mutex_lock(&p->lock);
-    while (p->pending > 0)
-        pthread_cond_wait(&p->done, &p->lock);
-    pthread_mutex_unlock(&p->lock);
+    if (!spin_until_finished(p)) {
+        pthread_mutex_lock(&p->lock);
+        atomic_store(&p->waiting, 1);
+        while (atomic_load(&p->finished) < chunks)
+            pthread_cond_wait(&p->done, &p->lock);
+        atomic_store(&p->waiting, 0);
+        pthread_mutex_unlock(&p->lock);
+    }
 }
