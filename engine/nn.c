@@ -150,6 +150,7 @@ static int add_child(dl_layer *l, dl_layer *c)
 typedef struct {
     dl_layer base;
     size_t *y_off, *dy_off; /* outputs of children 0..n-2 */
+    char *params_before;    /* child i has a parameter somewhere before it */
 } sequential;
 
 static int seq_setup(dl_layer *l, dl_model *m, const dl_shape *in, dl_shape *out)
@@ -158,10 +159,13 @@ static int seq_setup(dl_layer *l, dl_model *m, const dl_shape *in, dl_shape *out
     dl_shape cur = *in;
     s->y_off = calloc((size_t)l->nchild + 1, sizeof *s->y_off);
     s->dy_off = calloc((size_t)l->nchild + 1, sizeof *s->dy_off);
-    if (!s->y_off || !s->dy_off)
+    s->params_before = calloc((size_t)l->nchild + 1, 1);
+    if (!s->y_off || !s->dy_off || !s->params_before)
         return dl_error(DL_ENOMEM, "out of memory");
+    int params_at_start = dl_model_num_params(m);
     for (int i = 0; i < l->nchild; i++) {
         dl_layer *c = l->child[i];
+        s->params_before[i] = dl_model_num_params(m) > params_at_start;
         dl_shape next = {0};
         int rc = c->vt->setup(c, m, &cur, &next);
         if (rc < 0) {
@@ -226,7 +230,11 @@ static int seq_backward(dl_layer *l, dl_pass *p, const float *x, const float *y,
         const float *in = i == 0 ? x : (const float *)(p->act + s->y_off[i - 1]);
         const float *out = i == l->nchild - 1 ? y : (const float *)(p->act + s->y_off[i]);
         const float *dout = i == l->nchild - 1 ? dy : (const float *)(p->act_grad + s->dy_off[i]);
-        float *din = i == 0 ? dx : (float *)(p->act_grad + s->dy_off[i - 1]);
+        /* an input gradient nobody reads is not computed: in Flatten ->
+         * Linear, the Linear skips its dx product entirely */
+        float *din = i == 0                              ? dx
+                     : dx || s->params_before[i] ? (float *)(p->act_grad + s->dy_off[i - 1])
+                                                 : NULL;
         DL_TRY(child_backward(l->child[i], p, in, out, dout, din));
     }
     return DL_OK;
@@ -237,6 +245,7 @@ static void seq_destroy(dl_layer *l)
     sequential *s = (sequential *)l;
     free(s->y_off);
     free(s->dy_off);
+    free(s->params_before);
 }
 
 static void seq_describe(const dl_layer *l, char *buf, size_t size)
