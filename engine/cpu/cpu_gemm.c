@@ -106,8 +106,9 @@ static int gemm_widened(dl_backend *be, int trans_a, int trans_b, int m, int n, 
  */
 
 /* Products below this many FLOPs run whole on the calling thread: a job on
- * the pool costs a few microseconds, a 2-MFLOP product about twenty. */
-#define SPLIT_MIN_FLOPS 2e6
+ * the pool costs a few microseconds, and a split of a product under ~8
+ * MFLOP (the tiny MLP's) measured slower than running it whole. */
+#define SPLIT_MIN_FLOPS 8e6
 
 typedef struct sgemm_job {
     int trans_a, trans_b, m, n, k, lda, ldb, ldc, split_n, parts, step;
