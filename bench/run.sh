@@ -10,7 +10,8 @@
 # (skipped with BENCH_QUICK=1), the data-pipeline benchmarks when present,
 # and the summary. Raw result lines are kept in $BUILD/bench/results.txt.
 #
-# Environment: BUILD (build), BENCH_QUICK=1 (no accuracy run),
+# Environment: BUILD (build), BENCH_QUICK=1 (no accuracy run), BENCH_WB=0 (no
+# workbench overhead), BENCH_TUNE=0 (no tuner comparison),
 # BENCH_MODELS ("mlp-sgd mlp-adam tiny-mlp cnn mlp-bf16"), BENCH_THREADS ("1 2"),
 # BENCH_REPS (3 timed windows per measurement; the best counts).
 set -u
@@ -119,6 +120,22 @@ if [ "${BENCH_WB:-1}" != 0 ] && [ -x "$BUILD/dlbench" ]; then
     DLBENCH="$BUILD/dlbench" BENCH_REPS="$REPS" bench/wb_overhead.sh | tee -a "$results" |
         grep -v '^workbench overhead' || true
     grep '^workbench overhead' "$results" | tail -1 | sed 's/^/  /'
+fi
+
+# the profiler's cost (on against off, same process)
+if [ -x "$BUILD/bench/bench_profiler" ]; then
+    echo "== profiler overhead (bench_profiler)"
+    "$BUILD/bench/bench_profiler" | tee -a "$results" || echo "  (bench_profiler exited with status $?)"
+fi
+# data-parallel scaling over MPI (skips itself without mpirun)
+if [ -f bench/bench_mpi.sh ]; then
+    echo "== data parallel, 2 ranks against 1 (bench/bench_mpi.sh)"
+    BUILD=$BUILD bash bench/bench_mpi.sh || echo "  (bench_mpi.sh exited with status $?)"
+fi
+# the tuner against Optuna (BENCH_TUNE=0 skips; ~1 minute)
+if [ "${BENCH_TUNE:-1}" != 0 ] && [ -x "$BUILD/bench/bench_tune" ]; then
+    echo "== tuner (bench_tune against Optuna)"
+    "$BUILD/bench/bench_tune" | tee -a "$results" | grep -v '^tune' || echo "  (bench_tune exited with status $?)"
 fi
 
 echo "== summary ($(($(date +%s) - t_start)) s; raw lines in $results)"
