@@ -278,10 +278,24 @@ static void round_via(float *v, size_t n, dl_dtype t)
  * bf16/f16 compute the reference uses the operands rounded the same way
  * (x, w forward; dy, w for dx; dy, x for dw); tolerance 1e-5 of the sum of
  * |terms| plus 1e-5. */
+static void conv_case_dy(const dl_conv_desc *d, dl_dtype compute, int with_bias,
+                         double keep);
+
 static void conv_case(const dl_conv_desc *d, dl_dtype compute, int with_bias)
+{
+    conv_case_dy(d, compute, with_bias, 1.0);
+}
+
+/* conv_case with dy zero except a fraction `keep` of its values (chosen
+ * at random): under 0.3 the backward ops take their sparse path. */
+static void conv_case_dy(const dl_conv_desc *d, dl_dtype compute, int with_bias, double keep)
 {
     size_t nx = xsize(d), ny = ysize(d), nw = wsize(d);
     float *x = frandv(nx), *w = frandv(nw), *b = frandv((size_t)d->k), *dy = frandv(ny);
+    if (keep < 1.0)
+        for (size_t i = 0; i < ny; i++)
+            if (0.5 * (frand() + 1.0) >= keep)
+                dy[i] = 0.0f;
     float *y = frandv(ny), *dx = frandv(nx), *dw = frandv(nw), *db = frandv((size_t)d->k);
     float *dx0 = fcopy(dx, nx), *dw0 = fcopy(dw, nw), *db0 = fcopy(db, (size_t)d->k);
     size_t wsb = dl_cpu_conv_workspace(cpu(), d, compute);
@@ -340,6 +354,30 @@ static void test_conv_reference(void)
     /* a batch larger than one workspace chunk (several GEMM passes) */
     d = conv_desc(40, 16, 24, 24, 8, 3, 3, 1, 1);
     conv_case(&d, DL_F32, 1);
+}
+
+/* The sparse-dy backward (f32, channels a multiple of 16) against the
+ * same double reference: the CNN's second convolution, stride and
+ * padding, 1x1 and 5x5 kernels, kernel rows done one at a time (48
+ * channels), an all-zero dy, and a density just under the threshold. */
+static void test_conv_sparse_dy(void)
+{
+    static const int cases[][9] = {
+        /* n, c, h, w, k, r, s, stride, pad */
+        {3, 32, 13, 13, 64, 3, 3, 1, 0}, {2, 16, 9, 8, 8, 3, 3, 2, 1},
+        {2, 16, 6, 7, 5, 1, 1, 1, 0},    {2, 32, 9, 9, 4, 5, 5, 1, 2},
+        {2, 48, 7, 7, 3, 3, 3, 1, 1},    {5, 64, 4, 4, 20, 1, 1, 1, 0},
+    };
+    static const double keep[] = {0.2, 0.05, 0.0, 0.28};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const int *c = cases[i];
+        dl_conv_desc d = conv_desc(c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7], c[8]);
+        for (size_t j = 0; j < sizeof keep / sizeof keep[0]; j++)
+            conv_case_dy(&d, DL_F32, (int)((i + j) & 1), keep[j]);
+    }
+    /* sparse dy in bf16 compute goes through the dense path */
+    dl_conv_desc d = conv_desc(3, 32, 13, 13, 64, 3, 3, 1, 0);
+    conv_case_dy(&d, DL_BF16, 1, 0.2);
 }
 
 /* Loss L = sum_i g_i y_i(x, w) computed with the kernel's own forward, in
@@ -798,6 +836,7 @@ int main(void)
     RUN(test_gemm_widened);
     RUN(test_gemm_edges);
     RUN(test_conv_reference);
+    RUN(test_conv_sparse_dy);
     RUN(test_conv_fd);
     RUN(test_conv_errors);
     RUN(test_pool_reference);

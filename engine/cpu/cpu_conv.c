@@ -21,6 +21,10 @@
  * compute, col, t(dy) and w are written in that dtype (the direct kernels
  * round their operands the same way) and products accumulate in f32.
  *
+ * Backward with a mostly-zero dy (behind ReLU and max pooling), f32 and
+ * channels a multiple of 16: a sparse path that visits only dy's nonzeros
+ * (see "sparse dy backward" below), chosen per call by measured density.
+ *
  * Workspace (dl_cpu_conv_workspace): col [crs, chunk*pq] and t [k, chunk*pq]
  * at 4 bytes an element, plus a low-precision copy of w [k*crs].
  */
@@ -65,6 +69,9 @@ static int check_desc(const dl_conv_desc *d, dl_dtype compute, const char *op)
     return DL_OK;
 }
 
+static int sparse_fits(const dl_conv_desc *d, dl_dtype compute);
+static size_t sparse_workspace(const dl_conv_desc *d);
+
 /* Bytes of workspace the three conv ops need for d: see the file comment. */
 size_t dl_cpu_conv_workspace(dl_backend *be, const dl_conv_desc *d, dl_dtype compute)
 {
@@ -75,6 +82,8 @@ size_t dl_cpu_conv_workspace(dl_backend *be, const dl_conv_desc *d, dl_dtype com
     size_t bytes = rows * crs * 4 + rows * (size_t)d->k * 4 + 128;
     if (compute != DL_F32)
         bytes += (size_t)d->k * crs * 2 + 64;
+    if (sparse_fits(d, compute) && sparse_workspace(d) > bytes)
+        bytes = sparse_workspace(d);
     return bytes;
 }
 
@@ -464,6 +473,276 @@ static int direct_forward(dl_backend *be, const dl_conv_desc *d, float *y, const
 }
 
 /* ---------------------------------------------------------------------- */
+/* sparse dy backward (f32, AVX-512)                                       */
+/*
+ * Behind ReLU and a 2x2 max pool at most a quarter of a convolution's dy
+ * is nonzero. When the measured density of dy is under SPARSE_DENSITY,
+ * both backward ops visit only the nonzeros, in a channels-last layout in
+ * which the r*s*c inputs under one output pixel are r runs of s*c
+ * contiguous floats:
+ *   xh [n, hp, wp, c]   zero-padded x, channels last (workspace)
+ *   wt [k, r, s, c]     w with channels last (workspace)
+ *   filter  per output channel kk: acc [r, s, c] += g * (runs of xh under
+ *           the pixel of g) for each nonzero g of the channel, then dw[kk]
+ *           += acc permuted back to [c, r, s]; tasks split the channels;
+ *   data    per image and output pixel: acc [r, s, c] += g_k * wt[k] for
+ *           each nonzero g_k of the pixel (dy transposed to [pq, k]), added
+ *           into a padded channels-last dx plane that is then added into
+ *           dx; tasks split the images.
+ * Kernel rows are done G at a time so that G*s*c/16 accumulators stay in
+ * registers (sp_G_V below, V = s*c/16).
+ */
+#define SPARSE_DENSITY 0.3
+#define SPARSE_PLANE 8192 /* floats per image on a task's stack: hp*wp*c and k*p*q */
+#define SPARSE_K 1024
+#define SPARSE_CRS 2048
+
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+typedef void (*sp_fn)(float *out, size_t ostride, const float *base, size_t bstride,
+                      const int *off, const float *val, int cnt);
+
+/* out[gr*ostride + 16u ...] += sum over e of val[e] * base[off[e] + gr*bstride + 16u ...]
+ * for G rows of V vectors. */
+#define SP_DEF(G, V)                                                                           \
+    DIRECT_TARGET static void sp_##G##_##V(float *out, size_t os, const float *base,          \
+                                           size_t bs, const int *off, const float *val,       \
+                                           int cnt)                                           \
+    {                                                                                          \
+        __m512 acc[(G) * (V)];                                                                 \
+        _Pragma("GCC unroll 32") for (int a = 0; a < (G) * (V); a++) acc[a] =                  \
+            _mm512_loadu_ps(out + (size_t)(a / (V)) * os + 16 * (a % (V)));                    \
+        for (int e = 0; e < cnt; e++) {                                                        \
+            __m512 g = _mm512_set1_ps(val[e]);                                                 \
+            const float *p = base + off[e];                                                    \
+            _Pragma("GCC unroll 32") for (int a = 0; a < (G) * (V); a++) acc[a] =              \
+                _mm512_fmadd_ps(g, _mm512_loadu_ps(p + (size_t)(a / (V)) * bs + 16 * (a % (V))), \
+                                acc[a]);                                                       \
+        }                                                                                      \
+        _Pragma("GCC unroll 32") for (int a = 0; a < (G) * (V); a++)                           \
+            _mm512_storeu_ps(out + (size_t)(a / (V)) * os + 16 * (a % (V)), acc[a]);           \
+    }
+SP_DEF(1, 1) SP_DEF(1, 2) SP_DEF(1, 3) SP_DEF(1, 4) SP_DEF(1, 5) SP_DEF(1, 6)
+SP_DEF(1, 7) SP_DEF(1, 8) SP_DEF(1, 9) SP_DEF(1, 10) SP_DEF(1, 11) SP_DEF(1, 12)
+SP_DEF(3, 1) SP_DEF(3, 2) SP_DEF(3, 3) SP_DEF(3, 4) SP_DEF(3, 5) SP_DEF(3, 6)
+SP_DEF(3, 7) SP_DEF(3, 8)
+#undef SP_DEF
+
+static const sp_fn sp_rows1[13] = {NULL,   sp_1_1, sp_1_2, sp_1_3,  sp_1_4,  sp_1_5, sp_1_6,
+                                   sp_1_7, sp_1_8, sp_1_9, sp_1_10, sp_1_11, sp_1_12};
+static const sp_fn sp_rows3[9] = {NULL, sp_3_1, sp_3_2, sp_3_3, sp_3_4,
+                                  sp_3_5, sp_3_6, sp_3_7, sp_3_8};
+
+/* The kernel for d and the rows it does per call (*g). */
+static sp_fn sp_pick(const dl_conv_desc *d, int *g)
+{
+    int v = d->s * d->c / 16;
+    if (d->r == 3 && v <= 8) {
+        *g = 3;
+        return sp_rows3[v];
+    }
+    *g = 1;
+    return v <= 12 ? sp_rows1[v] : NULL;
+}
+
+typedef struct sparse_task {
+    const dl_conv_desc *d;
+    const float *x, *dy, *w;
+    float *dx, *dw, *db;
+    float *xh, *wt;
+    sp_fn fn;
+    int g;
+} sparse_task;
+
+/* Compresses the nonzeros (NaN included) of v[0..n) into val, with
+ * idx[j] in off; returns their count. val and off have room for n + 16. */
+DIRECT_TARGET static int sp_nonzeros(const float *v, int n, const int *idx, int *off, float *val)
+{
+    int cnt = 0;
+    for (int j = 0; j < n; j += 16) {
+        int left = n - j;
+        __mmask16 m = left >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << left) - 1);
+        __m512 x = _mm512_maskz_loadu_ps(m, v + j);
+        __mmask16 nz = _mm512_mask_cmp_ps_mask(m, x, _mm512_setzero_ps(), _CMP_NEQ_UQ);
+        if (!nz)
+            continue;
+        /* compress in registers, then a full store: a compressing store
+         * to memory is microcoded (slow) on some CPUs */
+        _mm512_storeu_ps(val + cnt, _mm512_maskz_compress_ps(nz, x));
+        _mm512_storeu_si512(off + cnt,
+                            _mm512_maskz_compress_epi32(nz, _mm512_maskz_loadu_epi32(m, idx + j)));
+        cnt += __builtin_popcount(nz);
+    }
+    return cnt;
+}
+
+/* Offsets in a padded channels-last plane of the first input under each
+ * output pixel. */
+static void sp_pixel_offsets(const dl_conv_desc *d, int *poff)
+{
+    int wp = d->w + 2 * d->pad;
+    for (int oh = 0, j = 0; oh < d->p; oh++)
+        for (int ow = 0; ow < d->q; ow++, j++)
+            poff[j] = ((oh * d->stride) * wp + ow * d->stride) * d->c;
+}
+
+/* xh of images [begin, end). */
+static void sp_xh_task(void *arg, size_t begin, size_t end)
+{
+    const sparse_task *t = arg;
+    const dl_conv_desc *d = t->d;
+    int hp = d->h + 2 * d->pad, wp = d->w + 2 * d->pad;
+    size_t plane = (size_t)hp * wp * d->c;
+    for (size_t i = begin; i < end; i++) {
+        float *xh = t->xh + i * plane;
+        const float *xi = t->x + i * (size_t)d->c * d->h * d->w;
+        if (d->pad)
+            memset(xh, 0, plane * sizeof(float));
+        for (int ih = 0; ih < d->h; ih++)
+            for (int iw = 0; iw < d->w; iw++) {
+                float *dst = xh + ((size_t)(ih + d->pad) * wp + iw + d->pad) * d->c;
+                const float *src = xi + (size_t)ih * d->w + iw;
+                for (int ch = 0; ch < d->c; ch++)
+                    dst[ch] = src[(size_t)ch * d->h * d->w];
+            }
+    }
+}
+
+/* dw, db of output channels [begin, end). */
+static void sp_filter_task(void *arg, size_t begin, size_t end)
+{
+    const sparse_task *t = arg;
+    const dl_conv_desc *d = t->d;
+    int hp = d->h + 2 * d->pad, wp = d->w + 2 * d->pad, pq = d->p * d->q;
+    int sc = d->s * d->c, crs = d->r * sc;
+    size_t plane = (size_t)hp * wp * d->c;
+    int poff[SPARSE_PLANE], off[SPARSE_PLANE + 16];
+    float val[SPARSE_PLANE + 16], acc[SPARSE_CRS];
+    sp_pixel_offsets(d, poff);
+    for (size_t kk = begin; kk < end; kk++) {
+        memset(acc, 0, (size_t)crs * sizeof(float));
+        double sb = 0.0;
+        for (int i = 0; i < d->n; i++) {
+            const float *g = t->dy + ((size_t)i * d->k + kk) * pq;
+            int cnt = sp_nonzeros(g, pq, poff, off, val);
+            if (!cnt)
+                continue;
+            sb += (double)plane_sum(val, cnt);
+            const float *xh = t->xh + (size_t)i * plane;
+            for (int kr = 0; kr < d->r; kr += t->g)
+                t->fn(acc + (size_t)kr * sc, (size_t)sc, xh + (size_t)kr * wp * d->c,
+                      (size_t)wp * d->c, off, val, cnt);
+        }
+        /* acc [r, s, c] -> dw [c, r, s] */
+        float *dwk = t->dw + kk * (size_t)crs;
+        for (int ch = 0; ch < d->c; ch++)
+            for (int kr = 0; kr < d->r; kr++)
+                for (int ks = 0; ks < d->s; ks++)
+                    dwk[(ch * d->r + kr) * d->s + ks] += acc[kr * sc + ks * d->c + ch];
+        if (t->db)
+            t->db[kk] += (float)sb;
+    }
+}
+
+/* dx of images [begin, end). */
+static void sp_data_task(void *arg, size_t begin, size_t end)
+{
+    const sparse_task *t = arg;
+    const dl_conv_desc *d = t->d;
+    int hp = d->h + 2 * d->pad, wp = d->w + 2 * d->pad, pq = d->p * d->q;
+    int sc = d->s * d->c, crs = d->r * sc;
+    size_t plane = (size_t)hp * wp * d->c;
+    int poff[SPARSE_PLANE], koff[SPARSE_K], off[SPARSE_K + 16];
+    float dyt[SPARSE_PLANE], dxh[SPARSE_PLANE], val[SPARSE_K + 16];
+    sp_pixel_offsets(d, poff);
+    for (int kk = 0; kk < d->k; kk++)
+        koff[kk] = kk * crs;
+    for (size_t i = begin; i < end; i++) {
+        /* dy [k, pq] -> dyt [pq, k] */
+        const float *g = t->dy + i * (size_t)d->k * pq;
+        for (int kk = 0; kk < d->k; kk++)
+            for (int j = 0; j < pq; j++)
+                dyt[(size_t)j * d->k + kk] = g[(size_t)kk * pq + j];
+        memset(dxh, 0, plane * sizeof(float));
+        for (int j = 0; j < pq; j++) {
+            int cnt = sp_nonzeros(dyt + (size_t)j * d->k, d->k, koff, off, val);
+            if (!cnt)
+                continue;
+            for (int kr = 0; kr < d->r; kr += t->g)
+                t->fn(dxh + poff[j] + (size_t)kr * wp * d->c, (size_t)wp * d->c,
+                      t->wt + (size_t)kr * sc, (size_t)sc, off, val, cnt);
+        }
+        float *dxi = t->dx + i * (size_t)d->c * d->h * d->w;
+        for (int ch = 0; ch < d->c; ch++)
+            for (int ih = 0; ih < d->h; ih++) {
+                float *dst = dxi + ((size_t)ch * d->h + ih) * d->w;
+                const float *src = dxh + ((size_t)(ih + d->pad) * wp + d->pad) * d->c + ch;
+                for (int iw = 0; iw < d->w; iw++)
+                    dst[iw] += src[(size_t)iw * d->c];
+            }
+    }
+}
+
+/* Fraction of nonzero (or NaN) values in v[0..n). */
+DIRECT_TARGET static double density(const float *v, size_t n)
+{
+    size_t nz = 0;
+    for (size_t i = 0; i < n; i += 16) {
+        size_t left = n - i;
+        __mmask16 m = left >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << left) - 1);
+        __m512 x = _mm512_maskz_loadu_ps(m, v + i);
+        nz += (size_t)__builtin_popcount(
+            _mm512_mask_cmp_ps_mask(m, x, _mm512_setzero_ps(), _CMP_NEQ_UQ));
+    }
+    return n ? (double)nz / (double)n : 0.0;
+}
+#endif
+
+/* Whether the sparse backward applies to d at all (density aside). */
+static int sparse_fits(const dl_conv_desc *d, dl_dtype compute)
+{
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+    int g;
+    if (compute != DL_F32 || d->c % 16 || d->k > SPARSE_K ||
+        (size_t)d->c * d->r * d->s > SPARSE_CRS ||
+        (size_t)(d->h + 2 * d->pad) * (d->w + 2 * d->pad) * d->c > SPARSE_PLANE ||
+        (size_t)d->k * d->p * d->q > SPARSE_PLANE || !sp_pick(d, &g))
+        return 0;
+    return have_avx512();
+#else
+    (void)d;
+    (void)compute;
+    return 0;
+#endif
+}
+
+/* Workspace bytes of the sparse path: xh then wt. */
+static size_t sparse_workspace(const dl_conv_desc *d)
+{
+    size_t plane = (size_t)(d->h + 2 * d->pad) * (d->w + 2 * d->pad) * d->c;
+    return ((size_t)d->n * plane + (size_t)d->k * d->c * d->r * d->s) * sizeof(float) + 128;
+}
+
+
+/* The sparse path for this call: it fits and dy is sparse enough. */
+static int use_sparse(const dl_conv_desc *d, dl_dtype compute, const float *dy)
+{
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+    return sparse_fits(d, compute) &&
+           density(dy, (size_t)d->n * d->k * d->p * d->q) < SPARSE_DENSITY;
+#else
+    (void)dy;
+    return sparse_fits(d, compute);
+#endif
+}
+
+static void sparse_carve(sparse_task *t, const dl_conv_desc *d, void *ws)
+{
+    size_t plane = (size_t)(d->h + 2 * d->pad) * (d->w + 2 * d->pad) * d->c;
+    t->xh = (float *)(((uintptr_t)ws + 63) & ~(uintptr_t)63);
+    t->wt = t->xh + (((size_t)d->n * plane + 15) & ~(size_t)15);
+}
+
+/* ---------------------------------------------------------------------- */
 /* entry points                                                            */
 
 /* y [n, k, p, q] = conv(x [n, c, h, w], w [k, c, r, s]) + b [k] (b may be
@@ -500,6 +779,23 @@ int dl_cpu_conv_backward_data(dl_backend *be, const dl_conv_desc *d, float *dx,
                               const float *dy, const float *w, void *ws, dl_dtype compute)
 {
     DL_TRY(check_desc(d, compute, "conv_backward_data"));
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+    if (use_sparse(d, compute, dy)) {
+        sparse_task t = {d, NULL, dy, w, dx, NULL, NULL, NULL, NULL, NULL, 0};
+        sparse_carve(&t, d, ws);
+        t.fn = sp_pick(d, &t.g);
+        /* wt [k, r, s, c] */
+        int crs = d->c * d->r * d->s;
+        for (int kk = 0; kk < d->k; kk++)
+            for (int ch = 0; ch < d->c; ch++)
+                for (int kr = 0; kr < d->r; kr++)
+                    for (int ks = 0; ks < d->s; ks++)
+                        t.wt[(size_t)kk * crs + (kr * d->s + ks) * d->c + ch] =
+                            w[(size_t)kk * crs + (ch * d->r + kr) * d->s + ks];
+        run(be, (size_t)d->n, sp_data_task, &t);
+        return DL_OK;
+    }
+#endif
     conv_work cw;
     carve(&cw, d, ws, compute);
     int pq = d->p * d->q, crs = d->c * d->r * d->s;
@@ -550,6 +846,14 @@ int dl_cpu_conv_backward_filter(dl_backend *be, const dl_conv_desc *d, float *dw
     if (use_direct(d)) {
         direct_task t = {d, compute, x, dy, NULL, NULL, NULL, dw, db};
         run(be, (size_t)d->k, direct_bwd_filter_task, &t);
+        return DL_OK;
+    }
+    if (use_sparse(d, compute, dy)) {
+        sparse_task t = {d, x, dy, NULL, NULL, dw, db, NULL, NULL, NULL, 0};
+        sparse_carve(&t, d, ws);
+        t.fn = sp_pick(d, &t.g);
+        run(be, (size_t)d->n, sp_xh_task, &t);
+        run(be, (size_t)d->k, sp_filter_task, &t);
         return DL_OK;
     }
 #endif
