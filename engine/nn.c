@@ -640,6 +640,39 @@ const dl_shape *dl_model_input_shape(const dl_model *m) { return &m->input; }
 dl_layer *dl_model_root(const dl_model *m) { return m->root; }
 double dl_model_flops(const dl_model *m) { return m->root->flops; }
 
+static int owns_params(const dl_model *m, const dl_layer *l)
+{
+    for (int k = 0; k < m->nparams; k++)
+        if (m->params[k]->layer == l)
+            return 1;
+    return 0;
+}
+
+/* The first parameter layer of the model when only parameter-free leaves
+ * and nested Sequentials come before it: its input gradient is never
+ * computed. NULL when another container comes first. */
+static const dl_layer *leading_param_leaf(const dl_model *m, const dl_layer *l)
+{
+    if (l->vt != &sequential_vt)
+        return l->nchild == 0 && owns_params(m, l) ? l : NULL;
+    for (int i = 0; i < l->nchild; i++) {
+        const dl_layer *c = l->child[i];
+        if (c->vt == &sequential_vt)
+            return leading_param_leaf(m, c);
+        if (c->nchild > 0)
+            return NULL;
+        if (owns_params(m, c))
+            return c;
+    }
+    return NULL;
+}
+
+double dl_model_train_flops(const dl_model *m)
+{
+    const dl_layer *lead = leading_param_leaf(m, m->root);
+    return 3.0 * m->root->flops - (lead ? lead->flops : 0.0);
+}
+
 static void each(dl_layer *l, int depth, void (*fn)(dl_layer *, int, void *), void *arg)
 {
     fn(l, depth, arg);

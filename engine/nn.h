@@ -192,6 +192,10 @@ dl_layer *dl_model_root(const dl_model *m);
 void dl_model_each_layer(dl_model *m, void (*fn)(dl_layer *l, int depth, void *arg), void *arg);
 /* Forward FLOPs per sample. */
 double dl_model_flops(const dl_model *m);
+/* FLOPs per sample of one training step: forward, then backward at twice
+ * the forward (weight and input gradients) except the input gradient of a
+ * leading parameter layer, which nothing reads (see Sequential). */
+double dl_model_train_flops(const dl_model *m);
 
 /* Raw state for optimizers and checkpoints: device pointers. */
 typedef struct dl_model_state {

@@ -298,10 +298,10 @@ void dl_telemetry_set_cost(dl_telemetry *t, double price_per_hour, double peak_f
     pthread_mutex_unlock(&t->lock);
 }
 
-void dl_telemetry_set_model_flops(dl_telemetry *t, double forward_flops_per_sample)
+void dl_telemetry_set_model_flops(dl_telemetry *t, double train_flops_per_sample)
 {
     pthread_mutex_lock(&t->lock);
-    t->flops_per_sample = 3 * forward_flops_per_sample;
+    t->flops_per_sample = train_flops_per_sample;
     t->st.seq++;
     pthread_mutex_unlock(&t->lock);
 }
@@ -742,7 +742,8 @@ int dl_telemetry_follow(dl_telemetry *t, dl_tele_follow *f)
             r->total_steps = (long)num(c, "max_steps", 0);
         const cJSON *data = cJSON_GetObjectItemCaseSensitive(c, "data");
         r->workers = (int)num(data, "workers", -1);
-        t->flops_per_sample = 3 * num(c, "flops_per_sample", 0);
+        /* runs written before train_flops_per_sample: 3 x forward */
+        t->flops_per_sample = num(c, "train_flops_per_sample", 3 * num(c, "flops_per_sample", 0));
         snprintf(r->run_dir, sizeof r->run_dir, "%s", f->dir);
         if (r->state == DL_TELE_IDLE)
             r->state = DL_TELE_RUNNING;

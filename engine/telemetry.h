@@ -160,7 +160,7 @@ void dl_telemetry_set_cost(dl_telemetry *t, double price_per_hour, double peak_f
                            const char *peak_source);
 /* The model's forward FLOPs per sample (dl_model_flops): with no profiler
  * the cost's achieved FLOP/s are 3x this (forward + backward) per sample. */
-void dl_telemetry_set_model_flops(dl_telemetry *t, double forward_flops_per_sample);
+void dl_telemetry_set_model_flops(dl_telemetry *t, double train_flops_per_sample);
 /* Forgets the run (description, progress, series, profile, loader, events,
  * flags) for a new one in the same store; keeps the system samples, the
  * GPU status and the cost inputs. */

@@ -289,6 +289,7 @@ static int build_config(dl_session *s)
     cJSON_AddStringToObject(c, "backend", s->be->description);
     cJSON_AddNumberToObject(c, "parameters", (double)dl_model_param_count(s->model));
     cJSON_AddNumberToObject(c, "flops_per_sample", dl_model_flops(s->model));
+    cJSON_AddNumberToObject(c, "train_flops_per_sample", dl_model_train_flops(s->model));
     cJSON_AddNumberToObject(c, "log_every", s->exp->cfg.log_every);
     if (s->opt.ranks > 1) /* data parallel: not hashed, the result is the same */
         cJSON_AddNumberToObject(c, "ranks", s->opt.ranks);
@@ -912,7 +913,7 @@ int dl_session_prepare(dl_session **out, const dl_session_options *opt)
         dl_trainer_set_callbacks(s->trainer, &cb);
         if (s->opt.telemetry) {
             publish_run(s, DL_TELE_PREPARING);
-            dl_telemetry_set_model_flops(s->opt.telemetry, dl_model_flops(s->model));
+            dl_telemetry_set_model_flops(s->opt.telemetry, dl_model_train_flops(s->model));
             publish_peak(s, s->be);
         }
     }

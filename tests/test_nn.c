@@ -244,6 +244,28 @@ static void test_sequential_grad(void)
     gradcheck(seq, (dl_shape){3, {1, 4, 4}}, 2, 1);
 }
 
+static void test_train_flops(void)
+{
+    /* Flatten -> Linear(784, 512) -> ReLU -> Linear(512, 10): backward is
+     * twice the forward except the first Linear's input gradient */
+    dl_layer *s = dl_nn_sequential();
+    dl_nn_sequential_add(s, dl_nn_flatten());
+    dl_nn_sequential_add(s, dl_nn_linear(784, 512, 1));
+    dl_nn_sequential_add(s, dl_nn_activation(DL_ACT_RELU));
+    dl_nn_sequential_add(s, dl_nn_linear(512, 10, 1));
+    dl_model *m;
+    CHECK_OK(dl_model_create(&m, s, &(dl_shape){3, {1, 28, 28}}));
+    double fwd = 2.0 * 784 * 512 + 512 + 2.0 * 512 * 10;
+    CHECK_NEAR(dl_model_flops(m), fwd, 0);
+    CHECK_NEAR(dl_model_train_flops(m), 3 * fwd - 2.0 * 784 * 512, 0);
+    dl_model_destroy(m);
+    /* a Residual first: every input gradient is computed */
+    dl_layer *r = dl_nn_residual(dl_nn_linear(4, 4, 0));
+    CHECK_OK(dl_model_create(&m, r, &(dl_shape){1, {4}}));
+    CHECK_NEAR(dl_model_train_flops(m), 3 * dl_model_flops(m), 0);
+    dl_model_destroy(m);
+}
+
 static void test_batchnorm_eval(void)
 {
     /* eval mode normalises with the running statistics */
@@ -608,6 +630,7 @@ int main(void)
     RUN(test_embedding_grad);
     RUN(test_residual_grad);
     RUN(test_sequential_grad);
+    RUN(test_train_flops);
     RUN(test_batchnorm_eval);
     RUN(test_shape_errors);
     RUN(test_xent);

@@ -275,6 +275,15 @@ static double last_y(const dl_telemetry_snapshot *t, const char *name)
     return s && s->n ? s->y[s->n - 1] : NAN;
 }
 
+/* A legend value, or "-" before the series has a point. */
+static void value_text(char *buf, size_t size, const char *fmt, double v)
+{
+    if (isnan(v))
+        snprintf(buf, size, "-");
+    else
+        snprintf(buf, size, fmt, v);
+}
+
 void dl_view_chart(WINDOW *w, const dl_screen *scr, const dl_view_state *v)
 {
     const dl_telemetry_snapshot *t = scr->tele;
@@ -292,16 +301,21 @@ void dl_view_chart(WINDOW *w, const dl_screen *scr, const dl_view_state *v)
     int x = 2;
     const char *dash = dl_glyphs_unicode() ? "\u2501" : "-";
     char buf[64];
-    snprintf(buf, sizeof buf, "%s loss %.4g ", dash, last_y(t, "loss"));
+    char v1[16], v2[16], v3[16], v4[16];
+    value_text(v1, sizeof v1, "%.4g", last_y(t, "loss"));
+    value_text(v2, sizeof v2, "%.4g", last_y(t, "val_loss"));
+    value_text(v3, sizeof v3, "%.3f", last_y(t, "acc"));
+    value_text(v4, sizeof v4, "%.3f", last_y(t, "val_acc"));
+    snprintf(buf, sizeof buf, "%s loss %s ", dash, v1);
     dl_draw_text(w, 1, x, dl_color(DL_COLOR_LOSS), "%s", buf);
     x += (int)strlen(buf) - (dl_glyphs_unicode() ? 2 : 0);
-    snprintf(buf, sizeof buf, "o val_loss %.4g ", last_y(t, "val_loss"));
+    snprintf(buf, sizeof buf, "o val_loss %s ", v2);
     dl_draw_text(w, 1, x, dl_color(DL_COLOR_VAL_LOSS), "%s", buf);
     x += (int)strlen(buf);
-    snprintf(buf, sizeof buf, "%s acc %.3f ", dash, last_y(t, "acc"));
+    snprintf(buf, sizeof buf, "%s acc %s ", dash, v3);
     dl_draw_text(w, 1, x, dl_color(DL_COLOR_ACC), "%s", buf);
     x += (int)strlen(buf) - (dl_glyphs_unicode() ? 2 : 0);
-    snprintf(buf, sizeof buf, "o val_acc %.3f", last_y(t, "val_acc"));
+    snprintf(buf, sizeof buf, "o val_acc %s", v4);
     dl_draw_text(w, 1, x, dl_color(DL_COLOR_VAL_ACC), "%s", buf);
     long ostep;
     int oep = overfit_epoch(t, &ostep);
