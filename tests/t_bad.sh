@@ -11,9 +11,7 @@ BAD=$PWD/tests/bad
 W=$(mktemp -d)
 trap 'rm -rf "$W"' EXIT
 
-pass() { echo "PASS $1"; }
-fail() { echo "FAIL $1: $2"; }
-skip() { echo "SKIP $1: $2"; }
+. "$(dirname "$0")/lib.sh"
 
 if ! "$DLBENCH" run --help >/dev/null 2>&1; then
     skip t_bad "$DLBENCH cannot run the 'run' subcommand"

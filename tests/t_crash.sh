@@ -20,18 +20,13 @@ cleanup() {
 }
 trap cleanup EXIT
 
-pass() { echo "PASS $1"; }
-fail() { echo "FAIL $1: $2"; }
-skip() { echo "SKIP $1: $2"; }
+. "$(dirname "$0")/lib.sh"
 
 if ! "$DLBENCH" run --help >/dev/null 2>&1; then
     skip t_crash "$DLBENCH cannot run the 'run' subcommand"
     exit 0
 fi
 
-json_field() { # file key -> value of the first "key": value
-    sed -n "s/^[[:space:]]*\"$2\":[[:space:]]*\"\{0,1\}\([^\",]*\)\"\{0,1\},\{0,1\}$/\1/p" "$1" | head -1
-}
 # the (step, loss) sequence of a run's metrics: what an uninterrupted run logs
 step_losses() { sed -n 's/^{"kind":"step","step":\([0-9]*\),.*"loss":\([^,]*\),.*/\1 \2/p' "$1/metrics.jsonl"; }
 only_dir() { find "$1" -mindepth 1 -maxdepth 1 -type d 2>/dev/null | head -1; }

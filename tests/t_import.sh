@@ -8,9 +8,7 @@ tmp=$(mktemp -d /tmp/dl-t-import-XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
 fails=0
 
-pass() { echo "PASS $1"; }
-fail() { echo "FAIL $1: $2"; fails=$((fails + 1)); }
-skip() { echo "SKIP $1: $2"; }
+. "$(dirname "$0")/lib.sh"
 
 if [ ! -x "$DLBENCH" ]; then
     skip import "no binary at $DLBENCH"; exit 0

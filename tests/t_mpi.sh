@@ -15,9 +15,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-pass() { echo "PASS $1"; }
-fail() { echo "FAIL $1: $2"; }
-skip() { echo "SKIP $1: $2"; }
+. "$(dirname "$0")/lib.sh"
 
 TOL=1e-5 # max |difference| of any parameter after 48 steps (values ~0.1)
 SCRIPT=tests/mpi/dp.lua

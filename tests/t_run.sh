@@ -8,18 +8,13 @@ DLBENCH=${DLBENCH:-build/dlbench}
 OUT=$(mktemp -d)
 trap 'rm -rf "$OUT"' EXIT
 
-pass() { echo "PASS $1"; }
-fail() { echo "FAIL $1: $2"; }
-skip() { echo "SKIP $1: $2"; }
+. "$(dirname "$0")/lib.sh"
 
 if ! "$DLBENCH" run --help >/dev/null 2>&1; then
     skip t_run "$DLBENCH cannot run the 'run' subcommand (not built or not dispatched)"
     exit 0
 fi
 
-json_field() { # file key -> value of the first "key": value
-    sed -n "s/^[[:space:]]*\"$2\":[[:space:]]*\"\{0,1\}\([^\",]*\)\"\{0,1\},\{0,1\}$/\1/p" "$1" | head -1
-}
 
 # run NAME EXPECTED_STATUS args... : runs dlbench, output in $OUT/NAME.log
 run() {

@@ -8,9 +8,7 @@ DLBENCH=${DLBENCH:-build/dlbench}
 OUT=$(mktemp -d)
 trap 'rm -rf "$OUT"' EXIT
 
-pass() { echo "PASS $1"; }
-fail() { echo "FAIL $1: $2"; }
-skip() { echo "SKIP $1: $2"; }
+. "$(dirname "$0")/lib.sh"
 
 if ! "$DLBENCH" run --help >/dev/null 2>&1; then
     skip t_security "$DLBENCH cannot run the 'run' subcommand"

@@ -19,9 +19,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-pass() { echo "PASS $1"; }
-fail() { echo "FAIL $1: $2"; }
-skip() { echo "SKIP $1: $2"; }
+. "$(dirname "$0")/lib.sh"
 
 if ! command -v tmux >/dev/null 2>&1; then
     skip t_tui "tmux is not installed"
