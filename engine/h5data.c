@@ -15,6 +15,29 @@
 
 /* --- the HDF5 lock and error text ------------------------------------------- */
 
+/* Reads rows [0, count) of a [rows, ...] dataset into buf (the caller
+ * holds the HDF5 lock). Returns DL_EIO when HDF5 fails. */
+static int read_first_rows(hid_t set, hid_t memtype, size_t count, void *buf)
+{
+    int rc = DL_EIO;
+    hid_t fspace = H5Dget_space(set), mspace = H5I_INVALID_HID;
+    if (fspace < 0)
+        return DL_EIO;
+    int rank = H5Sget_simple_extent_ndims(fspace);
+    hsize_t dims[H5S_MAX_RANK], start[H5S_MAX_RANK] = {0};
+    if (rank >= 1 && rank <= H5S_MAX_RANK && H5Sget_simple_extent_dims(fspace, dims, NULL) >= 0) {
+        dims[0] = count;
+        if (H5Sselect_hyperslab(fspace, H5S_SELECT_SET, start, NULL, dims, NULL) >= 0 &&
+            (mspace = H5Screate_simple(rank, dims, NULL)) >= 0 &&
+            H5Dread(set, memtype, mspace, fspace, H5P_DEFAULT, buf) >= 0)
+            rc = DL_OK;
+    }
+    if (mspace >= 0)
+        H5Sclose(mspace);
+    H5Sclose(fspace);
+    return rc;
+}
+
 static pthread_mutex_t h5_mutex;
 static pthread_once_t h5_once = PTHREAD_ONCE_INIT;
 
@@ -873,8 +896,8 @@ static int open_split(h5_source *s, const dl_hdf5_options *o)
     info->x_dtype = (dl_dtype)xdt;
     info->y_dtype = yc == H5T_INTEGER ? DL_I32 : DL_F32;
     info->y_width = yrank == 2 ? (int)yd[1] : 1;
-    info->count = xd[0];
-    s->count = xd[0];
+    info->count = o->limit > 0 && o->limit < xd[0] ? o->limit : xd[0];
+    s->count = info->count;
     s->x_elem = dl_dtype_size(info->x_dtype);
     s->x_rows_elems = (size_t)dl_shape_numel(&info->sample);
     s->x_row = s->x_rows_elems * s->x_elem;
@@ -948,9 +971,13 @@ static int open_split(h5_source *s, const dl_hdf5_options *o)
         rc = dl_error(DL_ENOMEM, "%s:%s: out of memory for %zu labels", path, ypath, s->count);
         goto fail;
     }
-    H5_CHECK(H5Dread(yset, info->y_dtype == DL_I32 ? H5T_NATIVE_INT32 : H5T_NATIVE_FLOAT,
-                     H5S_ALL, H5S_ALL, H5P_DEFAULT, s->y_all),
-             "%s:%s: reading", path, ypath);
+    if (read_first_rows(yset, info->y_dtype == DL_I32 ? H5T_NATIVE_INT32 : H5T_NATIVE_FLOAT,
+                        s->count, s->y_all) < 0) {
+        char e[256];
+        rc = dl_error(DL_EIO, "%s:%s: reading: %s", path, ypath,
+                      dl_hdf5_error_text(e, sizeof e));
+        goto fail;
+    }
     s->st.bytes_read += (double)(s->count * s->y_row);
     if (info->y_dtype == DL_I32) {
         const int32_t *y = s->y_all;
@@ -983,8 +1010,12 @@ static int open_split(h5_source *s, const dl_hdf5_options *o)
                           s->count * s->x_row);
             goto fail;
         }
-        H5_CHECK(H5Dread(s->xset, s->xtype, H5S_ALL, H5S_ALL, H5P_DEFAULT, s->x_all),
-                 "%s:%s: reading", path, s->xpath);
+        if (read_first_rows(s->xset, s->xtype, s->count, s->x_all) < 0) {
+            char e[256];
+            rc = dl_error(DL_EIO, "%s:%s: reading: %s", path, s->xpath,
+                          dl_hdf5_error_text(e, sizeof e));
+            goto fail;
+        }
         s->st.bytes_read += (double)(s->count * s->x_row);
     }
 fail:
@@ -1076,6 +1107,7 @@ static int plan_memory(h5_source *s)
     w->perm = s->perm;
     return DL_OK;
 }
+
 
 int dl_source_hdf5(dl_source **out, const dl_hdf5_options *o)
 {

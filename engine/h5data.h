@@ -64,6 +64,7 @@ typedef struct dl_hdf5_options {
      * as many elements, and the same dims when ndim > 1. */
     dl_shape expect_sample;
     int classes;        /* > 0: labels must be below it (the model's outputs) */
+    size_t limit;       /* > 0: use only the first `limit` samples of the file */
     dl_backend *be;     /* batch buffers from be->ops->host_alloc; NULL: malloc */
 } dl_hdf5_options;
 

@@ -73,7 +73,7 @@ static void read_common(dl_lua_opts *o, dl_data_spec *d)
 }
 
 /* dl.data.hdf5 { path, train = "/train", val = "/test", scale, workers,
- * prefetch, shuffle, mean, std } */
+ * prefetch, shuffle, mean, std, limit, val_limit } */
 static int data_hdf5(lua_State *L)
 {
     dl_lua_opts o;
@@ -84,6 +84,8 @@ static int data_hdf5(lua_State *L)
     dl_lua_opt_string(&o, "val", "", d->val, sizeof d->val);
     d->workers = dl_lua_opt_int(&o, "workers", -1, -1);
     d->prefetch = dl_lua_opt_int(&o, "prefetch", 4, 1);
+    d->limit = dl_lua_opt_integer(&o, "limit", 0, 0);
+    d->val_limit = dl_lua_opt_integer(&o, "val_limit", 0, 0);
     read_common(&o, d);
     dl_lua_opt_check(&o);
     if (!d->path[0])

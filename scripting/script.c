@@ -1108,11 +1108,13 @@ int dl_script_open_data(dl_script *s, int batch, uint64_t seed, dl_backend *be,
             memcpy(o.std, d->std, sizeof o.std);
         }
         o.group = d->train;
+        o.limit = d->limit > 0 ? (size_t)d->limit : 0;
         rc = dl_source_hdf5(train, &o);
         if (rc == DL_OK && d->val[0]) {
             o.group = d->val;
             o.shuffle = 0;
             o.drop_last = 0;
+            o.limit = d->val_limit > 0 ? (size_t)d->val_limit : 0;
             rc = dl_source_hdf5(val, &o);
         }
         char hex[65];

@@ -15,7 +15,11 @@ local c = hp.channels
 
 return dl.experiment {
   name = "fmnist-cnn",
-  data = dl.data.fashion_mnist { limit = hp.limit, val_limit = hp.val_limit },
+  data = dl.data.hdf5 {
+    path = "data/fashion-mnist.h5", train = "/train", val = "/test",
+    workers = 2, prefetch = 4, shuffle = true,
+    limit = hp.limit, val_limit = hp.val_limit,
+  },
   model = nn.Sequential {
     nn.Conv2d(1, c, 3, { pad = 1 }), nn.BatchNorm(c), nn.ReLU(),
     nn.MaxPool2d(2),                                   -- 14 x 14

@@ -4,10 +4,9 @@
 -- with dl.hparams (override them: dlbench run scripts/fmnist_mlp.lua lr=0.1),
 -- data, model, loss, optimizer, schedule and callbacks.
 --
--- It reads the IDX files of Debian's dataset-fashion-mnist package directly
--- (limit = 0 keeps all 60000 training images). Once data/fashion-mnist.h5
--- exists (`make run` prepares it) the same data can come from
---   dl.data.hdf5 { path = "data/fashion-mnist.h5", train = "/train", val = "/test" }
+-- It reads data/fashion-mnist.h5, which `make run` prepares from Debian's
+-- dataset-fashion-mnist (or: dlbench import /usr/share/datasets/fashion-mnist
+-- data/fashion-mnist.h5); limit = 0 keeps all 60000 training images.
 local dl = require "dlbench"
 local nn, optim = dl.nn, dl.optim
 
@@ -18,8 +17,10 @@ local hp = dl.hparams {
 
 return dl.experiment {
   name = "fmnist-mlp",
-  data = dl.data.fashion_mnist {
-    limit = hp.limit, val_limit = hp.val_limit, scale = 1/255, shuffle = true,
+  data = dl.data.hdf5 {
+    path = "data/fashion-mnist.h5", train = "/train", val = "/test",
+    workers = 2, prefetch = 4, shuffle = true,
+    limit = hp.limit, val_limit = hp.val_limit,
   },
   model = nn.Sequential {
     nn.Flatten(),

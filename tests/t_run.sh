@@ -60,6 +60,9 @@ if run spirals 0 run scripts/spirals.lua epochs=3 --out "$OUT/runs"; then
 fi
 
 if [ -d /usr/share/datasets/fashion-mnist ] || [ -n "${FMNIST_DIR:-}" ]; then
+    # the examples read data/fashion-mnist.h5: prepared once, as `make run` does
+    DLBENCH="$DLBENCH" bash scripts/prepare-data.sh >"$OUT/prepare.log" 2>&1 ||
+        fail prepare_data "$(tail -n 3 "$OUT/prepare.log")"
     run fmnist_mlp 0 run scripts/fmnist_mlp.lua epochs=1 limit=2000 val_limit=500 hidden=32 \
         --out "$OUT/runs" && pass fmnist_mlp
     run fmnist_cnn 0 run scripts/fmnist_cnn.lua epochs=1 limit=512 val_limit=256 channels=4 \

@@ -210,6 +210,42 @@ static void test_memory_mode_matches_memory_source(void)
     free(d.y);
 }
 
+/* limit: only the first samples of the file, each once per epoch, in
+ * memory and streaming modes. */
+static void test_limit(void)
+{
+    id_data d = make_ids(N, H, W);
+    const char *path = tmp_path("limit.h5");
+    write_ids(path, &d, H, W, 128, 0);
+    static uint32_t ids[N];
+    for (int mode = 0; mode < 2; mode++) {
+        dl_hdf5_options o = opts(path, 64, 1);
+        o.limit = 300;
+        o.shuffle = 1;
+        o.mode = mode ? DL_HDF5_STREAM : DL_HDF5_MEMORY;
+        dl_source *h = NULL;
+        CHECK_OK(dl_source_hdf5(&h, &o));
+        if (!h)
+            break;
+        CHECK(h->info.count == 300);
+        CHECK(h->ops->batches(h) == (300 + 63) / 64);
+        CHECK_OK(h->ops->start_epoch(h, 1, 0));
+        CHECK(drain(h, &d, ids, N, NULL) == 300);
+        static char seen[N];
+        memset(seen, 0, sizeof seen);
+        int dup = 0, beyond = 0;
+        for (int i = 0; i < 300; i++) {
+            beyond += ids[i] >= 300;
+            dup += seen[ids[i]]++ > 0;
+        }
+        CHECK_MSG(beyond == 0 && dup == 0, "%s: %d samples beyond the limit, %d repeated",
+                  mode ? "streaming" : "memory", beyond, dup);
+        dl_source_destroy(h);
+    }
+    free(d.x);
+    free(d.y);
+}
+
 /* Streaming with a budget a quarter of the file: every sample once, same
  * order for any worker count, seed decides, resume continues the order. */
 static void test_streaming_budget_smaller_than_file(void)
@@ -634,6 +670,7 @@ int main(void)
     }
     RUN(test_memory_mode_matches_memory_source);
     RUN(test_streaming_budget_smaller_than_file);
+    RUN(test_limit);
     RUN(test_augmentation);
     RUN(test_retarget_keeps_cursor);
     RUN(test_normalisation_and_dtypes);
