@@ -424,6 +424,22 @@ static void describe_tree(const dl_layer *l, char *buf, size_t size, size_t *len
     *len += (size_t)snprintf(buf + *len, *len < size ? size - *len : 0, "%s", one);
 }
 
+/* Pushes a shallow copy of the table at index 1 with metatable mt (the
+ * mark that tells an experiment from a study): the script's table stays
+ * its own. Returns 1 (results pushed). */
+static int push_marked_copy(lua_State *L, const char *mt)
+{
+    lua_newtable(L);
+    lua_pushnil(L);
+    while (lua_next(L, 1)) {
+        lua_pushvalue(L, -2);
+        lua_insert(L, -2);
+        lua_settable(L, -4);
+    }
+    luaL_setmetatable(L, mt);
+    return 1;
+}
+
 /* dl.experiment {...}: checks every field now (errors point at the script
  * line) and returns the table marked as an experiment. */
 static int l_experiment(lua_State *L)
@@ -499,15 +515,7 @@ static int l_experiment(lua_State *L)
         lua_pop(L, 1);
     }
     dl_lua_opt_check(&o);
-    lua_newtable(L);
-    lua_pushnil(L);
-    while (lua_next(L, 1)) {
-        lua_pushvalue(L, -2);
-        lua_insert(L, -2);
-        lua_settable(L, -4);
-    }
-    luaL_setmetatable(L, DL_EXPERIMENT_MT);
-    return 1;
+    return push_marked_copy(L, DL_EXPERIMENT_MT);
 }
 
 /* dl.study {...}: checks the study's settings now (errors point at the
@@ -545,15 +553,7 @@ static int l_study(lua_State *L)
         dl_lua_fielderror(L, fn, "objective", "a function (trial) returning dl.experiment{...}");
     lua_pop(L, 1);
     dl_lua_opt_check(&o);
-    lua_newtable(L);
-    lua_pushnil(L);
-    while (lua_next(L, 1)) {
-        lua_pushvalue(L, -2);
-        lua_insert(L, -2);
-        lua_settable(L, -4);
-    }
-    luaL_setmetatable(L, DL_STUDY_MT);
-    return 1;
+    return push_marked_copy(L, DL_STUDY_MT);
 }
 
 /* --- the module ------------------------------------------------------------- */

@@ -157,33 +157,54 @@ static void test_determinism(void)
     dl_dataset_done(&d);
 }
 
+/* The small set-up the trainer tests share: blobs, an MLP 8-16-3 with its
+ * state, a memory source of batches of 32 and a default config for them. */
+typedef struct blob_setup {
+    dl_dataset d;
+    dl_model *m;
+    dl_source *src;
+    dl_trainer_config cfg;
+} blob_setup;
+
+static void blob_setup_init(blob_setup *b, size_t count, uint64_t data_seed, int shuffle,
+                            int moments)
+{
+    make_blobs(&b->d, count, data_seed);
+    dl_model_create(&b->m, mlp(8, 16, 3, 0), &b->d.info.sample);
+    dl_model_init_state(b->m, be, moments, 1);
+    dl_source_memory(&b->src, &b->d, 32, shuffle, 0, 1);
+    b->cfg = dl_trainer_config_default();
+    b->cfg.batch = 32;
+}
+
+static void blob_setup_done(blob_setup *b)
+{
+    dl_source_destroy(b->src);
+    dl_model_destroy(b->m);
+    dl_dataset_done(&b->d);
+}
+
+static const dl_loss xent = {DL_LOSS_XENT, 0};
+
 static void test_loss_scale_overflow(void)
 {
     /* an initial fp16 scale of 2^40 overflows: steps are skipped and the
      * scale halves until the scaled gradients fit, then training goes on */
-    dl_dataset d;
-    make_blobs(&d, 512, 3);
-    dl_model *m;
-    dl_model_create(&m, mlp(8, 16, 3, 0), &d.info.sample);
-    dl_source *src;
-    dl_source_memory(&src, &d, 32, 1, 0, 1);
-    dl_trainer_config cfg = dl_trainer_config_default();
-    cfg.batch = 32;
-    cfg.epochs = 8;
-    cfg.precision = DL_PREC_F16;
-    cfg.loss_scale = 1099511627776.0f; /* 2^40 */
-    cfg.loss_scale_window = 5;
-    cfg.log_every = 1;
+    blob_setup b;
+    blob_setup_init(&b, 512, 3, 1, 1);
+    b.cfg.epochs = 8;
+    b.cfg.precision = DL_PREC_F16;
+    b.cfg.loss_scale = 1099511627776.0f; /* 2^40 */
+    b.cfg.loss_scale_window = 5;
+    b.cfg.log_every = 1;
     dl_optim opt = dl_optim_sgd(0.1f, 0.9f, 0, 0);
-    dl_model_init_state(m, be, 1, 1);
-    dl_loss loss = {DL_LOSS_XENT, 0};
     dl_trainer *t;
     log_sink sink = {0};
-    CHECK_OK(dl_trainer_create(&t, m, &loss, &opt, NULL, src, NULL, &cfg, be));
+    CHECK_OK(dl_trainer_create(&t, b.m, &xent, &opt, NULL, b.src, NULL, &b.cfg, be));
     dl_callbacks cb = {&sink, on_step, NULL, on_event, NULL};
     dl_trainer_set_callbacks(t, &cb);
     dl_model_state s;
-    dl_model_get_state(m, &s);
+    dl_model_get_state(b.m, &s);
     float *before = malloc(s.count * 4);
     memcpy(before, s.params, s.count * 4);
     /* the first step overflows: no parameter may change */
@@ -195,35 +216,25 @@ static void test_loss_scale_overflow(void)
     float scale = dl_trainer_loss_scale(t);
     CHECK_MSG(scale < 1.1e9f && scale >= 1.0f, "final scale %g", (double)scale);
     double eval_loss, eval_acc;
-    CHECK_OK(dl_trainer_evaluate(t, src, &eval_loss, &eval_acc));
+    CHECK_OK(dl_trainer_evaluate(t, b.src, &eval_loss, &eval_acc));
     CHECK_MSG(eval_loss < 0.5 && eval_acc > 0.8, "after overflow recovery: loss %g, acc %g",
               eval_loss, eval_acc);
     free(before);
     dl_trainer_destroy(t);
-    dl_source_destroy(src);
-    dl_model_destroy(m);
-    dl_dataset_done(&d);
+    blob_setup_done(&b);
 }
 
 static void test_loss_scale_growth(void)
 {
     /* a scale that never overflows doubles after each window of clean steps */
-    dl_dataset d;
-    make_blobs(&d, 512, 3);
-    dl_model *m;
-    dl_model_create(&m, mlp(8, 16, 3, 0), &d.info.sample);
-    dl_source *src;
-    dl_source_memory(&src, &d, 32, 1, 0, 1);
-    dl_trainer_config cfg = dl_trainer_config_default();
-    cfg.batch = 32;
-    cfg.precision = DL_PREC_F16;
-    cfg.loss_scale = 8.0f;
-    cfg.loss_scale_window = 5;
+    blob_setup b;
+    blob_setup_init(&b, 512, 3, 1, 0);
+    b.cfg.precision = DL_PREC_F16;
+    b.cfg.loss_scale = 8.0f;
+    b.cfg.loss_scale_window = 5;
     dl_optim opt = dl_optim_sgd(0.1f, 0, 0, 0);
-    dl_model_init_state(m, be, 0, 1);
-    dl_loss loss = {DL_LOSS_XENT, 0};
     dl_trainer *t;
-    CHECK_OK(dl_trainer_create(&t, m, &loss, &opt, NULL, src, NULL, &cfg, be));
+    CHECK_OK(dl_trainer_create(&t, b.m, &xent, &opt, NULL, b.src, NULL, &b.cfg, be));
     for (int i = 0; i < 4; i++)
         CHECK(dl_trainer_step(t) == 0);
     CHECK_NEAR(dl_trainer_loss_scale(t), 8.0, 0);
@@ -233,66 +244,45 @@ static void test_loss_scale_growth(void)
         CHECK(dl_trainer_step(t) == 0);
     CHECK_NEAR(dl_trainer_loss_scale(t), 32.0, 0);
     dl_trainer_destroy(t);
-    dl_source_destroy(src);
-    dl_model_destroy(m);
-    dl_dataset_done(&d);
+    blob_setup_done(&b);
 }
 
 static void test_nonfinite_stop(void)
 {
-    dl_dataset d;
-    make_blobs(&d, 256, 4);
-    float *x = d.x;
-    x[5] = NAN; /* a poisoned sample in the first batch */
-    dl_model *m;
-    dl_model_create(&m, mlp(8, 16, 3, 0), &d.info.sample);
-    dl_source *src;
-    dl_source_memory(&src, &d, 32, 0, 0, 1);
-    dl_trainer_config cfg = dl_trainer_config_default();
-    cfg.batch = 32;
+    blob_setup b;
+    blob_setup_init(&b, 256, 4, 0, 0);
+    ((float *)b.d.x)[5] = NAN; /* a poisoned sample in the first batch */
     dl_optim opt = dl_optim_sgd(0.1f, 0, 0, 0);
-    dl_model_init_state(m, be, 0, 1);
-    dl_loss loss = {DL_LOSS_XENT, 0};
     dl_trainer *t;
-    CHECK_OK(dl_trainer_create(&t, m, &loss, &opt, NULL, src, NULL, &cfg, be));
+    CHECK_OK(dl_trainer_create(&t, b.m, &xent, &opt, NULL, b.src, NULL, &b.cfg, be));
     int rc = dl_trainer_run(t);
     CHECK(rc == DL_ENONFINITE);
     CHECK_MSG(strstr(dl_error_message(), "step 1") != NULL, "%s", dl_error_message());
     dl_trainer_destroy(t);
     /* with the skip policy the poisoned step is skipped and training goes on */
-    cfg.nonfinite = DL_NONFINITE_SKIP;
-    CHECK_OK(dl_trainer_create(&t, m, &loss, &opt, NULL, src, NULL, &cfg, be));
+    b.cfg.nonfinite = DL_NONFINITE_SKIP;
+    CHECK_OK(dl_trainer_create(&t, b.m, &xent, &opt, NULL, b.src, NULL, &b.cfg, be));
     CHECK_OK(dl_trainer_run(t));
     dl_model_state s;
-    dl_model_get_state(m, &s);
+    dl_model_get_state(b.m, &s);
     int finite = 1;
     for (size_t i = 0; i < s.count; i++)
         finite &= isfinite(s.params[i]);
     CHECK(finite);
     CHECK(dl_trainer_step_count(t) == 8);
     dl_trainer_destroy(t);
-    dl_source_destroy(src);
-    dl_model_destroy(m);
-    dl_dataset_done(&d);
+    blob_setup_done(&b);
 }
 
 static void test_commands(void)
 {
     /* set-LR applies at the next step; stop ends the run between steps */
-    dl_dataset d;
-    make_blobs(&d, 256, 5);
-    dl_model *m;
-    dl_model_create(&m, mlp(8, 16, 3, 0), &d.info.sample);
-    dl_source *src;
-    dl_source_memory(&src, &d, 32, 1, 0, 1);
-    dl_trainer_config cfg = dl_trainer_config_default();
-    cfg.batch = 32;
-    cfg.epochs = 50;
+    blob_setup b;
+    blob_setup_init(&b, 256, 5, 1, 0);
+    b.cfg.epochs = 50;
     dl_optim opt = dl_optim_sgd(0.1f, 0, 0, 0);
-    dl_model_init_state(m, be, 0, 1);
-    dl_loss loss = {DL_LOSS_XENT, 0};
     dl_trainer *t;
-    CHECK_OK(dl_trainer_create(&t, m, &loss, &opt, NULL, src, NULL, &cfg, be));
+    CHECK_OK(dl_trainer_create(&t, b.m, &xent, &opt, NULL, b.src, NULL, &b.cfg, be));
     CHECK_OK(dl_trainer_post(t, DL_CMD_SET_LR, 0.025, NULL));
     CHECK_OK(dl_trainer_post(t, DL_CMD_STOP, 0, NULL));
     CHECK_OK(dl_trainer_run(t));
@@ -300,9 +290,7 @@ static void test_commands(void)
     CHECK(dl_trainer_step_count(t) == 0);
     CHECK_NEAR(dl_trainer_base_lr(t), 0.025, 1e-9);
     dl_trainer_destroy(t);
-    dl_source_destroy(src);
-    dl_model_destroy(m);
-    dl_dataset_done(&d);
+    blob_setup_done(&b);
 }
 
 /* --- Fashion-MNIST end to end --------------------------------------------------- */
