@@ -39,6 +39,8 @@
 #include "engine/optim.h"
 #include "engine/trainer.h"
 
+#include "bench_models.h"
+
 #define FMNIST "/usr/share/datasets/fashion-mnist"
 #define BATCH 128
 
@@ -49,42 +51,7 @@ static double now(void)
     return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
 }
 
-/* --- models ------------------------------------------------------------ */
-
-static dl_layer *mlp(const int *widths, int nw)
-{
-    dl_layer *s = dl_nn_sequential();
-    dl_nn_sequential_add(s, dl_nn_flatten());
-    for (int i = 0; i + 1 < nw; i++) {
-        dl_nn_sequential_add(s, dl_nn_linear(widths[i], widths[i + 1], 1));
-        if (i + 2 < nw)
-            dl_nn_sequential_add(s, dl_nn_activation(DL_ACT_RELU));
-    }
-    return s;
-}
-
-static const int mlp_widths[] = {784, 512, 256, 10};
-static const int tiny_widths[] = {784, 32, 10};
-
-static dl_layer *build_mlp(void) { return mlp(mlp_widths, 4); }
-static dl_layer *build_tiny(void) { return mlp(tiny_widths, 3); }
-
-/* conv3x3(1->32)-ReLU-maxpool2-conv3x3(32->64)-ReLU-maxpool2-Linear(1600->128)-ReLU-Linear(->10) */
-static dl_layer *build_cnn(void)
-{
-    dl_layer *s = dl_nn_sequential();
-    dl_nn_sequential_add(s, dl_nn_conv2d(1, 32, 3, 1, 0, 1));
-    dl_nn_sequential_add(s, dl_nn_activation(DL_ACT_RELU));
-    dl_nn_sequential_add(s, dl_nn_maxpool2d(2, 2, 0));
-    dl_nn_sequential_add(s, dl_nn_conv2d(32, 64, 3, 1, 0, 1));
-    dl_nn_sequential_add(s, dl_nn_activation(DL_ACT_RELU));
-    dl_nn_sequential_add(s, dl_nn_maxpool2d(2, 2, 0));
-    dl_nn_sequential_add(s, dl_nn_flatten());
-    dl_nn_sequential_add(s, dl_nn_linear(1600, 128, 1));
-    dl_nn_sequential_add(s, dl_nn_activation(DL_ACT_RELU));
-    dl_nn_sequential_add(s, dl_nn_linear(128, 10, 1));
-    return s;
-}
+/* --- models (bench_models.h, shared with gpu_train.c) -------------------- */
 
 typedef struct model_spec {
     const char *name;
@@ -96,11 +63,11 @@ typedef struct model_spec {
 
 /* bench_torch.py uses the same names, optimizers and step counts. */
 static const model_spec models[] = {
-    {"mlp-sgd", build_mlp, 0, DL_PREC_F32, 30, 200},
-    {"mlp-adam", build_mlp, 1, DL_PREC_F32, 30, 200},
-    {"tiny-mlp", build_tiny, 0, DL_PREC_F32, 300, 3000},
-    {"cnn", build_cnn, 0, DL_PREC_F32, 5, 40},
-    {"mlp-bf16", build_mlp, 0, DL_PREC_BF16, 30, 300},
+    {"mlp-sgd", bench_build_mlp, 0, DL_PREC_F32, 30, 200},
+    {"mlp-adam", bench_build_mlp, 1, DL_PREC_F32, 30, 200},
+    {"tiny-mlp", bench_build_tiny, 0, DL_PREC_F32, 300, 3000},
+    {"cnn", bench_build_cnn, 0, DL_PREC_F32, 5, 40},
+    {"mlp-bf16", bench_build_mlp, 0, DL_PREC_BF16, 30, 300},
 };
 #define NMODELS ((int)(sizeof models / sizeof models[0]))
 
@@ -109,29 +76,6 @@ static dl_optim spec_optim(const model_spec *s)
     if (s->adam)
         return dl_optim_adam(1e-3f, 0);
     return dl_optim_sgd(strcmp(s->name, "cnn") ? 0.05f : 0.01f, 0.9f, 0, 0);
-}
-
-/* Matrix-product FLOPs per training sample: forward + weight gradient for
- * every Linear/Conv2d, input gradient for all but the first. */
-typedef struct flop_count {
-    double flops;
-    int weighted;
-} flop_count;
-
-static void count_layer(dl_layer *l, int depth, void *arg)
-{
-    flop_count *c = arg;
-    if (strcmp(l->vt->kind, "Linear") && strcmp(l->vt->kind, "Conv2d"))
-        return;
-    c->flops += (c->weighted ? 3.0 : 2.0) * l->flops;
-    c->weighted++;
-}
-
-static double gemm_flops(dl_model *m)
-{
-    flop_count c = {0, 0};
-    dl_model_each_layer(m, count_layer, &c);
-    return c.flops;
 }
 
 /* --- timing windows through the trainer's idle hook -------------------- */
@@ -236,7 +180,7 @@ static int bench_model(const model_spec *spec, data *d, dl_backend *be, long war
             memcpy(sorted, w.rate, sizeof sorted);
             qsort(sorted, (size_t)reps, sizeof sorted[0], cmp_double);
             double best = sorted[reps - 1], med = sorted[reps / 2];
-            double f = gemm_flops(m);
+            double f = bench_gemm_flops(m);
             printf("dlbench %s threads=%d samples_per_s=%.0f median=%.0f gflops=%.2f "
                    "gemm_mflop_per_sample=%.4f steps=%ld reps=%d\n",
                    spec->name, be->threads, best, med, best * f * 1e-9, f * 1e-6, steps, reps);
@@ -260,7 +204,7 @@ static int mlp_products(product *p)
 {
     int np = 0;
     for (int i = 0; i < 3; i++) {
-        int in = mlp_widths[i], out = mlp_widths[i + 1];
+        int in = bench_mlp_widths[i], out = bench_mlp_widths[i + 1];
         p[np++] = (product){0, 1, BATCH, out, in, 0.0f};
         p[np++] = (product){1, 0, out, in, BATCH, 1.0f};
         if (i > 0)
