@@ -21,7 +21,7 @@
 
 /* Bumped whenever the table below changes; a CUDA module built against
  * another version is refused. */
-#define DL_BACKEND_API_VERSION 1
+#define DL_BACKEND_API_VERSION 2
 
 typedef enum { DL_DEVICE_CPU = 0, DL_DEVICE_CUDA = 1 } dl_device;
 
@@ -204,6 +204,18 @@ typedef struct dl_backend_ops {
 
     /* Releases the context. */
     void (*destroy)(dl_backend *be);
+
+    /* --- optional fused ops (NULL: the layers run the plain ops) ------- */
+    /* y = max pooling of relu(x): the same values as act_forward(RELU)
+     * then pool_forward(MAX), without writing relu(x). */
+    int (*relu_maxpool_forward)(dl_backend *be, const dl_pool_desc *d, float *y,
+                                const float *x);
+    /* The gradient of that y with respect to x, WRITTEN over all of dx
+     * (not accumulated): each dy goes to the first cell whose relu(x)
+     * equals y, when that x > 0; every other cell gets 0. Bit-identical
+     * to pool_backward then act_backward into a zeroed dx. */
+    int (*relu_maxpool_backward)(dl_backend *be, const dl_pool_desc *d, float *dx,
+                                 const float *dy, const float *x, const float *y);
 } dl_backend_ops;
 
 /* A backend instance: the op table plus its private context. */

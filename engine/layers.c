@@ -98,8 +98,8 @@ static int linear_forward(dl_layer *l, dl_pass *p, const float *x, float *y)
     return DL_OK;
 }
 
-static int linear_backward(dl_layer *l, dl_pass *p, const float *x, const float *y,
-                           const float *dy, float *dx)
+static int linear_grads(dl_layer *l, dl_pass *p, const float *x, const float *dy, float *dx,
+                        float dx_beta)
 {
     linear *L = (linear *)l;
     int rows = p->n * L->rows_per_sample;
@@ -115,11 +115,23 @@ static int linear_backward(dl_layer *l, dl_pass *p, const float *x, const float 
                         p->compute, 1.0f, p->grads + L->w, L->in));
     if (L->bias)
         DL_TRY(OPS(p)->bias_grad(p->be, p->grads + L->b, dy, rows, L->out, 1));
-    /* dx [rows, in] += dy [rows, out] W [out, in] */
+    /* dx [rows, in] (+)= dy [rows, out] W [out, in] */
     if (dx)
         DL_TRY(OPS(p)->gemm(p->be, 0, 0, rows, L->in, L->out, 1.0f, dya, L->out,
-                            weights(p, L->w), L->in, p->compute, 1.0f, dx, L->in));
+                            weights(p, L->w), L->in, p->compute, dx_beta, dx, L->in));
     return DL_OK;
+}
+
+static int linear_backward(dl_layer *l, dl_pass *p, const float *x, const float *y,
+                           const float *dy, float *dx)
+{
+    return linear_grads(l, p, x, dy, dx, 1.0f);
+}
+
+static int linear_backward_set(dl_layer *l, dl_pass *p, const float *x, const float *y,
+                               const float *dy, float *dx)
+{
+    return linear_grads(l, p, x, dy, dx, 0.0f);
 }
 
 static void linear_describe(const dl_layer *l, char *buf, size_t size)
@@ -128,8 +140,15 @@ static void linear_describe(const dl_layer *l, char *buf, size_t size)
     snprintf(buf, size, "Linear(%d, %d%s)", L->in, L->out, L->bias ? "" : ", bias=false");
 }
 
-static const dl_layer_vt linear_vt = {"Linear", linear_setup, linear_plan, linear_forward,
-                                      linear_backward, NULL, linear_describe};
+static const dl_layer_vt linear_vt = {
+    .kind = "Linear",
+    .setup = linear_setup,
+    .plan = linear_plan,
+    .forward = linear_forward,
+    .backward = linear_backward,
+    .describe = linear_describe,
+    .backward_set = linear_backward_set,
+};
 
 dl_layer *dl_nn_linear(int in, int out, int bias)
 {
@@ -234,8 +253,14 @@ static void conv_describe(const dl_layer *l, char *buf, size_t size)
              C->stride, C->pad);
 }
 
-static const dl_layer_vt conv_vt = {"Conv2d", conv_setup, conv_plan, conv_forward,
-                                    conv_backward, NULL, conv_describe};
+static const dl_layer_vt conv_vt = {
+    .kind = "Conv2d",
+    .setup = conv_setup,
+    .plan = conv_plan,
+    .forward = conv_forward,
+    .backward = conv_backward,
+    .describe = conv_describe,
+};
 
 dl_layer *dl_nn_conv2d(int in_ch, int out_ch, int kernel, int stride, int pad, int bias)
 {
@@ -315,10 +340,22 @@ static void pool_describe(const dl_layer *l, char *buf, size_t size)
     snprintf(buf, size, "%s(%d, stride=%d, pad=%d)", l->vt->kind, P->size, P->stride, P->pad);
 }
 
-static const dl_layer_vt maxpool_vt = {"MaxPool2d", pool_setup, pool_plan, pool_forward,
-                                       pool_backward, NULL, pool_describe};
-static const dl_layer_vt avgpool_vt = {"AvgPool2d", pool_setup, pool_plan, pool_forward,
-                                       pool_backward, NULL, pool_describe};
+static const dl_layer_vt maxpool_vt = {
+    .kind = "MaxPool2d",
+    .setup = pool_setup,
+    .plan = pool_plan,
+    .forward = pool_forward,
+    .backward = pool_backward,
+    .describe = pool_describe,
+};
+static const dl_layer_vt avgpool_vt = {
+    .kind = "AvgPool2d",
+    .setup = pool_setup,
+    .plan = pool_plan,
+    .forward = pool_forward,
+    .backward = pool_backward,
+    .describe = pool_describe,
+};
 
 static dl_layer *make_pool(const dl_layer_vt *vt, dl_pool_kind kind, int size, int stride,
                            int pad)
@@ -381,14 +418,34 @@ static int act_backward(dl_layer *l, dl_pass *p, const float *x, const float *y,
                                 (size_t)p->n * numel(&l->in));
 }
 
-static const dl_layer_vt relu_vt = {"ReLU", same_shape_setup, no_plan, act_forward,
-                                    act_backward, NULL, NULL};
-static const dl_layer_vt gelu_vt = {"GELU", same_shape_setup, no_plan, act_forward,
-                                    act_backward, NULL, NULL};
-static const dl_layer_vt tanh_vt = {"Tanh", same_shape_setup, no_plan, act_forward,
-                                    act_backward, NULL, NULL};
-static const dl_layer_vt sigmoid_vt = {"Sigmoid", same_shape_setup, no_plan, act_forward,
-                                       act_backward, NULL, NULL};
+static const dl_layer_vt relu_vt = {
+    .kind = "ReLU",
+    .setup = same_shape_setup,
+    .plan = no_plan,
+    .forward = act_forward,
+    .backward = act_backward,
+};
+static const dl_layer_vt gelu_vt = {
+    .kind = "GELU",
+    .setup = same_shape_setup,
+    .plan = no_plan,
+    .forward = act_forward,
+    .backward = act_backward,
+};
+static const dl_layer_vt tanh_vt = {
+    .kind = "Tanh",
+    .setup = same_shape_setup,
+    .plan = no_plan,
+    .forward = act_forward,
+    .backward = act_backward,
+};
+static const dl_layer_vt sigmoid_vt = {
+    .kind = "Sigmoid",
+    .setup = same_shape_setup,
+    .plan = no_plan,
+    .forward = act_forward,
+    .backward = act_backward,
+};
 
 dl_layer *dl_nn_activation(dl_act kind)
 {
@@ -400,6 +457,33 @@ dl_layer *dl_nn_activation(dl_act kind)
     if (a)
         a->kind = kind;
     return (dl_layer *)a;
+}
+
+/* --- ReLU -> MaxPool2d, fused ----------------------------------------------- */
+
+int dl_layer_relu_pool_fusable(const dl_layer *relu, const dl_layer *pool, const dl_pass *p)
+{
+    return relu->vt == &relu_vt && pool->vt == &maxpool_vt &&
+           OPS(p)->relu_maxpool_forward && OPS(p)->relu_maxpool_backward;
+}
+
+int dl_layer_relu_pool_forward(dl_layer *l, dl_pass *p, const float *x, float *y)
+{
+    pool2d *P = (pool2d *)l;
+    dl_pool_desc d = P->d;
+    d.n = p->n;
+    return OPS(p)->relu_maxpool_forward(p->be, &d, y, x);
+}
+
+int dl_layer_relu_pool_backward(dl_layer *l, dl_pass *p, const float *x, const float *y,
+                                const float *dy, float *dx)
+{
+    pool2d *P = (pool2d *)l;
+    if (!dx)
+        return DL_OK;
+    dl_pool_desc d = P->d;
+    d.n = p->n;
+    return OPS(p)->relu_maxpool_backward(p->be, &d, dx, dy, x, y);
 }
 
 /* --- Dropout ------------------------------------------------------------------ */
@@ -437,8 +521,14 @@ static void dropout_describe(const dl_layer *l, char *buf, size_t size)
     snprintf(buf, size, "Dropout(%g)", (double)((const dropout *)l)->p);
 }
 
-static const dl_layer_vt dropout_vt = {"Dropout", same_shape_setup, no_plan, dropout_forward,
-                                       dropout_backward, NULL, dropout_describe};
+static const dl_layer_vt dropout_vt = {
+    .kind = "Dropout",
+    .setup = same_shape_setup,
+    .plan = no_plan,
+    .forward = dropout_forward,
+    .backward = dropout_backward,
+    .describe = dropout_describe,
+};
 
 dl_layer *dl_nn_dropout(float p)
 {
@@ -528,8 +618,14 @@ static void bn_describe(const dl_layer *l, char *buf, size_t size)
     snprintf(buf, size, "BatchNorm(%d)", B->features);
 }
 
-static const dl_layer_vt bn_vt = {"BatchNorm", bn_setup, bn_plan, bn_forward, bn_backward,
-                                  NULL, bn_describe};
+static const dl_layer_vt bn_vt = {
+    .kind = "BatchNorm",
+    .setup = bn_setup,
+    .plan = bn_plan,
+    .forward = bn_forward,
+    .backward = bn_backward,
+    .describe = bn_describe,
+};
 
 dl_layer *dl_nn_batchnorm(int features, float eps, float momentum)
 {
@@ -615,8 +711,14 @@ static void ln_describe(const dl_layer *l, char *buf, size_t size)
     snprintf(buf, size, "LayerNorm(%d)", ((const layernorm *)l)->features);
 }
 
-static const dl_layer_vt ln_vt = {"LayerNorm", ln_setup, ln_plan, ln_forward, ln_backward,
-                                  NULL, ln_describe};
+static const dl_layer_vt ln_vt = {
+    .kind = "LayerNorm",
+    .setup = ln_setup,
+    .plan = ln_plan,
+    .forward = ln_forward,
+    .backward = ln_backward,
+    .describe = ln_describe,
+};
 
 dl_layer *dl_nn_layernorm(int features, float eps)
 {
@@ -652,8 +754,20 @@ static int flatten_backward(dl_layer *l, dl_pass *p, const float *x, const float
     return dx ? OPS(p)->axpy(p->be, dx, 1.0f, dy, (size_t)p->n * numel(&l->in)) : DL_OK;
 }
 
-static const dl_layer_vt flatten_vt = {"Flatten", flatten_setup, no_plan, flatten_forward,
-                                       flatten_backward, NULL, NULL};
+static int flatten_backward_set(dl_layer *l, dl_pass *p, const float *x, const float *y,
+                                const float *dy, float *dx)
+{
+    return OPS(p)->copy(p->be, dx, dy, (size_t)p->n * numel(&l->in) * sizeof(float));
+}
+
+static const dl_layer_vt flatten_vt = {
+    .kind = "Flatten",
+    .setup = flatten_setup,
+    .plan = no_plan,
+    .forward = flatten_forward,
+    .backward = flatten_backward,
+    .backward_set = flatten_backward_set,
+};
 
 dl_layer *dl_nn_flatten(void) { return new_layer(sizeof(dl_layer), &flatten_vt); }
 
@@ -700,8 +814,14 @@ static void emb_describe(const dl_layer *l, char *buf, size_t size)
     snprintf(buf, size, "Embedding(%d, %d)", E->vocab, E->dim);
 }
 
-static const dl_layer_vt emb_vt = {"Embedding", emb_setup, no_plan, emb_forward, emb_backward,
-                                   NULL, emb_describe};
+static const dl_layer_vt emb_vt = {
+    .kind = "Embedding",
+    .setup = emb_setup,
+    .plan = no_plan,
+    .forward = emb_forward,
+    .backward = emb_backward,
+    .describe = emb_describe,
+};
 
 dl_layer *dl_nn_embedding(int vocab, int dim)
 {

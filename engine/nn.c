@@ -98,14 +98,38 @@ static double now_ms(void)
     return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
 }
 
+/* How a container runs a child's backward: adding into dx (the layer
+ * contract), writing a dx nothing else writes (backward_set, or zeroing
+ * dx first), or as the second half of a fused ReLU -> MaxPool2d. */
+enum { RUN_ADD, RUN_SET, RUN_FUSED };
+
+static int call_forward(dl_layer *c, dl_pass *p, const float *x, float *y, int fused)
+{
+    return fused ? dl_layer_relu_pool_forward(c, p, x, y) : c->vt->forward(c, p, x, y);
+}
+
+static int call_backward(dl_layer *c, dl_pass *p, const float *x, const float *y,
+                         const float *dy, float *dx, int mode)
+{
+    if (mode == RUN_FUSED)
+        return dl_layer_relu_pool_backward(c, p, x, y, dy, dx);
+    if (mode == RUN_SET && dx) {
+        if (c->vt->backward_set)
+            return c->vt->backward_set(c, p, x, y, dy, dx);
+        DL_TRY(p->be->ops->memset0(p->be, dx, (size_t)p->n *
+                                                  (size_t)dl_shape_numel(&c->in) * sizeof(float)));
+    }
+    return c->vt->backward(c, p, x, y, dy, dx);
+}
+
 /* Runs a child's forward or backward, timing it when profiling. */
-static int child_forward(dl_layer *c, dl_pass *p, const float *x, float *y)
+static int child_forward(dl_layer *c, dl_pass *p, const float *x, float *y, int fused)
 {
     if (!p->profile)
-        return c->vt->forward(c, p, x, y);
+        return call_forward(c, p, x, y, fused);
     p->be->ops->sync(p->be);
     double t0 = now_ms();
-    int rc = c->vt->forward(c, p, x, y);
+    int rc = call_forward(c, p, x, y, fused);
     p->be->ops->sync(p->be);
     double t1 = now_ms();
     c->prof.fwd_ms += t1 - t0;
@@ -116,15 +140,15 @@ static int child_forward(dl_layer *c, dl_pass *p, const float *x, float *y)
 }
 
 static int child_backward(dl_layer *c, dl_pass *p, const float *x, const float *y,
-                          const float *dy, float *dx)
+                          const float *dy, float *dx, int mode)
 {
     if (!p->profile) {
-        int rc = c->vt->backward(c, p, x, y, dy, dx);
+        int rc = call_backward(c, p, x, y, dy, dx, mode);
         return rc == DL_OK && p->grad_hook ? p->grad_hook(p->grad_user, c) : rc;
     }
     p->be->ops->sync(p->be);
     double t0 = now_ms();
-    int rc = c->vt->backward(c, p, x, y, dy, dx);
+    int rc = call_backward(c, p, x, y, dy, dx, mode);
     p->be->ops->sync(p->be);
     double t1 = now_ms();
     c->prof.bwd_ms += t1 - t0;
@@ -211,8 +235,12 @@ static int seq_forward(dl_layer *l, dl_pass *p, const float *x, float *y)
                                 (size_t)p->n * (size_t)dl_shape_numel(&l->in) * sizeof(float));
     const float *in = x;
     for (int i = 0; i < l->nchild; i++) {
+        /* a ReLU (not first) then a MaxPool2d: the pool reads the ReLU's input */
+        int fused = i >= 1 && i + 1 < l->nchild &&
+                    dl_layer_relu_pool_fusable(l->child[i], l->child[i + 1], p);
+        i += fused;
         float *out = i == l->nchild - 1 ? y : (float *)(p->act + s->y_off[i]);
-        DL_TRY(child_forward(l->child[i], p, in, out));
+        DL_TRY(child_forward(l->child[i], p, in, out, fused));
         in = out;
     }
     return DL_OK;
@@ -227,15 +255,25 @@ static int seq_backward(dl_layer *l, dl_pass *p, const float *x, const float *y,
                                      (size_t)p->n * (size_t)dl_shape_numel(&l->in))
                   : DL_OK;
     for (int i = l->nchild - 1; i >= 0; i--) {
-        const float *in = i == 0 ? x : (const float *)(p->act + s->y_off[i - 1]);
+        /* as in forward: child i-1 a ReLU fused into the MaxPool2d i */
+        int fused = i >= 2 && dl_layer_relu_pool_fusable(l->child[i - 1], l->child[i], p);
+        int first = i - fused; /* the child whose input gradient this computes */
+        const float *in = first == 0 ? x : (const float *)(p->act + s->y_off[first - 1]);
         const float *out = i == l->nchild - 1 ? y : (const float *)(p->act + s->y_off[i]);
         const float *dout = i == l->nchild - 1 ? dy : (const float *)(p->act_grad + s->dy_off[i]);
         /* an input gradient nobody reads is not computed: in Flatten ->
-         * Linear, the Linear skips its dx product entirely */
-        float *din = i == 0                              ? dx
-                     : dx || s->params_before[i] ? (float *)(p->act_grad + s->dy_off[i - 1])
-                                                 : NULL;
-        DL_TRY(child_backward(l->child[i], p, in, out, dout, din));
+         * Linear, the Linear skips its dx product entirely. The buffers
+         * of this container have one writer each, which overwrites them;
+         * the caller's dx is added to. */
+        float *din = first == 0 ? dx
+                     : dx || s->params_before[first]
+                         ? (float *)(p->act_grad + s->dy_off[first - 1])
+                         : NULL;
+        int mode = fused ? RUN_FUSED : first > 0 ? RUN_SET : RUN_ADD;
+        DL_TRY(child_backward(l->child[i], p, in, out, dout, din, mode));
+        if (fused && p->grad_hook)
+            DL_TRY(p->grad_hook(p->grad_user, l->child[first]));
+        i = first;
     }
     return DL_OK;
 }
@@ -253,8 +291,15 @@ static void seq_describe(const dl_layer *l, char *buf, size_t size)
     snprintf(buf, size, "Sequential(%d layers)", l->nchild);
 }
 
-static const dl_layer_vt sequential_vt = {"Sequential", seq_setup, seq_plan, seq_forward,
-                                          seq_backward, seq_destroy, seq_describe};
+static const dl_layer_vt sequential_vt = {
+    .kind = "Sequential",
+    .setup = seq_setup,
+    .plan = seq_plan,
+    .forward = seq_forward,
+    .backward = seq_backward,
+    .destroy = seq_destroy,
+    .describe = seq_describe,
+};
 
 dl_layer *dl_nn_sequential(void)
 {
@@ -311,7 +356,7 @@ static int res_forward(dl_layer *l, dl_pass *p, const float *x, float *y)
 {
     residual *r = (residual *)l;
     float *yb = (float *)(p->act + r->yb_off);
-    DL_TRY(child_forward(l->child[0], p, x, yb));
+    DL_TRY(child_forward(l->child[0], p, x, yb, 0));
     return p->be->ops->add(p->be, y, x, yb, (size_t)p->n * (size_t)dl_shape_numel(&l->in));
 }
 
@@ -322,7 +367,8 @@ static int res_backward(dl_layer *l, dl_pass *p, const float *x, const float *y,
     if (dx)
         DL_TRY(p->be->ops->axpy(p->be, dx, 1.0f, dy,
                                 (size_t)p->n * (size_t)dl_shape_numel(&l->in)));
-    return child_backward(l->child[0], p, x, (const float *)(p->act + r->yb_off), dy, dx);
+    return child_backward(l->child[0], p, x, (const float *)(p->act + r->yb_off), dy, dx,
+                          RUN_ADD);
 }
 
 static void res_describe(const dl_layer *l, char *buf, size_t size)
@@ -332,8 +378,14 @@ static void res_describe(const dl_layer *l, char *buf, size_t size)
     snprintf(buf, size, "Residual(%s)", inner);
 }
 
-static const dl_layer_vt residual_vt = {"Residual", res_setup, res_plan, res_forward,
-                                        res_backward, NULL, res_describe};
+static const dl_layer_vt residual_vt = {
+    .kind = "Residual",
+    .setup = res_setup,
+    .plan = res_plan,
+    .forward = res_forward,
+    .backward = res_backward,
+    .describe = res_describe,
+};
 
 dl_layer *dl_nn_residual(dl_layer *block)
 {
@@ -608,15 +660,19 @@ int dl_model_forward(dl_model *m, dl_pass *p)
     if (p->n > m->planned_n)
         return dl_error(DL_EINVAL, "batch of %d rows exceeds the planned %d", p->n,
                         m->planned_n);
-    if (p->training && m->reserved[1])
-        DL_TRY(p->be->ops->memset0(p->be, p->act_grad, m->reserved[1]));
-    return child_forward(m->root, p, dl_model_input(m), dl_model_output(m));
+    /* the loss adds into the output gradient; the containers overwrite
+     * (or zero) the rest of region 1 as they go */
+    if (p->training)
+        DL_TRY(p->be->ops->memset0(p->be, dl_model_output_grad(m),
+                                   (size_t)p->n * (size_t)dl_shape_numel(&m->output) *
+                                       sizeof(float)));
+    return child_forward(m->root, p, dl_model_input(m), dl_model_output(m), 0);
 }
 
 int dl_model_backward(dl_model *m, dl_pass *p)
 {
     return child_backward(m->root, p, dl_model_input(m), dl_model_output(m),
-                          dl_model_output_grad(m), NULL);
+                          dl_model_output_grad(m), NULL, RUN_ADD);
 }
 
 int dl_model_refresh_lowp(dl_model *m, dl_dtype t)

@@ -75,6 +75,12 @@ typedef struct dl_layer_vt {
     void (*destroy)(dl_layer *l);
     /* Writes "Linear(784, 512)". */
     void (*describe)(const dl_layer *l, char *buf, size_t size);
+    /* Optional: backward that WRITES dx (=) instead of adding to it, for a
+     * dx nothing else writes (a container's own gradient buffer), which
+     * then needs no zeroing. NULL: the container zeroes dx and calls
+     * backward. */
+    int (*backward_set)(dl_layer *l, dl_pass *p, const float *x, const float *y,
+                        const float *dy, float *dx);
 } dl_layer_vt;
 
 struct dl_layer {
@@ -150,9 +156,21 @@ size_t dl_model_add_param(dl_model *m, dl_layer *l, const char *name, const dl_s
 /* Called by layers' setup: a buffer of count floats set to value at init. */
 size_t dl_model_add_buffer(dl_model *m, size_t count, float value);
 /* Called by layers' plan: reserves bytes of activation memory (region 0:
- * values, region 1: gradients, zeroed by every training forward); returns
- * the byte offset from p->act (region 0) or p->act_grad (region 1). */
+ * values, region 1: gradients); returns the byte offset from p->act
+ * (region 0) or p->act_grad (region 1). Region 1 is not zeroed: each
+ * container zeroes (or has its child overwrite) a gradient buffer before
+ * the one child that writes it. */
 size_t dl_model_reserve(dl_model *m, int region, size_t bytes);
+
+/* ReLU followed by MaxPool2d run as one backend op (relu_maxpool_*) when
+ * the pass's backend has it: relu(x) is never written, and backward writes
+ * the ReLU's input gradient directly. Used by Sequential; the time shows
+ * under the MaxPool2d layer. */
+int dl_layer_relu_pool_fusable(const dl_layer *relu, const dl_layer *pool, const dl_pass *p);
+int dl_layer_relu_pool_forward(dl_layer *pool, dl_pass *p, const float *x, float *y);
+/* dx written, not accumulated (x: the ReLU's input, y: the pool output). */
+int dl_layer_relu_pool_backward(dl_layer *pool, dl_pass *p, const float *x, const float *y,
+                                const float *dy, float *dx);
 
 /* Allocates the state arena on be with `moments` optimizer moments per
  * parameter (0, 1 or 2) and initialises parameters from seed. */

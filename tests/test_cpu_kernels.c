@@ -342,6 +342,9 @@ static void test_conv_reference(void)
         {1, 1, 5, 5, 1, 3, 3, 1, 0},   {2, 3, 7, 6, 4, 3, 3, 1, 1},  {3, 2, 9, 8, 5, 3, 2, 2, 1},
         {2, 4, 6, 7, 3, 1, 1, 1, 0},   {1, 3, 8, 8, 2, 5, 5, 2, 2},  {4, 1, 28, 28, 32, 3, 3, 1, 0},
         {3, 32, 13, 13, 64, 3, 3, 1, 0}, {2, 5, 11, 10, 7, 4, 3, 3, 2},
+        /* stride 1 (the unfold by runs): padding wider than half the
+         * kernel, image by image (pq >= 100); rows under 8 floats */
+        {2, 3, 12, 11, 4, 5, 5, 1, 3},  {3, 2, 5, 4, 3, 5, 3, 1, 2},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         const int *c = cases[i];
@@ -537,6 +540,44 @@ static void test_pool_reference(void)
     CHECK_NEAR(y[5], 1.0, 1e-7);
     d.pad = 2;
     CHECK(dl_cpu_pool_forward(cpu(), DL_POOL_AVG, &d, y, x) == DL_EINVAL);
+}
+
+/* The fused ReLU -> max pooling against the two plain ops, bit for bit:
+ * values with ties, zeros, negative windows and NaN; backward writes every
+ * cell of dx (it starts as garbage) with exactly what pool_backward then
+ * act_backward add into zeroed buffers. Shapes: the AVX-512 2x2 path (even
+ * and odd planes, rows longer than 16), overlapping and padded windows. */
+static void test_relu_maxpool_fused(void)
+{
+    static const int cases[][7] = {{2, 3, 8, 8, 2, 2, 0},  {2, 2, 26, 26, 2, 2, 0},
+                                   {1, 4, 11, 13, 2, 2, 0}, {1, 2, 40, 36, 2, 2, 0},
+                                   {1, 2, 7, 9, 3, 2, 1},   {3, 1, 6, 5, 3, 1, 1}};
+    for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
+        const int *c = cases[ci];
+        dl_pool_desc d = pool_desc(c[0], c[1], c[2], c[3], c[4], c[5], c[6]);
+        size_t nx = (size_t)d.n * d.c * d.h * d.w, ny = (size_t)d.n * d.c * d.p * d.q;
+        float *x = malloc(nx * 4), *r = malloc(nx * 4), *dy = frandv(ny);
+        float *y0 = malloc(ny * 4), *y1 = malloc(ny * 4);
+        float *dr = calloc(nx, 4), *dx0 = calloc(nx, 4), *dx1 = malloc(nx * 4);
+        for (size_t i = 0; i < nx; i++) { /* coarse values: ties and exact zeros */
+            int v = (int)((i * 7919) % 9) - 5;
+            x[i] = 0.25f * (float)v;
+        }
+        x[nx / 3] = NAN;
+        for (size_t i = 0; i < nx; i++)
+            dx1[i] = 1234.5f;
+        CHECK_OK(cpu()->ops->act_forward(cpu(), DL_ACT_RELU, r, x, nx));
+        CHECK_OK(dl_cpu_pool_forward(cpu(), DL_POOL_MAX, &d, y0, r));
+        CHECK_OK(dl_cpu_pool_backward(cpu(), DL_POOL_MAX, &d, dr, dy, r, y0));
+        CHECK_OK(cpu()->ops->act_backward(cpu(), DL_ACT_RELU, dx0, x, r, dr, nx));
+        CHECK_OK(dl_cpu_relu_maxpool_forward(cpu(), &d, y1, x));
+        CHECK_OK(dl_cpu_relu_maxpool_backward(cpu(), &d, dx1, dy, x, y1));
+        CHECK_MSG(memcmp(y0, y1, ny * 4) == 0, "case %zu: forward differs", ci);
+        CHECK_MSG(memcmp(dx0, dx1, nx * 4) == 0, "case %zu: backward differs", ci);
+        float *bufs[] = {x, r, dy, y0, y1, dr, dx0, dx1};
+        for (size_t k = 0; k < sizeof bufs / sizeof bufs[0]; k++)
+            free(bufs[k]);
+    }
 }
 
 /* Pooling backward against central differences of the kernel's forward
@@ -841,6 +882,7 @@ int main(void)
     RUN(test_conv_errors);
     RUN(test_pool_reference);
     RUN(test_pool_fd);
+    RUN(test_relu_maxpool_fused);
     RUN(test_batchnorm);
     RUN(test_batchnorm_large);
     RUN(test_layernorm);

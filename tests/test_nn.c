@@ -244,6 +244,98 @@ static void test_sequential_grad(void)
     gradcheck(seq, (dl_shape){3, {1, 4, 4}}, 2, 1);
 }
 
+/* A Sequential runs ReLU -> MaxPool2d as one fused backend op and lets
+ * Linear and Flatten overwrite their input gradients instead of zeroing
+ * them: outputs, parameter gradients and the input gradient must be bit
+ * for bit those of the same model on an op table without the fused ops
+ * (each plain op is checked against finite differences above). The
+ * fused table counts its calls to show the fused path ran. */
+static int fused_calls;
+static const dl_backend_ops *real_ops;
+static int count_fwd(dl_backend *b, const dl_pool_desc *d, float *y, const float *x)
+{
+    fused_calls++;
+    return real_ops->relu_maxpool_forward(b, d, y, x);
+}
+static int count_bwd(dl_backend *b, const dl_pool_desc *d, float *dx, const float *dy,
+                     const float *x, const float *y)
+{
+    fused_calls++;
+    return real_ops->relu_maxpool_backward(b, d, dx, dy, x, y);
+}
+
+static void test_relu_pool_fusion(void)
+{
+    real_ops = be->ops;
+    if (!real_ops->relu_maxpool_forward) {
+        SKIP("the CPU backend has no fused ReLU -> max pooling");
+        return;
+    }
+    dl_backend_ops fused_ops = *be->ops, plain_ops = *be->ops;
+    fused_ops.relu_maxpool_forward = count_fwd;
+    fused_ops.relu_maxpool_backward = count_bwd;
+    plain_ops.relu_maxpool_forward = NULL;
+    plain_ops.relu_maxpool_backward = NULL;
+    dl_backend fused = *be, plain = *be;
+    fused.ops = &fused_ops;
+    plain.ops = &plain_ops;
+
+    dl_layer *seq = dl_nn_sequential();
+    dl_nn_sequential_add(seq, dl_nn_conv2d(1, 4, 3, 1, 1, 1));
+    dl_nn_sequential_add(seq, dl_nn_activation(DL_ACT_RELU));
+    dl_nn_sequential_add(seq, dl_nn_maxpool2d(2, 2, 0)); /* 4 x 5 x 5 */
+    dl_nn_sequential_add(seq, dl_nn_conv2d(4, 4, 3, 1, 1, 1));
+    dl_nn_sequential_add(seq, dl_nn_activation(DL_ACT_RELU));
+    dl_nn_sequential_add(seq, dl_nn_maxpool2d(3, 2, 1)); /* 4 x 3 x 3, overlapping */
+    dl_nn_sequential_add(seq, dl_nn_flatten());
+    dl_nn_sequential_add(seq, dl_nn_linear(36, 8, 1));
+    dl_nn_sequential_add(seq, dl_nn_activation(DL_ACT_RELU));
+    dl_nn_sequential_add(seq, dl_nn_linear(8, 3, 1));
+    harness h;
+    dl_shape in = {3, {1, 10, 10}};
+    CHECK_OK(harness_init(&h, seq, &in, 4));
+    if (check_current_failed)
+        return;
+    dl_model_state s;
+    dl_model_get_state(h.m, &s);
+    size_t np = s.count;
+    float *out[2], *grads[2], *dxs[2];
+    dl_backend *which[2] = {&fused, &plain};
+    for (int k = 0; k < 2; k++) {
+        dl_pass p;
+        dl_model_pass(h.m, &p, h.n, 1, DL_PREC_F32, 5, 3);
+        p.be = which[k];
+        memset(s.grads, 0, np * 4);
+        for (size_t i = 0; i < h.nin; i++) /* the caller's dx is added to */
+            h.dx[i] = 0.5f;
+        float *y = dl_model_output(h.m);
+        CHECK_OK(seq->vt->forward(seq, &p, h.x, y));
+        CHECK_OK(seq->vt->backward(seq, &p, h.x, y, h.r, h.dx));
+        out[k] = malloc(h.nout * 4);
+        grads[k] = malloc(np * 4);
+        dxs[k] = malloc(h.nin * 4);
+        memcpy(out[k], y, h.nout * 4);
+        memcpy(grads[k], s.grads, np * 4);
+        memcpy(dxs[k], h.dx, h.nin * 4);
+        if (k == 0)
+            CHECK_MSG(fused_calls == 4, "fused op called %d times, expected 2 forward + 2 "
+                      "backward", fused_calls);
+    }
+    CHECK(memcmp(out[0], out[1], h.nout * 4) == 0);
+    CHECK(memcmp(grads[0], grads[1], np * 4) == 0);
+    CHECK(memcmp(dxs[0], dxs[1], h.nin * 4) == 0);
+    double gsum = 0;
+    for (size_t i = 0; i < np; i++)
+        gsum += fabs(grads[0][i]);
+    CHECK(gsum > 0); /* the gradients compared are not all zero */
+    for (int k = 0; k < 2; k++) {
+        free(out[k]);
+        free(grads[k]);
+        free(dxs[k]);
+    }
+    harness_done(&h);
+}
+
 static void test_train_flops(void)
 {
     /* Flatten -> Linear(784, 512) -> ReLU -> Linear(512, 10): backward is
@@ -630,6 +722,7 @@ int main(void)
     RUN(test_embedding_grad);
     RUN(test_residual_grad);
     RUN(test_sequential_grad);
+    RUN(test_relu_pool_fusion);
     RUN(test_train_flops);
     RUN(test_batchnorm_eval);
     RUN(test_shape_errors);

@@ -47,6 +47,10 @@ int dl_cpu_conv_backward_filter(dl_backend *be, const dl_conv_desc *d, float *dw
                                 const float *dy, const float *x, void *ws, dl_dtype compute);
 int dl_cpu_pool_forward(dl_backend *be, dl_pool_kind kind, const dl_pool_desc *d, float *y,
                         const float *x);
+int dl_cpu_relu_maxpool_forward(dl_backend *be, const dl_pool_desc *d, float *y,
+                                const float *x);
+int dl_cpu_relu_maxpool_backward(dl_backend *be, const dl_pool_desc *d, float *dx,
+                                 const float *dy, const float *x, const float *y);
 int dl_cpu_pool_backward(dl_backend *be, dl_pool_kind kind, const dl_pool_desc *d, float *dx,
                          const float *dy, const float *x, const float *y);
 int dl_cpu_batchnorm_forward(dl_backend *be, int training, int n, int c, int inner,

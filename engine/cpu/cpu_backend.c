@@ -158,6 +158,8 @@ static const dl_backend_ops cpu_ops = {
     .event_record = cpu_event_record,
     .event_elapsed = cpu_event_elapsed,
     .destroy = cpu_destroy,
+    .relu_maxpool_forward = dl_cpu_relu_maxpool_forward,
+    .relu_maxpool_backward = dl_cpu_relu_maxpool_backward,
 };
 
 static dl_backend cpu_backend;

@@ -28,8 +28,13 @@
  * Workspace (dl_cpu_conv_workspace): col [crs, chunk*pq] and t [k, chunk*pq]
  * at 4 bytes an element, plus a low-precision copy of w [k*crs].
  */
+#include <cblas.h>
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
+#ifdef __AVX2__
+#include <immintrin.h>
+#endif
 
 #include "engine/cpu/cpu.h"
 #include "engine/error.h"
@@ -189,6 +194,64 @@ static void col_range(const dl_conv_desc *d, int ks, int *ow0, int *ow1)
     *ow1 = hi;
 }
 
+/* dst[0..n) = src[0..n) for the short runs of an unfold (often a dozen
+ * floats, where a call to memcpy costs more than the copy). From 8 floats
+ * on, the last vector overlaps the one before it instead of a masked tail. */
+static inline void copy_run(float *dst, const float *src, int n)
+{
+#ifdef __AVX2__
+    if (n >= 8) {
+        int j = 0;
+        for (; j + 8 < n; j += 8)
+            _mm256_storeu_ps(dst + j, _mm256_loadu_ps(src + j));
+        _mm256_storeu_ps(dst + n - 8, _mm256_loadu_ps(src + n - 8));
+        return;
+    }
+#endif
+    for (int j = 0; j < n; j++)
+        dst[j] = src[j];
+}
+
+/* f32, stride 1: the columns of one image xi, col [crs, ld] from column 0
+ * (ld >= pq). Per (channel, kernel row, kernel column) the output rows
+ * whose input row is inside the image are runs of the input row, with the
+ * padding columns and rows zeroed around them. */
+static void unfold_s1(float *col, size_t ld, const float *xi, const dl_conv_desc *d)
+{
+    int q = d->q;
+    size_t row = 0;
+    for (int ch = 0; ch < d->c; ch++) {
+        const float *xc = xi + (size_t)ch * d->h * d->w;
+        for (int kr = 0; kr < d->r; kr++) {
+            int lo = d->pad - kr > 0 ? d->pad - kr : 0;
+            int hi = d->h + d->pad - kr < d->p ? d->h + d->pad - kr : d->p;
+            if (hi < lo)
+                hi = lo;
+            for (int ks = 0; ks < d->s; ks++, row++) {
+                float *dst = col + row * ld;
+                int ow0, ow1;
+                col_range(d, ks, &ow0, &ow1);
+                memset(dst, 0, (size_t)lo * q * sizeof(float));
+                memset(dst + (size_t)hi * q, 0, (size_t)(d->p - hi) * q * sizeof(float));
+                const float *src = xc + (size_t)(lo - d->pad + kr) * d->w + (ow0 - d->pad + ks);
+                float *o = dst + (size_t)lo * q;
+                if (ow0 == 0 && ow1 == q) {
+                    for (int oh = lo; oh < hi; oh++, o += q, src += d->w)
+                        copy_run(o, src, q);
+                } else {
+                    for (int oh = lo; oh < hi; oh++, o += q, src += d->w) {
+                        for (int ow = 0; ow < ow0; ow++)
+                            o[ow] = 0.0f;
+                        copy_run(o + ow0, src, ow1 - ow0);
+                        for (int ow = ow1; ow < q; ow++)
+                            o[ow] = 0.0f;
+                    }
+                }
+            }
+        }
+    }
+}
+
 /* Unfolds images [n0+begin, n0+end) into their columns of col. */
 static void im2col_task(void *arg, size_t begin, size_t end)
 {
@@ -198,6 +261,10 @@ static void im2col_task(void *arg, size_t begin, size_t end)
     float run_buf[512];
     for (size_t i = begin; i < end; i++) {
         const float *xi = ct->x + (size_t)(ct->n0 + i) * d->c * d->h * d->w;
+        if (ct->compute == DL_F32 && d->stride == 1) {
+            unfold_s1((float *)ct->col + i * pq, ncols, xi, d);
+            continue;
+        }
         size_t row = 0;
         for (int ch = 0; ch < d->c; ch++) {
             const float *xc = xi + (size_t)ch * d->h * d->w;
@@ -444,7 +511,10 @@ DIRECT_TARGET static void direct_bwd_filter_task(void *arg, size_t begin, size_t
                 }
                 for (int j = 0; j < rs; j++)
                     sw[(kk - k0) * rs + j] += _mm512_reduce_add_ps(acc[j]);
-                sb[kk - k0] += (double)plane_sum(t->dy + ((size_t)i * d->k + kk) * pq, pq);
+                /* db sums dy itself, not its bf16/f16 rounding */
+                sb[kk - k0] += t->compute == DL_F32
+                                   ? (double)_mm512_reduce_add_ps(gs)
+                                   : (double)plane_sum(t->dy + ((size_t)i * d->k + kk) * pq, pq);
             }
         }
         for (size_t kk = k0; kk < k1; kk++) {
@@ -748,6 +818,49 @@ static void sparse_carve(sparse_task *t, const dl_conv_desc *d, void *ws)
 /* y [n, k, p, q] = conv(x [n, c, h, w], w [k, c, r, s]) + b [k] (b may be
  * NULL). ws holds dl_cpu_conv_workspace(d, compute) bytes. Returns DL_OK,
  * or DL_EINVAL/DL_ESHAPE for a bad descriptor (y untouched). */
+/* f32 forward image by image: each part of the batch unfolds one image at
+ * a time into its own slice of the workspace, col_i [crs, pq] (an L2-sized
+ * block), and multiplies straight into y_i [k, pq] = w . col_i, which is
+ * already y's layout: no t buffer, no copy, and the columns are still in
+ * cache for the product. Parts run on the pool; each product runs on one
+ * thread, so the result does not depend on the thread count. */
+typedef struct image_task {
+    const dl_conv_desc *d;
+    const float *x, *w, *b;
+    float *y, *col;
+    size_t slice; /* floats of one part's col */
+    int parts;
+} image_task;
+
+static void fwd_image_task(void *arg, size_t begin, size_t end)
+{
+    const image_task *t = arg;
+    const dl_conv_desc *d = t->d;
+    int pq = d->p * d->q, crs = d->c * d->r * d->s;
+    for (size_t part = begin; part < end; part++) {
+        float *col = t->col + part * t->slice;
+        int i0 = (int)(part * (size_t)d->n / (size_t)t->parts);
+        int i1 = (int)((part + 1) * (size_t)d->n / (size_t)t->parts);
+        for (int i = i0; i < i1; i++) {
+            unfold_s1(col, (size_t)pq, t->x + (size_t)i * d->c * d->h * d->w, d);
+            float *yi = t->y + (size_t)i * d->k * pq;
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, d->k, pq, crs, 1.0f, t->w,
+                        crs, col, pq, 0.0f, yi, pq);
+            if (t->b)
+                for (int kk = 0; kk < d->k; kk++) {
+                    float *yk = yi + (size_t)kk * pq, bias = t->b[kk];
+                    for (int j = 0; j < pq; j++)
+                        yk[j] += bias;
+                }
+        }
+    }
+}
+
+/* Outputs of at least this many pixels per image go image by image (a
+ * product of width pq keeps OpenBLAS near its peak); smaller ones batch
+ * images into one wide product. */
+#define IMAGE_MIN_PQ 100
+
 int dl_cpu_conv_forward(dl_backend *be, const dl_conv_desc *d, float *y, const float *x,
                         const float *w, const float *b, void *ws, dl_dtype compute)
 {
@@ -756,6 +869,14 @@ int dl_cpu_conv_forward(dl_backend *be, const dl_conv_desc *d, float *y, const f
         return direct_forward(be, d, y, x, w, b, compute);
     conv_work cw;
     carve(&cw, d, ws, compute);
+    int threads = dl_cpu(be)->pool ? dl_pool_threads(dl_cpu(be)->pool) : 1;
+    if (!getenv("XOLD") && compute == DL_F32 && d->stride == 1 && d->p * d->q >= IMAGE_MIN_PQ && threads <= cw.chunk) {
+        int parts = threads < d->n ? threads : d->n;
+        image_task t = {d, x, w, b, y, cw.col, (size_t)d->c * d->r * d->s * d->p * d->q,
+                        parts};
+        run(be, (size_t)parts, fwd_image_task, &t);
+        return DL_OK;
+    }
     int pq = d->p * d->q, crs = d->c * d->r * d->s;
     const void *wop = w;
     if (compute != DL_F32) {
@@ -885,7 +1006,13 @@ typedef struct pool_task {
     float *y, *dx;
     const float *x, *dy, *yc;
     int avx512; /* the CPU has AVX-512F */
+    int relu;   /* max pooling of relu(x) (the fused ReLU -> MaxPool2d) */
+    int set;    /* backward writes dx instead of adding to it */
 } pool_task;
+
+/* x as the pooling sees it: relu(x) when fused (NaN maps to 0, as in the
+ * ReLU kernel). */
+static inline float pool_in(const pool_task *t, float x) { return !t->relu || x > 0 ? x : 0; }
 
 /* Window of output (oh, ow), clipped to the input; *count is the divisor
  * of average pooling: the window clipped to the padded input, padding
@@ -922,6 +1049,9 @@ static inline float max_step(float v, float x) { return (x > v) | (x != x) ? x :
                              _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q),                           \
                          v, x)
 
+/* relu: x where x > 0, else 0 (NaN too). */
+#define VRELU(x) _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_GT_OQ), x)
+
 /* 16 outputs at a time: even and odd input columns split with permutes;
  * masked loads and stores cover the row tails (w may be odd: the last
  * column is never read then). */
@@ -943,6 +1073,12 @@ DIRECT_TARGET static void max2_fwd_avx512(const pool_task *t, size_t pl)
             const float *a = r0 + 2 * ow, *b = r1 + 2 * ow;
             __m512 a0 = _mm512_maskz_loadu_ps(ml, a), a1 = _mm512_maskz_loadu_ps(mh, a + 16);
             __m512 b0 = _mm512_maskz_loadu_ps(ml, b), b1 = _mm512_maskz_loadu_ps(mh, b + 16);
+            if (t->relu) {
+                a0 = VRELU(a0);
+                a1 = VRELU(a1);
+                b0 = VRELU(b0);
+                b1 = VRELU(b1);
+            }
             __m512 v = _mm512_permutex2var_ps(a0, ev, a1);
             __m512 x = _mm512_permutex2var_ps(a0, od, a1);
             v = VMAX_STEP(v, x);
@@ -982,6 +1118,14 @@ DIRECT_TARGET static void max2_bwd_avx512(const pool_task *t, size_t pl) {
                    b1 = _mm512_maskz_loadu_ps(mh, r1 + c + 16);
             __m512 m = _mm512_maskz_loadu_ps(mo, yp + (size_t)oh * d->q + ow);
             __m512 g = _mm512_maskz_loadu_ps(mo, dyp + (size_t)oh * d->q + ow);
+            if (t->relu) {
+                a0 = VRELU(a0);
+                a1 = VRELU(a1);
+                b0 = VRELU(b0);
+                b1 = VRELU(b1);
+                /* relu'(x) of the chosen cell is 1 exactly when the max is > 0 */
+                mo &= _mm512_cmp_ps_mask(m, _mm512_setzero_ps(), _CMP_GT_OQ);
+            }
             __mmask16 e0 =
                 _mm512_cmp_ps_mask(_mm512_permutex2var_ps(a0, ev, a1), m, _CMP_EQ_OQ) & mo;
             __mmask16 e1 =
@@ -992,18 +1136,18 @@ DIRECT_TARGET static void max2_bwd_avx512(const pool_task *t, size_t pl) {
                            mo & ~(e0 | e1 | e2);
             __m512 ga = _mm512_maskz_mov_ps(e0, g), gb = _mm512_maskz_mov_ps(e1, g);
             __m512 gc = _mm512_maskz_mov_ps(e2, g), gd = _mm512_maskz_mov_ps(e3, g);
-            _mm512_mask_storeu_ps(g0 + c, ml,
-                                  _mm512_add_ps(_mm512_maskz_loadu_ps(ml, g0 + c),
-                                                _mm512_permutex2var_ps(ga, lo, gb)));
-            _mm512_mask_storeu_ps(g0 + c + 16, mh,
-                                  _mm512_add_ps(_mm512_maskz_loadu_ps(mh, g0 + c + 16),
-                                                _mm512_permutex2var_ps(ga, hi, gb)));
-            _mm512_mask_storeu_ps(g1 + c, ml,
-                                  _mm512_add_ps(_mm512_maskz_loadu_ps(ml, g1 + c),
-                                                _mm512_permutex2var_ps(gc, lo, gd)));
-            _mm512_mask_storeu_ps(g1 + c + 16, mh,
-                                  _mm512_add_ps(_mm512_maskz_loadu_ps(mh, g1 + c + 16),
-                                                _mm512_permutex2var_ps(gc, hi, gd)));
+            __m512 v00 = _mm512_permutex2var_ps(ga, lo, gb), v01 = _mm512_permutex2var_ps(ga, hi, gb);
+            __m512 v10 = _mm512_permutex2var_ps(gc, lo, gd), v11 = _mm512_permutex2var_ps(gc, hi, gd);
+            if (!t->set) {
+                v00 = _mm512_add_ps(_mm512_maskz_loadu_ps(ml, g0 + c), v00);
+                v01 = _mm512_add_ps(_mm512_maskz_loadu_ps(mh, g0 + c + 16), v01);
+                v10 = _mm512_add_ps(_mm512_maskz_loadu_ps(ml, g1 + c), v10);
+                v11 = _mm512_add_ps(_mm512_maskz_loadu_ps(mh, g1 + c + 16), v11);
+            }
+            _mm512_mask_storeu_ps(g0 + c, ml, v00);
+            _mm512_mask_storeu_ps(g0 + c + 16, mh, v01);
+            _mm512_mask_storeu_ps(g1 + c, ml, v10);
+            _mm512_mask_storeu_ps(g1 + c + 16, mh, v11);
         }
     }
 }
@@ -1017,9 +1161,9 @@ static void max2_fwd(const pool_task *t, size_t pl) {
         const float *r0 = xp + (size_t)(2 * oh) * d->w, *r1 = r0 + d->w;
         float *yo = yp + (size_t)oh * d->q;
         for (int ow = 0; ow < d->q; ow++) {
-            float v = max_step(r0[2 * ow], r0[2 * ow + 1]);
-            v = max_step(v, r1[2 * ow]);
-            yo[ow] = max_step(v, r1[2 * ow + 1]);
+            float v = max_step(pool_in(t, r0[2 * ow]), pool_in(t, r0[2 * ow + 1]));
+            v = max_step(v, pool_in(t, r1[2 * ow]));
+            yo[ow] = max_step(v, pool_in(t, r1[2 * ow + 1]));
         }
     }
 }
@@ -1035,15 +1179,18 @@ static void max2_bwd(const pool_task *t, size_t pl)
         size_t i0 = (size_t)(2 * oh) * d->w, o = (size_t)oh * d->q;
         for (int ow = 0; ow < d->q; ow++) {
             size_t a = i0 + 2 * (size_t)ow;
+            size_t cell[4] = {a, a + 1, a + d->w, a + d->w + 1};
             float m = yp[o + ow], g = dyp[o + ow];
-            if (xp[a] == m)
-                dxp[a] += g;
-            else if (xp[a + 1] == m)
-                dxp[a + 1] += g;
-            else if (xp[a + d->w] == m)
-                dxp[a + d->w] += g;
-            else if (xp[a + d->w + 1] == m)
-                dxp[a + d->w + 1] += g;
+            if (t->relu && !(m > 0))
+                g = 0; /* relu'(x) of the chosen cell */
+            int k = 0;
+            while (k < 4 && pool_in(t, xp[cell[k]]) != m)
+                k++;
+            if (t->set)
+                for (int j = 0; j < 4; j++)
+                    dxp[cell[j]] = j == k ? g : 0.0f;
+            else if (k < 4)
+                dxp[cell[k]] += g;
         }
     }
 }
@@ -1074,9 +1221,11 @@ static void pool_fwd_task(void *arg, size_t begin, size_t end)
                 if (t->kind == DL_POOL_MAX) {
                     v = -INFINITY;
                     for (int ih = h0; ih < h1; ih++)
-                        for (int iw = w0; iw < w1; iw++)
-                            if (xp[ih * d->w + iw] > v || isnan(xp[ih * d->w + iw]))
-                                v = xp[ih * d->w + iw];
+                        for (int iw = w0; iw < w1; iw++) {
+                            float e = pool_in(t, xp[ih * d->w + iw]);
+                            if (e > v || isnan(e))
+                                v = e;
+                        }
                 } else {
                     float s = 0.0f;
                     for (int ih = h0; ih < h1; ih++)
@@ -1092,9 +1241,18 @@ static void pool_fwd_task(void *arg, size_t begin, size_t end)
 
 static void pool_bwd_task(void *arg, size_t begin, size_t end)
 {
-    const pool_task *t = arg;
-    const dl_pool_desc *d = t->d;
+    const pool_task *t0 = arg;
+    const dl_pool_desc *d = t0->d;
+    /* a 2x2 pooling of even planes covers every cell, so its kernels can
+     * write dx; otherwise a written dx is zeroed plane by plane first */
+    pool_task local = *t0;
+    const pool_task *t = &local;
+    int cover = is_max2(t0) && d->h % 2 == 0 && d->w % 2 == 0;
+    if (t0->set && !cover)
+        local.set = 0;
     for (size_t pl = begin; pl < end; pl++) {
+        if (t0->set && !cover)
+            memset(t->dx + pl * d->h * d->w, 0, (size_t)d->h * d->w * sizeof(float));
         if (is_max2(t)) {
 #if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
             if (t->avx512) {
@@ -1117,10 +1275,12 @@ static void pool_bwd_task(void *arg, size_t begin, size_t end)
                 if (t->kind == DL_POOL_MAX) {
                     /* the first cell, in scan order, equal to the output */
                     float m = yp[oh * d->q + ow];
+                    if (t->relu && !(m > 0))
+                        continue; /* relu'(x) of the chosen cell is 0 */
                     int found = 0;
                     for (int ih = h0; ih < h1 && !found; ih++)
                         for (int iw = w0; iw < w1 && !found; iw++)
-                            if (xp[ih * d->w + iw] == m) {
+                            if (pool_in(t, xp[ih * d->w + iw]) == m) {
                                 dxp[ih * d->w + iw] += g;
                                 found = 1;
                             }
@@ -1157,9 +1317,28 @@ int dl_cpu_pool_forward(dl_backend *be, dl_pool_kind kind, const dl_pool_desc *d
                         const float *x)
 {
     DL_TRY(check_pool(kind, d, "pool_forward"));
-    pool_task t = {d, kind, y, NULL, x, NULL, NULL, have_avx512()};
+    pool_task t = {d, kind, y, NULL, x, NULL, NULL, have_avx512(), 0, 0};
     size_t planes = (size_t)d->n * d->c;
     dl_pool_for(dl_cpu(be)->pool, planes, 16, pool_fwd_task, &t);
+    return DL_OK;
+}
+
+/* y = max pooling of relu(x), without writing relu(x). */
+int dl_cpu_relu_maxpool_forward(dl_backend *be, const dl_pool_desc *d, float *y, const float *x)
+{
+    DL_TRY(check_pool(DL_POOL_MAX, d, "relu_maxpool_forward"));
+    pool_task t = {d, DL_POOL_MAX, y, NULL, x, NULL, NULL, have_avx512(), 1, 0};
+    dl_pool_for(dl_cpu(be)->pool, (size_t)d->n * d->c, 16, pool_fwd_task, &t);
+    return DL_OK;
+}
+
+/* dx [n, c, h, w] = the gradient of maxpool(relu(x)): written, not added. */
+int dl_cpu_relu_maxpool_backward(dl_backend *be, const dl_pool_desc *d, float *dx,
+                                 const float *dy, const float *x, const float *y)
+{
+    DL_TRY(check_pool(DL_POOL_MAX, d, "relu_maxpool_backward"));
+    pool_task t = {d, DL_POOL_MAX, NULL, dx, x, dy, y, have_avx512(), 1, 1};
+    dl_pool_for(dl_cpu(be)->pool, (size_t)d->n * d->c, 16, pool_bwd_task, &t);
     return DL_OK;
 }
 
@@ -1170,7 +1349,7 @@ int dl_cpu_pool_backward(dl_backend *be, dl_pool_kind kind, const dl_pool_desc *
                          const float *dy, const float *x, const float *y)
 {
     DL_TRY(check_pool(kind, d, "pool_backward"));
-    pool_task t = {d, kind, NULL, dx, x, dy, y, have_avx512()};
+    pool_task t = {d, kind, NULL, dx, x, dy, y, have_avx512(), 0, 0};
     size_t planes = (size_t)d->n * d->c;
     dl_pool_for(dl_cpu(be)->pool, planes, 16, pool_bwd_task, &t);
     return DL_OK;
