@@ -230,6 +230,18 @@ struct dl_backend {
  * workers, 0 = number of cores; later calls ignore the argument). */
 dl_backend *dl_backend_cpu(int threads);
 
+/* A CPU backend of its own, with its own pool of `threads` workers (0:
+ * $DLBENCH_THREADS, else the number of cores; at most DL_CPU_MAX_THREADS):
+ * the same kernels as dl_backend_cpu, another instance, so a training can
+ * be moved between two CPU backends (parity checks against another thread
+ * count, tests of the device switch). NULL and dl_error() on failure.
+ * Destroy it with dl_backend_cpu_destroy once nothing lives on it. */
+#define DL_CPU_MAX_THREADS 1024
+dl_backend *dl_backend_cpu_create(int threads);
+/* Releases a backend from dl_backend_cpu_create; NULL and the process-wide
+ * instance are ignored. */
+void dl_backend_cpu_destroy(dl_backend *be);
+
 /* Opens the CUDA backend module (dlbench-cuda.so next to the executable,
  * or $DLBENCH_CUDA_MODULE). On failure returns NULL and writes why (no
  * module built, no driver, no device, API mismatch) into why. */

@@ -875,7 +875,8 @@ int dl_trainer_switch_device(dl_trainer *t, dl_backend *be)
         char msg[512];
         snprintf(msg, sizeof msg, "%s", dl_error_message());
         dl_model_move(t->m, old);
-        alloc_stage(t, old);
+        if (t->stage->be != old)
+            alloc_stage(t, old);
         if (t->train->ops->retarget)
             t->train->ops->retarget(t->train, old);
         if (t->val && t->val->ops->retarget)
@@ -959,4 +960,252 @@ int dl_trainer_set_cursor(dl_trainer *t, const dl_trainer_cursor *c)
                (uint64_t)c->epoch_step * (uint64_t)t->cfg.accumulate;
     t->lowp_dirty = 1;
     return DL_OK;
+}
+
+/* --- snapshots ---------------------------------------------------------------- */
+
+struct dl_trainer_snapshot {
+    const dl_trainer *owner;
+    void *state;         /* the model's state arena, byte for byte */
+    size_t state_bytes;
+    dl_trainer_cursor cursor;
+    double lr_now, grad_norm;
+    uint64_t micro; /* as it was, not as the cursor would derive it */
+};
+
+int dl_trainer_snapshot_take(dl_trainer *t, dl_trainer_snapshot **out)
+{
+    *out = NULL;
+    dl_model_state ms;
+    dl_model_get_state(t->m, &ms);
+    dl_trainer_snapshot *s = calloc(1, sizeof *s);
+    size_t bytes = ms.storage->bytes;
+    void *host = s ? malloc(bytes ? bytes : 1) : NULL;
+    if (!host) {
+        free(s);
+        return dl_error(DL_ENOMEM,
+                        "no host memory for a snapshot of the training state (%zu bytes)", bytes);
+    }
+    dl_backend *be = ms.storage->be;
+    int rc = be->ops->to_host(be, host, ms.storage->ptr, bytes);
+    if (rc < 0) {
+        free(host);
+        free(s);
+        return rc;
+    }
+    s->owner = t;
+    s->state = host;
+    s->state_bytes = bytes;
+    dl_trainer_get_cursor(t, &s->cursor);
+    s->lr_now = t->lr_now;
+    s->grad_norm = t->grad_norm;
+    s->micro = t->micro;
+    *out = s;
+    return DL_OK;
+}
+
+int dl_trainer_snapshot_restore(dl_trainer *t, const dl_trainer_snapshot *s)
+{
+    dl_model_state ms;
+    dl_model_get_state(t->m, &ms);
+    if (s->owner != t || s->state_bytes != ms.storage->bytes)
+        return dl_error(DL_EINVAL, "snapshot of another training (%zu state bytes, this one has "
+                        "%zu)", s->state_bytes, ms.storage->bytes);
+    dl_backend *be = ms.storage->be;
+    DL_TRY(be->ops->to_device(be, ms.storage->ptr, s->state, s->state_bytes));
+    DL_TRY(be->ops->sync(be));
+    DL_TRY(dl_trainer_set_cursor(t, &s->cursor));
+    t->lr_now = s->lr_now;
+    t->grad_norm = s->grad_norm;
+    t->micro = s->micro;
+    return DL_OK;
+}
+
+void dl_trainer_snapshot_destroy(dl_trainer_snapshot *s)
+{
+    if (!s)
+        return;
+    free(s->state);
+    free(s);
+}
+
+/* --- parity checks ---------------------------------------------------------------- */
+
+/* One leg of a parity check: up to `steps` steps, each step's mean loss
+ * into loss[]; *done is the number of steps run. Epoch ends are closed as
+ * in dl_trainer_run (validation included) with the callbacks off. */
+static int parity_leg(dl_trainer *t, int steps, double *loss, int *done)
+{
+    double sum, correct;
+    *done = 0;
+    DL_TRY(take_stats(t, &sum, &correct)); /* the open window is not this leg's */
+    t->rep_samples = t->rep_steps = 0;
+    while (*done < steps && t->epoch < t->cfg.epochs &&
+           !(t->cfg.max_steps > 0 && t->step >= t->cfg.max_steps)) {
+        int rc = dl_trainer_step(t);
+        if (rc < 0)
+            return rc;
+        if (rc == 1) {
+            DL_TRY(end_epoch(t));
+            continue;
+        }
+        DL_TRY(take_stats(t, &sum, &correct));
+        double rows = t->rep_samples > 0 ? (double)t->rep_samples : 1;
+        loss[(*done)++] = sum / rows / per_sample_divisor(t);
+        t->rep_samples = t->rep_steps = 0;
+    }
+    return DL_OK;
+}
+
+/* The f32 parameters (dl_model_param_count floats) into host. */
+static int read_params(dl_trainer *t, float *host)
+{
+    dl_model_state ms;
+    dl_model_get_state(t->m, &ms);
+    dl_backend *be = ms.storage->be;
+    return be->ops->to_host(be, host, ms.params, dl_model_param_count(t->m) * sizeof(float));
+}
+
+/* |a - b| / |scale|: 0 when a and b are equal (or both NaN), Inf when
+ * exactly one is NaN or the scale is 0 and they differ. */
+static double rel_diff(double a, double b, double scale)
+{
+    if (a == b || (isnan(a) && isnan(b)))
+        return 0;
+    double d = fabs(a - b);
+    if (isnan(d))
+        return INFINITY;
+    scale = fabs(scale);
+    return scale > 0 && isfinite(scale) ? d / scale : INFINITY;
+}
+
+static void compare_params(dl_trainer *t, const float *a, const float *b, dl_parity_report *r)
+{
+    size_t n = dl_model_param_count(t->m);
+    r->params_identical = memcmp(a, b, n * sizeof *a) == 0;
+    if (r->params_identical)
+        return;
+    for (int i = 0; i < dl_model_num_params(t->m); i++) {
+        const dl_param *p = dl_model_param(t->m, i);
+        double big = 0, diff = 0;
+        int nan_mismatch = 0;
+        for (size_t k = p->offset; k < p->offset + p->count; k++) {
+            double x = a[k], y = b[k];
+            if (isnan(x) || isnan(y)) {
+                nan_mismatch |= !(isnan(x) && isnan(y));
+                continue;
+            }
+            big = fmax(big, fabs(x));
+            diff = fmax(diff, fabs(x - y));
+        }
+        double rel = nan_mismatch ? INFINITY : diff == 0 ? 0 : big > 0 ? diff / big : INFINITY;
+        if (rel > r->max_param_rel || (rel > 0 && !r->worst_param[0])) {
+            r->max_param_rel = rel;
+            r->worst_param_abs = nan_mismatch ? NAN : diff;
+            snprintf(r->worst_param, sizeof r->worst_param, "%s", p->name);
+        }
+    }
+}
+
+int dl_trainer_check_parity(dl_trainer *t, dl_backend *other, int steps, dl_parity_report *r)
+{
+    memset(r, 0, sizeof *r);
+    if (steps < 1)
+        return dl_error(DL_EINVAL, "a parity check needs at least 1 step, not %d", steps);
+    if (t->comm)
+        return dl_error(DL_EUNSUPPORTED, "a parity check runs alone, not in a job of %d ranks",
+                        dl_comm_size(t->comm));
+    dl_backend *home = t->be;
+    r->first_step = t->step;
+    r->same_backend = other == home;
+    snprintf(r->device_a, sizeof r->device_a, "%s", home->description);
+    snprintf(r->device_b, sizeof r->device_b, "%s", other->description);
+    size_t n = dl_model_param_count(t->m);
+    r->loss_a = calloc((size_t)steps, sizeof *r->loss_a);
+    r->loss_b = calloc((size_t)steps, sizeof *r->loss_b);
+    float *pa = malloc(n * sizeof *pa + 1), *pb = malloc(n * sizeof *pb + 1);
+    if (!r->loss_a || !r->loss_b || !pa || !pb) {
+        free(pa);
+        free(pb);
+        return dl_error(DL_ENOMEM, "no host memory for a parity check of %zu parameters", n);
+    }
+    dl_trainer_snapshot *snap = NULL;
+    int rc = dl_trainer_snapshot_take(t, &snap);
+    if (rc < 0) {
+        free(pa);
+        free(pb);
+        return rc;
+    }
+    dl_callbacks saved = t->cb;
+    memset(&t->cb, 0, sizeof t->cb);
+    int na = 0, nb = 0;
+    double t0 = now_s();
+    rc = parity_leg(t, steps, r->loss_a, &na);
+    r->seconds_a = now_s() - t0;
+    if (rc == DL_OK)
+        rc = read_params(t, pa);
+    if (rc == DL_OK)
+        rc = dl_trainer_snapshot_restore(t, snap);
+    if (rc == DL_OK) {
+        t0 = now_s();
+        rc = dl_trainer_switch_device(t, other);
+        r->switch_s = now_s() - t0;
+        if (rc < 0) {
+            char msg[512];
+            snprintf(msg, sizeof msg, "%s", dl_error_message());
+            rc = dl_error(rc, "cannot move the training to %s: %s", other->ops->name, msg);
+        }
+    }
+    if (rc == DL_OK) {
+        t0 = now_s();
+        rc = parity_leg(t, steps, r->loss_b, &nb);
+        r->seconds_b = now_s() - t0;
+    }
+    if (rc == DL_OK)
+        rc = read_params(t, pb);
+    /* back home with the state as it was, whatever happened above */
+    char msg[512];
+    snprintf(msg, sizeof msg, "%s", dl_error_message());
+    t0 = now_s();
+    int back = dl_trainer_switch_device(t, home);
+    r->switch_s += now_s() - t0;
+    if (back == DL_OK)
+        back = dl_trainer_snapshot_restore(t, snap);
+    t->cb = saved;
+    dl_trainer_snapshot_destroy(snap);
+    if (rc == DL_OK && back < 0)
+        rc = back; /* its own message */
+    else if (rc < 0 && back < 0)
+        dl_error(rc, "%s; moving back to %s failed too: %s", msg, home->ops->name,
+                 dl_error_message());
+    else if (rc < 0)
+        dl_error(rc, "%s", msg);
+    if (rc == DL_OK) {
+        r->steps = na < nb ? na : nb;
+        if (na != nb)
+            rc = dl_error(DL_ERR, "parity check: %d steps ran on %s but %d on %s",
+                          na, home->ops->name, nb, other->ops->name);
+    }
+    if (rc == DL_OK) {
+        for (int i = 0; i < r->steps; i++) {
+            double d = rel_diff(r->loss_a[i], r->loss_b[i], r->loss_a[i]);
+            if (d > r->max_loss_rel || (i == 0 && !r->worst_loss_step)) {
+                r->max_loss_rel = d;
+                r->worst_loss_step = i + 1;
+            }
+        }
+        compare_params(t, pa, pb, r);
+    }
+    free(pa);
+    free(pb);
+    return rc;
+}
+
+void dl_parity_report_done(dl_parity_report *r)
+{
+    if (!r)
+        return;
+    free(r->loss_a);
+    free(r->loss_b);
+    r->loss_a = r->loss_b = NULL;
 }

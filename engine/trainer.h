@@ -132,9 +132,12 @@ typedef enum {
 int dl_trainer_post(dl_trainer *t, dl_command_kind kind, double value, const char *text);
 
 /* Moves every parameter, gradient, moment, buffer and the activations to
- * be at the current step boundary; the loader re-targets its buffers. On
- * error the training stays on the old backend. Call between steps only
- * (the command queue does). */
+ * be at the current step boundary; the loader re-targets its buffers and
+ * the old backend's memory is freed. The step, loss scale and schedule are
+ * host state and carry on. On error (be out of memory: the message gives
+ * the size asked) the training stays on the old backend with its state
+ * unchanged and nothing left on be (tests/test_switch.c). Call between
+ * steps only (the command queue does). */
 int dl_trainer_switch_device(dl_trainer *t, dl_backend *be);
 
 /* State and counters. */
@@ -175,5 +178,59 @@ typedef struct dl_trainer_cursor {
 /* Reads the cursor (the window's sums from the device: 0 if that fails). */
 void dl_trainer_get_cursor(dl_trainer *t, dl_trainer_cursor *c);
 int dl_trainer_set_cursor(dl_trainer *t, const dl_trainer_cursor *c);
+
+/* --- snapshots and parity checks --------------------------------------------- */
+
+/* The whole training state at a step boundary, in host memory: the model's
+ * state arena (parameters, gradients, optimizer moments, buffers such as
+ * BatchNorm statistics, the low-precision copy), the cursor (step, epoch,
+ * batch position, loss scale, schedule state, the open logging window). */
+typedef struct dl_trainer_snapshot dl_trainer_snapshot;
+/* Copies the current state into a new snapshot (*out, owned by the
+ * caller). Call between steps. DL_ENOMEM when the host cannot hold it;
+ * the training is untouched either way. */
+int dl_trainer_snapshot_take(dl_trainer *t, dl_trainer_snapshot **out);
+/* Puts a snapshot of this trainer back, on whichever backend the trainer
+ * is on now; the next step restarts the epoch's batch order at the
+ * snapshot's cursor, so the steps that follow are those that followed the
+ * snapshot. Call between steps. */
+int dl_trainer_snapshot_restore(dl_trainer *t, const dl_trainer_snapshot *snap);
+void dl_trainer_snapshot_destroy(dl_trainer_snapshot *snap); /* accepts NULL */
+
+/* What dl_trainer_check_parity measured. Relative differences: of a loss,
+ * |a - b| / |a|; of a parameter tensor, max |a - b| over its elements
+ * divided by max |a| (so a tensor of small weights is judged against its
+ * own scale); exactly 0 when the values are bit-identical. */
+typedef struct dl_parity_report {
+    int steps;              /* steps run on each backend */
+    long first_step;        /* the step count the check started from */
+    double *loss_a, *loss_b; /* [steps]: each step's mean training loss */
+    double max_loss_rel;
+    int worst_loss_step;    /* 1-based, within the check (0: none) */
+    double max_param_rel;
+    double worst_param_abs; /* max |a - b| of the worst tensor */
+    char worst_param[64];   /* its name ("" when every tensor is identical) */
+    int params_identical;   /* 1: every parameter bit-identical */
+    int same_backend;       /* B was A: no move, the restore alone was checked */
+    double seconds_a, seconds_b, switch_s; /* time of each leg and of the moves */
+    char device_a[128], device_b[128]; /* backend descriptions */
+} dl_parity_report;
+
+/* Runs `steps` optimizer steps from the current state on the trainer's
+ * backend (A) and records each step's loss, puts the state back, moves
+ * the training to `other` (B), runs the same steps, moves back to A and
+ * puts the state back again: afterwards the training is where it was, on
+ * A, as if the check had not run. The steps stop early at the end of the
+ * training (epochs, max_steps). Callbacks do not run during the check
+ * (no logging, no Lua hooks); validation at an epoch end does. other may
+ * be A itself (then only the restore is checked: every difference must be
+ * 0). Fills *r (release with dl_parity_report_done, also after an
+ * error). Errors: DL_EINVAL (steps < 1), DL_EUNSUPPORTED (data parallel),
+ * DL_ENOMEM and the like when B cannot take the training (the message is
+ * the backend's: size asked, memory free), or a step's failure; the
+ * training is back on A with its state restored whenever that is
+ * possible. */
+int dl_trainer_check_parity(dl_trainer *t, dl_backend *other, int steps, dl_parity_report *r);
+void dl_parity_report_done(dl_parity_report *r);
 
 #endif

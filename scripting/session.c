@@ -66,6 +66,7 @@ struct dl_session {
     long steps_at_start;
     int resumed;
     int pruned;                 /* the study's pruner stopped this trial */
+    dl_backend *parity_be;      /* a cpu:T backend of a parity check (owned) */
     double wall_s, samples_per_s;
 };
 
@@ -857,7 +858,7 @@ int dl_session_prepare(dl_session **out, const dl_session_options *opt)
     }
     if (rc == DL_OK)
         rc = build_config(s);
-    if (rc == DL_OK && !s->resumed && !opt->force && opt->rank == 0 &&
+    if (rc == DL_OK && !s->resumed && !opt->force && opt->rank == 0 && !opt->parity &&
         dl_runlog_find_finished(s->opt.out_dir, s->hash, s->duplicate, sizeof s->duplicate)) {
         for (int i = 0; i < resume_nov; i++)
             free(resume_ovs[i]);
@@ -894,7 +895,7 @@ int dl_session_prepare(dl_session **out, const dl_session_options *opt)
             emit(s, "resumed", "from step %ld (epoch %d) on %s", info.cursor.step,
                  info.cursor.epoch + 1, s->device);
         }
-    } else if (rc == DL_OK && opt->rank == 0) {
+    } else if (rc == DL_OK && opt->rank == 0 && !opt->parity) {
         rc = dl_runlog_create(&s->log, s->opt.out_dir, s->exp->name, s->hash, s->config,
                               s->script_path);
         if (rc == DL_OK) {
@@ -1012,6 +1013,7 @@ void dl_session_destroy(dl_session *s)
     dl_script_destroy(s->script);
     cJSON_Delete(s->config);
     cJSON_Delete(s->summary);
+    dl_backend_cpu_destroy(s->parity_be); /* last: nothing lives on it now */
     free(s);
 }
 
@@ -1055,4 +1057,56 @@ int dl_session_metric(const dl_session *s, const char *name, double *final, doub
     *final = f->valuedouble;
     *best = cJSON_IsNumber(b) ? b->valuedouble : f->valuedouble;
     return 1;
+}
+
+/* --- parity check ------------------------------------------------------------------ */
+
+int dl_session_parity_device_parse(const char *text, int *threads)
+{
+    *threads = 0;
+    if (!strcmp(text, "cpu"))
+        return 0;
+    if (!strcmp(text, "cuda"))
+        return 1;
+    if (strncmp(text, "cpu:", 4))
+        return -1;
+    char *end;
+    errno = 0;
+    long n = strtol(text + 4, &end, 10);
+    if (!text[4] || *end || errno || n < 1 || n > DL_CPU_MAX_THREADS)
+        return -1;
+    *threads = (int)n;
+    return 2;
+}
+
+int dl_session_check_parity(dl_session *s, const char *device, int steps, dl_parity_report *r,
+                            char *label, size_t label_size)
+{
+    memset(r, 0, sizeof *r);
+    dl_backend *home = dl_trainer_backend(s->trainer);
+    if (!device) /* the other kind of device */
+        device = home->ops->device == DL_DEVICE_CPU ? "cuda" : "cpu";
+    snprintf(label, label_size, "%s", device);
+    int threads;
+    int kind = dl_session_parity_device_parse(device, &threads);
+    dl_backend *other = NULL;
+    char why[512] = "";
+    if (kind < 0)
+        return dl_error(DL_EINVAL,
+                        "--parity-device: unknown device '%s' (expected cpu, cpu:THREADS or cuda)",
+                        device);
+    if (kind == 0) {
+        other = dl_backend_cpu(0);
+    } else if (kind == 1) {
+        other = dl_backend_cuda(why, sizeof why);
+        if (!other)
+            return dl_error(DL_ENODEV, "cannot check parity against cuda: %s", why);
+    } else {
+        dl_backend_cpu_destroy(s->parity_be);
+        s->parity_be = other = dl_backend_cpu_create(threads);
+        if (!other)
+            return dl_error(DL_ENOMEM, "cannot check parity against %s: %s", device,
+                            dl_error_message());
+    }
+    return dl_trainer_check_parity(s->trainer, other, steps, r);
 }

@@ -45,6 +45,9 @@ typedef struct dl_session_options {
      * a "cost" object (MFU, price, cost so far, energy). Borrowed. */
     struct dl_telemetry *telemetry;
     double price_per_hour;       /* > 0: money figures in the telemetry and summary */
+    /* prepared for dl_session_check_parity only: no duplicate guard, no run
+     * folder (and nothing written); not with resume */
+    int parity;
 } dl_session_options;
 
 /* Outcome of prepare beyond the status code. */
@@ -87,5 +90,21 @@ int dl_session_pruned(const dl_session *s);
 int dl_session_loader_stats(dl_session *s, dl_loader_stats *out);
 /* Final and best of a metric ("val_acc"); returns 0 when never seen. */
 int dl_session_metric(const dl_session *s, const char *name, double *final, double *best);
+
+/* What --parity-device accepts: "cpu" (the process's CPU backend, 0),
+ * "cuda" (1) or "cpu:T", a CPU backend of its own with T threads (2, T in
+ * *threads); -1 for anything else. */
+int dl_session_parity_device_parse(const char *text, int *threads);
+
+/* The parity check of a prepared session (dl_trainer_check_parity): steps
+ * from the current state on the run's device and on `device` (NULL: cuda
+ * when the run is on the CPU, else cpu), each step's loss and the
+ * parameters compared; afterwards the training is back where it was.
+ * label gets the device compared with, as named. Errors: DL_EINVAL (a bad
+ * device or steps), DL_ENODEV ("cannot check parity against cuda: no CUDA
+ * driver ..."), and those of dl_trainer_check_parity. Release *r with
+ * dl_parity_report_done, also after an error. */
+int dl_session_check_parity(dl_session *s, const char *device, int steps, dl_parity_report *r,
+                            char *label, size_t label_size);
 
 #endif

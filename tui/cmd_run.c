@@ -183,6 +183,8 @@ static void usage(FILE *f)
     fputs("usage: dlbench run SCRIPT [k=v ...] [--device cpu|cuda|auto] [--seed N]\n"
           "                   [--out DIR] [--resume RUN] [--force] [--stop-after STEPS]\n"
           "                   [--price-per-hour P] [--quiet]\n"
+          "       dlbench run SCRIPT [k=v ...] --check-parity N [--parity-device DEV]\n"
+          "                   [--parity-tol X] [--device D] [--seed N]\n"
           "  k=v             override a hyperparameter the script declares with dl.hparams\n"
           "  --device D      run on cpu, cuda or auto (default: the script's choice)\n"
           "  --seed N        the random seed (default: the script's, else 0)\n"
@@ -192,6 +194,15 @@ static void usage(FILE *f)
           "  --stop-after N  stop cleanly after N optimizer steps (checkpoint, \"stopped\")\n"
           "  --price-per-hour P  the machine's price per hour (default: $DLBENCH_PRICE_PER_HOUR):\n"
           "                  cost so far and projected in summary.json and at the end\n"
+          "  --check-parity N  train nothing: run N steps from the start on the run's device\n"
+          "                  and on another from the same state, print each step's loss on\n"
+          "                  both and the largest relative loss and parameter differences\n"
+          "                  (no run folder; exit 0 within the tolerance, 1 over it or when\n"
+          "                  the other device is not available)\n"
+          "  --parity-device DEV  the other device: cuda, cpu, or cpu:T (a CPU backend of its\n"
+          "                  own with T threads); default cuda from the CPU, cpu from a GPU\n"
+          "  --parity-tol X  the largest relative difference allowed (default 1e-3 for fp32,\n"
+          "                  1e-2 for fp16, 2e-2 for bf16)\n"
           "exit status: 0 finished or stopped, 1 failed, 2 bad input, 3 duplicate refused\n",
           f);
 }
@@ -296,6 +307,67 @@ static int agree_prepare(dl_comm *c, int rc)
     return 0;
 }
 
+/* --- parity check ---------------------------------------------------------------- */
+
+/* The default tolerance of a parity check for a precision: f32 runs
+ * differ by the order of their sums (and TF32 products on a GPU); bf16 and
+ * fp16 by a rounding that such a difference can flip. */
+static double parity_default_tol(dl_precision p)
+{
+    return p == DL_PREC_BF16 ? 2e-2 : p == DL_PREC_F16 ? 1e-2 : 1e-3;
+}
+
+/* Runs and prints the check; returns the exit status. */
+static int run_parity(dl_session *s, const char *device, int steps, double tol)
+{
+    dl_trainer *t = dl_session_trainer(s);
+    dl_precision prec = dl_trainer_config_of(t)->precision;
+    if (tol < 0)
+        tol = parity_default_tol(prec);
+    dl_parity_report r;
+    char other[64];
+    const char *home = dl_session_device(s);
+    int rc = dl_session_check_parity(s, device, steps, &r, other, sizeof other);
+    if (rc < 0) {
+        fprintf(stderr, "dlbench run: %s\n", dl_error_message());
+        dl_parity_report_done(&r);
+        return rc == DL_EINVAL ? 2 : 1;
+    }
+    printf("parity check: %s, %d step%s from step %ld, %s\n", dl_session_name(s), r.steps,
+           r.steps == 1 ? "" : "s", r.first_step, dl_precision_name(prec));
+    printf("  A: %-8s %s (%.3f s)\n", home, r.device_a, r.seconds_a);
+    if (r.same_backend)
+        printf("  B: %-8s the same backend as A: no move, the check covers the restore (%.3f s)\n",
+               other, r.seconds_b);
+    else
+        printf("  B: %-8s %s (%.3f s; moves %.3f s)\n", other, r.device_b, r.seconds_b,
+               r.switch_s);
+    if (r.steps < steps)
+        printf("  (the training ends after %d of the %d steps asked for)\n", r.steps, steps);
+    printf("  %5s  %-16s %-16s %s\n", "step", "loss A", "loss B", "relative difference");
+    for (int i = 0; i < r.steps; i++) {
+        double a = r.loss_a[i], b = r.loss_b[i];
+        double d = a == b ? 0 : fabs(a - b) / fabs(a);
+        printf("  %5ld  %-16.9g %-16.9g %.3g\n", r.first_step + i + 1, a, b, d);
+    }
+    if (r.max_loss_rel == 0)
+        printf("  largest relative loss difference: 0 (every step's loss equal)\n");
+    else
+        printf("  largest relative loss difference: %.3g (step %ld)\n", r.max_loss_rel,
+               r.first_step + r.worst_loss_step);
+    if (r.params_identical)
+        printf("  largest relative parameter difference: 0 (every parameter bit-identical)\n");
+    else
+        printf("  largest relative parameter difference: %.3g (%s: max |A-B| %.3g, relative "
+               "to the tensor's max |A|)\n",
+               r.max_param_rel, r.worst_param, r.worst_param_abs);
+    int over = !(r.max_loss_rel <= tol) || !(r.max_param_rel <= tol);
+    printf("parity: %s tolerance %.3g (%s)\n", over ? "OVER" : "within", tol,
+           dl_precision_name(prec));
+    dl_parity_report_done(&r);
+    return over ? 1 : 0;
+}
+
 int dl_cmd_run(int argc, char **argv)
 {
     dl_session_options o;
@@ -304,6 +376,9 @@ int dl_cmd_run(int argc, char **argv)
     o.out_dir = "runs";
     char **ovs = calloc((size_t)argc + 1, sizeof *ovs);
     int nov = 0, quiet = 0;
+    long parity_steps = 0;           /* --check-parity N */
+    const char *parity_device = NULL;
+    double parity_tol = -1;          /* < 0: by precision */
     if (!ovs)
         return 1;
     if (dl_price_parse(NULL, &o.price_per_hour) < 0) {
@@ -330,6 +405,38 @@ int dl_cmd_run(int argc, char **argv)
                 free(ovs);
                 return 2;
             }
+            i++;
+        } else if (!strcmp(a, "--check-parity") || !strcmp(a, "--parity-device") ||
+                   !strcmp(a, "--parity-tol")) {
+            int threads;
+            char *end = NULL;
+            double x = val ? strtod(val, &end) : 0;
+            if (!strcmp(a, "--check-parity") &&
+                (!val || !parse_long(val, &n) || n < 1 || n > 1000000)) {
+                fprintf(stderr, "dlbench run: --check-parity expects a number of steps from 1 "
+                                "to 1000000, got '%s'\n", val ? val : "");
+                free(ovs);
+                return 2;
+            } else if (!strcmp(a, "--parity-device") &&
+                       (!val || dl_session_parity_device_parse(val, &threads) < 0)) {
+                fprintf(stderr, "dlbench run: --parity-device must be cuda, cpu or cpu:THREADS "
+                                "(1 to %d threads), got '%s'\n", DL_CPU_MAX_THREADS,
+                        val ? val : "");
+                free(ovs);
+                return 2;
+            } else if (!strcmp(a, "--parity-tol") &&
+                       (!val || end == val || *end || !(x >= 0) || !isfinite(x))) {
+                fprintf(stderr, "dlbench run: --parity-tol expects a number >= 0, got '%s'\n",
+                        val ? val : "");
+                free(ovs);
+                return 2;
+            }
+            if (!strcmp(a, "--check-parity"))
+                parity_steps = (long)n;
+            else if (!strcmp(a, "--parity-device"))
+                parity_device = val;
+            else
+                parity_tol = x;
             i++;
         } else if (!strcmp(a, "--device") || !strcmp(a, "--out") || !strcmp(a, "--resume") ||
                    !strcmp(a, "--seed") || !strcmp(a, "--stop-after")) {
@@ -382,6 +489,22 @@ int dl_cmd_run(int argc, char **argv)
         free(ovs);
         return 2;
     }
+    if (!parity_steps && (parity_device || parity_tol >= 0)) {
+        fprintf(stderr, "dlbench run: --parity-device and --parity-tol go with --check-parity N\n");
+        free(ovs);
+        return 2;
+    }
+    if (parity_steps && o.resume) {
+        fprintf(stderr, "dlbench run: --check-parity starts from the script's initial state; "
+                        "it does not take --resume\n");
+        free(ovs);
+        return 2;
+    }
+    if (parity_steps && dl_comm_launched() > 1) {
+        fprintf(stderr, "dlbench run: --check-parity runs in one process, not under mpirun\n");
+        free(ovs);
+        return 2;
+    }
     if (o.resume && nov > 0) {
         fprintf(stderr, "dlbench run: --resume continues a run with its own settings; "
                         "overrides are not allowed\n");
@@ -416,7 +539,8 @@ int dl_cmd_run(int argc, char **argv)
     o.on_event = on_event;
     /* the run publishes into a telemetry store: cost in summary.json, the advisor at the end */
     dl_telemetry *tele = NULL;
-    if (dl_telemetry_create(&tele) == DL_OK)
+    o.parity = parity_steps > 0;
+    if (!o.parity && dl_telemetry_create(&tele) == DL_OK)
         o.telemetry = tele;
 
     struct sigaction sa, old_int, old_term;
@@ -438,6 +562,10 @@ int dl_cmd_run(int argc, char **argv)
     } else if (rc < 0) {
         fprintf(stderr, "dlbench run: error: %s\n", dl_error_message());
         status = dl_session_interrupted() ? 130 : exit_for(rc);
+    } else if (o.parity) {
+        status = run_parity(s, parity_device, (int)parity_steps, parity_tol);
+        if (dl_session_interrupted())
+            status = 130;
     } else {
         dl_trainer *t = dl_session_trainer(s);
         if (comm && dl_trainer_set_comm(t, comm) < 0) {

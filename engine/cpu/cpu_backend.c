@@ -1,4 +1,4 @@
-/* cpu_backend.c - the CPU backend: op table, memory, timing events and the process-wide instance */
+/* cpu_backend.c - the CPU backend: op table, memory, timing events, the process-wide instance and private ones */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -43,7 +43,8 @@ static void *cpu_alloc(dl_backend *be, size_t bytes)
     }
     size_t rounded = (bytes + 63) & ~(size_t)63;
     if (rounded < bytes || posix_memalign(&p, 64, rounded ? rounded : 64) != 0) {
-        dl_error(DL_ENOMEM, "cpu: out of memory allocating %zu bytes", bytes);
+        dl_error(DL_ENOMEM, "cpu: out of memory: %zu bytes asked for, %.3g GiB of memory available",
+                 bytes, mem_available() / (1 << 30));
         return NULL;
     }
     return p;
@@ -162,15 +163,10 @@ static const dl_backend_ops cpu_ops = {
     .relu_maxpool_backward = dl_cpu_relu_maxpool_backward,
 };
 
-static dl_backend cpu_backend;
-static pthread_once_t cpu_once = PTHREAD_ONCE_INIT;
-static int cpu_requested_threads;
-
-static void cpu_init(void)
+/* Fills be as a CPU backend with its own context and `threads` workers
+ * (0: $DLBENCH_THREADS, else the number of cores). */
+static void cpu_setup(dl_backend *be, dl_cpu_ctx *c, int threads)
 {
-    dl_cpu_ctx *c = calloc(1, sizeof *c);
-    DL_ASSERT(c);
-    int threads = cpu_requested_threads;
     if (threads <= 0) {
         const char *env = getenv("DLBENCH_THREADS");
         threads = env ? atoi(env) : 0;
@@ -179,8 +175,10 @@ static void cpu_init(void)
         threads = (int)sysconf(_SC_NPROCESSORS_ONLN);
     if (threads < 1)
         threads = 1;
-    c->threads = threads;
     c->pool = dl_pool_create(threads);
+    if (c->pool)
+        threads = dl_pool_threads(c->pool); /* fewer when a thread could not start */
+    c->threads = threads;
     __builtin_cpu_init();
     c->has_avx512_bf16 = __builtin_cpu_supports("avx512bf16");
     /* One runtime owns the cores: OpenBLAS runs on the calling thread and
@@ -188,11 +186,22 @@ static void cpu_init(void)
      * OpenBLAS's own workers the two pools spun and yielded against each
      * other, and two threads were slower than one. */
     openblas_set_num_threads(1);
-    cpu_backend.ops = &cpu_ops;
-    cpu_backend.ctx = c;
-    cpu_backend.threads = threads;
-    snprintf(cpu_backend.description, sizeof cpu_backend.description, "cpu: %d thread%s%s",
-             threads, threads == 1 ? "" : "s", c->has_avx512_bf16 ? ", AVX-512 BF16" : "");
+    be->ops = &cpu_ops;
+    be->ctx = c;
+    be->threads = threads;
+    snprintf(be->description, sizeof be->description, "cpu: %d thread%s%s", threads,
+             threads == 1 ? "" : "s", c->has_avx512_bf16 ? ", AVX-512 BF16" : "");
+}
+
+static dl_backend cpu_backend;
+static pthread_once_t cpu_once = PTHREAD_ONCE_INIT;
+static int cpu_requested_threads;
+
+static void cpu_init(void)
+{
+    dl_cpu_ctx *c = calloc(1, sizeof *c);
+    DL_ASSERT(c);
+    cpu_setup(&cpu_backend, c, cpu_requested_threads);
 }
 
 dl_backend *dl_backend_cpu(int threads)
@@ -200,4 +209,37 @@ dl_backend *dl_backend_cpu(int threads)
     cpu_requested_threads = threads;
     pthread_once(&cpu_once, cpu_init);
     return &cpu_backend;
+}
+
+dl_backend *dl_backend_cpu_create(int threads)
+{
+    if (threads < 0 || threads > DL_CPU_MAX_THREADS) {
+        dl_error(DL_EINVAL, "cpu backend: %d threads asked for, expected 0 to %d", threads,
+                 DL_CPU_MAX_THREADS);
+        return NULL;
+    }
+    dl_backend *be = calloc(1, sizeof *be);
+    dl_cpu_ctx *c = calloc(1, sizeof *c);
+    if (!be || !c) {
+        free(be);
+        free(c);
+        dl_error(DL_ENOMEM, "cpu backend: out of memory");
+        return NULL;
+    }
+    cpu_setup(be, c, threads);
+    if (!c->pool) {
+        free(c);
+        free(be);
+        dl_error(DL_ENOMEM, "cpu backend: out of memory for a pool of %d threads", threads);
+        return NULL;
+    }
+    return be;
+}
+
+void dl_backend_cpu_destroy(dl_backend *be)
+{
+    if (!be || be == &cpu_backend)
+        return;
+    cpu_destroy(be);
+    free(be);
 }

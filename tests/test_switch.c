@@ -1,0 +1,797 @@
+/* test_switch.c - the hot switch at a step boundary: state moved whole, old memory released, out of memory survived, CUDA round trip and timing
+ *
+ * The CPU backend is a process-wide singleton, so these tests build their
+ * own backends: each wraps a backend instance (a private CPU one from
+ * dl_backend_cpu_create, or the CUDA one) in a copy of its op table whose
+ * alloc/free/host_alloc/host_free count live allocations and bytes and can
+ * fail the Nth allocation on demand (a simulated out-of-memory). Two such
+ * backends over CPU instances with the same thread count run the same
+ * kernels, so a training moved between them must be bit-identical to one
+ * that never moved.
+ */
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "engine/backend.h"
+#include "engine/data.h"
+#include "engine/error.h"
+#include "engine/nn.h"
+#include "engine/optim.h"
+#include "engine/rng.h"
+#include "engine/trainer.h"
+#include "tests/check.h"
+
+/* --- counting backends -------------------------------------------------------- */
+
+typedef struct live_block {
+    void *p;
+    size_t bytes;
+    int host;
+} live_block;
+
+typedef struct test_backend {
+    dl_backend be; /* first: the ops receive &be */
+    dl_backend_ops ops;
+    dl_backend *base; /* whose kernels and memory are used */
+    int own_base;     /* base came from dl_backend_cpu_create */
+    char name[16];
+    live_block *blocks;
+    int nblocks, cap;
+    size_t live_bytes, live_host_bytes;
+    long allocs, host_allocs;       /* made so far (successful) */
+    long fail_alloc, fail_host;     /* > 0: that many calls from now, the last one fails */
+} test_backend;
+
+static test_backend *tb_of(dl_backend *be) { return (test_backend *)be; }
+
+static void tb_track(test_backend *tb, void *p, size_t bytes, int host)
+{
+    if (tb->nblocks == tb->cap) {
+        tb->cap = tb->cap ? 2 * tb->cap : 64;
+        tb->blocks = realloc(tb->blocks, (size_t)tb->cap * sizeof *tb->blocks);
+        DL_ASSERT(tb->blocks);
+    }
+    tb->blocks[tb->nblocks++] = (live_block){p, bytes, host};
+    if (host) {
+        tb->live_host_bytes += bytes;
+        tb->host_allocs++;
+    } else {
+        tb->live_bytes += bytes;
+        tb->allocs++;
+    }
+}
+
+/* Forgets p; 0 when it was not ours (a test failure, counted by the caller). */
+static int tb_untrack(test_backend *tb, void *p, int host)
+{
+    for (int i = 0; i < tb->nblocks; i++) {
+        if (tb->blocks[i].p != p || tb->blocks[i].host != host)
+            continue;
+        if (host)
+            tb->live_host_bytes -= tb->blocks[i].bytes;
+        else
+            tb->live_bytes -= tb->blocks[i].bytes;
+        tb->blocks[i] = tb->blocks[--tb->nblocks];
+        return 1;
+    }
+    return 0;
+}
+
+static long foreign_frees; /* frees of pointers a backend never handed out */
+
+/* The simulated failure, worded as the real backends word theirs. */
+static int tb_due(test_backend *tb, long *countdown, size_t bytes, const char *what)
+{
+    if (*countdown <= 0 || --*countdown > 0)
+        return 0;
+    dl_error(DL_ENOMEM, "%s: out of %s memory: asked for %zu bytes, %zu bytes free (simulated)",
+             tb->name, what, bytes, (size_t)4096);
+    return 1;
+}
+
+static void *tb_alloc(dl_backend *be, size_t bytes)
+{
+    test_backend *tb = tb_of(be);
+    if (tb_due(tb, &tb->fail_alloc, bytes, "device"))
+        return NULL;
+    void *p = tb->base->ops->alloc(tb->base, bytes);
+    if (p)
+        tb_track(tb, p, bytes, 0);
+    return p;
+}
+
+static void tb_free(dl_backend *be, void *p)
+{
+    test_backend *tb = tb_of(be);
+    if (!p)
+        return;
+    if (!tb_untrack(tb, p, 0))
+        foreign_frees++;
+    tb->base->ops->free(tb->base, p);
+}
+
+static void *tb_host_alloc(dl_backend *be, size_t bytes)
+{
+    test_backend *tb = tb_of(be);
+    if (tb_due(tb, &tb->fail_host, bytes, "host"))
+        return NULL;
+    void *p = tb->base->ops->host_alloc(tb->base, bytes);
+    if (p)
+        tb_track(tb, p, bytes, 1);
+    return p;
+}
+
+static void tb_host_free(dl_backend *be, void *p)
+{
+    test_backend *tb = tb_of(be);
+    if (!p)
+        return;
+    if (!tb_untrack(tb, p, 1))
+        foreign_frees++;
+    tb->base->ops->host_free(tb->base, p);
+}
+
+/* A counting backend over base (taken over when own_base). */
+static test_backend *tb_wrap(const char *name, dl_backend *base, int own_base)
+{
+    test_backend *tb = calloc(1, sizeof *tb);
+    DL_ASSERT(tb);
+    tb->base = base;
+    tb->own_base = own_base;
+    snprintf(tb->name, sizeof tb->name, "%s", name);
+    tb->ops = *base->ops;
+    tb->ops.name = tb->name;
+    tb->ops.alloc = tb_alloc;
+    tb->ops.free = tb_free;
+    tb->ops.host_alloc = tb_host_alloc;
+    tb->ops.host_free = tb_host_free;
+    tb->ops.destroy = NULL; /* the base is released by tb_destroy */
+    tb->be.ops = &tb->ops;
+    tb->be.ctx = base->ctx; /* the kernels find their context here */
+    tb->be.threads = base->threads;
+    snprintf(tb->be.description, sizeof tb->be.description, "%s over %.100s", name,
+             base->description);
+    return tb;
+}
+
+static test_backend *tb_cpu(const char *name, int threads)
+{
+    dl_backend *base = dl_backend_cpu_create(threads);
+    DL_ASSERT(base);
+    return tb_wrap(name, base, 1);
+}
+
+static void tb_destroy(test_backend *tb)
+{
+    if (!tb)
+        return;
+    if (tb->own_base)
+        dl_backend_cpu_destroy(tb->base);
+    free(tb->blocks);
+    free(tb);
+}
+
+/* --- data, model, runs -------------------------------------------------------------- */
+
+/* Three Gaussian clusters in 8 dimensions, labels i % 3. */
+static void blobs(dl_dataset *d, size_t count, uint64_t seed)
+{
+    memset(d, 0, sizeof *d);
+    d->info.sample = (dl_shape){1, {8}};
+    d->info.x_dtype = DL_F32;
+    d->info.y_dtype = DL_I32;
+    d->info.y_width = 1;
+    d->info.classes = 3;
+    d->info.count = count;
+    d->info.scale = 1;
+    float *x = malloc(count * 8 * sizeof *x);
+    int32_t *y = malloc(count * sizeof *y);
+    DL_ASSERT(x && y);
+    for (size_t i = 0; i < count; i++) {
+        y[i] = (int32_t)(i % 3);
+        for (int k = 0; k < 8; k++)
+            x[i * 8 + k] = 1.5f * (k == y[i] || k == y[i] + 3) +
+                           dl_rng_normal(seed, 7, i, (uint64_t)k);
+    }
+    d->x = x;
+    d->y = y;
+    snprintf(d->name, sizeof d->name, "blobs-%llu", (unsigned long long)seed);
+}
+
+/* Linear-BatchNorm-ReLU-Dropout-Linear: parameters, running statistics
+ * (buffers) and a dropout mask keyed by the micro-batch counter. */
+static dl_layer *bn_net(int in, int hidden, int out, float dropout)
+{
+    dl_layer *s = dl_nn_sequential();
+    dl_nn_sequential_add(s, dl_nn_linear(in, hidden, 1));
+    dl_nn_sequential_add(s, dl_nn_batchnorm(hidden, 1e-5f, 0.1f));
+    dl_nn_sequential_add(s, dl_nn_activation(DL_ACT_RELU));
+    if (dropout > 0)
+        dl_nn_sequential_add(s, dl_nn_dropout(dropout));
+    dl_nn_sequential_add(s, dl_nn_linear(hidden, out, 1));
+    return s;
+}
+
+typedef struct variant {
+    const char *name;
+    dl_precision prec;
+    int accumulate;
+    float loss_scale; /* fp16: initial scale */
+    int window;       /* fp16: clean steps before it doubles */
+} variant;
+
+#define MAX_STEPS 64
+#define MAX_SWITCH 4
+
+/* A training of `steps` steps that starts on `start` and, at the step
+ * boundaries at[i], moves to to[i]; what it saw is recorded. */
+typedef struct plan {
+    dl_backend *start;
+    int nswitch;
+    long at[MAX_SWITCH];
+    dl_backend *to[MAX_SWITCH];
+    /* on_idle hook for a test (NULL: the plain switch above) */
+    void (*idle)(struct plan *p, dl_trainer *t);
+    void *user;
+    /* recorded */
+    int done;                      /* switches made */
+    int switch_rc[MAX_SWITCH];
+    size_t left_bytes[MAX_SWITCH]; /* on the old backend right after each switch */
+    size_t left_host[MAX_SWITCH];
+    float scale_at[MAX_SWITCH];
+    double loss[MAX_STEPS];
+    float scale[MAX_STEPS];
+    int nsteps;
+    double val_loss[MAX_STEPS];
+    int nval;
+    void *state; /* the final state arena, host copy */
+    size_t state_bytes;
+    float final_scale;
+    int rc;
+    char msg[512];
+} plan;
+
+static int is_test_backend(dl_backend *be) { return be->ops->alloc == tb_alloc; }
+
+static int plan_step(void *user, dl_trainer *t, const dl_step_info *i)
+{
+    plan *p = user;
+    if (p->nsteps < MAX_STEPS) {
+        p->loss[p->nsteps] = i->loss;
+        p->scale[p->nsteps] = i->loss_scale;
+        p->nsteps++;
+    }
+    return 0;
+}
+
+static int plan_epoch(void *user, dl_trainer *t, const dl_epoch_info *i)
+{
+    plan *p = user;
+    if (p->nval < MAX_STEPS)
+        p->val_loss[p->nval++] = i->val_loss;
+    return 0;
+}
+
+static int plan_idle(void *user, dl_trainer *t)
+{
+    plan *p = user;
+    if (p->idle) {
+        p->idle(p, t);
+        return 0;
+    }
+    if (p->done >= p->nswitch || dl_trainer_step_count(t) != p->at[p->done])
+        return 0;
+    dl_backend *old = dl_trainer_backend(t);
+    int k = p->done++;
+    p->scale_at[k] = dl_trainer_loss_scale(t);
+    p->switch_rc[k] = dl_trainer_switch_device(t, p->to[k]);
+    if (p->switch_rc[k] < 0)
+        snprintf(p->msg, sizeof p->msg, "%s", dl_error_message());
+    if (is_test_backend(old)) {
+        p->left_bytes[k] = tb_of(old)->live_bytes;
+        p->left_host[k] = tb_of(old)->live_host_bytes;
+    }
+    return 0;
+}
+
+/* Trains bn_net on blobs for `steps` steps with variant v, following the
+ * plan; fills p's records. */
+static void run_plan(plan *p, const variant *v, long steps)
+{
+    dl_dataset train, val;
+    blobs(&train, 256, 1);
+    blobs(&val, 96, 2);
+    dl_model *m = NULL;
+    dl_source *tr = NULL, *va = NULL;
+    dl_trainer *t = NULL;
+    p->rc = dl_model_create(&m, bn_net(8, 32, 3, 0.1f), &train.info.sample);
+    if (p->rc == DL_OK)
+        p->rc = dl_source_memory(&tr, &train, 32, 1, 0, 5);
+    if (p->rc == DL_OK)
+        p->rc = dl_source_memory(&va, &val, 32, 0, 0, 5);
+    dl_trainer_config cfg = dl_trainer_config_default();
+    cfg.batch = 32;
+    cfg.accumulate = v->accumulate;
+    cfg.epochs = 100;
+    cfg.max_steps = steps;
+    cfg.seed = 11;
+    cfg.precision = v->prec;
+    cfg.log_every = 1;
+    if (v->loss_scale > 0)
+        cfg.loss_scale = v->loss_scale;
+    if (v->window > 0)
+        cfg.loss_scale_window = v->window;
+    dl_optim opt = dl_optim_adam(1e-2f, 1e-4f);
+    dl_loss loss = {DL_LOSS_XENT, 0};
+    if (p->rc == DL_OK)
+        p->rc = dl_trainer_create(&t, m, &loss, &opt, NULL, tr, va, &cfg, p->start);
+    if (p->rc == DL_OK) {
+        dl_callbacks cb = {p, plan_step, plan_epoch, NULL, plan_idle};
+        dl_trainer_set_callbacks(t, &cb);
+        p->rc = dl_trainer_run(t);
+    }
+    if (p->rc < 0 && !p->msg[0])
+        snprintf(p->msg, sizeof p->msg, "%s", dl_error_message());
+    if (p->rc == DL_OK) {
+        dl_model_state s;
+        dl_model_get_state(m, &s);
+        p->state_bytes = s.storage->bytes;
+        p->state = malloc(p->state_bytes);
+        dl_backend *be = s.storage->be;
+        p->rc = be->ops->to_host(be, p->state, s.storage->ptr, p->state_bytes);
+        p->final_scale = dl_trainer_loss_scale(t);
+    }
+    dl_trainer_destroy(t);
+    dl_model_destroy(m);
+    dl_source_destroy(tr);
+    dl_source_destroy(va);
+    dl_dataset_done(&train);
+    dl_dataset_done(&val);
+}
+
+static void plan_done(plan *p)
+{
+    free(p->state);
+    p->state = NULL;
+}
+
+/* Same losses, loss scales, validation losses and final state, bit for bit. */
+static void check_identical(const plan *a, const plan *b)
+{
+    CHECK_MSG(a->rc == DL_OK && b->rc == DL_OK, "runs failed: %s / %s", a->msg, b->msg);
+    CHECK(a->nsteps == b->nsteps && a->nsteps > 0);
+    for (int i = 0; i < a->nsteps && i < b->nsteps; i++) {
+        CHECK_MSG(a->loss[i] == b->loss[i], "step %d: loss %.9g vs %.9g", i + 1, a->loss[i],
+                  b->loss[i]);
+        CHECK_MSG(a->scale[i] == b->scale[i], "step %d: loss scale %g vs %g", i + 1,
+                  (double)a->scale[i], (double)b->scale[i]);
+    }
+    CHECK(a->nval == b->nval && a->nval > 0);
+    for (int i = 0; i < a->nval && i < b->nval; i++)
+        CHECK_MSG(a->val_loss[i] == b->val_loss[i], "epoch %d: val_loss %.9g vs %.9g", i + 1,
+                  a->val_loss[i], b->val_loss[i]);
+    CHECK(a->state && b->state && a->state_bytes == b->state_bytes);
+    if (a->state && b->state && a->state_bytes == b->state_bytes)
+        CHECK_MSG(memcmp(a->state, b->state, a->state_bytes) == 0,
+                  "final state arenas differ (%zu bytes)", a->state_bytes);
+    CHECK(a->final_scale == b->final_scale);
+}
+
+/* --- tests -------------------------------------------------------------------------- */
+
+#define K 6 /* steps between switches */
+
+/* A -> B at K, B -> A at 2K, 3K steps in all, against 3K steps on A. */
+static void round_trip(const variant *v)
+{
+    test_backend *a = tb_cpu("cpuA", 2), *b = tb_cpu("cpuB", 2);
+    plan ref = {.start = &a->be};
+    run_plan(&ref, v, 3 * K);
+    CHECK_MSG(a->live_bytes == 0 && a->live_host_bytes == 0, "reference run left %zu + %zu bytes",
+              a->live_bytes, a->live_host_bytes);
+
+    plan sw = {.start = &a->be, .nswitch = 2, .at = {K, 2 * K}, .to = {&b->be, &a->be}};
+    run_plan(&sw, v, 3 * K);
+    CHECK_MSG(sw.done == 2 && sw.switch_rc[0] == DL_OK && sw.switch_rc[1] == DL_OK,
+              "switches made %d: %s", sw.done, sw.msg);
+    check_identical(&ref, &sw);
+    /* the old backend holds nothing after each move: arenas, staging and
+     * the loaders' batch buffers went with the training */
+    CHECK_MSG(sw.left_bytes[0] == 0 && sw.left_host[0] == 0,
+              "A keeps %zu device + %zu host bytes after the move to B", sw.left_bytes[0],
+              sw.left_host[0]);
+    CHECK_MSG(sw.left_bytes[1] == 0 && sw.left_host[1] == 0,
+              "B keeps %zu device + %zu host bytes after the move back", sw.left_bytes[1],
+              sw.left_host[1]);
+    /* B was really used: model state, activations, staging, 2 loaders x 2 buffers */
+    CHECK_MSG(b->allocs == 3 && b->host_allocs == 4, "B: %ld allocations, %ld host allocations",
+              b->allocs, b->host_allocs);
+    CHECK(a->live_bytes == 0 && a->live_host_bytes == 0 && b->live_bytes == 0 &&
+          b->live_host_bytes == 0);
+    CHECK(foreign_frees == 0);
+    if (v->prec == DL_PREC_F16)
+        CHECK_MSG(sw.scale_at[0] != v->loss_scale && sw.scale_at[1] != sw.scale_at[0],
+                  "loss scale %g at the first switch, %g at the second (initial %g)",
+                  (double)sw.scale_at[0], (double)sw.scale_at[1], (double)v->loss_scale);
+    plan_done(&ref);
+    plan_done(&sw);
+    tb_destroy(a);
+    tb_destroy(b);
+}
+
+static void test_round_trip_f32(void)
+{
+    /* BatchNorm running statistics, Adam moments, dropout, shuffled batches */
+    variant v = {"f32", DL_PREC_F32, 1, 0, 0};
+    round_trip(&v);
+}
+
+static void test_round_trip_fp16_loss_scale(void)
+{
+    /* the scale doubles every 2 clean steps: 8 -> 64 at step 6, 512 at 12 */
+    variant v = {"fp16", DL_PREC_F16, 1, 8.0f, 2};
+    round_trip(&v);
+}
+
+static void test_round_trip_bf16(void)
+{
+    variant v = {"bf16", DL_PREC_BF16, 1, 0, 0};
+    round_trip(&v);
+}
+
+static void test_round_trip_accumulate(void)
+{
+    /* accumulate 2: a step is 2 micro-batches; a switch (between steps)
+     * never splits one, and the micro-batch counter carries on */
+    variant v = {"f32 accumulate 2", DL_PREC_F32, 2, 0, 0};
+    round_trip(&v);
+}
+
+typedef struct oom_probe {
+    test_backend *b;
+    int tried;
+    int failures;      /* attempts that failed as they should */
+    int named_cause;   /* ... with a message naming the size */
+    int stayed;        /* ... with the training still on A */
+    int state_intact;  /* ... with the state arena unchanged */
+    int b_clean;       /* ... leaving nothing on B */
+    int attempts;
+    char msg[512];
+} oom_probe;
+
+static void oom_try(oom_probe *o, dl_trainer *t, long *countdown, long n)
+{
+    dl_model *m = dl_trainer_model(t);
+    dl_backend *a = dl_trainer_backend(t);
+    dl_model_state s;
+    dl_model_get_state(m, &s);
+    size_t bytes = s.storage->bytes;
+    void *before = malloc(bytes), *after = malloc(bytes);
+    DL_ASSERT(before && after);
+    a->ops->to_host(a, before, s.storage->ptr, bytes);
+    dl_trainer_cursor c0, c1;
+    dl_trainer_get_cursor(t, &c0);
+    *countdown = n;
+    dl_error_clear();
+    int rc = dl_trainer_switch_device(t, &o->b->be);
+    *countdown = 0;
+    o->attempts++;
+    if (rc < 0) {
+        o->failures++;
+        const char *msg = dl_error_message();
+        if (strstr(msg, "out of") && strstr(msg, "bytes"))
+            o->named_cause++;
+        else
+            snprintf(o->msg, sizeof o->msg, "%s", msg);
+        dl_model_get_state(m, &s);
+        o->stayed += dl_trainer_backend(t) == a && dl_model_backend(m) == a && s.storage->be == a;
+        a->ops->to_host(a, after, s.storage->ptr, bytes);
+        dl_trainer_get_cursor(t, &c1);
+        o->state_intact += memcmp(before, after, bytes) == 0 && memcmp(&c0, &c1, sizeof c0) == 0;
+        o->b_clean += o->b->live_bytes == 0 && o->b->live_host_bytes == 0 && o->b->nblocks == 0;
+    }
+    free(before);
+    free(after);
+}
+
+/* At step K: every allocation of a switch to B fails in turn, device ones
+ * (model state, activations, staging) then host ones (batch buffers). */
+static void oom_idle(plan *p, dl_trainer *t)
+{
+    oom_probe *o = p->user;
+    if (o->tried || dl_trainer_step_count(t) != K)
+        return;
+    o->tried = 1;
+    for (long n = 1; n <= 3; n++)
+        oom_try(o, t, &o->b->fail_alloc, n);
+    for (long n = 1; n <= 4; n++)
+        oom_try(o, t, &o->b->fail_host, n);
+}
+
+static void test_out_of_memory(void)
+{
+    test_backend *a = tb_cpu("cpuA", 2), *b = tb_cpu("cpuB", 2);
+    variant v = {"f32", DL_PREC_F32, 1, 0, 0};
+    plan ref = {.start = &a->be};
+    run_plan(&ref, &v, 3 * K);
+
+    oom_probe o = {.b = b};
+    plan tried = {.start = &a->be, .idle = oom_idle, .user = &o};
+    run_plan(&tried, &v, 3 * K);
+    CHECK_MSG(o.tried && o.attempts == 7, "attempts %d", o.attempts);
+    CHECK_MSG(o.failures == o.attempts, "%d of %d failed", o.failures, o.attempts);
+    CHECK_MSG(o.named_cause == o.failures, "%d of %d messages name the cause; one said: %s",
+              o.named_cause, o.failures, o.msg);
+    CHECK_MSG(o.stayed == o.failures, "stayed on A %d of %d", o.stayed, o.failures);
+    CHECK_MSG(o.state_intact == o.failures, "state intact %d of %d", o.state_intact,
+              o.failures);
+    CHECK_MSG(o.b_clean == o.failures, "B clean %d of %d (now %zu + %zu bytes)", o.b_clean,
+              o.failures, b->live_bytes, b->live_host_bytes);
+    /* continuing on A gives the run that never tried */
+    check_identical(&ref, &tried);
+    CHECK(a->live_bytes == 0 && a->live_host_bytes == 0 && b->live_bytes == 0 &&
+          b->live_host_bytes == 0);
+    CHECK(foreign_frees == 0);
+    plan_done(&ref);
+    plan_done(&tried);
+    tb_destroy(a);
+    tb_destroy(b);
+}
+
+static void test_snapshot_restore(void)
+{
+    /* a snapshot taken at step K and restored after 2K more steps gives
+     * the same next K steps again, bit for bit */
+    test_backend *a = tb_cpu("cpuA", 2);
+    dl_dataset train;
+    blobs(&train, 1024, 1); /* 32 steps an epoch: no epoch end below */
+    dl_model *m;
+    dl_source *tr;
+    dl_trainer *t;
+    CHECK_OK(dl_model_create(&m, bn_net(8, 32, 3, 0.1f), &train.info.sample));
+    CHECK_OK(dl_source_memory(&tr, &train, 32, 1, 0, 5));
+    dl_trainer_config cfg = dl_trainer_config_default();
+    cfg.batch = 32;
+    cfg.epochs = 100;
+    cfg.seed = 3;
+    dl_optim opt = dl_optim_adam(1e-2f, 0);
+    dl_loss loss = {DL_LOSS_XENT, 0};
+    CHECK_OK(dl_trainer_create(&t, m, &loss, &opt, NULL, tr, NULL, &cfg, &a->be));
+    for (int i = 0; i < K; i++)
+        CHECK(dl_trainer_step(t) == 0);
+    dl_trainer_snapshot *snap = NULL;
+    CHECK_OK(dl_trainer_snapshot_take(t, &snap));
+    dl_model_state s;
+    dl_model_get_state(m, &s);
+    size_t bytes = s.storage->bytes;
+    float *first = malloc(bytes), *second = malloc(bytes);
+    for (int i = 0; i < K; i++)
+        CHECK(dl_trainer_step(t) == 0);
+    memcpy(first, s.storage->ptr, bytes);
+    for (int i = 0; i < K; i++)
+        CHECK(dl_trainer_step(t) == 0);
+    CHECK(dl_trainer_step_count(t) == 3 * K);
+    if (snap)
+        CHECK_OK(dl_trainer_snapshot_restore(t, snap));
+    CHECK(dl_trainer_step_count(t) == K);
+    for (int i = 0; i < K; i++)
+        CHECK(dl_trainer_step(t) == 0);
+    dl_model_get_state(m, &s);
+    memcpy(second, s.storage->ptr, bytes);
+    CHECK_MSG(memcmp(first, second, bytes) == 0, "state after restore + %d steps differs", K);
+    dl_trainer_snapshot_destroy(snap);
+    free(first);
+    free(second);
+    dl_trainer_destroy(t);
+    dl_model_destroy(m);
+    dl_source_destroy(tr);
+    dl_dataset_done(&train);
+    tb_destroy(a);
+}
+
+static void test_parity_same_kernels(void)
+{
+    /* parity of two CPU backends with one thread count: every difference 0,
+     * and the training is back on A where it was */
+    test_backend *a = tb_cpu("cpuA", 2), *b = tb_cpu("cpuB", 2);
+    dl_dataset train, val;
+    blobs(&train, 256, 1);
+    blobs(&val, 96, 2);
+    dl_model *m;
+    dl_source *tr, *va;
+    dl_trainer *t;
+    CHECK_OK(dl_model_create(&m, bn_net(8, 32, 3, 0.1f), &train.info.sample));
+    CHECK_OK(dl_source_memory(&tr, &train, 32, 1, 0, 5));
+    CHECK_OK(dl_source_memory(&va, &val, 32, 0, 0, 5));
+    dl_trainer_config cfg = dl_trainer_config_default();
+    cfg.batch = 32;
+    cfg.epochs = 100;
+    cfg.seed = 3;
+    dl_optim opt = dl_optim_adam(1e-2f, 0);
+    dl_loss loss = {DL_LOSS_XENT, 0};
+    CHECK_OK(dl_trainer_create(&t, m, &loss, &opt, NULL, tr, va, &cfg, &a->be));
+    for (int i = 0; i < 3; i++)
+        CHECK(dl_trainer_step(t) == 0);
+    dl_model_state s;
+    dl_model_get_state(m, &s);
+    size_t bytes = s.storage->bytes;
+    void *before = malloc(bytes), *after = malloc(bytes);
+    memcpy(before, s.storage->ptr, bytes);
+    dl_parity_report r;
+    /* 12 steps cross the end of epoch 1 (8 steps): validation runs on both */
+    CHECK_OK(dl_trainer_check_parity(t, &b->be, 12, &r));
+    CHECK(r.steps == 12 && r.first_step == 3);
+    CHECK(r.max_loss_rel == 0 && r.max_param_rel == 0 && r.params_identical);
+    CHECK(r.loss_a && r.loss_a[0] > 0 && isfinite(r.loss_a[11]));
+    CHECK(dl_trainer_backend(t) == &a->be && dl_trainer_step_count(t) == 3);
+    dl_model_get_state(m, &s);
+    CHECK(s.storage->be == &a->be);
+    memcpy(after, s.storage->ptr, bytes);
+    CHECK_MSG(memcmp(before, after, bytes) == 0, "the state after the check differs");
+    CHECK(b->live_bytes == 0 && b->live_host_bytes == 0 && b->allocs == 3);
+    dl_parity_report_done(&r);
+    /* B out of memory: an error naming it, the training still on A, intact */
+    b->fail_alloc = 2;
+    CHECK(dl_trainer_check_parity(t, &b->be, 4, &r) == DL_ENOMEM);
+    CHECK_MSG(strstr(dl_error_message(), "cannot move the training to cpuB") &&
+                  strstr(dl_error_message(), "asked for"),
+              "%s", dl_error_message());
+    b->fail_alloc = 0;
+    dl_parity_report_done(&r);
+    CHECK(dl_trainer_backend(t) == &a->be && b->live_bytes == 0 && b->live_host_bytes == 0);
+    dl_model_get_state(m, &s);
+    memcpy(after, s.storage->ptr, bytes);
+    CHECK(memcmp(before, after, bytes) == 0);
+    CHECK(dl_trainer_check_parity(t, &b->be, 0, &r) == DL_EINVAL);
+    dl_parity_report_done(&r);
+    free(before);
+    free(after);
+    dl_trainer_destroy(t);
+    dl_model_destroy(m);
+    dl_source_destroy(tr);
+    dl_source_destroy(va);
+    dl_dataset_done(&train);
+    dl_dataset_done(&val);
+    CHECK(a->live_bytes == 0 && a->live_host_bytes == 0);
+    tb_destroy(a);
+    tb_destroy(b);
+}
+
+/* --- CUDA ----------------------------------------------------------------------------- */
+
+static char cuda_why[512];
+static dl_backend *cuda;
+
+static void test_cuda_round_trip(void)
+{
+    /* CPU -> CUDA at K, back at 2K: losses within 1e-4 of a CPU-only run
+     * (f32 products without TF32), the GPU's memory released after */
+    if (!cuda) {
+        SKIP("%.240s", cuda_why);
+        return;
+    }
+    test_backend *a = tb_cpu("cpuA", 0), *g = tb_wrap("cudaG", cuda, 0);
+    variant v = {"f32", DL_PREC_F32, 1, 0, 0};
+    plan ref = {.start = &a->be};
+    run_plan(&ref, &v, 3 * K);
+    plan sw = {.start = &a->be, .nswitch = 2, .at = {K, 2 * K}, .to = {&g->be, &a->be}};
+    run_plan(&sw, &v, 3 * K);
+    CHECK_MSG(sw.rc == DL_OK && sw.done == 2 && sw.switch_rc[0] == DL_OK &&
+                  sw.switch_rc[1] == DL_OK,
+              "%s", sw.msg);
+    CHECK(ref.nsteps == sw.nsteps && ref.nsteps == 3 * K);
+    double worst = 0;
+    for (int i = 0; i < ref.nsteps && i < sw.nsteps; i++)
+        worst = fmax(worst, fabs(sw.loss[i] - ref.loss[i]) / fabs(ref.loss[i]));
+    printf("  largest relative loss difference CPU->CUDA->CPU vs CPU: %.3g\n", worst);
+    CHECK_MSG(worst <= 1e-4, "relative loss difference %.3g", worst);
+    for (int i = 0; i < K; i++) /* before the switch: the same run */
+        CHECK(sw.loss[i] == ref.loss[i]);
+    CHECK_MSG(sw.left_bytes[0] == 0 && sw.left_host[0] == 0 && sw.left_bytes[1] == 0 &&
+                  sw.left_host[1] == 0,
+              "left behind: %zu + %zu on the CPU, %zu + %zu on the GPU", sw.left_bytes[0],
+              sw.left_host[0], sw.left_bytes[1], sw.left_host[1]);
+    CHECK(g->live_bytes == 0 && g->live_host_bytes == 0 && g->allocs >= 3);
+    plan_done(&ref);
+    plan_done(&sw);
+    tb_destroy(a);
+    tb_destroy(g);
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static void test_cuda_switch_100m(void)
+{
+    /* an MLP of 100.7M parameters with Adam moments (1.8 GB of state):
+     * CPU -> GPU -> CPU, one step on each side; target under 1 s a move */
+    if (!cuda) {
+        SKIP("%.240s", cuda_why);
+        return;
+    }
+    dl_backend *cpu = dl_backend_cpu(0);
+    dl_dataset d;
+    memset(&d, 0, sizeof d);
+    d.info.sample = (dl_shape){1, {8192}};
+    d.info.x_dtype = DL_F32;
+    d.info.y_dtype = DL_I32;
+    d.info.y_width = 1;
+    d.info.classes = 10;
+    d.info.count = 32;
+    d.info.scale = 1;
+    float *x = malloc(32 * 8192 * sizeof *x);
+    int32_t *y = malloc(32 * sizeof *y);
+    for (size_t i = 0; i < 32; i++) {
+        y[i] = (int32_t)(i % 10);
+        for (size_t k = 0; k < 8192; k++)
+            x[i * 8192 + k] = dl_rng_normal(5, 1, i, k);
+    }
+    d.x = x;
+    d.y = y;
+    snprintf(d.name, sizeof d.name, "noise-8192");
+    dl_layer *s = dl_nn_sequential();
+    dl_nn_sequential_add(s, dl_nn_linear(8192, 8192, 1));
+    dl_nn_sequential_add(s, dl_nn_activation(DL_ACT_RELU));
+    dl_nn_sequential_add(s, dl_nn_linear(8192, 4096, 1));
+    dl_nn_sequential_add(s, dl_nn_activation(DL_ACT_RELU));
+    dl_nn_sequential_add(s, dl_nn_linear(4096, 10, 1));
+    dl_model *m;
+    dl_source *src;
+    dl_trainer *t = NULL;
+    CHECK_OK(dl_model_create(&m, s, &d.info.sample));
+    CHECK_OK(dl_source_memory(&src, &d, 16, 0, 0, 1));
+    dl_trainer_config cfg = dl_trainer_config_default();
+    cfg.batch = 16;
+    cfg.epochs = 100;
+    dl_optim opt = dl_optim_adam(1e-4f, 0);
+    dl_loss loss = {DL_LOSS_XENT, 0};
+    CHECK_OK(dl_trainer_create(&t, m, &loss, &opt, NULL, src, NULL, &cfg, cpu));
+    printf("  %.1fM parameters\n", (double)dl_model_param_count(m) / 1e6);
+    if (t) {
+        CHECK(dl_trainer_step(t) == 0);
+        double t0 = now_s();
+        CHECK_OK(dl_trainer_switch_device(t, cuda));
+        double to_gpu = now_s() - t0;
+        CHECK(dl_trainer_step(t) == 0);
+        CHECK_OK(cuda->ops->sync(cuda));
+        t0 = now_s();
+        CHECK_OK(dl_trainer_switch_device(t, cpu));
+        double to_cpu = now_s() - t0;
+        CHECK(dl_trainer_step(t) == 0);
+        CHECK(dl_trainer_backend(t) == cpu && dl_trainer_step_count(t) == 3);
+        printf("RESULT switch_100M_to_gpu %.3f\n", to_gpu);
+        printf("RESULT switch_100M_to_cpu %.3f\n", to_cpu);
+        printf("RESULT switch_100M %.3f\n", to_gpu > to_cpu ? to_gpu : to_cpu);
+        CHECK_MSG(to_gpu < 1.0 && to_cpu < 1.0, "moves took %.3f s and %.3f s (target < 1 s)",
+                  to_gpu, to_cpu);
+    }
+    dl_trainer_destroy(t);
+    dl_model_destroy(m);
+    dl_source_destroy(src);
+    dl_dataset_done(&d);
+}
+
+int main(void)
+{
+    /* f32 products at full precision on the GPU unless the caller chose */
+    if (!getenv("DLBENCH_CUDA_TF32"))
+        setenv("DLBENCH_CUDA_TF32", "0", 1);
+    cuda = dl_backend_cuda(cuda_why, sizeof cuda_why);
+    RUN(test_round_trip_f32);
+    RUN(test_round_trip_fp16_loss_scale);
+    RUN(test_round_trip_bf16);
+    RUN(test_round_trip_accumulate);
+    RUN(test_out_of_memory);
+    RUN(test_snapshot_restore);
+    RUN(test_parity_same_kernels);
+    RUN(test_cuda_round_trip);
+    RUN(test_cuda_switch_100m);
+    CHECK_EXIT();
+}
