@@ -5,11 +5,13 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
+#include <signal.h>
 #include <spawn.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -21,6 +23,7 @@
 extern char **environ;
 
 #define MAX_METRICS 48
+#define LOCK_NAME "run.lock"
 
 typedef struct metric {
     char name[48];
@@ -33,6 +36,8 @@ typedef struct metric {
 
 struct dl_runlog {
     char dir[1024];
+    char run[256]; /* the folder's name under OUT (dir is a temporary one while created) */
+    int lock_fd;   /* RUN/run.lock, flock(LOCK_EX) held for the runlog's life */
     FILE *metrics, *events;
     cJSON *config;
     struct timespec start;
@@ -367,6 +372,128 @@ int dl_runlog_append_event(const char *run_dir, const char *kind, const char *te
     return DL_OK;
 }
 
+/* --- the run lock -------------------------------------------------------------- */
+
+static const char *base_name(const char *path)
+{
+    const char *slash = strrchr(path, '/');
+    return slash && slash[1] ? slash + 1 : path;
+}
+
+/* The holder's "PID HOST" from an open lock file: *pid 0 when unreadable. */
+static void lock_holder(int fd, long *pid, char *host, size_t size)
+{
+    char text[128];
+    ssize_t n = pread(fd, text, sizeof text - 1, 0);
+    text[n > 0 ? n : 0] = 0;
+    *pid = 0;
+    host[0] = 0;
+    char *end;
+    long p = strtol(text, &end, 10);
+    if (end == text || p <= 0)
+        return;
+    *pid = p;
+    while (*end == ' ')
+        end++;
+    size_t k = 0;
+    while (end[k] && end[k] != '\n' && k + 1 < size) {
+        host[k] = end[k];
+        k++;
+    }
+    host[k] = 0;
+}
+
+static int busy_error(int fd, const char *run)
+{
+    long pid;
+    char host[64], here[64] = "";
+    lock_holder(fd, &pid, host, sizeof host);
+    gethostname(here, sizeof here - 1);
+    char who[160];
+    if (pid <= 0)
+        snprintf(who, sizeof who, "another process");
+    else if (host[0] && strcmp(host, here))
+        snprintf(who, sizeof who, "process %ld on %s", pid, host);
+    else
+        snprintf(who, sizeof who, "process %ld", pid);
+    return dl_error(DL_EINVAL,
+                    "run %s is in use by %s (a live run or another --resume of it): wait for "
+                    "it to end, or stop it first",
+                    run, who);
+}
+
+/* Takes the exclusive lock on dir/run.lock (created when missing) without
+ * blocking and writes "PID HOST" into it; *fd keeps it until closed. A
+ * holder that is busy for a second (not a dl_runlog_check_free probe,
+ * which holds it for microseconds) makes it fail with busy_error. In a
+ * folder being made (fresh), the file is locked under another name and
+ * renamed: run.lock never exists unlocked there, which is how a cleaner
+ * tells a live creator from a dead one. */
+static int lock_run(const char *dir, const char *run, int fresh, int *fd_out)
+{
+    char path[1100];
+    snprintf(path, sizeof path, "%s/" LOCK_NAME "%s", dir, fresh ? ".new" : "");
+    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return dl_error(DL_EIO, "%s: cannot open: %s", path, strerror(errno));
+    for (int tries = 0;; tries++) {
+        if (flock(fd, LOCK_EX | LOCK_NB) == 0)
+            break;
+        if (errno == EINTR)
+            continue;
+        if (errno != EWOULDBLOCK) {
+            int e = errno;
+            close(fd);
+            return dl_error(DL_EIO, "%s: flock: %s", path, strerror(e));
+        }
+        if (tries == 20) {
+            int rc = busy_error(fd, run);
+            close(fd);
+            return rc;
+        }
+        struct timespec ts = {0, 50 * 1000000L};
+        nanosleep(&ts, NULL);
+    }
+    char text[128], host[64] = "";
+    gethostname(host, sizeof host - 1);
+    int n = snprintf(text, sizeof text, "%ld %s\n", (long)getpid(), host);
+    if (ftruncate(fd, 0) != 0 || pwrite(fd, text, (size_t)n, 0) != n) {
+        int e = errno;
+        close(fd);
+        return dl_error(DL_EIO, "%s: cannot write: %s", path, strerror(e));
+    }
+    if (fresh) {
+        char final[1100];
+        snprintf(final, sizeof final, "%s/" LOCK_NAME, dir);
+        if (rename(path, final) != 0) {
+            int e = errno;
+            close(fd);
+            return dl_error(DL_EIO, "%s: cannot rename into place: %s", final, strerror(e));
+        }
+    }
+    *fd_out = fd;
+    return DL_OK;
+}
+
+int dl_runlog_check_free(const char *run_dir)
+{
+    char path[1100];
+    snprintf(path, sizeof path, "%s/" LOCK_NAME, run_dir);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return DL_OK; /* never locked: a folder from before run locks, or none */
+    int rc = DL_OK;
+    while (flock(fd, LOCK_SH | LOCK_NB) != 0) {
+        if (errno == EINTR)
+            continue;
+        if (errno == EWOULDBLOCK)
+            rc = busy_error(fd, base_name(run_dir));
+        break;
+    }
+    close(fd); /* drops the probe's shared lock */
+    return rc;
+}
+
 /* --- create / reopen ----------------------------------------------------------- */
 
 static int mkdir_p(const char *path)
@@ -411,17 +538,155 @@ static int open_logs(dl_runlog *r, int truncate)
     return DL_OK;
 }
 
+int dl_runlog_is_temp_name(const char *name)
+{
+    return name[0] == '.' && strstr(name, ".tmp-") != NULL;
+}
+
+/* Removes a temporary run folder: its files, then itself (it holds no
+ * sub-folders; one that does is left alone). */
+static void remove_flat_dir(const char *dir)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+            continue;
+        char path[1400];
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        unlink(path);
+    }
+    closedir(d);
+    rmdir(dir);
+}
+
+/* A temporary run folder whose creator is gone: its lock is free, or it
+ * never got a lock file and is older than a minute. */
+static int temp_is_stale(const char *dir)
+{
+    char path[1500];
+    snprintf(path, sizeof path, "%s/" LOCK_NAME, dir);
+    struct stat st;
+    if (stat(path, &st) == 0) {
+        int rc = dl_runlog_check_free(dir);
+        dl_error_clear();
+        return rc == DL_OK;
+    }
+    return stat(dir, &st) == 0 && time(NULL) - st.st_mtime > 60;
+}
+
+int dl_runlog_stale_temps(const char *out_dir, int remove, char *names, size_t size)
+{
+    if (names && size)
+        names[0] = 0;
+    DIR *d = opendir(out_dir);
+    if (!d)
+        return 0;
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (!dl_runlog_is_temp_name(e->d_name))
+            continue;
+        char path[1400];
+        snprintf(path, sizeof path, "%s/%s", out_dir, e->d_name);
+        if (!temp_is_stale(path))
+            continue;
+        n++;
+        if (names && size) {
+            size_t l = strlen(names);
+            snprintf(names + l, size - l, "%s%s", l ? ", " : "", e->d_name);
+        }
+        if (remove)
+            remove_flat_dir(path);
+    }
+    closedir(d);
+    return n;
+}
+
+/* Fault injection for tests/t_crash.sh (DLBENCH_FAULT unset in normal use):
+ * "runlog-kill=N" dies by SIGKILL while a new run folder is made under
+ * its temporary name: 1 right after the folder and its lock exist, 2 after
+ * config.json, 3 with every initial file written, just before the rename. */
+static void fault_in_create(int stage)
+{
+    const char *f = getenv("DLBENCH_FAULT");
+    if (f && !strncmp(f, "runlog-kill=", 12) && strtol(f + 12, NULL, 10) == stage)
+        raise(SIGKILL);
+}
+
+/* The first free folder name OUT/BASE, OUT/BASE-2, ... from *attempt on:
+ * sets r->run and advances *attempt. DL_EIO after 99. */
+static int next_free_name(dl_runlog *r, const char *out_dir, const char *base, int *attempt)
+{
+    for (; *attempt < 100; (*attempt)++) {
+        if (*attempt == 1)
+            snprintf(r->run, sizeof r->run, "%s", base);
+        else
+            snprintf(r->run, sizeof r->run, "%s-%d", base, *attempt);
+        char path[1400];
+        struct stat st;
+        snprintf(path, sizeof path, "%s/%s", out_dir, r->run);
+        if (lstat(path, &st) != 0 && errno == ENOENT) {
+            (*attempt)++;
+            return DL_OK;
+        }
+    }
+    return dl_error(DL_EIO, "%s/%s: 99 run folders of that name already exist", out_dir, base);
+}
+
+/* Writes config.json, with "run" naming the final folder r->run. */
+static int write_config(dl_runlog *r)
+{
+    char path[1100];
+    cJSON_DeleteItemFromObjectCaseSensitive(r->config, "run");
+    cJSON_AddStringToObject(r->config, "run", r->run);
+    snprintf(path, sizeof path, "%s/config.json", r->dir);
+    return write_json(path, r->config);
+}
+
+/* Moves the complete temporary folder r->dir to OUT/r->run without
+ * replacing anything: a name another process took in the meantime makes
+ * it try the next one (config.json and summary.json are rewritten to
+ * say so). On success r->dir is the final path. */
+static int move_into_place(dl_runlog *r, const char *out_dir, const char *base, int attempt)
+{
+    for (;;) {
+        char final[sizeof r->dir];
+        if (snprintf(final, sizeof final, "%s/%s", out_dir, r->run) >= (int)sizeof final)
+            return dl_error(DL_EIO, "%s/%s: path too long", out_dir, r->run);
+        int rc = renameat2(AT_FDCWD, r->dir, AT_FDCWD, final, RENAME_NOREPLACE);
+        if (rc != 0 && (errno == EINVAL || errno == ENOSYS))
+            rc = rename(r->dir, final); /* no RENAME_NOREPLACE here: a full folder is never replaced */
+        if (rc == 0) {
+            snprintf(r->dir, sizeof r->dir, "%s", final);
+            fsync_dir_of(final);
+            return DL_OK;
+        }
+        if (errno != EEXIST && errno != ENOTEMPTY)
+            return dl_error(DL_EIO, "%s: cannot move the new run folder into place: %s", final,
+                            strerror(errno));
+        DL_TRY(next_free_name(r, out_dir, base, &attempt));
+        DL_TRY(write_config(r));
+        dl_run_totals t = {0};
+        DL_TRY(dl_runlog_summary(r, "running", &t, NULL, NULL));
+    }
+}
+
 int dl_runlog_create(dl_runlog **out, const char *out_dir, const char *name,
                      const char *config_hash, const cJSON *config, const char *script_path)
 {
     *out = NULL;
     DL_TRY(mkdir_p(out_dir));
+    dl_runlog_stale_temps(out_dir, 1, NULL, 0);
     dl_runlog *r = calloc(1, sizeof *r);
     if (!r)
         return dl_error(DL_ENOMEM, "out of memory");
+    r->lock_fd = -1;
     clock_gettime(CLOCK_MONOTONIC, &r->start);
     iso_now(r->started, sizeof r->started);
-    char stamp[32], clean[48];
+    char stamp[32], clean[48], base[160];
     time_t now = time(NULL);
     struct tm tm;
     localtime_r(&now, &tm);
@@ -436,22 +701,27 @@ int dl_runlog_create(dl_runlog **out, const char *out_dir, const char *name,
     clean[k] = 0;
     if (!k)
         snprintf(clean, sizeof clean, "run");
-    int rc = DL_EIO;
-    for (int attempt = 1; attempt < 100; attempt++) {
-        if (attempt == 1)
-            snprintf(r->dir, sizeof r->dir, "%s/%s-%s-%.8s", out_dir, stamp, clean, config_hash);
-        else
-            snprintf(r->dir, sizeof r->dir, "%s/%s-%s-%.8s-%d", out_dir, stamp, clean,
-                     config_hash, attempt);
-        if (mkdir(r->dir, 0755) == 0) {
-            rc = DL_OK;
-            break;
-        }
-        if (errno != EEXIST) {
+    snprintf(base, sizeof base, "%s-%s-%.8s", stamp, clean, config_hash);
+    /* made as OUT/.BASE.tmp-PID-N with its files and lock, then renamed
+     * into place: `runs` never sees a half-made run, and a crash leaves a
+     * hidden folder that the next run here removes */
+    static _Atomic int seq;
+    int rc = DL_OK, made = 0;
+    for (int tries = 0; !made && rc == DL_OK; tries++) {
+        snprintf(r->dir, sizeof r->dir, "%s/.%s.tmp-%ld-%d", out_dir, base, (long)getpid(),
+                 ++seq);
+        if (mkdir(r->dir, 0755) == 0)
+            made = 1;
+        else if (errno != EEXIST || tries == 99)
             rc = dl_error(DL_EIO, "%s: cannot create the run folder: %s", r->dir, strerror(errno));
-            break;
-        }
     }
+    if (rc == DL_OK)
+        rc = lock_run(r->dir, base, 1, &r->lock_fd);
+    if (rc == DL_OK)
+        fault_in_create(1);
+    int attempt = 1;
+    if (rc == DL_OK)
+        rc = next_free_name(r, out_dir, base, &attempt);
     char path[1100];
     if (rc == DL_OK) {
         r->config = cJSON_Duplicate(config, 1);
@@ -461,12 +731,10 @@ int dl_runlog_create(dl_runlog **out, const char *out_dir, const char *name,
     if (rc == DL_OK) {
         cJSON_DeleteItemFromObjectCaseSensitive(r->config, "config_hash");
         cJSON_AddStringToObject(r->config, "config_hash", config_hash);
-        cJSON_DeleteItemFromObjectCaseSensitive(r->config, "run");
-        const char *base = strrchr(r->dir, '/');
-        cJSON_AddStringToObject(r->config, "run", base ? base + 1 : r->dir);
-        snprintf(path, sizeof path, "%s/config.json", r->dir);
-        rc = write_json(path, r->config);
+        rc = write_config(r);
     }
+    if (rc == DL_OK)
+        fault_in_create(2);
     if (rc == DL_OK && script_path) {
         snprintf(path, sizeof path, "%s/script.lua", r->dir);
         rc = copy_file(script_path, path);
@@ -477,8 +745,17 @@ int dl_runlog_create(dl_runlog **out, const char *out_dir, const char *name,
         dl_run_totals t = {0};
         rc = dl_runlog_summary(r, "running", &t, NULL, NULL);
     }
+    if (rc == DL_OK)
+        fault_in_create(3);
+    if (rc == DL_OK)
+        rc = move_into_place(r, out_dir, base, attempt);
     if (rc < 0) {
+        char tmp[1024];
+        snprintf(tmp, sizeof tmp, "%s", r->dir);
+        int temp = dl_runlog_is_temp_name(base_name(tmp));
         dl_runlog_destroy(r);
+        if (made && temp)
+            remove_flat_dir(tmp);
         return rc;
     }
     *out = r;
@@ -504,17 +781,80 @@ static void remove_stale_temps(const char *run_dir)
     closedir(dir);
 }
 
+/* Cuts a last line that has no newline (its writer was killed mid-write)
+ * off dir/name, so that appended lines start on a line of their own.
+ * Returns the bytes cut (0: none, or no such file). */
+static long cut_torn_tail(const char *dir, const char *name)
+{
+    char path[1100];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    int fd = open(path, O_RDWR | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    struct stat st;
+    long cut = 0;
+    char buf[4096];
+    if (fstat(fd, &st) == 0 && st.st_size > 0) {
+        off_t end = st.st_size, keep = 0;
+        int found = 0;
+        while (end > 0 && !found) {
+            off_t from = end > (off_t)sizeof buf ? end - (off_t)sizeof buf : 0;
+            ssize_t n = pread(fd, buf, (size_t)(end - from), from);
+            if (n != end - from)
+                break;
+            for (ssize_t i = n - 1; i >= 0 && !found; i--)
+                if (buf[i] == '\n') {
+                    keep = from + i + 1;
+                    found = 1;
+                }
+            end = from;
+        }
+        if ((found || end == 0) && keep < st.st_size && ftruncate(fd, keep) == 0)
+            cut = (long)(st.st_size - keep);
+    }
+    close(fd);
+    return cut;
+}
+
+int dl_runlog_lock(const char *run_dir, int *fd)
+{
+    char dir[1024];
+    snprintf(dir, sizeof dir, "%s", run_dir);
+    size_t dl = strlen(dir);
+    while (dl > 1 && dir[dl - 1] == '/')
+        dir[--dl] = 0;
+    *fd = -1;
+    return lock_run(dir, base_name(dir), 0, fd);
+}
+
 int dl_runlog_reopen(dl_runlog **out, const char *run_dir, long resume_step)
+{
+    return dl_runlog_reopen_locked(out, run_dir, resume_step, -1);
+}
+
+int dl_runlog_reopen_locked(dl_runlog **out, const char *run_dir, long resume_step,
+                            int lock_fd)
 {
     *out = NULL;
     dl_runlog *r = calloc(1, sizeof *r);
-    if (!r)
+    if (!r) {
+        if (lock_fd >= 0)
+            close(lock_fd);
         return dl_error(DL_ENOMEM, "out of memory");
+    }
+    r->lock_fd = lock_fd;
     snprintf(r->dir, sizeof r->dir, "%s", run_dir);
+    size_t dl = strlen(r->dir);
+    while (dl > 1 && r->dir[dl - 1] == '/')
+        r->dir[--dl] = 0;
+    snprintf(r->run, sizeof r->run, "%s", base_name(r->dir));
     clock_gettime(CLOCK_MONOTONIC, &r->start);
     char path[1100];
     snprintf(path, sizeof path, "%s/config.json", run_dir);
     int rc = (r->config = dl_runlog_read_json(path)) ? DL_OK : DL_EINVAL;
+    /* before anything is changed: one process at a time continues a run */
+    if (rc == DL_OK && r->lock_fd < 0)
+        rc = lock_run(r->dir, r->run, 0, &r->lock_fd);
     snprintf(path, sizeof path, "%s/summary.json", run_dir);
     cJSON *sum = rc == DL_OK ? dl_runlog_read_json(path) : NULL;
     if (sum) {
@@ -532,6 +872,7 @@ int dl_runlog_reopen(dl_runlog **out, const char *run_dir, long resume_step)
     /* keep the metric records up to the checkpoint's step, rebuild final/best */
     size_t n = 0;
     char *text = NULL;
+    long line_no = 0, bad = 0, first_bad = 0;
     if (rc == DL_OK) {
         snprintf(path, sizeof path, "%s/metrics.jsonl", run_dir);
         text = read_file(path, &n);
@@ -545,14 +886,23 @@ int dl_runlog_reopen(dl_runlog **out, const char *run_dir, long resume_step)
             char *nl = strchr(line, '\n');
             if (nl)
                 *nl = 0;
+            line_no++;
             cJSON *rec = cJSON_Parse(line);
             const cJSON *st = rec ? cJSON_GetObjectItemCaseSensitive(rec, "step") : NULL;
-            if (rec && cJSON_IsNumber(st) && json_count(st) <= resume_step) {
+            const cJSON *kd = rec ? cJSON_GetObjectItemCaseSensitive(rec, "kind") : NULL;
+            /* a "stop" record is the window the checkpoint kept open: the
+             * resumed run reports it whole */
+            int stop = cJSON_IsString(kd) && !strcmp(kd->valuestring, "stop");
+            if (rec && cJSON_IsNumber(st) && json_count(st) <= resume_step && !stop) {
                 track_record(r, rec);
                 size_t l = strlen(line);
                 memcpy(kept + k, line, l);
                 kept[k + l] = '\n';
                 k += l + 1;
+            } else if (!rec && line[strspn(line, " \t\r")]) {
+                bad++; /* a torn line (or damage): not a record */
+                if (!first_bad)
+                    first_bad = line_no;
             }
             cJSON_Delete(rec);
             line = nl ? nl + 1 : NULL;
@@ -564,8 +914,23 @@ int dl_runlog_reopen(dl_runlog **out, const char *run_dir, long resume_step)
         free(kept);
     }
     free(text);
+    /* events.log and system.jsonl are appended to: a torn last line would
+     * swallow the first new one */
+    long cut_events = rc == DL_OK ? cut_torn_tail(run_dir, "events.log") : 0;
+    long cut_system = rc == DL_OK ? cut_torn_tail(run_dir, "system.jsonl") : 0;
     if (rc == DL_OK)
         rc = open_logs(r, 0);
+    if (rc == DL_OK && bad)
+        dl_runlog_event(r, "warning",
+                        "metrics.jsonl: %ld unreadable line%s dropped (first: line %ld; a line "
+                        "cut by a killed writer)",
+                        bad, bad == 1 ? "" : "s", first_bad);
+    if (rc == DL_OK && cut_events)
+        dl_runlog_event(r, "warning", "events.log: a torn last line (%ld bytes) dropped",
+                        cut_events);
+    if (rc == DL_OK && cut_system)
+        dl_runlog_event(r, "warning", "system.jsonl: a torn last line (%ld bytes) dropped",
+                        cut_system);
     if (rc < 0) {
         dl_runlog_destroy(r);
         return rc;
@@ -582,6 +947,8 @@ void dl_runlog_destroy(dl_runlog *r)
         fclose(r->metrics);
     if (r->events)
         fclose(r->events);
+    if (r->lock_fd >= 0)
+        close(r->lock_fd); /* releases the run */
     cJSON_Delete(r->config);
     free(r);
 }
@@ -607,8 +974,7 @@ int dl_runlog_summary(dl_runlog *r, const char *status, const dl_run_totals *t,
     iso_now(now, sizeof now);
     const cJSON *name = cJSON_GetObjectItemCaseSensitive(r->config, "name");
     const cJSON *hash = cJSON_GetObjectItemCaseSensitive(r->config, "config_hash");
-    const char *base = strrchr(r->dir, '/');
-    cJSON_AddStringToObject(s, "run", base ? base + 1 : r->dir);
+    cJSON_AddStringToObject(s, "run", r->run);
     if (cJSON_IsString(name))
         cJSON_AddStringToObject(s, "name", name->valuestring);
     cJSON_AddStringToObject(s, "status", status);

@@ -16,22 +16,43 @@
 
 typedef struct dl_runlog dl_runlog;
 
-/* Creates OUT/<yyyymmdd-hhmmss>-<name>-<hash8>/ (OUT made when missing),
- * writes config.json from config (borrowed; "config_hash" is added), a
- * copy of the script as script.lua (when script_path is set), an empty
- * metrics.jsonl and events.log, and summary.json with status "running".
- * Returns DL_EIO with a message naming the path on failure. */
+/* Creates OUT/<yyyymmdd-hhmmss>-<name>-<hash8>/ (OUT made when missing;
+ * "-2", "-3"... appended when taken), with config.json from config
+ * (borrowed; "config_hash" and "run" are added), a copy of the script as
+ * script.lua (when script_path is set), an empty metrics.jsonl and
+ * events.log, summary.json with status "running" and run.lock, locked for
+ * the runlog's life. The folder is filled under a hidden temporary name
+ * (OUT/.<name>.tmp-PID-N) and renamed into place without replacing
+ * anything, so a crash never leaves a half-made run where `runs` looks and
+ * concurrent creators get distinct folders; temporary folders that dead
+ * creators left are removed first. Returns DL_EIO with a message naming
+ * the path on failure (the temporary folder is removed). */
 int dl_runlog_create(dl_runlog **out, const char *out_dir, const char *name,
                      const char *config_hash, const cJSON *config, const char *script_path);
 
-/* Reopens an existing run folder to continue it (resume): metrics
- * recorded after step resume_step are dropped (they will be recomputed),
- * final/best values are rebuilt from the rest (a torn last line is
- * dropped), wall time continues from summary.json, and temporary files
- * that a killed writer left (NAME.tmp.PID) are removed. */
+/* Reopens an existing run folder to continue it (resume). First takes the
+ * run's lock (RUN/run.lock, an exclusive flock held until
+ * dl_runlog_destroy; a killed holder's lock is gone with it): when another
+ * process holds it, returns DL_EINVAL "run X is in use by process PID" and
+ * changes nothing. Then metrics recorded after step resume_step are
+ * dropped (they will be recomputed), final/best values are rebuilt from
+ * the rest, wall time continues from summary.json, temporary files that a
+ * killed writer left (NAME.tmp.PID) are removed, and torn lines (a writer
+ * killed mid-line: unreadable metrics lines, a last line of events.log or
+ * system.jsonl without its newline) are dropped with a warning in
+ * events.log. */
 int dl_runlog_reopen(dl_runlog **out, const char *run_dir, long resume_step);
 
-/* Closes the files; accepts NULL. Does not write a summary. */
+/* A resume reads the run (its checkpoint) before it can reopen the log: it
+ * takes the run's lock first, so that what it reads cannot change under
+ * it, and hands the lock to dl_runlog_reopen_locked, which keeps it (and
+ * closes it on failure). *fd is the lock; errors as dl_runlog_reopen's. */
+int dl_runlog_lock(const char *run_dir, int *fd);
+int dl_runlog_reopen_locked(dl_runlog **out, const char *run_dir, long resume_step,
+                            int lock_fd);
+
+/* Closes the files and releases the run's lock; accepts NULL. Does not
+ * write a summary. */
 void dl_runlog_destroy(dl_runlog *r);
 
 const char *dl_runlog_dir(const dl_runlog *r);
@@ -85,6 +106,22 @@ int dl_runlog_git(const char *dir, char commit[41], int *dirty);
 /* Looks for a run folder under out_dir whose config_hash equals hash and
  * whose summary says "finished". Returns 1 and its path in found, else 0. */
 int dl_runlog_find_finished(const char *out_dir, const char *hash, char *found, size_t size);
+
+/* Whether a process holds RUN's lock (a live run, or a resume of it):
+ * DL_OK when none does (or the folder has no run.lock), DL_EINVAL with
+ * "run X is in use by process PID" when one does. It probes with a shared
+ * lock held for microseconds; the guard itself is the exclusive lock that
+ * dl_runlog_create and dl_runlog_reopen hold. */
+int dl_runlog_check_free(const char *run_dir);
+
+/* 1 when a folder name under OUT is a run folder being made (or left
+ * half-made by a crash): ".<name>.tmp-PID-N". Such folders are not runs. */
+int dl_runlog_is_temp_name(const char *name);
+
+/* Counts the temporary run folders under out_dir whose creator is gone
+ * (lock free, or no lock after a minute), lists their names in names
+ * (", "-separated, may be NULL) and removes them when remove is set. */
+int dl_runlog_stale_temps(const char *out_dir, int remove, char *names, size_t size);
 
 /* Resolves a run given as a path, a folder name under out_dir, or a unique
  * substring of one (e.g. its hash8). Returns DL_OK with the path, or

@@ -12,6 +12,7 @@
 #include <cjson/cJSON.h>
 
 #include "error.h"
+#include "runlog.h"
 
 struct dl_telemetry {
     pthread_mutex_t lock;
@@ -20,6 +21,7 @@ struct dl_telemetry {
     double t_start, t_end;    /* monotonic seconds; t_end when frozen */
     int started, frozen;
     double flops_per_sample;  /* forward + backward, for the cost */
+    long torn_at[3];          /* following: offset + 1 of a torn last line reported, per file */
 };
 
 static const char *state_names[] = {"idle",     "preparing", "running", "paused",
@@ -479,9 +481,26 @@ int dl_telemetry_advise(const dl_telemetry_snapshot *s, dl_advice *out, int max)
 
 /* --- following a run folder -------------------------------------------------------------- */
 
-/* Reads complete new lines of dir/name from *off; calls fn for each. */
+/* The 1-based number of the line that starts at byte off of path. */
+static long line_number(const char *path, long off)
+{
+    FILE *f = fopen(path, "r");
+    long n = 1;
+    for (int c; f && off-- > 0 && (c = getc(f)) != EOF;)
+        n += c == '\n';
+    if (f)
+        fclose(f);
+    return n;
+}
+
+/* Reads complete new lines of dir/name from *off; calls fn for each. A
+ * line fn cannot read (fn returns < 0) is skipped with a warning naming
+ * the file and line. A last line without its newline is left for the next
+ * call while a process holds the run's lock (it is being written); when
+ * none does, its writer was killed mid-line: it is reported once, as torn,
+ * and ignored (a resume cuts it off and appends from there). */
 static int follow_lines(dl_telemetry *t, const char *dir, const char *name, long *off,
-                        void (*fn)(dl_telemetry *t, char *line))
+                        long *torn_at, int (*fn)(dl_telemetry *t, char *line))
 {
     char path[1200];
     snprintf(path, sizeof path, "%s/%s", dir, name);
@@ -492,26 +511,41 @@ static int follow_lines(dl_telemetry *t, const char *dir, const char *name, long
         fclose(f);
         return 0;
     }
-    char *line = NULL;
+    char *line = NULL, msg[240];
     size_t cap = 0;
     ssize_t n;
     while ((n = getline(&line, &cap, f)) > 0) {
-        if (line[n - 1] != '\n')
-            break; /* a line still being written */
+        if (line[n - 1] != '\n') {
+            if (*torn_at != *off + 1 && dl_runlog_check_free(dir) == DL_OK) {
+                *torn_at = *off + 1;
+                snprintf(msg, sizeof msg, "%s line %ld: cut short (%ld bytes without a newline: "
+                         "its writer was killed mid-line): ignored",
+                         name, line_number(path, *off), (long)n);
+                dl_telemetry_event(t, "warning", msg);
+            }
+            dl_error_clear();
+            break;
+        }
         line[n - 1] = 0;
+        if (fn(t, line) < 0) {
+            snprintf(msg, sizeof msg, "%s line %ld: not a JSON object (a torn or damaged "
+                     "line): ignored", name, line_number(path, *off));
+            dl_telemetry_event(t, "warning", msg);
+        }
         *off += (long)n;
-        fn(t, line);
     }
     free(line);
     fclose(f);
     return 1;
 }
 
-static void metrics_line(dl_telemetry *t, char *line)
+static int metrics_line(dl_telemetry *t, char *line)
 {
     cJSON *j = cJSON_Parse(line);
-    if (!j)
-        return;
+    if (!cJSON_IsObject(j)) {
+        cJSON_Delete(j);
+        return line[strspn(line, " \t\r")] ? -1 : 0;
+    }
     const cJSON *kind = cJSON_GetObjectItemCaseSensitive(j, "kind");
     const cJSON *step = cJSON_GetObjectItemCaseSensitive(j, "step");
     const cJSON *epoch = cJSON_GetObjectItemCaseSensitive(j, "epoch");
@@ -556,9 +590,10 @@ static void metrics_line(dl_telemetry *t, char *line)
     t->st.seq++;
     pthread_mutex_unlock(&t->lock);
     cJSON_Delete(j);
+    return 0;
 }
 
-static void events_line(dl_telemetry *t, char *line)
+static int events_line(dl_telemetry *t, char *line)
 {
     /* "<ISO time> <kind>: <text>" */
     char *sp = strchr(line, ' ');
@@ -593,6 +628,7 @@ static void events_line(dl_telemetry *t, char *line)
         }
     }
     pthread_mutex_unlock(&t->lock);
+    return 0;
 }
 
 static double num(const cJSON *o, const char *k, double dflt)
@@ -601,11 +637,13 @@ static double num(const cJSON *o, const char *k, double dflt)
     return cJSON_IsNumber(v) ? v->valuedouble : dflt;
 }
 
-static void system_line(dl_telemetry *t, char *line)
+static int system_line(dl_telemetry *t, char *line)
 {
     cJSON *j = cJSON_Parse(line);
-    if (!j)
-        return;
+    if (!cJSON_IsObject(j)) {
+        cJSON_Delete(j);
+        return line[strspn(line, " \t\r")] ? -1 : 0;
+    }
     dl_sys_sample *s = calloc(1, sizeof *s);
     if (s) {
         s->t = num(j, "t", 0);
@@ -644,6 +682,7 @@ static void system_line(dl_telemetry *t, char *line)
         free(s);
     }
     cJSON_Delete(j);
+    return 0;
 }
 
 static cJSON *read_json(const char *dir, const char *name, double *mtime, int only_if_newer)
@@ -752,9 +791,9 @@ int dl_telemetry_follow(dl_telemetry *t, dl_tele_follow *f)
         cJSON_Delete(c);
         f->have_config = 1;
     }
-    follow_lines(t, f->dir, "metrics.jsonl", &f->off_metrics, metrics_line);
-    follow_lines(t, f->dir, "events.log", &f->off_events, events_line);
-    follow_lines(t, f->dir, "system.jsonl", &f->off_system, system_line);
+    follow_lines(t, f->dir, "metrics.jsonl", &f->off_metrics, &t->torn_at[0], metrics_line);
+    follow_lines(t, f->dir, "events.log", &f->off_events, &t->torn_at[1], events_line);
+    follow_lines(t, f->dir, "system.jsonl", &f->off_system, &t->torn_at[2], system_line);
     cJSON *p = read_json(f->dir, "profile.json", &f->profile_mtime, 1);
     if (p) {
         const cJSON *meta = cJSON_GetObjectItemCaseSensitive(p, "dlbench");

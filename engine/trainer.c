@@ -531,11 +531,13 @@ int dl_trainer_step(dl_trainer *t)
 }
 
 /* Reads and clears the training window's statistics. */
-static int take_stats(dl_trainer *t, double *loss_sum, double *correct)
+/* The window's loss and correct-count sums; consume: reset them. */
+static int take_stats(dl_trainer *t, double *loss_sum, double *correct, int consume)
 {
     float host[2];
     DL_TRY(t->be->ops->to_host(t->be, host, stats_ptr(t, 0), sizeof host));
-    DL_TRY(t->be->ops->memset0(t->be, stats_ptr(t, 0), sizeof host));
+    if (consume)
+        DL_TRY(t->be->ops->memset0(t->be, stats_ptr(t, 0), sizeof host));
     *loss_sum = host[0];
     *correct = host[1];
     return DL_OK;
@@ -568,17 +570,20 @@ static int sync_report(dl_trainer *t, double *loss_sum, double *correct, double 
     return DL_OK;
 }
 
-static int report(dl_trainer *t)
+/* Reports the window since the last report to on_step. stopped: the run
+ * is stopping inside a window; the record is made but the window stays
+ * open (dl_step_info.stopped). */
+static int report(dl_trainer *t, int stopped)
 {
     double loss_sum, correct, comm_s = 0;
-    DL_TRY(take_stats(t, &loss_sum, &correct));
+    long keep_samples = t->rep_samples;
+    double keep_comm = t->rep_comm;
+    DL_TRY(take_stats(t, &loss_sum, &correct, !stopped));
     if (t->comm)
         DL_TRY(sync_report(t, &loss_sum, &correct, now_s() - t->rep_t0, &comm_s));
     double now = now_s();
-    t->ep_loss += loss_sum;
-    t->ep_correct += correct;
-    t->ep_samples += t->rep_samples;
     dl_step_info info = {0};
+    info.stopped = stopped;
     info.step = t->step;
     info.epoch = t->epoch;
     info.epoch_step = t->epoch_step;
@@ -600,10 +605,18 @@ static int report(dl_trainer *t)
         info.comm_share = dt > 0 ? comm_s / dt : 0;
         info.rank_samples_per_s = t->sync + 4;
     }
-    t->rep_samples = 0;
-    t->rep_steps = 0;
-    t->rep_wait = 0;
-    t->rep_t0 = now;
+    if (stopped) {
+        t->rep_samples = keep_samples; /* sync_report summed it over the ranks */
+        t->rep_comm = keep_comm;
+    } else {
+        t->ep_loss += loss_sum;
+        t->ep_correct += correct;
+        t->ep_samples += t->rep_samples;
+        t->rep_samples = 0;
+        t->rep_steps = 0;
+        t->rep_wait = 0;
+        t->rep_t0 = now;
+    }
     if (t->cb.on_step) {
         int rc = t->cb.on_step(t->cb.user, t, &info);
         if (rc < 0)
@@ -665,7 +678,7 @@ static int window_open(const dl_trainer *t)
 static int end_epoch(dl_trainer *t)
 {
     if (window_open(t))
-        DL_TRY(report(t));
+        DL_TRY(report(t, 0));
     dl_epoch_info info = {0};
     info.epoch = t->epoch;
     info.step = t->step;
@@ -837,10 +850,10 @@ int dl_trainer_run(dl_trainer *t)
             continue;
         }
         if (t->step % t->cfg.log_every == 0)
-            DL_TRY(report(t));
+            DL_TRY(report(t, 0));
     }
     if (window_open(t))
-        DL_TRY(report(t));
+        DL_TRY(report(t, t->stop));
     return DL_OK;
 }
 
@@ -1038,7 +1051,7 @@ static int parity_leg(dl_trainer *t, int steps, double *loss, int *done)
 {
     double sum, correct;
     *done = 0;
-    DL_TRY(take_stats(t, &sum, &correct)); /* the open window is not this leg's */
+    DL_TRY(take_stats(t, &sum, &correct, 1)); /* the open window is not this leg's */
     t->rep_samples = t->rep_steps = 0;
     while (*done < steps && t->epoch < t->cfg.epochs &&
            !(t->cfg.max_steps > 0 && t->step >= t->cfg.max_steps)) {
@@ -1049,7 +1062,7 @@ static int parity_leg(dl_trainer *t, int steps, double *loss, int *done)
             DL_TRY(end_epoch(t));
             continue;
         }
-        DL_TRY(take_stats(t, &sum, &correct));
+        DL_TRY(take_stats(t, &sum, &correct, 1));
         double rows = t->rep_samples > 0 ? (double)t->rep_samples : 1;
         loss[(*done)++] = sum / rows / per_sample_divisor(t);
         t->rep_samples = t->rep_steps = 0;

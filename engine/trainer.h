@@ -51,6 +51,10 @@ typedef struct dl_step_info {
     double comm_s;      /* gradient all-reduce seconds per step, mean over ranks */
     double comm_share;  /* comm_s over the step time */
     const double *rank_samples_per_s; /* [ranks]: each rank's own rows/s (NULL alone) */
+    /* A window cut short by a stop: reported so the stopped run shows its
+     * last steps, but not consumed: the checkpoint keeps the window open
+     * and a resume reports it whole (the run log drops this record then). */
+    int stopped;
 } dl_step_info;
 
 typedef struct dl_epoch_info {

@@ -515,10 +515,19 @@ static void unlock(dl_study *s)
     }
 }
 
+static void skip_line(dl_study *s)
+{
+    s->skipped++;
+    if (!s->first_skipped)
+        s->first_skipped = s->lines;
+}
+
 /* Reads and applies the journal lines after read_off. Under the exclusive
- * lock a torn last line (its writer died mid-write: writers hold the lock)
- * is terminated with a newline so the next record starts on its own line;
- * it is then skipped as unparseable. */
+ * lock a last line without its newline was torn (its writer died mid-write:
+ * writers hold the lock): it is terminated with a newline so the next
+ * record starts on its own line, and applied when it happens to be a
+ * whole record, else skipped as unparseable. Without the lock it is left
+ * for later (a writer may be busy with it). */
 static int journal_refresh(dl_study *s)
 {
     if (!persistent(s))
@@ -548,10 +557,11 @@ static int journal_refresh(dl_study *s)
         if (!nl)
             break;
         *nl = 0;
+        s->lines++;
         if (nl > buf + pos) {
             cJSON *r = cJSON_Parse(buf + pos);
             if (!r || apply_record(s, r) != 0)
-                s->skipped++;
+                skip_line(s);
             cJSON_Delete(r);
         }
         pos = (size_t)(nl - buf) + 1;
@@ -560,7 +570,11 @@ static int journal_refresh(dl_study *s)
     if (pos < got && s->locked) {
         if (write(s->fd_journal, "\n", 1) == 1) {
             s->read_off += (off_t)(got - pos) + 1;
-            s->skipped++;
+            s->lines++;
+            cJSON *r = memchr(buf + pos, 0, got - pos) ? NULL : cJSON_Parse(buf + pos);
+            if (!r || apply_record(s, r) != 0)
+                skip_line(s);
+            cJSON_Delete(r);
         }
     }
     free(buf);
@@ -1253,6 +1267,7 @@ int dl_study_direction(const dl_study *s) { return s->direction; }
 const char *dl_study_dir(const dl_study *s) { return s->dir; }
 int dl_study_count(const dl_study *s) { return s->ntrials; }
 int dl_study_skipped_lines(const dl_study *s) { return s->skipped; }
+long dl_study_first_skipped_line(const dl_study *s) { return s->first_skipped; }
 
 const dl_trial *dl_study_trial(const dl_study *s, int i)
 {

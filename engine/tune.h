@@ -178,8 +178,10 @@ int dl_study_count(const dl_study *s);
 const dl_trial *dl_study_trial(const dl_study *s, int i);
 /* The complete trial with the best value (lowest number on ties), or NULL. */
 const dl_trial *dl_study_best(const dl_study *s);
-/* Lines of the journal that could not be read (torn or foreign). */
+/* Lines of the journal that could not be read (torn or foreign), and the
+ * line number of the first of them (0 when none). */
 int dl_study_skipped_lines(const dl_study *s);
+long dl_study_first_skipped_line(const dl_study *s);
 
 int dl_trial_number(const dl_trial *t);
 dl_trial_state dl_trial_state_of(const dl_trial *t);

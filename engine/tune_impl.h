@@ -66,6 +66,8 @@ struct dl_study {
     double hb_timeout;
     double last_hb;
     int skipped;
+    long lines;         /* journal lines read (complete ones) */
+    long first_skipped; /* the line number of the first skipped one (0: none) */
     char host[64];
     long pid;
     unsigned long long pstart;

@@ -502,7 +502,10 @@ static int on_step(void *user, dl_trainer *t, const dl_step_info *i)
             names[n] = rank_names[r], values[n++] = i->rank_samples_per_s[r];
         }
     }
-    if (s->log && dl_runlog_metrics(s->log, "step", i->step, i->epoch + 1, names, values, n) < 0)
+    /* kind "stop": the window a stop cut short, dropped by a resume that
+     * logs it whole (dl_step_info.stopped) */
+    if (s->log && dl_runlog_metrics(s->log, i->stopped ? "stop" : "step", i->step, i->epoch + 1,
+                                    names, values, n) < 0)
         return DL_EIO;
     if (s->opt.telemetry) {
         dl_telemetry_step(s->opt.telemetry, i);
@@ -806,6 +809,8 @@ int dl_session_prepare(dl_session **out, const dl_session_options *opt)
     int resume_nov = 0;
     if (opt->resume) {
         rc = dl_runlog_resolve(s->opt.out_dir, opt->resume, s->run_dir, sizeof s->run_dir);
+        if (rc == DL_OK && opt->rank == 0) /* fail early; reopen takes the run's lock */
+            rc = dl_runlog_check_free(s->run_dir);
         if (rc == DL_OK)
             rc = load_resume_options(s, &resume_ovs, &resume_nov);
         if (rc == DL_OK) {
@@ -871,16 +876,23 @@ int dl_session_prepare(dl_session **out, const dl_session_options *opt)
         snprintf(path, sizeof path, "%s/checkpoint.h5", s->run_dir);
         dl_checkpoint_info info;
         memset(&info, 0, sizeof info);
+        /* the run's lock before its checkpoint is read: another resume that
+         * held it may have moved the run on meanwhile */
+        int lock_fd = -1;
+        if (opt->rank == 0) /* other ranks of a job write nothing */
+            rc = dl_runlog_lock(s->run_dir, &lock_fd);
         /* killed before its first checkpoint: the run starts again from step 0 */
-        int fresh = access(path, F_OK) < 0 && errno == ENOENT;
+        int fresh = rc == DL_OK && access(path, F_OK) < 0 && errno == ENOENT;
         if (fresh)
             snprintf(info.config_hash, sizeof info.config_hash, "%s", s->hash);
-        else
+        else if (rc == DL_OK)
             rc = dl_checkpoint_load(path, s->model, &info);
         if (rc == DL_OK && !fresh)
             rc = dl_trainer_set_cursor(s->trainer, &info.cursor);
-        if (rc == DL_OK && opt->rank == 0) /* other ranks of a job write nothing */
-            rc = dl_runlog_reopen(&s->log, s->run_dir, info.cursor.step);
+        if (rc == DL_OK && opt->rank == 0)
+            rc = dl_runlog_reopen_locked(&s->log, s->run_dir, info.cursor.step, lock_fd);
+        else if (lock_fd >= 0)
+            close(lock_fd);
         if (rc == DL_OK) {
             if (fresh)
                 emit(s, "warning", "%s does not exist (the run ended before its first "

@@ -3,7 +3,8 @@
 # inside checkpoint writes (DLBENCH_FAULT=checkpoint-kill=N), a resume after
 # each kill, and final parameters equal to an uninterrupted run's; a full
 # disk during a checkpoint (a small tmpfs, else DLBENCH_FAULT=checkpoint-enospc)
-# keeps the previous checkpoint and reports the error.
+# keeps the previous checkpoint and reports the error; a kill while a run
+# folder is made (DLBENCH_FAULT=runlog-kill=N) leaves no visible run.
 # CRASH_KILLS (default 24) and CRASH_SEED (default: random, printed) vary it.
 set -u
 cd "$(dirname "$0")/.."
@@ -29,7 +30,7 @@ fi
 
 # the (step, loss) sequence of a run's metrics: what an uninterrupted run logs
 step_losses() { sed -n 's/^{"kind":"step","step":\([0-9]*\),.*"loss":\([^,]*\),.*/\1 \2/p' "$1/metrics.jsonl"; }
-only_dir() { find "$1" -mindepth 1 -maxdepth 1 -type d 2>/dev/null | head -1; }
+only_dir() { find "$1" -mindepth 1 -maxdepth 1 -type d ! -name '.*' 2>/dev/null | head -1; }
 
 echo "seed $SEED (CRASH_SEED=$SEED reproduces the kill times)"
 
@@ -54,8 +55,9 @@ while [ "$kills" -lt "$KILLS" ] && [ "$ok" = 1 ]; do
         attempts=$((attempts + 1))
         dir=$(only_dir "$base")
         if [ -n "$dir" ] && [ ! -f "$dir/config.json" ]; then
-            rm -rf "$dir" # killed while the folder was being created: not a run yet
-            dir=""
+            fail crash_half_made_run "a visible run folder without config.json: $dir"
+            ok=0
+            break
         fi
         if [ -n "$dir" ]; then
             args=(run --resume "$dir" --out "$base")
@@ -168,3 +170,32 @@ if "$DLBENCH" run --resume "$d" --quiet --out "$FULL/runs" >"$OUT/full3.log" 2>&
 else
     fail full_disk_resume_after "$(tail -3 "$OUT/full3.log")"
 fi
+
+# --- a kill while the run folder is made --------------------------------------------------
+# runlog-kill=1: the temporary folder and its lock exist; 2: config.json
+# too; 3: every initial file, just before the rename into place
+made_ok=1
+for stage in 1 2 3; do
+    R="$OUT/made$stage"
+    DLBENCH_FAULT=runlog-kill=$stage "$DLBENCH" run "$SCRIPT" --quiet --out "$R" >"$OUT/made$stage.log" 2>&1 &
+    wait $! 2>/dev/null
+    rc=$?
+    visible=$(find "$R" -mindepth 1 -maxdepth 1 ! -name '.*' 2>/dev/null | wc -l)
+    hidden=$(find "$R" -mindepth 1 -maxdepth 1 -name '.*.tmp-*' 2>/dev/null | wc -l)
+    "$DLBENCH" runs --out "$R" >"$OUT/made$stage.runs" 2>"$OUT/made$stage.err"
+    rrc=$?
+    if [ "$rc" -ne 137 ] || [ "$visible" -ne 0 ] || [ "$hidden" -ne 1 ]; then
+        fail "crash_making_run_folder_$stage" "exit $rc, $visible visible and $hidden hidden entries"
+        made_ok=0
+    elif [ "$rrc" -ne 0 ] || ! grep -q '(no runs in' "$OUT/made$stage.runs" ||
+        ! grep -q '1 half-made run folder left by a crash' "$OUT/made$stage.err"; then
+        fail "crash_making_run_folder_$stage" "runs (exit $rrc): $(cat "$OUT/made$stage.runs" "$OUT/made$stage.err" | head -3)"
+        made_ok=0
+    elif ! "$DLBENCH" run "$SCRIPT" --quiet --stop-after 5 --out "$R" >"$OUT/made$stage.next" 2>&1 ||
+        [ "$(find "$R" -mindepth 1 -maxdepth 1 -name '.*' | wc -l)" -ne 0 ] ||
+        [ "$(find "$R" -mindepth 1 -maxdepth 1 ! -name '.*' | wc -l)" -ne 1 ]; then
+        fail "crash_making_run_folder_$stage" "the next run did not clear the leftover: $(ls -A "$R")"
+        made_ok=0
+    fi
+done
+[ "$made_ok" = 1 ] && pass crash_making_run_folder_leaves_no_run

@@ -132,6 +132,10 @@ t_status import_empty_folder 2 'no IDX files' "$tmp/empty" "$tmp/bad.h5"
 t_status import_no_args 2 "usage" 
 t_status import_bad_option 2 'unknown option --frobnicate' --frobnicate 1 a b
 t_status import_bad_fraction 2 'val-fraction' --val-fraction 1.5 --synthetic blobs "$tmp/bad.h5"
+t_status import_output_folder_missing 2 "the folder $tmp/missing/dir does not exist" \
+    --synthetic spirals --samples 100 "$tmp/missing/dir/x.h5"
+[ -e "$tmp/missing" ] && fail import_output_folder_not_made "$tmp/missing was created"
+t_status import_output_is_folder 2 "$tmp: is a folder" --synthetic spirals --samples 100 "$tmp"
 if [ -e "$tmp/bad.h5" ] || [ -e "$tmp/bad.h5.tmp" ]; then
     fail import_no_output_on_error "a failed import left $tmp/bad.h5 or .tmp"
 else

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # t_run.sh - end to end through $DLBENCH: example scripts (shortened), the
-# run folder, duplicate guard, resume equivalence, SIGINT, runs/diff/note,
+# run folder, duplicate guard, resume equivalence (parameters and metrics
+# lines), SIGINT, runs/diff/note (a torn jsonl line, a bad --sort key),
 # and the bad-script corpus (tests/bad_scripts: "-- expect:" fragment, exit 2).
 set -u
 cd "$(dirname "$0")/.."
@@ -119,6 +120,14 @@ if run full 0 run scripts/spirals.lua epochs=4 hidden=16 --out "$OUT/resume" &&
         else
             fail resume_equivalence "final parameters differ ($a vs $b)"
         fi
+        # the same metrics.jsonl lines as the uninterrupted run (timings aside):
+        # no extra record for the partial window at the stop step
+        untimed() { sed -E 's/"(time|samples_per_s|data_wait|seconds)":[^,}]*,?//g' "$1/metrics.jsonl"; }
+        if diff <(untimed "$full") <(untimed "$part") >"$OUT/metrics.diff"; then
+            pass resume_metrics_lines_equal
+        else
+            fail resume_metrics_lines_equal "stop at 45 + resume vs uninterrupted: $(head -4 "$OUT/metrics.diff" | tr '\n' ' ' | cut -c1-300)"
+        fi
     fi
 fi
 
@@ -175,6 +184,29 @@ if run note 0 note "$b" "looks good" --out "$OUT/runs" && grep -q "note: looks g
     pass note
 else
     fail note "note not in events.log"
+fi
+
+# torn last lines (a writer killed mid-line) in a run's jsonl files: runs and diff read on
+cp -r "$OUT/runs/$b" "$OUT/runs/$b-torn"
+printf '{"kind":"step","step":99,"lo' >>"$OUT/runs/$b-torn/metrics.jsonl"
+printf '{"t":1.0,"cpu_total":5}\n{"t":1.5,"cpu' >>"$OUT/runs/$b-torn/system.jsonl"
+if run runs_torn 0 runs --out "$OUT/runs" && grep -q "^$b-torn " "$OUT/runs_torn.log" &&
+    run diff_torn 0 runs diff "$b" "$b-torn" --out "$OUT/runs" && grep -q '(same configuration)' "$OUT/diff_torn.log"; then
+    pass runs_read_past_torn_lines
+else
+    fail runs_read_past_torn_lines "$(tail -3 "$OUT/runs_torn.log" "$OUT/diff_torn.log" 2>/dev/null)"
+fi
+rm -rf "$OUT/runs/$b-torn"
+
+# --- --sort KEY: an unknown key is bad input ----------------------------------------------------
+if run sort_bad 2 runs --out "$OUT/runs" --sort nosuchkey &&
+    grep -q -- "--sort nosuchkey: no run has that key; expected one of: id, .*status.*, epochs.*, val_acc" "$OUT/sort_bad.log"; then
+    pass runs_sort_unknown_key
+else
+    fail runs_sort_unknown_key "$(head -2 "$OUT/sort_bad.log")"
+fi
+if run sort_good 0 runs --out "$OUT/runs" --sort val_acc --desc; then
+    pass runs_sort_metric
 fi
 
 # --- usage errors -----------------------------------------------------------------------------

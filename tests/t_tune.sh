@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # t_tune.sh - `dlbench tune` end to end on the spirals study: trials as run
 # folders tied to the journal, --report and its reproduce command, reuse of
-# equal trials, kill -9 and resume, --jobs 2, bad study scripts (exit 2).
+# equal trials, a torn journal line (--report and resume read on), kill -9
+# and resume, --jobs 2, bad study scripts (exit 2).
 set -u
 cd "$(dirname "$0")/.."
 DLBENCH=${DLBENCH:-build/dlbench}
@@ -126,6 +127,27 @@ if run reuse 0 tune "$OUT/tiny.lua" --out "$OUT/r"; then
         pass equal_trials_reused
     else
         fail equal_trials_reused "$reused reused, $dirs run folders for 6 trials of 2 distinct"
+    fi
+fi
+
+# --- a journal whose last line a killed writer cut short: report and resume read on ------------
+TJ=$OUT/r/studies/tiny/journal.jsonl
+if [ -f "$TJ" ]; then
+    printf '{"op":"finish","trial":5,"state":"compl' >>"$TJ"
+    torn_line=$(($(wc -l <"$TJ") + 1))
+    if run torn_report 0 tune "$OUT/tiny.lua" --out "$OUT/r" --report &&
+        grep -q "warning: .*journal.jsonl line $torn_line: unreadable" "$OUT/torn_report.log" &&
+        grep -q '; 6 trials: 6 complete' "$OUT/torn_report.log"; then
+        pass tune_report_skips_torn_line
+    else
+        fail tune_report_skips_torn_line "$(head -3 "$OUT/torn_report.log")"
+    fi
+    if run torn_resume 0 tune "$OUT/tiny.lua" --trials 7 --out "$OUT/r" &&
+        run torn_report2 0 tune "$OUT/tiny.lua" --out "$OUT/r" --report &&
+        grep -q '; 7 trials: 7 complete' "$OUT/torn_report2.log"; then
+        pass tune_resume_after_torn_line
+    else
+        fail tune_resume_after_torn_line "$(tail -n 3 "$OUT/torn_resume.log" "$OUT/torn_report2.log")"
     fi
 fi
 

@@ -1,7 +1,11 @@
-/* test_runlog.c - run folders (atomic files, metrics, summary, hashing) and checkpoints (round trip, refusals) */
+/* test_runlog.c - run folders (atomic files, metrics, summary, hashing, made under a temporary name, the run lock, torn lines) and checkpoints (round trip, refusals) */
+#include <dirent.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "engine/backend.h"
@@ -9,7 +13,9 @@
 #include "engine/error.h"
 #include "engine/nn.h"
 #include "engine/runlog.h"
+#include "engine/telemetry.h"
 #include "tests/check.h"
+#include "tui/tables.h"
 
 static char tmpdir[256];
 
@@ -94,6 +100,293 @@ static void test_run_folder(void)
     CHECK_OK(dl_runlog_resolve(out, "my_run_x", resolved, sizeof resolved));
     CHECK(dl_runlog_resolve(out, "nothing-like-it", resolved, sizeof resolved) == DL_EINVAL);
     cJSON_Delete(cfg);
+}
+
+/* --- the run folder's making, its lock, torn lines --------------------------------- */
+
+static void write_text(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "w");
+    if (f) {
+        fputs(text, f);
+        fclose(f);
+    }
+}
+
+static char *slurp(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    static char buf[1 << 16];
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = 0;
+    return buf;
+}
+
+/* Visible entries of dir (not starting with '.'), and hidden temporary run folders. */
+static void count_entries(const char *dir, int *visible, int *temps)
+{
+    *visible = *temps = 0;
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    while (d && (e = readdir(d))) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+            continue;
+        if (e->d_name[0] != '.')
+            (*visible)++;
+        else if (dl_runlog_is_temp_name(e->d_name))
+            (*temps)++;
+    }
+    if (d)
+        closedir(d);
+}
+
+static const char *hash64 = "fedcba9876543210fedcba9876543210fedcba9876543210fedcba9876543210";
+
+/* Several processes creating a run of the same name in the same second get
+ * distinct folders, each whole, each named in its own config.json. */
+static void test_concurrent_create(void)
+{
+    char out[512];
+    path_in(out, sizeof out, "race");
+    cJSON *cfg = cJSON_CreateObject();
+    enum { KIDS = 6 };
+    pid_t kids[KIDS];
+    for (int i = 0; i < KIDS; i++) {
+        kids[i] = fork();
+        if (kids[i] == 0) {
+            dl_runlog *r = NULL;
+            int rc = dl_runlog_create(&r, out, "same", hash64, cfg, NULL);
+            dl_runlog_destroy(r);
+            _exit(rc == DL_OK ? 0 : 1);
+        }
+    }
+    int ok = 0;
+    for (int i = 0; i < KIDS; i++) {
+        int st;
+        if (kids[i] > 0 && waitpid(kids[i], &st, 0) == kids[i] && WIFEXITED(st) &&
+            WEXITSTATUS(st) == 0)
+            ok++;
+    }
+    CHECK(ok == KIDS);
+    int visible, temps;
+    count_entries(out, &visible, &temps);
+    CHECK_MSG(visible == KIDS && temps == 0, "%d folders, %d temporary ones", visible, temps);
+    DIR *d = opendir(out);
+    struct dirent *e;
+    while (d && (e = readdir(d))) {
+        if (e->d_name[0] == '.')
+            continue;
+        char p[1400];
+        snprintf(p, sizeof p, "%s/%s/config.json", out, e->d_name);
+        cJSON *c = dl_runlog_read_json(p);
+        const cJSON *run = cJSON_GetObjectItem(c, "run");
+        CHECK_MSG(cJSON_IsString(run) && !strcmp(run->valuestring, e->d_name), "%s says %s",
+                  e->d_name, cJSON_IsString(run) ? run->valuestring : "nothing");
+        cJSON_Delete(c);
+        snprintf(p, sizeof p, "%s/%s/summary.json", out, e->d_name);
+        c = dl_runlog_read_json(p);
+        run = cJSON_GetObjectItem(c, "run");
+        CHECK(cJSON_IsString(run) && !strcmp(run->valuestring, e->d_name));
+        cJSON_Delete(c);
+    }
+    if (d)
+        closedir(d);
+    cJSON_Delete(cfg);
+}
+
+/* A temporary folder whose creator died is not a run and goes at the next
+ * create; one whose creator lives (its lock held) stays. */
+static void test_stale_temp_folders(void)
+{
+    char out[512], dead[700], live[700], p[800], names[256];
+    path_in(out, sizeof out, "stale");
+    mkdir(out, 0755);
+    snprintf(dead, sizeof dead, "%s/.20250101-000000-x-01234567.tmp-999999-1", out);
+    snprintf(live, sizeof live, "%s/.20250101-000000-y-01234567.tmp-999998-1", out);
+    mkdir(dead, 0755);
+    mkdir(live, 0755);
+    snprintf(p, sizeof p, "%s/run.lock", dead);
+    write_text(p, "999999 nowhere\n");
+    snprintf(p, sizeof p, "%s/config.json", dead);
+    write_text(p, "{\"name\":");
+    snprintf(p, sizeof p, "%s/run.lock", live);
+    write_text(p, "1 here\n");
+    int fd = open(p, O_RDONLY);
+    CHECK(fd >= 0 && flock(fd, LOCK_EX) == 0);
+    CHECK(dl_runlog_stale_temps(out, 0, names, sizeof names) == 1);
+    CHECK_MSG(strstr(names, ".tmp-999999-1") && !strstr(names, "999998"), "%s", names);
+    char found[1100];
+    CHECK(dl_runlog_resolve(out, "x-0123", found, sizeof found) == DL_EINVAL);
+    cJSON *cfg = cJSON_CreateObject();
+    dl_runlog *r = NULL;
+    CHECK_OK(dl_runlog_create(&r, out, "fresh", hash64, cfg, NULL));
+    dl_runlog_destroy(r);
+    cJSON_Delete(cfg);
+    struct stat st;
+    CHECK_MSG(stat(dead, &st) != 0, "the dead creator's folder is still there");
+    CHECK_MSG(stat(live, &st) == 0, "the live creator's folder was removed");
+    if (fd >= 0)
+        close(fd);
+    CHECK(dl_runlog_stale_temps(out, 1, NULL, 0) == 1);
+    CHECK(stat(live, &st) != 0);
+}
+
+/* A run is used by one process at a time: a fresh run holds its lock from
+ * the start; a reopen while it is held fails, naming the holder, and
+ * changes nothing; once released it succeeds. */
+static void test_run_lock(void)
+{
+    char out[512], dir[1100], p[1200];
+    path_in(out, sizeof out, "lock");
+    cJSON *cfg = cJSON_CreateObject();
+    dl_runlog *a = NULL, *b = NULL;
+    CHECK_OK(dl_runlog_create(&a, out, "locked", hash64, cfg, NULL));
+    cJSON_Delete(cfg);
+    if (!a)
+        return;
+    snprintf(dir, sizeof dir, "%s", dl_runlog_dir(a));
+    const char *names[] = {"loss"};
+    double v[] = {0.5};
+    CHECK_OK(dl_runlog_metrics(a, "step", 10, 1, names, v, 1));
+    char want[64];
+    snprintf(want, sizeof want, "in use by process %ld", (long)getpid());
+    CHECK(dl_runlog_check_free(dir) == DL_EINVAL);
+    CHECK_MSG(strstr(dl_error_message(), want), "%s", dl_error_message());
+    CHECK(dl_runlog_reopen(&b, dir, 0) == DL_EINVAL && b == NULL);
+    CHECK_MSG(strstr(dl_error_message(), want) && strstr(dl_error_message(), "locked"), "%s",
+              dl_error_message());
+    snprintf(p, sizeof p, "%s/metrics.jsonl", dir);
+    CHECK_MSG(strstr(slurp(p) ? slurp(p) : "", "\"step\":10"), "the refused reopen cut metrics");
+    dl_runlog_destroy(a);
+    CHECK_OK(dl_runlog_check_free(dir));
+    CHECK_OK(dl_runlog_reopen(&b, dir, 100));
+    CHECK(dl_runlog_check_free(dir) == DL_EINVAL);
+    dl_runlog_destroy(b);
+    CHECK_OK(dl_runlog_check_free(dir));
+}
+
+/* Lines a killed writer cut short: a resume drops them (with a warning in
+ * events.log) so new lines start clean; the telemetry follower (watch)
+ * skips them with a warning and reads every whole line. */
+static void test_torn_lines(void)
+{
+    char out[512], dir[1024], p[1200];
+    path_in(out, sizeof out, "torn");
+    cJSON *cfg = cJSON_CreateObject();
+    dl_runlog *r = NULL;
+    CHECK_OK(dl_runlog_create(&r, out, "torn", hash64, cfg, NULL));
+    cJSON_Delete(cfg);
+    if (!r)
+        return;
+    snprintf(dir, sizeof dir, "%s", dl_runlog_dir(r));
+    dl_runlog_destroy(r);
+    snprintf(p, sizeof p, "%s/metrics.jsonl", dir);
+    write_text(p, "{\"kind\":\"step\",\"step\":10,\"epoch\":1,\"loss\":0.5}\n"
+                  "{\"kind\":\"step\",\"step\":20,\"epoch\":1,\"loss\":0.4}\n"
+                  "{\"kind\":\"step\",\"step\":30,\"ep");
+    snprintf(p, sizeof p, "%s/system.jsonl", dir);
+    write_text(p, "{\"t\":0.5,\"cpu_total\":10}\n{\"t\":1.0,\"cpu_total\":20}\n{\"t\":1.5,\"cpu_t");
+    snprintf(p, sizeof p, "%s/events.log", dir);
+    write_text(p, "2025-01-01T00:00:00Z started: x\n2025-01-01T00:00:01Z note: half");
+
+    /* watch: every whole line, a warning per torn file, no failure */
+    dl_telemetry *t = NULL;
+    dl_telemetry_snapshot *snap = dl_telemetry_snapshot_create();
+    CHECK_OK(dl_telemetry_create(&t));
+    dl_tele_follow fw;
+    memset(&fw, 0, sizeof fw);
+    snprintf(fw.dir, sizeof fw.dir, "%s", dir);
+    if (t && snap) {
+        CHECK_OK(dl_telemetry_follow(t, &fw));
+        CHECK_OK(dl_telemetry_follow(t, &fw)); /* again: the warnings are not repeated */
+        dl_telemetry_read(t, snap);
+        CHECK_MSG(snap->nsys == 2, "%d system samples", snap->nsys);
+        CHECK(snap->run.step == 20);
+        int warn_sys = 0, warn_metrics = 0, warn_events = 0, notes = 0;
+        for (int i = 0; i < snap->nevents; i++) {
+            const dl_tele_event *e = &snap->events[i];
+            if (!strcmp(e->kind, "warning") && strstr(e->text, "cut short")) {
+                warn_sys += strstr(e->text, "system.jsonl line 3") != NULL;
+                warn_metrics += strstr(e->text, "metrics.jsonl line 3") != NULL;
+                warn_events += strstr(e->text, "events.log line 2") != NULL;
+            }
+            notes += !strcmp(e->kind, "note");
+        }
+        CHECK_MSG(warn_sys == 1 && warn_metrics == 1 && warn_events == 1,
+                  "warnings: system %d, metrics %d, events %d", warn_sys, warn_metrics,
+                  warn_events);
+        CHECK(notes == 0);
+    }
+
+    /* resume: the torn lines go, with warnings; appended lines are whole */
+    CHECK_OK(dl_runlog_reopen(&r, dir, 1000));
+    if (r) {
+        const char *names[] = {"loss"};
+        double v[] = {0.3};
+        CHECK_OK(dl_runlog_metrics(r, "step", 30, 1, names, v, 1));
+        CHECK_OK(dl_runlog_event(r, "note", "after"));
+        dl_runlog_destroy(r);
+    }
+    snprintf(p, sizeof p, "%s/metrics.jsonl", dir);
+    const char *m = slurp(p);
+    CHECK(m && !strstr(m, "\"ep\n") && strstr(m, "\"step\":20") && strstr(m, "\"step\":30"));
+    snprintf(p, sizeof p, "%s/system.jsonl", dir);
+    m = slurp(p);
+    CHECK(m && !strcmp(m, "{\"t\":0.5,\"cpu_total\":10}\n{\"t\":1.0,\"cpu_total\":20}\n"));
+    snprintf(p, sizeof p, "%s/events.log", dir);
+    m = slurp(p);
+    CHECK_MSG(m && !strstr(m, "half") && strstr(m, "warning: metrics.jsonl: 1 unreadable line "
+                                                   "dropped (first: line 3") &&
+                  strstr(m, "warning: system.jsonl: a torn last line (15 bytes) dropped") &&
+                  strstr(m, "warning: events.log: a torn last line") && strstr(m, " note: after\n"),
+              "events.log:\n%s", m ? m : "");
+
+    /* the follower reads on from where the torn line was: the new lines */
+    if (t && snap) {
+        CHECK_OK(dl_telemetry_follow(t, &fw));
+        dl_telemetry_read(t, snap);
+        int after = 0;
+        for (int i = 0; i < snap->nevents; i++)
+            after += !strcmp(snap->events[i].kind, "note") && !strcmp(snap->events[i].text, "after");
+        CHECK(after == 1);
+    }
+    dl_telemetry_snapshot_destroy(snap);
+    dl_telemetry_destroy(t);
+}
+
+/* The workbench's runs screen (F2) lists whole runs only: not a folder
+ * being made or left half-made, and a torn jsonl line changes nothing. */
+static void test_workbench_runs_view(void)
+{
+    char out[512], p[1200], dir[1024];
+    path_in(out, sizeof out, "view");
+    cJSON *cfg = cJSON_CreateObject();
+    cJSON_AddStringToObject(cfg, "name", "shown");
+    dl_runlog *r = NULL;
+    CHECK_OK(dl_runlog_create(&r, out, "shown", hash64, cfg, NULL));
+    cJSON_Delete(cfg);
+    if (!r)
+        return;
+    snprintf(dir, sizeof dir, "%s", dl_runlog_dir(r));
+    dl_run_totals t = {10, 1, 100};
+    CHECK_OK(dl_runlog_summary(r, "finished", &t, NULL, NULL));
+    dl_runlog_destroy(r);
+    snprintf(p, sizeof p, "%s/system.jsonl", dir);
+    write_text(p, "{\"t\":0.5}\n{\"t\":1");
+    snprintf(p, sizeof p, "%s/metrics.jsonl", dir);
+    write_text(p, "{\"kind\":\"step\",\"st");
+    snprintf(p, sizeof p, "%s/.20250101-000000-half-01234567.tmp-999999-1", out);
+    mkdir(p, 0755);
+    snprintf(p + strlen(p), sizeof p - strlen(p), "/summary.json");
+    write_text(p, "{\"name\":\"half\",\"status\":\"running\"}\n");
+    static dl_ui_runs view;
+    dl_tables_load_runs(&view, out);
+    CHECK_MSG(view.n == 1, "%d rows", view.n);
+    CHECK(view.n < 1 || (!strcmp(view.rows[0].name, "shown") &&
+                         !strcmp(view.rows[0].status, "finished") && view.rows[0].steps == 10));
 }
 
 static dl_model *small_model(int moments, uint64_t seed)
@@ -210,6 +503,11 @@ int main(void)
     }
     RUN(test_atomic_write_and_hash);
     RUN(test_run_folder);
+    RUN(test_concurrent_create);
+    RUN(test_stale_temp_folders);
+    RUN(test_run_lock);
+    RUN(test_torn_lines);
+    RUN(test_workbench_runs_view);
     RUN(test_checkpoint_round_trip);
     RUN(test_checkpoint_refusals);
     char cmd[400];

@@ -451,6 +451,15 @@ static void test_torn_last_line(void)
     if (!s)
         return;
     CHECK(dl_study_skipped_lines(s) == 1);
+    /* named by its line: 1 study record, then 3 trials of ask/params/finish... */
+    long lines = 0;
+    FILE *f = fopen(path, "r");
+    for (int c; f && (c = getc(f)) != EOF;)
+        lines += c == '\n';
+    if (f)
+        fclose(f);
+    CHECK_MSG(dl_study_first_skipped_line(s) == lines, "first skipped %ld, journal lines %ld",
+              dl_study_first_skipped_line(s), lines);
     CHECK(dl_study_count(s) == 3 && dl_trial_state_of(dl_study_trial(s, 2)) == DL_TRIAL_COMPLETE);
     dl_trial *t;
     CHECK_OK(dl_study_ask(s, &t));
@@ -461,6 +470,42 @@ static void test_torn_last_line(void)
         return;
     CHECK(dl_study_count(s) == 4 && dl_study_skipped_lines(s) == 1);
     CHECK(dl_study_best(s) && dl_trial_number(dl_study_best(s)) == 3);
+    dl_study_destroy(s);
+}
+
+/* A writer killed between a whole record and its newline: the record is
+ * kept (applied, the line terminated), nothing is skipped. */
+static void test_torn_newline_only(void)
+{
+    char dir[300], path[400];
+    snprintf(dir, sizeof dir, "%s/torn-nl", tmp_root);
+    dl_study *s;
+    CHECK_OK(dl_study_open(&s, dir, "t", DL_STUDY_MINIMIZE, NULL, NULL, 1));
+    if (!s)
+        return;
+    for (int i = 0; i < 2; i++) {
+        dl_trial *t;
+        CHECK_OK(dl_study_ask(s, &t));
+        CHECK_OK(dl_study_tell(s, t, DL_TRIAL_COMPLETE, 1.0 - i));
+    }
+    dl_study_destroy(s);
+    snprintf(path, sizeof path, "%s/t/journal.jsonl", dir);
+    struct stat st;
+    CHECK(stat(path, &st) == 0 && truncate(path, st.st_size - 1) == 0);
+    CHECK_OK(dl_study_open(&s, dir, "t", DL_STUDY_MINIMIZE, NULL, NULL, 1));
+    if (!s)
+        return;
+    CHECK(dl_study_skipped_lines(s) == 0 && dl_study_first_skipped_line(s) == 0);
+    CHECK(dl_study_count(s) == 2 && dl_trial_state_of(dl_study_trial(s, 1)) == DL_TRIAL_COMPLETE);
+    CHECK(dl_study_best(s) && dl_trial_number(dl_study_best(s)) == 1);
+    dl_trial *t;
+    CHECK_OK(dl_study_ask(s, &t));
+    CHECK_OK(dl_study_tell(s, t, DL_TRIAL_COMPLETE, 0.5));
+    dl_study_destroy(s);
+    CHECK_OK(dl_study_open(&s, dir, "t", DL_STUDY_MINIMIZE, NULL, NULL, 1));
+    if (!s)
+        return;
+    CHECK(dl_study_count(s) == 3 && dl_study_skipped_lines(s) == 0);
     dl_study_destroy(s);
 }
 
@@ -548,6 +593,7 @@ int main(void)
     RUN(test_asha_pruner);
     RUN(test_resume_after_kill);
     RUN(test_torn_last_line);
+    RUN(test_torn_newline_only);
     RUN(test_concurrent_workers);
     rm_rf(tmp_root);
     CHECK_EXIT();

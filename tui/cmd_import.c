@@ -766,10 +766,34 @@ static int parse_long(const char *opt, const char *s, long lo, long hi, long *ou
     return 0;
 }
 
+/* The output's folder must exist (it is not made: a typo in the path
+ * should not create folders) and OUT must not be a folder. Returns 0 or
+ * the exit status 2 after saying why. */
+static int check_output(const char *out)
+{
+    char dir[1100];
+    if (snprintf(dir, sizeof dir, "%s", out) >= (int)sizeof dir)
+        return fail_input("%s: path too long", out);
+    char *slash = strrchr(dir, '/');
+    if (!slash)
+        snprintf(dir, sizeof dir, ".");
+    else if (slash == dir)
+        slash[1] = 0;
+    else
+        *slash = 0;
+    if (!is_dir(dir))
+        return fail_input("%s: the folder %s does not exist (create it first)", out, dir);
+    if (is_dir(out))
+        return fail_input("%s: is a folder; expected the path of the .h5 file to write", out);
+    return 0;
+}
+
 static int run_import(import_job *job, int npos, char **pos)
 {
     const char *out = pos[npos - 1];
     int rc;
+    if ((rc = check_output(out)) != 0)
+        return rc;
     if (job->synthetic) {
         if (npos != 1)
             return fail_input("--synthetic takes only OUT.h5 (got %d paths)", npos);

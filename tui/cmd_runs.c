@@ -122,6 +122,47 @@ static int load_runs(const char *dir, run_row **out, int *n)
     return 0;
 }
 
+/* Adds the members of object o to the ", "-separated list (once each). */
+static void add_keys(char *list, size_t size, const cJSON *o)
+{
+    for (const cJSON *c = o ? o->child : NULL; c; c = c->next) {
+        size_t l = strlen(list), k = strlen(c->string);
+        int seen = 0;
+        for (const char *p = list; !seen && (p = strstr(p, c->string)); p += k)
+            seen = (p == list || p[-1] == ' ') && (p[k] == ',' || !p[k]);
+        if (!seen)
+            snprintf(list + l, size - l, ", %s", c->string);
+    }
+}
+
+/* A --sort key must name something a run has: a column, a
+ * hyperparameter or a metric (any key passes when there are no runs).
+ * Returns 0, or 2 after saying which keys there are. */
+static int check_sort_key(const char *key, const run_row *rows, int n)
+{
+    if (n == 0)
+        return 0;
+    static const char *columns[] = {"id", "run", "name", "status", "device", "precision",
+                                    "duration", "steps", "epochs", "samples_per_s", "started"};
+    for (size_t i = 0; i < sizeof columns / sizeof *columns; i++)
+        if (!strcmp(key, columns[i]))
+            return 0;
+    for (int i = 0; i < n; i++)
+        if (lookup(&rows[i], key))
+            return 0;
+    char list[2048] = "";
+    for (size_t i = 0; i < sizeof columns / sizeof *columns; i++)
+        snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", i ? ", " : "",
+                 columns[i]);
+    for (int i = 0; i < n; i++) {
+        add_keys(list, sizeof list, get(rows[i].config, "hparams"));
+        add_keys(list, sizeof list, get(rows[i].summary, "final"));
+    }
+    fprintf(stderr, "dlbench runs: --sort %s: no run has that key; expected one of: %s\n", key,
+            list);
+    return 2;
+}
+
 static void free_runs(run_row *r, int n)
 {
     for (int i = 0; i < n; i++) {
@@ -378,6 +419,17 @@ int dl_cmd_runs(int argc, char **argv)
     run_row *rows;
     int n;
     load_runs(dir, &rows, &n);
+    if (sort_key && check_sort_key(sort_key, rows, n)) {
+        free_runs(rows, n);
+        free(filters);
+        return 2;
+    }
+    char left[512];
+    int nleft = dl_runlog_stale_temps(dir, 0, left, sizeof left);
+    if (nleft > 0)
+        fprintf(stderr, "dlbench runs: note: %d half-made run folder%s left by a crash (not "
+                "runs; the next run in %s removes %s): %s\n",
+                nleft, nleft == 1 ? "" : "s", dir, nleft == 1 ? "it" : "them", left);
     if (n > 1) /* rows is NULL when there are none */
         qsort(rows, (size_t)n, sizeof *rows, cmp_rows);
     if (json) {

@@ -287,6 +287,17 @@ static int open_study(tuner *tu)
                            sp->maximize ? DL_STUDY_MAXIMIZE : DL_STUDY_MINIMIZE, &sc, &pc, seed);
     if (rc == DL_OK)
         dl_study_set_budget(tu->st, (int)(tu->a->trials > 0 ? tu->a->trials : sp->trials));
+    int skipped = rc == DL_OK ? dl_study_skipped_lines(tu->st) : 0;
+    if (skipped > 0 && !tu->a->worker) {
+        char more[48] = "";
+        if (skipped > 1)
+            snprintf(more, sizeof more, " (and %d more)", skipped - 1);
+        fprintf(stderr,
+                "dlbench tune: warning: %s/journal.jsonl line %ld%s: unreadable (cut short by a "
+                "killed writer, or from another dlbench version): skipped; the other records "
+                "are intact\n",
+                dl_study_dir(tu->st), dl_study_first_skipped_line(tu->st), more);
+    }
     return rc;
 }
 
@@ -328,8 +339,8 @@ static void close_lost_runs(const tuner *tu)
             cJSON_IsNumber(num))
             t = dl_study_trial(tu->st, (int)num->valuedouble);
         cJSON_Delete(cfg);
-        if (!t || dl_trial_state_of(t) == DL_TRIAL_RUNNING)
-            continue;
+        if (!t || dl_trial_state_of(t) == DL_TRIAL_RUNNING || dl_runlog_check_free(dir) < 0)
+            continue; /* the journal's view, or a live process holds the run */
         snprintf(path, sizeof path, "%s/summary.json", dir);
         cJSON *sum = dl_runlog_read_json(path);
         const cJSON *status = cJSON_GetObjectItemCaseSensitive(sum, "status");

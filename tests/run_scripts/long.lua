@@ -8,5 +8,5 @@ return dl.experiment {
   data = dl.data.synthetic { n = 20000, val = 500 },
   model = nn.Sequential { nn.Linear(2, 64), nn.ReLU(), nn.Linear(64, 2) },
   optimizer = optim.SGD { lr = 0.05, momentum = 0.9 },
-  batch = 64, epochs = 1000,
+  batch = 64, epochs = 100000,
 }
