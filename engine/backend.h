@@ -21,7 +21,7 @@
 
 /* Bumped whenever the table below changes; a CUDA module built against
  * another version is refused. */
-#define DL_BACKEND_API_VERSION 2
+#define DL_BACKEND_API_VERSION 3
 
 typedef enum { DL_DEVICE_CPU = 0, DL_DEVICE_CUDA = 1 } dl_device;
 
@@ -216,6 +216,11 @@ typedef struct dl_backend_ops {
      * to pool_backward then act_backward into a zeroed dx. */
     int (*relu_maxpool_backward)(dl_backend *be, const dl_pool_desc *d, float *dx,
                                  const float *dy, const float *x, const float *y);
+
+    /* Optional: frees the memory the backend keeps cached between ops
+     * (scratch, operand copies, convolution workspaces), taken again on
+     * next use. The trainer calls it on the device a training leaves. */
+    void (*trim)(dl_backend *be);
 } dl_backend_ops;
 
 /* A backend instance: the op table plus its private context. */

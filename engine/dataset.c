@@ -402,8 +402,10 @@ static int mem_alloc_buffers(mem_source *m, dl_backend *be, void **x, void **y)
         free(*x);
         free(*y);
     }
-    return dl_error(DL_ENOMEM, "%s: out of host memory for batch buffers (%zu bytes)",
-                    m->base.name, xb + yb);
+    /* the backend's message says how much memory there is */
+    char why[400];
+    snprintf(why, sizeof why, "%s", be ? dl_error_message() : "malloc failed");
+    return dl_error(DL_ENOMEM, "%s: batch buffers (%zu bytes): %s", m->base.name, xb + yb, why);
 }
 
 /* The current batch (if any) is invalidated; on error the old buffers stay. */

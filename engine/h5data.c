@@ -644,9 +644,13 @@ static int alloc_ring(h5_source *s, dl_backend *be)
     for (int i = 0; i < s->prefetch; i++) {
         s->ring[i].x = be ? be->ops->host_alloc(be, xb) : malloc(xb);
         s->ring[i].y = be ? be->ops->host_alloc(be, yb) : malloc(yb);
-        if (!s->ring[i].x || !s->ring[i].y)
-            return dl_error(DL_ENOMEM, "%s: out of host memory for %d batch buffers of %zu bytes",
-                            s->base.name, s->prefetch, xb + yb);
+        if (!s->ring[i].x || !s->ring[i].y) {
+            /* the backend's message says how much memory there is */
+            char why[400];
+            snprintf(why, sizeof why, "%s", be ? dl_error_message() : "malloc failed");
+            return dl_error(DL_ENOMEM, "%s: %d batch buffers of %zu bytes: %s", s->base.name,
+                            s->prefetch, xb + yb, why);
+        }
     }
     return DL_OK;
 }

@@ -897,6 +897,8 @@ int dl_trainer_switch_device(dl_trainer *t, dl_backend *be)
         return dl_error(rc, "%s", msg);
     }
     t->be = be;
+    if (old->ops->trim)
+        old->ops->trim(old); /* its cached scratch too: the old device keeps nothing */
     if (t->prof)
         dl_profiler_attach(t->prof, t->m, be); /* fails only for a new model: cannot here */
     return DL_OK;

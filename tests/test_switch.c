@@ -16,6 +16,7 @@
 #include <time.h>
 
 #include "engine/backend.h"
+#include "engine/cpu/cpu.h"
 #include "engine/data.h"
 #include "engine/error.h"
 #include "engine/nn.h"
@@ -46,6 +47,17 @@ typedef struct test_backend {
 } test_backend;
 
 static test_backend *tb_of(dl_backend *be) { return (test_backend *)be; }
+
+/* Bytes of scratch a CPU backend keeps between ops (0 for others). */
+static size_t cpu_scratch_bytes(dl_backend *be)
+{
+    if (be->ops->device != DL_DEVICE_CPU)
+        return 0;
+    size_t n = 0;
+    for (int i = 0; i < 4; i++)
+        n += dl_cpu(be)->scratch_size[i];
+    return n;
+}
 
 static void tb_track(test_backend *tb, void *p, size_t bytes, int host)
 {
@@ -241,6 +253,8 @@ typedef struct plan {
     int switch_rc[MAX_SWITCH];
     size_t left_bytes[MAX_SWITCH]; /* on the old backend right after each switch */
     size_t left_host[MAX_SWITCH];
+    size_t scratch_before[MAX_SWITCH]; /* CPU scratch (operand copies) of the old backend */
+    size_t left_scratch[MAX_SWITCH];
     float scale_at[MAX_SWITCH];
     double loss[MAX_STEPS];
     float scale[MAX_STEPS];
@@ -287,7 +301,9 @@ static int plan_idle(void *user, dl_trainer *t)
     dl_backend *old = dl_trainer_backend(t);
     int k = p->done++;
     p->scale_at[k] = dl_trainer_loss_scale(t);
+    p->scratch_before[k] = cpu_scratch_bytes(old);
     p->switch_rc[k] = dl_trainer_switch_device(t, p->to[k]);
+    p->left_scratch[k] = cpu_scratch_bytes(old);
     if (p->switch_rc[k] < 0)
         snprintf(p->msg, sizeof p->msg, "%s", dl_error_message());
     if (is_test_backend(old)) {
@@ -406,6 +422,11 @@ static void round_trip(const variant *v)
     CHECK_MSG(sw.left_bytes[1] == 0 && sw.left_host[1] == 0,
               "B keeps %zu device + %zu host bytes after the move back", sw.left_bytes[1],
               sw.left_host[1]);
+    /* nor its cached scratch (bf16 operand copies): trimmed by the switch */
+    CHECK_MSG(sw.left_scratch[0] == 0 && sw.left_scratch[1] == 0,
+              "scratch kept: %zu bytes on A, %zu on B", sw.left_scratch[0], sw.left_scratch[1]);
+    if (v->prec == DL_PREC_BF16) /* there was some to free */
+        CHECK_MSG(sw.scratch_before[0] > 0, "bf16 on A used no scratch");
     /* B was really used: model state, activations, staging, 2 loaders x 2 buffers */
     CHECK_MSG(b->allocs == 3 && b->host_allocs == 4, "B: %ld allocations, %ld host allocations",
               b->allocs, b->host_allocs);

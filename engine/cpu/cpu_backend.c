@@ -97,6 +97,16 @@ static void cpu_destroy(dl_backend *be)
     free(c);
 }
 
+static void cpu_trim(dl_backend *be)
+{
+    dl_cpu_ctx *c = dl_cpu(be);
+    for (int i = 0; i < 4; i++) {
+        free(c->scratch[i]);
+        c->scratch[i] = NULL;
+        c->scratch_size[i] = 0;
+    }
+}
+
 void *dl_cpu_scratch(dl_backend *be, int slot, size_t bytes)
 {
     dl_cpu_ctx *c = dl_cpu(be);
@@ -161,6 +171,7 @@ static const dl_backend_ops cpu_ops = {
     .destroy = cpu_destroy,
     .relu_maxpool_forward = dl_cpu_relu_maxpool_forward,
     .relu_maxpool_backward = dl_cpu_relu_maxpool_backward,
+    .trim = cpu_trim,
 };
 
 /* Fills be as a CPU backend with its own context and `threads` workers

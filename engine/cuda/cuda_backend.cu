@@ -162,6 +162,21 @@ void *cuda_scratch(dl_backend *be, size_t bytes)
     return p;
 }
 
+/* Frees the scratch buffer and the convolution workspace (both taken
+ * again on next use); cuBLAS keeps its workspace, which it was given. */
+static void cu_trim(dl_backend *be)
+{
+    cuda_ctx *c = CTX(be);
+    if (c->stream)
+        (void)cudaStreamSynchronize(c->stream);
+    cu_free(be, c->scratch);
+    c->scratch = NULL;
+    c->scratch_size = 0;
+    be->ops->free(be, c->conv_ws); /* taken through the op table: see cuda_conv.cu */
+    c->conv_ws = NULL;
+    c->conv_ws_size = 0;
+}
+
 int cuda_check_flags(dl_backend *be)
 {
     cuda_ctx *c = CTX(be);
@@ -380,6 +395,9 @@ static const dl_backend_ops cuda_ops = {
     cu_event_record,
     cu_event_elapsed,
     cu_destroy,
+    NULL, /* relu_maxpool_forward: the layers run the two plain ops */
+    NULL, /* relu_maxpool_backward */
+    cu_trim,
 };
 
 /* Releases everything a (possibly half-built) context holds. */

@@ -290,7 +290,7 @@ static char *workspace(dl_backend *be, const conv_entry *e, void *ws)
         return (char *)ws;
     if (c->conv_ws_size < e->total) {
         if (c->conv_ws)
-            (void)cudaFree(c->conv_ws);
+            be->ops->free(be, c->conv_ws); /* as taken: through the op table */
         c->conv_ws = NULL;
         c->conv_ws_size = 0;
         c->conv_ws = be->ops->alloc(be, e->total);
