@@ -1,5 +1,6 @@
 /* test_cpu_kernels.c - CPU GEMM, convolution, pooling and normalisation kernels against naive double references and finite differences */
 #include <math.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -135,6 +136,36 @@ static void gemm_case(dl_dtype dt, int ta, int tb, int m, int n, int k, float al
 
 /* f32: OpenBLAS, every transposition, beta 0 (over NaN) / 1 / other, odd
  * sizes. Tolerance 1e-5 of the sum of |terms|. */
+/* The thread pool runs every index of every job exactly once: jobs of 3
+ * and 64 items alternate, a million of them, so a worker late from a small
+ * job meets the set-up of a larger one (a chunk of it used to run twice,
+ * about once in 300k jobs). */
+static _Atomic int pool_hits[64];
+static void pool_count(void *arg, size_t b, size_t e)
+{
+    for (size_t i = b; i < e; i++)
+        atomic_fetch_add(&pool_hits[i], 1);
+}
+
+static void test_pool_each_index_once(void)
+{
+    dl_pool *p = dl_pool_create(2);
+    long bad = 0, jobs = 1000000;
+    for (long it = 0; it < jobs; it++) {
+        size_t n = (it & 1) ? 64 : 3;
+        for (size_t i = 0; i < n; i++)
+            atomic_store(&pool_hits[i], 0);
+        dl_pool_for(p, n, 1, pool_count, NULL);
+        for (size_t i = 0; i < n; i++)
+            if (atomic_load(&pool_hits[i]) != 1) {
+                bad++;
+                break;
+            }
+    }
+    CHECK_MSG(bad == 0, "%ld of %ld jobs ran an index other than once", bad, jobs);
+    dl_pool_destroy(p);
+}
+
 static void test_gemm_f32(void)
 {
     for (int rep = 0; rep < 6; rep++)
@@ -872,6 +903,7 @@ static void test_norm_fd_own_forward(void)
 
 int main(void)
 {
+    RUN(test_pool_each_index_once);
     RUN(test_gemm_f32);
     RUN(test_gemm_bf16);
     RUN(test_gemm_widened);

@@ -18,8 +18,9 @@
  * holds up the others, who take its chunks.
  *
  * Hand-over protocol (all atomics sequentially consistent):
- *   job:   caller stores fn/arg/n/chunks, resets `finished`, publishes
- *          `ticket` = (generation << 32 | 0), then bumps `generation`; it
+ *   job:   caller publishes `ticket` = (generation + 1 << 32 | 0), which
+ *          retires the last job's, then stores fn/arg/n/chunks, resets
+ *          `finished`, then bumps `generation`; it
  *          broadcasts `wake` only when `sleepers` is non-zero. A worker
  *          bumps `sleepers` before it re-reads `generation` under the lock,
  *          so one of the two always sees the other.
@@ -226,13 +227,19 @@ void dl_pool_for(dl_pool *p, size_t n, size_t grain, dl_pool_fn fn, void *arg)
     size_t chunks = n / (grain ? grain : 1);
     if (chunks > (size_t)p->threads * CHUNKS_PER_THREAD)
         chunks = (size_t)p->threads * CHUNKS_PER_THREAD;
+    /* Retire the last job's ticket before its fields change. A worker late
+     * from that job may still hold its exhausted ticket (gen, k) and test k
+     * against `chunks`: had the new, larger chunk count been stored first,
+     * its compare-and-swap would have succeeded and run chunk k of the new
+     * job under the old generation, a second time (seen as one slice of a
+     * filter gradient added twice). */
+    long gen = atomic_load(&p->generation) + 1;
+    atomic_store(&p->ticket, (unsigned long long)(gen & 0xffffffffL) << 32);
     p->fn = fn;
     p->arg = arg;
     p->n = n;
     atomic_store_explicit(&p->chunks, chunks, memory_order_relaxed);
     atomic_store(&p->finished, 0);
-    long gen = atomic_load(&p->generation) + 1;
-    atomic_store(&p->ticket, (unsigned long long)(gen & 0xffffffffL) << 32);
     atomic_store(&p->generation, gen);
     if (atomic_load(&p->sleepers) > 0) {
         pthread_mutex_lock(&p->lock);
