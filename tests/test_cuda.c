@@ -176,6 +176,23 @@ static void test_memory(void)
     if (pin) {
         CHECK_OK(gpu->ops->to_host(gpu, pin, a.g, n * 4));
         CHECK(memcmp(pin, a.c, n * 4) == 0);
+        /* a pinned source may be reused as soon as to_device returns (the
+         * loaders refill their pinned batch buffers without a sync), even
+         * with the stream busy */
+        size_t big = (size_t)64 << 20;
+        float *busy = gpu->ops->alloc(gpu, big * 4);
+        CHECK(busy != NULL);
+        if (busy) {
+            CHECK_OK(gpu->ops->memset0(gpu, busy, big * 4));
+            for (int i = 0; i < 20; i++)
+                CHECK_OK(gpu->ops->scale(gpu, busy, 1.5f, big));
+        }
+        CHECK_OK(gpu->ops->to_device(gpu, b.g, pin, n * 4)); /* pin holds a */
+        memset(pin, 0xff, n * 4);                            /* NaNs */
+        float *back = fetch(&b);
+        CHECK_MSG(memcmp(back, a.c, n * 4) == 0, "to_device read the pinned source late");
+        free(back);
+        gpu->ops->free(gpu, busy);
         gpu->ops->host_free(gpu, pin);
     }
     /* out of memory: NULL with the size asked and the memory free */
@@ -281,6 +298,26 @@ static void test_gemm(void)
     gemm_case(0, 0, 300, 257, 513, 1.0f, 0.25f, DL_F32, 0);
     gemm_case(0, 1, 300, 257, 513, 1.0f, 0.0f, DL_BF16, 0);
     gemm_case(1, 0, 5, 7, 0, 1.0f, 0.5f, DL_F32, 0); /* k == 0: C = beta C */
+    /* alpha == 0: A is not read, so its NaN does not reach C */
+    int m = 6, n = 5, k = 4;
+    float *ha = rand_host((size_t)m * k, -1, 1, 14), *hb = rand_host((size_t)k * n, -1, 1, 15);
+    ha[7] = NAN;
+    pair a = pair_new(ha, (size_t)m * k * 4), b = pair_new(hb, (size_t)k * n * 4);
+    pair c = pair_rand((size_t)m * n, -1, 1, 16);
+    CHECK_OK(cpu->ops->gemm(cpu, 0, 0, m, n, k, 0.0f, a.c, k, b.c, n, DL_F32, 0.5f, c.c, n));
+    CHECK_OK(gpu->ops->gemm(gpu, 0, 0, m, n, k, 0.0f, a.g, k, b.g, n, DL_F32, 0.5f, c.g, n));
+    compare_f32(&c, (size_t)m * n, 0, 0, "gemm alpha 0");
+    float *hc = fetch(&c);
+    int nans = 0;
+    for (int i = 0; i < m * n; i++)
+        nans += isnan(hc[i]);
+    CHECK_MSG(nans == 0, "gemm alpha 0: %d NaNs from A reached C", nans);
+    free(hc);
+    pair_free(&a);
+    pair_free(&b);
+    pair_free(&c);
+    free(ha);
+    free(hb);
 }
 
 static void conv_case(dl_conv_desc d, dl_dtype compute, int with_bias)

@@ -200,13 +200,27 @@ int cuda_check_flags(dl_backend *be)
 
 /* --- copies ------------------------------------------------------------------- */
 
-/* Asynchronous: pageable sources are staged before return; a pinned source
- * (host_alloc) must stay untouched until the next sync. */
+/* Returns when the host may reuse src, as on the CPU. A pageable source is
+ * staged by the driver before cudaMemcpyAsync returns. A pinned one
+ * (host_alloc, cudaHostRegister) is read by the copy engine only when the
+ * stream reaches the copy, so that is waited for: the loaders hand their
+ * pinned batch buffers back to their workers at the next next() (see
+ * engine/data.h), with no sync in between, and the host may be whole
+ * steps ahead of the GPU. */
 static int cu_to_device(dl_backend *be, void *dst, const void *src, size_t bytes)
 {
     if (!bytes)
         return DL_OK;
-    CUDA_TRY(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, CTX(be)->stream));
+    cudaStream_t s = CTX(be)->stream;
+    CUDA_TRY(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, s));
+    cudaPointerAttributes attr;
+    memset(&attr, 0, sizeof attr);
+    if (cudaPointerGetAttributes(&attr, src) != cudaSuccess) {
+        (void)cudaGetLastError(); /* not CUDA memory: pageable */
+        attr.type = cudaMemoryTypeUnregistered;
+    }
+    if (attr.type == cudaMemoryTypeHost)
+        CUDA_TRY(cudaStreamSynchronize(s));
     return DL_OK;
 }
 
@@ -287,7 +301,8 @@ static int cu_event_elapsed(dl_backend *be, dl_event *start, dl_event *stop, flo
 
 /* --- GEMM ------------------------------------------------------------------------- */
 
-/* C = beta * C for k == 0 (cuBLAS is not asked about empty products). */
+/* C = beta * C for k == 0 or alpha == 0 (cuBLAS is not asked about empty
+ * products); beta == 0 writes zeros over whatever C held. */
 __global__ void scale_matrix_kernel(float *c, int m, int n, int ldc, float beta)
 {
     size_t total = (size_t)m * n;
@@ -311,15 +326,9 @@ static int cu_gemm(dl_backend *be, int trans_a, int trans_b, int m, int n, int k
         return cuda_error(DL_EINVAL, "gemm: negative size %dx%dx%d", m, n, k);
     if (m == 0 || n == 0)
         return DL_OK;
-    if (ldc < n || lda < (trans_a ? m : k) || ldb < (trans_b ? k : n))
+    if (ldc < n || lda < (trans_a ? m : k) || ldb < (trans_b ? k : n) || lda < 1 || ldb < 1)
         return cuda_error(DL_EINVAL, "gemm: leading dimension too small (lda %d, ldb %d, ldc %d "
                           "for %dx%dx%d)", lda, ldb, ldc, m, n, k);
-    if (k == 0) {
-        scale_matrix_kernel<<<grid_for(be, (size_t)m * n), THREADS, 0, cx->stream>>>(c, m, n,
-                                                                                     ldc, beta);
-        LAUNCH_CHECK("scale_matrix");
-        return DL_OK;
-    }
     cudaDataType_t t;
     cublasComputeType_t compute = CUBLAS_COMPUTE_32F;
     switch (ab) {
@@ -333,6 +342,14 @@ static int cu_gemm(dl_backend *be, int trans_a, int trans_b, int m, int n, int k
     default:
         return cuda_error(DL_EUNSUPPORTED, "gemm: operand dtype %d is not f32, bf16 or f16",
                           (int)ab);
+    }
+    /* alpha == 0: A and B are not read (NaN in them does not reach C), as on
+     * the CPU */
+    if (k == 0 || alpha == 0.0f) {
+        scale_matrix_kernel<<<grid_for(be, (size_t)m * n), THREADS, 0, cx->stream>>>(c, m, n,
+                                                                                     ldc, beta);
+        LAUNCH_CHECK("scale_matrix");
+        return DL_OK;
     }
     cublasOperation_t op_a = trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
     cublasOperation_t op_b = trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;

@@ -10,7 +10,9 @@
  *
  * Everything runs on one non-blocking stream per backend; cuBLAS and cuDNN
  * are bound to it. Ops are asynchronous unless their contract says a host
- * value comes back (to_host, sumsq, event_elapsed, sync).
+ * value comes back (to_host, sumsq, event_elapsed, sync); to_device returns
+ * once its host source may be reused (for a pinned source, that waits for
+ * the stream).
  *
  * Environment:
  *   DLBENCH_CUDA_TF32=0   f32 products (gemm, conv) without TF32 tensor
@@ -68,15 +70,17 @@ int cuda_fail_dnn(cudnnStatus_t s, const char *file, int line, const char *call)
             return cuda_fail_dnn(cudnn_try_s_, __FILE__, __LINE__, #call); \
     } while (0)
 /* After a kernel launch: configuration errors show up here, faults at the
- * next synchronising call. */
-#define LAUNCH_CHECK(what) CUDA_TRY(cudaGetLastError())
+ * next synchronising call. what (a string literal) names the op. */
+#define LAUNCH_CHECK(what)                                                           \
+    do {                                                                             \
+        cudaError_t launch_e_ = cudaGetLastError();                                  \
+        if (launch_e_ != cudaSuccess)                                                \
+            return cuda_fail_rt(launch_e_, __FILE__, __LINE__, "kernel launch: " what); \
+    } while (0)
 
 /* --- context ---------------------------------------------------------------- */
 
-struct conv_cache; /* dst = src rounded through bf16/f16 (cuda_kernels.cu). */
-int cuda_round_copy(dl_backend *be, float *dst, const float *src, dl_dtype via, size_t n);
-
-/* cuda_conv.cu */
+struct conv_cache; /* per-shape convolution descriptors and algorithms (cuda_conv.cu) */
 
 typedef struct cuda_ctx {
     int device;

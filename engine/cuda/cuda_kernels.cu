@@ -267,9 +267,9 @@ __global__ void bias_add_kernel(float *y, const float *b, size_t n, int cols, in
 
 int cuda_bias_add(dl_backend *be, float *y, const float *b, int rows, int cols, int inner)
 {
-    size_t n = (size_t)rows * cols * inner;
-    if (n == 0)
+    if (rows <= 0 || cols <= 0 || inner <= 0)
         return DL_OK;
+    size_t n = (size_t)rows * cols * inner;
     bias_add_kernel<<<grid_for(be, n), THREADS, 0, CTX(be)->stream>>>(y, b, n, cols, inner);
     LAUNCH_CHECK("bias_add");
     return DL_OK;
@@ -727,7 +727,8 @@ __global__ void bn_bwd_kernel(int n, int c, int inner, float *dx, float *dgamma,
         size_t at = bn_at(j, ch, c, inner);
         float g = dy[at];
         a += g;
-        b += (double)g * ((x[at] - mean) * inv);
+        /* xhat in double, as the CPU forms it */
+        b += (double)g * (((double)x[at] - (double)mean) * (double)inv);
     }
     double sdy = block_sum(a);
     double sdyx = block_sum(b);
@@ -815,9 +816,9 @@ __global__ void ln_bwd_dx_kernel(int cols, float *dx, const float *dy, const flo
     float mean = smean[row], inv = sinv[row];
     double a = 0, b = 0;
     for (int j = threadIdx.x; j < cols; j += blockDim.x) {
-        float g = dyr[j] * (gamma ? gamma[j] : 1.0f);
+        double g = (double)dyr[j] * (gamma ? gamma[j] : 1.0f); /* in double, as on the CPU */
         a += g;
-        b += (double)g * ((xr[j] - mean) * inv);
+        b += g * ((xr[j] - mean) * inv);
     }
     float mg = (float)(block_sum(a) / cols);
     float mgx = (float)(block_sum(b) / cols);
@@ -1041,7 +1042,7 @@ int cuda_softmax_xent(dl_backend *be, int rows, int classes, const float *logits
     return DL_OK;
 }
 
-/* Per-block partial sums: part[b] = loss, part[blocks + b] = correct. */
+/* Per-block partial sums: part[b] = loss. */
 __global__ void mse_kernel(size_t n, const float *p, const float *t, float grad_scale,
                            float *dp, double *part)
 {
@@ -1058,6 +1059,7 @@ __global__ void mse_kernel(size_t n, const float *p, const float *t, float grad_
         part[blockIdx.x] = s;
 }
 
+/* part[b] = loss, part[blocks + b] = correct, per block. */
 __global__ void bce_kernel(size_t n, const float *zs, const float *ts, float grad_scale,
                            float *dz, double *part)
 {
