@@ -418,34 +418,18 @@ static int act_backward(dl_layer *l, dl_pass *p, const float *x, const float *y,
                                 (size_t)p->n * numel(&l->in));
 }
 
-static const dl_layer_vt relu_vt = {
-    .kind = "ReLU",
-    .setup = same_shape_setup,
-    .plan = no_plan,
-    .forward = act_forward,
-    .backward = act_backward,
-};
-static const dl_layer_vt gelu_vt = {
-    .kind = "GELU",
-    .setup = same_shape_setup,
-    .plan = no_plan,
-    .forward = act_forward,
-    .backward = act_backward,
-};
-static const dl_layer_vt tanh_vt = {
-    .kind = "Tanh",
-    .setup = same_shape_setup,
-    .plan = no_plan,
-    .forward = act_forward,
-    .backward = act_backward,
-};
-static const dl_layer_vt sigmoid_vt = {
-    .kind = "Sigmoid",
-    .setup = same_shape_setup,
-    .plan = no_plan,
-    .forward = act_forward,
-    .backward = act_backward,
-};
+/* The activations differ only in kind (act_forward/backward switch on it). */
+#define ACT_VT(var, name)                                                                      \
+    static const dl_layer_vt var = {.kind = name,                                              \
+                                    .setup = same_shape_setup,                                 \
+                                    .plan = no_plan,                                           \
+                                    .forward = act_forward,                                    \
+                                    .backward = act_backward}
+ACT_VT(relu_vt, "ReLU");
+ACT_VT(gelu_vt, "GELU");
+ACT_VT(tanh_vt, "Tanh");
+ACT_VT(sigmoid_vt, "Sigmoid");
+#undef ACT_VT
 
 dl_layer *dl_nn_activation(dl_act kind)
 {

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # t_security.sh - run folders follow the user's umask and hold no
 # world-writable file even under umask 000; control.sock is 0600 while a
-# run is live; no source file hands a string to a shell (system, popen).
+# run is live and refuses another user by SO_PEERCRED even when opened up;
+# no source file hands a string to a shell (system, popen).
 set -u
 cd "$(dirname "$0")/.."
 DLBENCH=${DLBENCH:-build/dlbench}
@@ -49,6 +50,45 @@ elif [ "$(stat -c %a "$sock")" = 600 ]; then
     pass control_sock_mode
 else
     fail control_sock_mode "mode $(stat -c %a "$sock")"
+fi
+# another user: refused by the socket's mode, and by SO_PEERCRED behind it
+# (the socket opened up to 0666 to get past the mode). Needs root, the
+# user nobody, runuser and python3 for the client.
+peer() { # prints the reply of one status request as user nobody
+    runuser -u nobody -- python3 - "$sock" <<'PY' 2>&1
+import socket, sys
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+try:
+    s.connect(sys.argv[1])
+except OSError as e:
+    print("connect:", e.strerror)
+    sys.exit(0)
+s.sendall(b'{"cmd":"status"}\n')
+s.settimeout(5)
+print(s.recv(4096).decode(errors="replace").strip())
+PY
+}
+if [ -z "$sock" ]; then
+    skip control_sock_other_user "no control.sock"
+elif [ "$(id -u)" != 0 ] || ! id nobody >/dev/null 2>&1 || ! command -v runuser >/dev/null ||
+    ! command -v python3 >/dev/null; then
+    skip control_sock_other_user "needs root, the user nobody, runuser and python3"
+else
+    # let nobody reach the folder: every directory above the socket searchable
+    dir=$(dirname "$sock")
+    while [ "$dir" != / ]; do
+        chmod o+x "$dir" 2>/dev/null
+        dir=$(dirname "$dir")
+    done
+    by_mode=$(peer)
+    chmod 0666 "$sock"
+    by_cred=$(peer)
+    if [[ "$by_mode" == *"Permission denied"* ]] &&
+        [[ "$by_cred" == *"refused: connection from another user"* ]]; then
+        pass control_sock_other_user
+    else
+        fail control_sock_other_user "mode 0600: '$by_mode'; mode 0666: '$by_cred'"
+    fi
 fi
 kill -INT "$pid" 2>/dev/null
 wait "$pid" 2>/dev/null
