@@ -63,7 +63,10 @@ try:
 except OSError as e:
     print("connect:", e.strerror)
     sys.exit(0)
-s.sendall(b'{"cmd":"status"}\n')
+try:
+    s.sendall(b'{"cmd":"status"}\n')
+except BrokenPipeError:
+    pass  # refused before the request arrived: the reply is still there to read
 s.settimeout(5)
 print(s.recv(4096).decode(errors="replace").strip())
 PY
