@@ -19,6 +19,10 @@ ifeq ($(SAN),1)
 CFLAGS   += -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 LDFLAGS  += -fsanitize=address,undefined
 endif
+ifeq ($(SAN),thread)
+CFLAGS   += -fsanitize=thread -fno-omit-frame-pointer
+LDFLAGS  += -fsanitize=thread
+endif
 
 # oneDNN (libdnnl) is optional: used for bf16 products on the CPU when present.
 HAVE_DNNL := $(shell test -f /usr/include/oneapi/dnnl/dnnl.h && echo 1)
@@ -46,7 +50,7 @@ ifeq ($(WERROR),1)
 NVFLAGS  += -Werror all-warnings
 endif
 
-.PHONY: all test asan bench run install clean cuda-note
+.PHONY: all test asan tsan bench run install clean cuda-note
 all: $(BUILD)/dlbench $(CUDA_MOD) cuda-note
 
 cuda-note:
@@ -88,6 +92,13 @@ test: all $(TEST_BIN)
 # The same tests under AddressSanitizer and UndefinedBehaviorSanitizer.
 asan:
 	@$(MAKE) --no-print-directory BUILD=build-asan SAN=1 OPT="-O1 -g" test
+
+# The C test programs under ThreadSanitizer (the shell tests' timeouts are
+# too tight for its slowdown): a data race fails the run.
+tsan:
+	@$(MAKE) --no-print-directory BUILD=build-tsan SAN=thread OPT="-O1 -g" \
+	    $(TEST_BIN:$(BUILD)/%=build-tsan/%)
+	@TSAN_OPTIONS="halt_on_error=1 exitcode=66" BUILD=build-tsan TESTS=binaries bash tests/run.sh
 
 bench: all $(BENCH_BIN)
 	@BUILD=$(BUILD) bash bench/run.sh

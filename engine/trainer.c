@@ -72,7 +72,33 @@ struct dl_trainer {
     command queue[QUEUE_SIZE];
     int nq;
     int paused, stop;
+    dl_trainer_status pub; /* under lock: see publish() */
 };
+
+/* Copies what other threads may read into t->pub; with t->lock held. */
+static void publish_locked(dl_trainer *t)
+{
+    t->pub.step = t->step;
+    t->pub.epoch = t->epoch;
+    t->pub.paused = t->paused;
+    t->pub.stopping = t->stop;
+    t->pub.lr = t->lr_now;
+    snprintf(t->pub.device, sizeof t->pub.device, "%s", t->be->ops->name);
+}
+
+static void publish(dl_trainer *t)
+{
+    pthread_mutex_lock(&t->lock);
+    publish_locked(t);
+    pthread_mutex_unlock(&t->lock);
+}
+
+void dl_trainer_status_get(dl_trainer *t, dl_trainer_status *out)
+{
+    pthread_mutex_lock(&t->lock);
+    *out = t->pub;
+    pthread_mutex_unlock(&t->lock);
+}
 
 static double now_s(void)
 {
@@ -201,6 +227,7 @@ int dl_trainer_create(dl_trainer **out, dl_model *model, const dl_loss *loss,
     t->lowp_dirty = 1;
     pthread_mutex_init(&t->lock, NULL);
     pthread_cond_init(&t->cond, NULL);
+    publish_locked(t); /* no other thread knows t yet */
 
     int rc = check_data(t, train);
     if (rc == DL_OK && val)
@@ -724,6 +751,7 @@ static int drain(dl_trainer *t)
 {
     for (;;) {
         pthread_mutex_lock(&t->lock);
+        publish_locked(t); /* the state after the last step */
         command q[QUEUE_SIZE];
         int nq = t->nq;
         memcpy(q, t->queue, (size_t)nq * sizeof *q);
@@ -787,6 +815,7 @@ static int drain(dl_trainer *t)
             if (rc > 0)
                 t->stop = 1;
         }
+        publish(t); /* and after the commands */
         if (!t->paused || t->stop || t->comm)
             return DL_OK; /* data parallel: the run loop waits, in step with the ranks */
         wait_command(t);
@@ -854,6 +883,7 @@ int dl_trainer_run(dl_trainer *t)
     }
     if (window_open(t))
         DL_TRY(report(t, t->stop));
+    publish(t);
     return DL_OK;
 }
 

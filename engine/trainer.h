@@ -152,6 +152,18 @@ int dl_trainer_epoch(const dl_trainer *t);
 long dl_trainer_epoch_step(const dl_trainer *t);
 int dl_trainer_stopped(const dl_trainer *t);
 int dl_trainer_paused(const dl_trainer *t);
+
+/* The trainer's state as of its last step boundary, for other threads
+ * (the control socket's): the accessors above read live fields that only
+ * the training thread may read while it runs. */
+typedef struct dl_trainer_status {
+    long step;
+    int epoch; /* 0-based */
+    int paused, stopping;
+    double lr;
+    char device[16]; /* the backend's name */
+} dl_trainer_status;
+void dl_trainer_status_get(dl_trainer *t, dl_trainer_status *out);
 float dl_trainer_loss_scale(const dl_trainer *t);
 float dl_trainer_base_lr(const dl_trainer *t);
 void dl_trainer_set_base_lr(dl_trainer *t, float lr);

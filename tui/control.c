@@ -43,12 +43,14 @@ static void reply_ok(char *reply, size_t size, dl_trainer *t, const char *queued
     cJSON_AddBoolToObject(r, "ok", 1);
     if (queued)
         cJSON_AddStringToObject(r, "queued", queued);
-    cJSON_AddNumberToObject(r, "step", (double)dl_trainer_step_count(t));
-    cJSON_AddNumberToObject(r, "epoch", dl_trainer_epoch(t) + 1);
-    cJSON_AddBoolToObject(r, "paused", dl_trainer_paused(t));
-    cJSON_AddBoolToObject(r, "stopping", dl_trainer_stopped(t));
-    cJSON_AddStringToObject(r, "device", dl_trainer_backend(t)->ops->name);
-    cJSON_AddNumberToObject(r, "lr", dl_trainer_current_lr(t));
+    dl_trainer_status st; /* this is the socket's thread: the published copy */
+    dl_trainer_status_get(t, &st);
+    cJSON_AddNumberToObject(r, "step", (double)st.step);
+    cJSON_AddNumberToObject(r, "epoch", st.epoch + 1);
+    cJSON_AddBoolToObject(r, "paused", st.paused);
+    cJSON_AddBoolToObject(r, "stopping", st.stopping);
+    cJSON_AddStringToObject(r, "device", st.device);
+    cJSON_AddNumberToObject(r, "lr", st.lr);
     char *s = cJSON_PrintUnformatted(r);
     snprintf(reply, size, "%s", s ? s : "{\"ok\":true}");
     free(s);

@@ -4,6 +4,7 @@
 #include <math.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,7 +40,7 @@ typedef struct wb {
     pthread_mutex_t lock;  /* guards session, sys_file */
     pthread_t thread;
     int thread_live;       /* joined when 0 and started */
-    volatile int running;  /* the thread is between start and its end */
+    _Atomic int running;   /* the thread is between start and its end (read by the UI) */
     dl_session *session;   /* NULL outside prepare..run */
     FILE *sys_file;        /* RUN/system.jsonl while a run is live */
     char last_run[1024];
