@@ -208,6 +208,20 @@ fi
 if run sort_good 0 runs --out "$OUT/runs" --sort val_acc --desc; then
     pass runs_sort_metric
 fi
+# a metric named "" (fuzzing found the key list looping on it forever)
+one=$(find "$OUT/runs" -mindepth 2 -maxdepth 2 -name summary.json | head -1)
+if [ -n "$one" ]; then
+    cp -r "$(dirname "$one")" "$OUT/runs/zz-empty-key"
+    sed -i 's/"final":[[:space:]]*{/"final": {"": 1,/' "$OUT/runs/zz-empty-key/summary.json"
+    timeout 20 "$DLBENCH" runs --out "$OUT/runs" --sort nosuchkey >"$OUT/sort_empty.log" 2>&1
+    rc=$?
+    if grep -q '"final": {"": 1,' "$OUT/runs/zz-empty-key/summary.json" && [ "$rc" -eq 2 ]; then
+        pass runs_sort_empty_metric_name
+    else
+        fail runs_sort_empty_metric_name "exit $rc (124: hung): $(head -c 200 "$OUT/sort_empty.log")"
+    fi
+    rm -rf "$OUT/runs/zz-empty-key"
+fi
 
 # --- usage errors -----------------------------------------------------------------------------
 run bad_option 2 run scripts/spirals.lua --frobnicate && pass usage_unknown_option

@@ -126,7 +126,9 @@ static int load_runs(const char *dir, run_row **out, int *n)
 static void add_keys(char *list, size_t size, const cJSON *o)
 {
     for (const cJSON *c = o ? o->child : NULL; c; c = c->next) {
-        size_t l = strlen(list), k = strlen(c->string);
+        size_t l = strlen(list), k = c->string ? strlen(c->string) : 0;
+        if (k == 0)
+            continue; /* "" is not a key one can sort by (and strstr would not move) */
         int seen = 0;
         for (const char *p = list; !seen && (p = strstr(p, c->string)); p += k)
             seen = (p == list || p[-1] == ' ') && (p[k] == ',' || !p[k]);
