@@ -1214,8 +1214,11 @@ int dl_trainer_check_parity(dl_trainer *t, dl_backend *other, int steps, dl_pari
     t0 = now_s();
     int back = dl_trainer_switch_device(t, home);
     r->switch_s += now_s() - t0;
+    /* the state goes back even where the training stays (B, when A could
+     * not take it back) */
+    int put = dl_trainer_snapshot_restore(t, snap);
     if (back == DL_OK)
-        back = dl_trainer_snapshot_restore(t, snap);
+        back = put;
     t->cb = saved;
     dl_trainer_snapshot_destroy(snap);
     if (rc == DL_OK && back < 0)

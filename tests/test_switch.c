@@ -666,6 +666,22 @@ static void test_parity_same_kernels(void)
     dl_model_get_state(m, &s);
     memcpy(after, s.storage->ptr, bytes);
     CHECK(memcmp(before, after, bytes) == 0);
+    /* A out of memory for the move back: the training stays on B, but with
+     * its state put back (step and parameters as before the check) */
+    long a_allocs = a->allocs;
+    a->fail_alloc = 1;
+    CHECK(dl_trainer_check_parity(t, &b->be, 4, &r) == DL_ENOMEM);
+    CHECK_MSG(strstr(dl_error_message(), "cpuA: out of device memory"), "%s",
+              dl_error_message());
+    a->fail_alloc = 0;
+    dl_parity_report_done(&r);
+    CHECK(a->allocs == a_allocs && dl_trainer_backend(t) == &b->be);
+    CHECK_MSG(dl_trainer_step_count(t) == 3, "step %ld after a failed move back",
+              dl_trainer_step_count(t));
+    CHECK_OK(dl_trainer_switch_device(t, &a->be));
+    dl_model_get_state(m, &s);
+    memcpy(after, s.storage->ptr, bytes);
+    CHECK_MSG(memcmp(before, after, bytes) == 0, "the state after a failed move back differs");
     CHECK(dl_trainer_check_parity(t, &b->be, 0, &r) == DL_EINVAL);
     dl_parity_report_done(&r);
     free(before);
