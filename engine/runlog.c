@@ -159,9 +159,15 @@ static char *read_file(const char *path, size_t *len)
         buf = nb;
         cap *= 2;
     }
+    int bad = ferror(f);
     fclose(f);
     if (!buf) {
         dl_error(DL_ENOMEM, "%s: out of memory", path);
+        return NULL;
+    }
+    if (bad) { /* a short read is not the file */
+        free(buf);
+        dl_error(DL_EIO, "%s: read error", path);
         return NULL;
     }
     buf[n] = 0;
@@ -876,8 +882,18 @@ int dl_runlog_reopen_locked(dl_runlog **out, const char *run_dir, long resume_st
     if (rc == DL_OK) {
         snprintf(path, sizeof path, "%s/metrics.jsonl", run_dir);
         text = read_file(path, &n);
-        if (!text)
-            text = calloc(1, 1), n = 0;
+        /* only a missing file counts as no records: one that cannot be read
+         * is not rewritten (emptied) */
+        if (!text && access(path, F_OK) < 0 && errno == ENOENT) {
+            text = calloc(1, 1);
+            n = 0;
+            if (!text)
+                rc = dl_error(DL_ENOMEM, "out of memory");
+        } else if (!text) {
+            char why[700];
+            snprintf(why, sizeof why, "%s", dl_error_message());
+            rc = dl_error(DL_EIO, "%s (the run is left as it was)", why);
+        }
     }
     if (rc == DL_OK && text) {
         char *kept = malloc(n + 1);

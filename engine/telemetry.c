@@ -791,6 +791,24 @@ int dl_telemetry_follow(dl_telemetry *t, dl_tele_follow *f)
         cJSON_Delete(c);
         f->have_config = 1;
     }
+    char mpath[1200];
+    struct stat mst;
+    snprintf(mpath, sizeof mpath, "%s/metrics.jsonl", f->dir);
+    if (stat(mpath, &mst) == 0) {
+        /* replaced by a resume (another file), or cut: what was read may
+         * be gone (a "stop" record, steps after the checkpoint), so the
+         * series start again from the top */
+        if (f->metrics_ino && ((unsigned long long)mst.st_ino != f->metrics_ino ||
+                               (long)mst.st_size < f->off_metrics)) {
+            pthread_mutex_lock(&t->lock);
+            t->st.nseries = 0; /* in a follower, only metrics.jsonl feeds series */
+            t->st.seq++;
+            pthread_mutex_unlock(&t->lock);
+            f->off_metrics = 0;
+            t->torn_at[0] = 0;
+        }
+        f->metrics_ino = (unsigned long long)mst.st_ino;
+    }
     follow_lines(t, f->dir, "metrics.jsonl", &f->off_metrics, &t->torn_at[0], metrics_line);
     follow_lines(t, f->dir, "events.log", &f->off_events, &t->torn_at[1], events_line);
     follow_lines(t, f->dir, "system.jsonl", &f->off_system, &t->torn_at[2], system_line);

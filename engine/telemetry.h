@@ -191,6 +191,9 @@ typedef struct dl_tele_follow {
     long off_metrics, off_events, off_system;
     double profile_mtime, summary_mtime;
     int have_config;
+    /* metrics.jsonl as last read: a resume replaces it (rename) with the
+     * records up to its checkpoint, so the series are read again */
+    unsigned long long metrics_ino;
 } dl_tele_follow;
 
 /* Reads what was appended to the run folder's files since the last call

@@ -557,8 +557,7 @@ int dl_trainer_step(dl_trainer *t)
     return 0;
 }
 
-/* Reads and clears the training window's statistics. */
-/* The window's loss and correct-count sums; consume: reset them. */
+/* The training window's loss and correct-count sums; consume: reset them. */
 static int take_stats(dl_trainer *t, double *loss_sum, double *correct, int consume)
 {
     float host[2];

@@ -357,6 +357,78 @@ static void test_torn_lines(void)
     dl_telemetry_destroy(t);
 }
 
+/* A follower (watch, the workbench) of a run that is stopped and resumed:
+ * the resume replaces metrics.jsonl without the "stop" record, and the
+ * follower reads the series again instead of going on from its offset in
+ * the old file (which lost the step after the record, or landed mid-line). */
+static void test_follow_across_resume(void)
+{
+    char out[512], dir[1024];
+    path_in(out, sizeof out, "follow-resume");
+    cJSON *cfg = cJSON_CreateObject();
+    dl_runlog *r = NULL;
+    CHECK_OK(dl_runlog_create(&r, out, "fr", hash64, cfg, NULL));
+    cJSON_Delete(cfg);
+    if (!r)
+        return;
+    snprintf(dir, sizeof dir, "%s", dl_runlog_dir(r));
+    const char *names[] = {"loss"};
+    double v[] = {0.5};
+    CHECK_OK(dl_runlog_metrics(r, "step", 10, 1, names, v, 1));
+    v[0] = 0.45;
+    CHECK_OK(dl_runlog_metrics(r, "stop", 15, 1, names, v, 1));
+    dl_runlog_destroy(r);
+
+    dl_telemetry *t = NULL;
+    dl_telemetry_snapshot *snap = dl_telemetry_snapshot_create();
+    CHECK_OK(dl_telemetry_create(&t));
+    dl_tele_follow fw;
+    memset(&fw, 0, sizeof fw);
+    snprintf(fw.dir, sizeof fw.dir, "%s", dir);
+    if (!t || !snap)
+        goto done;
+    CHECK_OK(dl_telemetry_follow(t, &fw));
+    dl_telemetry_read(t, snap);
+    const dl_tele_series *loss = dl_telemetry_series(snap, "loss");
+    CHECK(loss && loss->n == 2 && loss->x[1] == 15);
+
+    CHECK_OK(dl_runlog_reopen(&r, dir, 15)); /* drops the stop record */
+    if (r) {
+        for (int step = 20; step <= 40; step += 10) {
+            v[0] = 0.4 - step * 1e-3;
+            CHECK_OK(dl_runlog_metrics(r, "step", step, 1, names, v, 1));
+        }
+        dl_runlog_destroy(r);
+    }
+    CHECK_OK(dl_telemetry_follow(t, &fw));
+    dl_telemetry_read(t, snap);
+    loss = dl_telemetry_series(snap, "loss");
+    static const double want[] = {10, 20, 30, 40};
+    int same = loss && loss->n == 4;
+    for (int i = 0; same && i < 4; i++)
+        same = loss->x[i] == want[i];
+    CHECK_MSG(same, "loss points after the resume: %d (want steps 10 20 30 40)",
+              loss ? loss->n : -1);
+    int warnings = 0;
+    for (int i = 0; i < snap->nevents; i++)
+        warnings += !strcmp(snap->events[i].kind, "warning");
+    CHECK(warnings == 0);
+
+    /* a metrics.jsonl that cannot be read is not rewritten empty: here a
+     * folder in its place (fopen succeeds, the read fails) */
+    char m[1200], moved[1300];
+    snprintf(m, sizeof m, "%s/metrics.jsonl", dir);
+    snprintf(moved, sizeof moved, "%s.kept", m);
+    CHECK(rename(m, moved) == 0 && mkdir(m, 0700) == 0);
+    CHECK(dl_runlog_reopen(&r, dir, 40) == DL_EIO && r == NULL);
+    CHECK_MSG(strstr(dl_error_message(), "metrics.jsonl") != NULL, "%s", dl_error_message());
+    struct stat st;
+    CHECK(stat(m, &st) == 0 && S_ISDIR(st.st_mode));
+done:
+    dl_telemetry_snapshot_destroy(snap);
+    dl_telemetry_destroy(t);
+}
+
 /* The workbench's runs screen (F2) lists whole runs only: not a folder
  * being made or left half-made, and a torn jsonl line changes nothing. */
 static void test_workbench_runs_view(void)
@@ -507,6 +579,7 @@ int main(void)
     RUN(test_stale_temp_folders);
     RUN(test_run_lock);
     RUN(test_torn_lines);
+    RUN(test_follow_across_resume);
     RUN(test_workbench_runs_view);
     RUN(test_checkpoint_round_trip);
     RUN(test_checkpoint_refusals);
