@@ -557,6 +557,12 @@ static void remove_flat_dir(const char *dir)
     if (!d)
         return;
     struct dirent *e;
+    while ((e = readdir(d))) /* not a run being made: leave it whole */
+        if (e->d_type == DT_DIR && strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) {
+            closedir(d);
+            return;
+        }
+    rewinddir(d);
     while ((e = readdir(d))) {
         if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
             continue;
@@ -579,6 +585,15 @@ static int temp_is_stale(const char *dir)
         int rc = dl_runlog_check_free(dir);
         dl_error_clear();
         return rc == DL_OK;
+    }
+    /* before the rename of run.lock.new: its creator holds that one */
+    snprintf(path, sizeof path, "%s/" LOCK_NAME ".new", dir);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd >= 0) {
+        int held = flock(fd, LOCK_SH | LOCK_NB) != 0 && errno == EWOULDBLOCK;
+        close(fd);
+        if (held)
+            return 0; /* alive, only slow (or stopped) */
     }
     return stat(dir, &st) == 0 && time(NULL) - st.st_mtime > 60;
 }

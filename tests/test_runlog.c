@@ -5,6 +5,8 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/time.h>
+#include <time.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -232,6 +234,24 @@ static void test_stale_temp_folders(void)
         close(fd);
     CHECK(dl_runlog_stale_temps(out, 1, NULL, 0) == 1);
     CHECK(stat(live, &st) != 0);
+
+    /* a creator stopped for minutes before it renamed run.lock.new into
+     * place is still alive: it holds that lock, so its folder stays */
+    char slow[700];
+    snprintf(slow, sizeof slow, "%s/.20250101-000000-z-01234567.tmp-999997-1", out);
+    mkdir(slow, 0755);
+    snprintf(p, sizeof p, "%s/run.lock.new", slow);
+    write_text(p, "2 here\n");
+    fd = open(p, O_RDONLY);
+    CHECK(fd >= 0 && flock(fd, LOCK_EX) == 0);
+    struct timeval old[2] = {{time(NULL) - 300, 0}, {time(NULL) - 300, 0}};
+    CHECK(utimes(slow, old) == 0);
+    CHECK(dl_runlog_stale_temps(out, 1, NULL, 0) == 0);
+    CHECK_MSG(stat(slow, &st) == 0, "a slow creator's folder was removed");
+    if (fd >= 0)
+        close(fd);
+    CHECK(dl_runlog_stale_temps(out, 1, NULL, 0) == 1); /* gone with its creator */
+    CHECK(stat(slow, &st) != 0);
 }
 
 /* A run is used by one process at a time: a fresh run holds its lock from
