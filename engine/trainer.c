@@ -744,6 +744,7 @@ static int end_epoch(dl_trainer *t)
 }
 
 static void wait_command(dl_trainer *t);
+static void parity_command(dl_trainer *t, const char *device, int steps);
 
 /* Applies queued commands; waits while paused. */
 static int drain(dl_trainer *t)
@@ -803,6 +804,7 @@ static int drain(dl_trainer *t)
                 }
                 break;
             }
+            case DL_CMD_PARITY: parity_command(t, c->text, (int)c->value); break;
             case DL_CMD_CHECKPOINT: event(t, "checkpoint", "%s", c->text); break;
             case DL_CMD_NOTE: event(t, "note", "%s", c->text); break;
             }
@@ -820,6 +822,53 @@ static int drain(dl_trainer *t)
         wait_command(t);
         t->rep_t0 = now_s(); /* paused time is not training time */
     }
+}
+
+/* The parity check asked for by a command (the workbench's P, the control
+ * socket), between steps: its outcome is an event. */
+static void parity_command(dl_trainer *t, const char *device, int steps)
+{
+    char why[256] = "", name[32];
+    const char *want = device[0] ? device : t->be->ops->device == DL_DEVICE_CPU ? "cuda" : "cpu";
+    snprintf(name, sizeof name, "%s", want);
+    dl_backend *other = NULL, *own = NULL;
+    if (t->comm) {
+        snprintf(why, sizeof why, "not in a job of %d ranks", dl_comm_size(t->comm));
+    } else if (!strncmp(want, "cpu:", 4)) {
+        char *end;
+        long n = strtol(want + 4, &end, 10);
+        if (*end || n < 1 || n > DL_CPU_MAX_THREADS)
+            snprintf(why, sizeof why, "\"%s\": expected cpu:T with T from 1 to %d threads", want,
+                     DL_CPU_MAX_THREADS);
+        else if (!(own = other = dl_backend_cpu_create((int)n)))
+            snprintf(why, sizeof why, "%s", dl_error_message());
+    } else {
+        other = dl_backend_by_name(want, why, sizeof why);
+    }
+    if (!other) {
+        event(t, "error", "cannot check parity against %s: %s", name, why);
+        return;
+    }
+    if (other == t->be) {
+        event(t, "error", "cannot check parity against %s: the training is on it", name);
+        return;
+    }
+    dl_parity_report r;
+    memset(&r, 0, sizeof r);
+    int rc = dl_trainer_check_parity(t, other, steps, &r);
+    if (rc < 0) {
+        event(t, "error", "parity check against %s failed: %s", name, dl_error_message());
+    } else {
+        double tol = t->cfg.precision == DL_PREC_F32 ? 1e-3 : t->cfg.precision == DL_PREC_F16 ? 1e-2
+                                                                                              : 2e-2;
+        double worst = fmax(r.max_loss_rel, r.max_param_rel);
+        event(t, "parity", "step %ld, %d steps on %s and %s: largest relative difference %.3g in "
+              "loss, %.3g in parameters (%s); %s the default tolerance %g",
+              t->step, r.steps, t->be->ops->name, name, r.max_loss_rel, r.max_param_rel,
+              r.worst_param[0] ? r.worst_param : "-", worst <= tol ? "within" : "OVER", tol);
+    }
+    dl_parity_report_done(&r);
+    dl_backend_cpu_destroy(own);
 }
 
 /* Sleeps until a command arrives, at most 100 ms. */

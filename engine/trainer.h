@@ -131,7 +131,10 @@ typedef enum {
     DL_CMD_SET_LR,    /* value: new base LR */
     DL_CMD_SWITCH,    /* text: "cpu" or "cuda" */
     DL_CMD_CHECKPOINT,
-    DL_CMD_NOTE       /* text */
+    DL_CMD_NOTE,      /* text */
+    DL_CMD_PARITY     /* text: "cuda", "cpu", "cpu:T" or "" (the other device);
+                       * value: steps. dl_trainer_check_parity, reported as an
+                       * event; training goes on where it was */
 } dl_command_kind;
 int dl_trainer_post(dl_trainer *t, dl_command_kind kind, double value, const char *text);
 

@@ -196,6 +196,17 @@ TM send-keys -t wb Space
 a=$(step_of wb); sleep 2; b=$(step_of wb)
 if [ -n "$a" ] && [ -n "$b" ] && [ "$b" -gt "$a" ]; then pass resume; else fail resume "step $a -> $b after resume"; fi
 
+# P: a parity check against the other device; here there is no GPU, so the
+# reason, in events.log, and training goes on
+TM send-keys -t wb P
+if wait_file "$RUN/events.log" "cannot check parity against cuda: " 10; then
+    a=$(step_of wb); sleep 1.5; b=$(step_of wb)
+    if [ -n "$a" ] && [ -n "$b" ] && [ "$b" -gt "$a" ]; then pass parity_key_reports
+    else fail parity_key_reports "step $a -> $b after P"; fi
+else
+    fail parity_key_reports "no parity outcome in $RUN/events.log"
+fi
+
 # n adds a note to events.log
 TM send-keys -t wb n
 TM send-keys -t wb -l "hello from tmux"
@@ -302,6 +313,17 @@ else
         fail socket_commands_applied "events.log lacks the note, lr or checkpoint-socket-test.h5"
     wait_file "$RUN/events.log" "cuda" 10 && pass socket_switch_reports ||
         fail socket_switch_reports "no outcome of the switch to cuda in events.log"
+    # a parity check against a second CPU backend: reported, within tolerance
+    r=$(ctl "$RUN" '{"cmd":"parity","device":"cpu:1","steps":3}' 2>&1)
+    if grep -q '"ok":true' <<<"$r" &&
+        wait_file "$RUN/events.log" "parity: step [0-9]*, 3 steps on cpu and cpu:1: .* within" 10; then
+        pass socket_parity_check
+    else
+        fail socket_parity_check "$r; $(grep parity "$RUN/events.log" | tail -2)"
+    fi
+    r=$(ctl "$RUN" '{"cmd":"parity","steps":0}' 2>&1)
+    grep -q '"ok":false.*steps' <<<"$r" && pass socket_parity_bad_steps ||
+        fail socket_parity_bad_steps "$r"
     sleep 1
     before=$(wc -l <"$RUN/events.log")
     ok=1

@@ -415,6 +415,7 @@ static int key(app *a, int ch)
     case 'p': a->ops->action(a->ops->user, DL_ACT_PAUSE, st == DL_TELE_PAUSED ? "resume" : "pause"); break;
     case 'g': a->ops->action(a->ops->user, DL_ACT_GPU, NULL); break;
     case 'c': a->ops->action(a->ops->user, DL_ACT_CPU, NULL); break;
+    case 'P': a->ops->action(a->ops->user, DL_ACT_PARITY, NULL); break;
     case 's': a->ops->action(a->ops->user, DL_ACT_CHECKPOINT, NULL); break;
     case 'n': open_prompt(a, PROMPT_NOTE); break;
     case 'e': open_prompt(a, PROMPT_HPARAMS); break;

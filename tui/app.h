@@ -21,6 +21,7 @@ typedef enum {
     DL_ACT_PAUSE,        /* Space, p: toggles */
     DL_ACT_GPU,          /* g */
     DL_ACT_CPU,          /* c */
+    DL_ACT_PARITY,       /* P: parity check against the other device */
     DL_ACT_CHECKPOINT,   /* s */
     DL_ACT_NOTE,         /* n: arg is the text */
     DL_ACT_HPARAMS,      /* e: arg is "k=v ..." */

@@ -115,11 +115,23 @@ void dl_control_handle(dl_trainer *t, const char *line, char *reply, size_t size
         } else {
             rc = dl_trainer_post(t, DL_CMD_SWITCH, 0, dev->valuestring);
         }
+    } else if (!strcmp(c, "parity")) {
+        const cJSON *steps = cJSON_GetObjectItemCaseSensitive(j, "steps");
+        if ((dev && (!cJSON_IsString(dev) || strlen(dev->valuestring) > 16)) ||
+            (steps && (!cJSON_IsNumber(steps) || !(steps->valuedouble >= 1) ||
+                       steps->valuedouble > 1000 || steps->valuedouble != (int)steps->valuedouble))) {
+            reply_error(reply, size, "parity: \"device\" must be \"cuda\", \"cpu\" or \"cpu:T\", "
+                                     "\"steps\" a whole number from 1 to 1000 (default 5)");
+            c = NULL;
+        } else {
+            rc = dl_trainer_post(t, DL_CMD_PARITY, steps ? steps->valuedouble : 5,
+                                 dev ? dev->valuestring : "");
+        }
     } else {
         char msg[160];
         snprintf(msg, sizeof msg,
                  "unknown cmd \"%.40s\" (pause, resume, stop, checkpoint, note, lr, device, "
-                 "status)", c);
+                 "parity, status)", c);
         reply_error(reply, size, msg);
         c = NULL;
     }

@@ -90,6 +90,7 @@ static void action(void *user, dl_action a, const char *arg)
         send_cmd(w, j);
         return;
     case DL_ACT_CHECKPOINT: send_cmd(w, cmd("checkpoint")); return;
+    case DL_ACT_PARITY: send_cmd(w, cmd("parity")); return;
     case DL_ACT_NOTE:
         {
             char reply[1024];

@@ -271,6 +271,13 @@ static void action(void *user, dl_action a, const char *arg)
         }
         break;
     }
+    case DL_ACT_PARITY:
+        if (post(w, DL_CMD_PARITY, 5, ""))
+            dl_telemetry_event(w->tele, "info", "parity check against the other device "
+                                                "(5 steps) at the next step boundary...");
+        else
+            dl_telemetry_event(w->tele, "info", "no training running: r starts one");
+        break;
     case DL_ACT_CHECKPOINT:
         if (!post(w, DL_CMD_CHECKPOINT, 0, ""))
             dl_telemetry_event(w->tele, "info", "no training running: nothing to checkpoint");
