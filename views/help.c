@@ -9,7 +9,7 @@ static const char *const keys[][2] = {
     {"r", "start the training; after it ends, start it again"},
     {"Space p", "pause / resume"},
     {"g  c", "move the training to the GPU / CPU at the next step"},
-    {"P", "parity check: 5 steps here and on the other device, then on as before"},
+    {"P", "parity check: 5 steps here and on the other device"},
     {"s", "checkpoint now"},
     {"n", "add a note to the run's events.log"},
     {"e", "edit hyperparameters k=v (lr applies live, the rest at the next start)"},
