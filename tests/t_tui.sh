@@ -30,6 +30,10 @@ if ! "$DLBENCH" --help >/dev/null 2>&1 || ! "$DLBENCH" watch --help >/dev/null 2
     exit 0
 fi
 export LANG=C.UTF-8 LC_ALL=C.UTF-8
+# one idle session for the whole test: killing a test's last session would
+# make the server exit, and the next new-session could reach the dying
+# server ("no server running"), as a CI run saw once
+TM new-session -d -s keepalive "sleep 3600"
 
 SCRIPT="tests/tui_spirals.lua" # spirals without early stopping
 LONG="n=200000 --out $OUT/runs" # minutes: every test stops it
