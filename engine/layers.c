@@ -315,23 +315,27 @@ static int pool_setup(dl_layer *l, dl_model *m, const dl_shape *in, dl_shape *ou
 
 static int pool_plan(dl_layer *l, dl_model *m, int n) { return DL_OK; }
 
+/* The layer's pooling descriptor for this pass's batch. */
+static dl_pool_desc pool_desc_of(const dl_layer *l, const dl_pass *p)
+{
+    dl_pool_desc d = ((const pool2d *)l)->d;
+    d.n = p->n;
+    return d;
+}
+
 static int pool_forward(dl_layer *l, dl_pass *p, const float *x, float *y)
 {
-    pool2d *P = (pool2d *)l;
-    dl_pool_desc d = P->d;
-    d.n = p->n;
-    return OPS(p)->pool_forward(p->be, P->kind, &d, y, x);
+    dl_pool_desc d = pool_desc_of(l, p);
+    return OPS(p)->pool_forward(p->be, ((pool2d *)l)->kind, &d, y, x);
 }
 
 static int pool_backward(dl_layer *l, dl_pass *p, const float *x, const float *y,
                          const float *dy, float *dx)
 {
-    pool2d *P = (pool2d *)l;
     if (!dx)
         return DL_OK;
-    dl_pool_desc d = P->d;
-    d.n = p->n;
-    return OPS(p)->pool_backward(p->be, P->kind, &d, dx, dy, x, y);
+    dl_pool_desc d = pool_desc_of(l, p);
+    return OPS(p)->pool_backward(p->be, ((pool2d *)l)->kind, &d, dx, dy, x, y);
 }
 
 static void pool_describe(const dl_layer *l, char *buf, size_t size)
@@ -453,20 +457,16 @@ int dl_layer_relu_pool_fusable(const dl_layer *relu, const dl_layer *pool, const
 
 int dl_layer_relu_pool_forward(dl_layer *l, dl_pass *p, const float *x, float *y)
 {
-    pool2d *P = (pool2d *)l;
-    dl_pool_desc d = P->d;
-    d.n = p->n;
+    dl_pool_desc d = pool_desc_of(l, p);
     return OPS(p)->relu_maxpool_forward(p->be, &d, y, x);
 }
 
 int dl_layer_relu_pool_backward(dl_layer *l, dl_pass *p, const float *x, const float *y,
                                 const float *dy, float *dx)
 {
-    pool2d *P = (pool2d *)l;
     if (!dx)
         return DL_OK;
-    dl_pool_desc d = P->d;
-    d.n = p->n;
+    dl_pool_desc d = pool_desc_of(l, p);
     return OPS(p)->relu_maxpool_backward(p->be, &d, dx, dy, x, y);
 }
 

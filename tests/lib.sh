@@ -10,3 +10,18 @@ skip() { echo "SKIP $1: $2"; }
 json_field() {
     sed -n "s/^[[:space:]]*\"$2\":[[:space:]]*\"\{0,1\}\([^\",]*\)\"\{0,1\},\{0,1\}$/\1/p" "$1" | head -1
 }
+
+# run NAME EXPECTED_STATUS args...: "$DLBENCH" args with its output in
+# $OUT/NAME.log; on another exit status a FAIL line and the output's tail
+run() {
+    local name=$1 want=$2
+    shift 2
+    "$DLBENCH" "$@" >"$OUT/$name.log" 2>&1
+    local rc=$?
+    if [ "$rc" -ne "$want" ]; then
+        fail "$name" "exit status $rc, expected $want; output:"
+        sed 's/^/    /' "$OUT/$name.log" | tail -12
+        return 1
+    fi
+    return 0
+}

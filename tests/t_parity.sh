@@ -21,20 +21,6 @@ fi
 # the run's own CPU backend has 2 threads wherever this runs
 export DLBENCH_THREADS=2
 
-# run NAME EXPECTED_STATUS args... : output in $OUT/NAME.log
-run() {
-    local name=$1 want=$2
-    shift 2
-    "$DLBENCH" "$@" >"$OUT/$name.log" 2>&1
-    local rc=$?
-    if [ "$rc" -ne "$want" ]; then
-        fail "$name" "exit status $rc, expected $want; output:"
-        sed 's/^/    /' "$OUT/$name.log" | tail -12
-        return 1
-    fi
-    return 0
-}
-
 # loss_diff / param_diff NAME: the largest relative differences reported
 loss_diff() { sed -n 's/.*largest relative loss difference: \([^ ]*\).*/\1/p' "$OUT/$1.log"; }
 param_diff() { sed -n 's/.*largest relative parameter difference: \([^ ]*\).*/\1/p' "$OUT/$1.log"; }

@@ -16,21 +16,6 @@ if ! "$DLBENCH" run --help >/dev/null 2>&1; then
     exit 0
 fi
 
-
-# run NAME EXPECTED_STATUS args... : runs dlbench, output in $OUT/NAME.log
-run() {
-    local name=$1 want=$2
-    shift 2
-    "$DLBENCH" "$@" >"$OUT/$name.log" 2>&1
-    local rc=$?
-    if [ "$rc" -ne "$want" ]; then
-        fail "$name" "exit status $rc, expected $want; output:"
-        sed 's/^/    /' "$OUT/$name.log" | tail -8
-        return 1
-    fi
-    return 0
-}
-
 run_dir_of() { sed -n 's/^run folder: //p' "$OUT/$1.log" | tail -1; }
 
 # --- example scripts, shortened ------------------------------------------------

@@ -18,20 +18,6 @@ fi
 
 STUDY=scripts/spirals_tune.lua
 
-# run NAME EXPECTED_STATUS args... : output in $OUT/NAME.log
-run() {
-    local name=$1 want=$2
-    shift 2
-    "$DLBENCH" "$@" >"$OUT/$name.log" 2>&1
-    local rc=$?
-    if [ "$rc" -ne "$want" ]; then
-        fail "$name" "exit status $rc, expected $want; output:"
-        sed 's/^/    /' "$OUT/$name.log" | tail -8
-        return 1
-    fi
-    return 0
-}
-
 # summary_field RUN_DIR KEY: the number after "KEY": in summary.json's "final" object
 final_of() {
     sed -n '/"final"/,/}/p' "$1/summary.json" | sed -n "s/^[[:space:]]*\"$2\":[[:space:]]*\([^,]*\),\{0,1\}$/\1/p" | head -1

@@ -26,6 +26,23 @@ static void path_in(char *buf, size_t size, const char *name)
     snprintf(buf, size, "%s/%s", tmpdir, name);
 }
 
+static const char *hash64 = "fedcba9876543210fedcba9876543210fedcba9876543210fedcba9876543210";
+
+/* A fresh run NAME under tmpdir/SUB with an empty config; its folder into
+ * dir. NULL (and a failed check) when it cannot be made. */
+static dl_runlog *new_run(const char *sub, const char *name, char *dir, size_t size)
+{
+    char out[512];
+    path_in(out, sizeof out, sub);
+    cJSON *cfg = cJSON_CreateObject();
+    dl_runlog *r = NULL;
+    CHECK_OK(dl_runlog_create(&r, out, name, hash64, cfg, NULL));
+    cJSON_Delete(cfg);
+    if (r)
+        snprintf(dir, size, "%s", dl_runlog_dir(r));
+    return r;
+}
+
 static void test_atomic_write_and_hash(void)
 {
     char p[512];
@@ -145,8 +162,6 @@ static void count_entries(const char *dir, int *visible, int *temps)
         closedir(d);
 }
 
-static const char *hash64 = "fedcba9876543210fedcba9876543210fedcba9876543210fedcba9876543210";
-
 /* Several processes creating a run of the same name in the same second get
  * distinct folders, each whole, each named in its own config.json. */
 static void test_concurrent_create(void)
@@ -259,15 +274,10 @@ static void test_stale_temp_folders(void)
  * changes nothing; once released it succeeds. */
 static void test_run_lock(void)
 {
-    char out[512], dir[1100], p[1200];
-    path_in(out, sizeof out, "lock");
-    cJSON *cfg = cJSON_CreateObject();
-    dl_runlog *a = NULL, *b = NULL;
-    CHECK_OK(dl_runlog_create(&a, out, "locked", hash64, cfg, NULL));
-    cJSON_Delete(cfg);
+    char dir[1100], p[1200];
+    dl_runlog *b = NULL, *a = new_run("lock", "locked", dir, sizeof dir);
     if (!a)
         return;
-    snprintf(dir, sizeof dir, "%s", dl_runlog_dir(a));
     const char *names[] = {"loss"};
     double v[] = {0.5};
     CHECK_OK(dl_runlog_metrics(a, "step", 10, 1, names, v, 1));
@@ -293,15 +303,10 @@ static void test_run_lock(void)
  * skips them with a warning and reads every whole line. */
 static void test_torn_lines(void)
 {
-    char out[512], dir[1024], p[1200];
-    path_in(out, sizeof out, "torn");
-    cJSON *cfg = cJSON_CreateObject();
-    dl_runlog *r = NULL;
-    CHECK_OK(dl_runlog_create(&r, out, "torn", hash64, cfg, NULL));
-    cJSON_Delete(cfg);
+    char dir[1024], p[1200];
+    dl_runlog *r = new_run("torn", "torn", dir, sizeof dir);
     if (!r)
         return;
-    snprintf(dir, sizeof dir, "%s", dl_runlog_dir(r));
     dl_runlog_destroy(r);
     snprintf(p, sizeof p, "%s/metrics.jsonl", dir);
     write_text(p, "{\"kind\":\"step\",\"step\":10,\"epoch\":1,\"loss\":0.5}\n"
@@ -383,15 +388,10 @@ static void test_torn_lines(void)
  * the old file (which lost the step after the record, or landed mid-line). */
 static void test_follow_across_resume(void)
 {
-    char out[512], dir[1024];
-    path_in(out, sizeof out, "follow-resume");
-    cJSON *cfg = cJSON_CreateObject();
-    dl_runlog *r = NULL;
-    CHECK_OK(dl_runlog_create(&r, out, "fr", hash64, cfg, NULL));
-    cJSON_Delete(cfg);
+    char dir[1024];
+    dl_runlog *r = new_run("follow-resume", "fr", dir, sizeof dir);
     if (!r)
         return;
-    snprintf(dir, sizeof dir, "%s", dl_runlog_dir(r));
     const char *names[] = {"loss"};
     double v[] = {0.5};
     CHECK_OK(dl_runlog_metrics(r, "step", 10, 1, names, v, 1));

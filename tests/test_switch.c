@@ -104,47 +104,36 @@ static int tb_due(test_backend *tb, long *countdown, size_t bytes, const char *w
     return 1;
 }
 
-static void *tb_alloc(dl_backend *be, size_t bytes)
+/* Device (host 0) or host memory from base, counted; fails when due. */
+static void *tb_take(dl_backend *be, size_t bytes, int host)
 {
     test_backend *tb = tb_of(be);
-    if (tb_due(tb, &tb->fail_alloc, bytes, "device"))
+    if (tb_due(tb, host ? &tb->fail_host : &tb->fail_alloc, bytes, host ? "host" : "device"))
         return NULL;
-    void *p = tb->base->ops->alloc(tb->base, bytes);
+    dl_backend *base = tb->base;
+    void *p = host ? base->ops->host_alloc(base, bytes) : base->ops->alloc(base, bytes);
     if (p)
-        tb_track(tb, p, bytes, 0);
+        tb_track(tb, p, bytes, host);
     return p;
 }
 
-static void tb_free(dl_backend *be, void *p)
+static void tb_give(dl_backend *be, void *p, int host)
 {
     test_backend *tb = tb_of(be);
     if (!p)
         return;
-    if (!tb_untrack(tb, p, 0))
+    if (!tb_untrack(tb, p, host))
         foreign_frees++;
-    tb->base->ops->free(tb->base, p);
+    if (host)
+        tb->base->ops->host_free(tb->base, p);
+    else
+        tb->base->ops->free(tb->base, p);
 }
 
-static void *tb_host_alloc(dl_backend *be, size_t bytes)
-{
-    test_backend *tb = tb_of(be);
-    if (tb_due(tb, &tb->fail_host, bytes, "host"))
-        return NULL;
-    void *p = tb->base->ops->host_alloc(tb->base, bytes);
-    if (p)
-        tb_track(tb, p, bytes, 1);
-    return p;
-}
-
-static void tb_host_free(dl_backend *be, void *p)
-{
-    test_backend *tb = tb_of(be);
-    if (!p)
-        return;
-    if (!tb_untrack(tb, p, 1))
-        foreign_frees++;
-    tb->base->ops->host_free(tb->base, p);
-}
+static void *tb_alloc(dl_backend *be, size_t bytes) { return tb_take(be, bytes, 0); }
+static void tb_free(dl_backend *be, void *p) { tb_give(be, p, 0); }
+static void *tb_host_alloc(dl_backend *be, size_t bytes) { return tb_take(be, bytes, 1); }
+static void tb_host_free(dl_backend *be, void *p) { tb_give(be, p, 1); }
 
 /* A counting backend over base (taken over when own_base). */
 static test_backend *tb_wrap(const char *name, dl_backend *base, int own_base)
