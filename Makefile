@@ -31,7 +31,7 @@ CFLAGS   += -DDL_HAVE_DNNL
 LDLIBS   += -ldnnl
 endif
 
-LIB_SRC  := $(wildcard engine/*.c engine/cpu/*.c scripting/*.c views/*.c) \
+LIB_SRC  := $(wildcard engine/*/*.c scripting/*.c views/*.c tui/cmd/*.c) \
             $(filter-out tui/main.c,$(wildcard tui/*.c))
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
 TEST_SRC := $(wildcard tests/test_*.c)
@@ -81,8 +81,8 @@ $(BUILD)/bench/%: bench/%.c $(BUILD)/libdlbench.a
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) $(LDFLAGS) -MMD -MP -o $@ $< $(BUILD)/libdlbench.a $(LDLIBS)
 
-$(BUILD)/dlbench-cuda.so: $(CUDA_SRC) $(wildcard engine/cuda/*.h) engine/backend.h engine/tensor.h \
-                          engine/rng.h engine/error.h engine/half.h
+$(BUILD)/dlbench-cuda.so: $(CUDA_SRC) $(wildcard engine/cuda/*.h) engine/core/backend.h engine/core/tensor.h \
+                          engine/base/rng.h engine/base/error.h engine/base/half.h
 	@mkdir -p $(@D)
 	$(NVCC) $(NVFLAGS) -shared -o $@ $(CUDA_SRC) -L$(CUDA_HOME)/lib64 -lcublasLt -lcublas -lcudnn -lcudart
 

@@ -16,10 +16,10 @@
 #include <string.h>
 #include <time.h>
 
-#include "engine/backend.h"
-#include "engine/data.h"
-#include "engine/error.h"
-#include "engine/h5data.h"
+#include "engine/core/backend.h"
+#include "engine/data/data.h"
+#include "engine/base/error.h"
+#include "engine/data/h5data.h"
 
 enum { BATCH = 128 };
 

@@ -1,6 +1,6 @@
 /* bench_gemm.c - GFLOP/s of sgemm and of the CPU backend's bf16 GEMM at the MLP's shapes (and oneDNN's bf16 matmul for comparison)
  *
- * Shapes are those of a 784-512-256-10 MLP at batch 128, as engine/layers.c
+ * Shapes are those of a 784-512-256-10 MLP at batch 128, as engine/nn/layers.c
  * calls gemm: forward y = x w^T (t01), weight gradient dw = dy^T x (t10),
  * input gradient dx = dy w (t00). sgemm runs with 1 and 2 OpenBLAS
  * threads; the bf16 kernel without and with the backend's pool; oneDNN
@@ -11,9 +11,9 @@
 #include <stdlib.h>
 #include <time.h>
 
-#include "engine/backend.h"
+#include "engine/core/backend.h"
 #include "engine/cpu/cpu.h"
-#include "engine/half.h"
+#include "engine/base/half.h"
 
 #ifdef DL_HAVE_DNNL
 #include <oneapi/dnnl/dnnl.h>

@@ -9,7 +9,7 @@
 
 #include <string.h>
 
-#include "engine/nn.h"
+#include "engine/nn/nn.h"
 
 /* Flatten, then Linear(widths[i] -> widths[i + 1]) with a ReLU between
  * two Linears. */

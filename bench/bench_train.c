@@ -15,7 +15,7 @@
  * layer's input gradient (2.41 MFLOP per sample for the MLP).
  *
  * --ceiling: OpenBLAS sgemm on the MLP's own products at batch 128 (the
- * same shapes, transpositions and beta as engine/layers.c), with this
+ * same shapes, transpositions and beta as engine/nn/layers.c), with this
  * process's thread count; and the backend's bf16 GEMM on the same shapes.
  *   dlbench-ceiling threads=T sgemm_gflops=X bf16_gemm_gflops=Y
  *
@@ -32,14 +32,14 @@
 #include <string.h>
 #include <time.h>
 
-#include "engine/backend.h"
-#include "engine/data.h"
-#include "engine/error.h"
-#include "engine/nn.h"
-#include "engine/optim.h"
-#include "engine/trainer.h"
+#include "engine/core/backend.h"
+#include "engine/data/data.h"
+#include "engine/base/error.h"
+#include "engine/nn/nn.h"
+#include "engine/nn/optim.h"
+#include "engine/train/trainer.h"
 
-#include "bench_models.h"
+#include "bench/bench_models.h"
 
 #define FMNIST "/usr/share/datasets/fashion-mnist"
 #define BATCH 128
@@ -198,7 +198,7 @@ typedef struct product {
     float beta;
 } product;
 
-/* The 8 products of one MLP training step at batch 128, as engine/layers.c
+/* The 8 products of one MLP training step at batch 128, as engine/nn/layers.c
  * issues them: y = x W^T, dW += dy^T x, dx += dy W (not for layer 1). */
 static int mlp_products(product *p)
 {

@@ -27,8 +27,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "engine/error.h"
-#include "engine/tune.h"
+#include "engine/base/error.h"
+#include "engine/tune/tune.h"
 
 #define MAX_SEEDS 64
 

@@ -8,8 +8,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "engine/backend.h"
-#include "engine/error.h"
+#include "engine/core/backend.h"
+#include "engine/base/error.h"
 
 /* Times `iters` products of the given shape on device buffers a, b, c
  * (timed with device events). Returns milliseconds per product, or -1. */

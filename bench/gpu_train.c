@@ -38,14 +38,14 @@
 #include <string.h>
 #include <time.h>
 
-#include "engine/backend.h"
-#include "engine/data.h"
-#include "engine/error.h"
-#include "engine/nn.h"
-#include "engine/optim.h"
-#include "engine/trainer.h"
+#include "engine/core/backend.h"
+#include "engine/data/data.h"
+#include "engine/base/error.h"
+#include "engine/nn/nn.h"
+#include "engine/nn/optim.h"
+#include "engine/train/trainer.h"
 
-#include "bench_models.h"
+#include "bench/bench_models.h"
 
 #define MAX_REPS 16
 #define WINDOW_CAP_S 2.0 /* a timed window ends after its steps or this long */

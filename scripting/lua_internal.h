@@ -5,8 +5,8 @@
 #include <lauxlib.h>
 #include <lua.h>
 
-#include "engine/nn.h"
-#include "engine/optim.h"
+#include "engine/nn/nn.h"
+#include "engine/nn/optim.h"
 #include "scripting/script.h"
 
 /* Metatable names. */

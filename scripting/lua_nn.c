@@ -2,7 +2,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "engine/error.h"
+#include "engine/base/error.h"
 #include "scripting/lua_internal.h"
 
 /* --- layer userdata ----------------------------------------------------- */

@@ -8,7 +8,7 @@
 #include <lauxlib.h>
 #include <lua.h>
 
-#include "engine/error.h"
+#include "engine/base/error.h"
 #include "scripting/lua_internal.h"
 
 #define PROMPT_BUDGET 50000000L

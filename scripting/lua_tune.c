@@ -4,8 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/error.h"
-#include "engine/tune.h"
+#include "engine/base/error.h"
+#include "engine/tune/tune.h"
 #include "scripting/lua_internal.h"
 
 #define MAX_CHOICES 64

@@ -10,13 +10,13 @@
 
 #include <lualib.h>
 
-#include "engine/error.h"
-#include "engine/h5data.h"
-#include "engine/sha256.h"
-#include "engine/synthetic.h"
-#include "engine/tune.h"
+#include "engine/base/error.h"
+#include "engine/data/h5data.h"
+#include "engine/base/sha256.h"
+#include "engine/data/synthetic.h"
+#include "engine/tune/tune.h"
 #include "scripting/lua_internal.h"
-#include "tui/version.h"
+#include "engine/base/version.h"
 
 #define DEFAULT_DESCRIBE_LIMIT 200000000L
 #define CALLBACK_LIMIT 50000000L

@@ -13,13 +13,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "engine/data.h"
-#include "engine/nn.h"
-#include "engine/optim.h"
-#include "engine/trainer.h"
+#include "engine/data/data.h"
+#include "engine/nn/nn.h"
+#include "engine/nn/optim.h"
+#include "engine/train/trainer.h"
 
 typedef struct dl_script dl_script;
-struct dl_trial; /* engine/tune.h */
+struct dl_trial; /* engine/tune/tune.h */
 
 /* A resolved hyperparameter (dl.hparams): its final value after overrides. */
 typedef enum { DL_HP_NUMBER, DL_HP_INTEGER, DL_HP_BOOLEAN, DL_HP_STRING } dl_hp_type;

@@ -13,16 +13,16 @@
 
 #include <cjson/cJSON.h>
 
-#include "engine/backend.h"
-#include "engine/checkpoint.h"
-#include "engine/cost.h"
-#include "engine/error.h"
-#include "engine/runlog.h"
-#include "engine/sha256.h"
-#include "engine/telemetry.h"
-#include "engine/tune.h"
+#include "engine/core/backend.h"
+#include "engine/train/checkpoint.h"
+#include "engine/observe/cost.h"
+#include "engine/base/error.h"
+#include "engine/rundir/runlog.h"
+#include "engine/base/sha256.h"
+#include "engine/observe/telemetry.h"
+#include "engine/tune/tune.h"
 #include "scripting/script.h"
-#include "tui/version.h"
+#include "engine/base/version.h"
 
 static volatile sig_atomic_t session_interrupted;
 

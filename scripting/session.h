@@ -9,7 +9,7 @@
 #ifndef DL_SESSION_H
 #define DL_SESSION_H
 
-#include "engine/trainer.h"
+#include "engine/train/trainer.h"
 
 typedef struct dl_session dl_session;
 

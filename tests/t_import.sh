@@ -14,7 +14,7 @@ if [ ! -x "$DLBENCH" ]; then
     skip import "no binary at $DLBENCH"; exit 0
 fi
 if "$DLBENCH" import --help 2>&1 | grep -q "not part of this build"; then
-    skip import "dlbench was linked without tui/cmd_import.o"; exit 0
+    skip import "dlbench was linked without tui/cmd/cmd_import.o"; exit 0
 fi
 have_h5py=0
 "$PY" -c 'import h5py, numpy' 2>/dev/null && have_h5py=1

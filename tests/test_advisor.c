@@ -5,16 +5,16 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "engine/advisor.h"
-#include "engine/backend.h"
-#include "engine/data.h"
-#include "engine/error.h"
-#include "engine/nn.h"
-#include "engine/optim.h"
-#include "engine/profiler.h"
-#include "engine/rng.h"
-#include "engine/telemetry.h"
-#include "engine/trainer.h"
+#include "engine/observe/advisor.h"
+#include "engine/core/backend.h"
+#include "engine/data/data.h"
+#include "engine/base/error.h"
+#include "engine/nn/nn.h"
+#include "engine/nn/optim.h"
+#include "engine/observe/profiler.h"
+#include "engine/base/rng.h"
+#include "engine/observe/telemetry.h"
+#include "engine/train/trainer.h"
 #include "tests/check.h"
 
 static dl_backend *be;

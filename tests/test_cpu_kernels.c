@@ -5,11 +5,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "check.h"
-#include "engine/backend.h"
+#include "tests/check.h"
+#include "engine/core/backend.h"
 #include "engine/cpu/cpu.h"
-#include "engine/error.h"
-#include "engine/half.h"
+#include "engine/base/error.h"
+#include "engine/base/half.h"
 
 /* ---------------------------------------------------------------------- */
 /* helpers                                                                 */

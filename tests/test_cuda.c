@@ -19,12 +19,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "check.h"
-#include "engine/backend.h"
-#include "engine/error.h"
-#include "engine/half.h"
-#include "engine/rng.h"
-#include "engine/tensor.h"
+#include "tests/check.h"
+#include "engine/core/backend.h"
+#include "engine/base/error.h"
+#include "engine/base/half.h"
+#include "engine/base/rng.h"
+#include "engine/core/tensor.h"
 
 static dl_backend *cpu, *gpu;
 static char why[512];

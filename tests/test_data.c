@@ -5,9 +5,9 @@
 #include <unistd.h>
 #include <zlib.h>
 
-#include "check.h"
-#include "engine/data.h"
-#include "engine/error.h"
+#include "tests/check.h"
+#include "engine/data/data.h"
+#include "engine/base/error.h"
 
 static char tmpdir[256];
 

@@ -5,10 +5,10 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "check.h"
-#include "engine/data.h"
-#include "engine/error.h"
-#include "engine/h5data.h"
+#include "tests/check.h"
+#include "engine/data/data.h"
+#include "engine/base/error.h"
+#include "engine/data/h5data.h"
 
 static char tmpdir[256];
 

@@ -3,7 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/error.h"
+#include "engine/base/error.h"
 #include "scripting/script.h"
 #include "tests/check.h"
 

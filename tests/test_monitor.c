@@ -6,9 +6,9 @@
 
 #include <cjson/cJSON.h>
 
-#include "engine/error.h"
-#include "engine/monitor.h"
-#include "engine/telemetry.h"
+#include "engine/base/error.h"
+#include "engine/observe/monitor.h"
+#include "engine/observe/telemetry.h"
 #include "tests/check.h"
 
 static void burn(double seconds)

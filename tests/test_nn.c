@@ -3,12 +3,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/backend.h"
-#include "engine/error.h"
-#include "engine/half.h"
-#include "engine/nn.h"
-#include "engine/optim.h"
-#include "engine/rng.h"
+#include "engine/core/backend.h"
+#include "engine/base/error.h"
+#include "engine/base/half.h"
+#include "engine/nn/nn.h"
+#include "engine/nn/optim.h"
+#include "engine/base/rng.h"
 #include "tests/check.h"
 
 static dl_backend *be;

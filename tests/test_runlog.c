@@ -10,12 +10,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "engine/backend.h"
-#include "engine/checkpoint.h"
-#include "engine/error.h"
-#include "engine/nn.h"
-#include "engine/runlog.h"
-#include "engine/telemetry.h"
+#include "engine/core/backend.h"
+#include "engine/train/checkpoint.h"
+#include "engine/base/error.h"
+#include "engine/nn/nn.h"
+#include "engine/rundir/runlog.h"
+#include "engine/observe/telemetry.h"
 #include "tests/check.h"
 #include "tui/tables.h"
 

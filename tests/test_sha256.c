@@ -3,9 +3,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "check.h"
-#include "engine/error.h"
-#include "engine/sha256.h"
+#include "tests/check.h"
+#include "engine/base/error.h"
+#include "engine/base/sha256.h"
 
 static const char *hex_of(const void *data, size_t n)
 {

@@ -15,14 +15,14 @@
 #include <string.h>
 #include <time.h>
 
-#include "engine/backend.h"
+#include "engine/core/backend.h"
 #include "engine/cpu/cpu.h"
-#include "engine/data.h"
-#include "engine/error.h"
-#include "engine/nn.h"
-#include "engine/optim.h"
-#include "engine/rng.h"
-#include "engine/trainer.h"
+#include "engine/data/data.h"
+#include "engine/base/error.h"
+#include "engine/nn/nn.h"
+#include "engine/nn/optim.h"
+#include "engine/base/rng.h"
+#include "engine/train/trainer.h"
 #include "tests/check.h"
 
 /* --- counting backends -------------------------------------------------------- */

@@ -7,8 +7,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "engine/error.h"
-#include "engine/tune.h"
+#include "engine/base/error.h"
+#include "engine/tune/tune.h"
 #include "tests/check.h"
 
 static char tmp_root[256];

@@ -11,7 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "tui/colors.h"
+#include "views/colors.h"
 #include "tui/tables.h"
 #include "views/views.h"
 

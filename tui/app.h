@@ -13,7 +13,7 @@
 #ifndef DL_APP_H
 #define DL_APP_H
 
-#include "engine/telemetry.h"
+#include "engine/observe/telemetry.h"
 #include "views/views.h"
 
 typedef enum {

@@ -21,7 +21,7 @@
 
 #include <stddef.h>
 
-#include "engine/trainer.h"
+#include "engine/train/trainer.h"
 
 typedef struct dl_control dl_control;
 

@@ -2,8 +2,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "tui/commands.h"
-#include "tui/version.h"
+#include "tui/cmd/commands.h"
+#include "engine/base/version.h"
 
 /* Subcommands live in their own files; a build without one of them still
  * links and says so (weak references). */

@@ -10,9 +10,9 @@
 
 #include <cjson/cJSON.h>
 
-#include "engine/error.h"
-#include "engine/runlog.h"
-#include "engine/tune.h"
+#include "engine/base/error.h"
+#include "engine/rundir/runlog.h"
+#include "engine/tune/tune.h"
 
 /* --- runs ----------------------------------------------------------------------- */
 

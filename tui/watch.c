@@ -9,11 +9,11 @@
 
 #include <cjson/cJSON.h>
 
-#include "engine/error.h"
-#include "engine/runlog.h"
-#include "engine/telemetry.h"
+#include "engine/base/error.h"
+#include "engine/rundir/runlog.h"
+#include "engine/observe/telemetry.h"
 #include "tui/app.h"
-#include "tui/commands.h"
+#include "tui/cmd/commands.h"
 #include "tui/control.h"
 #include "tui/tables.h"
 

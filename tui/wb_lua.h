@@ -3,7 +3,7 @@
 #define DL_WB_LUA_H
 
 #include "scripting/session.h"
-#include "engine/telemetry.h"
+#include "engine/observe/telemetry.h"
 
 typedef struct dl_wb_lua dl_wb_lua;
 

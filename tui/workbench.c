@@ -11,14 +11,14 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "engine/error.h"
-#include "engine/monitor.h"
-#include "engine/profiler.h"
-#include "engine/runlog.h"
-#include "engine/telemetry.h"
+#include "engine/base/error.h"
+#include "engine/observe/monitor.h"
+#include "engine/observe/profiler.h"
+#include "engine/rundir/runlog.h"
+#include "engine/observe/telemetry.h"
 #include "scripting/session.h"
 #include "tui/app.h"
-#include "tui/commands.h"
+#include "tui/cmd/commands.h"
 #include "tui/control.h"
 #include "tui/wb_lua.h"
 

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tui/colors.h"
+#include "views/colors.h"
 #include "views/views.h"
 
 /* A dot canvas: cw x ch cells, each 2x4 dots (braille) or 1x1 (ASCII). */

@@ -4,7 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "tui/colors.h"
+#include "views/colors.h"
 #include "views/views.h"
 
 void dl_draw_frame(WINDOW *w, const char *title, int focused)

@@ -1,7 +1,7 @@
 /* help.c - the help screen: every key of the workbench and of watch */
 #include <stdio.h>
 
-#include "tui/colors.h"
+#include "views/colors.h"
 #include "views/views.h"
 
 static const char *const keys[][2] = {

@@ -3,7 +3,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "tui/colors.h"
+#include "views/colors.h"
 #include "views/views.h"
 
 static int kind_role(const char *k)

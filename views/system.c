@@ -3,7 +3,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "tui/colors.h"
+#include "views/colors.h"
 #include "views/views.h"
 
 void dl_view_system(WINDOW *w, const dl_screen *scr, const dl_view_state *v)

@@ -3,7 +3,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "tui/colors.h"
+#include "views/colors.h"
 #include "views/views.h"
 
 static int state_role(const char *st)

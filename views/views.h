@@ -1,20 +1,20 @@
 /* views.h - the workbench's panes: each draws a snapshot into its window, nothing else
  *
  * A pane is a pure function of (screen, view state, window): it reads a
- * dl_screen - a dl_telemetry_snapshot (engine/telemetry.h) copied by the
+ * dl_screen - a dl_telemetry_snapshot (engine/observe/telemetry.h) copied by the
  * main loop plus the few things only the screen knows (runs table, trials,
  * advice) - and the pane's own small state (scroll, zoom, filter). It
  * never reaches into the trainer, the monitor or the files. Sampling is the
  * job of tui/: the session publishes into a dl_telemetry for a training in
  * this process, dl_telemetry_follow fills one from a run folder for
- * `dlbench watch`. Drawing uses roles from tui/colors.h, never raw pairs.
+ * `dlbench watch`. Drawing uses roles from views/colors.h, never raw pairs.
  */
 #ifndef DL_VIEWS_H
 #define DL_VIEWS_H
 
 #include <curses.h>
 
-#include "engine/telemetry.h"
+#include "engine/observe/telemetry.h"
 
 #define DL_UI_RUNS 200
 #define DL_UI_TRIALS 512
@@ -47,7 +47,7 @@ typedef struct dl_ui_trial {
     char params[160];        /* "lr=0.0123 hidden=32 act=relu" */
 } dl_ui_trial;
 
-/* A study, as the trials screen draws it (filled from engine/tune.h by tui/). */
+/* A study, as the trials screen draws it (filled from engine/tune/tune.h by tui/). */
 typedef struct dl_ui_trials {
     int have;                /* 0: note says why there is no study */
     char note[200];
@@ -69,7 +69,7 @@ typedef struct dl_ui_trials {
 /* Everything a pane draws, copied or computed by tui/ in its sample step:
  * the run's telemetry snapshot plus what only the screen knows. */
 typedef struct dl_screen {
-    dl_telemetry_snapshot *tele;   /* the run (engine/telemetry.h) */
+    dl_telemetry_snapshot *tele;   /* the run (engine/observe/telemetry.h) */
     char source[16];               /* "workbench", "watch" */
     char script[256];
     int live;                      /* watch: the run has a control socket */

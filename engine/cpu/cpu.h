@@ -5,7 +5,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "engine/backend.h"
+#include "engine/core/backend.h"
 
 /* A persistent pool of worker threads for parallel loops. fn is called
  * with disjoint [begin, end) ranges covering [0, n), each at least `grain`

@@ -6,8 +6,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "cpu.h"
-#include "engine/error.h"
+#include "engine/cpu/cpu.h"
+#include "engine/base/error.h"
 
 void openblas_set_num_threads(int num_threads);
 char *openblas_get_config(void);

@@ -37,8 +37,8 @@
 #endif
 
 #include "engine/cpu/cpu.h"
-#include "engine/error.h"
-#include "engine/half.h"
+#include "engine/base/error.h"
+#include "engine/base/half.h"
 
 /* Unfolded rows of one chunk are kept near this size (L2/L3-friendly). */
 #define COL_TARGET_BYTES ((size_t)4 << 20)

@@ -15,10 +15,10 @@
 #include <immintrin.h>
 #endif
 
-#include "cpu.h"
-#include "engine/error.h"
-#include "engine/half.h"
-#include "engine/rng.h"
+#include "engine/cpu/cpu.h"
+#include "engine/base/error.h"
+#include "engine/base/half.h"
+#include "engine/base/rng.h"
 
 /* Elements per task below which a loop is not worth splitting: a simple
  * pass over 64K floats takes 10-20 us on one core, about what handing half

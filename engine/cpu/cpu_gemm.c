@@ -24,8 +24,8 @@
 #include <string.h>
 
 #include "engine/cpu/cpu.h"
-#include "engine/error.h"
-#include "engine/half.h"
+#include "engine/base/error.h"
+#include "engine/base/half.h"
 
 enum { SCRATCH_A = 0, SCRATCH_B = 1, SCRATCH_KSPLIT = 2 };
 

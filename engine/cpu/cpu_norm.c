@@ -8,7 +8,7 @@
 #include <math.h>
 
 #include "engine/cpu/cpu.h"
-#include "engine/error.h"
+#include "engine/base/error.h"
 
 typedef struct bn_task {
     int n, c, inner, training;

@@ -37,7 +37,7 @@
 #include <stdlib.h>
 #include <time.h>
 
-#include "cpu.h"
+#include "engine/cpu/cpu.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>

@@ -10,7 +10,7 @@
 static dl_cuda_error_fn error_sink;
 static thread_local char local_message[1024];
 
-/* Called by engine/backend.c right after dlopen: the module records its
+/* Called by engine/core/backend.c right after dlopen: the module records its
  * errors through fn so that dl_error_message() in dlbench sees them. */
 extern "C" __attribute__((visibility("default"))) void dl_cuda_backend_set_error(
     dl_cuda_error_fn fn)
@@ -205,7 +205,7 @@ int cuda_check_flags(dl_backend *be)
  * (host_alloc, cudaHostRegister) is read by the copy engine only when the
  * stream reaches the copy, so that is waited for: the loaders hand their
  * pinned batch buffers back to their workers at the next next() (see
- * engine/data.h), with no sync in between, and the host may be whole
+ * engine/data/data.h), with no sync in between, and the host may be whole
  * steps ahead of the GPU. */
 static int cu_to_device(dl_backend *be, void *dst, const void *src, size_t bytes)
 {

@@ -1,6 +1,6 @@
 /* cuda_internal.h - private interface of the CUDA backend module: context, error macros, launch helpers
  *
- * The module (build/dlbench-cuda.so) is loaded by engine/backend.c with
+ * The module (build/dlbench-cuda.so) is loaded by engine/core/backend.c with
  * dlopen. It links cudart, cuBLAS and cuDNN, never the driver library
  * (cudart loads libcuda.so.1 itself), and none of dlbench: errors are
  * recorded through the function the loader hands to
@@ -34,8 +34,8 @@
 /* C headers of dlbench; the system headers they include are already in,
  * so nothing C++ lands inside the extern "C" block. */
 extern "C" {
-#include "engine/backend.h"
-#include "engine/error.h"
+#include "engine/core/backend.h"
+#include "engine/base/error.h"
 }
 
 /* --- error recording -------------------------------------------------------- */

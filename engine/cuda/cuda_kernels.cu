@@ -11,7 +11,7 @@
 #include "engine/cuda/cuda_internal.h"
 
 extern "C" {
-#include "engine/rng.h"
+#include "engine/base/rng.h"
 }
 
 #define GRID_STRIDE(i, n)                                                       \

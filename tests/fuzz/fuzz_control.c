@@ -3,11 +3,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/backend.h"
-#include "engine/data.h"
-#include "engine/nn.h"
-#include "engine/optim.h"
-#include "engine/trainer.h"
+#include "engine/core/backend.h"
+#include "engine/data/data.h"
+#include "engine/nn/nn.h"
+#include "engine/nn/optim.h"
+#include "engine/train/trainer.h"
 #include "tui/control.h"
 
 static dl_trainer *trainer(void)

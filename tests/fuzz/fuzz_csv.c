@@ -2,7 +2,7 @@
 #include <stdint.h>
 
 #include "tests/fuzz/fuzz_common.h"
-#include "tui/commands.h"
+#include "tui/cmd/commands.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

@@ -5,7 +5,7 @@
  */
 #include <stdint.h>
 
-#include "engine/data.h"
+#include "engine/data/data.h"
 #include "tests/fuzz/fuzz_common.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

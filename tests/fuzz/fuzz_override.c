@@ -1,7 +1,7 @@
 /* fuzz_override.c - libFuzzer target: k=v overrides (one a line of the input) applied to a script's dl.hparams */
 #include <stdint.h>
 
-#include "engine/error.h"
+#include "engine/base/error.h"
 #include "scripting/script.h"
 #include "tests/fuzz/fuzz_common.h"
 

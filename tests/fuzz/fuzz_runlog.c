@@ -8,10 +8,10 @@
 
 #include <cjson/cJSON.h>
 
-#include "engine/error.h"
-#include "engine/runlog.h"
+#include "engine/base/error.h"
+#include "engine/rundir/runlog.h"
 #include "tests/fuzz/fuzz_common.h"
-#include "tui/commands.h"
+#include "tui/cmd/commands.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

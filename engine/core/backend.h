@@ -1,0 +1,268 @@
+/* backend.h - the compute backend interface shared by the CPU and CUDA backends
+ *
+ * A backend is a const table of function pointers plus a context. Layers
+ * and optimizers call only through it, so a model runs unchanged on either
+ * device. All pointers handed to an op are device pointers of that backend
+ * (host pointers for the CPU backend) unless the name says host. Every op
+ * returns DL_OK or a negative code with dl_error() set. Ops may run
+ * asynchronously on a device; sync() waits for them.
+ *
+ * Conventions (as in llm.c): row-major; activations are [n, features] or
+ * [n, c, h, w]; backward ops ACCUMULATE into dx and into parameter
+ * gradients (+=), so callers zero gradient buffers once per step.
+ */
+#ifndef DL_BACKEND_H
+#define DL_BACKEND_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "engine/core/tensor.h"
+
+/* Bumped whenever the table below changes; a CUDA module built against
+ * another version is refused. */
+#define DL_BACKEND_API_VERSION 3
+
+typedef enum { DL_DEVICE_CPU = 0, DL_DEVICE_CUDA = 1 } dl_device;
+
+typedef enum { DL_ACT_RELU, DL_ACT_GELU, DL_ACT_TANH, DL_ACT_SIGMOID } dl_act;
+
+typedef enum { DL_POOL_MAX, DL_POOL_AVG } dl_pool_kind;
+
+/* Convolution of x [n, c, h, w] with w [k, c, r, s] -> y [n, k, p, q]. */
+typedef struct dl_conv_desc {
+    int n, c, h, w;    /* input */
+    int k, r, s;       /* output channels, kernel height, width */
+    int stride, pad;   /* same in both directions */
+    int p, q;          /* output height, width */
+} dl_conv_desc;
+
+/* Pooling of x [n, c, h, w] -> y [n, c, p, q] with a square window. */
+typedef struct dl_pool_desc {
+    int n, c, h, w;
+    int size, stride, pad;
+    int p, q;
+} dl_pool_desc;
+
+/* Opaque per-op timing event (CUDA events on the GPU, a clock on the CPU). */
+typedef struct dl_event dl_event;
+
+typedef struct dl_backend_ops {
+    int api_version;
+    const char *name; /* "cpu", "cuda" */
+    dl_device device;
+
+    /* --- memory ------------------------------------------------------ */
+    /* Device memory; NULL and dl_error() on failure (the message gives the
+     * size asked and, on a GPU, the memory free). */
+    void *(*alloc)(dl_backend *be, size_t bytes);
+    void (*free)(dl_backend *be, void *p); /* accepts NULL */
+    /* Host memory suited to fast transfers (pinned on CUDA). */
+    void *(*host_alloc)(dl_backend *be, size_t bytes);
+    void (*host_free)(dl_backend *be, void *p);
+    int (*to_device)(dl_backend *be, void *dst, const void *host_src, size_t bytes);
+    int (*to_host)(dl_backend *be, void *host_dst, const void *src, size_t bytes);
+    int (*copy)(dl_backend *be, void *dst, const void *src, size_t bytes);
+    int (*memset0)(dl_backend *be, void *dst, size_t bytes);
+    int (*fill)(dl_backend *be, float *dst, float value, size_t n);
+    int (*sync)(dl_backend *be);
+
+    /* --- matrix products --------------------------------------------- */
+    /* C[m,n] = alpha * op(A) * op(B) + beta * C, row-major, f32 C and f32
+     * accumulation; A and B are both of dtype ab (f32, bf16 or f16).
+     * op(A) is [m,k]: A is [m,k] (lda >= k) or, transposed, [k,m]. */
+    int (*gemm)(dl_backend *be, int trans_a, int trans_b, int m, int n, int k, float alpha,
+                const void *a, int lda, const void *b, int ldb, dl_dtype ab, float beta,
+                float *c, int ldc);
+
+    /* --- conversions ------------------------------------------------- */
+    /* dst[i] = (dst_type) src[i]; f32 <-> bf16/f16 round to nearest even. */
+    int (*cast)(dl_backend *be, void *dst, dl_dtype dst_type, const void *src,
+                dl_dtype src_type, size_t n);
+    /* Round f32 values through a low-precision type and back, in place. */
+    int (*round_through)(dl_backend *be, float *x, dl_dtype via, size_t n);
+    /* Input batch conversion: dst = (src * scale - mean[ch]) / std[ch] for
+     * src of dtype src_type (u8, f32 or i32) laid out [rows, channels,
+     * plane]. mean/std are host arrays of `channels` values or NULL. */
+    int (*input_to_f32)(dl_backend *be, float *dst, const void *src, dl_dtype src_type,
+                        size_t rows, int channels, size_t plane, float scale,
+                        const float *mean, const float *std);
+
+    /* --- elementwise ------------------------------------------------- */
+    /* y[r, c, i] += b[c] for y [rows, cols, inner]. */
+    int (*bias_add)(dl_backend *be, float *y, const float *b, int rows, int cols, int inner);
+    /* db[c] += sum over r, i of dy[r, c, i]. */
+    int (*bias_grad)(dl_backend *be, float *db, const float *dy, int rows, int cols, int inner);
+    /* y = act(x). */
+    int (*act_forward)(dl_backend *be, dl_act kind, float *y, const float *x, size_t n);
+    /* dx += act'(x) * dy (y is act(x), for kinds cheaper from it). */
+    int (*act_backward)(dl_backend *be, dl_act kind, float *dx, const float *x,
+                        const float *y, const float *dy, size_t n);
+    /* y = a + b. */
+    int (*add)(dl_backend *be, float *y, const float *a, const float *b, size_t n);
+    /* y += alpha * x. */
+    int (*axpy)(dl_backend *be, float *y, float alpha, const float *x, size_t n);
+    /* x *= alpha. */
+    int (*scale)(dl_backend *be, float *x, float alpha, size_t n);
+    /* Inverted dropout with the counter RNG: element i is kept when
+     * uniform(seed, stream, counter, i) >= p, then scaled by 1/(1-p). The
+     * mask is recomputed in backward, never stored. */
+    int (*dropout_forward)(dl_backend *be, float *y, const float *x, size_t n, float p,
+                           uint64_t seed, uint64_t stream, uint64_t counter);
+    int (*dropout_backward)(dl_backend *be, float *dx, const float *dy, size_t n, float p,
+                            uint64_t seed, uint64_t stream, uint64_t counter);
+
+    /* --- convolution and pooling ------------------------------------- */
+    /* Bytes of scratch the conv ops below need for d (0 allowed). */
+    size_t (*conv_workspace)(dl_backend *be, const dl_conv_desc *d, dl_dtype compute);
+    /* y = conv(x, w) + b (b may be NULL). compute is f32, bf16 or f16: the
+     * operand precision of the products. */
+    int (*conv_forward)(dl_backend *be, const dl_conv_desc *d, float *y, const float *x,
+                        const float *w, const float *b, void *ws, dl_dtype compute);
+    /* dx += conv_transpose(dy, w). */
+    int (*conv_backward_data)(dl_backend *be, const dl_conv_desc *d, float *dx,
+                              const float *dy, const float *w, void *ws, dl_dtype compute);
+    /* dw += correlation of x and dy; db += sum of dy (db may be NULL). */
+    int (*conv_backward_filter)(dl_backend *be, const dl_conv_desc *d, float *dw, float *db,
+                                const float *dy, const float *x, void *ws,
+                                dl_dtype compute);
+    int (*pool_forward)(dl_backend *be, dl_pool_kind kind, const dl_pool_desc *d, float *y,
+                        const float *x);
+    /* dx += pool'(dy); max pooling routes to the first maximum, found again
+     * by comparing x with y. */
+    int (*pool_backward)(dl_backend *be, dl_pool_kind kind, const dl_pool_desc *d,
+                         float *dx, const float *dy, const float *x, const float *y);
+
+    /* --- normalisation ----------------------------------------------- */
+    /* BatchNorm over x [n, c, inner] per channel. Training: batch
+     * statistics, saves mean and 1/sqrt(var+eps) to save_mean/save_invstd,
+     * updates running stats with momentum (PyTorch convention, unbiased
+     * running variance). Eval: uses the running stats. */
+    int (*batchnorm_forward)(dl_backend *be, int training, int n, int c, int inner,
+                             float momentum, float eps, float *y, const float *x,
+                             const float *gamma, const float *beta, float *running_mean,
+                             float *running_var, float *save_mean, float *save_invstd);
+    /* Training-mode backward: dx, dgamma, dbeta all accumulate. */
+    int (*batchnorm_backward)(dl_backend *be, int n, int c, int inner, float *dx,
+                              float *dgamma, float *dbeta, const float *dy, const float *x,
+                              const float *gamma, const float *save_mean,
+                              const float *save_invstd);
+    /* LayerNorm over the last dimension of x [rows, cols]. */
+    int (*layernorm_forward)(dl_backend *be, int rows, int cols, float eps, float *y,
+                             const float *x, const float *gamma, const float *beta,
+                             float *save_mean, float *save_invstd);
+    int (*layernorm_backward)(dl_backend *be, int rows, int cols, float *dx, float *dgamma,
+                              float *dbeta, const float *dy, const float *x,
+                              const float *gamma, const float *save_mean,
+                              const float *save_invstd);
+
+    /* --- embedding --------------------------------------------------- */
+    /* y[i, :] = table[idx[i], :]; idx holds integral values stored as f32.
+     * Out-of-range indices are an error. */
+    int (*embedding_forward)(dl_backend *be, int n, int vocab, int dim, float *y,
+                             const float *idx, const float *table);
+    int (*embedding_backward)(dl_backend *be, int n, int vocab, int dim, float *dtable,
+                              const float *idx, const float *dy);
+
+    /* --- losses (fused forward + backward) ----------------------------- */
+    /* Softmax cross-entropy over logits [rows, classes] with integer labels
+     * and label smoothing. Adds the summed loss to stats[0] and the number
+     * of correct argmax predictions to stats[1] (device floats), and
+     * dlogits += grad_scale * d(loss_row)/dlogits (dlogits may be NULL). */
+    int (*softmax_xent)(dl_backend *be, int rows, int classes, const float *logits,
+                        const int32_t *labels, float smoothing, float grad_scale,
+                        float *dlogits, float *stats);
+    /* Mean-squared error per element: stats[0] += sum (p - t)^2,
+     * dpred += grad_scale * 2 (p - t). */
+    int (*mse)(dl_backend *be, size_t n, const float *pred, const float *target,
+               float grad_scale, float *dpred, float *stats);
+    /* Binary cross-entropy with logits: stats[0] += sum loss, stats[1] +=
+     * count of (logit > 0) == (target > 0.5), dlogits += grad_scale *
+     * (sigmoid(z) - t). */
+    int (*bce_logits)(dl_backend *be, size_t n, const float *logits, const float *target,
+                      float grad_scale, float *dlogits, float *stats);
+
+    /* --- optimizers (fused over flat arrays; each zeroes g afterwards) --- */
+    /* g' = g * grad_scale + wd * w; m = momentum * m + g'; step d = nesterov
+     * ? g' + momentum * m : m (d = g' when momentum == 0); w -= lr * d. */
+    int (*sgd_update)(dl_backend *be, size_t n, float *w, float *g, float *m, float lr,
+                      float momentum, float wd, int nesterov, float grad_scale);
+    /* Adam (decoupled == 0: wd added to the gradient) or AdamW
+     * (decoupled: w -= lr * wd * w). step counts from 1. */
+    int (*adam_update)(dl_backend *be, size_t n, float *w, float *g, float *m, float *v,
+                       float lr, float beta1, float beta2, float eps, float wd,
+                       int decoupled, long step, float grad_scale);
+    /* *host_result = sum of x[i]^2 in double (Inf or NaN if any x is). */
+    int (*sumsq)(dl_backend *be, const float *x, size_t n, double *host_result);
+
+    /* --- timing (optional: NULL slots mean "not supported") ------------- */
+    dl_event *(*event_create)(dl_backend *be);
+    void (*event_destroy)(dl_backend *be, dl_event *ev);
+    int (*event_record)(dl_backend *be, dl_event *ev);
+    /* Milliseconds between two recorded events (waits for the later). */
+    int (*event_elapsed)(dl_backend *be, dl_event *start, dl_event *stop, float *ms);
+
+    /* Releases the context. */
+    void (*destroy)(dl_backend *be);
+
+    /* --- optional fused ops (NULL: the layers run the plain ops) ------- */
+    /* y = max pooling of relu(x): the same values as act_forward(RELU)
+     * then pool_forward(MAX), without writing relu(x). */
+    int (*relu_maxpool_forward)(dl_backend *be, const dl_pool_desc *d, float *y,
+                                const float *x);
+    /* The gradient of that y with respect to x, WRITTEN over all of dx
+     * (not accumulated): each dy goes to the first cell whose relu(x)
+     * equals y, when that x > 0; every other cell gets 0. Bit-identical
+     * to pool_backward then act_backward into a zeroed dx. */
+    int (*relu_maxpool_backward)(dl_backend *be, const dl_pool_desc *d, float *dx,
+                                 const float *dy, const float *x, const float *y);
+
+    /* Optional: frees the memory the backend keeps cached between ops
+     * (scratch, operand copies, convolution workspaces), taken again on
+     * next use. The trainer calls it on the device a training leaves. */
+    void (*trim)(dl_backend *be);
+} dl_backend_ops;
+
+/* A backend instance: the op table plus its private context. */
+struct dl_backend {
+    const dl_backend_ops *ops;
+    void *ctx;
+    int threads;           /* worker threads (CPU) */
+    char description[128]; /* "cpu: 2 threads, OpenBLAS 0.3.21, AVX-512 BF16" */
+};
+
+/* The process-wide CPU backend (created on first use with `threads`
+ * workers, 0 = number of cores; later calls ignore the argument). */
+dl_backend *dl_backend_cpu(int threads);
+
+/* A CPU backend of its own, with its own pool of `threads` workers (0:
+ * $DLBENCH_THREADS, else the number of cores; at most DL_CPU_MAX_THREADS):
+ * the same kernels as dl_backend_cpu, another instance, so a training can
+ * be moved between two CPU backends (parity checks against another thread
+ * count, tests of the device switch). NULL and dl_error() on failure.
+ * Destroy it with dl_backend_cpu_destroy once nothing lives on it. */
+#define DL_CPU_MAX_THREADS 1024
+dl_backend *dl_backend_cpu_create(int threads);
+/* Releases a backend from dl_backend_cpu_create; NULL and the process-wide
+ * instance are ignored. */
+void dl_backend_cpu_destroy(dl_backend *be);
+
+/* Opens the CUDA backend module (dlbench-cuda.so next to the executable,
+ * or $DLBENCH_CUDA_MODULE). On failure returns NULL and writes why (no
+ * module built, no driver, no device, API mismatch) into why. */
+dl_backend *dl_backend_cuda(char *why, size_t why_size);
+
+/* "cpu", "cuda" or "auto" (the GPU when available, else the CPU). */
+dl_backend *dl_backend_by_name(const char *name, char *why, size_t why_size);
+
+/* Symbol a CUDA module exports: fills *out and returns DL_OK, or returns an
+ * error with the reason in dl_error_message(). */
+typedef int (*dl_backend_module_open_fn)(int api_version, dl_backend **out);
+#define DL_BACKEND_MODULE_SYMBOL "dl_cuda_backend_open"
+/* The module also exports this: the loader hands it dl_error, so a module
+ * loaded into a binary linked without -rdynamic still reports errors. */
+typedef int (*dl_error_fn)(int code, const char *fmt, ...);
+typedef void (*dl_backend_module_set_error_fn)(dl_error_fn fn);
+#define DL_BACKEND_MODULE_SET_ERROR_SYMBOL "dl_cuda_backend_set_error"
+
+#endif

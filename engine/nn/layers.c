@@ -1,0 +1,822 @@
+/* layers.c - leaf layers: Linear, Conv2d, pooling, activations, Dropout, norms, Flatten, Embedding */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/base/error.h"
+#include "engine/nn/nn.h"
+#include "engine/base/rng.h"
+
+#define OPS(p) ((p)->be->ops)
+
+static void *new_layer(size_t size, const dl_layer_vt *vt)
+{
+    dl_layer *l = calloc(1, size);
+    if (!l) {
+        dl_error(DL_ENOMEM, "out of memory creating a layer");
+        return NULL;
+    }
+    l->vt = vt;
+    return l;
+}
+
+static size_t numel(const dl_shape *s) { return (size_t)dl_shape_numel(s); }
+
+static int shape_error(const dl_layer *l, const dl_shape *in, const char *expected)
+{
+    char d[96], s[64];
+    dl_layer_describe(l, d, sizeof d);
+    return dl_error(DL_ESHAPE, "%s expects %s, got per-sample input %s", d, expected,
+                    dl_shape_format(in, s, sizeof s));
+}
+
+/* The parameter pointer to use in products: the low-precision copy when
+ * the pass computes in bf16/f16. */
+static const void *weights(const dl_pass *p, size_t off)
+{
+    if (p->compute == DL_F32)
+        return p->params + off;
+    return (const uint16_t *)p->params_lp + off;
+}
+
+/* --- Linear ----------------------------------------------------------------- */
+/* x [rows, in] -> y [rows, out] = x W^T + b; W [out, in]. rows = n * (numel / in)
+ * so a Linear also applies to the last dimension of a [t, in] sample. */
+
+typedef struct {
+    dl_layer base;
+    int in, out, bias;
+    size_t w, b;          /* param offsets */
+    size_t x_lp, dy_lp;   /* low-precision operand copies (activation arena) */
+    int rows_per_sample;
+} linear;
+
+static int linear_setup(dl_layer *l, dl_model *m, const dl_shape *in, dl_shape *out)
+{
+    linear *L = (linear *)l;
+    if (in->ndim < 1 || in->dim[in->ndim - 1] != L->in) {
+        char e[64];
+        snprintf(e, sizeof e, "%d features in its last dimension", L->in);
+        return shape_error(l, in, e);
+    }
+    L->rows_per_sample = (int)(numel(in) / (size_t)L->in);
+    *out = *in;
+    out->dim[out->ndim - 1] = L->out;
+    float bound = 1.0f / sqrtf((float)L->in);
+    dl_shape ws = {2, {L->out, L->in}}, bs = {1, {L->out}};
+    L->w = dl_model_add_param(m, l, "weight", &ws, DL_INIT_UNIFORM_FAN_IN, bound, 1);
+    if (L->bias)
+        L->b = dl_model_add_param(m, l, "bias", &bs, DL_INIT_UNIFORM_FAN_IN, bound, 0);
+    l->flops = 2.0 * L->in * L->out * L->rows_per_sample;
+    return DL_OK;
+}
+
+static int linear_plan(dl_layer *l, dl_model *m, int n)
+{
+    linear *L = (linear *)l;
+    size_t rows = (size_t)n * (size_t)L->rows_per_sample;
+    L->x_lp = dl_model_reserve(m, 0, rows * (size_t)L->in * 2);
+    L->dy_lp = dl_model_reserve(m, 0, rows * (size_t)L->out * 2);
+    return DL_OK;
+}
+
+static int linear_forward(dl_layer *l, dl_pass *p, const float *x, float *y)
+{
+    linear *L = (linear *)l;
+    int rows = p->n * L->rows_per_sample;
+    const void *xa = x;
+    if (p->compute != DL_F32) {
+        void *xl = p->act + L->x_lp;
+        DL_TRY(OPS(p)->cast(p->be, xl, p->compute, x, DL_F32, (size_t)rows * L->in));
+        xa = xl;
+    }
+    DL_TRY(OPS(p)->gemm(p->be, 0, 1, rows, L->out, L->in, 1.0f, xa, L->in, weights(p, L->w),
+                        L->in, p->compute, 0.0f, y, L->out));
+    if (L->bias)
+        DL_TRY(OPS(p)->bias_add(p->be, y, p->params + L->b, rows, L->out, 1));
+    return DL_OK;
+}
+
+static int linear_grads(dl_layer *l, dl_pass *p, const float *x, const float *dy, float *dx,
+                        float dx_beta)
+{
+    linear *L = (linear *)l;
+    int rows = p->n * L->rows_per_sample;
+    const void *xa = x, *dya = dy;
+    if (p->compute != DL_F32) {
+        void *dl = p->act + L->dy_lp;
+        DL_TRY(OPS(p)->cast(p->be, dl, p->compute, dy, DL_F32, (size_t)rows * L->out));
+        dya = dl;
+        xa = p->act + L->x_lp; /* cast in forward */
+    }
+    /* dW [out, in] += dy^T [out, rows] x [rows, in] */
+    DL_TRY(OPS(p)->gemm(p->be, 1, 0, L->out, L->in, rows, 1.0f, dya, L->out, xa, L->in,
+                        p->compute, 1.0f, p->grads + L->w, L->in));
+    if (L->bias)
+        DL_TRY(OPS(p)->bias_grad(p->be, p->grads + L->b, dy, rows, L->out, 1));
+    /* dx [rows, in] (+)= dy [rows, out] W [out, in] */
+    if (dx)
+        DL_TRY(OPS(p)->gemm(p->be, 0, 0, rows, L->in, L->out, 1.0f, dya, L->out,
+                            weights(p, L->w), L->in, p->compute, dx_beta, dx, L->in));
+    return DL_OK;
+}
+
+static int linear_backward(dl_layer *l, dl_pass *p, const float *x, const float *y,
+                           const float *dy, float *dx)
+{
+    return linear_grads(l, p, x, dy, dx, 1.0f);
+}
+
+static int linear_backward_set(dl_layer *l, dl_pass *p, const float *x, const float *y,
+                               const float *dy, float *dx)
+{
+    return linear_grads(l, p, x, dy, dx, 0.0f);
+}
+
+static void linear_describe(const dl_layer *l, char *buf, size_t size)
+{
+    const linear *L = (const linear *)l;
+    snprintf(buf, size, "Linear(%d, %d%s)", L->in, L->out, L->bias ? "" : ", bias=false");
+}
+
+static const dl_layer_vt linear_vt = {
+    .kind = "Linear",
+    .setup = linear_setup,
+    .plan = linear_plan,
+    .forward = linear_forward,
+    .backward = linear_backward,
+    .describe = linear_describe,
+    .backward_set = linear_backward_set,
+};
+
+dl_layer *dl_nn_linear(int in, int out, int bias)
+{
+    if (in < 1 || out < 1) {
+        dl_error(DL_EINVAL, "Linear(%d, %d): sizes must be positive", in, out);
+        return NULL;
+    }
+    linear *L = new_layer(sizeof *L, &linear_vt);
+    if (L) {
+        L->in = in;
+        L->out = out;
+        L->bias = bias;
+    }
+    return (dl_layer *)L;
+}
+
+/* --- Conv2d ----------------------------------------------------------------- */
+/* x [c, h, w] -> y [k, p, q]; W [k, c, r, s]. */
+
+typedef struct {
+    dl_layer base;
+    int cin, cout, kernel, stride, pad, bias;
+    size_t w, b, ws;
+    dl_conv_desc d;
+    size_t ws_bytes;
+} conv2d;
+
+static int conv_setup(dl_layer *l, dl_model *m, const dl_shape *in, dl_shape *out)
+{
+    conv2d *C = (conv2d *)l;
+    char e[96];
+    snprintf(e, sizeof e, "[%d, h, w] (channels, height, width)", C->cin);
+    if (in->ndim != 3 || in->dim[0] != C->cin)
+        return shape_error(l, in, e);
+    int h = (int)in->dim[1], w = (int)in->dim[2];
+    int p = (h + 2 * C->pad - C->kernel) / C->stride + 1;
+    int q = (w + 2 * C->pad - C->kernel) / C->stride + 1;
+    if (h + 2 * C->pad < C->kernel || w + 2 * C->pad < C->kernel || p < 1 || q < 1) {
+        snprintf(e, sizeof e, "an image at least %dx%d (kernel %d, padding %d)",
+                 C->kernel - 2 * C->pad, C->kernel - 2 * C->pad, C->kernel, C->pad);
+        return shape_error(l, in, e);
+    }
+    C->d = (dl_conv_desc){0, C->cin, h, w, C->cout, C->kernel, C->kernel, C->stride, C->pad, p, q};
+    *out = (dl_shape){3, {C->cout, p, q}};
+    float bound = 1.0f / sqrtf((float)(C->cin * C->kernel * C->kernel));
+    dl_shape ws = {4, {C->cout, C->cin, C->kernel, C->kernel}}, bs = {1, {C->cout}};
+    C->w = dl_model_add_param(m, l, "weight", &ws, DL_INIT_UNIFORM_FAN_IN, bound, 1);
+    if (C->bias)
+        C->b = dl_model_add_param(m, l, "bias", &bs, DL_INIT_UNIFORM_FAN_IN, bound, 0);
+    l->flops = 2.0 * C->cin * C->kernel * C->kernel * (double)C->cout * p * q;
+    return DL_OK;
+}
+
+static int conv_plan(dl_layer *l, dl_model *m, int n)
+{
+    conv2d *C = (conv2d *)l;
+    C->d.n = n;
+    /* the workspace is sized for the largest compute type on this backend */
+    dl_backend *be = dl_model_backend(m);
+    size_t a = be->ops->conv_workspace(be, &C->d, DL_F32);
+    size_t b = be->ops->conv_workspace(be, &C->d, DL_BF16);
+    size_t c = be->ops->conv_workspace(be, &C->d, DL_F16);
+    C->ws_bytes = a > b ? a : b;
+    C->ws_bytes = C->ws_bytes > c ? C->ws_bytes : c;
+    C->ws = dl_model_reserve(m, 0, C->ws_bytes);
+    return DL_OK;
+}
+
+static dl_conv_desc conv_desc(const conv2d *C, int n)
+{
+    dl_conv_desc d = C->d;
+    d.n = n;
+    return d;
+}
+
+static int conv_forward(dl_layer *l, dl_pass *p, const float *x, float *y)
+{
+    conv2d *C = (conv2d *)l;
+    dl_conv_desc d = conv_desc(C, p->n);
+    return OPS(p)->conv_forward(p->be, &d, y, x, p->params + C->w, C->bias ? p->params + C->b : NULL,
+                                p->act + C->ws, p->compute);
+}
+
+static int conv_backward(dl_layer *l, dl_pass *p, const float *x, const float *y,
+                         const float *dy, float *dx)
+{
+    conv2d *C = (conv2d *)l;
+    dl_conv_desc d = conv_desc(C, p->n);
+    DL_TRY(OPS(p)->conv_backward_filter(p->be, &d, p->grads + C->w,
+                                        C->bias ? p->grads + C->b : NULL, dy, x,
+                                        p->act + C->ws, p->compute));
+    if (dx)
+        DL_TRY(OPS(p)->conv_backward_data(p->be, &d, dx, dy, p->params + C->w, p->act + C->ws,
+                                          p->compute));
+    return DL_OK;
+}
+
+static void conv_describe(const dl_layer *l, char *buf, size_t size)
+{
+    const conv2d *C = (const conv2d *)l;
+    snprintf(buf, size, "Conv2d(%d, %d, %d, stride=%d, pad=%d)", C->cin, C->cout, C->kernel,
+             C->stride, C->pad);
+}
+
+static const dl_layer_vt conv_vt = {
+    .kind = "Conv2d",
+    .setup = conv_setup,
+    .plan = conv_plan,
+    .forward = conv_forward,
+    .backward = conv_backward,
+    .describe = conv_describe,
+};
+
+dl_layer *dl_nn_conv2d(int in_ch, int out_ch, int kernel, int stride, int pad, int bias)
+{
+    if (in_ch < 1 || out_ch < 1 || kernel < 1 || stride < 1 || pad < 0) {
+        dl_error(DL_EINVAL,
+                 "Conv2d(%d, %d, %d, stride=%d, pad=%d): channels, kernel and stride must be "
+                 "positive and padding non-negative",
+                 in_ch, out_ch, kernel, stride, pad);
+        return NULL;
+    }
+    conv2d *C = new_layer(sizeof *C, &conv_vt);
+    if (C) {
+        C->cin = in_ch;
+        C->cout = out_ch;
+        C->kernel = kernel;
+        C->stride = stride;
+        C->pad = pad;
+        C->bias = bias;
+    }
+    return (dl_layer *)C;
+}
+
+/* --- pooling ------------------------------------------------------------------ */
+
+typedef struct {
+    dl_layer base;
+    dl_pool_kind kind;
+    int size, stride, pad;
+    dl_pool_desc d;
+} pool2d;
+
+static int pool_setup(dl_layer *l, dl_model *m, const dl_shape *in, dl_shape *out)
+{
+    pool2d *P = (pool2d *)l;
+    if (in->ndim != 3)
+        return shape_error(l, in, "[channels, height, width]");
+    int h = (int)in->dim[1], w = (int)in->dim[2];
+    if (P->pad * 2 > P->size)
+        return shape_error(l, in, "padding at most half the window");
+    int p = (h + 2 * P->pad - P->size) / P->stride + 1;
+    int q = (w + 2 * P->pad - P->size) / P->stride + 1;
+    if (h + 2 * P->pad < P->size || w + 2 * P->pad < P->size || p < 1 || q < 1) {
+        char e[64];
+        snprintf(e, sizeof e, "an image at least %dx%d", P->size, P->size);
+        return shape_error(l, in, e);
+    }
+    P->d = (dl_pool_desc){0, (int)in->dim[0], h, w, P->size, P->stride, P->pad, p, q};
+    *out = (dl_shape){3, {in->dim[0], p, q}};
+    l->flops = (double)in->dim[0] * p * q * P->size * P->size;
+    return DL_OK;
+}
+
+static int pool_plan(dl_layer *l, dl_model *m, int n) { return DL_OK; }
+
+/* The layer's pooling descriptor for this pass's batch. */
+static dl_pool_desc pool_desc_of(const dl_layer *l, const dl_pass *p)
+{
+    dl_pool_desc d = ((const pool2d *)l)->d;
+    d.n = p->n;
+    return d;
+}
+
+static int pool_forward(dl_layer *l, dl_pass *p, const float *x, float *y)
+{
+    dl_pool_desc d = pool_desc_of(l, p);
+    return OPS(p)->pool_forward(p->be, ((pool2d *)l)->kind, &d, y, x);
+}
+
+static int pool_backward(dl_layer *l, dl_pass *p, const float *x, const float *y,
+                         const float *dy, float *dx)
+{
+    if (!dx)
+        return DL_OK;
+    dl_pool_desc d = pool_desc_of(l, p);
+    return OPS(p)->pool_backward(p->be, ((pool2d *)l)->kind, &d, dx, dy, x, y);
+}
+
+static void pool_describe(const dl_layer *l, char *buf, size_t size)
+{
+    const pool2d *P = (const pool2d *)l;
+    snprintf(buf, size, "%s(%d, stride=%d, pad=%d)", l->vt->kind, P->size, P->stride, P->pad);
+}
+
+static const dl_layer_vt maxpool_vt = {
+    .kind = "MaxPool2d",
+    .setup = pool_setup,
+    .plan = pool_plan,
+    .forward = pool_forward,
+    .backward = pool_backward,
+    .describe = pool_describe,
+};
+static const dl_layer_vt avgpool_vt = {
+    .kind = "AvgPool2d",
+    .setup = pool_setup,
+    .plan = pool_plan,
+    .forward = pool_forward,
+    .backward = pool_backward,
+    .describe = pool_describe,
+};
+
+static dl_layer *make_pool(const dl_layer_vt *vt, dl_pool_kind kind, int size, int stride,
+                           int pad)
+{
+    if (stride <= 0)
+        stride = size;
+    if (size < 1 || pad < 0) {
+        dl_error(DL_EINVAL, "%s(%d, stride=%d, pad=%d): window must be positive", vt->kind,
+                 size, stride, pad);
+        return NULL;
+    }
+    pool2d *P = new_layer(sizeof *P, vt);
+    if (P) {
+        P->kind = kind;
+        P->size = size;
+        P->stride = stride;
+        P->pad = pad;
+    }
+    return (dl_layer *)P;
+}
+
+dl_layer *dl_nn_maxpool2d(int kernel, int stride, int pad)
+{
+    return make_pool(&maxpool_vt, DL_POOL_MAX, kernel, stride, pad);
+}
+
+dl_layer *dl_nn_avgpool2d(int kernel, int stride, int pad)
+{
+    return make_pool(&avgpool_vt, DL_POOL_AVG, kernel, stride, pad);
+}
+
+/* --- activations ---------------------------------------------------------- */
+
+typedef struct {
+    dl_layer base;
+    dl_act kind;
+} activation;
+
+static int same_shape_setup(dl_layer *l, dl_model *m, const dl_shape *in, dl_shape *out)
+{
+    *out = *in;
+    l->flops = (double)numel(in);
+    return DL_OK;
+}
+
+static int no_plan(dl_layer *l, dl_model *m, int n) { return DL_OK; }
+
+static int act_forward(dl_layer *l, dl_pass *p, const float *x, float *y)
+{
+    return OPS(p)->act_forward(p->be, ((activation *)l)->kind, y, x,
+                               (size_t)p->n * numel(&l->in));
+}
+
+static int act_backward(dl_layer *l, dl_pass *p, const float *x, const float *y,
+                        const float *dy, float *dx)
+{
+    if (!dx)
+        return DL_OK;
+    return OPS(p)->act_backward(p->be, ((activation *)l)->kind, dx, x, y, dy,
+                                (size_t)p->n * numel(&l->in));
+}
+
+/* The activations differ only in kind (act_forward/backward switch on it). */
+#define ACT_VT(var, name)                                                                      \
+    static const dl_layer_vt var = {.kind = name,                                              \
+                                    .setup = same_shape_setup,                                 \
+                                    .plan = no_plan,                                           \
+                                    .forward = act_forward,                                    \
+                                    .backward = act_backward}
+ACT_VT(relu_vt, "ReLU");
+ACT_VT(gelu_vt, "GELU");
+ACT_VT(tanh_vt, "Tanh");
+ACT_VT(sigmoid_vt, "Sigmoid");
+#undef ACT_VT
+
+dl_layer *dl_nn_activation(dl_act kind)
+{
+    const dl_layer_vt *vt = kind == DL_ACT_RELU   ? &relu_vt
+                            : kind == DL_ACT_GELU ? &gelu_vt
+                            : kind == DL_ACT_TANH ? &tanh_vt
+                                                  : &sigmoid_vt;
+    activation *a = new_layer(sizeof *a, vt);
+    if (a)
+        a->kind = kind;
+    return (dl_layer *)a;
+}
+
+/* --- ReLU -> MaxPool2d, fused ----------------------------------------------- */
+
+int dl_layer_relu_pool_fusable(const dl_layer *relu, const dl_layer *pool, const dl_pass *p)
+{
+    return relu->vt == &relu_vt && pool->vt == &maxpool_vt &&
+           OPS(p)->relu_maxpool_forward && OPS(p)->relu_maxpool_backward;
+}
+
+int dl_layer_relu_pool_forward(dl_layer *l, dl_pass *p, const float *x, float *y)
+{
+    dl_pool_desc d = pool_desc_of(l, p);
+    return OPS(p)->relu_maxpool_forward(p->be, &d, y, x);
+}
+
+int dl_layer_relu_pool_backward(dl_layer *l, dl_pass *p, const float *x, const float *y,
+                                const float *dy, float *dx)
+{
+    if (!dx)
+        return DL_OK;
+    dl_pool_desc d = pool_desc_of(l, p);
+    return OPS(p)->relu_maxpool_backward(p->be, &d, dx, dy, x, y);
+}
+
+/* --- Dropout ------------------------------------------------------------------ */
+
+typedef struct {
+    dl_layer base;
+    float p;
+} dropout;
+
+static int dropout_forward(dl_layer *l, dl_pass *p, const float *x, float *y)
+{
+    dropout *D = (dropout *)l;
+    size_t n = (size_t)p->n * numel(&l->in);
+    if (!p->training || D->p == 0)
+        return OPS(p)->copy(p->be, y, x, n * sizeof(float));
+    return OPS(p)->dropout_forward(p->be, y, x, n, D->p, p->seed,
+                                   DL_STREAM_DROPOUT + (uint64_t)l->id, p->counter);
+}
+
+static int dropout_backward(dl_layer *l, dl_pass *p, const float *x, const float *y,
+                            const float *dy, float *dx)
+{
+    dropout *D = (dropout *)l;
+    size_t n = (size_t)p->n * numel(&l->in);
+    if (!dx)
+        return DL_OK;
+    if (!p->training || D->p == 0)
+        return OPS(p)->axpy(p->be, dx, 1.0f, dy, n);
+    return OPS(p)->dropout_backward(p->be, dx, dy, n, D->p, p->seed,
+                                    DL_STREAM_DROPOUT + (uint64_t)l->id, p->counter);
+}
+
+static void dropout_describe(const dl_layer *l, char *buf, size_t size)
+{
+    snprintf(buf, size, "Dropout(%g)", (double)((const dropout *)l)->p);
+}
+
+static const dl_layer_vt dropout_vt = {
+    .kind = "Dropout",
+    .setup = same_shape_setup,
+    .plan = no_plan,
+    .forward = dropout_forward,
+    .backward = dropout_backward,
+    .describe = dropout_describe,
+};
+
+dl_layer *dl_nn_dropout(float p)
+{
+    if (!(p >= 0 && p < 1)) {
+        dl_error(DL_EINVAL, "Dropout(%g): p must be in [0, 1)", (double)p);
+        return NULL;
+    }
+    dropout *D = new_layer(sizeof *D, &dropout_vt);
+    if (D)
+        D->p = p;
+    return (dl_layer *)D;
+}
+
+/* --- BatchNorm ---------------------------------------------------------------- */
+/* [f] inputs: n rows of f channels (inner 1); [c, h, w]: c channels, inner h*w. */
+
+typedef struct {
+    dl_layer base;
+    int features;
+    float eps, momentum;
+    int inner;
+    size_t gamma, beta, run_mean, run_var, save_mean, save_invstd;
+    size_t dx_scratch; /* for a BatchNorm first in the model (no dx wanted) */
+} batchnorm;
+
+static int bn_setup(dl_layer *l, dl_model *m, const dl_shape *in, dl_shape *out)
+{
+    batchnorm *B = (batchnorm *)l;
+    char e[64];
+    snprintf(e, sizeof e, "[%d] or [%d, h, w]", B->features, B->features);
+    if (in->ndim < 1 || in->dim[0] != B->features || in->ndim == 2)
+        return shape_error(l, in, e);
+    B->inner = (int)(numel(in) / (size_t)B->features);
+    dl_shape s = {1, {B->features}};
+    B->gamma = dl_model_add_param(m, l, "weight", &s, DL_INIT_ONE, 0, 0);
+    B->beta = dl_model_add_param(m, l, "bias", &s, DL_INIT_ZERO, 0, 0);
+    B->run_mean = dl_model_add_buffer(m, (size_t)B->features, 0.0f);
+    B->run_var = dl_model_add_buffer(m, (size_t)B->features, 1.0f);
+    *out = *in;
+    l->flops = 4.0 * (double)numel(in);
+    return DL_OK;
+}
+
+static int bn_plan(dl_layer *l, dl_model *m, int n)
+{
+    batchnorm *B = (batchnorm *)l;
+    B->save_mean = dl_model_reserve(m, 0, (size_t)B->features * 4);
+    B->save_invstd = dl_model_reserve(m, 0, (size_t)B->features * 4);
+    B->dx_scratch = dl_model_reserve(m, 0, (size_t)n * numel(&l->in) * 4);
+    return DL_OK;
+}
+
+static int bn_forward(dl_layer *l, dl_pass *p, const float *x, float *y)
+{
+    batchnorm *B = (batchnorm *)l;
+    if (p->training && p->n * B->inner < 2)
+        return dl_error(DL_EINVAL, "%s: BatchNorm in training needs more than one value per "
+                                   "channel (batch of %d)", l->name, p->n);
+    return OPS(p)->batchnorm_forward(p->be, p->training, p->n, B->features, B->inner,
+                                     B->momentum, B->eps, y, x, p->params + B->gamma,
+                                     p->params + B->beta, p->buffers + B->run_mean,
+                                     p->buffers + B->run_var,
+                                     (float *)(p->act + B->save_mean),
+                                     (float *)(p->act + B->save_invstd));
+}
+
+static int bn_backward(dl_layer *l, dl_pass *p, const float *x, const float *y,
+                       const float *dy, float *dx)
+{
+    batchnorm *B = (batchnorm *)l;
+    if (!p->training)
+        return dl_error(DL_EINVAL, "%s: backward through BatchNorm in eval mode", l->name);
+    if (!dx) { /* the backend computes dx with the parameter grads: give it scratch */
+        dx = (float *)(p->act + B->dx_scratch);
+        DL_TRY(OPS(p)->memset0(p->be, dx, (size_t)p->n * numel(&l->in) * 4));
+    }
+    return OPS(p)->batchnorm_backward(p->be, p->n, B->features, B->inner, dx,
+                                      p->grads + B->gamma, p->grads + B->beta, dy, x,
+                                      p->params + B->gamma,
+                                      (const float *)(p->act + B->save_mean),
+                                      (const float *)(p->act + B->save_invstd));
+}
+
+static void bn_describe(const dl_layer *l, char *buf, size_t size)
+{
+    const batchnorm *B = (const batchnorm *)l;
+    snprintf(buf, size, "BatchNorm(%d)", B->features);
+}
+
+static const dl_layer_vt bn_vt = {
+    .kind = "BatchNorm",
+    .setup = bn_setup,
+    .plan = bn_plan,
+    .forward = bn_forward,
+    .backward = bn_backward,
+    .describe = bn_describe,
+};
+
+dl_layer *dl_nn_batchnorm(int features, float eps, float momentum)
+{
+    if (features < 1 || !(eps > 0) || !(momentum >= 0 && momentum <= 1)) {
+        dl_error(DL_EINVAL, "BatchNorm(%d, eps=%g, momentum=%g): features must be positive, "
+                            "eps > 0, momentum in [0, 1]",
+                 features, (double)eps, (double)momentum);
+        return NULL;
+    }
+    batchnorm *B = new_layer(sizeof *B, &bn_vt);
+    if (B) {
+        B->features = features;
+        B->eps = eps;
+        B->momentum = momentum;
+    }
+    return (dl_layer *)B;
+}
+
+/* --- LayerNorm --------------------------------------------------------------- */
+
+typedef struct {
+    dl_layer base;
+    int features;
+    float eps;
+    int rows_per_sample;
+    size_t gamma, beta, save_mean, save_invstd;
+    size_t dx_scratch;
+} layernorm;
+
+static int ln_setup(dl_layer *l, dl_model *m, const dl_shape *in, dl_shape *out)
+{
+    layernorm *N = (layernorm *)l;
+    if (in->ndim < 1 || in->dim[in->ndim - 1] != N->features) {
+        char e[64];
+        snprintf(e, sizeof e, "%d features in its last dimension", N->features);
+        return shape_error(l, in, e);
+    }
+    N->rows_per_sample = (int)(numel(in) / (size_t)N->features);
+    dl_shape s = {1, {N->features}};
+    N->gamma = dl_model_add_param(m, l, "weight", &s, DL_INIT_ONE, 0, 0);
+    N->beta = dl_model_add_param(m, l, "bias", &s, DL_INIT_ZERO, 0, 0);
+    *out = *in;
+    l->flops = 5.0 * (double)numel(in);
+    return DL_OK;
+}
+
+static int ln_plan(dl_layer *l, dl_model *m, int n)
+{
+    layernorm *N = (layernorm *)l;
+    size_t rows = (size_t)n * (size_t)N->rows_per_sample;
+    N->save_mean = dl_model_reserve(m, 0, rows * 4);
+    N->save_invstd = dl_model_reserve(m, 0, rows * 4);
+    N->dx_scratch = dl_model_reserve(m, 0, (size_t)n * numel(&l->in) * 4);
+    return DL_OK;
+}
+
+static int ln_forward(dl_layer *l, dl_pass *p, const float *x, float *y)
+{
+    layernorm *N = (layernorm *)l;
+    return OPS(p)->layernorm_forward(p->be, p->n * N->rows_per_sample, N->features, N->eps, y,
+                                     x, p->params + N->gamma, p->params + N->beta,
+                                     (float *)(p->act + N->save_mean),
+                                     (float *)(p->act + N->save_invstd));
+}
+
+static int ln_backward(dl_layer *l, dl_pass *p, const float *x, const float *y,
+                       const float *dy, float *dx)
+{
+    layernorm *N = (layernorm *)l;
+    if (!dx) { /* first in the model: the backend still wants a dx */
+        dx = (float *)(p->act + N->dx_scratch);
+        DL_TRY(OPS(p)->memset0(p->be, dx, (size_t)p->n * numel(&l->in) * 4));
+    }
+    return OPS(p)->layernorm_backward(p->be, p->n * N->rows_per_sample, N->features, dx,
+                                      p->grads + N->gamma, p->grads + N->beta, dy, x,
+                                      p->params + N->gamma,
+                                      (const float *)(p->act + N->save_mean),
+                                      (const float *)(p->act + N->save_invstd));
+}
+
+static void ln_describe(const dl_layer *l, char *buf, size_t size)
+{
+    snprintf(buf, size, "LayerNorm(%d)", ((const layernorm *)l)->features);
+}
+
+static const dl_layer_vt ln_vt = {
+    .kind = "LayerNorm",
+    .setup = ln_setup,
+    .plan = ln_plan,
+    .forward = ln_forward,
+    .backward = ln_backward,
+    .describe = ln_describe,
+};
+
+dl_layer *dl_nn_layernorm(int features, float eps)
+{
+    if (features < 1 || !(eps > 0)) {
+        dl_error(DL_EINVAL, "LayerNorm(%d, eps=%g): features must be positive, eps > 0",
+                 features, (double)eps);
+        return NULL;
+    }
+    layernorm *N = new_layer(sizeof *N, &ln_vt);
+    if (N) {
+        N->features = features;
+        N->eps = eps;
+    }
+    return (dl_layer *)N;
+}
+
+/* --- Flatten ----------------------------------------------------------------- */
+
+static int flatten_setup(dl_layer *l, dl_model *m, const dl_shape *in, dl_shape *out)
+{
+    *out = (dl_shape){1, {(int64_t)numel(in)}};
+    return DL_OK;
+}
+
+static int flatten_forward(dl_layer *l, dl_pass *p, const float *x, float *y)
+{
+    return OPS(p)->copy(p->be, y, x, (size_t)p->n * numel(&l->in) * sizeof(float));
+}
+
+static int flatten_backward(dl_layer *l, dl_pass *p, const float *x, const float *y,
+                            const float *dy, float *dx)
+{
+    return dx ? OPS(p)->axpy(p->be, dx, 1.0f, dy, (size_t)p->n * numel(&l->in)) : DL_OK;
+}
+
+static int flatten_backward_set(dl_layer *l, dl_pass *p, const float *x, const float *y,
+                                const float *dy, float *dx)
+{
+    return OPS(p)->copy(p->be, dx, dy, (size_t)p->n * numel(&l->in) * sizeof(float));
+}
+
+static const dl_layer_vt flatten_vt = {
+    .kind = "Flatten",
+    .setup = flatten_setup,
+    .plan = no_plan,
+    .forward = flatten_forward,
+    .backward = flatten_backward,
+    .backward_set = flatten_backward_set,
+};
+
+dl_layer *dl_nn_flatten(void) { return new_layer(sizeof(dl_layer), &flatten_vt); }
+
+/* --- Embedding --------------------------------------------------------------- */
+/* x [t] of integral indices (as f32) -> y [t, dim]. */
+
+typedef struct {
+    dl_layer base;
+    int vocab, dim, tokens;
+    size_t table;
+} embedding;
+
+static int emb_setup(dl_layer *l, dl_model *m, const dl_shape *in, dl_shape *out)
+{
+    embedding *E = (embedding *)l;
+    if (in->ndim != 1)
+        return shape_error(l, in, "a 1-d sequence of token indices");
+    E->tokens = (int)in->dim[0];
+    *out = (dl_shape){2, {in->dim[0], E->dim}};
+    dl_shape s = {2, {E->vocab, E->dim}};
+    E->table = dl_model_add_param(m, l, "weight", &s, DL_INIT_NORMAL, 1.0f, 1);
+    return DL_OK;
+}
+
+static int emb_forward(dl_layer *l, dl_pass *p, const float *x, float *y)
+{
+    embedding *E = (embedding *)l;
+    return OPS(p)->embedding_forward(p->be, p->n * E->tokens, E->vocab, E->dim, y, x,
+                                     p->params + E->table);
+}
+
+static int emb_backward(dl_layer *l, dl_pass *p, const float *x, const float *y,
+                        const float *dy, float *dx)
+{
+    embedding *E = (embedding *)l;
+    /* indices carry no gradient: dx is left alone */
+    return OPS(p)->embedding_backward(p->be, p->n * E->tokens, E->vocab, E->dim,
+                                      p->grads + E->table, x, dy);
+}
+
+static void emb_describe(const dl_layer *l, char *buf, size_t size)
+{
+    const embedding *E = (const embedding *)l;
+    snprintf(buf, size, "Embedding(%d, %d)", E->vocab, E->dim);
+}
+
+static const dl_layer_vt emb_vt = {
+    .kind = "Embedding",
+    .setup = emb_setup,
+    .plan = no_plan,
+    .forward = emb_forward,
+    .backward = emb_backward,
+    .describe = emb_describe,
+};
+
+dl_layer *dl_nn_embedding(int vocab, int dim)
+{
+    if (vocab < 1 || dim < 1) {
+        dl_error(DL_EINVAL, "Embedding(%d, %d): sizes must be positive", vocab, dim);
+        return NULL;
+    }
+    embedding *E = new_layer(sizeof *E, &emb_vt);
+    if (E) {
+        E->vocab = vocab;
+        E->dim = dim;
+    }
+    return (dl_layer *)E;
+}

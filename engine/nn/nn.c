@@ -1,0 +1,759 @@
+/* nn.c - the model: shape inference, parameter and activation arenas, containers, whole-model passes */
+#include "engine/nn/nn.h"
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "engine/base/error.h"
+#include "engine/base/rng.h"
+
+#define ALIGN_BYTES 64
+#define ALIGN_FLOATS 16
+
+typedef struct buffer_init {
+    size_t offset, count;
+    float value;
+} buffer_init;
+
+struct dl_model {
+    dl_layer *root;
+    dl_shape input, output;
+    int nlayers;
+    /* parameters and buffers (registered by setup) */
+    dl_param **params;
+    int nparams, cap_params;
+    size_t pcount, bcount;
+    buffer_init *binit;
+    int nbinit, cap_binit;
+    /* state arena */
+    dl_storage *state;
+    int moments;
+    size_t P, B; /* padded float counts */
+    dl_dtype lp_type;
+    /* activation arena */
+    dl_storage *act;
+    size_t reserved[2];
+    int planned_n;
+    size_t x_off, y_off, dy_off;
+};
+
+const char *dl_precision_name(dl_precision p)
+{
+    switch (p) {
+    case DL_PREC_BF16: return "bf16";
+    case DL_PREC_F16: return "fp16";
+    default: return "fp32";
+    }
+}
+
+int dl_precision_parse(const char *name)
+{
+    if (!strcmp(name, "fp32") || !strcmp(name, "f32"))
+        return DL_PREC_F32;
+    if (!strcmp(name, "bf16"))
+        return DL_PREC_BF16;
+    if (!strcmp(name, "fp16") || !strcmp(name, "f16"))
+        return DL_PREC_F16;
+    return -1;
+}
+
+const char *dl_loss_name(dl_loss_kind k)
+{
+    switch (k) {
+    case DL_LOSS_MSE: return "MSE";
+    case DL_LOSS_BCE: return "BCEWithLogits";
+    default: return "CrossEntropy";
+    }
+}
+
+/* --- layers in general -------------------------------------------------- */
+
+void dl_layer_destroy(dl_layer *l)
+{
+    if (!l)
+        return;
+    for (int i = 0; i < l->nchild; i++)
+        dl_layer_destroy(l->child[i]);
+    free(l->child);
+    if (l->vt->destroy)
+        l->vt->destroy(l);
+    free(l);
+}
+
+void dl_layer_describe(const dl_layer *l, char *buf, size_t size)
+{
+    if (l->vt->describe)
+        l->vt->describe(l, buf, size);
+    else
+        snprintf(buf, size, "%s()", l->vt->kind);
+}
+
+static double now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
+}
+
+/* How a container runs a child's backward: adding into dx (the layer
+ * contract), writing a dx nothing else writes (backward_set, or zeroing
+ * dx first), or as the second half of a fused ReLU -> MaxPool2d. */
+enum { RUN_ADD, RUN_SET, RUN_FUSED };
+
+static int call_forward(dl_layer *c, dl_pass *p, const float *x, float *y, int fused)
+{
+    return fused ? dl_layer_relu_pool_forward(c, p, x, y) : c->vt->forward(c, p, x, y);
+}
+
+static int call_backward(dl_layer *c, dl_pass *p, const float *x, const float *y,
+                         const float *dy, float *dx, int mode)
+{
+    if (mode == RUN_FUSED)
+        return dl_layer_relu_pool_backward(c, p, x, y, dy, dx);
+    if (mode == RUN_SET && dx) {
+        if (c->vt->backward_set)
+            return c->vt->backward_set(c, p, x, y, dy, dx);
+        DL_TRY(p->be->ops->memset0(p->be, dx, (size_t)p->n *
+                                                  (size_t)dl_shape_numel(&c->in) * sizeof(float)));
+    }
+    return c->vt->backward(c, p, x, y, dy, dx);
+}
+
+/* Runs a child's forward or backward, timing it when profiling. */
+static int child_forward(dl_layer *c, dl_pass *p, const float *x, float *y, int fused)
+{
+    if (!p->profile)
+        return call_forward(c, p, x, y, fused);
+    p->be->ops->sync(p->be);
+    double t0 = now_ms();
+    int rc = call_forward(c, p, x, y, fused);
+    p->be->ops->sync(p->be);
+    double t1 = now_ms();
+    c->prof.fwd_ms += t1 - t0;
+    c->prof.calls++;
+    if (p->prof_hook)
+        p->prof_hook(p->prof_user, c, 0, p->n, t0, t1);
+    return rc;
+}
+
+static int child_backward(dl_layer *c, dl_pass *p, const float *x, const float *y,
+                          const float *dy, float *dx, int mode)
+{
+    if (!p->profile) {
+        int rc = call_backward(c, p, x, y, dy, dx, mode);
+        return rc == DL_OK && p->grad_hook ? p->grad_hook(p->grad_user, c) : rc;
+    }
+    p->be->ops->sync(p->be);
+    double t0 = now_ms();
+    int rc = call_backward(c, p, x, y, dy, dx, mode);
+    p->be->ops->sync(p->be);
+    double t1 = now_ms();
+    c->prof.bwd_ms += t1 - t0;
+    if (p->prof_hook)
+        p->prof_hook(p->prof_user, c, 1, p->n, t0, t1);
+    if (rc == DL_OK && p->grad_hook)
+        rc = p->grad_hook(p->grad_user, c);
+    return rc;
+}
+
+static int add_child(dl_layer *l, dl_layer *c)
+{
+    dl_layer **grown = realloc(l->child, (size_t)(l->nchild + 1) * sizeof *grown);
+    if (!grown)
+        return dl_error(DL_ENOMEM, "out of memory adding a layer");
+    l->child = grown;
+    l->child[l->nchild++] = c;
+    return DL_OK;
+}
+
+/* --- Sequential ------------------------------------------------------------ */
+
+typedef struct {
+    dl_layer base;
+    size_t *y_off, *dy_off; /* outputs of children 0..n-2 */
+    char *params_before;    /* child i has a parameter somewhere before it */
+} sequential;
+
+static int seq_setup(dl_layer *l, dl_model *m, const dl_shape *in, dl_shape *out)
+{
+    sequential *s = (sequential *)l;
+    dl_shape cur = *in;
+    s->y_off = calloc((size_t)l->nchild + 1, sizeof *s->y_off);
+    s->dy_off = calloc((size_t)l->nchild + 1, sizeof *s->dy_off);
+    s->params_before = calloc((size_t)l->nchild + 1, 1);
+    if (!s->y_off || !s->dy_off || !s->params_before)
+        return dl_error(DL_ENOMEM, "out of memory");
+    int params_at_start = dl_model_num_params(m);
+    for (int i = 0; i < l->nchild; i++) {
+        dl_layer *c = l->child[i];
+        s->params_before[i] = dl_model_num_params(m) > params_at_start;
+        dl_shape next = {0};
+        int rc = c->vt->setup(c, m, &cur, &next);
+        if (rc < 0) {
+            char msg[1024], prev[128] = "the model input", shp[64];
+            snprintf(msg, sizeof msg, "%s", dl_error_message());
+            if (i > 0) {
+                char d[96];
+                dl_layer_describe(l->child[i - 1], d, sizeof d);
+                snprintf(prev, sizeof prev, "%s", d);
+            }
+            return dl_error(rc, "layer %s (#%d) after %s, which outputs %s: %s", c->name,
+                            c->id, prev, dl_shape_format(&cur, shp, sizeof shp), msg);
+        }
+        c->in = cur;
+        c->out = next;
+        cur = next;
+        l->flops += c->flops;
+    }
+    *out = cur;
+    return DL_OK;
+}
+
+static int seq_plan(dl_layer *l, dl_model *m, int n)
+{
+    sequential *s = (sequential *)l;
+    for (int i = 0; i < l->nchild; i++) {
+        dl_layer *c = l->child[i];
+        if (i < l->nchild - 1) {
+            size_t bytes = (size_t)n * (size_t)dl_shape_numel(&c->out) * sizeof(float);
+            s->y_off[i] = dl_model_reserve(m, 0, bytes);
+            s->dy_off[i] = dl_model_reserve(m, 1, bytes);
+        }
+        DL_TRY(c->vt->plan(c, m, n));
+    }
+    return DL_OK;
+}
+
+static int seq_forward(dl_layer *l, dl_pass *p, const float *x, float *y)
+{
+    sequential *s = (sequential *)l;
+    if (l->nchild == 0)
+        return p->be->ops->copy(p->be, y, x,
+                                (size_t)p->n * (size_t)dl_shape_numel(&l->in) * sizeof(float));
+    const float *in = x;
+    for (int i = 0; i < l->nchild; i++) {
+        /* a ReLU (not first) then a MaxPool2d: the pool reads the ReLU's input */
+        int fused = i >= 1 && i + 1 < l->nchild &&
+                    dl_layer_relu_pool_fusable(l->child[i], l->child[i + 1], p);
+        i += fused;
+        float *out = i == l->nchild - 1 ? y : (float *)(p->act + s->y_off[i]);
+        DL_TRY(child_forward(l->child[i], p, in, out, fused));
+        in = out;
+    }
+    return DL_OK;
+}
+
+static int seq_backward(dl_layer *l, dl_pass *p, const float *x, const float *y,
+                        const float *dy, float *dx)
+{
+    sequential *s = (sequential *)l;
+    if (l->nchild == 0)
+        return dx ? p->be->ops->axpy(p->be, dx, 1.0f, dy,
+                                     (size_t)p->n * (size_t)dl_shape_numel(&l->in))
+                  : DL_OK;
+    for (int i = l->nchild - 1; i >= 0; i--) {
+        /* as in forward: child i-1 a ReLU fused into the MaxPool2d i */
+        int fused = i >= 2 && dl_layer_relu_pool_fusable(l->child[i - 1], l->child[i], p);
+        int first = i - fused; /* the child whose input gradient this computes */
+        const float *in = first == 0 ? x : (const float *)(p->act + s->y_off[first - 1]);
+        const float *out = i == l->nchild - 1 ? y : (const float *)(p->act + s->y_off[i]);
+        const float *dout = i == l->nchild - 1 ? dy : (const float *)(p->act_grad + s->dy_off[i]);
+        /* an input gradient nobody reads is not computed: in Flatten ->
+         * Linear, the Linear skips its dx product entirely. The buffers
+         * of this container have one writer each, which overwrites them;
+         * the caller's dx is added to. */
+        float *din = first == 0 ? dx
+                     : dx || s->params_before[first]
+                         ? (float *)(p->act_grad + s->dy_off[first - 1])
+                         : NULL;
+        int mode = fused ? RUN_FUSED : first > 0 ? RUN_SET : RUN_ADD;
+        DL_TRY(child_backward(l->child[i], p, in, out, dout, din, mode));
+        if (fused && p->grad_hook)
+            DL_TRY(p->grad_hook(p->grad_user, l->child[first]));
+        i = first;
+    }
+    return DL_OK;
+}
+
+static void seq_destroy(dl_layer *l)
+{
+    sequential *s = (sequential *)l;
+    free(s->y_off);
+    free(s->dy_off);
+    free(s->params_before);
+}
+
+static void seq_describe(const dl_layer *l, char *buf, size_t size)
+{
+    snprintf(buf, size, "Sequential(%d layers)", l->nchild);
+}
+
+static const dl_layer_vt sequential_vt = {
+    .kind = "Sequential",
+    .setup = seq_setup,
+    .plan = seq_plan,
+    .forward = seq_forward,
+    .backward = seq_backward,
+    .destroy = seq_destroy,
+    .describe = seq_describe,
+};
+
+dl_layer *dl_nn_sequential(void)
+{
+    sequential *s = calloc(1, sizeof *s);
+    if (!s) {
+        dl_error(DL_ENOMEM, "out of memory");
+        return NULL;
+    }
+    s->base.vt = &sequential_vt;
+    return &s->base;
+}
+
+int dl_nn_sequential_add(dl_layer *seq, dl_layer *child)
+{
+    if (seq->vt != &sequential_vt)
+        return dl_error(DL_EINVAL, "%s is not a Sequential container", seq->vt->kind);
+    if (seq->model)
+        return dl_error(DL_EINVAL, "cannot add layers to a Sequential already in a model");
+    return add_child(seq, child);
+}
+
+/* --- Residual ------------------------------------------------------------- */
+
+typedef struct {
+    dl_layer base;
+    size_t yb_off; /* the block's output */
+} residual;
+
+static int res_setup(dl_layer *l, dl_model *m, const dl_shape *in, dl_shape *out)
+{
+    dl_layer *b = l->child[0];
+    dl_shape bo = {0};
+    DL_TRY(b->vt->setup(b, m, in, &bo));
+    b->in = *in;
+    b->out = bo;
+    if (dl_shape_numel(&bo) != dl_shape_numel(in) || bo.ndim != in->ndim) {
+        char a[64], c[64];
+        return dl_error(DL_ESHAPE, "Residual: the block maps %s to %s; it must keep the shape",
+                        dl_shape_format(in, a, sizeof a), dl_shape_format(&bo, c, sizeof c));
+    }
+    l->flops = b->flops + (double)dl_shape_numel(in);
+    *out = *in;
+    return DL_OK;
+}
+
+static int res_plan(dl_layer *l, dl_model *m, int n)
+{
+    residual *r = (residual *)l;
+    r->yb_off = dl_model_reserve(m, 0, (size_t)n * (size_t)dl_shape_numel(&l->in) * 4);
+    return l->child[0]->vt->plan(l->child[0], m, n);
+}
+
+static int res_forward(dl_layer *l, dl_pass *p, const float *x, float *y)
+{
+    residual *r = (residual *)l;
+    float *yb = (float *)(p->act + r->yb_off);
+    DL_TRY(child_forward(l->child[0], p, x, yb, 0));
+    return p->be->ops->add(p->be, y, x, yb, (size_t)p->n * (size_t)dl_shape_numel(&l->in));
+}
+
+static int res_backward(dl_layer *l, dl_pass *p, const float *x, const float *y,
+                        const float *dy, float *dx)
+{
+    residual *r = (residual *)l;
+    if (dx)
+        DL_TRY(p->be->ops->axpy(p->be, dx, 1.0f, dy,
+                                (size_t)p->n * (size_t)dl_shape_numel(&l->in)));
+    return child_backward(l->child[0], p, x, (const float *)(p->act + r->yb_off), dy, dx,
+                          RUN_ADD);
+}
+
+static void res_describe(const dl_layer *l, char *buf, size_t size)
+{
+    char inner[96];
+    dl_layer_describe(l->child[0], inner, sizeof inner);
+    snprintf(buf, size, "Residual(%s)", inner);
+}
+
+static const dl_layer_vt residual_vt = {
+    .kind = "Residual",
+    .setup = res_setup,
+    .plan = res_plan,
+    .forward = res_forward,
+    .backward = res_backward,
+    .describe = res_describe,
+};
+
+dl_layer *dl_nn_residual(dl_layer *block)
+{
+    if (!block) {
+        dl_error(DL_EINVAL, "Residual needs a block");
+        return NULL;
+    }
+    residual *r = calloc(1, sizeof *r);
+    if (!r) {
+        dl_error(DL_ENOMEM, "out of memory");
+        return NULL;
+    }
+    r->base.vt = &residual_vt;
+    if (add_child(&r->base, block) < 0) {
+        free(r);
+        return NULL;
+    }
+    return &r->base;
+}
+
+/* --- the model -------------------------------------------------------------- */
+
+static void assign_ids(dl_layer *l, dl_model *m)
+{
+    l->id = m->nlayers++;
+    l->model = m;
+    if (!l->name[0])
+        snprintf(l->name, sizeof l->name, "%s%d", l->vt->kind, l->id);
+    for (int i = 0; i < l->nchild; i++)
+        assign_ids(l->child[i], m);
+}
+
+int dl_model_create(dl_model **out, dl_layer *root, const dl_shape *input)
+{
+    *out = NULL;
+    if (!root)
+        return dl_error(DL_EINVAL, "model has no layers");
+    if (root->model) {
+        return dl_error(DL_EINVAL, "layer %s already belongs to a model", root->name);
+    }
+    dl_model *m = calloc(1, sizeof *m);
+    if (!m) {
+        dl_layer_destroy(root);
+        return dl_error(DL_ENOMEM, "out of memory");
+    }
+    m->root = root;
+    m->input = *input;
+    assign_ids(root, m);
+    dl_shape o = {0};
+    int rc = root->vt->setup(root, m, input, &o);
+    if (rc < 0) {
+        dl_model_destroy(m);
+        return rc;
+    }
+    root->in = *input;
+    root->out = o;
+    m->output = o;
+    *out = m;
+    return DL_OK;
+}
+
+void dl_model_destroy(dl_model *m)
+{
+    if (!m)
+        return;
+    dl_layer_destroy(m->root);
+    for (int i = 0; i < m->nparams; i++)
+        free(m->params[i]);
+    free(m->params);
+    free(m->binit);
+    dl_storage_release(m->state);
+    dl_storage_release(m->act);
+    free(m);
+}
+
+size_t dl_model_add_param(dl_model *m, dl_layer *l, const char *name, const dl_shape *shape,
+                          dl_init init, float init_scale, int decay)
+{
+    if (m->nparams == m->cap_params) {
+        int cap = m->cap_params ? m->cap_params * 2 : 16;
+        dl_param **grown = realloc(m->params, (size_t)cap * sizeof *grown);
+        DL_ASSERT(grown);
+        m->params = grown;
+        m->cap_params = cap;
+    }
+    dl_param *p = calloc(1, sizeof *p);
+    DL_ASSERT(p);
+    p->layer = l;
+    snprintf(p->name, sizeof p->name, "%s.%s", l->name, name);
+    p->shape = *shape;
+    p->count = (size_t)dl_shape_numel(shape);
+    p->offset = m->pcount;
+    p->init = init;
+    p->init_scale = init_scale;
+    p->decay = decay;
+    /* pad each parameter to 64 bytes so vector kernels start aligned */
+    m->pcount += (p->count + ALIGN_FLOATS - 1) / ALIGN_FLOATS * ALIGN_FLOATS;
+    m->params[m->nparams++] = p;
+    return p->offset;
+}
+
+size_t dl_model_add_buffer(dl_model *m, size_t count, float value)
+{
+    if (m->nbinit == m->cap_binit) {
+        int cap = m->cap_binit ? m->cap_binit * 2 : 8;
+        buffer_init *grown = realloc(m->binit, (size_t)cap * sizeof *grown);
+        DL_ASSERT(grown);
+        m->binit = grown;
+        m->cap_binit = cap;
+    }
+    size_t off = m->bcount;
+    m->binit[m->nbinit++] = (buffer_init){off, count, value};
+    m->bcount += (count + ALIGN_FLOATS - 1) / ALIGN_FLOATS * ALIGN_FLOATS;
+    return off;
+}
+
+size_t dl_model_reserve(dl_model *m, int region, size_t bytes)
+{
+    DL_ASSERT(region == 0 || region == 1);
+    size_t off = m->reserved[region];
+    m->reserved[region] += (bytes + ALIGN_BYTES - 1) / ALIGN_BYTES * ALIGN_BYTES;
+    return off;
+}
+
+/* Float offsets of the regions in the state arena. */
+static size_t region_grads(const dl_model *m) { return m->P; }
+static size_t region_m1(const dl_model *m) { return 2 * m->P; }
+static size_t region_m2(const dl_model *m) { return 3 * m->P; }
+static size_t region_buffers(const dl_model *m) { return (size_t)(2 + m->moments) * m->P; }
+static size_t region_lp_bytes(const dl_model *m)
+{
+    return (region_buffers(m) + m->B) * sizeof(float);
+}
+
+int dl_model_init_state(dl_model *m, dl_backend *be, int moments, uint64_t seed)
+{
+    if (moments < 0 || moments > 2)
+        return dl_error(DL_EINVAL, "optimizer moments must be 0, 1 or 2, not %d", moments);
+    dl_storage_release(m->state);
+    m->state = NULL;
+    m->moments = moments;
+    m->P = (m->pcount + ALIGN_FLOATS - 1) / ALIGN_FLOATS * ALIGN_FLOATS;
+    m->B = (m->bcount + ALIGN_FLOATS - 1) / ALIGN_FLOATS * ALIGN_FLOATS;
+    /* [params | grads | moments | buffers] + the low-precision copy: the
+     * byte count must not wrap (Linear(2e9, 2e9) has 4e18 parameters) */
+    if (m->P > (SIZE_MAX / 32 - m->B) / 5)
+        return dl_error(DL_ENOMEM, "%zu parameters: more than any machine's memory", m->pcount);
+    size_t bytes = region_lp_bytes(m) + m->P * sizeof(uint16_t);
+    /* the arena first: a model too big for the device fails before the
+     * host has filled gigabytes of initial values */
+    m->state = dl_storage_create(be, bytes);
+    if (!m->state)
+        return DL_ENOMEM;
+    /* initial values on the host, then one upload */
+    size_t host_floats = m->P + m->B;
+    float *host = calloc(host_floats ? host_floats : 1, sizeof *host);
+    if (!host) {
+        dl_storage_release(m->state);
+        m->state = NULL;
+        return dl_error(DL_ENOMEM, "out of host memory initialising %zu parameters", m->P);
+    }
+    for (int i = 0; i < m->nparams; i++) {
+        const dl_param *p = m->params[i];
+        float *w = host + p->offset;
+        for (size_t k = 0; k < p->count; k++) {
+            switch (p->init) {
+            case DL_INIT_ZERO: w[k] = 0; break;
+            case DL_INIT_ONE: w[k] = 1; break;
+            case DL_INIT_UNIFORM_FAN_IN:
+                w[k] = p->init_scale *
+                       (2.0f * dl_rng_uniform(seed, DL_STREAM_INIT + (uint64_t)i, 0, k) - 1.0f);
+                break;
+            case DL_INIT_NORMAL:
+                w[k] = p->init_scale * dl_rng_normal(seed, DL_STREAM_INIT + (uint64_t)i, 0, k);
+                break;
+            }
+        }
+    }
+    for (int i = 0; i < m->nbinit; i++)
+        for (size_t k = 0; k < m->binit[i].count; k++)
+            host[m->P + m->binit[i].offset + k] = m->binit[i].value;
+    int rc = be->ops->to_device(be, m->state->ptr, host, m->P * sizeof(float));
+    if (rc == DL_OK && m->B)
+        rc = be->ops->to_device(be, (float *)m->state->ptr + region_buffers(m), host + m->P,
+                                m->B * sizeof(float));
+    free(host);
+    if (rc < 0) {
+        dl_storage_release(m->state);
+        m->state = NULL;
+        return rc;
+    }
+    m->lp_type = DL_F32;
+    /* activations move with the state */
+    if (m->act && m->act->be != be)
+        DL_TRY(dl_storage_move(m->act, be));
+    return DL_OK;
+}
+
+int dl_model_plan(dl_model *m, int n)
+{
+    if (!m->state)
+        return dl_error(DL_EINVAL, "model state not initialised before planning");
+    if (n < 1)
+        return dl_error(DL_EINVAL, "batch size %d must be at least 1", n);
+    if (m->act && m->planned_n == n)
+        return DL_OK;
+    m->reserved[0] = m->reserved[1] = 0;
+    size_t in_bytes = (size_t)n * (size_t)dl_shape_numel(&m->input) * sizeof(float);
+    size_t out_bytes = (size_t)n * (size_t)dl_shape_numel(&m->output) * sizeof(float);
+    m->x_off = dl_model_reserve(m, 0, in_bytes);
+    m->y_off = dl_model_reserve(m, 0, out_bytes);
+    m->dy_off = dl_model_reserve(m, 1, out_bytes);
+    DL_TRY(m->root->vt->plan(m->root, m, n));
+    dl_storage *act = dl_storage_create(m->state->be, m->reserved[0] + m->reserved[1]);
+    if (!act)
+        return DL_ENOMEM;
+    dl_storage_release(m->act);
+    m->act = act;
+    m->planned_n = n;
+    return DL_OK;
+}
+
+int dl_model_move(dl_model *m, dl_backend *be)
+{
+    if (!m->state)
+        return dl_error(DL_EINVAL, "model state not initialised");
+    DL_TRY(dl_storage_move(m->state, be));
+    if (m->act) {
+        int rc = dl_storage_move(m->act, be);
+        if (rc < 0) {
+            /* keep both arenas on one backend */
+            char msg[512];
+            snprintf(msg, sizeof msg, "%s", dl_error_message());
+            dl_backend *old = m->act->be;
+            dl_storage_move(m->state, old);
+            return dl_error(rc, "%s", msg);
+        }
+    }
+    return DL_OK;
+}
+
+dl_backend *dl_model_backend(const dl_model *m) { return m->state ? m->state->be : NULL; }
+
+void dl_model_pass(dl_model *m, dl_pass *p, int n, int training, dl_precision prec,
+                   uint64_t seed, uint64_t counter)
+{
+    memset(p, 0, sizeof *p);
+    p->be = m->state->be;
+    float *base = m->state->ptr;
+    p->params = base;
+    p->grads = base + region_grads(m);
+    p->buffers = base + region_buffers(m);
+    p->params_lp = (char *)m->state->ptr + region_lp_bytes(m);
+    p->act = m->act ? m->act->ptr : NULL;
+    p->act_grad = m->act ? (char *)m->act->ptr + m->reserved[0] : NULL;
+    p->n = n;
+    p->training = training;
+    p->compute = prec == DL_PREC_BF16 ? DL_BF16 : prec == DL_PREC_F16 ? DL_F16 : DL_F32;
+    p->seed = seed;
+    p->counter = counter;
+}
+
+float *dl_model_input(dl_model *m) { return (float *)((char *)m->act->ptr + m->x_off); }
+float *dl_model_output(dl_model *m) { return (float *)((char *)m->act->ptr + m->y_off); }
+float *dl_model_output_grad(dl_model *m)
+{
+    return (float *)((char *)m->act->ptr + m->reserved[0] + m->dy_off);
+}
+
+int dl_model_forward(dl_model *m, dl_pass *p)
+{
+    if (p->n > m->planned_n)
+        return dl_error(DL_EINVAL, "batch of %d rows exceeds the planned %d", p->n,
+                        m->planned_n);
+    /* the loss adds into the output gradient; the containers overwrite
+     * (or zero) the rest of region 1 as they go */
+    if (p->training)
+        DL_TRY(p->be->ops->memset0(p->be, dl_model_output_grad(m),
+                                   (size_t)p->n * (size_t)dl_shape_numel(&m->output) *
+                                       sizeof(float)));
+    return child_forward(m->root, p, dl_model_input(m), dl_model_output(m), 0);
+}
+
+int dl_model_backward(dl_model *m, dl_pass *p)
+{
+    return child_backward(m->root, p, dl_model_input(m), dl_model_output(m),
+                          dl_model_output_grad(m), NULL, RUN_ADD);
+}
+
+int dl_model_refresh_lowp(dl_model *m, dl_dtype t)
+{
+    dl_backend *be = m->state->be;
+    m->lp_type = t;
+    if (t == DL_F32)
+        return DL_OK;
+    return be->ops->cast(be, (char *)m->state->ptr + region_lp_bytes(m), t, m->state->ptr,
+                         DL_F32, m->P);
+}
+
+size_t dl_model_param_count(const dl_model *m) { return m->pcount; }
+int dl_model_num_params(const dl_model *m) { return m->nparams; }
+const dl_param *dl_model_param(const dl_model *m, int i)
+{
+    return i >= 0 && i < m->nparams ? m->params[i] : NULL;
+}
+const dl_shape *dl_model_output_shape(const dl_model *m) { return &m->output; }
+const dl_shape *dl_model_input_shape(const dl_model *m) { return &m->input; }
+dl_layer *dl_model_root(const dl_model *m) { return m->root; }
+double dl_model_flops(const dl_model *m) { return m->root->flops; }
+
+static int owns_params(const dl_model *m, const dl_layer *l)
+{
+    for (int k = 0; k < m->nparams; k++)
+        if (m->params[k]->layer == l)
+            return 1;
+    return 0;
+}
+
+/* The first parameter layer of the model when only parameter-free leaves
+ * and nested Sequentials come before it: its input gradient is never
+ * computed. NULL when another container comes first. */
+static const dl_layer *leading_param_leaf(const dl_model *m, const dl_layer *l)
+{
+    if (l->vt != &sequential_vt)
+        return l->nchild == 0 && owns_params(m, l) ? l : NULL;
+    for (int i = 0; i < l->nchild; i++) {
+        const dl_layer *c = l->child[i];
+        if (c->vt == &sequential_vt)
+            return leading_param_leaf(m, c);
+        if (c->nchild > 0)
+            return NULL;
+        if (owns_params(m, c))
+            return c;
+    }
+    return NULL;
+}
+
+double dl_model_train_flops(const dl_model *m)
+{
+    const dl_layer *lead = leading_param_leaf(m, m->root);
+    return 3.0 * m->root->flops - (lead ? lead->flops : 0.0);
+}
+
+static void each(dl_layer *l, int depth, void (*fn)(dl_layer *, int, void *), void *arg)
+{
+    fn(l, depth, arg);
+    for (int i = 0; i < l->nchild; i++)
+        each(l->child[i], depth + 1, fn, arg);
+}
+
+void dl_model_each_layer(dl_model *m, void (*fn)(dl_layer *l, int depth, void *arg), void *arg)
+{
+    each(m->root, 0, fn, arg);
+}
+
+void dl_model_get_state(dl_model *m, dl_model_state *s)
+{
+    memset(s, 0, sizeof *s);
+    if (!m->state)
+        return;
+    float *base = m->state->ptr;
+    s->params = base;
+    s->grads = base + region_grads(m);
+    s->moment1 = m->moments >= 1 ? base + region_m1(m) : NULL;
+    s->moment2 = m->moments >= 2 ? base + region_m2(m) : NULL;
+    s->buffers = base + region_buffers(m);
+    s->count = m->P;
+    s->buffer_count = m->B;
+    s->storage = m->state;
+    s->moments = m->moments;
+}

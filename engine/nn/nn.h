@@ -1,0 +1,228 @@
+/* nn.h - layers with explicit forward/backward, containers, losses and the model that owns their state
+ *
+ * A model is a tree of layers (Sequential and Residual containers) plus
+ * two arenas on one backend:
+ *   state:       [params P | grads P | moment1 P | moment2 P | buffers B]
+ *                (f32) followed by a low-precision copy of the params
+ *                (bf16/f16, refreshed after each optimizer step);
+ *   activations: per-layer outputs and saved values for a batch size,
+ *                then the activation gradients (zeroed each backward).
+ * Layers keep offsets into the arenas, never pointers, so moving a model
+ * to another backend is one copy per arena (dl_storage_move).
+ */
+#ifndef DL_NN_H
+#define DL_NN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "engine/core/backend.h"
+#include "engine/core/tensor.h"
+
+typedef struct dl_model dl_model;
+typedef struct dl_layer dl_layer;
+
+typedef enum { DL_PREC_F32, DL_PREC_BF16, DL_PREC_F16 } dl_precision;
+const char *dl_precision_name(dl_precision p);
+int dl_precision_parse(const char *name); /* -1 when unknown */
+
+/* Everything a layer's forward/backward needs for one pass. */
+typedef struct dl_pass {
+    dl_backend *be;
+    float *params, *grads; /* state arena: f32 params and their gradients */
+    float *buffers;        /* running statistics */
+    void *params_lp;       /* low-precision params (compute != f32) */
+    char *act;             /* activation arena: region 0 (values) */
+    char *act_grad;        /* region 1 (activation gradients) */
+    int n;                 /* rows in this batch (<= planned batch) */
+    int training;
+    dl_dtype compute;      /* operand type of products: f32, bf16, f16 */
+    uint64_t seed;
+    uint64_t counter;      /* micro-batch counter: keys dropout masks */
+    int profile;           /* time each layer */
+    /* Profiling sink (profile set, may be NULL): called after each timed
+     * child pass with its CLOCK_MONOTONIC interval in milliseconds. */
+    void (*prof_hook)(void *user, const dl_layer *l, int backward, int n, double t0_ms,
+                      double t1_ms);
+    void *prof_user;
+    /* Gradient sink (may be NULL): called after each child's backward,
+     * profiled or not, when the parameter gradients of that layer are
+     * final for this pass; a negative return fails the backward. Data
+     * parallelism starts reducing finished gradients from it. */
+    int (*grad_hook)(void *user, const dl_layer *l);
+    void *grad_user;
+} dl_pass;
+
+/* Per-layer profile counters (milliseconds, summed over calls). */
+typedef struct dl_layer_prof {
+    long calls;
+    double fwd_ms, bwd_ms;
+} dl_layer_prof;
+
+typedef struct dl_layer_vt {
+    const char *kind; /* "Linear", "Conv2d", ... */
+    /* Checks the per-sample input shape, sets the output shape, registers
+     * parameters and buffers with the model. Errors name the layer. */
+    int (*setup)(dl_layer *l, dl_model *m, const dl_shape *in, dl_shape *out);
+    /* Reserves activation memory for batches of up to n rows. */
+    int (*plan)(dl_layer *l, dl_model *m, int n);
+    /* y = f(x); x [n, in...], y [n, out...] in the activation arena. */
+    int (*forward)(dl_layer *l, dl_pass *p, const float *x, float *y);
+    /* dx += df/dx^T dy (dx NULL: not needed); parameter grads +=. */
+    int (*backward)(dl_layer *l, dl_pass *p, const float *x, const float *y, const float *dy,
+                    float *dx);
+    /* Frees what the layer owns (children of a container too). */
+    void (*destroy)(dl_layer *l);
+    /* Writes "Linear(784, 512)". */
+    void (*describe)(const dl_layer *l, char *buf, size_t size);
+    /* Optional: backward that WRITES dx (=) instead of adding to it, for a
+     * dx nothing else writes (a container's own gradient buffer), which
+     * then needs no zeroing. NULL: the container zeroes dx and calls
+     * backward. */
+    int (*backward_set)(dl_layer *l, dl_pass *p, const float *x, const float *y,
+                        const float *dy, float *dx);
+} dl_layer_vt;
+
+struct dl_layer {
+    const dl_layer_vt *vt;
+    int id;            /* position in the model (keys RNG streams) */
+    char name[48];     /* user name or "<kind><id>" */
+    dl_shape in, out;  /* per sample, set by setup */
+    double flops;      /* forward FLOPs per sample (backward is ~2x) */
+    dl_layer_prof prof;
+    dl_model *model;   /* set by setup; a layer belongs to one model */
+    /* children of containers */
+    dl_layer **child;
+    int nchild;
+    /* the layer's private fields follow in its own struct */
+};
+
+/* --- layer constructors: return NULL with dl_error() on bad arguments --- */
+dl_layer *dl_nn_linear(int in, int out, int bias);
+dl_layer *dl_nn_conv2d(int in_ch, int out_ch, int kernel, int stride, int pad, int bias);
+dl_layer *dl_nn_maxpool2d(int kernel, int stride, int pad);
+dl_layer *dl_nn_avgpool2d(int kernel, int stride, int pad);
+dl_layer *dl_nn_activation(dl_act kind);
+dl_layer *dl_nn_dropout(float p);
+/* BatchNorm over features (1-d input [f] or 2-d [c, h, w]: channels). */
+dl_layer *dl_nn_batchnorm(int features, float eps, float momentum);
+dl_layer *dl_nn_layernorm(int features, float eps);
+dl_layer *dl_nn_flatten(void);
+dl_layer *dl_nn_embedding(int vocab, int dim);
+/* Containers take ownership of their children. */
+dl_layer *dl_nn_sequential(void);
+int dl_nn_sequential_add(dl_layer *seq, dl_layer *child);
+/* y = x + block(x); block's output shape must equal its input shape. */
+dl_layer *dl_nn_residual(dl_layer *block);
+/* Destroys a layer not (yet) owned by a model or container. */
+void dl_layer_destroy(dl_layer *l);
+void dl_layer_describe(const dl_layer *l, char *buf, size_t size);
+
+/* --- losses ------------------------------------------------------------- */
+typedef enum { DL_LOSS_XENT, DL_LOSS_MSE, DL_LOSS_BCE } dl_loss_kind;
+typedef struct dl_loss {
+    dl_loss_kind kind;
+    float smoothing; /* cross-entropy label smoothing */
+} dl_loss;
+const char *dl_loss_name(dl_loss_kind k);
+
+/* --- parameters ------------------------------------------------------------ */
+typedef enum { DL_INIT_ZERO, DL_INIT_ONE, DL_INIT_UNIFORM_FAN_IN, DL_INIT_NORMAL } dl_init;
+
+typedef struct dl_param {
+    dl_layer *layer;
+    char name[64];    /* "fc1.weight" */
+    size_t offset;    /* floats into the params region */
+    size_t count;
+    dl_shape shape;
+    dl_init init;
+    float init_scale; /* bound of the uniform / std of the normal */
+    int decay;        /* weight decay applies (weights yes, biases and norms no) */
+} dl_param;
+
+/* --- the model ---------------------------------------------------------- */
+
+/* Builds a model around root (taking ownership) for per-sample inputs of
+ * shape `input`: runs every layer's setup (shape errors name both layers
+ * and their shapes). The state arena is not allocated yet. On error root
+ * is destroyed too. */
+int dl_model_create(dl_model **out, dl_layer *root, const dl_shape *input);
+void dl_model_destroy(dl_model *m);
+
+/* Called by layers' setup: registers a parameter of `count` floats; returns
+ * its offset in floats. */
+size_t dl_model_add_param(dl_model *m, dl_layer *l, const char *name, const dl_shape *shape,
+                          dl_init init, float init_scale, int decay);
+/* Called by layers' setup: a buffer of count floats set to value at init. */
+size_t dl_model_add_buffer(dl_model *m, size_t count, float value);
+/* Called by layers' plan: reserves bytes of activation memory (region 0:
+ * values, region 1: gradients); returns the byte offset from p->act
+ * (region 0) or p->act_grad (region 1). Region 1 is not zeroed: each
+ * container zeroes (or has its child overwrite) a gradient buffer before
+ * the one child that writes it. */
+size_t dl_model_reserve(dl_model *m, int region, size_t bytes);
+
+/* ReLU followed by MaxPool2d run as one backend op (relu_maxpool_*) when
+ * the pass's backend has it: relu(x) is never written, and backward writes
+ * the ReLU's input gradient directly. Used by Sequential; the time shows
+ * under the MaxPool2d layer. */
+int dl_layer_relu_pool_fusable(const dl_layer *relu, const dl_layer *pool, const dl_pass *p);
+int dl_layer_relu_pool_forward(dl_layer *pool, dl_pass *p, const float *x, float *y);
+/* dx written, not accumulated (x: the ReLU's input, y: the pool output). */
+int dl_layer_relu_pool_backward(dl_layer *pool, dl_pass *p, const float *x, const float *y,
+                                const float *dy, float *dx);
+
+/* Allocates the state arena on be with `moments` optimizer moments per
+ * parameter (0, 1 or 2) and initialises parameters from seed. */
+int dl_model_init_state(dl_model *m, dl_backend *be, int moments, uint64_t seed);
+/* Plans activations for batches of up to n rows on the model's backend. */
+int dl_model_plan(dl_model *m, int n);
+/* Moves both arenas to be (one copy each). On error the model stays where
+ * it was. */
+int dl_model_move(dl_model *m, dl_backend *be);
+dl_backend *dl_model_backend(const dl_model *m);
+
+/* A pass over the model for n rows: fills p from the arenas. */
+void dl_model_pass(dl_model *m, dl_pass *p, int n, int training, dl_precision prec,
+                   uint64_t seed, uint64_t counter);
+/* Device pointers of the model input [n, input...] and output [n, out...]
+ * and the output's gradient, valid after dl_model_plan. */
+float *dl_model_input(dl_model *m);
+float *dl_model_output(dl_model *m);
+float *dl_model_output_grad(dl_model *m);
+/* Forward through the whole model: reads dl_model_input, writes output.
+ * In training mode it first zeroes the activation gradients (region 1,
+ * which holds dl_model_output_grad), so the loss can accumulate into it. */
+int dl_model_forward(dl_model *m, dl_pass *p);
+/* Backward from dl_model_output_grad; parameter gradients accumulate. */
+int dl_model_backward(dl_model *m, dl_pass *p);
+/* Refreshes the low-precision copy of the parameters. */
+int dl_model_refresh_lowp(dl_model *m, dl_dtype t);
+
+/* Introspection. */
+size_t dl_model_param_count(const dl_model *m); /* floats in the params region */
+int dl_model_num_params(const dl_model *m);
+const dl_param *dl_model_param(const dl_model *m, int i);
+const dl_shape *dl_model_output_shape(const dl_model *m);
+const dl_shape *dl_model_input_shape(const dl_model *m);
+dl_layer *dl_model_root(const dl_model *m);
+/* Calls fn for every layer, depth first, containers before children. */
+void dl_model_each_layer(dl_model *m, void (*fn)(dl_layer *l, int depth, void *arg), void *arg);
+/* Forward FLOPs per sample. */
+double dl_model_flops(const dl_model *m);
+/* FLOPs per sample of one training step: forward, then backward at twice
+ * the forward (weight and input gradients) except the input gradient of a
+ * leading parameter layer, which nothing reads (see Sequential). */
+double dl_model_train_flops(const dl_model *m);
+
+/* Raw state for optimizers and checkpoints: device pointers. */
+typedef struct dl_model_state {
+    float *params, *grads, *moment1, *moment2, *buffers;
+    size_t count;         /* floats per region (params, grads, moments) */
+    size_t buffer_count;  /* floats of buffers */
+    dl_storage *storage;  /* the whole arena */
+    int moments;
+} dl_model_state;
+void dl_model_get_state(dl_model *m, dl_model_state *s);
+
+#endif

@@ -1,0 +1,255 @@
+/* trainer.h - the C training loop: epochs of steps, accumulation, mixed precision, validation, commands */
+#ifndef DL_TRAINER_H
+#define DL_TRAINER_H
+
+#include <stdint.h>
+
+#include "engine/core/backend.h"
+#include "engine/data/data.h"
+#include "engine/nn/nn.h"
+#include "engine/nn/optim.h"
+#include "engine/observe/profiler.h"
+
+typedef struct dl_trainer dl_trainer;
+
+typedef enum { DL_NONFINITE_STOP, DL_NONFINITE_SKIP } dl_nonfinite_policy;
+
+typedef struct dl_trainer_config {
+    int epochs;             /* >= 1 */
+    int batch;              /* micro-batch rows, as the source yields them */
+    int accumulate;         /* micro-batches per optimizer step (>= 1) */
+    dl_precision precision; /* f32, bf16 (no scaling), f16 (dynamic loss scaling) */
+    uint64_t seed;
+    long max_steps;         /* stop after this many optimizer steps (0: no limit) */
+    int log_every;          /* steps between on_step callbacks (>= 1) */
+    dl_nonfinite_policy nonfinite;
+    float loss_scale;       /* f16 initial scale (65536) */
+    int loss_scale_window;  /* clean steps before the scale doubles (2000) */
+} dl_trainer_config;
+
+/* Sensible defaults: 1 epoch, batch 128, accumulate 1, f32, seed 0,
+ * log every 10 steps, stop on non-finite. */
+dl_trainer_config dl_trainer_config_default(void);
+
+/* What the trainer reports after a logged step. Losses are per sample. */
+typedef struct dl_step_info {
+    long step;          /* optimizer steps done */
+    int epoch;          /* 0-based */
+    long epoch_step;    /* steps done in this epoch */
+    long steps_per_epoch;
+    double loss;        /* mean training loss since the last report */
+    double acc;         /* training accuracy since the last report (-1 if none) */
+    double lr;
+    double samples_per_s;
+    double data_wait_share; /* time waiting for batches / wall time since last report */
+    float loss_scale;   /* 1 unless f16 */
+    long skipped_steps; /* overflowed or non-finite steps skipped so far */
+    double grad_norm;   /* last global gradient norm (unscaled) */
+    /* data parallel (dl_trainer_set_comm): loss, acc and samples_per_s are
+     * the whole job's; ranks is 1 when training alone */
+    int ranks;
+    double comm_s;      /* gradient all-reduce seconds per step, mean over ranks */
+    double comm_share;  /* comm_s over the step time */
+    const double *rank_samples_per_s; /* [ranks]: each rank's own rows/s (NULL alone) */
+    /* A window cut short by a stop: reported so the stopped run shows its
+     * last steps, but not consumed: the checkpoint keeps the window open
+     * and a resume reports it whole (the run log drops this record then). */
+    int stopped;
+} dl_step_info;
+
+typedef struct dl_epoch_info {
+    int epoch;
+    long step;
+    double train_loss, train_acc;
+    double val_loss, val_acc; /* NaN when there is no validation source */
+    double seconds;
+} dl_epoch_info;
+
+/* Callbacks: return 0 to go on, 1 to stop the run cleanly, or a negative
+ * code to fail it (with dl_error set). */
+typedef struct dl_callbacks {
+    void *user;
+    int (*on_step)(void *user, dl_trainer *t, const dl_step_info *info);
+    int (*on_epoch)(void *user, dl_trainer *t, const dl_epoch_info *info);
+    /* Plain-text events: "device switched", "loss scale halved", ... */
+    void (*on_event)(void *user, dl_trainer *t, const char *kind, const char *text);
+    /* Between steps, after the command queue is drained (hook for a Lua
+     * prompt or the workbench's state copy). */
+    int (*on_idle)(void *user, dl_trainer *t);
+} dl_callbacks;
+
+/* Creates a trainer. The model must be built (dl_model_create); the
+ * trainer allocates its state on be and plans activations. train and val
+ * (val may be NULL) are borrowed and must outlive the trainer. */
+int dl_trainer_create(dl_trainer **out, dl_model *model, const dl_loss *loss,
+                      const dl_optim *optim, const dl_schedule *schedule, dl_source *train,
+                      dl_source *val, const dl_trainer_config *cfg, dl_backend *be);
+void dl_trainer_destroy(dl_trainer *t);
+void dl_trainer_set_callbacks(dl_trainer *t, const dl_callbacks *cb);
+/* Profiles every step with prof (borrowed; it must outlive its use by the
+ * trainer; NULL detaches): phases, layers, validation. Attaches the model
+ * and backend to prof (DL_ENOMEM on failure). With no profiler, or one
+ * disabled, a step costs one branch per phase more. */
+int dl_trainer_set_profiler(dl_trainer *t, dl_profiler *prof);
+dl_profiler *dl_trainer_profiler(const dl_trainer *t);
+
+/* Makes the trainer rank dl_comm_rank(comm) of a data-parallel job
+ * (comm borrowed; it must outlive the trainer). Collective: every rank
+ * calls it, after any checkpoint was loaded and before training. Then the
+ * parameters, optimizer moments, buffers and the cursor are broadcast from
+ * rank 0; each step takes this rank's rows of every global batch (train's
+ * batch is the global batch: the same script gives the same training on
+ * any number of ranks), the gradients are summed across ranks (bucketed,
+ * overlapping backward on the CPU) and divided by the rows of all ranks;
+ * the reported loss, accuracy and throughput are the job's. Commands go
+ * to rank 0 (pause, stop and the LR reach every rank; a device switch is
+ * refused). Validation runs whole on every rank. comm NULL or of one rank:
+ * no effect. Errors: DL_ENOMEM, DL_ERR (MPI). */
+struct dl_comm;
+int dl_trainer_set_comm(dl_trainer *t, struct dl_comm *comm);
+
+/* Runs epochs until done, max_steps, a stop command or a callback's stop.
+ * Returns DL_OK (finished or stopped: see dl_trainer_stopped) or an error. */
+int dl_trainer_run(dl_trainer *t);
+/* One optimizer step (accumulate micro-batches). Returns 1 when the epoch
+ * has no more batches (no step taken), 0 after a step, < 0 on error. */
+int dl_trainer_step(dl_trainer *t);
+/* Mean loss and accuracy of the model over a whole source, eval mode. */
+int dl_trainer_evaluate(dl_trainer *t, dl_source *src, double *loss, double *acc);
+
+/* Tells the trainer its model's parameters were replaced (a checkpoint
+ * was loaded): the low-precision copy is refreshed before the next step. */
+void dl_trainer_params_changed(dl_trainer *t);
+
+/* Commands, thread-safe: queued and applied between two steps.
+ * CHECKPOINT and NOTE are not handled by the trainer itself: they reach
+ * on_event with kind "checkpoint" (text: a name or "") and "note". */
+typedef enum {
+    DL_CMD_PAUSE,
+    DL_CMD_RESUME,
+    DL_CMD_STOP,
+    DL_CMD_SET_LR,    /* value: new base LR */
+    DL_CMD_SWITCH,    /* text: "cpu" or "cuda" */
+    DL_CMD_CHECKPOINT,
+    DL_CMD_NOTE,      /* text */
+    DL_CMD_PARITY     /* text: "cuda", "cpu", "cpu:T" or "" (the other device);
+                       * value: steps. dl_trainer_check_parity, reported as an
+                       * event; training goes on where it was */
+} dl_command_kind;
+int dl_trainer_post(dl_trainer *t, dl_command_kind kind, double value, const char *text);
+
+/* Moves every parameter, gradient, moment, buffer and the activations to
+ * be at the current step boundary; the loader re-targets its buffers and
+ * the old backend's memory is freed. The step, loss scale and schedule are
+ * host state and carry on. On error (be out of memory: the message gives
+ * the size asked) the training stays on the old backend with its state
+ * unchanged and nothing left on be (tests/test_switch.c). Call between
+ * steps only (the command queue does). */
+int dl_trainer_switch_device(dl_trainer *t, dl_backend *be);
+
+/* State and counters. */
+dl_model *dl_trainer_model(dl_trainer *t);
+dl_backend *dl_trainer_backend(dl_trainer *t);
+long dl_trainer_step_count(const dl_trainer *t);
+int dl_trainer_epoch(const dl_trainer *t);
+long dl_trainer_epoch_step(const dl_trainer *t);
+int dl_trainer_stopped(const dl_trainer *t);
+int dl_trainer_paused(const dl_trainer *t);
+
+/* The trainer's state as of its last step boundary, for other threads
+ * (the control socket's): the accessors above read live fields that only
+ * the training thread may read while it runs. */
+typedef struct dl_trainer_status {
+    long step;
+    int epoch; /* 0-based */
+    int paused, stopping;
+    double lr;
+    char device[16]; /* the backend's name */
+} dl_trainer_status;
+void dl_trainer_status_get(dl_trainer *t, dl_trainer_status *out);
+float dl_trainer_loss_scale(const dl_trainer *t);
+float dl_trainer_base_lr(const dl_trainer *t);
+void dl_trainer_set_base_lr(dl_trainer *t, float lr);
+double dl_trainer_current_lr(const dl_trainer *t);
+const dl_trainer_config *dl_trainer_config_of(const dl_trainer *t);
+void dl_trainer_request_stop(dl_trainer *t);
+
+/* Resume support: the cursor and counters a checkpoint must hold. Setting
+ * them restarts the epoch at that batch, with the epoch's running totals
+ * and the open logging window's, so a resumed run logs the same metrics
+ * (train_loss of a resumed epoch included) as an uninterrupted one. */
+typedef struct dl_trainer_cursor {
+    long step;
+    int epoch;
+    long epoch_step;   /* optimizer steps done in the epoch */
+    float loss_scale;
+    int clean_steps;   /* steps since the loss scale last changed */
+    long skipped;
+    float base_lr;
+    float sched_scale; /* plateau state */
+    double sched_best;
+    int sched_bad;
+    double ep_loss, ep_correct; /* the epoch's sums over logged windows */
+    long ep_samples;
+    long rep_samples, rep_steps; /* the window not yet logged */
+    float rep_loss, rep_correct;
+} dl_trainer_cursor;
+/* Reads the cursor (the window's sums from the device: 0 if that fails). */
+void dl_trainer_get_cursor(dl_trainer *t, dl_trainer_cursor *c);
+int dl_trainer_set_cursor(dl_trainer *t, const dl_trainer_cursor *c);
+
+/* --- snapshots and parity checks --------------------------------------------- */
+
+/* The whole training state at a step boundary, in host memory: the model's
+ * state arena (parameters, gradients, optimizer moments, buffers such as
+ * BatchNorm statistics, the low-precision copy), the cursor (step, epoch,
+ * batch position, loss scale, schedule state, the open logging window). */
+typedef struct dl_trainer_snapshot dl_trainer_snapshot;
+/* Copies the current state into a new snapshot (*out, owned by the
+ * caller). Call between steps. DL_ENOMEM when the host cannot hold it;
+ * the training is untouched either way. */
+int dl_trainer_snapshot_take(dl_trainer *t, dl_trainer_snapshot **out);
+/* Puts a snapshot of this trainer back, on whichever backend the trainer
+ * is on now; the next step restarts the epoch's batch order at the
+ * snapshot's cursor, so the steps that follow are those that followed the
+ * snapshot. Call between steps. */
+int dl_trainer_snapshot_restore(dl_trainer *t, const dl_trainer_snapshot *snap);
+void dl_trainer_snapshot_destroy(dl_trainer_snapshot *snap); /* accepts NULL */
+
+/* What dl_trainer_check_parity measured. Relative differences: of a loss,
+ * |a - b| / |a|; of a parameter tensor, max |a - b| over its elements
+ * divided by max |a| (so a tensor of small weights is judged against its
+ * own scale); exactly 0 when the values are bit-identical. */
+typedef struct dl_parity_report {
+    int steps;              /* steps run on each backend */
+    long first_step;        /* the step count the check started from */
+    double *loss_a, *loss_b; /* [steps]: each step's mean training loss */
+    double max_loss_rel;
+    int worst_loss_step;    /* 1-based, within the check (0: none) */
+    double max_param_rel;
+    double worst_param_abs; /* max |a - b| of the worst tensor */
+    char worst_param[64];   /* its name ("" when every tensor is identical) */
+    int params_identical;   /* 1: every parameter bit-identical */
+    int same_backend;       /* B was A: no move, the restore alone was checked */
+    double seconds_a, seconds_b, switch_s; /* time of each leg and of the moves */
+    char device_a[128], device_b[128]; /* backend descriptions */
+} dl_parity_report;
+
+/* Runs `steps` optimizer steps from the current state on the trainer's
+ * backend (A) and records each step's loss, puts the state back, moves
+ * the training to `other` (B), runs the same steps, moves back to A and
+ * puts the state back again: afterwards the training is where it was, on
+ * A, as if the check had not run. The steps stop early at the end of the
+ * training (epochs, max_steps). Callbacks do not run during the check
+ * (no logging, no Lua hooks); validation at an epoch end does. other may
+ * be A itself (then only the restore is checked: every difference must be
+ * 0). Fills *r (release with dl_parity_report_done, also after an
+ * error). Errors: DL_EINVAL (steps < 1), DL_EUNSUPPORTED (data parallel),
+ * DL_ENOMEM and the like when B cannot take the training (the message is
+ * the backend's: size asked, memory free), or a step's failure; the
+ * training is back on A with its state restored whenever that is
+ * possible. */
+int dl_trainer_check_parity(dl_trainer *t, dl_backend *other, int steps, dl_parity_report *r);
+void dl_parity_report_done(dl_parity_report *r);
+
+#endif
