@@ -13,6 +13,7 @@
 #include "engine/core/backend.h"
 #include "engine/train/checkpoint.h"
 #include "engine/base/error.h"
+#include "engine/base/fsutil.h"
 #include "engine/nn/nn.h"
 #include "engine/rundir/runlog.h"
 #include "engine/observe/telemetry.h"
@@ -48,7 +49,7 @@ static void test_atomic_write_and_hash(void)
     char p[512];
     path_in(p, sizeof p, "a.json");
     const char *text = "{\"b\": 1, \"a\": [1, 2]}";
-    CHECK_OK(dl_runlog_write_atomic(p, text, strlen(text)));
+    CHECK_OK(dl_fs_write_atomic(p, text, strlen(text)));
     cJSON *j = dl_runlog_read_json(p);
     CHECK(j != NULL);
     cJSON *k = cJSON_Parse("{\"a\": [1, 2], \"b\": 1}");

@@ -17,7 +17,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "engine/base/clock.h"
 #include "engine/base/error.h"
+#include "engine/base/fsutil.h"
 #include "engine/base/sha256.h"
 
 extern char **environ;
@@ -47,76 +49,7 @@ struct dl_runlog {
     char started[32];
 };
 
-static double mono_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static void iso_now(char *buf, size_t size)
-{
-    time_t t = time(NULL);
-    struct tm tm;
-    gmtime_r(&t, &tm);
-    strftime(buf, size, "%Y-%m-%dT%H:%M:%SZ", &tm);
-}
-
 /* --- files ------------------------------------------------------------------ */
-
-static int fsync_dir_of(const char *path)
-{
-    char dir[1024];
-    snprintf(dir, sizeof dir, "%s", path);
-    char *slash = strrchr(dir, '/');
-    if (slash == dir)
-        slash[1] = 0;
-    else if (slash)
-        *slash = 0;
-    else
-        snprintf(dir, sizeof dir, ".");
-    int fd = open(dir, O_RDONLY | O_DIRECTORY);
-    if (fd < 0)
-        return -1;
-    int rc = fsync(fd);
-    close(fd);
-    return rc;
-}
-
-int dl_runlog_write_atomic(const char *path, const void *data, size_t n)
-{
-    char tmp[1100];
-    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0)
-        return dl_error(DL_EIO, "%s: cannot create: %s", tmp, strerror(errno));
-    const char *p = data;
-    size_t done = 0;
-    while (done < n) {
-        ssize_t w = write(fd, p + done, n - done);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0) {
-            int e = errno;
-            close(fd);
-            unlink(tmp);
-            return dl_error(DL_EIO, "%s: write failed: %s", tmp, strerror(e));
-        }
-        done += (size_t)w;
-    }
-    if (fsync(fd) < 0 || close(fd) < 0) {
-        int e = errno;
-        unlink(tmp);
-        return dl_error(DL_EIO, "%s: cannot flush to disk: %s", tmp, strerror(e));
-    }
-    if (rename(tmp, path) < 0) {
-        int e = errno;
-        unlink(tmp);
-        return dl_error(DL_EIO, "%s: cannot rename into place: %s", path, strerror(e));
-    }
-    fsync_dir_of(path);
-    return DL_OK;
-}
 
 static int write_json(const char *path, const cJSON *j)
 {
@@ -131,7 +64,7 @@ static int write_json(const char *path, const cJSON *j)
     }
     withnl[n] = '\n';
     withnl[n + 1] = 0;
-    int rc = dl_runlog_write_atomic(path, withnl, n + 1);
+    int rc = dl_fs_write_atomic(path, withnl, n + 1);
     free(withnl);
     return rc;
 }
@@ -194,7 +127,7 @@ static int copy_file(const char *from, const char *to)
     char *text = read_file(from, &n);
     if (!text)
         return DL_EIO;
-    int rc = dl_runlog_write_atomic(to, text, n);
+    int rc = dl_fs_write_atomic(to, text, n);
     free(text);
     return rc;
 }
@@ -339,7 +272,7 @@ int dl_runlog_metrics(dl_runlog *r, const char *kind, long step, int epoch,
 static void event_line(char *buf, size_t size, const char *kind, const char *text)
 {
     char when[32];
-    iso_now(when, sizeof when);
+    dl_clock_iso_now(when, sizeof when);
     /* one line per event: newlines in text become spaces */
     int n = snprintf(buf, size, "%s %s: ", when, kind);
     size_t len = n > 0 && (size_t)n < size ? (size_t)n : 0;
@@ -501,23 +434,6 @@ int dl_runlog_check_free(const char *run_dir)
 }
 
 /* --- create / reopen ----------------------------------------------------------- */
-
-static int mkdir_p(const char *path)
-{
-    char buf[1024];
-    snprintf(buf, sizeof buf, "%s", path);
-    for (char *p = buf + 1; *p; p++) {
-        if (*p != '/')
-            continue;
-        *p = 0;
-        if (mkdir(buf, 0755) < 0 && errno != EEXIST)
-            return dl_error(DL_EIO, "%s: cannot create folder: %s", buf, strerror(errno));
-        *p = '/';
-    }
-    if (mkdir(buf, 0755) < 0 && errno != EEXIST)
-        return dl_error(DL_EIO, "%s: cannot create folder: %s", buf, strerror(errno));
-    return DL_OK;
-}
 
 /* fopen for writing with mode 0644 less the umask (fopen would use 0666):
  * a run folder holds no world-writable file. */
@@ -682,7 +598,7 @@ static int move_into_place(dl_runlog *r, const char *out_dir, const char *base, 
             rc = rename(r->dir, final); /* no RENAME_NOREPLACE here: a full folder is never replaced */
         if (rc == 0) {
             snprintf(r->dir, sizeof r->dir, "%s", final);
-            fsync_dir_of(final);
+            dl_fs_fsync_dir_of(final);
             return DL_OK;
         }
         if (errno != EEXIST && errno != ENOTEMPTY)
@@ -699,14 +615,14 @@ int dl_runlog_create(dl_runlog **out, const char *out_dir, const char *name,
                      const char *config_hash, const cJSON *config, const char *script_path)
 {
     *out = NULL;
-    DL_TRY(mkdir_p(out_dir));
+    DL_TRY(dl_fs_mkdir_p(out_dir));
     dl_runlog_stale_temps(out_dir, 1, NULL, 0);
     dl_runlog *r = calloc(1, sizeof *r);
     if (!r)
         return dl_error(DL_ENOMEM, "out of memory");
     r->lock_fd = -1;
     clock_gettime(CLOCK_MONOTONIC, &r->start);
-    iso_now(r->started, sizeof r->started);
+    dl_clock_iso_now(r->started, sizeof r->started);
     char stamp[32], clean[48], base[160];
     time_t now = time(NULL);
     struct tm tm;
@@ -887,7 +803,7 @@ int dl_runlog_reopen_locked(dl_runlog **out, const char *run_dir, long resume_st
         cJSON_Delete(sum);
     }
     if (!r->started[0])
-        iso_now(r->started, sizeof r->started);
+        dl_clock_iso_now(r->started, sizeof r->started);
     if (rc == DL_OK)
         remove_stale_temps(run_dir);
     /* keep the metric records up to the checkpoint's step, rebuild final/best */
@@ -939,7 +855,7 @@ int dl_runlog_reopen_locked(dl_runlog **out, const char *run_dir, long resume_st
             line = nl ? nl + 1 : NULL;
         }
         if (kept)
-            rc = dl_runlog_write_atomic(path, kept, k);
+            rc = dl_fs_write_atomic(path, kept, k);
         else
             rc = dl_error(DL_ENOMEM, "out of memory");
         free(kept);
@@ -990,7 +906,7 @@ const cJSON *dl_runlog_config(const dl_runlog *r) { return r->config; }
 double dl_runlog_elapsed(const dl_runlog *r)
 {
     double start = (double)r->start.tv_sec + (double)r->start.tv_nsec * 1e-9;
-    return r->earlier_s + (mono_s() - start);
+    return r->earlier_s + (dl_clock_mono_s() - start);
 }
 
 /* --- summary ------------------------------------------------------------------- */
@@ -1002,7 +918,7 @@ int dl_runlog_summary(dl_runlog *r, const char *status, const dl_run_totals *t,
     if (!s)
         return dl_error(DL_ENOMEM, "out of memory");
     char now[32];
-    iso_now(now, sizeof now);
+    dl_clock_iso_now(now, sizeof now);
     const cJSON *name = cJSON_GetObjectItemCaseSensitive(r->config, "name");
     const cJSON *hash = cJSON_GetObjectItemCaseSensitive(r->config, "config_hash");
     cJSON_AddStringToObject(s, "run", r->run);

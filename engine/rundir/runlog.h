@@ -86,9 +86,6 @@ int dl_runlog_summary(dl_runlog *r, const char *status, const dl_run_totals *t,
 double dl_runlog_elapsed(const dl_runlog *r);
 
 /* --- helpers shared with the run commands --------------------------------- */
-
-/* Writes data to path atomically (tmp, fsync, rename, fsync of the folder). */
-int dl_runlog_write_atomic(const char *path, const void *data, size_t n);
 /* Reads and parses a JSON file; NULL (with dl_error) when missing or bad. */
 cJSON *dl_runlog_read_json(const char *path);
 /* SHA-256 of the canonical (unformatted, key-sorted) text of j. */

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "engine/base/error.h"
+#include "engine/base/fsutil.h"
 #include "engine/tune/tune_impl.h"
 
 /* Journal records, one JSON object per line ("op" says which):
@@ -773,23 +774,6 @@ int dl_study_refresh(dl_study *s)
 
 /* --- opening and closing ------------------------------------------------------------ */
 
-static int mkdir_p(const char *path)
-{
-    char buf[1200];
-    snprintf(buf, sizeof buf, "%s", path);
-    for (char *p = buf + 1; *p; p++) {
-        if (*p != '/')
-            continue;
-        *p = 0;
-        if (mkdir(buf, 0755) != 0 && errno != EEXIST)
-            return -1;
-        *p = '/';
-    }
-    if (mkdir(buf, 0755) != 0 && errno != EEXIST)
-        return -1;
-    return 0;
-}
-
 static int name_ok(const char *name)
 {
     if (!name || !*name || strlen(name) >= 128 || strcmp(name, ".") == 0 ||
@@ -847,10 +831,8 @@ int dl_study_open(dl_study **out, const char *dir, const char *name, int directi
         goto fail;
     }
     snprintf(path, sizeof path, "%s/workers", s->dir);
-    if (mkdir_p(path) != 0) {
-        rc = dl_error(DL_EIO, "%s: cannot create: %s", path, strerror(errno));
+    if ((rc = dl_fs_mkdir_p(path)) != DL_OK)
         goto fail;
-    }
     snprintf(path, sizeof path, "%s/" LOCKFILE, s->dir);
     s->fd_lock = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
     if (s->fd_lock < 0) {

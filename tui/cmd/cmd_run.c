@@ -12,6 +12,7 @@
 
 #include "engine/dist/comm.h"
 #include "engine/base/error.h"
+#include "engine/base/fsutil.h"
 #include "engine/rundir/runlog.h"
 #include "engine/observe/telemetry.h"
 #include "scripting/session.h"
@@ -282,7 +283,7 @@ static void mark_failed(void *user, const char *why)
     cJSON_AddStringToObject(sum, "message", why);
     char *text = cJSON_Print(sum);
     if (text)
-        dl_runlog_write_atomic(path, text, strlen(text));
+        dl_fs_write_atomic(path, text, strlen(text));
     free(text);
     cJSON_Delete(sum);
 }

@@ -15,6 +15,7 @@
 #include <cjson/cJSON.h>
 
 #include "engine/base/error.h"
+#include "engine/base/fsutil.h"
 #include "engine/rundir/runlog.h"
 #include "engine/tune/tune.h"
 #include "scripting/script.h"
@@ -353,7 +354,7 @@ static void close_lost_runs(const tuner *tu)
             cJSON_AddStringToObject(sum, "message", msg);
             char *text = cJSON_Print(sum);
             if (text) {
-                dl_runlog_write_atomic(path, text, strlen(text));
+                dl_fs_write_atomic(path, text, strlen(text));
                 dl_runlog_append_event(dir, "failed", msg);
             }
             free(text);

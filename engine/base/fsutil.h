@@ -1,0 +1,31 @@
+/* fsutil.h - files written whole or not at all, folders made with their parents, advisory locks */
+#ifndef DL_FSUTIL_H
+#define DL_FSUTIL_H
+
+#include <stddef.h>
+
+/* Writes n bytes to path through "path.tmp.PID": written, fsync'd, renamed
+ * over path, then the folder fsync'd. A reader sees the old file or the
+ * new one, never a torn one. Returns DL_OK, or DL_EIO naming the file and
+ * the reason (the temporary file removed). */
+int dl_fs_write_atomic(const char *path, const void *data, size_t n);
+
+/* Renames tmp over path, fsync'ing the folder: the last step of an atomic
+ * write whose bytes the caller wrote itself (an HDF5 file, say). tmp is
+ * removed on failure. Returns DL_OK or DL_EIO naming path. */
+int dl_fs_commit(const char *tmp, const char *path);
+
+/* fsync of the folder that holds path, so a rename in it survives a crash.
+ * Returns 0 or -1 with errno. */
+int dl_fs_fsync_dir_of(const char *path);
+
+/* mkdir -p with mode 0755 (less the umask): every missing folder on the
+ * way. An existing folder is fine. Returns DL_OK or DL_EIO naming the
+ * folder that could not be made. */
+int dl_fs_mkdir_p(const char *path);
+
+/* flock(fd, op), retried on EINTR. Returns 0 or -1 with errno (EWOULDBLOCK
+ * for a held lock under LOCK_NB). */
+int dl_fs_flock(int fd, int op);
+
+#endif
