@@ -344,6 +344,33 @@ static void pool_describe(const dl_layer *l, char *buf, size_t size)
     snprintf(buf, size, "%s(%d, stride=%d, pad=%d)", l->vt->kind, P->size, P->stride, P->pad);
 }
 
+static const dl_layer_vt relu_vt;
+
+/* --- ReLU -> MaxPool2d, fused ----------------------------------------------- */
+
+/* MaxPool2d absorbs a ReLU before it when the backend has the fused op:
+ * max(relu(x)) = relu(max(x)), so the ReLU's output is never written. */
+static int relu_pool_fuses(const dl_layer *pool, const dl_layer *relu, const dl_pass *p)
+{
+    return relu->vt == &relu_vt &&
+           OPS(p)->relu_maxpool_forward && OPS(p)->relu_maxpool_backward;
+}
+
+static int relu_pool_forward(dl_layer *l, dl_pass *p, const float *x, float *y)
+{
+    dl_pool_desc d = pool_desc_of(l, p);
+    return OPS(p)->relu_maxpool_forward(p->be, &d, y, x);
+}
+
+static int relu_pool_backward(dl_layer *l, dl_pass *p, const float *x, const float *y,
+                              const float *dy, float *dx)
+{
+    if (!dx)
+        return DL_OK;
+    dl_pool_desc d = pool_desc_of(l, p);
+    return OPS(p)->relu_maxpool_backward(p->be, &d, dx, dy, x, y);
+}
+
 static const dl_layer_vt maxpool_vt = {
     .kind = "MaxPool2d",
     .setup = pool_setup,
@@ -351,6 +378,9 @@ static const dl_layer_vt maxpool_vt = {
     .forward = pool_forward,
     .backward = pool_backward,
     .describe = pool_describe,
+    .fuses = relu_pool_fuses,
+    .forward_fused = relu_pool_forward,
+    .backward_fused = relu_pool_backward,
 };
 static const dl_layer_vt avgpool_vt = {
     .kind = "AvgPool2d",
@@ -445,29 +475,6 @@ dl_layer *dl_nn_activation(dl_act kind)
     if (a)
         a->kind = kind;
     return (dl_layer *)a;
-}
-
-/* --- ReLU -> MaxPool2d, fused ----------------------------------------------- */
-
-int dl_layer_relu_pool_fusable(const dl_layer *relu, const dl_layer *pool, const dl_pass *p)
-{
-    return relu->vt == &relu_vt && pool->vt == &maxpool_vt &&
-           OPS(p)->relu_maxpool_forward && OPS(p)->relu_maxpool_backward;
-}
-
-int dl_layer_relu_pool_forward(dl_layer *l, dl_pass *p, const float *x, float *y)
-{
-    dl_pool_desc d = pool_desc_of(l, p);
-    return OPS(p)->relu_maxpool_forward(p->be, &d, y, x);
-}
-
-int dl_layer_relu_pool_backward(dl_layer *l, dl_pass *p, const float *x, const float *y,
-                                const float *dy, float *dx)
-{
-    if (!dx)
-        return DL_OK;
-    dl_pool_desc d = pool_desc_of(l, p);
-    return OPS(p)->relu_maxpool_backward(p->be, &d, dx, dy, x, y);
 }
 
 /* --- Dropout ------------------------------------------------------------------ */

@@ -98,6 +98,13 @@ static double now_ms(void)
     return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
 }
 
+/* Whether a container runs child l fused with prev, the child before it,
+ * through the layer table's fused slots. */
+static int fuses(const dl_layer *l, const dl_layer *prev, const dl_pass *p)
+{
+    return l->vt->fuses && l->vt->fuses(l, prev, p);
+}
+
 /* How a container runs a child's backward: adding into dx (the layer
  * contract), writing a dx nothing else writes (backward_set, or zeroing
  * dx first), or as the second half of a fused ReLU -> MaxPool2d. */
@@ -105,14 +112,14 @@ enum { RUN_ADD, RUN_SET, RUN_FUSED };
 
 static int call_forward(dl_layer *c, dl_pass *p, const float *x, float *y, int fused)
 {
-    return fused ? dl_layer_relu_pool_forward(c, p, x, y) : c->vt->forward(c, p, x, y);
+    return fused ? c->vt->forward_fused(c, p, x, y) : c->vt->forward(c, p, x, y);
 }
 
 static int call_backward(dl_layer *c, dl_pass *p, const float *x, const float *y,
                          const float *dy, float *dx, int mode)
 {
     if (mode == RUN_FUSED)
-        return dl_layer_relu_pool_backward(c, p, x, y, dy, dx);
+        return c->vt->backward_fused(c, p, x, y, dy, dx);
     if (mode == RUN_SET && dx) {
         if (c->vt->backward_set)
             return c->vt->backward_set(c, p, x, y, dy, dx);
@@ -237,7 +244,7 @@ static int seq_forward(dl_layer *l, dl_pass *p, const float *x, float *y)
     for (int i = 0; i < l->nchild; i++) {
         /* a ReLU (not first) then a MaxPool2d: the pool reads the ReLU's input */
         int fused = i >= 1 && i + 1 < l->nchild &&
-                    dl_layer_relu_pool_fusable(l->child[i], l->child[i + 1], p);
+                    fuses(l->child[i + 1], l->child[i], p);
         i += fused;
         float *out = i == l->nchild - 1 ? y : (float *)(p->act + s->y_off[i]);
         DL_TRY(child_forward(l->child[i], p, in, out, fused));
@@ -256,7 +263,7 @@ static int seq_backward(dl_layer *l, dl_pass *p, const float *x, const float *y,
                   : DL_OK;
     for (int i = l->nchild - 1; i >= 0; i--) {
         /* as in forward: child i-1 a ReLU fused into the MaxPool2d i */
-        int fused = i >= 2 && dl_layer_relu_pool_fusable(l->child[i - 1], l->child[i], p);
+        int fused = i >= 2 && fuses(l->child[i], l->child[i - 1], p);
         int first = i - fused; /* the child whose input gradient this computes */
         const float *in = first == 0 ? x : (const float *)(p->act + s->y_off[first - 1]);
         const float *out = i == l->nchild - 1 ? y : (const float *)(p->act + s->y_off[i]);

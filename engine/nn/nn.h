@@ -81,6 +81,16 @@ typedef struct dl_layer_vt {
      * backward. */
     int (*backward_set)(dl_layer *l, dl_pass *p, const float *x, const float *y,
                         const float *dy, float *dx);
+    /* Optional, for a layer that can absorb the one before it into one
+     * backend op (ReLU -> MaxPool2d: relu(x) is never written). fuses says
+     * whether l runs fused with prev on this pass's backend; then a
+     * container calls forward_fused with prev's input x and l's output y,
+     * and backward_fused, which WRITES prev's input gradient dx (not
+     * accumulated; dx NULL: nothing to do). The time shows under l. */
+    int (*fuses)(const dl_layer *l, const dl_layer *prev, const dl_pass *p);
+    int (*forward_fused)(dl_layer *l, dl_pass *p, const float *x, float *y);
+    int (*backward_fused)(dl_layer *l, dl_pass *p, const float *x, const float *y,
+                          const float *dy, float *dx);
 } dl_layer_vt;
 
 struct dl_layer {
@@ -161,16 +171,6 @@ size_t dl_model_add_buffer(dl_model *m, size_t count, float value);
  * container zeroes (or has its child overwrite) a gradient buffer before
  * the one child that writes it. */
 size_t dl_model_reserve(dl_model *m, int region, size_t bytes);
-
-/* ReLU followed by MaxPool2d run as one backend op (relu_maxpool_*) when
- * the pass's backend has it: relu(x) is never written, and backward writes
- * the ReLU's input gradient directly. Used by Sequential; the time shows
- * under the MaxPool2d layer. */
-int dl_layer_relu_pool_fusable(const dl_layer *relu, const dl_layer *pool, const dl_pass *p);
-int dl_layer_relu_pool_forward(dl_layer *pool, dl_pass *p, const float *x, float *y);
-/* dx written, not accumulated (x: the ReLU's input, y: the pool output). */
-int dl_layer_relu_pool_backward(dl_layer *pool, dl_pass *p, const float *x, const float *y,
-                                const float *dy, float *dx);
 
 /* Allocates the state arena on be with `moments` optimizer moments per
  * parameter (0, 1 or 2) and initialises parameters from seed. */
