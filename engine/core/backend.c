@@ -1,4 +1,4 @@
-/* backend.c - finds and opens the CUDA backend module, and picks a backend by name
+/* backend.c - finds and opens the CUDA backend module
  *
  * dlbench links no CUDA library: the CUDA backend is build/dlbench-cuda.so,
  * opened here with dlopen. Its path is $DLBENCH_CUDA_MODULE when set,
@@ -160,24 +160,4 @@ dl_backend *dl_backend_cuda(char *why, size_t why_size)
         put_why(why, why_size, "");
     }
     return be;
-}
-
-dl_backend *dl_backend_by_name(const char *name, char *why, size_t why_size)
-{
-    if (!name || strcmp(name, "auto") == 0) {
-        /* the GPU when there is one; why says why not otherwise */
-        dl_backend *be = dl_backend_cuda(why, why_size);
-        return be ? be : dl_backend_cpu(0);
-    }
-    if (strcmp(name, "cpu") == 0) {
-        put_why(why, why_size, "");
-        return dl_backend_cpu(0);
-    }
-    if (strcmp(name, "cuda") == 0)
-        return dl_backend_cuda(why, why_size);
-    char msg[256];
-    snprintf(msg, sizeof msg, "unknown device \"%.100s\" (valid: cpu, cuda, auto)", name);
-    put_why(why, why_size, msg);
-    dl_error(DL_EINVAL, "%s", msg);
-    return NULL;
 }

@@ -252,7 +252,9 @@ void dl_backend_cpu_destroy(dl_backend *be);
  * module built, no driver, no device, API mismatch) into why. */
 dl_backend *dl_backend_cuda(char *why, size_t why_size);
 
-/* "cpu", "cuda" or "auto" (the GPU when available, else the CPU). */
+/* "cpu", "cuda" or "auto" (the GPU when available, else the CPU); on
+ * failure NULL, the reason in why and dl_error(). Defined in
+ * engine/cpu/cpu_device.c, which alone names both backends. */
 dl_backend *dl_backend_by_name(const char *name, char *why, size_t why_size);
 
 /* Symbol a CUDA module exports: fills *out and returns DL_OK, or returns an
