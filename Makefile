@@ -50,7 +50,7 @@ ifeq ($(WERROR),1)
 NVFLAGS  += -Werror all-warnings
 endif
 
-.PHONY: all test asan tsan bench run install clean cuda-note
+.PHONY: all test asan tsan bench run install clean cuda-note check-layers format format-check
 all: $(BUILD)/dlbench $(CUDA_MOD) cuda-note
 
 cuda-note:
@@ -85,6 +85,19 @@ $(BUILD)/dlbench-cuda.so: $(CUDA_SRC) $(wildcard engine/cuda/*.h) engine/core/ba
                           engine/base/rng.h engine/base/error.h engine/base/half.h
 	@mkdir -p $(@D)
 	$(NVCC) $(NVFLAGS) -shared -o $@ $(CUDA_SRC) -L$(CUDA_HOME)/lib64 -lcublasLt -lcublas -lcudnn -lcudart
+
+# The dependency rules of the design, from every #include and every symbol
+# the library's objects leave undefined (scripts/check-layers.py says which).
+check-layers: $(LIB_OBJ)
+	@python3 scripts/check-layers.py $(BUILD)
+
+# clang-format with the checked-in .clang-format: format rewrites the
+# sources, format-check fails naming each file that differs.
+FORMAT_SRC = $(shell git ls-files '*.c' '*.h' '*.cu' 2>/dev/null)
+format:
+	@clang-format -i $(FORMAT_SRC)
+format-check:
+	@clang-format --dry-run --Werror $(FORMAT_SRC) && echo "format-check: $(words $(FORMAT_SRC)) files follow .clang-format"
 
 test: all $(TEST_BIN)
 	@BUILD=$(BUILD) bash tests/run.sh
