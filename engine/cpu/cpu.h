@@ -31,8 +31,14 @@ typedef struct dl_cpu_ctx {
 
 static inline dl_cpu_ctx *dl_cpu(dl_backend *be) { return (dl_cpu_ctx *)be->ctx; }
 
-/* Scratch buffer `slot` of at least bytes (64-byte aligned); NULL on OOM. */
+/* 64-byte aligned memory (the backend's alloc slot); NULL and dl_error()
+ * when the machine has not that much available. dl_cpu_free releases it. */
+void *dl_cpu_alloc(dl_backend *be, size_t bytes);
+void dl_cpu_free(dl_backend *be, void *p);
+/* Scratch buffer `slot` of at least bytes (64-byte aligned); NULL on OOM.
+ * dl_cpu_scratch_free releases every slot (trim, destroy). */
 void *dl_cpu_scratch(dl_backend *be, int slot, size_t bytes);
+void dl_cpu_scratch_free(dl_backend *be);
 
 /* Kernels, one group per file (cpu_<group>.c); signatures as in backend.h. */
 int dl_cpu_gemm(dl_backend *be, int trans_a, int trans_b, int m, int n, int k, float alpha,
