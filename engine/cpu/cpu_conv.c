@@ -1198,22 +1198,37 @@ static void max2_bwd(const pool_task *t, size_t pl)
     }
 }
 
+/* Plane pl of a 2x2, stride-2 max pooling (forward, or backward), by the
+ * AVX-512 kernels where the CPU has them. Returns 0, doing nothing, for
+ * any other pooling. */
+static int max2_plane(const pool_task *t, size_t pl, int backward)
+{
+    if (!is_max2(t))
+        return 0;
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+    if (t->avx512) {
+        if (backward)
+            max2_bwd_avx512(t, pl);
+        else
+            max2_fwd_avx512(t, pl);
+        return 1;
+    }
+#endif
+    if (backward)
+        max2_bwd(t, pl);
+    else
+        max2_fwd(t, pl);
+    return 1;
+}
+
 /* Planes [begin, end) of n*c. */
 static void pool_fwd_task(void *arg, size_t begin, size_t end)
 {
     const pool_task *t = arg;
     const dl_pool_desc *d = t->d;
     for (size_t pl = begin; pl < end; pl++) {
-        if (is_max2(t)) {
-#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
-            if (t->avx512) {
-                max2_fwd_avx512(t, pl);
-                continue;
-            }
-#endif
-            max2_fwd(t, pl);
+        if (max2_plane(t, pl, 0))
             continue;
-        }
         const float *xp = t->x + pl * d->h * d->w;
         float *yp = t->y + pl * d->p * d->q;
         for (int oh = 0; oh < d->p; oh++) {
@@ -1256,16 +1271,8 @@ static void pool_bwd_task(void *arg, size_t begin, size_t end)
     for (size_t pl = begin; pl < end; pl++) {
         if (t0->set && !cover)
             memset(t->dx + pl * d->h * d->w, 0, (size_t)d->h * d->w * sizeof(float));
-        if (is_max2(t)) {
-#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
-            if (t->avx512) {
-                max2_bwd_avx512(t, pl);
-                continue;
-            }
-#endif
-            max2_bwd(t, pl);
+        if (max2_plane(t, pl, 1))
             continue;
-        }
         const float *xp = t->x ? t->x + pl * d->h * d->w : NULL;
         const float *yp = t->yc ? t->yc + pl * d->p * d->q : NULL;
         const float *dyp = t->dy + pl * d->p * d->q;
