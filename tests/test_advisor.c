@@ -197,18 +197,30 @@ static const dl_advice *has(const dl_advice *a, int n, dl_advice_kind k)
     return NULL;
 }
 
-/* A loader that sleeps 4 ms a batch: the model needs far less, so the
- * advisor names input-bound with the share and suggests more workers. */
-static void test_slow_loader_input_bound(void)
+/* 15 steps over blobs behind a slow source (kind, seconds a batch) with
+ * `workers` loader threads: the advice (up to 8) into adv, the data-wait
+ * share into *share. Returns the advice count. */
+static int advise_slow(slow_kind kind, double seconds, int workers, dl_advice adv[8],
+                       double *share)
 {
     dl_dataset d;
     make_blobs(&d, 32 * 20);
     dl_source *mem;
     CHECK_OK(dl_source_memory(&mem, &d, 32, 1, 0, 1));
-    dl_source *slow = slow_source_create(mem, SLOW_SLEEP, 0.004, 32);
+    dl_source *slow = slow_source_create(mem, kind, seconds, 32);
+    int n = train_and_advise(slow, 0.05f, 15, workers, adv, 8, share);
+    dl_source_destroy(slow);
+    dl_dataset_done(&d);
+    return n;
+}
+
+/* A loader that sleeps 4 ms a batch: the model needs far less, so the
+ * advisor names input-bound with the share and suggests more workers. */
+static void test_slow_loader_input_bound(void)
+{
     dl_advice adv[8];
     double share = 0;
-    int n = train_and_advise(slow, 0.05f, 15, 2, adv, 8, &share);
+    int n = advise_slow(SLOW_SLEEP, 0.004, 2, adv, &share);
     const dl_advice *a = has(adv, n, DL_ADV_INPUT_BOUND);
     CHECK_MSG(a != NULL, "data share %.2f, %d advices", share, n);
     CHECK(share > 0.5);
@@ -218,22 +230,15 @@ static void test_slow_loader_input_bound(void)
         CHECK(strstr(a->remedy, "workers") != NULL);
         CHECK(a == &adv[0] || adv[0].level >= a->level);
     }
-    dl_source_destroy(slow);
-    dl_dataset_done(&d);
 }
 
 /* workers = 0 and a heavy augmentation on the training thread: input-bound,
  * and the remedy names worker threads. */
 static void test_augment_workers0_input_bound(void)
 {
-    dl_dataset d;
-    make_blobs(&d, 32 * 20);
-    dl_source *mem;
-    CHECK_OK(dl_source_memory(&mem, &d, 32, 1, 0, 1));
-    dl_source *slow = slow_source_create(mem, SLOW_AUGMENT, 0.003, 32);
     dl_advice adv[8];
     double share = 0;
-    int n = train_and_advise(slow, 0.05f, 15, 0, adv, 8, &share);
+    int n = advise_slow(SLOW_AUGMENT, 0.003, 0, adv, &share);
     const dl_advice *a = has(adv, n, DL_ADV_INPUT_BOUND);
     CHECK_MSG(a != NULL, "data share %.2f", share);
     if (a) {
@@ -241,8 +246,6 @@ static void test_augment_workers0_input_bound(void)
         CHECK(strstr(a->remedy, "set workers = 2") != NULL);
     }
     CHECK(!has(adv, n, DL_ADV_DIVERGENCE));
-    dl_source_destroy(slow);
-    dl_dataset_done(&d);
 }
 
 /* A learning rate far too large: the loss explodes or turns NaN. */
