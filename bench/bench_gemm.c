@@ -9,8 +9,8 @@
  */
 #include <stdio.h>
 #include <stdlib.h>
-#include <time.h>
 
+#include "engine/base/clock.h"
 #include "engine/core/backend.h"
 #include "engine/cpu/cpu.h"
 #include "engine/base/half.h"
@@ -20,13 +20,6 @@
 #endif
 
 void openblas_set_num_threads(int num_threads);
-
-static double now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
 
 typedef struct shape {
     const char *what;
@@ -61,11 +54,11 @@ static double time_calls(void (*fn)(const call *), const call *c)
     for (int i = 0; i < 3; i++)
         fn(c);
     int reps = 0;
-    double t0 = now(), t;
+    double t0 = dl_clock_mono_s(), t;
     do {
         fn(c);
         reps++;
-        t = now() - t0;
+        t = dl_clock_mono_s() - t0;
     } while (t < 0.15);
     return t / reps;
 }

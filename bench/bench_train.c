@@ -30,8 +30,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
+#include "engine/base/clock.h"
 #include "engine/core/backend.h"
 #include "engine/data/data.h"
 #include "engine/base/error.h"
@@ -43,13 +43,6 @@
 
 #define FMNIST "/usr/share/datasets/fashion-mnist"
 #define BATCH 128
-
-static double now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
 
 /* --- models (bench_models.h, shared with gpu_train.c) -------------------- */
 
@@ -97,7 +90,7 @@ static int on_idle(void *user, dl_trainer *t)
 {
     windows *w = user;
     long s = dl_trainer_step_count(t), n = s - w->first;
-    double tn = now();
+    double tn = dl_clock_mono_s();
     if (w->done < 0 && s == 0 && n == 0) {
         w->t0 = tn;
         if (w->warmup > 0)
@@ -110,7 +103,7 @@ static int on_idle(void *user, dl_trainer *t)
     if (++w->done == w->reps)
         return 1;
     w->first = s;
-    w->t0 = now();
+    w->t0 = dl_clock_mono_s();
     return 0;
 }
 
@@ -244,11 +237,11 @@ static double time_step(dl_backend *be, const product *p, int np, const operands
     double best = 1e30;
     for (int r = 0; r < 5; r++) {
         int n = 0;
-        double t0 = now(), dt;
+        double t0 = dl_clock_mono_s(), dt;
         do {
             run_step(be, p, np, o, t);
             n++;
-            dt = now() - t0;
+            dt = dl_clock_mono_s() - t0;
         } while (dt < 0.2);
         if (dt / n < best)
             best = dt / n;
@@ -324,9 +317,9 @@ static int bench_accuracy(data *d, dl_backend *be, int epochs)
         dl_schedule cos = dl_schedule_constant();
         cos.kind = DL_SCHED_COSINE;
         rc = make_trainer(&spec, d, be, epochs, &cos, &m, &src, &t);
-        double t0 = now(), loss, acc;
+        double t0 = dl_clock_mono_s(), loss, acc;
         if (rc == 0 && dl_trainer_run(t) == DL_OK) {
-            double dt = now() - t0;
+            double dt = dl_clock_mono_s() - t0;
             long samples = dl_trainer_step_count(t) * BATCH;
             if (dl_trainer_evaluate(t, test, &loss, &acc) == DL_OK)
                 printf("dlbench-accuracy mlp precision=%s epochs=%d threads=%d test_acc=%.4f "

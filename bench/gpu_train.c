@@ -36,8 +36,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
+#include "engine/base/clock.h"
 #include "engine/core/backend.h"
 #include "engine/data/data.h"
 #include "engine/base/error.h"
@@ -73,13 +73,6 @@ static const gpu_model models[] = {
     {"mlp-8192", bench_build_large, 0, 0.01f, DL_PREC_BF16, 8192, 5, 25},
 };
 #define NMODELS ((int)(sizeof models / sizeof models[0]))
-
-static double now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
 
 /* A Fashion-MNIST-shaped set: x u8 [n, 1, 28, 28], y i32 labels, from a
  * xorshift generator (the values do not matter, only the shapes). */
@@ -139,18 +132,18 @@ static int on_idle(void *user, dl_trainer *t)
     if (!w->started) {
         w->started = 1;
         w->first = s;
-        w->t0 = now();
+        w->t0 = dl_clock_mono_s();
         return 0;
     }
     long n = s - w->first;
     int warming = w->done < 0;
     if (n < 1 || (n < (warming ? w->warmup : w->steps) &&
-                  now() - w->t0 < (warming ? WARMUP_CAP_S : WINDOW_CAP_S)))
+                  dl_clock_mono_s() - w->t0 < (warming ? WARMUP_CAP_S : WINDOW_CAP_S)))
         return 0;
     int rc = w->be->ops->sync(w->be);
     if (rc < 0)
         return rc;
-    double tn = now();
+    double tn = dl_clock_mono_s();
     if (!warming) {
         w->nsteps[w->done] = n;
         w->secs[w->done] = tn - w->t0;

@@ -1,6 +1,35 @@
-# tests/lib.sh - helpers shared by the shell tests (tests/t_*.sh), sourced
-# from the repository root. Results are lines tests/run.sh counts:
+# tests/lib.sh - the set-up and helpers shared by the shell tests (tests/t_*.sh).
+# A test starts with
+#   . "$(dirname "$0")/lib.sh"
+#   test_init
+# Results are lines tests/run.sh counts:
 #   PASS name | FAIL name: why | SKIP name: reason
+
+# test_init: `set -u`, the repository root as the working folder, DLBENCH
+# (default build/dlbench) and BUILD (default build), and OUT, a fresh
+# temporary folder removed at exit. A test that started processes, mounts or
+# servers defines cleanup(), anywhere in it: the exit runs it before OUT goes.
+test_init() {
+    set -u
+    cd "$(dirname "$0")/.." || exit 1
+    DLBENCH=${DLBENCH:-build/dlbench}
+    BUILD=${BUILD:-build}
+    OUT=$(mktemp -d)
+    trap test_exit EXIT
+}
+test_exit() {
+    if declare -F cleanup >/dev/null; then cleanup; fi
+    rm -rf "$OUT"
+}
+
+# require_subcommand NAME SUBCOMMAND [NOTE]: a SKIP line and exit 0 unless
+# "$DLBENCH" SUBCOMMAND --help runs
+require_subcommand() {
+    "$DLBENCH" "$2" --help >/dev/null 2>&1 && return 0
+    skip "$1" "$DLBENCH cannot run the '$2' subcommand${3:+ $3}"
+    exit 0
+}
+
 pass() { echo "PASS $1"; }
 fail() { echo "FAIL $1: $2"; fails=$((${fails:-0} + 1)); }
 skip() { echo "SKIP $1: $2"; }

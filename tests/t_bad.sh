@@ -4,19 +4,12 @@
 # (CSV, IDX and HDF5 files, command-line flags and overrides, damaged run
 # folders). Each must exit with status 2 and the expected message: never a
 # crash, a sanitizer report or a core dump. Prints "bad inputs handled / tried".
-set -u
-cd "$(dirname "$0")/.."
-DLBENCH=${DLBENCH:-build/dlbench}
-BAD=$PWD/tests/bad
-W=$(mktemp -d)
-trap 'rm -rf "$W"' EXIT
-
 . "$(dirname "$0")/lib.sh"
+test_init
+BAD=$PWD/tests/bad
+W=$OUT
 
-if ! "$DLBENCH" run --help >/dev/null 2>&1; then
-    skip t_bad "$DLBENCH cannot run the 'run' subcommand"
-    exit 0
-fi
+require_subcommand t_bad run
 
 # --- fixtures --------------------------------------------------------------------------
 be32() { # a big-endian 32-bit number

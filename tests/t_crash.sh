@@ -6,27 +6,18 @@
 # keeps the previous checkpoint and reports the error; a kill while a run
 # folder is made (DLBENCH_FAULT=runlog-kill=N) leaves no visible run.
 # CRASH_KILLS (default 24) and CRASH_SEED (default: random, printed) vary it.
-set -u
-cd "$(dirname "$0")/.."
-DLBENCH=${DLBENCH:-build/dlbench}
+. "$(dirname "$0")/lib.sh"
+test_init
 SCRIPT=tests/run_scripts/crash.lua
 KILLS=${CRASH_KILLS:-24}
 SEED=${CRASH_SEED:-$(( $(date +%s) % 100000 ))}
 RANDOM=$SEED
-OUT=$(mktemp -d)
 MNT=""
 cleanup() {
     [ -n "$MNT" ] && umount "$MNT" 2>/dev/null
-    rm -rf "$OUT"
 }
-trap cleanup EXIT
 
-. "$(dirname "$0")/lib.sh"
-
-if ! "$DLBENCH" run --help >/dev/null 2>&1; then
-    skip t_crash "$DLBENCH cannot run the 'run' subcommand"
-    exit 0
-fi
+require_subcommand t_crash run
 
 # the (step, loss) sequence of a run's metrics: what an uninterrupted run logs
 step_losses() { sed -n 's/^{"kind":"step","step":\([0-9]*\),.*"loss":\([^,]*\),.*/\1 \2/p' "$1/metrics.jsonl"; }

@@ -3,23 +3,14 @@
 # --resume of it is refused (exit 2, naming the holder's pid), two resumes
 # started at once never both train, a kill -9 leaves no lock behind, and
 # runs started at once get distinct, whole folders.
-set -u
-cd "$(dirname "$0")/.."
-DLBENCH=${DLBENCH:-build/dlbench}
-OUT=$(mktemp -d)
+. "$(dirname "$0")/lib.sh"
+test_init
 pids=()
 cleanup() {
     for p in "${pids[@]}"; do kill -KILL "$p" 2>/dev/null; done
-    rm -rf "$OUT"
 }
-trap cleanup EXIT
 
-. "$(dirname "$0")/lib.sh"
-
-if ! "$DLBENCH" run --help >/dev/null 2>&1; then
-    skip t_lock "$DLBENCH cannot run the 'run' subcommand"
-    exit 0
-fi
+require_subcommand t_lock run
 
 # wait_for FILE PATTERN: up to 10 s for a line matching PATTERN
 wait_for() {

@@ -4,18 +4,12 @@
 # one-shot all-reduce), rank 1 writes nothing, a 2-rank resume equals the
 # uninterrupted run, a killed rank and a hung rank fail the job with a clear
 # message instead of hanging it. SKIPs without mpirun (Open MPI).
-set -u
-cd "$(dirname "$0")/.."
-DLBENCH=${DLBENCH:-build/dlbench}
-OUT=$(mktemp -d)
+. "$(dirname "$0")/lib.sh"
+test_init
 JOB=
 cleanup() {
     [ -n "$JOB" ] && kill "$JOB" 2>/dev/null
-    rm -rf "$OUT"
 }
-trap cleanup EXIT
-
-. "$(dirname "$0")/lib.sh"
 
 TOL=1e-5 # max |difference| of any parameter after 48 steps (values ~0.1)
 SCRIPT=tests/mpi/dp.lua
@@ -28,10 +22,7 @@ if ! mpirun --version 2>/dev/null | grep -q "Open MPI"; then
     skip t_mpi "mpirun is not Open MPI's (dlbench loads libmpi.so.40)"
     exit 0
 fi
-if ! "$DLBENCH" run --help >/dev/null 2>&1; then
-    skip t_mpi "$DLBENCH cannot run the 'run' subcommand"
-    exit 0
-fi
+require_subcommand t_mpi run
 if ! command -v h5dump >/dev/null 2>&1; then
     skip t_mpi "h5dump (hdf5-tools) is needed to compare parameters"
     exit 0

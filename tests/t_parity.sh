@@ -5,13 +5,8 @@
 # against itself (exactly 0: the restore is exact), an impossible
 # tolerance, bad arguments (exit 2 naming the flag) and CUDA without a GPU
 # (the reason, exit 1).
-set -u
-cd "$(dirname "$0")/.."
-DLBENCH=${DLBENCH:-build/dlbench}
-OUT=$(mktemp -d)
-trap 'rm -rf "$OUT"' EXIT
-
 . "$(dirname "$0")/lib.sh"
+test_init
 
 if ! "$DLBENCH" run --help 2>/dev/null | grep -q -- --check-parity; then
     skip t_parity "$DLBENCH run has no --check-parity"

@@ -3,18 +3,10 @@
 # run folder, duplicate guard, resume equivalence (parameters and metrics
 # lines), SIGINT, runs/diff/note (a torn jsonl line, a bad --sort key),
 # and the bad-script corpus (tests/bad_scripts: "-- expect:" fragment, exit 2).
-set -u
-cd "$(dirname "$0")/.."
-DLBENCH=${DLBENCH:-build/dlbench}
-OUT=$(mktemp -d)
-trap 'rm -rf "$OUT"' EXIT
-
 . "$(dirname "$0")/lib.sh"
+test_init
 
-if ! "$DLBENCH" run --help >/dev/null 2>&1; then
-    skip t_run "$DLBENCH cannot run the 'run' subcommand (not built or not dispatched)"
-    exit 0
-fi
+require_subcommand t_run run "(not built or not dispatched)"
 
 run_dir_of() { sed -n 's/^run folder: //p' "$OUT/$1.log" | tail -1; }
 

@@ -3,18 +3,10 @@
 # world-writable file even under umask 000; control.sock is 0600 while a
 # run is live and refuses another user by SO_PEERCRED even when opened up;
 # no source file hands a string to a shell (system, popen).
-set -u
-cd "$(dirname "$0")/.."
-DLBENCH=${DLBENCH:-build/dlbench}
-OUT=$(mktemp -d)
-trap 'rm -rf "$OUT"' EXIT
-
 . "$(dirname "$0")/lib.sh"
+test_init
 
-if ! "$DLBENCH" run --help >/dev/null 2>&1; then
-    skip t_security "$DLBENCH cannot run the 'run' subcommand"
-    exit 0
-fi
+require_subcommand t_security run
 args=(tests/run_scripts/crash.lua epochs=1 n=640 every=4 --quiet)
 
 # umask 077: nothing for group or others, anywhere in the run folder

@@ -5,21 +5,15 @@
 # pause/resume, notes, Lua prompt, resize, quit with a summary, watch on a finished
 # and a live run, the control socket (every command, malformed ones refused), and
 # SIGHUP leaving the training running to its end.
-set -u
-cd "$(dirname "$0")/.."
-DLBENCH=${DLBENCH:-build/dlbench}
+. "$(dirname "$0")/lib.sh"
+test_init
 DLBENCH=$(cd "$(dirname "$DLBENCH")" && pwd)/$(basename "$DLBENCH")
-OUT=$(mktemp -d)
 SOCK="dlbtest$$"
 TM() { tmux -L "$SOCK" "$@"; }
 cleanup() {
     TM kill-server 2>/dev/null
     [ -n "${HEADLESS:-}" ] && kill "$HEADLESS" 2>/dev/null
-    rm -rf "$OUT"
 }
-trap cleanup EXIT
-
-. "$(dirname "$0")/lib.sh"
 
 if ! command -v tmux >/dev/null 2>&1; then
     skip t_tui "tmux is not installed"

@@ -3,18 +3,10 @@
 # folders tied to the journal, --report and its reproduce command, reuse of
 # equal trials, a torn journal line (--report and resume read on), kill -9
 # and resume, --jobs 2, bad study scripts (exit 2).
-set -u
-cd "$(dirname "$0")/.."
-DLBENCH=${DLBENCH:-build/dlbench}
-OUT=$(mktemp -d)
-trap 'rm -rf "$OUT"' EXIT
-
 . "$(dirname "$0")/lib.sh"
+test_init
 
-if ! "$DLBENCH" tune --help >/dev/null 2>&1; then
-    skip t_tune "$DLBENCH cannot run the 'tune' subcommand (not built or not dispatched)"
-    exit 0
-fi
+require_subcommand t_tune tune "(not built or not dispatched)"
 
 STUDY=scripts/spirals_tune.lua
 

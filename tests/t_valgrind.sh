@@ -2,22 +2,16 @@
 # t_valgrind.sh - a short headless run (train, checkpoint, resume) under
 # valgrind's memcheck: no invalid reads or writes, no use of uninitialised
 # values, no definite leaks. SKIP without valgrind or in a sanitizer build.
-set -u
-cd "$(dirname "$0")/.."
-DLBENCH=${DLBENCH:-build/dlbench}
-OUT=$(mktemp -d)
-trap 'rm -rf "$OUT"' EXIT
+. "$(dirname "$0")/lib.sh"
+test_init
 
 if ! command -v valgrind >/dev/null 2>&1; then
-    echo "SKIP valgrind: valgrind is not installed"
+    skip valgrind "valgrind is not installed"
     exit 0
 fi
-if ! "$DLBENCH" run --help >/dev/null 2>&1; then
-    echo "SKIP valgrind: $DLBENCH cannot run the 'run' subcommand"
-    exit 0
-fi
+require_subcommand valgrind run
 if nm "$DLBENCH" 2>/dev/null | grep -q '__asan_init\|__tsan_init'; then
-    echo "SKIP valgrind: $DLBENCH is a sanitizer build"
+    skip valgrind "$DLBENCH is a sanitizer build"
     exit 0
 fi
 # OpenBLAS and the CPU pool: one thread keeps it short and deterministic
@@ -29,9 +23,9 @@ vg() { # name args...
         --show-leak-kinds=definite --num-callers=20 "$DLBENCH" "$@" >"$OUT/$name.log" 2>&1
     local rc=$?
     if [ "$rc" -eq 0 ]; then
-        echo "PASS valgrind_$name"
+        pass "valgrind_$name"
     else
-        echo "FAIL valgrind_$name: exit status $rc:"
+        fail "valgrind_$name" "exit status $rc:"
         grep -m12 '==[0-9]*==' "$OUT/$name.log" | sed 's/^/    /'
     fi
 }
@@ -41,5 +35,5 @@ d=$(find "$OUT/runs" -mindepth 1 -maxdepth 1 -type d | head -1)
 if [ -n "$d" ]; then
     vg resume run --resume "$d" --quiet --out "$OUT/runs"
 else
-    echo "FAIL valgrind_resume: the first run left no run folder"
+    fail valgrind_resume "the first run left no run folder"
 fi

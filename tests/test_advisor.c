@@ -2,43 +2,28 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "engine/observe/advisor.h"
+#include "engine/base/clock.h"
 #include "engine/core/backend.h"
 #include "engine/data/data.h"
 #include "engine/base/error.h"
 #include "engine/nn/nn.h"
 #include "engine/nn/optim.h"
 #include "engine/observe/profiler.h"
-#include "engine/base/rng.h"
 #include "engine/observe/telemetry.h"
 #include "engine/train/trainer.h"
 #include "tests/check.h"
+#include "tests/fixtures.h"
 
 static dl_backend *be;
 
+/* 4 classes in 16 features: feature k carries 3.0 for label k % 4 */
 static void make_blobs(dl_dataset *d, size_t count)
 {
-    memset(d, 0, sizeof *d);
-    d->info.sample = (dl_shape){1, {16}};
-    d->info.x_dtype = DL_F32;
-    d->info.y_dtype = DL_I32;
-    d->info.y_width = 1;
-    d->info.classes = 4;
-    d->info.count = count;
-    d->info.scale = 1;
-    float *x = malloc(count * 16 * 4);
-    int32_t *y = malloc(count * 4);
-    for (size_t i = 0; i < count; i++) {
-        y[i] = (int32_t)(i % 4);
-        for (int k = 0; k < 16; k++)
-            x[i * 16 + k] = (k % 4 == y[i] ? 3.0f : 0.0f) + dl_rng_normal(3, 1, i, (uint64_t)k);
-    }
-    d->x = x;
-    d->y = y;
-    snprintf(d->name, sizeof d->name, "blobs");
+    fx_blobs spec = {{1, {16}}, 4, 3.0f, 0, 1.0f, 3, 1, "blobs"};
+    fx_blobs_make(d, count, &spec);
 }
 
 /* A source around a memory source that is slow on purpose: it sleeps
@@ -59,13 +44,6 @@ static int slow_start(dl_source *s, int epoch, size_t skip)
     return w->inner->ops->start_epoch(w->inner, epoch, skip);
 }
 
-static double mono(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 static int slow_next(dl_source *s, dl_batch *out)
 {
     slow_source *w = (slow_source *)s;
@@ -79,13 +57,13 @@ static int slow_next(dl_source *s, dl_batch *out)
     /* "augmentation": jitter every value, repeated until the time is spent */
     const float *x = out->x;
     size_t n = (size_t)out->n * 16;
-    double t0 = mono();
+    double t0 = dl_clock_mono_s();
     int round = 0;
     do {
         for (size_t i = 0; i < n; i++)
             w->aug[i] = x[i] + 0.01f * sinf((float)(i + (size_t)round));
         round++;
-    } while (mono() - t0 < w->seconds);
+    } while (dl_clock_mono_s() - t0 < w->seconds);
     out->x = w->aug;
     return rc;
 }
@@ -219,18 +197,30 @@ static const dl_advice *has(const dl_advice *a, int n, dl_advice_kind k)
     return NULL;
 }
 
-/* A loader that sleeps 4 ms a batch: the model needs far less, so the
- * advisor names input-bound with the share and suggests more workers. */
-static void test_slow_loader_input_bound(void)
+/* 15 steps over blobs behind a slow source (kind, seconds a batch) with
+ * `workers` loader threads: the advice (up to 8) into adv, the data-wait
+ * share into *share. Returns the advice count. */
+static int advise_slow(slow_kind kind, double seconds, int workers, dl_advice adv[8],
+                       double *share)
 {
     dl_dataset d;
     make_blobs(&d, 32 * 20);
     dl_source *mem;
     CHECK_OK(dl_source_memory(&mem, &d, 32, 1, 0, 1));
-    dl_source *slow = slow_source_create(mem, SLOW_SLEEP, 0.004, 32);
+    dl_source *slow = slow_source_create(mem, kind, seconds, 32);
+    int n = train_and_advise(slow, 0.05f, 15, workers, adv, 8, share);
+    dl_source_destroy(slow);
+    dl_dataset_done(&d);
+    return n;
+}
+
+/* A loader that sleeps 4 ms a batch: the model needs far less, so the
+ * advisor names input-bound with the share and suggests more workers. */
+static void test_slow_loader_input_bound(void)
+{
     dl_advice adv[8];
     double share = 0;
-    int n = train_and_advise(slow, 0.05f, 15, 2, adv, 8, &share);
+    int n = advise_slow(SLOW_SLEEP, 0.004, 2, adv, &share);
     const dl_advice *a = has(adv, n, DL_ADV_INPUT_BOUND);
     CHECK_MSG(a != NULL, "data share %.2f, %d advices", share, n);
     CHECK(share > 0.5);
@@ -240,22 +230,15 @@ static void test_slow_loader_input_bound(void)
         CHECK(strstr(a->remedy, "workers") != NULL);
         CHECK(a == &adv[0] || adv[0].level >= a->level);
     }
-    dl_source_destroy(slow);
-    dl_dataset_done(&d);
 }
 
 /* workers = 0 and a heavy augmentation on the training thread: input-bound,
  * and the remedy names worker threads. */
 static void test_augment_workers0_input_bound(void)
 {
-    dl_dataset d;
-    make_blobs(&d, 32 * 20);
-    dl_source *mem;
-    CHECK_OK(dl_source_memory(&mem, &d, 32, 1, 0, 1));
-    dl_source *slow = slow_source_create(mem, SLOW_AUGMENT, 0.003, 32);
     dl_advice adv[8];
     double share = 0;
-    int n = train_and_advise(slow, 0.05f, 15, 0, adv, 8, &share);
+    int n = advise_slow(SLOW_AUGMENT, 0.003, 0, adv, &share);
     const dl_advice *a = has(adv, n, DL_ADV_INPUT_BOUND);
     CHECK_MSG(a != NULL, "data share %.2f", share);
     if (a) {
@@ -263,8 +246,6 @@ static void test_augment_workers0_input_bound(void)
         CHECK(strstr(a->remedy, "set workers = 2") != NULL);
     }
     CHECK(!has(adv, n, DL_ADV_DIVERGENCE));
-    dl_source_destroy(slow);
-    dl_dataset_done(&d);
 }
 
 /* A learning rate far too large: the loss explodes or turns NaN. */

@@ -18,9 +18,9 @@
 #include "engine/base/error.h"
 #include "engine/nn/nn.h"
 #include "engine/nn/optim.h"
-#include "engine/base/rng.h"
 #include "engine/train/trainer.h"
 #include "tests/check.h"
+#include "tests/fixtures.h"
 
 /* a sanitizer's own malloc is not the one counted here */
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
@@ -100,27 +100,12 @@ void *memalign(size_t align, size_t n)
 
 static dl_backend *be;
 
+/* 3 classes in c x h x w features: feature k carries 1.5 for label k % 3 */
 static void make_blobs(dl_dataset *d, size_t count, int c, int h, int w)
 {
-    memset(d, 0, sizeof *d);
-    d->info.sample = c > 1 || h > 1 ? (dl_shape){3, {c, h, w}} : (dl_shape){1, {w}};
-    d->info.x_dtype = DL_F32;
-    d->info.y_dtype = DL_I32;
-    d->info.y_width = 1;
-    d->info.classes = 3;
-    d->info.count = count;
-    d->info.scale = 1;
-    size_t per = (size_t)c * h * w;
-    float *x = malloc(count * per * sizeof *x);
-    int32_t *y = malloc(count * sizeof *y);
-    for (size_t i = 0; i < count; i++) {
-        y[i] = (int32_t)(i % 3);
-        for (size_t k = 0; k < per; k++)
-            x[i * per + k] = (k % 3 == (size_t)y[i] ? 1.5f : 0.0f) + dl_rng_normal(5, 7, i, k);
-    }
-    d->x = x;
-    d->y = y;
-    snprintf(d->name, sizeof d->name, "blobs");
+    fx_blobs spec = {c > 1 || h > 1 ? (dl_shape){3, {c, h, w}} : (dl_shape){1, {w}}, 3, 1.5f, 0,
+                     1.0f, 5, 7, "blobs"};
+    fx_blobs_make(d, count, &spec);
 }
 
 typedef struct window {

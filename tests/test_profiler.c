@@ -2,11 +2,11 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <cjson/cJSON.h>
 
+#include "engine/base/clock.h"
 #include "engine/core/backend.h"
 #include "engine/observe/cost.h"
 #include "engine/data/data.h"
@@ -14,40 +14,18 @@
 #include "engine/nn/nn.h"
 #include "engine/nn/optim.h"
 #include "engine/observe/profiler.h"
-#include "engine/base/rng.h"
 #include "engine/train/trainer.h"
 #include "tests/check.h"
+#include "tests/fixtures.h"
 
 static dl_backend *be;
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-/* count x [count, 1, 8, 8] f32 images in 3 classes */
+/* count x [count, 1, 8, 8] f32 images in 3 classes: pixel k carries 1.0 for label k % 3 */
 static void make_images(dl_dataset *d, size_t count, int flat)
 {
-    memset(d, 0, sizeof *d);
-    d->info.sample = flat ? (dl_shape){1, {64}} : (dl_shape){3, {1, 8, 8}};
-    d->info.x_dtype = DL_F32;
-    d->info.y_dtype = DL_I32;
-    d->info.y_width = 1;
-    d->info.classes = 3;
-    d->info.count = count;
-    d->info.scale = 1;
-    float *x = malloc(count * 64 * 4);
-    int32_t *y = malloc(count * 4);
-    for (size_t i = 0; i < count; i++) {
-        y[i] = (int32_t)(i % 3);
-        for (int k = 0; k < 64; k++)
-            x[i * 64 + k] = (k % 3 == y[i] ? 1.0f : 0.0f) + 0.3f * dl_rng_normal(5, 7, i, (uint64_t)k);
-    }
-    d->x = x;
-    d->y = y;
-    snprintf(d->name, sizeof d->name, "images");
+    fx_blobs spec = {flat ? (dl_shape){1, {64}} : (dl_shape){3, {1, 8, 8}}, 3, 1.0f, 0, 0.3f, 5, 7,
+                     "images"};
+    fx_blobs_make(d, count, &spec);
 }
 
 typedef struct fixture {
@@ -96,7 +74,7 @@ static dl_layer *mlp(void)
 /* Runs n steps (starting new epochs as needed); returns wall seconds. */
 static double run_steps(dl_trainer *t, int n)
 {
-    double t0 = now_s();
+    double t0 = dl_clock_mono_s();
     for (int done = 0; done < n;) {
         int rc = dl_trainer_step(t);
         if (rc < 0)
@@ -106,7 +84,7 @@ static double run_steps(dl_trainer *t, int n)
         else
             return -2; /* the fixtures are sized so no epoch ends */
     }
-    return now_s() - t0;
+    return dl_clock_mono_s() - t0;
 }
 
 static const dl_prof_row *find(const dl_prof_row *r, int n, const char *name)

@@ -8,9 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
-#include <time.h>
 #include <unistd.h>
 
+#include "engine/base/clock.h"
 #include "views/colors.h"
 #include "tui/tables.h"
 #include "views/views.h"
@@ -175,13 +175,6 @@ static void draw(app *a)
     doupdate();
 }
 
-static double mono_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 /* F4: which study, by the rule in app.h (ops->study, the run's, the newest). */
 static void open_trials(app *a)
 {
@@ -238,7 +231,7 @@ static void sample(app *a)
         a->ops->sample(a->ops->user, s);
     dl_telemetry_read(a->ops->tele, s->tele);
     const dl_telemetry_snapshot *t = s->tele;
-    double now = mono_s();
+    double now = dl_clock_mono_s();
     if (t->run.state == DL_TELE_IDLE || t->run.state == DL_TELE_PREPARING) {
         s->nadvice = 0, a->advised = 0, s->switched_from[0] = 0;
     } else if (now >= a->next_advice) {
@@ -350,14 +343,16 @@ static void prompt_key(app *a, int ch)
     }
 }
 
-/* Returns 1 to leave the loop. */
-static int key(app *a, int ch)
+/* One key: edits the open prompt, or is a command of the screen. A quit
+ * (q, or y to the prompt while a training runs) sets a->quitting and hands
+ * DL_ACT_QUIT to the owner; the loop ends once ops->done agrees. */
+static void key(app *a, int ch)
 {
     if (ch == KEY_RESIZE) /* resizeterm queues one; the SIGWINCH flag did the work */
-        return 0;
+        return;
     if (a->prompt != PROMPT_NONE) {
         prompt_key(a, ch);
-        return 0;
+        return;
     }
     dl_tele_state st = a->scr->tele->run.state;
     int pane = a->zoom >= 0 ? a->zoom : a->focus;
@@ -365,7 +360,7 @@ static int key(app *a, int ch)
     case 'q':
     case KEY_F(10):
         if (a->quitting)
-            return 0;
+            return;
         if (!a->ops->watching && a->ops->busy(a->ops->user)) {
             a->prompt = PROMPT_QUIT;
         } else {
@@ -422,7 +417,6 @@ static int key(app *a, int ch)
     case ':': open_prompt(a, PROMPT_LUA); break;
     default: break;
     }
-    return 0;
 }
 
 static void resize(app *a)
@@ -434,6 +428,118 @@ static void resize(app *a)
     werase(stdscr);
     wnoutrefresh(stdscr);
     a->dirty_layout = 1;
+}
+
+/* The handlers' flags are set from here on; the old handlers come back
+ * in signals_restore. */
+typedef struct saved_signals {
+    struct sigaction winch, hup, intr, term;
+} saved_signals;
+
+static void signals_install(saved_signals *old)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sigemptyset(&sa.sa_mask);
+    sa.sa_handler = on_winch;
+    sigaction(SIGWINCH, &sa, &old->winch);
+    sa.sa_handler = on_hup;
+    sigaction(SIGHUP, &sa, &old->hup);
+    sa.sa_handler = on_int;
+    sigaction(SIGINT, &sa, &old->intr);
+    sigaction(SIGTERM, &sa, &old->term);
+    signal(SIGPIPE, SIG_IGN);
+}
+
+/* After a hangup SIGHUP stays ignored: the terminal is gone, the process
+ * goes on (a training runs to its end). */
+static void signals_restore(const saved_signals *old, dl_app_end end)
+{
+    sigaction(SIGWINCH, &old->winch, NULL);
+    sigaction(SIGINT, &old->intr, NULL);
+    sigaction(SIGTERM, &old->term, NULL);
+    if (end != DL_APP_HANGUP)
+        sigaction(SIGHUP, &old->hup, NULL);
+    else
+        signal(SIGHUP, SIG_IGN);
+}
+
+/* Curses on term_fd (a dup, written through *term): keys unbuffered and
+ * unechoed, keypad on, no cursor, wgetch never waits. NULL with the reason
+ * on stderr when the terminal cannot be used. */
+static SCREEN *screen_start(int term_fd, FILE **term)
+{
+    *term = fdopen(dup(term_fd), "w");
+    SCREEN *scr = *term ? newterm(NULL, *term, stdin) : NULL;
+    if (!scr) {
+        fprintf(stderr, "dlbench: cannot start the screen (TERM=%s)\n",
+                getenv("TERM") ? getenv("TERM") : "unset");
+        if (*term)
+            fclose(*term);
+        return NULL;
+    }
+    set_term(scr);
+    dl_colors_init();
+    cbreak();
+    noecho();
+    nonl();
+    keypad(stdscr, TRUE);
+    set_escdelay(25);
+    curs_set(0);
+    wtimeout(stdscr, 0);
+    return scr;
+}
+
+/* One turn of the loop: the signal flags, the layout, sample, draw, then
+ * the keys that came within a frame. Returns 0 to go on, 1 with *end set
+ * to leave. */
+static int turn(app *a, dl_app_end *end)
+{
+    const dl_app_ops *ops = a->ops;
+    if (got_hup) {
+        *end = DL_APP_HANGUP;
+        return 1;
+    }
+    if (got_int && !a->quitting) {
+        got_int = 0;
+        a->quitting = 1;
+        ops->action(ops->user, DL_ACT_QUIT, NULL);
+    }
+    if (got_winch) {
+        got_winch = 0;
+        resize(a);
+    }
+    if (a->dirty_layout || a->rows != LINES || a->cols != COLS) {
+        a->dirty_layout = 0;
+        werase(stdscr);
+        wnoutrefresh(stdscr);
+        layout(a);
+    }
+    sample(a);
+    a->scr->stopping = a->quitting;
+    draw(a);
+    if (a->quitting && ops->done(ops->user)) {
+        *end = DL_APP_QUIT;
+        return 1;
+    }
+    /* wait for a key or the next frame */
+    struct pollfd p = {STDIN_FILENO, POLLIN, 0};
+    int r = poll(&p, 1, FRAME_MS);
+    if (r > 0 && (p.revents & (POLLHUP | POLLERR | POLLNVAL)) && !(p.revents & POLLIN)) {
+        *end = DL_APP_HANGUP; /* the terminal is gone without a signal */
+        return 1;
+    }
+    int ch, n = 0;
+    while (n++ < 64 && (ch = wgetch(stdscr)) != ERR)
+        key(a, ch);
+    return 0;
+}
+
+static void app_free(app *a)
+{
+    dl_tables_trials_close(&a->trials);
+    dl_telemetry_snapshot_destroy(a->scr->tele);
+    free(a->scr);
 }
 
 dl_app_end dl_app_run(const dl_app_ops *ops, int term_fd)
@@ -453,38 +559,14 @@ dl_app_end dl_app_run(const dl_app_ops *ops, int term_fd)
     setlocale(LC_ALL, "");
     dl_glyphs_init();
 
-    struct sigaction sa, old_winch, old_hup, old_int, old_term;
-    memset(&sa, 0, sizeof sa);
-    sigemptyset(&sa.sa_mask);
-    sa.sa_handler = on_winch;
-    sigaction(SIGWINCH, &sa, &old_winch);
-    sa.sa_handler = on_hup;
-    sigaction(SIGHUP, &sa, &old_hup);
-    sa.sa_handler = on_int;
-    sigaction(SIGINT, &sa, &old_int);
-    sigaction(SIGTERM, &sa, &old_term);
-    signal(SIGPIPE, SIG_IGN);
-
-    FILE *term = fdopen(dup(term_fd), "w");
-    SCREEN *scr = term ? newterm(NULL, term, stdin) : NULL;
+    saved_signals old;
+    signals_install(&old);
+    FILE *term;
+    SCREEN *scr = screen_start(term_fd, &term);
     if (!scr) {
-        fprintf(stderr, "dlbench: cannot start the screen (TERM=%s)\n",
-                getenv("TERM") ? getenv("TERM") : "unset");
-        if (term)
-            fclose(term);
-        dl_telemetry_snapshot_destroy(a.scr->tele);
-        free(a.scr);
+        app_free(&a);
         return DL_APP_ERROR;
     }
-    set_term(scr);
-    dl_colors_init();
-    cbreak();
-    noecho();
-    nonl();
-    keypad(stdscr, TRUE);
-    set_escdelay(25);
-    curs_set(0);
-    wtimeout(stdscr, 0);
     if (ops->open_trials) {
         a.zoom = -1;
         set_zoom(&a, PANE_TRIALS);
@@ -492,60 +574,14 @@ dl_app_end dl_app_run(const dl_app_ops *ops, int term_fd)
     layout(&a);
 
     dl_app_end end = DL_APP_QUIT;
-    for (;;) {
-        if (got_hup) {
-            end = DL_APP_HANGUP;
-            break;
-        }
-        if (got_int && !a.quitting) {
-            got_int = 0;
-            a.quitting = 1;
-            ops->action(ops->user, DL_ACT_QUIT, NULL);
-        }
-        if (got_winch) {
-            got_winch = 0;
-            resize(&a);
-        }
-        if (a.dirty_layout || a.rows != LINES || a.cols != COLS) {
-            a.dirty_layout = 0;
-            werase(stdscr);
-            wnoutrefresh(stdscr);
-            layout(&a);
-        }
-        sample(&a);
-        a.scr->stopping = a.quitting;
-        draw(&a);
-        if (a.quitting && ops->done(ops->user))
-            break;
-        /* wait for a key or the next frame */
-        struct pollfd p = {STDIN_FILENO, POLLIN, 0};
-        int r = poll(&p, 1, FRAME_MS);
-        if (r > 0 && (p.revents & (POLLHUP | POLLERR | POLLNVAL)) && !(p.revents & POLLIN)) {
-            end = DL_APP_HANGUP; /* the terminal is gone without a signal */
-            break;
-        }
-        int ch, n = 0;
-        while (n++ < 64 && (ch = wgetch(stdscr)) != ERR)
-            key(&a, ch);
-    }
+    while (!turn(&a, &end))
+        ;
     free_windows(&a);
-    if (end == DL_APP_HANGUP) {
-        /* the terminal is gone: release curses without drawing */
-        delscreen(scr);
-    } else {
+    if (end != DL_APP_HANGUP) /* after a hangup: release curses without drawing */
         endwin();
-        delscreen(scr);
-    }
+    delscreen(scr);
     fclose(term);
-    sigaction(SIGWINCH, &old_winch, NULL);
-    sigaction(SIGINT, &old_int, NULL);
-    sigaction(SIGTERM, &old_term, NULL);
-    if (end != DL_APP_HANGUP)
-        sigaction(SIGHUP, &old_hup, NULL);
-    else
-        signal(SIGHUP, SIG_IGN);
-    dl_tables_trials_close(&a.trials);
-    dl_telemetry_snapshot_destroy(a.scr->tele);
-    free(a.scr);
+    signals_restore(&old, end);
+    app_free(&a);
     return end;
 }

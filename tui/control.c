@@ -57,6 +57,68 @@ static void reply_ok(char *reply, size_t size, dl_trainer *t, const char *queued
     cJSON_Delete(r);
 }
 
+/* Posts the command c (not "status") with its fields from j. Returns 1
+ * when posted (*rc: the queue's answer), 0 when refused, the reason in
+ * reply: a bad field or an unknown command. */
+static int post(dl_trainer *t, const char *c, const cJSON *j, int *rc, char *reply, size_t size)
+{
+    const cJSON *text = cJSON_GetObjectItemCaseSensitive(j, "text");
+    const cJSON *name = cJSON_GetObjectItemCaseSensitive(j, "name");
+    const cJSON *value = cJSON_GetObjectItemCaseSensitive(j, "value");
+    const cJSON *dev = cJSON_GetObjectItemCaseSensitive(j, "device");
+    if (!strcmp(c, "pause")) {
+        *rc = dl_trainer_post(t, DL_CMD_PAUSE, 0, NULL);
+    } else if (!strcmp(c, "resume")) {
+        *rc = dl_trainer_post(t, DL_CMD_RESUME, 0, NULL);
+    } else if (!strcmp(c, "stop")) {
+        *rc = dl_trainer_post(t, DL_CMD_STOP, 0, NULL);
+    } else if (!strcmp(c, "checkpoint")) {
+        if (name && !cJSON_IsString(name)) {
+            reply_error(reply, size, "checkpoint: \"name\" must be a string");
+            return 0;
+        }
+        *rc = dl_trainer_post(t, DL_CMD_CHECKPOINT, 0, name ? name->valuestring : "");
+    } else if (!strcmp(c, "note")) {
+        if (!cJSON_IsString(text) || !text->valuestring[0] || strchr(text->valuestring, '\n')) {
+            reply_error(reply, size, "note: \"text\" must be a non-empty one-line string");
+            return 0;
+        }
+        *rc = dl_trainer_post(t, DL_CMD_NOTE, 0, text->valuestring);
+    } else if (!strcmp(c, "lr")) {
+        if (!cJSON_IsNumber(value) || !(value->valuedouble > 0) || !isfinite(value->valuedouble)) {
+            reply_error(reply, size, "lr: \"value\" must be a positive number");
+            return 0;
+        }
+        *rc = dl_trainer_post(t, DL_CMD_SET_LR, value->valuedouble, NULL);
+    } else if (!strcmp(c, "device")) {
+        if (!cJSON_IsString(dev) ||
+            (strcmp(dev->valuestring, "cpu") && strcmp(dev->valuestring, "cuda"))) {
+            reply_error(reply, size, "device: \"device\" must be \"cpu\" or \"cuda\"");
+            return 0;
+        }
+        *rc = dl_trainer_post(t, DL_CMD_SWITCH, 0, dev->valuestring);
+    } else if (!strcmp(c, "parity")) {
+        const cJSON *steps = cJSON_GetObjectItemCaseSensitive(j, "steps");
+        if ((dev && (!cJSON_IsString(dev) || strlen(dev->valuestring) > 16)) ||
+            (steps && (!cJSON_IsNumber(steps) || !(steps->valuedouble >= 1) ||
+                       steps->valuedouble > 1000 || steps->valuedouble != (int)steps->valuedouble))) {
+            reply_error(reply, size, "parity: \"device\" must be \"cuda\", \"cpu\" or \"cpu:T\", "
+                                     "\"steps\" a whole number from 1 to 1000 (default 5)");
+            return 0;
+        }
+        *rc = dl_trainer_post(t, DL_CMD_PARITY, steps ? steps->valuedouble : 5,
+                              dev ? dev->valuestring : "");
+    } else {
+        char msg[160];
+        snprintf(msg, sizeof msg,
+                 "unknown cmd \"%.40s\" (pause, resume, stop, checkpoint, note, lr, device, "
+                 "parity, status)", c);
+        reply_error(reply, size, msg);
+        return 0;
+    }
+    return 1;
+}
+
 void dl_control_handle(dl_trainer *t, const char *line, char *reply, size_t size)
 {
     cJSON *j = cJSON_Parse(line);
@@ -73,69 +135,10 @@ void dl_control_handle(dl_trainer *t, const char *line, char *reply, size_t size
         return;
     }
     const char *c = cmd->valuestring;
-    const cJSON *text = cJSON_GetObjectItemCaseSensitive(j, "text");
-    const cJSON *name = cJSON_GetObjectItemCaseSensitive(j, "name");
-    const cJSON *value = cJSON_GetObjectItemCaseSensitive(j, "value");
-    const cJSON *dev = cJSON_GetObjectItemCaseSensitive(j, "device");
     int rc = 0;
     if (!strcmp(c, "status")) {
         reply_ok(reply, size, t, NULL);
-    } else if (!strcmp(c, "pause")) {
-        rc = dl_trainer_post(t, DL_CMD_PAUSE, 0, NULL);
-    } else if (!strcmp(c, "resume")) {
-        rc = dl_trainer_post(t, DL_CMD_RESUME, 0, NULL);
-    } else if (!strcmp(c, "stop")) {
-        rc = dl_trainer_post(t, DL_CMD_STOP, 0, NULL);
-    } else if (!strcmp(c, "checkpoint")) {
-        if (name && !cJSON_IsString(name)) {
-            reply_error(reply, size, "checkpoint: \"name\" must be a string");
-            c = NULL;
-        } else {
-            rc = dl_trainer_post(t, DL_CMD_CHECKPOINT, 0, name ? name->valuestring : "");
-        }
-    } else if (!strcmp(c, "note")) {
-        if (!cJSON_IsString(text) || !text->valuestring[0] || strchr(text->valuestring, '\n')) {
-            reply_error(reply, size, "note: \"text\" must be a non-empty one-line string");
-            c = NULL;
-        } else {
-            rc = dl_trainer_post(t, DL_CMD_NOTE, 0, text->valuestring);
-        }
-    } else if (!strcmp(c, "lr")) {
-        if (!cJSON_IsNumber(value) || !(value->valuedouble > 0) || !isfinite(value->valuedouble)) {
-            reply_error(reply, size, "lr: \"value\" must be a positive number");
-            c = NULL;
-        } else {
-            rc = dl_trainer_post(t, DL_CMD_SET_LR, value->valuedouble, NULL);
-        }
-    } else if (!strcmp(c, "device")) {
-        if (!cJSON_IsString(dev) ||
-            (strcmp(dev->valuestring, "cpu") && strcmp(dev->valuestring, "cuda"))) {
-            reply_error(reply, size, "device: \"device\" must be \"cpu\" or \"cuda\"");
-            c = NULL;
-        } else {
-            rc = dl_trainer_post(t, DL_CMD_SWITCH, 0, dev->valuestring);
-        }
-    } else if (!strcmp(c, "parity")) {
-        const cJSON *steps = cJSON_GetObjectItemCaseSensitive(j, "steps");
-        if ((dev && (!cJSON_IsString(dev) || strlen(dev->valuestring) > 16)) ||
-            (steps && (!cJSON_IsNumber(steps) || !(steps->valuedouble >= 1) ||
-                       steps->valuedouble > 1000 || steps->valuedouble != (int)steps->valuedouble))) {
-            reply_error(reply, size, "parity: \"device\" must be \"cuda\", \"cpu\" or \"cpu:T\", "
-                                     "\"steps\" a whole number from 1 to 1000 (default 5)");
-            c = NULL;
-        } else {
-            rc = dl_trainer_post(t, DL_CMD_PARITY, steps ? steps->valuedouble : 5,
-                                 dev ? dev->valuestring : "");
-        }
-    } else {
-        char msg[160];
-        snprintf(msg, sizeof msg,
-                 "unknown cmd \"%.40s\" (pause, resume, stop, checkpoint, note, lr, device, "
-                 "parity, status)", c);
-        reply_error(reply, size, msg);
-        c = NULL;
-    }
-    if (c && strcmp(c, "status")) {
+    } else if (post(t, c, j, &rc, reply, size)) {
         if (rc < 0)
             reply_error(reply, size, "the trainer's command queue is full; try again");
         else

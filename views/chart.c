@@ -159,6 +159,110 @@ static int overfit_epoch(const dl_telemetry_snapshot *t, long *step)
 
 static int usable(double y, int acc, int logy) { return isfinite(y) && !(acc && y < 0) && !(logy && y <= 0); }
 
+/* The axes of a panel: x from the window (v->window steps, else all), y
+ * over the usable points in it. Returns whether there is any. */
+static int fit_axis(axis *a, const curve cs[2], const dl_view_state *v, int acc)
+{
+    double last = 0;
+    for (int k = 0; k < 2; k++)
+        if (cs[k].s && cs[k].s->n)
+            last = fmax(last, cx(&cs[k], cs[k].s->n - 1));
+    *a = (axis){0, last > 1 ? last : 1, INFINITY, -INFINITY, !acc && v->log_scale};
+    if (v->window > 0 && last - (double)v->window > 0)
+        a->x0 = last - (double)v->window;
+    int any = 0;
+    for (int k = 0; k < 2; k++)
+        for (int i = 0; cs[k].s && i < cs[k].s->n; i++) {
+            double y = cs[k].s->y[i];
+            if (cx(&cs[k], i) < a->x0 || !usable(y, acc, a->log))
+                continue;
+            a->y0 = fmin(a->y0, y), a->y1 = fmax(a->y1, y), any = 1;
+        }
+    return any;
+}
+
+/* A margin around the y range: a flat curve gets one, losses stay >= 0. */
+static void pad_axis(axis *a)
+{
+    if (a->y1 - a->y0 < 1e-9) {
+        double m = fabs(a->y0) * 0.05 + 1e-3;
+        a->y0 -= m, a->y1 += m;
+        if (a->log && a->y0 <= 0)
+            a->y0 = a->y1 / 2;
+    } else if (!a->log) {
+        double m = (a->y1 - a->y0) * 0.05;
+        a->y0 = a->y0 >= 0 && a->y0 - m < 0 ? 0 : a->y0 - m; /* losses stay >= 0 */
+        a->y1 += m;
+    }
+}
+
+/* y labels (top, bottom, middle when there is room) left of the axis line,
+ * x labels (first step, "step N") on the last row. */
+static void draw_labels(WINDOW *w, const axis *a, int top, int ch, int left, int width,
+                        int label_w, int acc)
+{
+    char lab[16];
+    snprintf(lab, sizeof lab, acc ? "%6.3f" : "%6.3g", a->y1);
+    dl_draw_text(w, top, left, dl_color(DL_COLOR_AXIS), "%s", lab);
+    snprintf(lab, sizeof lab, acc ? "%6.3f" : "%6.3g", a->y0);
+    dl_draw_text(w, top + ch - 1, left, dl_color(DL_COLOR_AXIS), "%s", lab);
+    if (ch >= 6) {
+        double mid = a->log ? sqrt(a->y0 * a->y1) : (a->y0 + a->y1) / 2;
+        snprintf(lab, sizeof lab, acc ? "%6.3f" : "%6.3g", mid);
+        dl_draw_text(w, top + ch / 2, left, dl_color(DL_COLOR_AXIS), "%s", lab);
+    }
+    dl_draw_text(w, top + ch, left + label_w, dl_color(DL_COLOR_AXIS), "%.0f", a->x0);
+    char xr[32];
+    snprintf(xr, sizeof xr, "step %.0f", a->x1);
+    dl_draw_text(w, top + ch, left + width - (int)strlen(xr) - 1, dl_color(DL_COLOR_AXIS), "%s",
+                 xr);
+}
+
+/* Per-step points joined by lines (Braille; ASCII: points only). */
+static void plot_steps(canvas *c, const axis *a, const curve *cs, int acc)
+{
+    int px = -1, py = -1;
+    int role = acc ? DL_COLOR_ACC : DL_COLOR_LOSS;
+    for (int i = 0; cs->s && i < cs->s->n; i++) {
+        double y = cs->s->y[i];
+        if (cx(cs, i) < a->x0 || !usable(y, acc, a->log))
+            continue;
+        int x = to_x(c, a, cx(cs, i)), yy = to_y(c, a, y);
+        if (px >= 0 && c->dx == 2)
+            line(c, px, py, x, yy, role, '.');
+        else
+            plot(c, x, yy, role, '.');
+        px = x, py = yy;
+    }
+}
+
+/* Epoch points as blobs joined by lines. */
+static void plot_epochs(canvas *c, const axis *a, const curve *cs, int acc)
+{
+    int px = -1, py = -1;
+    int role = acc ? DL_COLOR_VAL_ACC : DL_COLOR_VAL_LOSS;
+    for (int pass = 0; pass < (c->dx == 1 ? 2 : 1); pass++) {
+        /* ASCII: epoch points drawn again last so they stay visible */
+        for (int i = 0; cs->s && i < cs->s->n; i++) {
+            double y = cs->s->y[i];
+            if (cx(cs, i) < a->x0 || !usable(y, acc, a->log))
+                continue;
+            int x = to_x(c, a, cx(cs, i)), yy = to_y(c, a, y);
+            if (pass == 1) {
+                plot(c, x, yy, role, 'o');
+                continue;
+            }
+            if (px >= 0)
+                line(c, px, py, x, yy, role, c->dx == 2 ? 'o' : '-');
+            plot(c, x, yy, role, 'o');
+            if (c->dx == 2)
+                plot(c, x + 1, yy, role, 'o'), plot(c, x, yy + 1, role, 'o'),
+                    plot(c, x + 1, yy + 1, role, 'o');
+            px = x, py = yy;
+        }
+    }
+}
+
 static void draw_panel(WINDOW *w, const dl_telemetry_snapshot *t, const dl_view_state *v,
                        int top, int height, int left, int width, int acc)
 {
@@ -167,21 +271,8 @@ static void draw_panel(WINDOW *w, const dl_telemetry_snapshot *t, const dl_view_
     if (cw < 4 || ch < 2)
         return;
     curve cs[2] = {curve_of(t, acc ? "acc" : "loss", 0), curve_of(t, acc ? "val_acc" : "val_loss", 1)};
-    double last = 0;
-    for (int k = 0; k < 2; k++)
-        if (cs[k].s && cs[k].s->n)
-            last = fmax(last, cx(&cs[k], cs[k].s->n - 1));
-    axis a = {0, last > 1 ? last : 1, INFINITY, -INFINITY, !acc && v->log_scale};
-    if (v->window > 0 && last - (double)v->window > 0)
-        a.x0 = last - (double)v->window;
-    int any = 0;
-    for (int k = 0; k < 2; k++)
-        for (int i = 0; cs[k].s && i < cs[k].s->n; i++) {
-            double y = cs[k].s->y[i];
-            if (cx(&cs[k], i) < a.x0 || !usable(y, acc, a.log))
-                continue;
-            a.y0 = fmin(a.y0, y), a.y1 = fmax(a.y1, y), any = 1;
-        }
+    axis a;
+    int any = fit_axis(&a, cs, v, acc);
     wattrset(w, dl_color(DL_COLOR_AXIS));
     for (int r = 0; r < ch; r++)
         mvwaddch(w, top + r, left + label_w, dl_glyphs_unicode() ? ACS_VLINE : '|');
@@ -190,31 +281,8 @@ static void draw_panel(WINDOW *w, const dl_telemetry_snapshot *t, const dl_view_
                      acc ? "accuracy: no points yet" : "loss: no points yet (r starts)");
         return;
     }
-    if (a.y1 - a.y0 < 1e-9) {
-        double m = fabs(a.y0) * 0.05 + 1e-3;
-        a.y0 -= m, a.y1 += m;
-        if (a.log && a.y0 <= 0)
-            a.y0 = a.y1 / 2;
-    } else if (!a.log) {
-        double m = (a.y1 - a.y0) * 0.05;
-        a.y0 = a.y0 >= 0 && a.y0 - m < 0 ? 0 : a.y0 - m; /* losses stay >= 0 */
-        a.y1 += m;
-    }
-    char lab[16];
-    snprintf(lab, sizeof lab, acc ? "%6.3f" : "%6.3g", a.y1);
-    dl_draw_text(w, top, left, dl_color(DL_COLOR_AXIS), "%s", lab);
-    snprintf(lab, sizeof lab, acc ? "%6.3f" : "%6.3g", a.y0);
-    dl_draw_text(w, top + ch - 1, left, dl_color(DL_COLOR_AXIS), "%s", lab);
-    if (ch >= 6) {
-        double mid = a.log ? sqrt(a.y0 * a.y1) : (a.y0 + a.y1) / 2;
-        snprintf(lab, sizeof lab, acc ? "%6.3f" : "%6.3g", mid);
-        dl_draw_text(w, top + ch / 2, left, dl_color(DL_COLOR_AXIS), "%s", lab);
-    }
-    dl_draw_text(w, top + ch, left + label_w, dl_color(DL_COLOR_AXIS), "%.0f", a.x0);
-    char xr[32];
-    snprintf(xr, sizeof xr, "step %.0f", a.x1);
-    dl_draw_text(w, top + ch, left + width - (int)strlen(xr) - 1, dl_color(DL_COLOR_AXIS), "%s",
-                 xr);
+    pad_axis(&a);
+    draw_labels(w, &a, top, ch, left, width, label_w, acc);
 
     canvas c;
     if (!canvas_init(&c, cw, ch)) {
@@ -229,42 +297,8 @@ static void draw_panel(WINDOW *w, const dl_telemetry_snapshot *t, const dl_view_
         for (int y = 0; y < ch * c.dy; y += 2)
             plot(&c, x, y, DL_COLOR_WARN, ':');
     }
-    /* per-step points joined by lines, then epoch points as blobs */
-    int px = -1, py = -1;
-    int role = acc ? DL_COLOR_ACC : DL_COLOR_LOSS;
-    for (int i = 0; cs[0].s && i < cs[0].s->n; i++) {
-        double y = cs[0].s->y[i];
-        if (cx(&cs[0], i) < a.x0 || !usable(y, acc, a.log))
-            continue;
-        int x = to_x(&c, &a, cx(&cs[0], i)), yy = to_y(&c, &a, y);
-        if (px >= 0 && c.dx == 2)
-            line(&c, px, py, x, yy, role, '.');
-        else
-            plot(&c, x, yy, role, '.');
-        px = x, py = yy;
-    }
-    px = -1;
-    role = acc ? DL_COLOR_VAL_ACC : DL_COLOR_VAL_LOSS;
-    for (int pass = 0; pass < (c.dx == 1 ? 2 : 1); pass++) {
-        /* ASCII: epoch points drawn again last so they stay visible */
-        for (int i = 0; cs[1].s && i < cs[1].s->n; i++) {
-            double y = cs[1].s->y[i];
-            if (cx(&cs[1], i) < a.x0 || !usable(y, acc, a.log))
-                continue;
-            int x = to_x(&c, &a, cx(&cs[1], i)), yy = to_y(&c, &a, y);
-            if (pass == 1) {
-                plot(&c, x, yy, role, 'o');
-                continue;
-            }
-            if (px >= 0)
-                line(&c, px, py, x, yy, role, c.dx == 2 ? 'o' : '-');
-            plot(&c, x, yy, role, 'o');
-            if (c.dx == 2)
-                plot(&c, x + 1, yy, role, 'o'), plot(&c, x, yy + 1, role, 'o'),
-                    plot(&c, x + 1, yy + 1, role, 'o');
-            px = x, py = yy;
-        }
-    }
+    plot_steps(&c, &a, &cs[0], acc);
+    plot_epochs(&c, &a, &cs[1], acc);
     canvas_draw(&c, w, top, left + label_w + 1);
     canvas_done(&c);
 }

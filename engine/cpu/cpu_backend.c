@@ -6,6 +6,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "engine/base/clock.h"
 #include "engine/cpu/cpu.h"
 #include "engine/base/error.h"
 
@@ -43,8 +44,7 @@ static int cpu_event_record(dl_backend *be, dl_event *ev)
 
 static int cpu_event_elapsed(dl_backend *be, dl_event *a, dl_event *b, float *ms)
 {
-    *ms = (float)((double)(b->t.tv_sec - a->t.tv_sec) * 1e3 +
-                  (double)(b->t.tv_nsec - a->t.tv_nsec) * 1e-6);
+    *ms = (float)(dl_clock_diff_s(a->t, b->t) * 1e3);
     return DL_OK;
 }
 

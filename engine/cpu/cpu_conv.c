@@ -132,6 +132,17 @@ static void convert_w(uint16_t *dst, const float *w, size_t n, dl_dtype t)
         dst[i] = to_half(w[i], t);
 }
 
+/* w [k, crs] as the products read it: w itself in f32, else its 16-bit
+ * copy in cw->w16. */
+static const void *gemm_weights(const conv_work *cw, const dl_conv_desc *d, const float *w,
+                                dl_dtype compute)
+{
+    if (compute == DL_F32)
+        return w;
+    convert_w(cw->w16, w, (size_t)d->k * d->c * d->r * d->s, compute);
+    return cw->w16;
+}
+
 /* dst[j] = src[j] in the compute dtype (f32 copy or 16-bit rounding). */
 static inline void store_run(void *dst, size_t at, const float *src, int n, dl_dtype t)
 {
@@ -870,7 +881,7 @@ int dl_cpu_conv_forward(dl_backend *be, const dl_conv_desc *d, float *y, const f
     conv_work cw;
     carve(&cw, d, ws, compute);
     int threads = dl_cpu(be)->pool ? dl_pool_threads(dl_cpu(be)->pool) : 1;
-    if (!getenv("XOLD") && compute == DL_F32 && d->stride == 1 && d->p * d->q >= IMAGE_MIN_PQ && threads <= cw.chunk) {
+    if (compute == DL_F32 && d->stride == 1 && d->p * d->q >= IMAGE_MIN_PQ && threads <= cw.chunk) {
         int parts = threads < d->n ? threads : d->n;
         image_task t = {d, x, w, b, y, cw.col, (size_t)d->c * d->r * d->s * d->p * d->q,
                         parts};
@@ -878,11 +889,7 @@ int dl_cpu_conv_forward(dl_backend *be, const dl_conv_desc *d, float *y, const f
         return DL_OK;
     }
     int pq = d->p * d->q, crs = d->c * d->r * d->s;
-    const void *wop = w;
-    if (compute != DL_F32) {
-        convert_w(cw.w16, w, (size_t)d->k * crs, compute);
-        wop = cw.w16;
-    }
+    const void *wop = gemm_weights(&cw, d, w, compute);
     for (int n0 = 0; n0 < d->n; n0 += cw.chunk) {
         int nb = d->n - n0 < cw.chunk ? d->n - n0 : cw.chunk;
         conv_task ct = {d, compute, n0, nb, x, NULL, b, y, NULL, cw.col, cw.t};
@@ -920,11 +927,7 @@ int dl_cpu_conv_backward_data(dl_backend *be, const dl_conv_desc *d, float *dx,
     conv_work cw;
     carve(&cw, d, ws, compute);
     int pq = d->p * d->q, crs = d->c * d->r * d->s;
-    const void *wop = w;
-    if (compute != DL_F32) {
-        convert_w(cw.w16, w, (size_t)d->k * crs, compute);
-        wop = cw.w16;
-    }
+    const void *wop = gemm_weights(&cw, d, w, compute);
     for (int n0 = 0; n0 < d->n; n0 += cw.chunk) {
         int nb = d->n - n0 < cw.chunk ? d->n - n0 : cw.chunk;
         conv_task ct = {d, compute, n0, nb, NULL, dx, NULL, NULL, dy, cw.col, cw.t};
@@ -1195,22 +1198,37 @@ static void max2_bwd(const pool_task *t, size_t pl)
     }
 }
 
+/* Plane pl of a 2x2, stride-2 max pooling (forward, or backward), by the
+ * AVX-512 kernels where the CPU has them. Returns 0, doing nothing, for
+ * any other pooling. */
+static int max2_plane(const pool_task *t, size_t pl, int backward)
+{
+    if (!is_max2(t))
+        return 0;
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+    if (t->avx512) {
+        if (backward)
+            max2_bwd_avx512(t, pl);
+        else
+            max2_fwd_avx512(t, pl);
+        return 1;
+    }
+#endif
+    if (backward)
+        max2_bwd(t, pl);
+    else
+        max2_fwd(t, pl);
+    return 1;
+}
+
 /* Planes [begin, end) of n*c. */
 static void pool_fwd_task(void *arg, size_t begin, size_t end)
 {
     const pool_task *t = arg;
     const dl_pool_desc *d = t->d;
     for (size_t pl = begin; pl < end; pl++) {
-        if (is_max2(t)) {
-#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
-            if (t->avx512) {
-                max2_fwd_avx512(t, pl);
-                continue;
-            }
-#endif
-            max2_fwd(t, pl);
+        if (max2_plane(t, pl, 0))
             continue;
-        }
         const float *xp = t->x + pl * d->h * d->w;
         float *yp = t->y + pl * d->p * d->q;
         for (int oh = 0; oh < d->p; oh++) {
@@ -1253,16 +1271,8 @@ static void pool_bwd_task(void *arg, size_t begin, size_t end)
     for (size_t pl = begin; pl < end; pl++) {
         if (t0->set && !cover)
             memset(t->dx + pl * d->h * d->w, 0, (size_t)d->h * d->w * sizeof(float));
-        if (is_max2(t)) {
-#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
-            if (t->avx512) {
-                max2_bwd_avx512(t, pl);
-                continue;
-            }
-#endif
-            max2_bwd(t, pl);
+        if (max2_plane(t, pl, 1))
             continue;
-        }
         const float *xp = t->x ? t->x + pl * d->h * d->w : NULL;
         const float *yp = t->yc ? t->yc + pl * d->p * d->q : NULL;
         const float *dyp = t->dy + pl * d->p * d->q;

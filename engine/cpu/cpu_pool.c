@@ -35,8 +35,8 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
-#include <time.h>
 
+#include "engine/base/clock.h"
 #include "engine/cpu/cpu.h"
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -81,46 +81,41 @@ static void part_range(size_t n, int parts, int i, size_t *b, size_t *e)
     *e = *b + chunk + ((size_t)i < rest ? 1 : 0);
 }
 
-static long now_ns(void)
+/* Called every 64 polls of a spin: whether SPIN_NS have passed since its
+ * first call (*start 0 before it). */
+static int spin_expired(double *start)
 {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (long)t.tv_sec * 1000000000L + t.tv_nsec;
+    double t = dl_clock_mono_s();
+    if (!*start) {
+        *start = t;
+        return 0;
+    }
+    return t - *start > SPIN_NS * 1e-9;
 }
 
 /* Polls until *flag != value or SPIN_NS pass; returns whether it changed. */
 static int spin_while_long(_Atomic long *flag, long value)
 {
-    long start = 0;
+    double start = 0;
     for (int i = 0;; i++) {
         if (atomic_load_explicit(flag, memory_order_acquire) != value)
             return 1;
         CPU_RELAX();
-        if ((i & 63) == 63) {
-            long t = now_ns();
-            if (!start)
-                start = t;
-            else if (t - start > SPIN_NS)
-                return 0;
-        }
+        if ((i & 63) == 63 && spin_expired(&start))
+            return 0;
     }
 }
 
 static int spin_until_finished(dl_pool *pool)
 {
-    long start = 0;
+    double start = 0;
     for (int i = 0;; i++) {
         if (atomic_load_explicit(&pool->finished, memory_order_acquire) ==
             atomic_load_explicit(&pool->chunks, memory_order_relaxed))
             return 1;
         CPU_RELAX();
-        if ((i & 63) == 63) {
-            long t = now_ns();
-            if (!start)
-                start = t;
-            else if (t - start > SPIN_NS)
-                return 0;
-        }
+        if ((i & 63) == 63 && spin_expired(&start))
+            return 0;
     }
 }
 
