@@ -28,10 +28,7 @@ static int layer_tostring(lua_State *L)
     return 1;
 }
 
-lua_layer *dl_lua_test_layer(lua_State *L, int idx)
-{
-    return luaL_testudata(L, idx, DL_LAYER_MT);
-}
+lua_layer *dl_lua_test_layer(lua_State *L, int idx) { return luaL_testudata(L, idx, DL_LAYER_MT); }
 
 /* Creates the empty userdata first, then the layer, so a failure leaves
  * nothing to leak. */
@@ -44,8 +41,7 @@ static lua_layer *push_layer(lua_State *L)
     return u;
 }
 
-static int finish_layer(lua_State *L, lua_layer *u, dl_layer *l, const char *fn,
-                        const char *name)
+static int finish_layer(lua_State *L, lua_layer *u, dl_layer *l, const char *fn, const char *name)
 {
     if (!l)
         return dl_lua_error(L, "%s: %s", fn, dl_error_message());
@@ -58,8 +54,7 @@ static int finish_layer(lua_State *L, lua_layer *u, dl_layer *l, const char *fn,
 
 /* The layer argument at idx for container fn: owned by Lua and not yet in
  * another container. */
-static lua_layer *check_free_layer(lua_State *L, int idx, const char *fn, int arg,
-                                   const char *what)
+static lua_layer *check_free_layer(lua_State *L, int idx, const char *fn, int arg, const char *what)
 {
     lua_layer *u = luaL_testudata(L, idx, DL_LAYER_MT);
     if (!u)
@@ -405,31 +400,30 @@ int dl_lua_open_nn(lua_State *L)
     lua_setfield(L, -2, "__tostring");
     lua_pop(L, 1);
 
-    static const luaL_Reg fns[] = {
-        {"Linear", nn_linear},
-        {"Conv2d", nn_conv2d},
-        {"MaxPool2d", nn_maxpool2d},
-        {"AvgPool2d", nn_avgpool2d},
-        {"ReLU", nn_relu},
-        {"GELU", nn_gelu},
-        {"Tanh", nn_tanh},
-        {"Sigmoid", nn_sigmoid},
-        {"Dropout", nn_dropout},
-        {"BatchNorm", nn_batchnorm},
-        {"BatchNorm1d", nn_batchnorm},
-        {"BatchNorm2d", nn_batchnorm},
-        {"LayerNorm", nn_layernorm},
-        {"Flatten", nn_flatten},
-        {"Embedding", nn_embedding},
-        {"Sequential", nn_sequential},
-        {"Residual", nn_residual},
-        {"CrossEntropy", nn_cross_entropy},
-        {"CrossEntropyLoss", nn_cross_entropy},
-        {"MSE", nn_mse},
-        {"MSELoss", nn_mse},
-        {"BCEWithLogits", nn_bce},
-        {"BCEWithLogitsLoss", nn_bce},
-        {NULL, NULL}};
+    static const luaL_Reg fns[] = {{"Linear", nn_linear},
+                                   {"Conv2d", nn_conv2d},
+                                   {"MaxPool2d", nn_maxpool2d},
+                                   {"AvgPool2d", nn_avgpool2d},
+                                   {"ReLU", nn_relu},
+                                   {"GELU", nn_gelu},
+                                   {"Tanh", nn_tanh},
+                                   {"Sigmoid", nn_sigmoid},
+                                   {"Dropout", nn_dropout},
+                                   {"BatchNorm", nn_batchnorm},
+                                   {"BatchNorm1d", nn_batchnorm},
+                                   {"BatchNorm2d", nn_batchnorm},
+                                   {"LayerNorm", nn_layernorm},
+                                   {"Flatten", nn_flatten},
+                                   {"Embedding", nn_embedding},
+                                   {"Sequential", nn_sequential},
+                                   {"Residual", nn_residual},
+                                   {"CrossEntropy", nn_cross_entropy},
+                                   {"CrossEntropyLoss", nn_cross_entropy},
+                                   {"MSE", nn_mse},
+                                   {"MSELoss", nn_mse},
+                                   {"BCEWithLogits", nn_bce},
+                                   {"BCEWithLogitsLoss", nn_bce},
+                                   {NULL, NULL}};
     luaL_newlib(L, fns);
     return 1;
 }

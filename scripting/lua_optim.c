@@ -245,16 +245,11 @@ int dl_lua_open_optim(lua_State *L)
     lua_pushcfunction(L, sched_tostring);
     lua_setfield(L, -2, "__tostring");
     lua_pop(L, 1);
-    static const luaL_Reg fns[] = {{"SGD", optim_sgd},
-                                   {"Adam", optim_adam},
-                                   {"AdamW", optim_adamw},
-                                   {"constant", sched_constant},
-                                   {"step", sched_step},
-                                   {"cosine", sched_cosine},
-                                   {"warmup", sched_warmup},
-                                   {"onecycle", sched_onecycle},
-                                   {"plateau", sched_plateau},
-                                   {NULL, NULL}};
+    static const luaL_Reg fns[] = {{"SGD", optim_sgd},         {"Adam", optim_adam},
+                                   {"AdamW", optim_adamw},     {"constant", sched_constant},
+                                   {"step", sched_step},       {"cosine", sched_cosine},
+                                   {"warmup", sched_warmup},   {"onecycle", sched_onecycle},
+                                   {"plateau", sched_plateau}, {NULL, NULL}};
     luaL_newlib(L, fns);
     return 1;
 }

@@ -92,8 +92,8 @@ static void table_fill(lua_State *L, int idx, const lua_tensor *t, int level, fl
 {
     idx = lua_absindex(L, idx);
     if (!lua_istable(L, idx) || (int64_t)luaL_len(L, idx) != t->dim[level])
-        dl_lua_error(L, "%s: ragged nested list: level %d should have %lld entries", fn,
-                     level + 1, (long long)t->dim[level]);
+        dl_lua_error(L, "%s: ragged nested list: level %d should have %lld entries", fn, level + 1,
+                     (long long)t->dim[level]);
     for (int64_t i = 0; i < t->dim[level]; i++) {
         lua_geti(L, idx, i + 1);
         if (level + 1 < t->ndim) {
@@ -182,8 +182,8 @@ static int t_get(lua_State *L)
 {
     lua_tensor *t = check_tensor(L, 1, "tensor:get");
     if (lua_gettop(L) - 1 != t->ndim)
-        return dl_lua_error(L, "tensor:get: expected %d indices for a %d-D tensor, got %d",
-                            t->ndim, t->ndim, lua_gettop(L) - 1);
+        return dl_lua_error(L, "tensor:get: expected %d indices for a %d-D tensor, got %d", t->ndim,
+                            t->ndim, lua_gettop(L) - 1);
     lua_pushnumber(L, t->data[element(L, t, 2, "tensor:get")]);
     return 1;
 }
@@ -384,15 +384,13 @@ static int t_tostring(lua_State *L)
 
 int dl_lua_open_tensor(lua_State *L)
 {
-    static const luaL_Reg meta[] = {{"__index", t_index},     {"__newindex", t_newindex},
-                                    {"__len", t_len},         {"__tostring", t_tostring},
-                                    {"__eq", t_eq},           {NULL, NULL}};
-    static const luaL_Reg methods[] = {{"get", t_get},       {"set", t_set},
-                                       {"size", t_size},     {"dim", t_dim},
-                                       {"numel", t_numel},   {"totable", t_totable},
-                                       {"fill", t_fill},     {"clone", t_clone},
-                                       {"sum", t_sum},       {"mean", t_mean},
-                                       {"min", t_min},       {"max", t_max},
+    static const luaL_Reg meta[] = {{"__index", t_index}, {"__newindex", t_newindex},
+                                    {"__len", t_len},     {"__tostring", t_tostring},
+                                    {"__eq", t_eq},       {NULL, NULL}};
+    static const luaL_Reg methods[] = {{"get", t_get},   {"set", t_set},     {"size", t_size},
+                                       {"dim", t_dim},   {"numel", t_numel}, {"totable", t_totable},
+                                       {"fill", t_fill}, {"clone", t_clone}, {"sum", t_sum},
+                                       {"mean", t_mean}, {"min", t_min},     {"max", t_max},
                                        {NULL, NULL}};
     luaL_newmetatable(L, DL_TENSOR_MT);
     luaL_setfuncs(L, meta, 0);

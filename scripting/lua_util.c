@@ -49,8 +49,7 @@ static const char *got_text(lua_State *L, int idx, char *buf, size_t size)
     return lua_typename(L, t);
 }
 
-int dl_lua_argerror(lua_State *L, const char *fn, int arg, const char *what,
-                    const char *expected)
+int dl_lua_argerror(lua_State *L, const char *fn, int arg, const char *what, const char *expected)
 {
     char got[64];
     const char *g = got_text(L, arg, got, sizeof got);
@@ -59,8 +58,7 @@ int dl_lua_argerror(lua_State *L, const char *fn, int arg, const char *what,
         lua_pushfstring(L, "bad argument #%d (%s) to %s: expected %s, got %s", arg, what, fn,
                         expected, g);
     else
-        lua_pushfstring(L, "bad argument #%d to %s: expected %s, got %s", arg, fn, expected,
-                        g);
+        lua_pushfstring(L, "bad argument #%d to %s: expected %s, got %s", arg, fn, expected, g);
     lua_concat(L, 2);
     return lua_error(L);
 }
@@ -83,8 +81,7 @@ int dl_lua_fielderror(lua_State *L, const char *fn, const char *field, const cha
     /* the offending value is on top of the stack */
     char got[64];
     const char *g = got_text(L, -1, got, sizeof got);
-    return dl_lua_error(L, "bad field '%s' to %s: expected %s, got %s", field, fn, expected,
-                        g);
+    return dl_lua_error(L, "bad field '%s' to %s: expected %s, got %s", field, fn, expected, g);
 }
 
 long dl_lua_check_int(lua_State *L, const char *fn, int arg, const char *what, long min)
@@ -157,8 +154,7 @@ double dl_lua_opt_positive(dl_lua_opts *o, const char *name, double def, int zer
     if (t == LUA_TNUMBER) {
         v = lua_tonumber(o->L, -1);
         if (!(zero_ok ? v >= 0 : v > 0) || v != v)
-            dl_lua_fielderror(o->L, o->fn, name,
-                              zero_ok ? "a number >= 0" : "a positive number");
+            dl_lua_fielderror(o->L, o->fn, name, zero_ok ? "a number >= 0" : "a positive number");
     } else if (t != LUA_TNIL) {
         dl_lua_fielderror(o->L, o->fn, name, zero_ok ? "a number >= 0" : "a positive number");
     }
@@ -265,8 +261,8 @@ void dl_lua_opt_check(dl_lua_opts *o)
                 len += (size_t)snprintf(list + len, len < sizeof list ? sizeof list - len : 0,
                                         "%s%s", i ? ", " : "", o->known[i]);
             if (lua_type(L, -1) == LUA_TSTRING)
-                dl_lua_error(L, "%s: unknown option '%s' (known: %s)", o->fn,
-                             lua_tostring(L, -1), list);
+                dl_lua_error(L, "%s: unknown option '%s' (known: %s)", o->fn, lua_tostring(L, -1),
+                             list);
             dl_lua_error(L, "%s: options must be named (known: %s)", o->fn, list);
         }
     }

@@ -184,13 +184,16 @@ static void test_gemm_f32(void)
  * one 512-deep block, and products big enough to be split over threads. */
 static void test_gemm_bf16(void)
 {
-    static const int shapes[][3] = {{1, 1, 1},    {8, 32, 2},    {9, 33, 3},   {7, 15, 17},
-                                    {17, 16, 31}, {64, 48, 513}, {5, 70, 1031}, {33, 100, 40},
+    static const int shapes[][3] = {{1, 1, 1},      {8, 32, 2},    {9, 33, 3},    {7, 15, 17},
+                                    {17, 16, 31},   {64, 48, 513}, {5, 70, 1031}, {33, 100, 40},
                                     {128, 10, 256}, {130, 90, 300}};
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
         for (int t = 0; t < 4; t++)
             gemm_case(DL_BF16, t & 1, t >> 1, shapes[s][0], shapes[s][1], shapes[s][2],
-                      t == 2 ? -1.5f : 1.0f, s % 3 == 0 ? 0.0f : s % 3 == 1 ? 1.0f : 0.5f,
+                      t == 2 ? -1.5f : 1.0f,
+                      s % 3 == 0   ? 0.0f
+                      : s % 3 == 1 ? 1.0f
+                                   : 0.5f,
                       1e-5);
     /* an MLP-sized product (threaded path when the pool has workers) */
     gemm_case(DL_BF16, 0, 0, 128, 512, 784, 1.0f, 0.0f, 1e-5);
@@ -235,8 +238,7 @@ static void test_gemm_edges(void)
 /* ---------------------------------------------------------------------- */
 /* convolution                                                             */
 
-static dl_conv_desc conv_desc(int n, int c, int h, int w, int k, int r, int s, int stride,
-                              int pad)
+static dl_conv_desc conv_desc(int n, int c, int h, int w, int k, int r, int s, int stride, int pad)
 {
     dl_conv_desc d = {n, c, h, w, k, r, s, stride, pad, 0, 0};
     d.p = (h + 2 * pad - r) / stride + 1;
@@ -274,7 +276,7 @@ static void conv_for_each(const dl_conv_desc *d, conv_visit fn, void *ctx)
 
 typedef struct ref_ctx {
     const float *x, *w, *dy;
-    double *y, *dx, *dw; /* outputs in double */
+    double *y, *dx, *dw;    /* outputs in double */
     double *ay, *adx, *adw; /* sums of |terms| */
 } ref_ctx;
 
@@ -299,9 +301,9 @@ static void visit_bwd(void *p, size_t yi, size_t xi, size_t wi)
 static void round_via(float *v, size_t n, dl_dtype t)
 {
     for (size_t i = 0; i < n; i++)
-        v[i] = t == DL_BF16 ? dl_bf16_to_f32(dl_f32_to_bf16(v[i]))
-             : t == DL_F16  ? dl_f16_to_f32(dl_f32_to_f16(v[i]))
-                            : v[i];
+        v[i] = t == DL_BF16  ? dl_bf16_to_f32(dl_f32_to_bf16(v[i]))
+               : t == DL_F16 ? dl_f16_to_f32(dl_f32_to_f16(v[i]))
+                             : v[i];
 }
 
 /* Forward, backward data (accumulating onto random dx) and backward
@@ -309,8 +311,7 @@ static void round_via(float *v, size_t n, dl_dtype t)
  * bf16/f16 compute the reference uses the operands rounded the same way
  * (x, w forward; dy, w for dx; dy, x for dw); tolerance 1e-5 of the sum of
  * |terms| plus 1e-5. */
-static void conv_case_dy(const dl_conv_desc *d, dl_dtype compute, int with_bias,
-                         double keep);
+static void conv_case_dy(const dl_conv_desc *d, dl_dtype compute, int with_bias, double keep);
 
 static void conv_case(const dl_conv_desc *d, dl_dtype compute, int with_bias)
 {
@@ -333,20 +334,26 @@ static void conv_case_dy(const dl_conv_desc *d, dl_dtype compute, int with_bias,
     void *ws = malloc(wsb ? wsb : 1);
     CHECK_OK(dl_cpu_conv_forward(cpu(), d, y, x, w, with_bias ? b : NULL, ws, compute));
     CHECK_OK(dl_cpu_conv_backward_data(cpu(), d, dx, dy, w, ws, compute));
-    CHECK_OK(dl_cpu_conv_backward_filter(cpu(), d, dw, with_bias ? db : NULL, dy, x, ws,
-                                         compute));
+    CHECK_OK(dl_cpu_conv_backward_filter(cpu(), d, dw, with_bias ? db : NULL, dy, x, ws, compute));
     float *xr = fcopy(x, nx), *wr = fcopy(w, nw), *dyr = fcopy(dy, ny);
     round_via(xr, nx, compute);
     round_via(wr, nw, compute);
     round_via(dyr, ny, compute);
-    ref_ctx r = {xr, wr, dyr, calloc(ny, 8), calloc(nx, 8), calloc(nw, 8),
-                 calloc(ny, 8), calloc(nx, 8), calloc(nw, 8)};
+    ref_ctx r = {xr,
+                 wr,
+                 dyr,
+                 calloc(ny, 8),
+                 calloc(nx, 8),
+                 calloc(nw, 8),
+                 calloc(ny, 8),
+                 calloc(nx, 8),
+                 calloc(nw, 8)};
     conv_for_each(d, visit_fwd, &r);
     conv_for_each(d, visit_bwd, &r);
     for (size_t i = 0; i < ny; i++) {
         double want = r.y[i] + (with_bias ? b[(i / ((size_t)d->p * d->q)) % d->k] : 0.0);
-        CHECK_MSG(fabs(y[i] - want) <= 1e-5 * r.ay[i] + 1e-5, "y[%zu] = %.8g, want %.8g", i,
-                  y[i], want);
+        CHECK_MSG(fabs(y[i] - want) <= 1e-5 * r.ay[i] + 1e-5, "y[%zu] = %.8g, want %.8g", i, y[i],
+                  want);
     }
     for (size_t i = 0; i < nx; i++)
         CHECK_MSG(fabs(dx[i] - (dx0[i] + r.dx[i])) <= 1e-5 * r.adx[i] + 1e-5,
@@ -370,12 +377,18 @@ static void test_conv_reference(void)
 {
     static const int cases[][9] = {
         /* n, c, h, w, k, r, s, stride, pad */
-        {1, 1, 5, 5, 1, 3, 3, 1, 0},   {2, 3, 7, 6, 4, 3, 3, 1, 1},  {3, 2, 9, 8, 5, 3, 2, 2, 1},
-        {2, 4, 6, 7, 3, 1, 1, 1, 0},   {1, 3, 8, 8, 2, 5, 5, 2, 2},  {4, 1, 28, 28, 32, 3, 3, 1, 0},
-        {3, 32, 13, 13, 64, 3, 3, 1, 0}, {2, 5, 11, 10, 7, 4, 3, 3, 2},
+        {1, 1, 5, 5, 1, 3, 3, 1, 0},
+        {2, 3, 7, 6, 4, 3, 3, 1, 1},
+        {3, 2, 9, 8, 5, 3, 2, 2, 1},
+        {2, 4, 6, 7, 3, 1, 1, 1, 0},
+        {1, 3, 8, 8, 2, 5, 5, 2, 2},
+        {4, 1, 28, 28, 32, 3, 3, 1, 0},
+        {3, 32, 13, 13, 64, 3, 3, 1, 0},
+        {2, 5, 11, 10, 7, 4, 3, 3, 2},
         /* stride 1 (the unfold by runs): padding wider than half the
          * kernel, image by image (pq >= 100); rows under 8 floats */
-        {2, 3, 12, 11, 4, 5, 5, 1, 3},  {3, 2, 5, 4, 3, 5, 3, 1, 2},
+        {2, 3, 12, 11, 4, 5, 5, 1, 3},
+        {3, 2, 5, 4, 3, 5, 3, 1, 2},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         const int *c = cases[i];
@@ -486,8 +499,7 @@ static dl_pool_desc pool_desc(int n, int c, int h, int w, int size, int stride, 
  * row; max keeps the first strict maximum (its flat input index in arg),
  * avg divides the sum by size*size (every case here keeps windows inside
  * the padded input, so that is PyTorch's count_include_pad divisor). */
-static void ref_pool(dl_pool_kind kind, const dl_pool_desc *d, const float *x, double *y,
-                     long *arg)
+static void ref_pool(dl_pool_kind kind, const dl_pool_desc *d, const float *x, double *y, long *arg)
 {
     for (int pl = 0; pl < d->n * d->c; pl++)
         for (int oh = 0; oh < d->p; oh++)
@@ -550,9 +562,9 @@ static void pool_case(dl_pool_kind kind, const dl_pool_desc *d, int ties)
 
 static void test_pool_reference(void)
 {
-    static const int cases[][7] = {{2, 3, 8, 8, 2, 2, 0}, {1, 2, 7, 9, 3, 2, 1},
+    static const int cases[][7] = {{2, 3, 8, 8, 2, 2, 0},   {1, 2, 7, 9, 3, 2, 1},
                                    {2, 2, 26, 26, 2, 2, 0}, {1, 4, 11, 11, 2, 2, 0},
-                                   {3, 1, 6, 5, 3, 1, 1},  {1, 1, 5, 5, 5, 1, 2}};
+                                   {3, 1, 6, 5, 3, 1, 1},   {1, 1, 5, 5, 5, 1, 2}};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         const int *c = cases[i];
         dl_pool_desc d = pool_desc(c[0], c[1], c[2], c[3], c[4], c[5], c[6]);
@@ -580,7 +592,7 @@ static void test_pool_reference(void)
  * and odd planes, rows longer than 16), overlapping and padded windows. */
 static void test_relu_maxpool_fused(void)
 {
-    static const int cases[][7] = {{2, 3, 8, 8, 2, 2, 0},  {2, 2, 26, 26, 2, 2, 0},
+    static const int cases[][7] = {{2, 3, 8, 8, 2, 2, 0},   {2, 2, 26, 26, 2, 2, 0},
                                    {1, 4, 11, 13, 2, 2, 0}, {1, 2, 40, 36, 2, 2, 0},
                                    {1, 2, 7, 9, 3, 2, 1},   {3, 1, 6, 5, 3, 1, 1}};
     for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
@@ -695,8 +707,8 @@ static void test_batchnorm(void)
     float rm0[3], rv0[3];
     memcpy(rm0, rm, sizeof rm);
     memcpy(rv0, rv, sizeof rv);
-    CHECK_OK(dl_cpu_batchnorm_forward(cpu(), 1, n, c, inner, mom, eps, y, x, gamma, beta, rm,
-                                      rv, sm, si));
+    CHECK_OK(dl_cpu_batchnorm_forward(cpu(), 1, n, c, inner, mom, eps, y, x, gamma, beta, rm, rv,
+                                      sm, si));
     double xd[105], gd[105], yd[105], gam[3], bet[3];
     for (size_t i = 0; i < nx; i++)
         xd[i] = x[i], gd[i] = g[i];
@@ -718,8 +730,7 @@ static void test_batchnorm(void)
         CHECK_NEAR(rm[ch], 0.9 * rm0[ch] + 0.1 * s / cnt, 1e-6);
         CHECK_NEAR(rv[ch], 0.9 * rv0[ch] + 0.1 * ss / (cnt - 1), 1e-6); /* unbiased */
     }
-    CHECK_OK(dl_cpu_batchnorm_backward(cpu(), n, c, inner, dx, dgamma, dbeta, g, x, gamma, sm,
-                                       si));
+    CHECK_OK(dl_cpu_batchnorm_backward(cpu(), n, c, inner, dx, dgamma, dbeta, g, x, gamma, sm, si));
     const double h = 1e-6;
     for (size_t i = 0; i < nx; i++) {
         double keep = xd[i];
@@ -752,15 +763,15 @@ static void test_batchnorm(void)
     float rmk[3], rvk[3];
     memcpy(rmk, rm, sizeof rm);
     memcpy(rvk, rv, sizeof rv);
-    CHECK_OK(dl_cpu_batchnorm_forward(cpu(), 0, n, c, inner, mom, eps, y, x, gamma, beta, rm,
-                                      rv, NULL, NULL));
+    CHECK_OK(dl_cpu_batchnorm_forward(cpu(), 0, n, c, inner, mom, eps, y, x, gamma, beta, rm, rv,
+                                      NULL, NULL));
     for (size_t i = 0; i < nx; i++) {
         int ch = (int)(i / inner) % c;
         CHECK_NEAR(y[i], gamma[ch] * (x[i] - rmk[ch]) / sqrt(rvk[ch] + eps) + beta[ch], 1e-5);
     }
     CHECK(memcmp(rm, rmk, sizeof rm) == 0 && memcmp(rv, rvk, sizeof rv) == 0);
-    CHECK(dl_cpu_batchnorm_forward(cpu(), 0, n, c, inner, mom, eps, y, x, gamma, beta, NULL,
-                                   NULL, NULL, NULL) == DL_EINVAL);
+    CHECK(dl_cpu_batchnorm_forward(cpu(), 0, n, c, inner, mom, eps, y, x, gamma, beta, NULL, NULL,
+                                   NULL, NULL) == DL_EINVAL);
     free(x), free(g), free(y), free(dx), free(dx0);
 }
 
@@ -774,8 +785,8 @@ static void test_batchnorm_large(void)
     for (size_t i = 0; i < nx; i++)
         x[i] = 100.0f + x[i];
     float *rm = calloc(c, 4), *rv = calloc(c, 4), *sm = malloc(c * 4), *si = malloc(c * 4);
-    CHECK_OK(dl_cpu_batchnorm_forward(cpu(), 1, n, c, inner, 1.0f, 1e-5f, y, x, NULL, NULL, rm,
-                                      rv, sm, si));
+    CHECK_OK(dl_cpu_batchnorm_forward(cpu(), 1, n, c, inner, 1.0f, 1e-5f, y, x, NULL, NULL, rm, rv,
+                                      sm, si));
     for (int ch = 0; ch < c; ch++) {
         double s = 0, ss = 0, cnt = (double)n * inner;
         for (int i = 0; i < n; i++)
@@ -864,16 +875,16 @@ static void test_norm_fd_own_forward(void)
     float gamma[C] = {1.2f, 0.7f}, beta[C] = {0.3f, -0.2f}, bm[C], bi[C];
     const float h = 1e-2f;
     /* BatchNorm over [N, C, I] */
-    CHECK_OK(dl_cpu_batchnorm_forward(cpu(), 1, N, C, I, 0.1f, 1e-5f, y, x, gamma, beta, NULL,
-                                      NULL, bm, bi));
+    CHECK_OK(dl_cpu_batchnorm_forward(cpu(), 1, N, C, I, 0.1f, 1e-5f, y, x, gamma, beta, NULL, NULL,
+                                      bm, bi));
     CHECK_OK(dl_cpu_batchnorm_backward(cpu(), N, C, I, dx, NULL, NULL, g, x, gamma, bm, bi));
     for (int i = 0; i < NX; i++) {
         float keep = x[i];
         double l[2] = {0, 0};
         for (int s = 0; s < 2; s++) {
             x[i] = keep + (s ? -h : h);
-            dl_cpu_batchnorm_forward(cpu(), 1, N, C, I, 0.1f, 1e-5f, y, x, gamma, beta, NULL,
-                                     NULL, NULL, NULL);
+            dl_cpu_batchnorm_forward(cpu(), 1, N, C, I, 0.1f, 1e-5f, y, x, gamma, beta, NULL, NULL,
+                                     NULL, NULL);
             for (int j = 0; j < NX; j++)
                 l[s] += (double)g[j] * y[j];
         }

@@ -30,12 +30,12 @@ static dl_backend *cpu, *gpu;
 static char why[512];
 static int tf32;
 
-#define NEED_GPU()                    \
-    do {                              \
-        if (!gpu) {                   \
-            SKIP("%.240s", why);          \
-            return;                   \
-        }                             \
+#define NEED_GPU()                                                                                 \
+    do {                                                                                           \
+        if (!gpu) {                                                                                \
+            SKIP("%.240s", why);                                                                   \
+            return;                                                                                \
+        }                                                                                          \
     } while (0)
 
 /* --- buffers mirrored on both backends ------------------------------------------- */
@@ -119,8 +119,8 @@ static void compare_f32(const pair *p, size_t n, double atol, double rtol, const
             bad = 1;
         }
     }
-    CHECK_MSG(!bad, "%s: element %zu of %zu: gpu %.9g, cpu %.9g (atol %g, rtol %g)", what,
-              worst, n, (double)g[worst], (double)c[worst], atol, rtol);
+    CHECK_MSG(!bad, "%s: element %zu of %zu: gpu %.9g, cpu %.9g (atol %g, rtol %g)", what, worst, n,
+              (double)g[worst], (double)c[worst], atol, rtol);
     free(g);
 }
 
@@ -273,8 +273,7 @@ static void gemm_case(int ta, int tb, int m, int n, int k, float alpha, float be
     CHECK_OK(gpu->ops->gemm(gpu, ta, tb, m, n, k, alpha, a.g, lda, b.g, ldb, t, beta, c.g, ldc));
     double rel = t != DL_F32 ? 1e-4 : tf32 ? 2e-3 : 1e-5;
     char what[96];
-    snprintf(what, sizeof what, "gemm %s ta %d tb %d %dx%dx%d", dl_dtype_name(t), ta, tb, m, n,
-             k);
+    snprintf(what, sizeof what, "gemm %s ta %d tb %d %dx%dx%d", dl_dtype_name(t), ta, tb, m, n, k);
     compare_f32(&c, (size_t)m * ldc, rel * sqrt((double)k + 1), rel, what);
     pair_free(&a);
     pair_free(&b);
@@ -328,7 +327,8 @@ static void conv_case(dl_conv_desc d, dl_dtype compute, int with_bias)
     size_t ny = (size_t)d.n * d.k * d.p * d.q;
     pair x = pair_rand(nx, -1, 1, 21), w = pair_rand(nw, -1, 1, 22), b = pair_rand(d.k, -1, 1, 23);
     pair y = pair_const(ny, 0), dy = pair_rand(ny, -1, 1, 24);
-    pair dx = pair_rand(nx, -1, 1, 25), dw = pair_rand(nw, -1, 1, 26), db = pair_rand(d.k, -1, 1, 27);
+    pair dx = pair_rand(nx, -1, 1, 25), dw = pair_rand(nw, -1, 1, 26),
+         db = pair_rand(d.k, -1, 1, 27);
     size_t wsc = cpu->ops->conv_workspace(cpu, &d, compute);
     size_t wsg = gpu->ops->conv_workspace(gpu, &d, compute);
     void *bc = wsc ? cpu->ops->alloc(cpu, wsc) : NULL, *bg = wsg ? gpu->ops->alloc(gpu, wsg) : NULL;
@@ -337,10 +337,10 @@ static void conv_case(dl_conv_desc d, dl_dtype compute, int with_bias)
     CHECK_OK(gpu->ops->conv_forward(gpu, &d, y.g, x.g, w.g, bias_g, bg, compute));
     CHECK_OK(cpu->ops->conv_backward_data(cpu, &d, dx.c, dy.c, w.c, bc, compute));
     CHECK_OK(gpu->ops->conv_backward_data(gpu, &d, dx.g, dy.g, w.g, bg, compute));
-    CHECK_OK(cpu->ops->conv_backward_filter(cpu, &d, dw.c, with_bias ? db.c : NULL, dy.c, x.c,
-                                            bc, compute));
-    CHECK_OK(gpu->ops->conv_backward_filter(gpu, &d, dw.g, with_bias ? db.g : NULL, dy.g, x.g,
-                                            bg, compute));
+    CHECK_OK(cpu->ops->conv_backward_filter(cpu, &d, dw.c, with_bias ? db.c : NULL, dy.c, x.c, bc,
+                                            compute));
+    CHECK_OK(gpu->ops->conv_backward_filter(gpu, &d, dw.g, with_bias ? db.g : NULL, dy.g, x.g, bg,
+                                            compute));
     double rel = compute != DL_F32 ? 1e-4 : tf32 ? 2e-3 : 1e-5;
     char what[128];
     snprintf(what, sizeof what, "conv %s n%d c%d %dx%d k%d %dx%d s%d p%d", dl_dtype_name(compute),
@@ -383,8 +383,20 @@ static void test_cast(void)
     NEED_GPU();
     size_t n = 4099;
     float *h = rand_host(n, -70000, 70000, 31);
-    float special[] = {0.0f, -0.0f, INFINITY, -INFINITY, NAN, 65504.0f, 65519.0f, 65520.0f,
-                       1e-8f, 6e-8f, 3e-5f, 1.0f + 1.0f / 256, 1.0f + 1.0f / 128, 3.3895314e38f};
+    float special[] = {0.0f,
+                       -0.0f,
+                       INFINITY,
+                       -INFINITY,
+                       NAN,
+                       65504.0f,
+                       65519.0f,
+                       65520.0f,
+                       1e-8f,
+                       6e-8f,
+                       3e-5f,
+                       1.0f + 1.0f / 256,
+                       1.0f + 1.0f / 128,
+                       3.3895314e38f};
     memcpy(h, special, sizeof special);
     for (size_t i = sizeof special / sizeof special[0]; i < 1000; i++)
         h[i] *= 1e-9f; /* subnormal range of f16 */
@@ -425,14 +437,18 @@ static void test_input(void)
     float mean[3] = {0.5f, 0.25f, -0.1f}, stdv[3] = {0.2f, 0.3f, 2.0f};
     pair s8 = pair_new(u8, n), s32 = pair_new(i32, n * 4), sf = pair_rand(n, -5, 5, 41);
     pair out = pair_const(n, 0);
-    CHECK_OK(cpu->ops->input_to_f32(cpu, out.c, s8.c, DL_U8, rows, ch, plane, 1 / 255.0f, mean, stdv));
-    CHECK_OK(gpu->ops->input_to_f32(gpu, out.g, s8.g, DL_U8, rows, ch, plane, 1 / 255.0f, mean, stdv));
+    CHECK_OK(
+        cpu->ops->input_to_f32(cpu, out.c, s8.c, DL_U8, rows, ch, plane, 1 / 255.0f, mean, stdv));
+    CHECK_OK(
+        gpu->ops->input_to_f32(gpu, out.g, s8.g, DL_U8, rows, ch, plane, 1 / 255.0f, mean, stdv));
     compare_f32(&out, n, 1e-6, TOL, "u8 input");
     CHECK_OK(cpu->ops->input_to_f32(cpu, out.c, s32.c, DL_I32, rows, ch, plane, 0.5f, NULL, NULL));
     CHECK_OK(gpu->ops->input_to_f32(gpu, out.g, s32.g, DL_I32, rows, ch, plane, 0.5f, NULL, NULL));
     compare_f32(&out, n, 0, TOL, "i32 input");
-    CHECK_OK(cpu->ops->input_to_f32(cpu, out.c, sf.c, DL_F32, rows * ch, 0, plane, 2.0f, NULL, NULL));
-    CHECK_OK(gpu->ops->input_to_f32(gpu, out.g, sf.g, DL_F32, rows * ch, 0, plane, 2.0f, NULL, NULL));
+    CHECK_OK(
+        cpu->ops->input_to_f32(cpu, out.c, sf.c, DL_F32, rows * ch, 0, plane, 2.0f, NULL, NULL));
+    CHECK_OK(
+        gpu->ops->input_to_f32(gpu, out.g, sf.g, DL_F32, rows * ch, 0, plane, 2.0f, NULL, NULL));
     compare_f32(&out, n, 0, TOL, "f32 input");
     pair_free(&s8);
     pair_free(&s32);
@@ -577,10 +593,10 @@ static void test_batchnorm(void)
         pair g = pair_rand(c, 0.5f, 1.5f, 102), b = pair_rand(c, -1, 1, 103);
         pair rm = pair_rand(c, -1, 1, 104), rv = pair_rand(c, 0.5f, 2, 105);
         pair sm = pair_const(c, 0), si = pair_const(c, 0);
-        CHECK_OK(cpu->ops->batchnorm_forward(cpu, 1, n, c, inner, 0.1f, 1e-5f, y.c, x.c, g.c,
-                                             b.c, rm.c, rv.c, sm.c, si.c));
-        CHECK_OK(gpu->ops->batchnorm_forward(gpu, 1, n, c, inner, 0.1f, 1e-5f, y.g, x.g, g.g,
-                                             b.g, rm.g, rv.g, sm.g, si.g));
+        CHECK_OK(cpu->ops->batchnorm_forward(cpu, 1, n, c, inner, 0.1f, 1e-5f, y.c, x.c, g.c, b.c,
+                                             rm.c, rv.c, sm.c, si.c));
+        CHECK_OK(gpu->ops->batchnorm_forward(gpu, 1, n, c, inner, 0.1f, 1e-5f, y.g, x.g, g.g, b.g,
+                                             rm.g, rv.g, sm.g, si.g));
         compare_f32(&y, total, 1e-5, TOL, "batchnorm y");
         compare_f32(&rm, c, 1e-6, TOL, "running mean");
         compare_f32(&rv, c, 1e-6, TOL, "running var");
@@ -595,10 +611,10 @@ static void test_batchnorm(void)
         compare_f32(&dx, total, 1e-5, 1e-4, "batchnorm dx");
         compare_f32(&dg, c, 1e-4, TOL, "batchnorm dgamma");
         compare_f32(&dbt, c, 1e-4, TOL, "batchnorm dbeta");
-        CHECK_OK(cpu->ops->batchnorm_forward(cpu, 0, n, c, inner, 0.1f, 1e-5f, y.c, x.c, g.c,
-                                             b.c, rm.c, rv.c, NULL, NULL));
-        CHECK_OK(gpu->ops->batchnorm_forward(gpu, 0, n, c, inner, 0.1f, 1e-5f, y.g, x.g, g.g,
-                                             b.g, rm.g, rv.g, NULL, NULL));
+        CHECK_OK(cpu->ops->batchnorm_forward(cpu, 0, n, c, inner, 0.1f, 1e-5f, y.c, x.c, g.c, b.c,
+                                             rm.c, rv.c, NULL, NULL));
+        CHECK_OK(gpu->ops->batchnorm_forward(gpu, 0, n, c, inner, 0.1f, 1e-5f, y.g, x.g, g.g, b.g,
+                                             rm.g, rv.g, NULL, NULL));
         compare_f32(&y, total, 1e-5, TOL, "batchnorm eval");
         pair *all[] = {&x, &y, &g, &b, &rm, &rv, &sm, &si, &dy, &dx, &dg, &dbt};
         for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
@@ -676,10 +692,10 @@ static void xent_case(int rows, int classes, float smoothing)
     pair d = pair_rand((size_t)rows * classes, -1, 1, 132);
     float st[2] = {1.0f, 2.0f};
     pair stats = pair_new(st, sizeof st);
-    CHECK_OK(cpu->ops->softmax_xent(cpu, rows, classes, z.c, l.c, smoothing, 1.0f / rows, d.c,
-                                    stats.c));
-    CHECK_OK(gpu->ops->softmax_xent(gpu, rows, classes, z.g, l.g, smoothing, 1.0f / rows, d.g,
-                                    stats.g));
+    CHECK_OK(
+        cpu->ops->softmax_xent(cpu, rows, classes, z.c, l.c, smoothing, 1.0f / rows, d.c, stats.c));
+    CHECK_OK(
+        gpu->ops->softmax_xent(gpu, rows, classes, z.g, l.g, smoothing, 1.0f / rows, d.g, stats.g));
     compare_f32(&d, (size_t)rows * classes, 1e-7, TOL, "softmax_xent dlogits");
     compare_f32(&stats, 2, 1e-5, TOL, "softmax_xent stats");
     /* without dlogits */
@@ -786,8 +802,8 @@ static void test_adam(void)
         compare_f32(&m, n, 1e-7, TOL, "adam m");
         compare_f32(&v, n, 1e-8, TOL, "adam v");
         compare_f32(&g, n, 0, 0, "adam zeroes g");
-        CHECK(gpu->ops->adam_update(gpu, n, w.g, g.g, m.g, v.g, 1e-3f, 0.9f, 0.999f, 1e-8f, 0, 0,
-                                    0, 1.0f) == DL_EINVAL);
+        CHECK(gpu->ops->adam_update(gpu, n, w.g, g.g, m.g, v.g, 1e-3f, 0.9f, 0.999f, 1e-8f, 0, 0, 0,
+                                    1.0f) == DL_EINVAL);
         pair_free(&w);
         pair_free(&m);
         pair_free(&v);

@@ -87,8 +87,8 @@ static void check_gradients(harness *h, float eps, double tol, int check_x, int 
     CHECK(isfinite(l0));
     dl_pass p;
     dl_model_pass(h->m, &p, h->n, training, DL_PREC_F32, 5, 3);
-    CHECK_OK(h->l->vt->backward(h->l, &p, h->x, dl_model_output(h->m), h->r,
-                                check_x ? h->dx : NULL));
+    CHECK_OK(
+        h->l->vt->backward(h->l, &p, h->x, dl_model_output(h->m), h->r, check_x ? h->dx : NULL));
     double gmax = 1e-6, worst = 0;
     if (check_x) {
         for (size_t i = 0; i < h->nin; i++)
@@ -197,8 +197,14 @@ static void test_relu_grad(void)
 {
     gradcheck_prep(dl_nn_activation(DL_ACT_RELU), (dl_shape){1, {9}}, 3, 1, AWAY_FROM_ZERO);
 }
-static void test_gelu_grad(void) { gradcheck(dl_nn_activation(DL_ACT_GELU), (dl_shape){1, {9}}, 3, 1); }
-static void test_tanh_grad(void) { gradcheck(dl_nn_activation(DL_ACT_TANH), (dl_shape){1, {9}}, 3, 1); }
+static void test_gelu_grad(void)
+{
+    gradcheck(dl_nn_activation(DL_ACT_GELU), (dl_shape){1, {9}}, 3, 1);
+}
+static void test_tanh_grad(void)
+{
+    gradcheck(dl_nn_activation(DL_ACT_TANH), (dl_shape){1, {9}}, 3, 1);
+}
 static void test_sigmoid_grad(void)
 {
     gradcheck(dl_nn_activation(DL_ACT_SIGMOID), (dl_shape){1, {9}}, 3, 1);
@@ -318,8 +324,10 @@ static void test_relu_pool_fusion(void)
         memcpy(grads[k], s.grads, np * 4);
         memcpy(dxs[k], h.dx, h.nin * 4);
         if (k == 0)
-            CHECK_MSG(fused_calls == 4, "fused op called %d times, expected 2 forward + 2 "
-                      "backward", fused_calls);
+            CHECK_MSG(fused_calls == 4,
+                      "fused op called %d times, expected 2 forward + 2 "
+                      "backward",
+                      fused_calls);
     }
     CHECK(memcmp(out[0], out[1], h.nout * 4) == 0);
     CHECK(memcmp(grads[0], grads[1], np * 4) == 0);
@@ -616,13 +624,14 @@ static void test_schedules(void)
     s.min_lr = 0;
     CHECK_NEAR(dl_schedule_lr(&s, 0.1f, 4, 110), 0.05, 1e-7);
     CHECK_NEAR(dl_schedule_lr(&s, 0.1f, 10, 110), 0.1, 1e-7);
-    CHECK_NEAR(dl_schedule_lr(&s, 0.1f, 60, 110), 0.05, 1e-6);  /* half way: cos(pi/2) */
+    CHECK_NEAR(dl_schedule_lr(&s, 0.1f, 60, 110), 0.05, 1e-6); /* half way: cos(pi/2) */
     CHECK_NEAR(dl_schedule_lr(&s, 0.1f, 110, 110), 0.0, 1e-7);
     s = dl_schedule_constant();
     s.kind = DL_SCHED_ONECYCLE;
     s.max_lr = 1.0f; /* start 1/25, end 1/25/1e4, peak at 30% */
     CHECK_NEAR(dl_schedule_lr(&s, 0.1f, 0, 101), 0.04, 1e-6);
-    CHECK_NEAR(dl_schedule_lr(&s, 0.1f, 29, 101), 1.0 - 0.96 * 0.5 * (1 + cos(M_PI * 29 / 29.3)), 1e-5);
+    CHECK_NEAR(dl_schedule_lr(&s, 0.1f, 29, 101), 1.0 - 0.96 * 0.5 * (1 + cos(M_PI * 29 / 29.3)),
+               1e-5);
     CHECK_NEAR(dl_schedule_lr(&s, 0.1f, 100, 101), 0.04 / 1e4, 1e-8);
     s = dl_schedule_constant();
     s.kind = DL_SCHED_PLATEAU;
@@ -649,7 +658,7 @@ static void test_half_roundtrip(void)
     CHECK_NEAR(dl_f16_to_f32(dl_f32_to_f16(1.0f + 3.0f / 2048)), 1.0 + 2.0 / 1024, 0);
     CHECK(dl_f32_to_f16(1e-9f) == 0);
     CHECK(isnan(dl_f16_to_f32(dl_f32_to_f16(NAN))));
-    CHECK_NEAR(dl_bf16_to_f32(dl_f32_to_bf16(1.0f + 1.0f / 256)), 1.0, 0);     /* tie: even */
+    CHECK_NEAR(dl_bf16_to_f32(dl_f32_to_bf16(1.0f + 1.0f / 256)), 1.0, 0); /* tie: even */
     CHECK_NEAR(dl_bf16_to_f32(dl_f32_to_bf16(1.0f + 3.0f / 256)), 1.0 + 2.0 / 128, 0);
     CHECK(isnan(dl_bf16_to_f32(dl_f32_to_bf16(NAN))));
     /* every f16 value round-trips through f32 exactly */

@@ -42,38 +42,35 @@ void dl_cpu_scratch_free(dl_backend *be);
 
 /* Kernels, one group per file (cpu_<group>.c); signatures as in backend.h. */
 int dl_cpu_gemm(dl_backend *be, int trans_a, int trans_b, int m, int n, int k, float alpha,
-                const void *a, int lda, const void *b, int ldb, dl_dtype ab, float beta,
-                float *c, int ldc);
+                const void *a, int lda, const void *b, int ldb, dl_dtype ab, float beta, float *c,
+                int ldc);
 size_t dl_cpu_conv_workspace(dl_backend *be, const dl_conv_desc *d, dl_dtype compute);
 int dl_cpu_conv_forward(dl_backend *be, const dl_conv_desc *d, float *y, const float *x,
                         const float *w, const float *b, void *ws, dl_dtype compute);
-int dl_cpu_conv_backward_data(dl_backend *be, const dl_conv_desc *d, float *dx,
-                              const float *dy, const float *w, void *ws, dl_dtype compute);
+int dl_cpu_conv_backward_data(dl_backend *be, const dl_conv_desc *d, float *dx, const float *dy,
+                              const float *w, void *ws, dl_dtype compute);
 int dl_cpu_conv_backward_filter(dl_backend *be, const dl_conv_desc *d, float *dw, float *db,
                                 const float *dy, const float *x, void *ws, dl_dtype compute);
 int dl_cpu_pool_forward(dl_backend *be, dl_pool_kind kind, const dl_pool_desc *d, float *y,
                         const float *x);
-int dl_cpu_relu_maxpool_forward(dl_backend *be, const dl_pool_desc *d, float *y,
-                                const float *x);
-int dl_cpu_relu_maxpool_backward(dl_backend *be, const dl_pool_desc *d, float *dx,
-                                 const float *dy, const float *x, const float *y);
+int dl_cpu_relu_maxpool_forward(dl_backend *be, const dl_pool_desc *d, float *y, const float *x);
+int dl_cpu_relu_maxpool_backward(dl_backend *be, const dl_pool_desc *d, float *dx, const float *dy,
+                                 const float *x, const float *y);
 int dl_cpu_pool_backward(dl_backend *be, dl_pool_kind kind, const dl_pool_desc *d, float *dx,
                          const float *dy, const float *x, const float *y);
-int dl_cpu_batchnorm_forward(dl_backend *be, int training, int n, int c, int inner,
-                             float momentum, float eps, float *y, const float *x,
-                             const float *gamma, const float *beta, float *running_mean,
-                             float *running_var, float *save_mean, float *save_invstd);
-int dl_cpu_batchnorm_backward(dl_backend *be, int n, int c, int inner, float *dx,
-                              float *dgamma, float *dbeta, const float *dy, const float *x,
-                              const float *gamma, const float *save_mean,
-                              const float *save_invstd);
+int dl_cpu_batchnorm_forward(dl_backend *be, int training, int n, int c, int inner, float momentum,
+                             float eps, float *y, const float *x, const float *gamma,
+                             const float *beta, float *running_mean, float *running_var,
+                             float *save_mean, float *save_invstd);
+int dl_cpu_batchnorm_backward(dl_backend *be, int n, int c, int inner, float *dx, float *dgamma,
+                              float *dbeta, const float *dy, const float *x, const float *gamma,
+                              const float *save_mean, const float *save_invstd);
 int dl_cpu_layernorm_forward(dl_backend *be, int rows, int cols, float eps, float *y,
                              const float *x, const float *gamma, const float *beta,
                              float *save_mean, float *save_invstd);
 int dl_cpu_layernorm_backward(dl_backend *be, int rows, int cols, float *dx, float *dgamma,
-                              float *dbeta, const float *dy, const float *x,
-                              const float *gamma, const float *save_mean,
-                              const float *save_invstd);
+                              float *dbeta, const float *dy, const float *x, const float *gamma,
+                              const float *save_mean, const float *save_invstd);
 
 /* cpu_elementwise.c */
 int dl_cpu_cast(dl_backend *be, void *dst, dl_dtype dt, const void *src, dl_dtype st, size_t n);
@@ -94,13 +91,13 @@ int dl_cpu_dropout_forward(dl_backend *be, float *y, const float *x, size_t n, f
                            uint64_t seed, uint64_t stream, uint64_t counter);
 int dl_cpu_dropout_backward(dl_backend *be, float *dx, const float *dy, size_t n, float p,
                             uint64_t seed, uint64_t stream, uint64_t counter);
-int dl_cpu_embedding_forward(dl_backend *be, int n, int vocab, int dim, float *y,
-                             const float *idx, const float *table);
+int dl_cpu_embedding_forward(dl_backend *be, int n, int vocab, int dim, float *y, const float *idx,
+                             const float *table);
 int dl_cpu_embedding_backward(dl_backend *be, int n, int vocab, int dim, float *dtable,
                               const float *idx, const float *dy);
 int dl_cpu_softmax_xent(dl_backend *be, int rows, int classes, const float *logits,
-                        const int32_t *labels, float smoothing, float grad_scale,
-                        float *dlogits, float *stats);
+                        const int32_t *labels, float smoothing, float grad_scale, float *dlogits,
+                        float *stats);
 int dl_cpu_mse(dl_backend *be, size_t n, const float *pred, const float *target, float grad_scale,
                float *dpred, float *stats);
 int dl_cpu_bce_logits(dl_backend *be, size_t n, const float *logits, const float *target,

@@ -56,16 +56,18 @@ static int chunk_images(const dl_conv_desc *d)
 
 static int check_desc(const dl_conv_desc *d, dl_dtype compute, const char *op)
 {
-    if (d->n <= 0 || d->c <= 0 || d->h <= 0 || d->w <= 0 || d->k <= 0 || d->r <= 0 ||
-        d->s <= 0 || d->stride <= 0 || d->pad < 0)
-        return dl_error(DL_EINVAL, "%s: bad descriptor n %d c %d h %d w %d k %d r %d s %d "
-                        "stride %d pad %d", op, d->n, d->c, d->h, d->w, d->k, d->r, d->s,
-                        d->stride, d->pad);
+    if (d->n <= 0 || d->c <= 0 || d->h <= 0 || d->w <= 0 || d->k <= 0 || d->r <= 0 || d->s <= 0 ||
+        d->stride <= 0 || d->pad < 0)
+        return dl_error(DL_EINVAL,
+                        "%s: bad descriptor n %d c %d h %d w %d k %d r %d s %d "
+                        "stride %d pad %d",
+                        op, d->n, d->c, d->h, d->w, d->k, d->r, d->s, d->stride, d->pad);
     if (d->p != (d->h + 2 * d->pad - d->r) / d->stride + 1 ||
         d->q != (d->w + 2 * d->pad - d->s) / d->stride + 1 || d->p <= 0 || d->q <= 0)
-        return dl_error(DL_ESHAPE, "%s: output %dx%d does not match input %dx%d, kernel "
-                        "%dx%d, stride %d, pad %d", op, d->p, d->q, d->h, d->w, d->r, d->s,
-                        d->stride, d->pad);
+        return dl_error(DL_ESHAPE,
+                        "%s: output %dx%d does not match input %dx%d, kernel "
+                        "%dx%d, stride %d, pad %d",
+                        op, d->p, d->q, d->h, d->w, d->r, d->s, d->stride, d->pad);
     if (d->s > 64)
         return dl_error(DL_EINVAL, "%s: kernel width %d over 64 not supported", op, d->s);
     if (compute != DL_F32 && compute != DL_BF16 && compute != DL_F16)
@@ -579,38 +581,37 @@ static int direct_forward(dl_backend *be, const dl_conv_desc *d, float *y, const
 #define SPARSE_CRS 2048
 
 #if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
-typedef void (*sp_fn)(float *out, size_t ostride, const float *base, size_t bstride,
-                      const int *off, const float *val, int cnt);
+typedef void (*sp_fn)(float *out, size_t ostride, const float *base, size_t bstride, const int *off,
+                      const float *val, int cnt);
 
 /* out[gr*ostride + 16u ...] += sum over e of val[e] * base[off[e] + gr*bstride + 16u ...]
  * for G rows of V vectors. */
-#define SP_DEF(G, V)                                                                           \
-    DIRECT_TARGET static void sp_##G##_##V(float *out, size_t os, const float *base,          \
-                                           size_t bs, const int *off, const float *val,       \
-                                           int cnt)                                           \
-    {                                                                                          \
-        __m512 acc[(G) * (V)];                                                                 \
-        _Pragma("GCC unroll 32") for (int a = 0; a < (G) * (V); a++) acc[a] =                  \
-            _mm512_loadu_ps(out + (size_t)(a / (V)) * os + 16 * (a % (V)));                    \
-        for (int e = 0; e < cnt; e++) {                                                        \
-            __m512 g = _mm512_set1_ps(val[e]);                                                 \
-            const float *p = base + off[e];                                                    \
-            _Pragma("GCC unroll 32") for (int a = 0; a < (G) * (V); a++) acc[a] =              \
-                _mm512_fmadd_ps(g, _mm512_loadu_ps(p + (size_t)(a / (V)) * bs + 16 * (a % (V))), \
-                                acc[a]);                                                       \
-        }                                                                                      \
-        _Pragma("GCC unroll 32") for (int a = 0; a < (G) * (V); a++)                           \
-            _mm512_storeu_ps(out + (size_t)(a / (V)) * os + 16 * (a % (V)), acc[a]);           \
+#define SP_DEF(G, V)                                                                               \
+    DIRECT_TARGET static void sp_##G##_##V(float *out, size_t os, const float *base, size_t bs,    \
+                                           const int *off, const float *val, int cnt)              \
+    {                                                                                              \
+        __m512 acc[(G) * (V)];                                                                     \
+        _Pragma("GCC unroll 32") for (int a = 0; a < (G) * (V); a++) acc[a] =                      \
+            _mm512_loadu_ps(out + (size_t)(a / (V)) * os + 16 * (a % (V)));                        \
+        for (int e = 0; e < cnt; e++) {                                                            \
+            __m512 g = _mm512_set1_ps(val[e]);                                                     \
+            const float *p = base + off[e];                                                        \
+            _Pragma("GCC unroll 32") for (int a = 0; a < (G) * (V); a++) acc[a] = _mm512_fmadd_ps( \
+                g, _mm512_loadu_ps(p + (size_t)(a / (V)) * bs + 16 * (a % (V))), acc[a]);          \
+        }                                                                                          \
+        _Pragma("GCC unroll 32") for (int a = 0; a < (G) * (V); a++)                               \
+            _mm512_storeu_ps(out + (size_t)(a / (V)) * os + 16 * (a % (V)), acc[a]);               \
     }
-SP_DEF(1, 1) SP_DEF(1, 2) SP_DEF(1, 3) SP_DEF(1, 4) SP_DEF(1, 5) SP_DEF(1, 6)
-SP_DEF(1, 7) SP_DEF(1, 8) SP_DEF(1, 9) SP_DEF(1, 10) SP_DEF(1, 11) SP_DEF(1, 12)
-SP_DEF(3, 1) SP_DEF(3, 2) SP_DEF(3, 3) SP_DEF(3, 4) SP_DEF(3, 5) SP_DEF(3, 6)
-SP_DEF(3, 7) SP_DEF(3, 8)
+SP_DEF(1, 1)
+SP_DEF(1, 2) SP_DEF(1, 3) SP_DEF(1, 4) SP_DEF(1, 5) SP_DEF(1, 6) SP_DEF(1, 7) SP_DEF(1, 8)
+    SP_DEF(1, 9) SP_DEF(1, 10) SP_DEF(1, 11) SP_DEF(1, 12) SP_DEF(3, 1) SP_DEF(3, 2) SP_DEF(3, 3)
+        SP_DEF(3, 4) SP_DEF(3, 5) SP_DEF(3, 6) SP_DEF(3, 7) SP_DEF(3, 8)
 #undef SP_DEF
 
-static const sp_fn sp_rows1[13] = {NULL,   sp_1_1, sp_1_2, sp_1_3,  sp_1_4,  sp_1_5, sp_1_6,
-                                   sp_1_7, sp_1_8, sp_1_9, sp_1_10, sp_1_11, sp_1_12};
-static const sp_fn sp_rows3[9] = {NULL, sp_3_1, sp_3_2, sp_3_3, sp_3_4,
+            static const sp_fn sp_rows1[13] = {NULL,    sp_1_1,  sp_1_2, sp_1_3, sp_1_4,
+                                               sp_1_5,  sp_1_6,  sp_1_7, sp_1_8, sp_1_9,
+                                               sp_1_10, sp_1_11, sp_1_12};
+static const sp_fn sp_rows3[9] = {NULL,   sp_3_1, sp_3_2, sp_3_3, sp_3_4,
                                   sp_3_5, sp_3_6, sp_3_7, sp_3_8};
 
 /* The kernel for d and the rows it does per call (*g). */
@@ -803,7 +804,6 @@ static size_t sparse_workspace(const dl_conv_desc *d)
     return ((size_t)d->n * plane + (size_t)d->k * d->c * d->r * d->s) * sizeof(float) + 128;
 }
 
-
 /* The sparse path for this call: it fits and dy is sparse enough. */
 static int use_sparse(const dl_conv_desc *d, dl_dtype compute, const float *dy)
 {
@@ -855,8 +855,8 @@ static void fwd_image_task(void *arg, size_t begin, size_t end)
         for (int i = i0; i < i1; i++) {
             unfold_s1(col, (size_t)pq, t->x + (size_t)i * d->c * d->h * d->w, d);
             float *yi = t->y + (size_t)i * d->k * pq;
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, d->k, pq, crs, 1.0f, t->w,
-                        crs, col, pq, 0.0f, yi, pq);
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, d->k, pq, crs, 1.0f, t->w, crs,
+                        col, pq, 0.0f, yi, pq);
             if (t->b)
                 for (int kk = 0; kk < d->k; kk++) {
                     float *yk = yi + (size_t)kk * pq, bias = t->b[kk];
@@ -883,8 +883,7 @@ int dl_cpu_conv_forward(dl_backend *be, const dl_conv_desc *d, float *y, const f
     int threads = dl_cpu(be)->pool ? dl_pool_threads(dl_cpu(be)->pool) : 1;
     if (compute == DL_F32 && d->stride == 1 && d->p * d->q >= IMAGE_MIN_PQ && threads <= cw.chunk) {
         int parts = threads < d->n ? threads : d->n;
-        image_task t = {d, x, w, b, y, cw.col, (size_t)d->c * d->r * d->s * d->p * d->q,
-                        parts};
+        image_task t = {d, x, w, b, y, cw.col, (size_t)d->c * d->r * d->s * d->p * d->q, parts};
         run(be, (size_t)parts, fwd_image_task, &t);
         return DL_OK;
     }
@@ -895,16 +894,16 @@ int dl_cpu_conv_forward(dl_backend *be, const dl_conv_desc *d, float *y, const f
         conv_task ct = {d, compute, n0, nb, x, NULL, b, y, NULL, cw.col, cw.t};
         run(be, (size_t)nb, im2col_task, &ct);
         /* t [k, nb*pq] = w [k, crs] . col [crs, nb*pq] */
-        DL_TRY(dl_cpu_gemm(be, 0, 0, d->k, nb * pq, crs, 1.0f, wop, crs, cw.col, nb * pq,
-                           compute, 0.0f, cw.t, nb * pq));
+        DL_TRY(dl_cpu_gemm(be, 0, 0, d->k, nb * pq, crs, 1.0f, wop, crs, cw.col, nb * pq, compute,
+                           0.0f, cw.t, nb * pq));
         run(be, (size_t)nb, t_to_y_task, &ct);
     }
     return DL_OK;
 }
 
 /* dx [n, c, h, w] += conv_transpose(dy [n, k, p, q], w [k, c, r, s]). */
-int dl_cpu_conv_backward_data(dl_backend *be, const dl_conv_desc *d, float *dx,
-                              const float *dy, const float *w, void *ws, dl_dtype compute)
+int dl_cpu_conv_backward_data(dl_backend *be, const dl_conv_desc *d, float *dx, const float *dy,
+                              const float *w, void *ws, dl_dtype compute)
 {
     DL_TRY(check_desc(d, compute, "conv_backward_data"));
 #if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
@@ -933,8 +932,8 @@ int dl_cpu_conv_backward_data(dl_backend *be, const dl_conv_desc *d, float *dx,
         conv_task ct = {d, compute, n0, nb, NULL, dx, NULL, NULL, dy, cw.col, cw.t};
         run(be, (size_t)nb, dy_to_t_task, &ct);
         /* dcol [crs, nb*pq] (f32) = w^T [crs, k] . t [k, nb*pq] */
-        DL_TRY(dl_cpu_gemm(be, 1, 0, crs, nb * pq, d->k, 1.0f, wop, crs, cw.t, nb * pq,
-                           compute, 0.0f, cw.col, nb * pq));
+        DL_TRY(dl_cpu_gemm(be, 1, 0, crs, nb * pq, d->k, 1.0f, wop, crs, cw.t, nb * pq, compute,
+                           0.0f, cw.col, nb * pq));
         run(be, (size_t)nb, col2im_task, &ct);
     }
     return DL_OK;
@@ -1047,10 +1046,9 @@ static inline float max_step(float v, float x) { return (x > v) | (x != x) ? x :
 
 #if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
 /* Vector max_step: x where x > v or x is NaN. */
-#define VMAX_STEP(v, x)                                                                        \
-    _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, v, _CMP_GT_OQ) |                                \
-                             _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q),                           \
-                         v, x)
+#define VMAX_STEP(v, x)                                                                            \
+    _mm512_mask_blend_ps(                                                                          \
+        _mm512_cmp_ps_mask(x, v, _CMP_GT_OQ) | _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q), v, x)
 
 /* relu: x where x > 0, else 0 (NaN too). */
 #define VRELU(x) _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_GT_OQ), x)
@@ -1094,7 +1092,8 @@ DIRECT_TARGET static void max2_fwd_avx512(const pool_task *t, size_t pl)
     }
 }
 
-DIRECT_TARGET static void max2_bwd_avx512(const pool_task *t, size_t pl) {
+DIRECT_TARGET static void max2_bwd_avx512(const pool_task *t, size_t pl)
+{
     const dl_pool_desc *d = t->d;
     const float *xp = t->x + pl * d->h * d->w;
     const float *yp = t->yc + pl * d->p * d->q;
@@ -1139,8 +1138,10 @@ DIRECT_TARGET static void max2_bwd_avx512(const pool_task *t, size_t pl) {
                            mo & ~(e0 | e1 | e2);
             __m512 ga = _mm512_maskz_mov_ps(e0, g), gb = _mm512_maskz_mov_ps(e1, g);
             __m512 gc = _mm512_maskz_mov_ps(e2, g), gd = _mm512_maskz_mov_ps(e3, g);
-            __m512 v00 = _mm512_permutex2var_ps(ga, lo, gb), v01 = _mm512_permutex2var_ps(ga, hi, gb);
-            __m512 v10 = _mm512_permutex2var_ps(gc, lo, gd), v11 = _mm512_permutex2var_ps(gc, hi, gd);
+            __m512 v00 = _mm512_permutex2var_ps(ga, lo, gb),
+                   v01 = _mm512_permutex2var_ps(ga, hi, gb);
+            __m512 v10 = _mm512_permutex2var_ps(gc, lo, gd),
+                   v11 = _mm512_permutex2var_ps(gc, hi, gd);
             if (!t->set) {
                 v00 = _mm512_add_ps(_mm512_maskz_loadu_ps(ml, g0 + c), v00);
                 v01 = _mm512_add_ps(_mm512_maskz_loadu_ps(mh, g0 + c + 16), v01);
@@ -1156,7 +1157,8 @@ DIRECT_TARGET static void max2_bwd_avx512(const pool_task *t, size_t pl) {
 }
 #endif
 
-static void max2_fwd(const pool_task *t, size_t pl) {
+static void max2_fwd(const pool_task *t, size_t pl)
+{
     const dl_pool_desc *d = t->d;
     const float *xp = t->x + pl * d->h * d->w;
     float *yp = t->y + pl * d->p * d->q;
@@ -1311,13 +1313,16 @@ static int check_pool(dl_pool_kind kind, const dl_pool_desc *d, const char *op)
         return dl_error(DL_EINVAL, "%s: unknown pooling kind %d", op, (int)kind);
     if (d->n <= 0 || d->c <= 0 || d->h <= 0 || d->w <= 0 || d->size <= 0 || d->stride <= 0 ||
         d->pad < 0 || 2 * d->pad > d->size)
-        return dl_error(DL_EINVAL, "%s: bad descriptor n %d c %d h %d w %d size %d stride %d "
-                        "pad %d", op, d->n, d->c, d->h, d->w, d->size, d->stride, d->pad);
+        return dl_error(DL_EINVAL,
+                        "%s: bad descriptor n %d c %d h %d w %d size %d stride %d "
+                        "pad %d",
+                        op, d->n, d->c, d->h, d->w, d->size, d->stride, d->pad);
     if (d->p != (d->h + 2 * d->pad - d->size) / d->stride + 1 ||
         d->q != (d->w + 2 * d->pad - d->size) / d->stride + 1 || d->p <= 0 || d->q <= 0)
-        return dl_error(DL_ESHAPE, "%s: output %dx%d does not match input %dx%d, window %d, "
-                        "stride %d, pad %d", op, d->p, d->q, d->h, d->w, d->size, d->stride,
-                        d->pad);
+        return dl_error(DL_ESHAPE,
+                        "%s: output %dx%d does not match input %dx%d, window %d, "
+                        "stride %d, pad %d",
+                        op, d->p, d->q, d->h, d->w, d->size, d->stride, d->pad);
     return DL_OK;
 }
 
@@ -1343,8 +1348,8 @@ int dl_cpu_relu_maxpool_forward(dl_backend *be, const dl_pool_desc *d, float *y,
 }
 
 /* dx [n, c, h, w] = the gradient of maxpool(relu(x)): written, not added. */
-int dl_cpu_relu_maxpool_backward(dl_backend *be, const dl_pool_desc *d, float *dx,
-                                 const float *dy, const float *x, const float *y)
+int dl_cpu_relu_maxpool_backward(dl_backend *be, const dl_pool_desc *d, float *dx, const float *dy,
+                                 const float *x, const float *y)
 {
     DL_TRY(check_pool(DL_POOL_MAX, d, "relu_maxpool_backward"));
     pool_task t = {d, DL_POOL_MAX, NULL, dx, x, dy, y, have_avx512(), 1, 1};

@@ -109,8 +109,8 @@ int dl_cpu_cast(dl_backend *be, void *dst, dl_dtype dt, const void *src, dl_dtyp
     int ok_pair = dt == st || (st == DL_F32 && (dt == DL_BF16 || dt == DL_F16)) ||
                   (dt == DL_F32 && (st == DL_BF16 || st == DL_F16));
     if (!ok_pair)
-        return dl_error(DL_EUNSUPPORTED, "cast from %s to %s is not supported",
-                        dl_dtype_name(st), dl_dtype_name(dt));
+        return dl_error(DL_EUNSUPPORTED, "cast from %s to %s is not supported", dl_dtype_name(st),
+                        dl_dtype_name(dt));
     job j = {.dst = dst, .src = src, .t0 = dt, .t1 = st};
     par(be, n, cast_range, &j);
     return DL_OK;
@@ -514,14 +514,14 @@ int dl_cpu_dropout_backward(dl_backend *be, float *dx, const float *dy, size_t n
 static int check_index(float v, int vocab, int *out)
 {
     if (!(v >= 0 && v < (float)vocab) || v != floorf(v))
-        return dl_error(DL_EINVAL, "embedding index %g is not an integer in [0, %d)",
-                        (double)v, vocab);
+        return dl_error(DL_EINVAL, "embedding index %g is not an integer in [0, %d)", (double)v,
+                        vocab);
     *out = (int)v;
     return DL_OK;
 }
 
-int dl_cpu_embedding_forward(dl_backend *be, int n, int vocab, int dim, float *y,
-                             const float *idx, const float *table)
+int dl_cpu_embedding_forward(dl_backend *be, int n, int vocab, int dim, float *y, const float *idx,
+                             const float *table)
 {
     for (int i = 0; i < n; i++) {
         int k = 0;
@@ -548,8 +548,8 @@ int dl_cpu_embedding_backward(dl_backend *be, int n, int vocab, int dim, float *
 /* --- losses --------------------------------------------------------------- */
 
 int dl_cpu_softmax_xent(dl_backend *be, int rows, int classes, const float *logits,
-                        const int32_t *labels, float smoothing, float grad_scale,
-                        float *dlogits, float *stats)
+                        const int32_t *labels, float smoothing, float grad_scale, float *dlogits,
+                        float *stats)
 {
     double loss = 0;
     int correct = 0;
@@ -645,8 +645,8 @@ static void sgd_range(void *p, size_t b, size_t e)
                  vgs = _mm256_set1_ps(gs), zero = _mm256_setzero_ps();
     for (; i + 8 <= e; i += 8) {
         __m256 wi = _mm256_loadu_ps(w + i);
-        __m256 d = _mm256_add_ps(_mm256_mul_ps(_mm256_loadu_ps(g + i), vgs),
-                                 _mm256_mul_ps(vwd, wi));
+        __m256 d =
+            _mm256_add_ps(_mm256_mul_ps(_mm256_loadu_ps(g + i), vgs), _mm256_mul_ps(vwd, wi));
         __m256 step = d;
         if (kind) {
             __m256 mi = _mm256_add_ps(_mm256_mul_ps(vmu, _mm256_loadu_ps(m + i)), d);
@@ -673,8 +673,14 @@ static void sgd_range(void *p, size_t b, size_t e)
 int dl_cpu_sgd_update(dl_backend *be, size_t n, float *w, float *g, float *m, float lr,
                       float momentum, float wd, int nesterov, float grad_scale)
 {
-    opt_job j = {.w = w, .g = g, .m = m, .lr = lr, .momentum = momentum, .wd = wd,
-                 .grad_scale = grad_scale, .nesterov = nesterov};
+    opt_job j = {.w = w,
+                 .g = g,
+                 .m = m,
+                 .lr = lr,
+                 .momentum = momentum,
+                 .wd = wd,
+                 .grad_scale = grad_scale,
+                 .nesterov = nesterov};
     dl_pool_for(dl_cpu(be)->pool, n, GRAIN * 2, sgd_range, &j);
     return DL_OK;
 }
@@ -685,22 +691,22 @@ static void adam_range(void *p, size_t b, size_t e)
     float *restrict w = j->w, *restrict g = j->g, *restrict m = j->m, *restrict v = j->v;
     const float lr = j->lr, b1 = j->beta1, b2 = j->beta2, eps = j->eps, wd = j->wd;
     const float gs = j->grad_scale, bc1 = j->bc1, bc2 = j->bc2;
-    const float cw = j->decoupled ? 0.0f : wd;          /* L2 into the gradient */
+    const float cw = j->decoupled ? 0.0f : wd;                 /* L2 into the gradient */
     const float shrink = j->decoupled ? 1.0f - lr * wd : 1.0f; /* AdamW decay */
     const float c1 = 1.0f - b1, c2 = 1.0f - b2;
     size_t i = b;
 #ifdef __AVX2__
     const __m256 vgs = _mm256_set1_ps(gs), vcw = _mm256_set1_ps(cw), vb1 = _mm256_set1_ps(b1),
                  vb2 = _mm256_set1_ps(b2), vc1 = _mm256_set1_ps(c1), vc2 = _mm256_set1_ps(c2),
-                 vbc1 = _mm256_set1_ps(bc1), vbc2 = _mm256_set1_ps(bc2),
-                 veps = _mm256_set1_ps(eps), vlr = _mm256_set1_ps(lr),
-                 vshrink = _mm256_set1_ps(shrink), zero = _mm256_setzero_ps();
+                 vbc1 = _mm256_set1_ps(bc1), vbc2 = _mm256_set1_ps(bc2), veps = _mm256_set1_ps(eps),
+                 vlr = _mm256_set1_ps(lr), vshrink = _mm256_set1_ps(shrink),
+                 zero = _mm256_setzero_ps();
     for (; i + 8 <= e; i += 8) {
         __m256 wi = _mm256_loadu_ps(w + i);
-        __m256 gi = _mm256_add_ps(_mm256_mul_ps(_mm256_loadu_ps(g + i), vgs),
-                                  _mm256_mul_ps(vcw, wi));
-        __m256 mi = _mm256_add_ps(_mm256_mul_ps(vb1, _mm256_loadu_ps(m + i)),
-                                  _mm256_mul_ps(vc1, gi));
+        __m256 gi =
+            _mm256_add_ps(_mm256_mul_ps(_mm256_loadu_ps(g + i), vgs), _mm256_mul_ps(vcw, wi));
+        __m256 mi =
+            _mm256_add_ps(_mm256_mul_ps(vb1, _mm256_loadu_ps(m + i)), _mm256_mul_ps(vc1, gi));
         __m256 vi = _mm256_add_ps(_mm256_mul_ps(vb2, _mm256_loadu_ps(v + i)),
                                   _mm256_mul_ps(_mm256_mul_ps(vc2, gi), gi));
         _mm256_storeu_ps(m + i, mi);
@@ -729,8 +735,17 @@ int dl_cpu_adam_update(dl_backend *be, size_t n, float *w, float *g, float *m, f
 {
     if (step < 1)
         return dl_error(DL_EINVAL, "adam step %ld must count from 1", step);
-    opt_job j = {.w = w, .g = g, .m = m, .v = v, .lr = lr, .beta1 = beta1, .beta2 = beta2,
-                 .eps = eps, .wd = wd, .grad_scale = grad_scale, .decoupled = decoupled};
+    opt_job j = {.w = w,
+                 .g = g,
+                 .m = m,
+                 .v = v,
+                 .lr = lr,
+                 .beta1 = beta1,
+                 .beta2 = beta2,
+                 .eps = eps,
+                 .wd = wd,
+                 .grad_scale = grad_scale,
+                 .decoupled = decoupled};
     j.bc1 = (float)(1.0 / (1.0 - pow(beta1, (double)step)));
     j.bc2 = (float)(1.0 / (1.0 - pow(beta2, (double)step)));
     dl_pool_for(dl_cpu(be)->pool, n, GRAIN * 2, adam_range, &j);

@@ -61,22 +61,22 @@ static void widen(float *dst, const uint16_t *src, int rows, int cols, int ld, d
     }
 }
 
-static void sgemm_split(dl_backend *be, int trans_a, int trans_b, int m, int n, int k,
-                        float alpha, const float *a, int lda, const float *b, int ldb,
-                        float beta, float *c, int ldc);
+static void sgemm_split(dl_backend *be, int trans_a, int trans_b, int m, int n, int k, float alpha,
+                        const float *a, int lda, const float *b, int ldb, float beta, float *c,
+                        int ldc);
 
 /* Low-precision operands by way of f32: widen both into scratch, sgemm. */
-static int gemm_widened(dl_backend *be, int trans_a, int trans_b, int m, int n, int k,
-                        float alpha, const uint16_t *a, int lda, const uint16_t *b, int ldb,
-                        dl_dtype ab, float beta, float *c, int ldc)
+static int gemm_widened(dl_backend *be, int trans_a, int trans_b, int m, int n, int k, float alpha,
+                        const uint16_t *a, int lda, const uint16_t *b, int ldb, dl_dtype ab,
+                        float beta, float *c, int ldc)
 {
     int ar = trans_a ? k : m, ac = trans_a ? m : k; /* A as stored */
     int br = trans_b ? n : k, bc = trans_b ? k : n;
     float *fa = dl_cpu_scratch(be, SCRATCH_A, (size_t)ar * ac * sizeof(float));
     float *fb = dl_cpu_scratch(be, SCRATCH_B, (size_t)br * bc * sizeof(float));
     if (!fa || !fb)
-        return dl_error(DL_ENOMEM, "gemm: no scratch for %s operands (%dx%dx%d)",
-                        dl_dtype_name(ab), m, n, k);
+        return dl_error(DL_ENOMEM, "gemm: no scratch for %s operands (%dx%dx%d)", dl_dtype_name(ab),
+                        m, n, k);
     widen(fa, a, ar, ac, lda, ab);
     widen(fb, b, br, bc, ldb, ab);
     sgemm_split(be, trans_a, trans_b, m, n, k, alpha, fa, ac, fb, bc, beta, c, ldc);
@@ -160,24 +160,24 @@ static void sgemm_blocks(void *arg, size_t begin, size_t end)
         m = hi - lo;
     }
     cblas_sgemm(CblasRowMajor, j->trans_a ? CblasTrans : CblasNoTrans,
-                j->trans_b ? CblasTrans : CblasNoTrans, m, n, j->k, j->alpha, a, j->lda, b,
-                j->ldb, j->beta, c, j->ldc);
+                j->trans_b ? CblasTrans : CblasNoTrans, m, n, j->k, j->alpha, a, j->lda, b, j->ldb,
+                j->beta, c, j->ldc);
 }
 
-static void sgemm_split(dl_backend *be, int trans_a, int trans_b, int m, int n, int k,
-                        float alpha, const float *a, int lda, const float *b, int ldb,
-                        float beta, float *c, int ldc)
+static void sgemm_split(dl_backend *be, int trans_a, int trans_b, int m, int n, int k, float alpha,
+                        const float *a, int lda, const float *b, int ldb, float beta, float *c,
+                        int ldc)
 {
     dl_pool *pool = dl_cpu(be)->pool;
     int threads = dl_pool_threads(pool);
-    sgemm_job j = {trans_a, trans_b, m, n, k, lda, ldb, ldc, n >= m, 1, 0,
-                   alpha, beta, a, b, c, NULL};
+    sgemm_job j = {trans_a, trans_b, m,     n,    k, lda, ldb, ldc, n >= m,
+                   1,       0,       alpha, beta, a, b,   c,   NULL};
     int dim = j.split_n ? n : m;
     if (threads > 1 && 2.0 * m * n * k >= SPLIT_MIN_FLOPS && k >= 8 * (m > n ? m : n)) {
         j.step = ((k + threads - 1) / threads + 15) & ~15;
         j.parts = (k + j.step - 1) / j.step;
-        j.partial = dl_cpu_scratch(be, SCRATCH_KSPLIT,
-                                   (size_t)(j.parts - 1) * m * n * sizeof(float));
+        j.partial =
+            dl_cpu_scratch(be, SCRATCH_KSPLIT, (size_t)(j.parts - 1) * m * n * sizeof(float));
         if (j.partial && j.parts > 1) {
             dl_pool_for(pool, (size_t)j.parts, 1, sgemm_kparts, &j);
             for (int i = 0; i < m; i++) {
@@ -199,8 +199,8 @@ static void sgemm_split(dl_backend *be, int trans_a, int trans_b, int m, int n, 
     }
     if (j.parts < 2) {
         cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
-                    trans_b ? CblasTrans : CblasNoTrans, m, n, k, alpha, a, lda, b, ldb, beta,
-                    c, ldc);
+                    trans_b ? CblasTrans : CblasNoTrans, m, n, k, alpha, a, lda, b, ldb, beta, c,
+                    ldc);
         return;
     }
     dl_pool_for(pool, (size_t)j.parts, 1, sgemm_blocks, &j);
@@ -240,8 +240,8 @@ static inline __mmask16 clip16(int left)
 /* Packs rows [r0, r0+rows) x pairs [p0, p0+kp) of op(X) (op(X)[r, kk] as
  * elem() reads it) into dst [kp][width] uint32 pairs, zero-filling rows >=
  * rows and the k at or past kend. */
-BF16_TARGET static void pack_pairs(uint32_t *dst, const uint16_t *x, int ld, int trans,
-                                   int r0, int rows, int width, int p0, int kp, int kend)
+BF16_TARGET static void pack_pairs(uint32_t *dst, const uint16_t *x, int ld, int trans, int r0,
+                                   int rows, int width, int p0, int kp, int kend)
 {
     /* pairs that lie wholly below kend take a fast path */
     int full = kend / 2 - p0;
@@ -299,8 +299,8 @@ BF16_TARGET static void pack_pairs(uint32_t *dst, const uint16_t *x, int ld, int
     } else {
         /* stored rows k0 and k0+1 hold contiguous r: interleave 16-bit */
         const __m512i idx_lo =
-            _mm512_set_epi16(47, 15, 46, 14, 45, 13, 44, 12, 43, 11, 42, 10, 41, 9, 40, 8, 39,
-                             7, 38, 6, 37, 5, 36, 4, 35, 3, 34, 2, 33, 1, 32, 0);
+            _mm512_set_epi16(47, 15, 46, 14, 45, 13, 44, 12, 43, 11, 42, 10, 41, 9, 40, 8, 39, 7,
+                             38, 6, 37, 5, 36, 4, 35, 3, 34, 2, 33, 1, 32, 0);
         const __m512i idx_hi = _mm512_add_epi16(idx_lo, _mm512_set1_epi16(16));
         for (int p = 0; p < full; p++) {
             uint32_t *d = dst + (size_t)p * width;
@@ -355,8 +355,8 @@ BF16_TARGET static inline void store_row(float *row, __m512 a0, __m512 a1, int c
 /* One MR x NR tile: C = alpha * Apanel . Bpanel + beta * C over kp pairs,
  * storing only rows x cols of it. cols <= 16 takes a half-width loop
  * (the narrow last layer of a classifier). */
-BF16_TARGET static void tile_8x32(int kp, const uint32_t *pa, const uint32_t *pb, float *c,
-                                  int ldc, int rows, int cols, float alpha, float beta)
+BF16_TARGET static void tile_8x32(int kp, const uint32_t *pa, const uint32_t *pb, float *c, int ldc,
+                                  int rows, int cols, float alpha, float beta)
 {
     __m512 c00 = _mm512_setzero_ps(), c01 = _mm512_setzero_ps();
     __m512 c10 = _mm512_setzero_ps(), c11 = _mm512_setzero_ps();
@@ -367,24 +367,26 @@ BF16_TARGET static void tile_8x32(int kp, const uint32_t *pa, const uint32_t *pb
     __m512 c60 = _mm512_setzero_ps(), c61 = _mm512_setzero_ps();
     __m512 c70 = _mm512_setzero_ps(), c71 = _mm512_setzero_ps();
     __m512bh a, b0, b1;
-#define ROW1(i, x0)                                         \
-    a = (__m512bh)_mm512_set1_epi32((int)pa[i]);            \
+#define ROW1(i, x0)                                                                                \
+    a = (__m512bh)_mm512_set1_epi32((int)pa[i]);                                                   \
     x0 = _mm512_dpbf16_ps(x0, a, b0);
-#define ROW2(i, x0, x1)                                     \
-    ROW1(i, x0)                                             \
+#define ROW2(i, x0, x1)                                                                            \
+    ROW1(i, x0)                                                                                    \
     x1 = _mm512_dpbf16_ps(x1, a, b1);
     if (cols <= 16) {
         for (int p = 0; p < kp; p++, pa += MR, pb += NR) {
             b0 = (__m512bh)_mm512_loadu_si512(pb);
-            ROW1(0, c00) ROW1(1, c10) ROW1(2, c20) ROW1(3, c30)
-            ROW1(4, c40) ROW1(5, c50) ROW1(6, c60) ROW1(7, c70)
+            ROW1(0, c00)
+            ROW1(1, c10) ROW1(2, c20) ROW1(3, c30) ROW1(4, c40) ROW1(5, c50) ROW1(6, c60)
+                ROW1(7, c70)
         }
     } else {
         for (int p = 0; p < kp; p++, pa += MR, pb += NR) {
             b0 = (__m512bh)_mm512_loadu_si512(pb);
             b1 = (__m512bh)_mm512_loadu_si512(pb + 16);
-            ROW2(0, c00, c01) ROW2(1, c10, c11) ROW2(2, c20, c21) ROW2(3, c30, c31)
-            ROW2(4, c40, c41) ROW2(5, c50, c51) ROW2(6, c60, c61) ROW2(7, c70, c71)
+            ROW2(0, c00, c01)
+            ROW2(1, c10, c11) ROW2(2, c20, c21) ROW2(3, c30, c31) ROW2(4, c40, c41)
+                ROW2(5, c50, c51) ROW2(6, c60, c61) ROW2(7, c70, c71)
         }
     }
 #undef ROW1
@@ -412,8 +414,8 @@ BF16_TARGET static void pack_a_panels(void *arg, size_t begin, size_t end)
         uint32_t *dst = j->dst + t * (size_t)j->kpairs * j->width;
         for (int p0 = 0; p0 < j->kpairs; p0 += KC) {
             int kp = j->kpairs - p0 < KC ? j->kpairs - p0 : KC;
-            pack_pairs(dst + (size_t)p0 * j->width, j->x, j->ld, j->trans, r0, rows, j->width,
-                       p0, kp, j->kend);
+            pack_pairs(dst + (size_t)p0 * j->width, j->x, j->ld, j->trans, r0, rows, j->width, p0,
+                       kp, j->kend);
         }
     }
 }
@@ -453,8 +455,8 @@ BF16_TARGET static void bf16_tasks(void *arg, size_t begin, size_t end)
 }
 
 static int gemm_bf16_avx512(dl_backend *be, int trans_a, int trans_b, int m, int n, int k,
-                            float alpha, const uint16_t *a, int lda, const uint16_t *b,
-                            int ldb, float beta, float *c, int ldc)
+                            float alpha, const uint16_t *a, int lda, const uint16_t *b, int ldb,
+                            float beta, float *c, int ldc)
 {
     dl_pool *pool = dl_cpu(be)->pool;
     int threads = pool ? dl_pool_threads(pool) : 1;
@@ -477,8 +479,12 @@ static int gemm_bf16_avx512(dl_backend *be, int trans_a, int trans_b, int m, int
     int groups = 1;
     if (par && nt < 2 * threads) /* too few B panels to share: split M too */
         groups = (2 * threads + nt - 1) / nt < mt ? (2 * threads + nt - 1) / nt : mt;
-    bf16_job job = {pa, {NULL, b, ldb, !trans_b, n, NR, kpairs, k}, c, m, n, kpairs, ldc,
-                    mt, nt, groups, alpha, beta};
+    bf16_job job = {pa,    {NULL, b, ldb, !trans_b, n, NR, kpairs, k},
+                    c,     m,
+                    n,     kpairs,
+                    ldc,   mt,
+                    nt,    groups,
+                    alpha, beta};
     size_t tasks = (size_t)nt * groups;
     if (par)
         dl_pool_for(pool, tasks, 1, bf16_tasks, &job);
@@ -495,15 +501,17 @@ static int gemm_bf16_avx512(dl_backend *be, int trans_a, int trans_b, int m, int
  * DL_EINVAL for bad sizes or dtype, DL_ENOMEM when scratch cannot grow
  * (C untouched then). */
 int dl_cpu_gemm(dl_backend *be, int trans_a, int trans_b, int m, int n, int k, float alpha,
-                const void *a, int lda, const void *b, int ldb, dl_dtype ab, float beta,
-                float *c, int ldc)
+                const void *a, int lda, const void *b, int ldb, dl_dtype ab, float beta, float *c,
+                int ldc)
 {
     if (m < 0 || n < 0 || k < 0)
         return dl_error(DL_EINVAL, "gemm: negative size %dx%dx%d", m, n, k);
-    if (lda < (trans_a ? m : k) || lda < 1 || ldb < (trans_b ? k : n) || ldb < 1 ||
-        ldc < n || ldc < 1)
-        return dl_error(DL_EINVAL, "gemm: leading dimension too small (lda %d, ldb %d, ldc %d "
-                        "for %dx%dx%d, trans %d%d)", lda, ldb, ldc, m, n, k, trans_a, trans_b);
+    if (lda < (trans_a ? m : k) || lda < 1 || ldb < (trans_b ? k : n) || ldb < 1 || ldc < n ||
+        ldc < 1)
+        return dl_error(DL_EINVAL,
+                        "gemm: leading dimension too small (lda %d, ldb %d, ldc %d "
+                        "for %dx%dx%d, trans %d%d)",
+                        lda, ldb, ldc, m, n, k, trans_a, trans_b);
     if (ab != DL_F32 && ab != DL_BF16 && ab != DL_F16)
         return dl_error(DL_EINVAL, "gemm: operand dtype %s not supported", dl_dtype_name(ab));
     if (m == 0 || n == 0)
@@ -517,7 +525,6 @@ int dl_cpu_gemm(dl_backend *be, int trans_a, int trans_b, int m, int n, int k, f
         return DL_OK;
     }
     if (ab == DL_BF16 && dl_cpu(be)->has_avx512_bf16)
-        return gemm_bf16_avx512(be, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c,
-                                ldc);
+        return gemm_bf16_avx512(be, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
     return gemm_widened(be, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, ab, beta, c, ldc);
 }

@@ -49,12 +49,12 @@ static void bn_fwd_task(void *arg, size_t begin, size_t end)
             if (t->save_invstd)
                 t->save_invstd[ch] = invstd;
             if (t->running_mean)
-                t->running_mean[ch] = (1.0f - t->momentum) * t->running_mean[ch] +
-                                      t->momentum * mean;
+                t->running_mean[ch] =
+                    (1.0f - t->momentum) * t->running_mean[ch] + t->momentum * mean;
             if (t->running_var) {
                 double unbiased = count > 1 ? ss / (count - 1) : var;
-                t->running_var[ch] = (1.0f - t->momentum) * t->running_var[ch] +
-                                     t->momentum * (float)unbiased;
+                t->running_var[ch] =
+                    (1.0f - t->momentum) * t->running_var[ch] + t->momentum * (float)unbiased;
             }
         } else {
             mean = t->running_mean[ch];
@@ -78,19 +78,29 @@ static void bn_fwd_task(void *arg, size_t begin, size_t end)
  * running statistics. gamma/beta NULL mean 1/0; save and running arrays
  * may be NULL in training (not written). Returns DL_EINVAL for bad sizes
  * or missing running statistics in eval. */
-int dl_cpu_batchnorm_forward(dl_backend *be, int training, int n, int c, int inner,
-                             float momentum, float eps, float *y, const float *x,
-                             const float *gamma, const float *beta, float *running_mean,
-                             float *running_var, float *save_mean, float *save_invstd)
+int dl_cpu_batchnorm_forward(dl_backend *be, int training, int n, int c, int inner, float momentum,
+                             float eps, float *y, const float *x, const float *gamma,
+                             const float *beta, float *running_mean, float *running_var,
+                             float *save_mean, float *save_invstd)
 {
     if (n <= 0 || c <= 0 || inner <= 0)
         return dl_error(DL_EINVAL, "batchnorm_forward: bad shape [%d, %d, %d]", n, c, inner);
     if (!training && (!running_mean || !running_var))
         return dl_error(DL_EINVAL, "batchnorm_forward: eval mode needs running statistics");
-    bn_task t = {.n = n, .c = c, .inner = inner, .training = training, .momentum = momentum,
-                 .eps = eps, .y = y, .x = x, .gamma = gamma, .beta = beta,
-                 .running_mean = running_mean, .running_var = running_var,
-                 .save_mean = save_mean, .save_invstd = save_invstd};
+    bn_task t = {.n = n,
+                 .c = c,
+                 .inner = inner,
+                 .training = training,
+                 .momentum = momentum,
+                 .eps = eps,
+                 .y = y,
+                 .x = x,
+                 .gamma = gamma,
+                 .beta = beta,
+                 .running_mean = running_mean,
+                 .running_var = running_var,
+                 .save_mean = save_mean,
+                 .save_invstd = save_invstd};
     size_t grain = 1 + 32768 / ((size_t)n * inner);
     dl_pool_for(dl_cpu(be)->pool, (size_t)c, grain, bn_fwd_task, &t);
     return DL_OK;
@@ -136,15 +146,23 @@ static void bn_bwd_task(void *arg, size_t begin, size_t end)
  * batch statistics: dx += d loss / dx (through the batch statistics),
  * dgamma[c] += sum dy * xhat, dbeta[c] += sum dy. dx, dgamma, dbeta may be
  * NULL (skipped); gamma NULL means 1. */
-int dl_cpu_batchnorm_backward(dl_backend *be, int n, int c, int inner, float *dx,
-                              float *dgamma, float *dbeta, const float *dy, const float *x,
-                              const float *gamma, const float *save_mean,
-                              const float *save_invstd)
+int dl_cpu_batchnorm_backward(dl_backend *be, int n, int c, int inner, float *dx, float *dgamma,
+                              float *dbeta, const float *dy, const float *x, const float *gamma,
+                              const float *save_mean, const float *save_invstd)
 {
     if (n <= 0 || c <= 0 || inner <= 0)
         return dl_error(DL_EINVAL, "batchnorm_backward: bad shape [%d, %d, %d]", n, c, inner);
-    bn_task t = {.n = n, .c = c, .inner = inner, .dx = dx, .dgamma = dgamma, .dbeta = dbeta,
-                 .dy = dy, .x = x, .gamma = gamma, .smean = save_mean, .sinvstd = save_invstd};
+    bn_task t = {.n = n,
+                 .c = c,
+                 .inner = inner,
+                 .dx = dx,
+                 .dgamma = dgamma,
+                 .dbeta = dbeta,
+                 .dy = dy,
+                 .x = x,
+                 .gamma = gamma,
+                 .smean = save_mean,
+                 .sinvstd = save_invstd};
     size_t grain = 1 + 32768 / ((size_t)n * inner);
     dl_pool_for(dl_cpu(be)->pool, (size_t)c, grain, bn_bwd_task, &t);
     return DL_OK;
@@ -194,8 +212,15 @@ int dl_cpu_layernorm_forward(dl_backend *be, int rows, int cols, float eps, floa
 {
     if (rows <= 0 || cols <= 0)
         return dl_error(DL_EINVAL, "layernorm_forward: bad shape [%d, %d]", rows, cols);
-    ln_task t = {.rows = rows, .cols = cols, .eps = eps, .y = y, .x = x, .gamma = gamma,
-                 .beta = beta, .save_mean = save_mean, .save_invstd = save_invstd};
+    ln_task t = {.rows = rows,
+                 .cols = cols,
+                 .eps = eps,
+                 .y = y,
+                 .x = x,
+                 .gamma = gamma,
+                 .beta = beta,
+                 .save_mean = save_mean,
+                 .save_invstd = save_invstd};
     dl_pool_for(dl_cpu(be)->pool, (size_t)rows, 1 + 16384 / (size_t)cols, ln_fwd_task, &t);
     return DL_OK;
 }
@@ -244,20 +269,24 @@ static void ln_bwd_cols(void *arg, size_t begin, size_t end)
  * += d loss / dx, dgamma[j] += sum_r dy * xhat, dbeta[j] += sum_r dy. dx,
  * dgamma, dbeta may be NULL (skipped); gamma NULL means 1. */
 int dl_cpu_layernorm_backward(dl_backend *be, int rows, int cols, float *dx, float *dgamma,
-                              float *dbeta, const float *dy, const float *x,
-                              const float *gamma, const float *save_mean,
-                              const float *save_invstd)
+                              float *dbeta, const float *dy, const float *x, const float *gamma,
+                              const float *save_mean, const float *save_invstd)
 {
     if (rows <= 0 || cols <= 0)
         return dl_error(DL_EINVAL, "layernorm_backward: bad shape [%d, %d]", rows, cols);
-    ln_task t = {.rows = rows, .cols = cols, .dx = dx, .dgamma = dgamma, .dbeta = dbeta,
-                 .dy = dy, .x = x, .gamma = gamma, .smean = save_mean,
+    ln_task t = {.rows = rows,
+                 .cols = cols,
+                 .dx = dx,
+                 .dgamma = dgamma,
+                 .dbeta = dbeta,
+                 .dy = dy,
+                 .x = x,
+                 .gamma = gamma,
+                 .smean = save_mean,
                  .sinvstd = save_invstd};
     if (dx)
-        dl_pool_for(dl_cpu(be)->pool, (size_t)rows, 1 + 16384 / (size_t)cols, ln_bwd_rows,
-                    &t);
+        dl_pool_for(dl_cpu(be)->pool, (size_t)rows, 1 + 16384 / (size_t)cols, ln_bwd_rows, &t);
     if (dgamma || dbeta)
-        dl_pool_for(dl_cpu(be)->pool, (size_t)cols, 1 + 16384 / (size_t)rows, ln_bwd_cols,
-                    &t);
+        dl_pool_for(dl_cpu(be)->pool, (size_t)cols, 1 + 16384 / (size_t)rows, ln_bwd_cols, &t);
     return DL_OK;
 }

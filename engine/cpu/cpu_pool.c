@@ -62,14 +62,14 @@ struct dl_pool {
     dl_pool_fn fn;
     void *arg;
     size_t n;
-    _Atomic size_t chunks; /* atomic: a late worker may compare against it
+    _Atomic size_t chunks;             /* atomic: a late worker may compare against it
                             * while the next job is being set up (its claim
                             * then fails on the generation) */
-    _Atomic long generation;          /* bumped per job */
+    _Atomic long generation;           /* bumped per job */
     _Atomic unsigned long long ticket; /* generation << 32 | next chunk to claim */
-    _Atomic size_t finished;          /* chunks of the current job done */
-    _Atomic int sleepers;    /* workers blocked (or about to block) on wake */
-    _Atomic int waiting;     /* the caller blocked (or about to block) on done */
+    _Atomic size_t finished;           /* chunks of the current job done */
+    _Atomic int sleepers;              /* workers blocked (or about to block) on wake */
+    _Atomic int waiting;               /* the caller blocked (or about to block) on done */
     _Atomic int quit;
 };
 
@@ -134,8 +134,7 @@ static void run_chunks(dl_pool *pool, long gen)
         part_range(pool->n, (int)chunks, (int)i, &b, &e);
         if (b < e)
             pool->fn(pool->arg, b, e);
-        if (atomic_fetch_add(&pool->finished, 1) + 1 == chunks &&
-            atomic_load(&pool->waiting)) {
+        if (atomic_fetch_add(&pool->finished, 1) + 1 == chunks && atomic_load(&pool->waiting)) {
             pthread_mutex_lock(&pool->lock);
             pthread_cond_signal(&pool->done);
             pthread_mutex_unlock(&pool->lock);

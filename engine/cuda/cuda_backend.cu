@@ -12,8 +12,8 @@ static thread_local char local_message[1024];
 
 /* Called by engine/core/backend.c right after dlopen: the module records its
  * errors through fn so that dl_error_message() in dlbench sees them. */
-extern "C" __attribute__((visibility("default"))) void dl_cuda_backend_set_error(
-    dl_cuda_error_fn fn)
+extern "C" __attribute__((visibility("default"))) void
+dl_cuda_backend_set_error(dl_cuda_error_fn fn)
 {
     error_sink = fn;
 }
@@ -65,18 +65,18 @@ static const char *blas_status_name(cublasStatus_t s)
 
 int cuda_fail_blas(cublasStatus_t s, const char *file, int line, const char *call)
 {
-    int code = s == CUBLAS_STATUS_ALLOC_FAILED ? DL_ENOMEM
+    int code = s == CUBLAS_STATUS_ALLOC_FAILED    ? DL_ENOMEM
                : s == CUBLAS_STATUS_NOT_SUPPORTED ? DL_EUNSUPPORTED
-                                                   : DL_ERR;
+                                                  : DL_ERR;
     return cuda_error(code, "cublas: %s:%d: %s: %s (%d)", base_name(file), line, call,
                       blas_status_name(s), (int)s);
 }
 
 int cuda_fail_dnn(cudnnStatus_t s, const char *file, int line, const char *call)
 {
-    int code = s == CUDNN_STATUS_ALLOC_FAILED ? DL_ENOMEM
+    int code = s == CUDNN_STATUS_ALLOC_FAILED    ? DL_ENOMEM
                : s == CUDNN_STATUS_NOT_SUPPORTED ? DL_EUNSUPPORTED
-                                                  : DL_ERR;
+                                                 : DL_ERR;
     return cuda_error(code, "cudnn: %s:%d: %s: %s", base_name(file), line, call,
                       cudnnGetErrorString(s));
 }
@@ -107,8 +107,8 @@ static void *cu_alloc(dl_backend *be, size_t bytes)
     char asked[32], fr[32], tot[32];
     if (cudaMemGetInfo(&free_b, &total_b) != cudaSuccess) {
         (void)cudaGetLastError();
-        cuda_error(DL_ENOMEM, "cuda: cannot allocate %s: %s",
-                   fmt_bytes(asked, sizeof asked, bytes), cudaGetErrorString(e));
+        cuda_error(DL_ENOMEM, "cuda: cannot allocate %s: %s", fmt_bytes(asked, sizeof asked, bytes),
+                   cudaGetErrorString(e));
         return NULL;
     }
     cuda_error(e == cudaErrorMemoryAllocation ? DL_ENOMEM : DL_ERR,
@@ -327,8 +327,10 @@ static int cu_gemm(dl_backend *be, int trans_a, int trans_b, int m, int n, int k
     if (m == 0 || n == 0)
         return DL_OK;
     if (ldc < n || lda < (trans_a ? m : k) || ldb < (trans_b ? k : n) || lda < 1 || ldb < 1)
-        return cuda_error(DL_EINVAL, "gemm: leading dimension too small (lda %d, ldb %d, ldc %d "
-                          "for %dx%dx%d)", lda, ldb, ldc, m, n, k);
+        return cuda_error(DL_EINVAL,
+                          "gemm: leading dimension too small (lda %d, ldb %d, ldc %d "
+                          "for %dx%dx%d)",
+                          lda, ldb, ldc, m, n, k);
     cudaDataType_t t;
     cublasComputeType_t compute = CUBLAS_COMPUTE_32F;
     switch (ab) {
@@ -346,15 +348,15 @@ static int cu_gemm(dl_backend *be, int trans_a, int trans_b, int m, int n, int k
     /* alpha == 0: A and B are not read (NaN in them does not reach C), as on
      * the CPU */
     if (k == 0 || alpha == 0.0f) {
-        scale_matrix_kernel<<<grid_for(be, (size_t)m * n), THREADS, 0, cx->stream>>>(c, m, n,
-                                                                                     ldc, beta);
+        scale_matrix_kernel<<<grid_for(be, (size_t)m * n), THREADS, 0, cx->stream>>>(c, m, n, ldc,
+                                                                                     beta);
         LAUNCH_CHECK("scale_matrix");
         return DL_OK;
     }
     cublasOperation_t op_a = trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
     cublasOperation_t op_b = trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
-    CUBLAS_TRY(cublasGemmEx(cx->blas, op_b, op_a, n, m, k, &alpha, b, t, ldb, a, t, lda, &beta,
-                            c, CUDA_R_32F, ldc, compute, CUBLAS_GEMM_DEFAULT));
+    CUBLAS_TRY(cublasGemmEx(cx->blas, op_b, op_a, n, m, k, &alpha, b, t, ldb, a, t, lda, &beta, c,
+                            CUDA_R_32F, ldc, compute, CUBLAS_GEMM_DEFAULT));
     return DL_OK;
 }
 
@@ -469,16 +471,15 @@ static int probe_device(cudaDeviceProp *prop)
         if (e == cudaErrorNoDevice || count == 0)
             return cuda_error(DL_ENODEV, "no CUDA device (driver %d.%d found, no GPU visible%s)",
                               driver / 1000, driver % 1000 / 10,
-                              getenv("CUDA_VISIBLE_DEVICES") ? "; check CUDA_VISIBLE_DEVICES"
-                                                             : "");
+                              getenv("CUDA_VISIBLE_DEVICES") ? "; check CUDA_VISIBLE_DEVICES" : "");
     } else if (e == cudaErrorStubLibrary) {
         (void)cudaGetLastError();
         return cuda_error(DL_ENODEV, "no CUDA driver (libcuda.so.1 found is the toolkit's stub, "
                                      "not a driver)");
     } else {
         (void)cudaGetLastError();
-        return cuda_error(DL_ENODEV, "CUDA initialisation failed: %s (%s)",
-                          cudaGetErrorString(e), cudaGetErrorName(e));
+        return cuda_error(DL_ENODEV, "CUDA initialisation failed: %s (%s)", cudaGetErrorString(e),
+                          cudaGetErrorName(e));
     }
     CUDA_TRY(cudaGetDeviceProperties(prop, 0));
     if (prop->major < 9)
@@ -505,8 +506,8 @@ static int ctx_init(dl_backend *be, const cudaDeviceProp *prop)
     const size_t blas_ws = (size_t)32 << 20;
     CUDA_TRY(cudaMalloc(&c->blas_ws, blas_ws));
     CUBLAS_TRY(cublasSetWorkspace(c->blas, c->blas_ws, blas_ws));
-    CUBLAS_TRY(cublasSetMathMode(c->blas, c->tf32 ? CUBLAS_TF32_TENSOR_OP_MATH
-                                                  : CUBLAS_DEFAULT_MATH));
+    CUBLAS_TRY(
+        cublasSetMathMode(c->blas, c->tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
     CUDNN_TRY(cudnnCreate(&c->dnn));
     CUDNN_TRY(cudnnSetStream(c->dnn, c->stream));
     CUDA_TRY(cudaHostAlloc((void **)&c->host_result, sizeof(double), cudaHostAllocDefault));
@@ -525,7 +526,7 @@ static int ctx_init(dl_backend *be, const cudaDeviceProp *prop)
  * and releases it with ops->destroy. On error *out is untouched and the
  * reason is recorded (dl_error_message() once the loader set the sink). */
 extern "C" __attribute__((visibility("default"))) int dl_cuda_backend_open(int api_version,
-                                                                             dl_backend **out)
+                                                                           dl_backend **out)
 {
     if (api_version != DL_BACKEND_API_VERSION)
         return cuda_error(DL_ENODEV, "module API version %d, dlbench expects %d",
@@ -551,8 +552,8 @@ extern "C" __attribute__((visibility("default"))) int dl_cuda_backend_open(int a
         return rc;
     }
     double gib = (double)prop.totalGlobalMem / (1024.0 * 1024 * 1024);
-    snprintf(be->description, sizeof be->description, "cuda: %s, %.0f GiB, sm_%d%d%s",
-             prop.name, gib, prop.major, prop.minor, c->tf32 ? "" : ", no TF32");
+    snprintf(be->description, sizeof be->description, "cuda: %s, %.0f GiB, sm_%d%d%s", prop.name,
+             gib, prop.major, prop.minor, c->tf32 ? "" : ", no TF32");
     *out = be;
     return DL_OK;
 }

@@ -121,8 +121,8 @@ static int choose_algos(dl_backend *be, conv_entry *e, int fma_only)
         cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
         int got = 0, i = -1;
         if (find && cudnnFindConvolutionForwardAlgorithm(h, e->xd, e->wd, e->cf, e->yd,
-                                                         CUDNN_CONVOLUTION_FWD_ALGO_COUNT,
-                                                         &got, perf) == CUDNN_STATUS_SUCCESS)
+                                                         CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &got,
+                                                         perf) == CUDNN_STATUS_SUCCESS)
             i = pick(perf, got, fma_only, cap);
         (void)cudaGetLastError();
         if (i < 0) {
@@ -140,15 +140,14 @@ static int choose_algos(dl_backend *be, conv_entry *e, int fma_only)
     {
         cudnnConvolutionBwdDataAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
         int got = 0, i = -1;
-        if (find && cudnnFindConvolutionBackwardDataAlgorithm(
-                        h, e->wd, e->yd, e->cbd, e->xd, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT,
-                        &got, perf) == CUDNN_STATUS_SUCCESS)
+        if (find && cudnnFindConvolutionBackwardDataAlgorithm(h, e->wd, e->yd, e->cbd, e->xd,
+                                                              CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT,
+                                                              &got, perf) == CUDNN_STATUS_SUCCESS)
             i = pick(perf, got, fma_only, cap);
         (void)cudaGetLastError();
         if (i < 0) {
             CUDNN_TRY(cudnnGetConvolutionBackwardDataAlgorithm_v7(
-                h, e->wd, e->yd, e->cbd, e->xd, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &got,
-                perf));
+                h, e->wd, e->yd, e->cbd, e->xd, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &got, perf));
             i = pick(perf, got, fma_only, cap);
         }
         if (i < 0)
@@ -178,8 +177,8 @@ static int choose_algos(dl_backend *be, conv_entry *e, int fma_only)
                               "cudnn: no backward-filter algorithm for this convolution");
         e->bwd_filter = perf[i].algo;
         CUDNN_TRY(cudnnSetConvolutionMathType(e->cbf, fma_only ? keep : perf[i].mathType));
-        CUDNN_TRY(cudnnGetConvolutionBackwardFilterWorkspaceSize(
-            h, e->xd, e->yd, e->cbf, e->wd, e->bwd_filter, &e->ws_bwd_filter));
+        CUDNN_TRY(cudnnGetConvolutionBackwardFilterWorkspaceSize(h, e->xd, e->yd, e->cbf, e->wd,
+                                                                 e->bwd_filter, &e->ws_bwd_filter));
     }
     return DL_OK;
 }
@@ -200,11 +199,10 @@ static int entry_init(dl_backend *be, conv_entry *e, int fma_only)
                                          d->r, d->s));
     cudnnConvolutionDescriptor_t cds[3] = {e->cf, e->cbd, e->cbf};
     for (int i = 0; i < 3; i++) {
-        CUDNN_TRY(cudnnSetConvolution2dDescriptor(cds[i], d->pad, d->pad, d->stride, d->stride,
-                                                  1, 1, CUDNN_CROSS_CORRELATION,
-                                                  CUDNN_DATA_FLOAT));
-        CUDNN_TRY(cudnnSetConvolutionMathType(cds[i],
-                                              fma_only ? CUDNN_FMA_MATH : CUDNN_DEFAULT_MATH));
+        CUDNN_TRY(cudnnSetConvolution2dDescriptor(cds[i], d->pad, d->pad, d->stride, d->stride, 1,
+                                                  1, CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
+        CUDNN_TRY(
+            cudnnSetConvolutionMathType(cds[i], fma_only ? CUDNN_FMA_MATH : CUDNN_DEFAULT_MATH));
     }
     int on, ok, op, oq;
     CUDNN_TRY(cudnnGetConvolution2dForwardOutputDim(e->cf, e->xd, e->wd, &on, &ok, &op, &oq));
@@ -212,8 +210,8 @@ static int entry_init(dl_backend *be, conv_entry *e, int fma_only)
         return cuda_error(DL_ESHAPE,
                           "conv: %dx%d kernel, stride %d, pad %d on [%d, %d, %d, %d] gives "
                           "[%d, %d, %d, %d], not [%d, %d, %d, %d]",
-                          d->r, d->s, d->stride, d->pad, d->n, d->c, d->h, d->w, on, ok, op,
-                          oq, d->n, d->k, d->p, d->q);
+                          d->r, d->s, d->stride, d->pad, d->n, d->c, d->h, d->w, on, ok, op, oq,
+                          d->n, d->k, d->p, d->q);
     CUDNN_TRY(cudnnSetTensor4dDescriptor(e->yd, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, d->n, d->k,
                                          d->p, d->q));
     DL_TRY(choose_algos(be, e, fma_only));
@@ -245,9 +243,10 @@ static int lookup(dl_backend *be, const dl_conv_desc *d, dl_dtype compute, conv_
                           (int)compute);
     if (d->n < 1 || d->c < 1 || d->h < 1 || d->w < 1 || d->k < 1 || d->r < 1 || d->s < 1 ||
         d->stride < 1 || d->pad < 0)
-        return cuda_error(DL_ESHAPE, "conv: bad shape (n %d, c %d, %dx%d, k %d, %dx%d, stride "
-                          "%d, pad %d)", d->n, d->c, d->h, d->w, d->k, d->r, d->s, d->stride,
-                          d->pad);
+        return cuda_error(DL_ESHAPE,
+                          "conv: bad shape (n %d, c %d, %dx%d, k %d, %dx%d, stride "
+                          "%d, pad %d)",
+                          d->n, d->c, d->h, d->w, d->k, d->r, d->s, d->stride, d->pad);
     if (!c->conv) {
         c->conv = (struct conv_cache *)calloc(1, sizeof *c->conv);
         if (!c->conv)
@@ -317,8 +316,8 @@ int cuda_conv_forward(dl_backend *be, const dl_conv_desc *d, float *y, const flo
         w = wr;
     }
     const float one = 1.0f, zero = 0.0f;
-    CUDNN_TRY(cudnnConvolutionForward(CTX(be)->dnn, &one, e->xd, x, e->wd, w, e->cf, e->fwd,
-                                      buf, e->ws_fwd, &zero, e->yd, y));
+    CUDNN_TRY(cudnnConvolutionForward(CTX(be)->dnn, &one, e->xd, x, e->wd, w, e->cf, e->fwd, buf,
+                                      e->ws_fwd, &zero, e->yd, y));
     if (b)
         DL_TRY(cuda_bias_add(be, y, b, d->n, d->k, d->p * d->q));
     return DL_OK;

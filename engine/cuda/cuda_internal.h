@@ -51,31 +51,31 @@ int cuda_fail_dnn(cudnnStatus_t s, const char *file, int line, const char *call)
 
 /* Each returns from the calling function with a negative code and a
  * message naming file, line and the call's text. */
-#define CUDA_TRY(call)                                                   \
-    do {                                                                 \
-        cudaError_t cuda_try_e_ = (call);                                \
-        if (cuda_try_e_ != cudaSuccess)                                  \
-            return cuda_fail_rt(cuda_try_e_, __FILE__, __LINE__, #call); \
+#define CUDA_TRY(call)                                                                             \
+    do {                                                                                           \
+        cudaError_t cuda_try_e_ = (call);                                                          \
+        if (cuda_try_e_ != cudaSuccess)                                                            \
+            return cuda_fail_rt(cuda_try_e_, __FILE__, __LINE__, #call);                           \
     } while (0)
-#define CUBLAS_TRY(call)                                                   \
-    do {                                                                   \
-        cublasStatus_t cublas_try_s_ = (call);                             \
-        if (cublas_try_s_ != CUBLAS_STATUS_SUCCESS)                        \
-            return cuda_fail_blas(cublas_try_s_, __FILE__, __LINE__, #call); \
+#define CUBLAS_TRY(call)                                                                           \
+    do {                                                                                           \
+        cublasStatus_t cublas_try_s_ = (call);                                                     \
+        if (cublas_try_s_ != CUBLAS_STATUS_SUCCESS)                                                \
+            return cuda_fail_blas(cublas_try_s_, __FILE__, __LINE__, #call);                       \
     } while (0)
-#define CUDNN_TRY(call)                                                  \
-    do {                                                                 \
-        cudnnStatus_t cudnn_try_s_ = (call);                             \
-        if (cudnn_try_s_ != CUDNN_STATUS_SUCCESS)                        \
-            return cuda_fail_dnn(cudnn_try_s_, __FILE__, __LINE__, #call); \
+#define CUDNN_TRY(call)                                                                            \
+    do {                                                                                           \
+        cudnnStatus_t cudnn_try_s_ = (call);                                                       \
+        if (cudnn_try_s_ != CUDNN_STATUS_SUCCESS)                                                  \
+            return cuda_fail_dnn(cudnn_try_s_, __FILE__, __LINE__, #call);                         \
     } while (0)
 /* After a kernel launch: configuration errors show up here, faults at the
  * next synchronising call. what (a string literal) names the op. */
-#define LAUNCH_CHECK(what)                                                           \
-    do {                                                                             \
-        cudaError_t launch_e_ = cudaGetLastError();                                  \
-        if (launch_e_ != cudaSuccess)                                                \
-            return cuda_fail_rt(launch_e_, __FILE__, __LINE__, "kernel launch: " what); \
+#define LAUNCH_CHECK(what)                                                                         \
+    do {                                                                                           \
+        cudaError_t launch_e_ = cudaGetLastError();                                                \
+        if (launch_e_ != cudaSuccess)                                                              \
+            return cuda_fail_rt(launch_e_, __FILE__, __LINE__, "kernel launch: " what);            \
     } while (0)
 
 /* --- context ---------------------------------------------------------------- */
@@ -97,9 +97,9 @@ typedef struct cuda_ctx {
     /* pinned host cells: a result read back (sumsq) and the asynchronous
      * error flags kernels raise (bad embedding index or label) */
     double *host_result;
-    int *host_flags;   /* [0] = error kind (0 none), [1] = bad value as int */
-    float *host_badf;  /* the offending value as written by the kernel */
-    int *dev_flags;    /* device alias of host_flags */
+    int *host_flags;  /* [0] = error kind (0 none), [1] = bad value as int */
+    float *host_badf; /* the offending value as written by the kernel */
+    int *dev_flags;   /* device alias of host_flags */
     float *dev_badf;
     struct conv_cache *conv;
     void *conv_ws; /* used when a conv op is handed no workspace */
@@ -137,8 +137,7 @@ int cuda_cast(dl_backend *be, void *dst, dl_dtype dt, const void *src, dl_dtype 
 int cuda_round_through(dl_backend *be, float *x, dl_dtype via, size_t n);
 int cuda_fill(dl_backend *be, float *dst, float value, size_t n);
 int cuda_input_to_f32(dl_backend *be, float *dst, const void *src, dl_dtype type, size_t rows,
-                      int channels, size_t plane, float scale, const float *mean,
-                      const float *std);
+                      int channels, size_t plane, float scale, const float *mean, const float *std);
 int cuda_bias_add(dl_backend *be, float *y, const float *b, int rows, int cols, int inner);
 int cuda_bias_grad(dl_backend *be, float *db, const float *dy, int rows, int cols, int inner);
 int cuda_act_forward(dl_backend *be, dl_act kind, float *y, const float *x, size_t n);
@@ -147,29 +146,29 @@ int cuda_act_backward(dl_backend *be, dl_act kind, float *dx, const float *x, co
 int cuda_add(dl_backend *be, float *y, const float *a, const float *b, size_t n);
 int cuda_axpy(dl_backend *be, float *y, float alpha, const float *x, size_t n);
 int cuda_scale(dl_backend *be, float *x, float alpha, size_t n);
-int cuda_dropout_forward(dl_backend *be, float *y, const float *x, size_t n, float p,
-                         uint64_t seed, uint64_t stream, uint64_t counter);
+int cuda_dropout_forward(dl_backend *be, float *y, const float *x, size_t n, float p, uint64_t seed,
+                         uint64_t stream, uint64_t counter);
 int cuda_dropout_backward(dl_backend *be, float *dx, const float *dy, size_t n, float p,
                           uint64_t seed, uint64_t stream, uint64_t counter);
 int cuda_pool_forward(dl_backend *be, dl_pool_kind kind, const dl_pool_desc *d, float *y,
                       const float *x);
 int cuda_pool_backward(dl_backend *be, dl_pool_kind kind, const dl_pool_desc *d, float *dx,
                        const float *dy, const float *x, const float *y);
-int cuda_batchnorm_forward(dl_backend *be, int training, int n, int c, int inner,
-                           float momentum, float eps, float *y, const float *x,
-                           const float *gamma, const float *beta, float *running_mean,
-                           float *running_var, float *save_mean, float *save_invstd);
+int cuda_batchnorm_forward(dl_backend *be, int training, int n, int c, int inner, float momentum,
+                           float eps, float *y, const float *x, const float *gamma,
+                           const float *beta, float *running_mean, float *running_var,
+                           float *save_mean, float *save_invstd);
 int cuda_batchnorm_backward(dl_backend *be, int n, int c, int inner, float *dx, float *dgamma,
                             float *dbeta, const float *dy, const float *x, const float *gamma,
                             const float *save_mean, const float *save_invstd);
-int cuda_layernorm_forward(dl_backend *be, int rows, int cols, float eps, float *y,
-                           const float *x, const float *gamma, const float *beta,
-                           float *save_mean, float *save_invstd);
+int cuda_layernorm_forward(dl_backend *be, int rows, int cols, float eps, float *y, const float *x,
+                           const float *gamma, const float *beta, float *save_mean,
+                           float *save_invstd);
 int cuda_layernorm_backward(dl_backend *be, int rows, int cols, float *dx, float *dgamma,
                             float *dbeta, const float *dy, const float *x, const float *gamma,
                             const float *save_mean, const float *save_invstd);
-int cuda_embedding_forward(dl_backend *be, int n, int vocab, int dim, float *y,
-                           const float *idx, const float *table);
+int cuda_embedding_forward(dl_backend *be, int n, int vocab, int dim, float *y, const float *idx,
+                           const float *table);
 int cuda_embedding_backward(dl_backend *be, int n, int vocab, int dim, float *dtable,
                             const float *idx, const float *dy);
 int cuda_softmax_xent(dl_backend *be, int rows, int classes, const float *logits,

@@ -14,8 +14,8 @@ extern "C" {
 #include "engine/base/rng.h"
 }
 
-#define GRID_STRIDE(i, n)                                                       \
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < (n); \
+#define GRID_STRIDE(i, n)                                                                          \
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < (n);                        \
          i += (size_t)gridDim.x * blockDim.x)
 
 /* --- reductions ---------------------------------------------------------------- */
@@ -83,7 +83,10 @@ __device__ __forceinline__ uint16_t f32_to_bf16(float f)
     return (uint16_t)(u >> 16);
 }
 
-__device__ __forceinline__ float bf16_to_f32(uint16_t h) { return __uint_as_float((uint32_t)h << 16); }
+__device__ __forceinline__ float bf16_to_f32(uint16_t h)
+{
+    return __uint_as_float((uint32_t)h << 16);
+}
 
 __device__ __forceinline__ uint16_t f32_to_f16(float f)
 {
@@ -93,7 +96,10 @@ __device__ __forceinline__ uint16_t f32_to_f16(float f)
     return __half_as_ushort(__float2half_rn(f)); /* IEEE RNE, overflow to Inf */
 }
 
-__device__ __forceinline__ float f16_to_f32(uint16_t h) { return __half2float(__ushort_as_half(h)); }
+__device__ __forceinline__ float f16_to_f32(uint16_t h)
+{
+    return __half2float(__ushort_as_half(h));
+}
 
 __global__ void cast_from_f32_kernel(uint16_t *d, const float *s, size_t n, int bf16)
 {
@@ -131,8 +137,10 @@ int cuda_round_copy(dl_backend *be, float *dst, const float *src, dl_dtype via, 
 static size_t dtype_bytes(dl_dtype t)
 {
     switch (t) {
-    case DL_F32: case DL_I32: return 4;
-    case DL_BF16: case DL_F16: return 2;
+    case DL_F32:
+    case DL_I32: return 4;
+    case DL_BF16:
+    case DL_F16: return 2;
     case DL_U8: return 1;
     default: return 0;
     }
@@ -149,8 +157,8 @@ int cuda_cast(dl_backend *be, void *dst, dl_dtype dt, const void *src, dl_dtype 
     int ok_pair = dt == st || (st == DL_F32 && (dt == DL_BF16 || dt == DL_F16)) ||
                   (dt == DL_F32 && (st == DL_BF16 || st == DL_F16));
     if (!ok_pair || !dtype_bytes(dt))
-        return cuda_error(DL_EUNSUPPORTED, "cast from %s to %s is not supported",
-                          dtype_str(st), dtype_str(dt));
+        return cuda_error(DL_EUNSUPPORTED, "cast from %s to %s is not supported", dtype_str(st),
+                          dtype_str(dt));
     if (n == 0)
         return DL_OK;
     cudaStream_t s = CTX(be)->stream;
@@ -160,13 +168,11 @@ int cuda_cast(dl_backend *be, void *dst, dl_dtype dt, const void *src, dl_dtype 
         return DL_OK;
     }
     if (st == DL_F32)
-        cast_from_f32_kernel<<<grid_for(be, n), THREADS, 0, s>>>((uint16_t *)dst,
-                                                                 (const float *)src, n,
-                                                                 dt == DL_BF16);
+        cast_from_f32_kernel<<<grid_for(be, n), THREADS, 0, s>>>(
+            (uint16_t *)dst, (const float *)src, n, dt == DL_BF16);
     else
-        cast_to_f32_kernel<<<grid_for(be, n), THREADS, 0, s>>>((float *)dst,
-                                                               (const uint16_t *)src, n,
-                                                               st == DL_BF16);
+        cast_to_f32_kernel<<<grid_for(be, n), THREADS, 0, s>>>((float *)dst, (const uint16_t *)src,
+                                                               n, st == DL_BF16);
     LAUNCH_CHECK("cast");
     return DL_OK;
 }
@@ -177,18 +183,14 @@ int cuda_round_through(dl_backend *be, float *x, dl_dtype via, size_t n)
         return DL_OK;
     if (via != DL_BF16 && via != DL_F16)
         return cuda_error(DL_EUNSUPPORTED, "cannot round through %s", dtype_str(via));
-    round_through_kernel<<<grid_for(be, n), THREADS, 0, CTX(be)->stream>>>(x, n,
-                                                                           via == DL_BF16);
+    round_through_kernel<<<grid_for(be, n), THREADS, 0, CTX(be)->stream>>>(x, n, via == DL_BF16);
     LAUNCH_CHECK("round_through");
     return DL_OK;
 }
 
 /* --- fill, input conversion, bias -------------------------------------------------- */
 
-__global__ void fill_kernel(float *d, float v, size_t n)
-{
-    GRID_STRIDE(i, n) d[i] = v;
-}
+__global__ void fill_kernel(float *d, float v, size_t n) { GRID_STRIDE(i, n) d[i] = v; }
 
 int cuda_fill(dl_backend *be, float *dst, float value, size_t n)
 {
@@ -222,8 +224,7 @@ __global__ void input_kernel(float *dst, const void *src, int type, size_t n, si
 }
 
 int cuda_input_to_f32(dl_backend *be, float *dst, const void *src, dl_dtype type, size_t rows,
-                      int channels, size_t plane, float scale, const float *mean,
-                      const float *std)
+                      int channels, size_t plane, float scale, const float *mean, const float *std)
 {
     if (type != DL_U8 && type != DL_I32 && type != DL_F32)
         return cuda_error(DL_EUNSUPPORTED, "input dtype %s is not supported (u8, i32, f32)",
@@ -249,8 +250,7 @@ int cuda_input_to_f32(dl_backend *be, float *dst, const void *src, dl_dtype type
             host[c] = mean[c];
             host[channels + c] = std ? std[c] : 1.0f;
         }
-        cudaError_t e = cudaMemcpyAsync(ms, host, bytes, cudaMemcpyHostToDevice,
-                                        CTX(be)->stream);
+        cudaError_t e = cudaMemcpyAsync(ms, host, bytes, cudaMemcpyHostToDevice, CTX(be)->stream);
         free(host);
         CUDA_TRY(e);
     }
@@ -339,8 +339,8 @@ __global__ void act_fwd_kernel(int kind, float *y, const float *x, size_t n)
     }
 }
 
-__global__ void act_bwd_kernel(int kind, float *dx, const float *x, const float *y,
-                               const float *dy, size_t n)
+__global__ void act_bwd_kernel(int kind, float *dx, const float *x, const float *y, const float *dy,
+                               size_t n)
 {
     GRID_STRIDE(i, n)
     {
@@ -361,8 +361,7 @@ __global__ void act_bwd_kernel(int kind, float *dx, const float *x, const float 
 
 static int check_act(dl_act kind)
 {
-    if (kind != DL_ACT_RELU && kind != DL_ACT_GELU && kind != DL_ACT_TANH &&
-        kind != DL_ACT_SIGMOID)
+    if (kind != DL_ACT_RELU && kind != DL_ACT_GELU && kind != DL_ACT_TANH && kind != DL_ACT_SIGMOID)
         return cuda_error(DL_EINVAL, "unknown activation %d", (int)kind);
     return DL_OK;
 }
@@ -383,8 +382,7 @@ int cuda_act_backward(dl_backend *be, dl_act kind, float *dx, const float *x, co
     DL_TRY(check_act(kind));
     if (n == 0)
         return DL_OK;
-    act_bwd_kernel<<<grid_for(be, n), THREADS, 0, CTX(be)->stream>>>((int)kind, dx, x, y, dy,
-                                                                      n);
+    act_bwd_kernel<<<grid_for(be, n), THREADS, 0, CTX(be)->stream>>>((int)kind, dx, x, y, dy, n);
     LAUNCH_CHECK("act_backward");
     return DL_OK;
 }
@@ -399,10 +397,7 @@ __global__ void axpy_kernel(float *y, float alpha, const float *x, size_t n)
     GRID_STRIDE(i, n) y[i] += alpha * x[i];
 }
 
-__global__ void scale_kernel(float *x, float alpha, size_t n)
-{
-    GRID_STRIDE(i, n) x[i] *= alpha;
-}
+__global__ void scale_kernel(float *x, float alpha, size_t n) { GRID_STRIDE(i, n) x[i] *= alpha; }
 
 int cuda_add(dl_backend *be, float *y, const float *a, const float *b, size_t n)
 {
@@ -470,8 +465,8 @@ static int dropout(dl_backend *be, int backward, float *y, const float *x, size_
     return DL_OK;
 }
 
-int cuda_dropout_forward(dl_backend *be, float *y, const float *x, size_t n, float p,
-                         uint64_t seed, uint64_t stream, uint64_t counter)
+int cuda_dropout_forward(dl_backend *be, float *y, const float *x, size_t n, float p, uint64_t seed,
+                         uint64_t stream, uint64_t counter)
 {
     return dropout(be, 0, y, x, n, p, seed, stream, counter);
 }
@@ -535,8 +530,8 @@ __global__ void pool_fwd_kernel(pool_geom g, int is_max, float *y, const float *
 /* Gather form: each input element collects from the windows that contain
  * it, so no atomics and a fixed order. For max, a window routes its
  * gradient to its first element (row-major) equal to the window's output. */
-__global__ void pool_bwd_kernel(pool_geom g, int is_max, float *dx, const float *dy,
-                                const float *x, const float *y)
+__global__ void pool_bwd_kernel(pool_geom g, int is_max, float *dx, const float *dy, const float *x,
+                                const float *y)
 {
     size_t total = (size_t)g.n * g.c * g.h * g.w;
     GRID_STRIDE(e, total)
@@ -585,13 +580,16 @@ static int pool_check(dl_pool_kind kind, const dl_pool_desc *d, pool_geom *g)
         return cuda_error(DL_EINVAL, "unknown pooling kind %d", (int)kind);
     if (d->n <= 0 || d->c <= 0 || d->h <= 0 || d->w <= 0 || d->size <= 0 || d->stride <= 0 ||
         d->pad < 0 || 2 * d->pad > d->size)
-        return cuda_error(DL_EINVAL, "pool: bad descriptor n %d c %d h %d w %d size %d stride "
-                          "%d pad %d", d->n, d->c, d->h, d->w, d->size, d->stride, d->pad);
+        return cuda_error(DL_EINVAL,
+                          "pool: bad descriptor n %d c %d h %d w %d size %d stride "
+                          "%d pad %d",
+                          d->n, d->c, d->h, d->w, d->size, d->stride, d->pad);
     if (d->p != (d->h + 2 * d->pad - d->size) / d->stride + 1 ||
         d->q != (d->w + 2 * d->pad - d->size) / d->stride + 1 || d->p <= 0 || d->q <= 0)
-        return cuda_error(DL_ESHAPE, "pool: output %dx%d does not match input %dx%d, window "
-                          "%d, stride %d, pad %d", d->p, d->q, d->h, d->w, d->size, d->stride,
-                          d->pad);
+        return cuda_error(DL_ESHAPE,
+                          "pool: output %dx%d does not match input %dx%d, window "
+                          "%d, stride %d, pad %d",
+                          d->p, d->q, d->h, d->w, d->size, d->stride, d->pad);
     *g = pool_geom{d->n, d->c, d->h, d->w, d->size, d->stride, d->pad, d->p, d->q};
     return DL_OK;
 }
@@ -604,8 +602,8 @@ int cuda_pool_forward(dl_backend *be, dl_pool_kind kind, const dl_pool_desc *d, 
     size_t total = (size_t)d->n * d->c * d->p * d->q;
     if (total == 0)
         return DL_OK;
-    pool_fwd_kernel<<<grid_for(be, total), THREADS, 0, CTX(be)->stream>>>(
-        g, kind == DL_POOL_MAX, y, x);
+    pool_fwd_kernel<<<grid_for(be, total), THREADS, 0, CTX(be)->stream>>>(g, kind == DL_POOL_MAX, y,
+                                                                          x);
     LAUNCH_CHECK("pool_forward");
     return DL_OK;
 }
@@ -618,8 +616,8 @@ int cuda_pool_backward(dl_backend *be, dl_pool_kind kind, const dl_pool_desc *d,
     size_t total = (size_t)d->n * d->c * d->h * d->w;
     if (total == 0)
         return DL_OK;
-    pool_bwd_kernel<<<grid_for(be, total), THREADS, 0, CTX(be)->stream>>>(
-        g, kind == DL_POOL_MAX, dx, dy, x, y);
+    pool_bwd_kernel<<<grid_for(be, total), THREADS, 0, CTX(be)->stream>>>(g, kind == DL_POOL_MAX,
+                                                                          dx, dy, x, y);
     LAUNCH_CHECK("pool_backward");
     return DL_OK;
 }
@@ -638,8 +636,8 @@ __device__ __forceinline__ size_t bn_at(size_t j, int ch, int c, int inner)
 /* One block per channel: mean, then the biased variance about it (two
  * passes, in double), then y. */
 __global__ void bn_train_kernel(int n, int c, int inner, float momentum, float eps, float *y,
-                                const float *x, const float *gamma, const float *beta,
-                                float *rmean, float *rvar, float *smean, float *sinv)
+                                const float *x, const float *gamma, const float *beta, float *rmean,
+                                float *rvar, float *smean, float *sinv)
 {
     int ch = blockIdx.x;
     size_t cnt = (size_t)n * inner;
@@ -675,9 +673,9 @@ __global__ void bn_train_kernel(int n, int c, int inner, float momentum, float e
     }
 }
 
-__global__ void bn_eval_kernel(size_t total, int c, int inner, float eps, float *y,
-                               const float *x, const float *gamma, const float *beta,
-                               const float *rmean, const float *rvar)
+__global__ void bn_eval_kernel(size_t total, int c, int inner, float eps, float *y, const float *x,
+                               const float *gamma, const float *beta, const float *rmean,
+                               const float *rvar)
 {
     GRID_STRIDE(i, total)
     {
@@ -689,25 +687,24 @@ __global__ void bn_eval_kernel(size_t total, int c, int inner, float eps, float 
     }
 }
 
-int cuda_batchnorm_forward(dl_backend *be, int training, int n, int c, int inner,
-                           float momentum, float eps, float *y, const float *x,
-                           const float *gamma, const float *beta, float *running_mean,
-                           float *running_var, float *save_mean, float *save_invstd)
+int cuda_batchnorm_forward(dl_backend *be, int training, int n, int c, int inner, float momentum,
+                           float eps, float *y, const float *x, const float *gamma,
+                           const float *beta, float *running_mean, float *running_var,
+                           float *save_mean, float *save_invstd)
 {
     if (n <= 0 || c <= 0 || inner <= 0)
         return cuda_error(DL_EINVAL, "batchnorm_forward: bad shape [%d, %d, %d]", n, c, inner);
     cudaStream_t s = CTX(be)->stream;
     if (training) {
-        bn_train_kernel<<<c, NORM_THREADS, 0, s>>>(n, c, inner, momentum, eps, y, x, gamma,
-                                                   beta, running_mean, running_var,
-                                                   save_mean, save_invstd);
+        bn_train_kernel<<<c, NORM_THREADS, 0, s>>>(n, c, inner, momentum, eps, y, x, gamma, beta,
+                                                   running_mean, running_var, save_mean,
+                                                   save_invstd);
     } else {
         if (!running_mean || !running_var)
             return cuda_error(DL_EINVAL, "batchnorm in eval mode needs running statistics");
         size_t total = (size_t)n * c * inner;
-        bn_eval_kernel<<<grid_for(be, total), THREADS, 0, s>>>(total, c, inner, eps, y, x,
-                                                               gamma, beta, running_mean,
-                                                               running_var);
+        bn_eval_kernel<<<grid_for(be, total), THREADS, 0, s>>>(total, c, inner, eps, y, x, gamma,
+                                                               beta, running_mean, running_var);
     }
     LAUNCH_CHECK("batchnorm_forward");
     return DL_OK;
@@ -755,8 +752,8 @@ int cuda_batchnorm_backward(dl_backend *be, int n, int c, int inner, float *dx, 
 {
     if (n <= 0 || c <= 0 || inner <= 0)
         return cuda_error(DL_EINVAL, "batchnorm_backward: bad shape [%d, %d, %d]", n, c, inner);
-    bn_bwd_kernel<<<c, NORM_THREADS, 0, CTX(be)->stream>>>(n, c, inner, dx, dgamma, dbeta, dy,
-                                                           x, gamma, save_mean, save_invstd);
+    bn_bwd_kernel<<<c, NORM_THREADS, 0, CTX(be)->stream>>>(n, c, inner, dx, dgamma, dbeta, dy, x,
+                                                           gamma, save_mean, save_invstd);
     LAUNCH_CHECK("batchnorm_backward");
     return DL_OK;
 }
@@ -795,14 +792,14 @@ __global__ void ln_fwd_kernel(int cols, float eps, float *y, const float *x, con
     }
 }
 
-int cuda_layernorm_forward(dl_backend *be, int rows, int cols, float eps, float *y,
-                           const float *x, const float *gamma, const float *beta,
-                           float *save_mean, float *save_invstd)
+int cuda_layernorm_forward(dl_backend *be, int rows, int cols, float eps, float *y, const float *x,
+                           const float *gamma, const float *beta, float *save_mean,
+                           float *save_invstd)
 {
     if (rows <= 0 || cols <= 0)
         return cuda_error(DL_EINVAL, "layernorm_forward: bad shape [%d, %d]", rows, cols);
-    ln_fwd_kernel<<<rows, LN_THREADS, 0, CTX(be)->stream>>>(cols, eps, y, x, gamma, beta,
-                                                            save_mean, save_invstd);
+    ln_fwd_kernel<<<rows, LN_THREADS, 0, CTX(be)->stream>>>(cols, eps, y, x, gamma, beta, save_mean,
+                                                            save_invstd);
     LAUNCH_CHECK("layernorm_forward");
     return DL_OK;
 }
@@ -874,8 +871,8 @@ int cuda_layernorm_backward(dl_backend *be, int rows, int cols, float *dx, float
         LAUNCH_CHECK("layernorm_backward");
     }
     if (dgamma || dbeta) {
-        ln_bwd_params_kernel<<<(cols + 31) / 32, dim3(32, 8), 0, s>>>(
-            rows, cols, dgamma, dbeta, dy, x, save_mean, save_invstd);
+        ln_bwd_params_kernel<<<(cols + 31) / 32, dim3(32, 8), 0, s>>>(rows, cols, dgamma, dbeta, dy,
+                                                                      x, save_mean, save_invstd);
         LAUNCH_CHECK("layernorm_backward");
     }
     return DL_OK;
@@ -909,8 +906,8 @@ __global__ void embed_fwd_kernel(size_t total, int dim, int vocab, float *y, con
     }
 }
 
-__global__ void embed_bwd_kernel(size_t total, int dim, int vocab, float *dtable,
-                                 const float *idx, const float *dy, int *flags, float *badf)
+__global__ void embed_bwd_kernel(size_t total, int dim, int vocab, float *dtable, const float *idx,
+                                 const float *dy, int *flags, float *badf)
 {
     GRID_STRIDE(e, total)
     {
@@ -921,8 +918,8 @@ __global__ void embed_bwd_kernel(size_t total, int dim, int vocab, float *dtable
     }
 }
 
-int cuda_embedding_forward(dl_backend *be, int n, int vocab, int dim, float *y,
-                           const float *idx, const float *table)
+int cuda_embedding_forward(dl_backend *be, int n, int vocab, int dim, float *y, const float *idx,
+                           const float *table)
 {
     size_t total = (size_t)n * (dim > 0 ? dim : 0);
     if (n <= 0 || dim <= 0)
@@ -941,8 +938,8 @@ int cuda_embedding_backward(dl_backend *be, int n, int vocab, int dim, float *dt
         return DL_OK;
     size_t total = (size_t)n * dim;
     cuda_ctx *c = CTX(be);
-    embed_bwd_kernel<<<grid_for(be, total), THREADS, 0, c->stream>>>(
-        total, dim, vocab, dtable, idx, dy, c->dev_flags, c->dev_badf);
+    embed_bwd_kernel<<<grid_for(be, total), THREADS, 0, c->stream>>>(total, dim, vocab, dtable, idx,
+                                                                     dy, c->dev_flags, c->dev_badf);
     LAUNCH_CHECK("embedding_backward");
     return DL_OK;
 }
@@ -1043,8 +1040,8 @@ int cuda_softmax_xent(dl_backend *be, int rows, int classes, const float *logits
 }
 
 /* Per-block partial sums: part[b] = loss. */
-__global__ void mse_kernel(size_t n, const float *p, const float *t, float grad_scale,
-                           float *dp, double *part)
+__global__ void mse_kernel(size_t n, const float *p, const float *t, float grad_scale, float *dp,
+                           double *part)
 {
     double s = 0;
     GRID_STRIDE(i, n)
@@ -1060,8 +1057,8 @@ __global__ void mse_kernel(size_t n, const float *p, const float *t, float grad_
 }
 
 /* part[b] = loss, part[blocks + b] = correct, per block. */
-__global__ void bce_kernel(size_t n, const float *zs, const float *ts, float grad_scale,
-                           float *dz, double *part)
+__global__ void bce_kernel(size_t n, const float *zs, const float *ts, float grad_scale, float *dz,
+                           double *part)
 {
     double s = 0, ok = 0;
     GRID_STRIDE(i, n)
@@ -1147,9 +1144,9 @@ int cuda_sgd_update(dl_backend *be, size_t n, float *w, float *g, float *m, floa
 
 /* bc1, bc2 are 1 / (1 - beta^step); decay is L2 into the gradient (cw) or
  * decoupled (shrink = 1 - lr wd). */
-__global__ void adam_kernel(size_t n, float *w, float *g, float *m, float *v, float lr,
-                            float b1, float b2, float eps, float cw, float shrink, float bc1,
-                            float bc2, float gs)
+__global__ void adam_kernel(size_t n, float *w, float *g, float *m, float *v, float lr, float b1,
+                            float b2, float eps, float cw, float shrink, float bc1, float bc2,
+                            float gs)
 {
     GRID_STRIDE(i, n)
     {
@@ -1223,8 +1220,8 @@ int cuda_sumsq(dl_backend *be, const float *x, size_t n, double *host_result)
     LAUNCH_CHECK("sumsq");
     sum_parts_kernel<<<1, 1024, 0, c->stream>>>(part, (int)blocks, part + blocks);
     LAUNCH_CHECK("sumsq");
-    CUDA_TRY(cudaMemcpyAsync(c->host_result, part + blocks, sizeof(double),
-                             cudaMemcpyDeviceToHost, c->stream));
+    CUDA_TRY(cudaMemcpyAsync(c->host_result, part + blocks, sizeof(double), cudaMemcpyDeviceToHost,
+                             c->stream));
     CUDA_TRY(cudaStreamSynchronize(c->stream));
     *host_result = *c->host_result;
     return cuda_check_flags(be);

@@ -47,8 +47,8 @@ static const void *weights(const dl_pass *p, size_t off)
 typedef struct {
     dl_layer base;
     int in, out, bias;
-    size_t w, b;          /* param offsets */
-    size_t x_lp, dy_lp;   /* low-precision operand copies (activation arena) */
+    size_t w, b;        /* param offsets */
+    size_t x_lp, dy_lp; /* low-precision operand copies (activation arena) */
     int rows_per_sample;
 } linear;
 
@@ -91,8 +91,8 @@ static int linear_forward(dl_layer *l, dl_pass *p, const float *x, float *y)
         DL_TRY(OPS(p)->cast(p->be, xl, p->compute, x, DL_F32, (size_t)rows * L->in));
         xa = xl;
     }
-    DL_TRY(OPS(p)->gemm(p->be, 0, 1, rows, L->out, L->in, 1.0f, xa, L->in, weights(p, L->w),
-                        L->in, p->compute, 0.0f, y, L->out));
+    DL_TRY(OPS(p)->gemm(p->be, 0, 1, rows, L->out, L->in, 1.0f, xa, L->in, weights(p, L->w), L->in,
+                        p->compute, 0.0f, y, L->out));
     if (L->bias)
         DL_TRY(OPS(p)->bias_add(p->be, y, p->params + L->b, rows, L->out, 1));
     return DL_OK;
@@ -111,19 +111,19 @@ static int linear_grads(dl_layer *l, dl_pass *p, const float *x, const float *dy
         xa = p->act + L->x_lp; /* cast in forward */
     }
     /* dW [out, in] += dy^T [out, rows] x [rows, in] */
-    DL_TRY(OPS(p)->gemm(p->be, 1, 0, L->out, L->in, rows, 1.0f, dya, L->out, xa, L->in,
-                        p->compute, 1.0f, p->grads + L->w, L->in));
+    DL_TRY(OPS(p)->gemm(p->be, 1, 0, L->out, L->in, rows, 1.0f, dya, L->out, xa, L->in, p->compute,
+                        1.0f, p->grads + L->w, L->in));
     if (L->bias)
         DL_TRY(OPS(p)->bias_grad(p->be, p->grads + L->b, dy, rows, L->out, 1));
     /* dx [rows, in] (+)= dy [rows, out] W [out, in] */
     if (dx)
-        DL_TRY(OPS(p)->gemm(p->be, 0, 0, rows, L->in, L->out, 1.0f, dya, L->out,
-                            weights(p, L->w), L->in, p->compute, dx_beta, dx, L->in));
+        DL_TRY(OPS(p)->gemm(p->be, 0, 0, rows, L->in, L->out, 1.0f, dya, L->out, weights(p, L->w),
+                            L->in, p->compute, dx_beta, dx, L->in));
     return DL_OK;
 }
 
-static int linear_backward(dl_layer *l, dl_pass *p, const float *x, const float *y,
-                           const float *dy, float *dx)
+static int linear_backward(dl_layer *l, dl_pass *p, const float *x, const float *y, const float *dy,
+                           float *dx)
 {
     return linear_grads(l, p, x, dy, dx, 1.0f);
 }
@@ -228,18 +228,18 @@ static int conv_forward(dl_layer *l, dl_pass *p, const float *x, float *y)
 {
     conv2d *C = (conv2d *)l;
     dl_conv_desc d = conv_desc(C, p->n);
-    return OPS(p)->conv_forward(p->be, &d, y, x, p->params + C->w, C->bias ? p->params + C->b : NULL,
-                                p->act + C->ws, p->compute);
+    return OPS(p)->conv_forward(p->be, &d, y, x, p->params + C->w,
+                                C->bias ? p->params + C->b : NULL, p->act + C->ws, p->compute);
 }
 
-static int conv_backward(dl_layer *l, dl_pass *p, const float *x, const float *y,
-                         const float *dy, float *dx)
+static int conv_backward(dl_layer *l, dl_pass *p, const float *x, const float *y, const float *dy,
+                         float *dx)
 {
     conv2d *C = (conv2d *)l;
     dl_conv_desc d = conv_desc(C, p->n);
     DL_TRY(OPS(p)->conv_backward_filter(p->be, &d, p->grads + C->w,
-                                        C->bias ? p->grads + C->b : NULL, dy, x,
-                                        p->act + C->ws, p->compute));
+                                        C->bias ? p->grads + C->b : NULL, dy, x, p->act + C->ws,
+                                        p->compute));
     if (dx)
         DL_TRY(OPS(p)->conv_backward_data(p->be, &d, dx, dy, p->params + C->w, p->act + C->ws,
                                           p->compute));
@@ -329,8 +329,8 @@ static int pool_forward(dl_layer *l, dl_pass *p, const float *x, float *y)
     return OPS(p)->pool_forward(p->be, ((pool2d *)l)->kind, &d, y, x);
 }
 
-static int pool_backward(dl_layer *l, dl_pass *p, const float *x, const float *y,
-                         const float *dy, float *dx)
+static int pool_backward(dl_layer *l, dl_pass *p, const float *x, const float *y, const float *dy,
+                         float *dx)
 {
     if (!dx)
         return DL_OK;
@@ -352,8 +352,7 @@ static const dl_layer_vt relu_vt;
  * max(relu(x)) = relu(max(x)), so the ReLU's output is never written. */
 static int relu_pool_fuses(const dl_layer *pool, const dl_layer *relu, const dl_pass *p)
 {
-    return relu->vt == &relu_vt &&
-           OPS(p)->relu_maxpool_forward && OPS(p)->relu_maxpool_backward;
+    return relu->vt == &relu_vt && OPS(p)->relu_maxpool_forward && OPS(p)->relu_maxpool_backward;
 }
 
 static int relu_pool_forward(dl_layer *l, dl_pass *p, const float *x, float *y)
@@ -391,14 +390,13 @@ static const dl_layer_vt avgpool_vt = {
     .describe = pool_describe,
 };
 
-static dl_layer *make_pool(const dl_layer_vt *vt, dl_pool_kind kind, int size, int stride,
-                           int pad)
+static dl_layer *make_pool(const dl_layer_vt *vt, dl_pool_kind kind, int size, int stride, int pad)
 {
     if (stride <= 0)
         stride = size;
     if (size < 1 || pad < 0) {
-        dl_error(DL_EINVAL, "%s(%d, stride=%d, pad=%d): window must be positive", vt->kind,
-                 size, stride, pad);
+        dl_error(DL_EINVAL, "%s(%d, stride=%d, pad=%d): window must be positive", vt->kind, size,
+                 stride, pad);
         return NULL;
     }
     pool2d *P = new_layer(sizeof *P, vt);
@@ -439,12 +437,11 @@ static int no_plan(dl_layer *l, dl_model *m, int n) { return DL_OK; }
 
 static int act_forward(dl_layer *l, dl_pass *p, const float *x, float *y)
 {
-    return OPS(p)->act_forward(p->be, ((activation *)l)->kind, y, x,
-                               (size_t)p->n * numel(&l->in));
+    return OPS(p)->act_forward(p->be, ((activation *)l)->kind, y, x, (size_t)p->n * numel(&l->in));
 }
 
-static int act_backward(dl_layer *l, dl_pass *p, const float *x, const float *y,
-                        const float *dy, float *dx)
+static int act_backward(dl_layer *l, dl_pass *p, const float *x, const float *y, const float *dy,
+                        float *dx)
 {
     if (!dx)
         return DL_OK;
@@ -453,11 +450,11 @@ static int act_backward(dl_layer *l, dl_pass *p, const float *x, const float *y,
 }
 
 /* The activations differ only in kind (act_forward/backward switch on it). */
-#define ACT_VT(var, name)                                                                      \
-    static const dl_layer_vt var = {.kind = name,                                              \
-                                    .setup = same_shape_setup,                                 \
-                                    .plan = no_plan,                                           \
-                                    .forward = act_forward,                                    \
+#define ACT_VT(var, name)                                                                          \
+    static const dl_layer_vt var = {.kind = name,                                                  \
+                                    .setup = same_shape_setup,                                     \
+                                    .plan = no_plan,                                               \
+                                    .forward = act_forward,                                        \
                                     .backward = act_backward}
 ACT_VT(relu_vt, "ReLU");
 ACT_VT(gelu_vt, "GELU");
@@ -576,18 +573,19 @@ static int bn_forward(dl_layer *l, dl_pass *p, const float *x, float *y)
 {
     batchnorm *B = (batchnorm *)l;
     if (p->training && p->n * B->inner < 2)
-        return dl_error(DL_EINVAL, "%s: BatchNorm in training needs more than one value per "
-                                   "channel (batch of %d)", l->name, p->n);
-    return OPS(p)->batchnorm_forward(p->be, p->training, p->n, B->features, B->inner,
-                                     B->momentum, B->eps, y, x, p->params + B->gamma,
-                                     p->params + B->beta, p->buffers + B->run_mean,
-                                     p->buffers + B->run_var,
+        return dl_error(DL_EINVAL,
+                        "%s: BatchNorm in training needs more than one value per "
+                        "channel (batch of %d)",
+                        l->name, p->n);
+    return OPS(p)->batchnorm_forward(p->be, p->training, p->n, B->features, B->inner, B->momentum,
+                                     B->eps, y, x, p->params + B->gamma, p->params + B->beta,
+                                     p->buffers + B->run_mean, p->buffers + B->run_var,
                                      (float *)(p->act + B->save_mean),
                                      (float *)(p->act + B->save_invstd));
 }
 
-static int bn_backward(dl_layer *l, dl_pass *p, const float *x, const float *y,
-                       const float *dy, float *dx)
+static int bn_backward(dl_layer *l, dl_pass *p, const float *x, const float *y, const float *dy,
+                       float *dx)
 {
     batchnorm *B = (batchnorm *)l;
     if (!p->training)
@@ -596,9 +594,8 @@ static int bn_backward(dl_layer *l, dl_pass *p, const float *x, const float *y,
         dx = (float *)(p->act + B->dx_scratch);
         DL_TRY(OPS(p)->memset0(p->be, dx, (size_t)p->n * numel(&l->in) * 4));
     }
-    return OPS(p)->batchnorm_backward(p->be, p->n, B->features, B->inner, dx,
-                                      p->grads + B->gamma, p->grads + B->beta, dy, x,
-                                      p->params + B->gamma,
+    return OPS(p)->batchnorm_backward(p->be, p->n, B->features, B->inner, dx, p->grads + B->gamma,
+                                      p->grads + B->beta, dy, x, p->params + B->gamma,
                                       (const float *)(p->act + B->save_mean),
                                       (const float *)(p->act + B->save_invstd));
 }
@@ -621,8 +618,9 @@ static const dl_layer_vt bn_vt = {
 dl_layer *dl_nn_batchnorm(int features, float eps, float momentum)
 {
     if (features < 1 || !(eps > 0) || !(momentum >= 0 && momentum <= 1)) {
-        dl_error(DL_EINVAL, "BatchNorm(%d, eps=%g, momentum=%g): features must be positive, "
-                            "eps > 0, momentum in [0, 1]",
+        dl_error(DL_EINVAL,
+                 "BatchNorm(%d, eps=%g, momentum=%g): features must be positive, "
+                 "eps > 0, momentum in [0, 1]",
                  features, (double)eps, (double)momentum);
         return NULL;
     }
@@ -676,14 +674,13 @@ static int ln_plan(dl_layer *l, dl_model *m, int n)
 static int ln_forward(dl_layer *l, dl_pass *p, const float *x, float *y)
 {
     layernorm *N = (layernorm *)l;
-    return OPS(p)->layernorm_forward(p->be, p->n * N->rows_per_sample, N->features, N->eps, y,
-                                     x, p->params + N->gamma, p->params + N->beta,
-                                     (float *)(p->act + N->save_mean),
-                                     (float *)(p->act + N->save_invstd));
+    return OPS(p)->layernorm_forward(
+        p->be, p->n * N->rows_per_sample, N->features, N->eps, y, x, p->params + N->gamma,
+        p->params + N->beta, (float *)(p->act + N->save_mean), (float *)(p->act + N->save_invstd));
 }
 
-static int ln_backward(dl_layer *l, dl_pass *p, const float *x, const float *y,
-                       const float *dy, float *dx)
+static int ln_backward(dl_layer *l, dl_pass *p, const float *x, const float *y, const float *dy,
+                       float *dx)
 {
     layernorm *N = (layernorm *)l;
     if (!dx) { /* first in the model: the backend still wants a dx */
@@ -692,8 +689,7 @@ static int ln_backward(dl_layer *l, dl_pass *p, const float *x, const float *y,
     }
     return OPS(p)->layernorm_backward(p->be, p->n * N->rows_per_sample, N->features, dx,
                                       p->grads + N->gamma, p->grads + N->beta, dy, x,
-                                      p->params + N->gamma,
-                                      (const float *)(p->act + N->save_mean),
+                                      p->params + N->gamma, (const float *)(p->act + N->save_mean),
                                       (const float *)(p->act + N->save_invstd));
 }
 
@@ -714,8 +710,8 @@ static const dl_layer_vt ln_vt = {
 dl_layer *dl_nn_layernorm(int features, float eps)
 {
     if (features < 1 || !(eps > 0)) {
-        dl_error(DL_EINVAL, "LayerNorm(%d, eps=%g): features must be positive, eps > 0",
-                 features, (double)eps);
+        dl_error(DL_EINVAL, "LayerNorm(%d, eps=%g): features must be positive, eps > 0", features,
+                 (double)eps);
         return NULL;
     }
     layernorm *N = new_layer(sizeof *N, &ln_vt);
@@ -790,8 +786,8 @@ static int emb_forward(dl_layer *l, dl_pass *p, const float *x, float *y)
                                      p->params + E->table);
 }
 
-static int emb_backward(dl_layer *l, dl_pass *p, const float *x, const float *y,
-                        const float *dy, float *dx)
+static int emb_backward(dl_layer *l, dl_pass *p, const float *x, const float *y, const float *dy,
+                        float *dx)
 {
     embedding *E = (embedding *)l;
     /* indices carry no gradient: dx is left alone */

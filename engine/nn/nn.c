@@ -115,16 +115,16 @@ static int call_forward(dl_layer *c, dl_pass *p, const float *x, float *y, int f
     return fused ? c->vt->forward_fused(c, p, x, y) : c->vt->forward(c, p, x, y);
 }
 
-static int call_backward(dl_layer *c, dl_pass *p, const float *x, const float *y,
-                         const float *dy, float *dx, int mode)
+static int call_backward(dl_layer *c, dl_pass *p, const float *x, const float *y, const float *dy,
+                         float *dx, int mode)
 {
     if (mode == RUN_FUSED)
         return c->vt->backward_fused(c, p, x, y, dy, dx);
     if (mode == RUN_SET && dx) {
         if (c->vt->backward_set)
             return c->vt->backward_set(c, p, x, y, dy, dx);
-        DL_TRY(p->be->ops->memset0(p->be, dx, (size_t)p->n *
-                                                  (size_t)dl_shape_numel(&c->in) * sizeof(float)));
+        DL_TRY(p->be->ops->memset0(p->be, dx,
+                                   (size_t)p->n * (size_t)dl_shape_numel(&c->in) * sizeof(float)));
     }
     return c->vt->backward(c, p, x, y, dy, dx);
 }
@@ -146,8 +146,8 @@ static int child_forward(dl_layer *c, dl_pass *p, const float *x, float *y, int 
     return rc;
 }
 
-static int child_backward(dl_layer *c, dl_pass *p, const float *x, const float *y,
-                          const float *dy, float *dx, int mode)
+static int child_backward(dl_layer *c, dl_pass *p, const float *x, const float *y, const float *dy,
+                          float *dx, int mode)
 {
     if (!p->profile) {
         int rc = call_backward(c, p, x, y, dy, dx, mode);
@@ -207,8 +207,8 @@ static int seq_setup(dl_layer *l, dl_model *m, const dl_shape *in, dl_shape *out
                 dl_layer_describe(l->child[i - 1], d, sizeof d);
                 snprintf(prev, sizeof prev, "%s", d);
             }
-            return dl_error(rc, "layer %s (#%d) after %s, which outputs %s: %s", c->name,
-                            c->id, prev, dl_shape_format(&cur, shp, sizeof shp), msg);
+            return dl_error(rc, "layer %s (#%d) after %s, which outputs %s: %s", c->name, c->id,
+                            prev, dl_shape_format(&cur, shp, sizeof shp), msg);
         }
         c->in = cur;
         c->out = next;
@@ -243,8 +243,7 @@ static int seq_forward(dl_layer *l, dl_pass *p, const float *x, float *y)
     const float *in = x;
     for (int i = 0; i < l->nchild; i++) {
         /* a ReLU (not first) then a MaxPool2d: the pool reads the ReLU's input */
-        int fused = i >= 1 && i + 1 < l->nchild &&
-                    fuses(l->child[i + 1], l->child[i], p);
+        int fused = i >= 1 && i + 1 < l->nchild && fuses(l->child[i + 1], l->child[i], p);
         i += fused;
         float *out = i == l->nchild - 1 ? y : (float *)(p->act + s->y_off[i]);
         DL_TRY(child_forward(l->child[i], p, in, out, fused));
@@ -253,8 +252,8 @@ static int seq_forward(dl_layer *l, dl_pass *p, const float *x, float *y)
     return DL_OK;
 }
 
-static int seq_backward(dl_layer *l, dl_pass *p, const float *x, const float *y,
-                        const float *dy, float *dx)
+static int seq_backward(dl_layer *l, dl_pass *p, const float *x, const float *y, const float *dy,
+                        float *dx)
 {
     sequential *s = (sequential *)l;
     if (l->nchild == 0)
@@ -272,10 +271,9 @@ static int seq_backward(dl_layer *l, dl_pass *p, const float *x, const float *y,
          * Linear, the Linear skips its dx product entirely. The buffers
          * of this container have one writer each, which overwrites them;
          * the caller's dx is added to. */
-        float *din = first == 0 ? dx
-                     : dx || s->params_before[first]
-                         ? (float *)(p->act_grad + s->dy_off[first - 1])
-                         : NULL;
+        float *din = first == 0                      ? dx
+                     : dx || s->params_before[first] ? (float *)(p->act_grad + s->dy_off[first - 1])
+                                                     : NULL;
         int mode = fused ? RUN_FUSED : first > 0 ? RUN_SET : RUN_ADD;
         DL_TRY(child_backward(l->child[i], p, in, out, dout, din, mode));
         if (fused && p->grad_hook)
@@ -367,15 +365,14 @@ static int res_forward(dl_layer *l, dl_pass *p, const float *x, float *y)
     return p->be->ops->add(p->be, y, x, yb, (size_t)p->n * (size_t)dl_shape_numel(&l->in));
 }
 
-static int res_backward(dl_layer *l, dl_pass *p, const float *x, const float *y,
-                        const float *dy, float *dx)
+static int res_backward(dl_layer *l, dl_pass *p, const float *x, const float *y, const float *dy,
+                        float *dx)
 {
     residual *r = (residual *)l;
     if (dx)
-        DL_TRY(p->be->ops->axpy(p->be, dx, 1.0f, dy,
-                                (size_t)p->n * (size_t)dl_shape_numel(&l->in)));
-    return child_backward(l->child[0], p, x, (const float *)(p->act + r->yb_off), dy, dx,
-                          RUN_ADD);
+        DL_TRY(
+            p->be->ops->axpy(p->be, dx, 1.0f, dy, (size_t)p->n * (size_t)dl_shape_numel(&l->in)));
+    return child_backward(l->child[0], p, x, (const float *)(p->act + r->yb_off), dy, dx, RUN_ADD);
 }
 
 static void res_describe(const dl_layer *l, char *buf, size_t size)
@@ -636,8 +633,8 @@ int dl_model_move(dl_model *m, dl_backend *be)
 
 dl_backend *dl_model_backend(const dl_model *m) { return m->state ? m->state->be : NULL; }
 
-void dl_model_pass(dl_model *m, dl_pass *p, int n, int training, dl_precision prec,
-                   uint64_t seed, uint64_t counter)
+void dl_model_pass(dl_model *m, dl_pass *p, int n, int training, dl_precision prec, uint64_t seed,
+                   uint64_t counter)
 {
     memset(p, 0, sizeof *p);
     p->be = m->state->be;
@@ -665,14 +662,13 @@ float *dl_model_output_grad(dl_model *m)
 int dl_model_forward(dl_model *m, dl_pass *p)
 {
     if (p->n > m->planned_n)
-        return dl_error(DL_EINVAL, "batch of %d rows exceeds the planned %d", p->n,
-                        m->planned_n);
+        return dl_error(DL_EINVAL, "batch of %d rows exceeds the planned %d", p->n, m->planned_n);
     /* the loss adds into the output gradient; the containers overwrite
      * (or zero) the rest of region 1 as they go */
     if (p->training)
-        DL_TRY(p->be->ops->memset0(p->be, dl_model_output_grad(m),
-                                   (size_t)p->n * (size_t)dl_shape_numel(&m->output) *
-                                       sizeof(float)));
+        DL_TRY(
+            p->be->ops->memset0(p->be, dl_model_output_grad(m),
+                                (size_t)p->n * (size_t)dl_shape_numel(&m->output) * sizeof(float)));
     return child_forward(m->root, p, dl_model_input(m), dl_model_output(m), 0);
 }
 
@@ -688,8 +684,8 @@ int dl_model_refresh_lowp(dl_model *m, dl_dtype t)
     m->lp_type = t;
     if (t == DL_F32)
         return DL_OK;
-    return be->ops->cast(be, (char *)m->state->ptr + region_lp_bytes(m), t, m->state->ptr,
-                         DL_F32, m->P);
+    return be->ops->cast(be, (char *)m->state->ptr + region_lp_bytes(m), t, m->state->ptr, DL_F32,
+                         m->P);
 }
 
 size_t dl_model_param_count(const dl_model *m) { return m->pcount; }

@@ -36,10 +36,10 @@ typedef struct dl_pass {
     char *act_grad;        /* region 1 (activation gradients) */
     int n;                 /* rows in this batch (<= planned batch) */
     int training;
-    dl_dtype compute;      /* operand type of products: f32, bf16, f16 */
+    dl_dtype compute; /* operand type of products: f32, bf16, f16 */
     uint64_t seed;
-    uint64_t counter;      /* micro-batch counter: keys dropout masks */
-    int profile;           /* time each layer */
+    uint64_t counter; /* micro-batch counter: keys dropout masks */
+    int profile;      /* time each layer */
     /* Profiling sink (profile set, may be NULL): called after each timed
      * child pass with its CLOCK_MONOTONIC interval in milliseconds. */
     void (*prof_hook)(void *user, const dl_layer *l, int backward, int n, double t0_ms,
@@ -79,8 +79,8 @@ typedef struct dl_layer_vt {
      * dx nothing else writes (a container's own gradient buffer), which
      * then needs no zeroing. NULL: the container zeroes dx and calls
      * backward. */
-    int (*backward_set)(dl_layer *l, dl_pass *p, const float *x, const float *y,
-                        const float *dy, float *dx);
+    int (*backward_set)(dl_layer *l, dl_pass *p, const float *x, const float *y, const float *dy,
+                        float *dx);
     /* Optional, for a layer that can absorb the one before it into one
      * backend op (ReLU -> MaxPool2d: relu(x) is never written). fuses says
      * whether l runs fused with prev on this pass's backend; then a
@@ -89,18 +89,18 @@ typedef struct dl_layer_vt {
      * accumulated; dx NULL: nothing to do). The time shows under l. */
     int (*fuses)(const dl_layer *l, const dl_layer *prev, const dl_pass *p);
     int (*forward_fused)(dl_layer *l, dl_pass *p, const float *x, float *y);
-    int (*backward_fused)(dl_layer *l, dl_pass *p, const float *x, const float *y,
-                          const float *dy, float *dx);
+    int (*backward_fused)(dl_layer *l, dl_pass *p, const float *x, const float *y, const float *dy,
+                          float *dx);
 } dl_layer_vt;
 
 struct dl_layer {
     const dl_layer_vt *vt;
-    int id;            /* position in the model (keys RNG streams) */
-    char name[48];     /* user name or "<kind><id>" */
-    dl_shape in, out;  /* per sample, set by setup */
-    double flops;      /* forward FLOPs per sample (backward is ~2x) */
+    int id;           /* position in the model (keys RNG streams) */
+    char name[48];    /* user name or "<kind><id>" */
+    dl_shape in, out; /* per sample, set by setup */
+    double flops;     /* forward FLOPs per sample (backward is ~2x) */
     dl_layer_prof prof;
-    dl_model *model;   /* set by setup; a layer belongs to one model */
+    dl_model *model; /* set by setup; a layer belongs to one model */
     /* children of containers */
     dl_layer **child;
     int nchild;
@@ -141,8 +141,8 @@ typedef enum { DL_INIT_ZERO, DL_INIT_ONE, DL_INIT_UNIFORM_FAN_IN, DL_INIT_NORMAL
 
 typedef struct dl_param {
     dl_layer *layer;
-    char name[64];    /* "fc1.weight" */
-    size_t offset;    /* floats into the params region */
+    char name[64]; /* "fc1.weight" */
+    size_t offset; /* floats into the params region */
     size_t count;
     dl_shape shape;
     dl_init init;
@@ -183,8 +183,8 @@ int dl_model_move(dl_model *m, dl_backend *be);
 dl_backend *dl_model_backend(const dl_model *m);
 
 /* A pass over the model for n rows: fills p from the arenas. */
-void dl_model_pass(dl_model *m, dl_pass *p, int n, int training, dl_precision prec,
-                   uint64_t seed, uint64_t counter);
+void dl_model_pass(dl_model *m, dl_pass *p, int n, int training, dl_precision prec, uint64_t seed,
+                   uint64_t counter);
 /* Device pointers of the model input [n, input...] and output [n, out...]
  * and the output's gradient, valid after dl_model_plan. */
 float *dl_model_input(dl_model *m);
@@ -218,9 +218,9 @@ double dl_model_train_flops(const dl_model *m);
 /* Raw state for optimizers and checkpoints: device pointers. */
 typedef struct dl_model_state {
     float *params, *grads, *moment1, *moment2, *buffers;
-    size_t count;         /* floats per region (params, grads, moments) */
-    size_t buffer_count;  /* floats of buffers */
-    dl_storage *storage;  /* the whole arena */
+    size_t count;        /* floats per region (params, grads, moments) */
+    size_t buffer_count; /* floats of buffers */
+    dl_storage *storage; /* the whole arena */
     int moments;
 } dl_model_state;
 void dl_model_get_state(dl_model *m, dl_model_state *s);

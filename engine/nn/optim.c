@@ -50,8 +50,8 @@ static int update_range(const dl_optim *o, dl_backend *be, const dl_model_state 
     float *m1 = s->moment1 ? s->moment1 + begin : NULL;
     float *m2 = s->moment2 ? s->moment2 + begin : NULL;
     if (o->kind == DL_OPT_SGD)
-        return be->ops->sgd_update(be, n, s->params + begin, s->grads + begin, m1, lr,
-                                   o->momentum, wd, o->nesterov, grad_scale);
+        return be->ops->sgd_update(be, n, s->params + begin, s->grads + begin, m1, lr, o->momentum,
+                                   wd, o->nesterov, grad_scale);
     return be->ops->adam_update(be, n, s->params + begin, s->grads + begin, m1, m2, lr, o->beta1,
                                 o->beta2, o->eps, wd, o->kind == DL_OPT_ADAMW, step, grad_scale);
 }
@@ -74,14 +74,14 @@ int dl_optim_step(const dl_optim *o, dl_model *m, float lr, long step, float gra
     for (int i = 0; i < np; i++) {
         const dl_param *p = dl_model_param(m, i);
         if (p->decay != run_decay) {
-            DL_TRY(update_range(o, be, &s, run_start, p->offset,
-                                run_decay ? o->weight_decay : 0, lr, step, grad_scale));
+            DL_TRY(update_range(o, be, &s, run_start, p->offset, run_decay ? o->weight_decay : 0,
+                                lr, step, grad_scale));
             run_start = p->offset;
             run_decay = p->decay;
         }
     }
-    return update_range(o, be, &s, run_start, s.count, run_decay ? o->weight_decay : 0, lr,
-                        step, grad_scale);
+    return update_range(o, be, &s, run_start, s.count, run_decay ? o->weight_decay : 0, lr, step,
+                        grad_scale);
 }
 
 int dl_clip_grad_norm(dl_model *m, float max_norm, float grad_scale, double *norm)

@@ -14,7 +14,7 @@ typedef struct dl_optim {
     int nesterov;       /* SGD */
     float weight_decay; /* SGD/Adam: L2 in the gradient; AdamW: decoupled */
     float beta1, beta2, eps;
-    float clip_norm;    /* > 0: clip gradients to this global L2 norm */
+    float clip_norm; /* > 0: clip gradients to this global L2 norm */
 } dl_optim;
 
 /* Defaults as in PyTorch: lr 0.01 (SGD) / 1e-3 (Adam); betas 0.9, 0.999;
@@ -44,17 +44,17 @@ typedef enum {
 
 typedef struct dl_schedule {
     dl_sched_kind kind;
-    long warmup;      /* steps of linear warmup (cosine, warmup) */
-    long step_size;   /* step */
-    float gamma;      /* step */
-    float min_lr;     /* cosine floor */
-    float max_lr;     /* one-cycle peak (0: 10 x base) */
-    float pct_start;  /* one-cycle rise fraction (0.3) */
+    long warmup;                 /* steps of linear warmup (cosine, warmup) */
+    long step_size;              /* step */
+    float gamma;                 /* step */
+    float min_lr;                /* cosine floor */
+    float max_lr;                /* one-cycle peak (0: 10 x base) */
+    float pct_start;             /* one-cycle rise fraction (0.3) */
     float div_factor, final_div; /* one-cycle: start = max/div, end = start/final_div */
-    float factor;     /* plateau */
-    int patience;     /* plateau */
-    float threshold;  /* plateau: relative improvement that counts */
-    int mode_max;     /* plateau: metric improves upwards */
+    float factor;                /* plateau */
+    int patience;                /* plateau */
+    float threshold;             /* plateau: relative improvement that counts */
+    int mode_max;                /* plateau: metric improves upwards */
     /* plateau state */
     float scale;
     double best;
