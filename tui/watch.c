@@ -179,11 +179,11 @@ int dl_cmd_watch(int argc, char **argv)
             snprintf(w.fw.dir, sizeof w.fw.dir, "%s", run);
         else if (dl_runlog_resolve(w.out_dir, run, w.fw.dir, sizeof w.fw.dir) != DL_OK) {
             fprintf(stderr, "dlbench watch: %s\n", dl_error_message());
-            return 2;
+            return DL_EXIT_USAGE;
         }
     } else if (newest_run(w.out_dir, w.fw.dir, sizeof w.fw.dir) < 0 && !study) {
         fprintf(stderr, "dlbench watch: no runs in %s/ (give a run folder)\n", w.out_dir);
-        return 2;
+        return DL_EXIT_USAGE;
     }
     if (study) {
         char studies[1100];
@@ -194,7 +194,7 @@ int dl_cmd_watch(int argc, char **argv)
             (want && strcmp(name, want))) {
             fprintf(stderr, "dlbench watch: no study %s in %s/ (dlbench tune SCRIPT --out %s "
                             "makes one)\n", want ? want : "at all", studies, w.out_dir);
-            return 2;
+            return DL_EXIT_USAGE;
         }
         study = name;
     }
@@ -206,18 +206,18 @@ int dl_cmd_watch(int argc, char **argv)
     if (w.fw.dir[0] && dl_telemetry_follow(w.tele, &w.fw) < 0) {
         fprintf(stderr, "dlbench watch: %s is not a run folder (no config.json)\n", w.fw.dir);
         dl_telemetry_destroy(w.tele);
-        return 2;
+        return DL_EXIT_USAGE;
     }
     if (!isatty(STDIN_FILENO) || !isatty(STDOUT_FILENO)) {
         fprintf(stderr, "dlbench watch: needs a terminal (the run's files are in %s)\n",
                 w.fw.dir[0] ? w.fw.dir : w.out_dir);
         dl_telemetry_destroy(w.tele);
-        return 2;
+        return DL_EXIT_USAGE;
     }
     dl_telemetry_set_gpu_status(w.tele, "no system.jsonl samples in the run");
     dl_telemetry_event(w.tele, "info", w.fw.dir[0] ? w.fw.dir : "no run folder yet");
     dl_app_ops ops = {&w, w.tele, w.out_dir, study, study != NULL, sample, action, busy, done, 1};
     dl_app_end end = dl_app_run(&ops, STDOUT_FILENO);
     dl_telemetry_destroy(w.tele);
-    return end == DL_APP_ERROR ? 1 : 0;
+    return end == DL_APP_ERROR ? DL_EXIT_FAILED : DL_EXIT_OK;
 }

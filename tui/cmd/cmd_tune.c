@@ -73,7 +73,7 @@ static void on_signal(int sig)
         if (!interrupted)
             interrupted = 1;
     } else if (interrupted++ > 0) {
-        _exit(130);
+        _exit(DL_EXIT_INTERRUPTED);
     }
     dl_session_interrupt();
     for (int i = 0; i < nchildren; i++) /* workers stop their trials too */
@@ -449,7 +449,7 @@ static int run_trial(tuner *tu, dl_trial *t, int *status)
         snprintf(msg, sizeof msg, "%s", dl_error_message());
         dl_study_tell(tu->st, t, DL_TRIAL_FAILED, NAN);
         if (interrupted) {
-            *status = 130;
+            *status = DL_EXIT_INTERRUPTED;
             return TRIAL_STOP;
         }
         print_trial(tu, t, "the objective failed");
@@ -490,7 +490,7 @@ static int run_trial(tuner *tu, dl_trial *t, int *status)
         tu->current = NULL;
         dl_study_tell(tu->st, t, DL_TRIAL_FAILED, NAN);
         if (interrupted) {
-            *status = 130;
+            *status = DL_EXIT_INTERRUPTED;
             return TRIAL_STOP;
         }
         print_trial(tu, t, msg);
@@ -513,7 +513,7 @@ static int run_trial(tuner *tu, dl_trial *t, int *status)
         end_line(tu);
         printf("%strial %d interrupted (run folder %s); it runs again when the study resumes\n",
                tu->prefix, tu->trial, dl_session_run_dir(s));
-        *status = 130;
+        *status = DL_EXIT_INTERRUPTED;
         result = TRIAL_STOP;
     } else if (st == DL_RUN_FAILED) {
         snprintf(why, sizeof why, "%s", dl_session_message(s));
@@ -599,7 +599,7 @@ static int work(tuner *tu)
         ran++;
         if (rc < 0) {
             fprintf(stderr, "dlbench tune: error: %s\n", dl_error_message());
-            return 1;
+            return DL_EXIT_FAILED;
         }
         int r = run_trial(tu, t, &status);
         if (r == TRIAL_STOP)
@@ -608,10 +608,10 @@ static int work(tuner *tu)
         if (fails >= MAX_FAILS_IN_A_ROW) {
             fprintf(stderr, "dlbench tune: %s%d trials in a row failed: stopping the study\n",
                     tu->prefix, fails);
-            return 1;
+            return DL_EXIT_FAILED;
         }
     }
-    return interrupted ? 130 : 0;
+    return interrupted ? DL_EXIT_INTERRUPTED : DL_EXIT_OK;
 }
 
 /* --jobs N: N worker processes (this binary again, `tune ... --worker K`),
@@ -624,7 +624,7 @@ static int run_jobs(tuner *tu)
     snprintf(seed, sizeof seed, "%lld", a->seed >= 0 ? a->seed : tu->spec.seed);
     char **argv = calloc((size_t)a->nov + 20, sizeof *argv);
     if (!argv)
-        return 1;
+        return DL_EXIT_FAILED;
     int n = 0;
     argv[n++] = "dlbench";
     argv[n++] = "tune";
@@ -657,7 +657,7 @@ static int run_jobs(tuner *tu)
         if (pid == 0) {
             prctl(PR_SET_PDEATHSIG, SIGUSR1); /* a killed tuner stops its workers */
             if (getppid() != me)
-                _exit(130);
+                _exit(DL_EXIT_INTERRUPTED);
             execv("/proc/self/exe", argv);
             fprintf(stderr, "dlbench tune: cannot start a worker: %s\n", strerror(errno));
             _exit(1);
@@ -676,7 +676,7 @@ static int run_jobs(tuner *tu)
             status = code;
     }
     nchildren = 0;
-    return interrupted ? 130 : status;
+    return interrupted ? DL_EXIT_INTERRUPTED : status;
 }
 
 /* --- the report ----------------------------------------------------------------------- */
@@ -726,7 +726,7 @@ static int report(tuner *tu)
     if (stat(path, &sb) != 0) {
         fprintf(stderr, "dlbench tune: no study '%s' in %s (start it with: dlbench tune %s)\n",
                 tu->spec.name, tu->studies, tu->a->script);
-        return 2;
+        return DL_EXIT_USAGE;
     }
     int rc = open_study(tu);
     if (rc < 0) {
@@ -852,7 +852,7 @@ int dl_cmd_tune(int argc, char **argv)
                 "%s`, or return dl.study{objective = function (trial) ... end, ...}\n",
                 a.script, a.script);
         free(a.ovs);
-        return 2;
+        return DL_EXIT_USAGE;
     }
     if (a.report) {
         status = report(&tu);
