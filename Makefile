@@ -50,8 +50,11 @@ ifeq ($(WERROR),1)
 NVFLAGS  += -Werror all-warnings
 endif
 
+# the man page and the bash completion: written by the binary from its command table
+DOCS     := $(BUILD)/dlbench.1 $(BUILD)/dlbench.bash-completion
+
 .PHONY: all test asan tsan bench run install clean cuda-note check-layers format format-check
-all: $(BUILD)/dlbench $(CUDA_MOD) cuda-note
+all: $(BUILD)/dlbench $(DOCS) $(CUDA_MOD) cuda-note
 
 cuda-note:
 ifeq ($(NVCC),)
@@ -68,6 +71,12 @@ $(BUILD)/libdlbench.a: $(LIB_OBJ)
 $(BUILD)/dlbench: $(BUILD)/tui/main.o $(BUILD)/libdlbench.a
 	$(CC) $(LDFLAGS) -rdynamic -o $@ $(BUILD)/tui/main.o -Wl,--whole-archive \
 	    $(BUILD)/libdlbench.a -Wl,--no-whole-archive $(LDLIBS)
+
+$(BUILD)/dlbench.1: $(BUILD)/dlbench
+	$(BUILD)/dlbench --man >$@.tmp && mv $@.tmp $@
+
+$(BUILD)/dlbench.bash-completion: $(BUILD)/dlbench
+	$(BUILD)/dlbench --bash-completion >$@.tmp && mv $@.tmp $@
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(@D)
@@ -125,6 +134,10 @@ install: all
 	install -m 755 $(BUILD)/dlbench $(DESTDIR)$(PREFIX)/bin/dlbench
 	$(if $(CUDA_MOD),install -m 755 $(CUDA_MOD) $(DESTDIR)$(PREFIX)/lib/dlbench/)
 	install -m 644 scripts/*.lua $(DESTDIR)$(PREFIX)/share/dlbench/scripts/
+	install -d $(DESTDIR)$(PREFIX)/share/man/man1 $(DESTDIR)$(PREFIX)/share/bash-completion/completions
+	install -m 644 $(BUILD)/dlbench.1 $(DESTDIR)$(PREFIX)/share/man/man1/dlbench.1
+	install -m 644 $(BUILD)/dlbench.bash-completion \
+	    $(DESTDIR)$(PREFIX)/share/bash-completion/completions/dlbench
 
 clean:
 	rm -rf build build-asan build-fuzz

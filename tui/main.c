@@ -1,104 +1,83 @@
-/* main.c - the dlbench executable: dispatches subcommands */
+/* main.c - the dlbench executable: dispatches subcommands through the command table */
 #include <stdio.h>
 #include <string.h>
 
-#include "tui/cmd/commands.h"
 #include "engine/base/version.h"
+#include "tui/cmd/commands.h"
 
-/* Subcommands live in their own files; a build without one of them still
- * links and says so (weak references). */
-#pragma weak dl_cmd_import
-#pragma weak dl_cmd_run
-#pragma weak dl_cmd_runs
-#pragma weak dl_cmd_note
-#pragma weak dl_cmd_watch
-#pragma weak dl_cmd_tune
-#pragma weak dl_cmd_profile
-#pragma weak dl_cmd_workbench
-
-typedef int (*command_fn)(int argc, char **argv);
-
-static const struct {
-    const char *name;
-    const char *usage;
-} usage_lines[] = {
-    {"", "dlbench [SCRIPT]             the workbench (default: scripts/fmnist_mlp.lua)"},
-    {"run", "dlbench run SCRIPT [k=v..]   headless training, progress on stdout"},
-    {"watch", "dlbench watch [RUN]          attach the workbench to a live or finished run"},
-    {"tune", "dlbench tune SCRIPT          a hyperparameter study"},
-    {"runs", "dlbench runs [diff A B]      the experiment table; differences of two runs"},
-    {"note", "dlbench note RUN TEXT        add a note to a run's events.log"},
-    {"profile", "dlbench profile SCRIPT       profile N steps, print the table, write a trace"},
-    {"import", "dlbench import SRC OUT.h5    IDX or CSV into HDF5 (--synthetic NAME too)"},
-};
-
-static void usage(FILE *f)
+/* dlbench help [COMMAND]: a command's help, or the list of commands. */
+static int help(int argc, char **argv)
 {
-    fprintf(f, "dlbench %s - a terminal workbench for training neural networks cheaply\n\n",
-            DL_VERSION);
-    for (size_t i = 0; i < sizeof usage_lines / sizeof *usage_lines; i++)
-        fprintf(f, "  %s\n", usage_lines[i].usage);
-    fprintf(f, "\n  dlbench --help | --version\n");
+    if (argc < 3) {
+        dl_command_overview(stdout);
+        return DL_EXIT_OK;
+    }
+    const dl_command *c = dl_command_find(argv[2]);
+    if (!c || !argv[2][0]) {
+        fprintf(stderr, "dlbench help: no command '%s'\n\n", argv[2]);
+        dl_command_overview(stderr);
+        return DL_EXIT_USAGE;
+    }
+    dl_command_usage(c, stdout);
+    return DL_EXIT_OK;
 }
 
-static command_fn lookup(const char *name)
+/* The options of dlbench itself; NULL when arg is none of them. */
+static const char *global_option(const char *arg)
 {
-    if (!strcmp(name, "import"))
-        return dl_cmd_import;
-    if (!strcmp(name, "run"))
-        return dl_cmd_run;
-    if (!strcmp(name, "runs"))
-        return dl_cmd_runs;
-    if (!strcmp(name, "note"))
-        return dl_cmd_note;
-    if (!strcmp(name, "watch"))
-        return dl_cmd_watch;
-    if (!strcmp(name, "tune"))
-        return dl_cmd_tune;
-    if (!strcmp(name, "profile"))
-        return dl_cmd_profile;
+    static const char *names[] = {"--help", "-h", "--version", "--man", "--bash-completion"};
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++)
+        if (!strcmp(arg, names[i]))
+            return names[i];
     return NULL;
 }
 
-static int is_command(const char *name)
+static int global(const char *opt)
 {
-    static const char *names[] = {"import", "run", "runs", "note", "watch", "tune", "profile"};
-    for (size_t i = 0; i < sizeof names / sizeof *names; i++)
-        if (!strcmp(name, names[i]))
-            return 1;
-    return 0;
+    if (!strcmp(opt, "--version")) {
+        printf("dlbench %s\n", DL_VERSION);
+        return DL_EXIT_OK;
+    }
+    /* hidden: make writes build/dlbench.1 and the completion with these */
+    if (!strcmp(opt, "--man"))
+        return dl_command_man(stdout) < 0 ? DL_EXIT_FAILED : DL_EXIT_OK;
+    if (!strcmp(opt, "--bash-completion"))
+        return dl_command_completion(stdout) < 0 ? DL_EXIT_FAILED : DL_EXIT_OK;
+    dl_command_overview(stdout);
+    return DL_EXIT_OK;
 }
 
 int main(int argc, char **argv)
 {
-    if (argc > 1 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
-        usage(stdout);
-        return 0;
-    }
-    if (argc > 1 && !strcmp(argv[1], "--version")) {
-        printf("dlbench %s\n", DL_VERSION);
-        return 0;
-    }
-    if (argc > 1 && is_command(argv[1])) {
-        command_fn fn = lookup(argv[1]);
-        if (!fn) {
+    const char *opt = argc > 1 ? global_option(argv[1]) : NULL;
+    if (opt)
+        return global(opt);
+    if (argc > 1 && !strcmp(argv[1], "help"))
+        return help(argc, argv);
+    const dl_command *c = argc > 1 && argv[1][0] ? dl_command_find(argv[1]) : NULL;
+    if (c) {
+        if (!c->fn) {
             fprintf(stderr, "dlbench: '%s' is not part of this build yet\n", argv[1]);
-            return 2;
+            return DL_EXIT_USAGE;
         }
-        return fn(argc - 1, argv + 1);
+        return c->fn(argc - 1, argv + 1);
     }
-    if (argc > 1 && argv[1][0] == '-') {
+    /* the workbench: dlbench [SCRIPT] [k=v ...] [options] */
+    const dl_command *wb = dl_command_find("");
+    if (argc > 1 && argv[1][0] == '-' && argv[1][1] && strcmp(argv[1], "--") &&
+        !dl_opts_find(wb->opts, argv[1])) {
         fprintf(stderr, "dlbench: unknown option '%s'\n\n", argv[1]);
-        usage(stderr);
-        return 2;
+        dl_command_overview(stderr);
+        return DL_EXIT_USAGE;
     }
-    if (dl_cmd_workbench)
-        return dl_cmd_workbench(argc, argv);
+    if (wb->fn)
+        return wb->fn(argc, argv);
     /* no workbench in this build: train the script headless */
-    if (dl_cmd_run) {
+    c = dl_command_find("run");
+    if (c->fn) {
         char *run_argv[3] = {"run", argc > 1 ? argv[1] : "scripts/fmnist_mlp.lua", NULL};
-        return dl_cmd_run(2, run_argv);
+        return c->fn(2, run_argv);
     }
-    usage(stderr);
-    return 2;
+    dl_command_overview(stderr);
+    return DL_EXIT_USAGE;
 }

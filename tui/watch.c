@@ -146,42 +146,29 @@ static int newest_run(const char *dir, char *out, size_t size)
     return 0;
 }
 
-static void usage(FILE *f)
-{
-    fputs("usage: dlbench watch [RUN] [--out DIR] [--study NAME|auto]\n"
-          "  RUN         a run folder, its name or a unique part of it (default: the newest)\n"
-          "  --out DIR   where run folders are (default: runs)\n"
-          "  --study S   open on the trials screen (F4) of study S in DIR/studies/ (auto: the\n"
-          "              one whose journal changed last); RUN is then optional\n"
-          "Draws the workbench's views from the run's files as they grow; when the run is\n"
-          "live, Space/g/c/s/n/e send pause, device, checkpoint, note and lr through\n"
-          "RUN/control.sock. q leaves (the run goes on).\n",
-          f);
-}
-
 int dl_cmd_watch(int argc, char **argv)
 {
     watch w;
     memset(&w, 0, sizeof w);
     w.out_dir = "runs";
     const char *run = NULL, *study = NULL;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
-            usage(stdout);
-            return 0;
-        } else if (!strcmp(argv[i], "--out") && i + 1 < argc) {
-            w.out_dir = argv[++i];
-        } else if (!strcmp(argv[i], "--study") && i + 1 < argc) {
-            study = argv[++i];
-        } else if (argv[i][0] == '-') {
-            fprintf(stderr, "dlbench watch: unknown option '%s'\n", argv[i]);
-            usage(stderr);
-            return 2;
+    dl_opts args;
+    dl_command_opts(&args, "watch", argc, argv);
+    for (int id; (id = dl_opts_next(&args)) != DL_OPTS_END;) {
+        if (id == DL_OPTS_ERROR) {
+            return DL_EXIT_USAGE;
+        } else if (id == DL_OPT_HELP) {
+            dl_command_usage(dl_command_find("watch"), stdout);
+            return DL_EXIT_OK;
+        } else if (id == DL_OPT_OUT) {
+            w.out_dir = args.value;
+        } else if (id == DL_OPT_STUDY) {
+            study = args.value;
         } else if (!run) {
-            run = argv[i];
+            run = args.value;
         } else {
             fprintf(stderr, "dlbench watch: one run at a time\n");
-            return 2;
+            return DL_EXIT_USAGE;
         }
     }
     if (run) {
@@ -192,11 +179,11 @@ int dl_cmd_watch(int argc, char **argv)
             snprintf(w.fw.dir, sizeof w.fw.dir, "%s", run);
         else if (dl_runlog_resolve(w.out_dir, run, w.fw.dir, sizeof w.fw.dir) != DL_OK) {
             fprintf(stderr, "dlbench watch: %s\n", dl_error_message());
-            return 2;
+            return DL_EXIT_USAGE;
         }
     } else if (newest_run(w.out_dir, w.fw.dir, sizeof w.fw.dir) < 0 && !study) {
         fprintf(stderr, "dlbench watch: no runs in %s/ (give a run folder)\n", w.out_dir);
-        return 2;
+        return DL_EXIT_USAGE;
     }
     if (study) {
         char studies[1100];
@@ -207,7 +194,7 @@ int dl_cmd_watch(int argc, char **argv)
             (want && strcmp(name, want))) {
             fprintf(stderr, "dlbench watch: no study %s in %s/ (dlbench tune SCRIPT --out %s "
                             "makes one)\n", want ? want : "at all", studies, w.out_dir);
-            return 2;
+            return DL_EXIT_USAGE;
         }
         study = name;
     }
@@ -219,18 +206,18 @@ int dl_cmd_watch(int argc, char **argv)
     if (w.fw.dir[0] && dl_telemetry_follow(w.tele, &w.fw) < 0) {
         fprintf(stderr, "dlbench watch: %s is not a run folder (no config.json)\n", w.fw.dir);
         dl_telemetry_destroy(w.tele);
-        return 2;
+        return DL_EXIT_USAGE;
     }
     if (!isatty(STDIN_FILENO) || !isatty(STDOUT_FILENO)) {
         fprintf(stderr, "dlbench watch: needs a terminal (the run's files are in %s)\n",
                 w.fw.dir[0] ? w.fw.dir : w.out_dir);
         dl_telemetry_destroy(w.tele);
-        return 2;
+        return DL_EXIT_USAGE;
     }
     dl_telemetry_set_gpu_status(w.tele, "no system.jsonl samples in the run");
     dl_telemetry_event(w.tele, "info", w.fw.dir[0] ? w.fw.dir : "no run folder yet");
     dl_app_ops ops = {&w, w.tele, w.out_dir, study, study != NULL, sample, action, busy, done, 1};
     dl_app_end end = dl_app_run(&ops, STDOUT_FILENO);
     dl_telemetry_destroy(w.tele);
-    return end == DL_APP_ERROR ? 1 : 0;
+    return end == DL_APP_ERROR ? DL_EXIT_FAILED : DL_EXIT_OK;
 }

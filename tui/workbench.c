@@ -347,79 +347,72 @@ static void sample(void *user, dl_screen *scr)
 static int busy(void *user) { return ((wb *)user)->running; }
 static int done(void *user) { return !((wb *)user)->running; }
 
-static void usage(FILE *f)
+/* dlbench [SCRIPT] [k=v ...] [options] into w (its defaults set first;
+ * the overrides strdup'ed). Returns -1 to go on, else the exit status. */
+static int parse_args(wb *w, int *autostart, int argc, char **argv)
 {
-    fputs("usage: dlbench [SCRIPT] [k=v ...] [--out DIR] [--device cpu|cuda|auto] [--seed N]\n"
-          "               [--start] [--force] [--price-per-hour P]\n"
-          "  SCRIPT        an experiment script (default: scripts/fmnist_mlp.lua)\n"
-          "  k=v           override a hyperparameter the script declares\n"
-          "  --out DIR     where run folders go (default: runs)\n"
-          "  --start       start the training at once (else press r)\n"
-          "  --price-per-hour P  what the machine costs an hour (default: $DLBENCH_PRICE_PER_HOUR):\n"
-          "                the status bar shows the cost so far and projected, summary.json too\n"
-          "keys: ? in the workbench\n",
-          f);
+    int script_set = 0;
+    w->script = "scripts/fmnist_mlp.lua";
+    w->out_dir = "runs";
+    w->seed = -1;
+    if (dl_price_parse(NULL, &w->price) < 0) {
+        fprintf(stderr, "dlbench: DLBENCH_PRICE_PER_HOUR must be a number >= 0\n");
+        return DL_EXIT_USAGE;
+    }
+    dl_opts args;
+    dl_command_opts(&args, "", argc, argv);
+    for (int id; (id = dl_opts_next(&args)) != DL_OPTS_END;) {
+        const char *v = args.value;
+        if (id == DL_OPTS_ERROR) {
+            return DL_EXIT_USAGE;
+        } else if (id == DL_OPT_HELP) {
+            dl_command_usage(dl_command_find(""), stdout);
+            return DL_EXIT_OK;
+        } else if (id == DL_OPT_START) {
+            *autostart = 1;
+        } else if (id == DL_OPT_FORCE) {
+            w->force_next = 1;
+        } else if (id == DL_OPT_PRICE) {
+            if (dl_price_parse(v, &w->price) < 0) {
+                fprintf(stderr, "dlbench: --price-per-hour expects a number >= 0, got '%s'\n", v);
+                return DL_EXIT_USAGE;
+            }
+        } else if (id == DL_OPT_OUT) {
+            w->out_dir = v;
+        } else if (id == DL_OPT_DEVICE) {
+            w->device = v;
+        } else if (id == DL_OPT_SEED) {
+            w->seed = atoll(v);
+        } else if (strchr(v, '=') && w->nov < MAX_OVERRIDES) {
+            w->ovs[w->nov++] = strdup(v);
+        } else if (!script_set) {
+            w->script = v;
+            script_set = 1;
+        } else {
+            fprintf(stderr, "dlbench: unexpected argument '%s'\n", v);
+            return DL_EXIT_USAGE;
+        }
+    }
+    return -1;
 }
 
 int dl_cmd_workbench(int argc, char **argv)
 {
     wb w;
     memset(&w, 0, sizeof w);
-    w.script = "scripts/fmnist_mlp.lua";
-    w.out_dir = "runs";
-    w.seed = -1;
     w.out_pipe = -1;
-    int autostart = 0, script_set = 0;
-    if (dl_price_parse(NULL, &w.price) < 0) {
-        fprintf(stderr, "dlbench: DLBENCH_PRICE_PER_HOUR must be a number >= 0\n");
-        return 2;
-    }
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            usage(stdout);
-            return 0;
-        } else if (!strcmp(a, "--start")) {
-            autostart = 1;
-        } else if (!strcmp(a, "--force")) {
-            w.force_next = 1;
-        } else if (!strcmp(a, "--price-per-hour") && i + 1 < argc) {
-            if (dl_price_parse(argv[++i], &w.price) < 0) {
-                fprintf(stderr, "dlbench: --price-per-hour expects a number >= 0, got '%s'\n",
-                        argv[i]);
-                return 2;
-            }
-        } else if ((!strcmp(a, "--out") || !strcmp(a, "--device") || !strcmp(a, "--seed")) &&
-                   i + 1 < argc) {
-            const char *v = argv[++i];
-            if (!strcmp(a, "--out"))
-                w.out_dir = v;
-            else if (!strcmp(a, "--device"))
-                w.device = v;
-            else
-                w.seed = atoll(v);
-        } else if (a[0] == '-') {
-            fprintf(stderr, "dlbench: unknown option '%s'\n", a);
-            usage(stderr);
-            return 2;
-        } else if (strchr(a, '=') && w.nov < MAX_OVERRIDES) {
-            w.ovs[w.nov++] = strdup(a);
-        } else if (!script_set) {
-            w.script = a;
-            script_set = 1;
-        } else {
-            fprintf(stderr, "dlbench: unexpected argument '%s'\n", a);
-            return 2;
-        }
-    }
+    int autostart = 0;
+    int status = parse_args(&w, &autostart, argc, argv);
+    if (status >= 0)
+        return status;
     if (access(w.script, R_OK) != 0) {
         fprintf(stderr, "dlbench: %s: %s\n", w.script, strerror(errno));
-        return 2;
+        return DL_EXIT_USAGE;
     }
     if (!isatty(STDIN_FILENO) || !isatty(STDOUT_FILENO)) {
         fprintf(stderr, "dlbench: the workbench needs a terminal; for a headless run use "
                         "`dlbench run %s`\n", w.script);
-        return 2;
+        return DL_EXIT_USAGE;
     }
     pthread_mutex_init(&w.lock, NULL);
     dl_telemetry_create(&w.tele);

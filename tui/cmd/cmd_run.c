@@ -2,6 +2,7 @@
 #include <errno.h>
 #include <math.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +16,7 @@
 #include "engine/base/fsutil.h"
 #include "engine/rundir/runlog.h"
 #include "engine/observe/telemetry.h"
+#include "scripting/script.h"
 #include "scripting/session.h"
 #include "tui/cmd/commands.h"
 #include "tui/control.h"
@@ -179,34 +181,16 @@ static void on_sigint(int sig)
 
 /* --- arguments ----------------------------------------------------------------- */
 
-static void usage(FILE *f)
-{
-    fputs("usage: dlbench run SCRIPT [k=v ...] [--device cpu|cuda|auto] [--seed N]\n"
-          "                   [--out DIR] [--resume RUN] [--force] [--stop-after STEPS]\n"
-          "                   [--price-per-hour P] [--quiet]\n"
-          "       dlbench run SCRIPT [k=v ...] --check-parity N [--parity-device DEV]\n"
-          "                   [--parity-tol X] [--device D] [--seed N]\n"
-          "  k=v             override a hyperparameter the script declares with dl.hparams\n"
-          "  --device D      run on cpu, cuda or auto (default: the script's choice)\n"
-          "  --seed N        the random seed (default: the script's, else 0)\n"
-          "  --out DIR       where run folders go (default: runs)\n"
-          "  --resume RUN    continue RUN (folder, name or hash) from its checkpoint\n"
-          "  --force         run even if a finished run has the same configuration\n"
-          "  --stop-after N  stop cleanly after N optimizer steps (checkpoint, \"stopped\")\n"
-          "  --price-per-hour P  the machine's price per hour (default: $DLBENCH_PRICE_PER_HOUR):\n"
-          "                  cost so far and projected in summary.json and at the end\n"
-          "  --check-parity N  train nothing: run N steps from the start on the run's device\n"
-          "                  and on another from the same state, print each step's loss on\n"
-          "                  both and the largest relative loss and parameter differences\n"
-          "                  (no run folder; exit 0 within the tolerance, 1 over it or when\n"
-          "                  the other device is not available)\n"
-          "  --parity-device DEV  the other device: cuda, cpu, or cpu:T (a CPU backend of its\n"
-          "                  own with T threads); default cuda from the CPU, cpu from a GPU\n"
-          "  --parity-tol X  the largest relative difference allowed (default 1e-3 for fp32,\n"
-          "                  1e-2 for fp16, 2e-2 for bf16)\n"
-          "exit status: 0 finished or stopped, 1 failed, 2 bad input, 3 duplicate refused\n",
-          f);
-}
+typedef struct run_args {
+    dl_session_options o;
+    char **ovs;                /* the k=v overrides: pointers into argv */
+    int nov;
+    int quiet;
+    int hparams;               /* --hparams: list them and exit */
+    long parity_steps;         /* --check-parity N */
+    const char *parity_device;
+    double parity_tol;         /* < 0: by precision */
+} run_args;
 
 static int parse_long(const char *s, long long *v)
 {
@@ -216,16 +200,160 @@ static int parse_long(const char *s, long long *v)
     return *s && !*end && !errno && *v >= 0;
 }
 
-static int exit_for(int rc)
+static int bad_usage(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int bad_usage(const char *fmt, ...)
 {
-    switch (rc) {
-    case DL_EINVAL:
-    case DL_ESHAPE:
-    case DL_ENODEV:
-    case DL_EIO:
-    case DL_EUNSUPPORTED: return 2;
-    default: return 1;
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("dlbench run: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+    return DL_EXIT_USAGE;
+}
+
+/* The parity options' values. Returns -1 to go on, else the exit status. */
+static int take_parity(run_args *a, int id, const char *val)
+{
+    long long n;
+    int threads;
+    char *end;
+    double x;
+    switch (id) {
+    case DL_OPT_CHECK_PARITY:
+        if (!parse_long(val, &n) || n < 1 || n > 1000000)
+            return bad_usage("--check-parity expects a number of steps from 1 to 1000000, "
+                             "got '%s'", val);
+        a->parity_steps = (long)n;
+        return -1;
+    case DL_OPT_PARITY_DEVICE:
+        if (dl_session_parity_device_parse(val, &threads) < 0)
+            return bad_usage("--parity-device must be cuda, cpu or cpu:THREADS (1 to %d "
+                             "threads), got '%s'", DL_CPU_MAX_THREADS, val);
+        a->parity_device = val;
+        return -1;
+    default:
+        x = strtod(val, &end);
+        if (end == val || *end || !(x >= 0) || !isfinite(x))
+            return bad_usage("--parity-tol expects a number >= 0, got '%s'", val);
+        a->parity_tol = x;
+        return -1;
     }
+}
+
+/* One option (its value checked) into a. Returns -1 to go on, else the
+ * exit status. */
+static int take_option(run_args *a, const dl_opt *opt, const char *val)
+{
+    long long n;
+    switch (opt->id) {
+    case DL_OPT_HELP: dl_command_usage(dl_command_find("run"), stdout); return DL_EXIT_OK;
+    case DL_OPT_FORCE: a->o.force = 1; return -1;
+    case DL_OPT_QUIET: a->quiet = 1; return -1;
+    case DL_OPT_HPARAMS: a->hparams = 1; return -1;
+    case DL_OPT_OUT: a->o.out_dir = val; return -1;
+    case DL_OPT_RESUME: a->o.resume = val; return -1;
+    case DL_OPT_PRICE:
+        if (dl_price_parse(val, &a->o.price_per_hour) < 0)
+            return bad_usage("--price-per-hour expects a number >= 0, got '%s'", val);
+        return -1;
+    case DL_OPT_DEVICE:
+        if (strcmp(val, "cpu") && strcmp(val, "cuda") && strcmp(val, "auto"))
+            return bad_usage("--device must be cpu, cuda or auto, got '%s'", val);
+        a->o.device = val;
+        return -1;
+    case DL_OPT_SEED:
+    case DL_OPT_STOP_AFTER:
+        if (!parse_long(val, &n))
+            return bad_usage("%s expects a non-negative integer, got '%s'", opt->name, val);
+        if (opt->id == DL_OPT_SEED)
+            a->o.seed = n;
+        else
+            a->o.stop_after = (long)n;
+        return -1;
+    default: return take_parity(a, opt->id, val);
+    }
+}
+
+/* The combinations that cannot go together. Returns -1 or the exit status. */
+static int check_args(const run_args *a)
+{
+    if (!a->o.script && !a->o.resume) {
+        dl_command_usage(dl_command_find("run"), stderr);
+        return DL_EXIT_USAGE;
+    }
+    if (a->hparams && !a->o.script)
+        return bad_usage("--hparams lists a SCRIPT's hyperparameters; give the script");
+    if (!a->parity_steps && (a->parity_device || a->parity_tol >= 0))
+        return bad_usage("--parity-device and --parity-tol go with --check-parity N");
+    if (a->parity_steps && a->o.resume)
+        return bad_usage("--check-parity starts from the script's initial state; it does not "
+                         "take --resume");
+    if (a->parity_steps && dl_comm_launched() > 1)
+        return bad_usage("--check-parity runs in one process, not under mpirun");
+    if (a->o.resume && a->nov > 0)
+        return bad_usage("--resume continues a run with its own settings; overrides are not "
+                         "allowed");
+    return -1;
+}
+
+/* dlbench run's arguments into a (a->ovs is the caller's to free, also on
+ * an early return). Returns -1 to go on, else the exit status. */
+static int parse_args(run_args *a, int argc, char **argv)
+{
+    memset(a, 0, sizeof *a);
+    a->o.seed = -1;
+    a->o.out_dir = "runs";
+    a->parity_tol = -1;
+    a->ovs = calloc((size_t)argc + 1, sizeof *a->ovs);
+    if (!a->ovs)
+        return DL_EXIT_FAILED;
+    if (dl_price_parse(NULL, &a->o.price_per_hour) < 0)
+        return bad_usage("DLBENCH_PRICE_PER_HOUR must be a number >= 0");
+    dl_opts p;
+    dl_command_opts(&p, "run", argc, argv);
+    int id, status;
+    while ((id = dl_opts_next(&p)) != DL_OPTS_END) {
+        if (id == DL_OPTS_ERROR)
+            return DL_EXIT_USAGE;
+        if (id != DL_OPTS_ARG) {
+            if ((status = take_option(a, p.opt, p.value)) >= 0)
+                return status;
+        } else if (strchr(p.value, '=')) {
+            a->ovs[a->nov++] = (char *)p.value;
+        } else if (!a->o.script) {
+            a->o.script = p.value;
+        } else {
+            return bad_usage("unexpected argument '%s' (overrides are NAME=VALUE)", p.value);
+        }
+    }
+    return check_args(a);
+}
+
+/* --hparams: what the script declares with dl.hparams, NAME=VALUE a line
+ * (the bash completion offers the names as k=). A study's objective is not
+ * called. Returns the exit status. */
+static int print_hparams(const run_args *a)
+{
+    dl_script_options so = {a->o.script, a->ovs, a->nov, 0};
+    dl_script *sc = NULL;
+    int rc = dl_script_load_study(&sc, &so, NULL, 1);
+    if (rc < 0) {
+        fprintf(stderr, "dlbench run: error: %s\n", dl_error_message());
+        return dl_exit_for(rc);
+    }
+    const dl_experiment *e = dl_script_experiment(sc);
+    for (int i = 0; i < e->nhp; i++) {
+        const dl_hparam *h = &e->hp[i];
+        if (h->type == DL_HP_STRING)
+            printf("%s=%s\n", h->name, h->str);
+        else if (h->type == DL_HP_BOOLEAN)
+            printf("%s=%s\n", h->name, h->num ? "true" : "false");
+        else
+            printf("%s=%.15g\n", h->name, h->num);
+    }
+    dl_script_destroy(sc);
+    return DL_EXIT_OK;
 }
 
 static void print_metric_line(const dl_session *s, const char *name)
@@ -371,147 +499,20 @@ static int run_parity(dl_session *s, const char *device, int steps, double tol)
 
 int dl_cmd_run(int argc, char **argv)
 {
-    dl_session_options o;
-    memset(&o, 0, sizeof o);
-    o.seed = -1;
-    o.out_dir = "runs";
-    char **ovs = calloc((size_t)argc + 1, sizeof *ovs);
-    int nov = 0, quiet = 0;
-    long parity_steps = 0;           /* --check-parity N */
-    const char *parity_device = NULL;
-    double parity_tol = -1;          /* < 0: by precision */
-    if (!ovs)
-        return 1;
-    if (dl_price_parse(NULL, &o.price_per_hour) < 0) {
-        fprintf(stderr, "dlbench run: DLBENCH_PRICE_PER_HOUR must be a number >= 0\n");
-        free(ovs);
-        return 2;
+    run_args ra;
+    int status = parse_args(&ra, argc, argv);
+    if (status < 0 && ra.hparams)
+        status = print_hparams(&ra);
+    if (status >= 0) {
+        free(ra.ovs);
+        return status;
     }
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        const char *val = i + 1 < argc ? argv[i + 1] : NULL;
-        long long n;
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            usage(stdout);
-            free(ovs);
-            return 0;
-        } else if (!strcmp(a, "--force")) {
-            o.force = 1;
-        } else if (!strcmp(a, "--quiet") || !strcmp(a, "-q")) {
-            quiet = 1;
-        } else if (!strcmp(a, "--price-per-hour")) {
-            if (!val || dl_price_parse(val, &o.price_per_hour) < 0) {
-                fprintf(stderr, "dlbench run: --price-per-hour expects a number >= 0, got '%s'\n",
-                        val ? val : "");
-                free(ovs);
-                return 2;
-            }
-            i++;
-        } else if (!strcmp(a, "--check-parity") || !strcmp(a, "--parity-device") ||
-                   !strcmp(a, "--parity-tol")) {
-            int threads;
-            char *end = NULL;
-            double x = val ? strtod(val, &end) : 0;
-            if (!strcmp(a, "--check-parity") &&
-                (!val || !parse_long(val, &n) || n < 1 || n > 1000000)) {
-                fprintf(stderr, "dlbench run: --check-parity expects a number of steps from 1 "
-                                "to 1000000, got '%s'\n", val ? val : "");
-                free(ovs);
-                return 2;
-            } else if (!strcmp(a, "--parity-device") &&
-                       (!val || dl_session_parity_device_parse(val, &threads) < 0)) {
-                fprintf(stderr, "dlbench run: --parity-device must be cuda, cpu or cpu:THREADS "
-                                "(1 to %d threads), got '%s'\n", DL_CPU_MAX_THREADS,
-                        val ? val : "");
-                free(ovs);
-                return 2;
-            } else if (!strcmp(a, "--parity-tol") &&
-                       (!val || end == val || *end || !(x >= 0) || !isfinite(x))) {
-                fprintf(stderr, "dlbench run: --parity-tol expects a number >= 0, got '%s'\n",
-                        val ? val : "");
-                free(ovs);
-                return 2;
-            }
-            if (!strcmp(a, "--check-parity"))
-                parity_steps = (long)n;
-            else if (!strcmp(a, "--parity-device"))
-                parity_device = val;
-            else
-                parity_tol = x;
-            i++;
-        } else if (!strcmp(a, "--device") || !strcmp(a, "--out") || !strcmp(a, "--resume") ||
-                   !strcmp(a, "--seed") || !strcmp(a, "--stop-after")) {
-            if (!val) {
-                fprintf(stderr, "dlbench run: %s needs a value\n", a);
-                free(ovs);
-                return 2;
-            }
-            i++;
-            if (!strcmp(a, "--device")) {
-                if (strcmp(val, "cpu") && strcmp(val, "cuda") && strcmp(val, "auto")) {
-                    fprintf(stderr, "dlbench run: --device must be cpu, cuda or auto, got '%s'\n",
-                            val);
-                    free(ovs);
-                    return 2;
-                }
-                o.device = val;
-            } else if (!strcmp(a, "--out")) {
-                o.out_dir = val;
-            } else if (!strcmp(a, "--resume")) {
-                o.resume = val;
-            } else if (!parse_long(val, &n)) {
-                fprintf(stderr, "dlbench run: %s expects a non-negative integer, got '%s'\n", a,
-                        val);
-                free(ovs);
-                return 2;
-            } else if (!strcmp(a, "--seed")) {
-                o.seed = n;
-            } else {
-                o.stop_after = (long)n;
-            }
-        } else if (a[0] == '-' && a[1]) {
-            fprintf(stderr, "dlbench run: unknown option '%s'\n", a);
-            usage(stderr);
-            free(ovs);
-            return 2;
-        } else if (strchr(a, '=')) {
-            ovs[nov++] = argv[i];
-        } else if (!o.script) {
-            o.script = a;
-        } else {
-            fprintf(stderr, "dlbench run: unexpected argument '%s' (overrides are NAME=VALUE)\n",
-                    a);
-            free(ovs);
-            return 2;
-        }
-    }
-    if (!o.script && !o.resume) {
-        usage(stderr);
-        free(ovs);
-        return 2;
-    }
-    if (!parity_steps && (parity_device || parity_tol >= 0)) {
-        fprintf(stderr, "dlbench run: --parity-device and --parity-tol go with --check-parity N\n");
-        free(ovs);
-        return 2;
-    }
-    if (parity_steps && o.resume) {
-        fprintf(stderr, "dlbench run: --check-parity starts from the script's initial state; "
-                        "it does not take --resume\n");
-        free(ovs);
-        return 2;
-    }
-    if (parity_steps && dl_comm_launched() > 1) {
-        fprintf(stderr, "dlbench run: --check-parity runs in one process, not under mpirun\n");
-        free(ovs);
-        return 2;
-    }
-    if (o.resume && nov > 0) {
-        fprintf(stderr, "dlbench run: --resume continues a run with its own settings; "
-                        "overrides are not allowed\n");
-        free(ovs);
-        return 2;
-    }
+    dl_session_options o = ra.o;
+    char **ovs = ra.ovs;
+    int nov = ra.nov, quiet = ra.quiet;
+    long parity_steps = ra.parity_steps;
+    const char *parity_device = ra.parity_device;
+    double parity_tol = ra.parity_tol;
     /* data parallel under mpirun: rank 0 writes the run folder, the others
      * print errors only */
     dl_comm *comm = NULL;
@@ -553,16 +554,15 @@ int dl_cmd_run(int argc, char **argv)
 
     dl_session *s = NULL;
     int rc = dl_session_prepare(&s, &o);
-    int status;
     int other = comm ? agree_prepare(comm, rc) : 0;
     if (other) {
         status = other;
     } else if (rc == DL_SESSION_DUPLICATE) {
         print_duplicate(dl_session_duplicate(s));
-        status = 3;
+        status = DL_EXIT_DUPLICATE;
     } else if (rc < 0) {
         fprintf(stderr, "dlbench run: error: %s\n", dl_error_message());
-        status = dl_session_interrupted() ? 130 : exit_for(rc);
+        status = dl_session_interrupted() ? 130 : dl_exit_for(rc);
     } else if (o.parity) {
         status = run_parity(s, parity_device, (int)parity_steps, parity_tol);
         if (dl_session_interrupted())

@@ -242,15 +242,6 @@ static void hparams_text(const run_row *r, char *buf, size_t size)
     }
 }
 
-static void usage_runs(FILE *f)
-{
-    fputs("usage: dlbench runs [--out DIR] [--json] [--sort KEY] [--desc] [--filter k=v ...]\n"
-          "       dlbench runs diff A B [--out DIR]\n"
-          "  KEY and k are a column (status, name, device, precision, duration), a\n"
-          "  hyperparameter (lr) or a metric (val_acc: its best value)\n",
-          f);
-}
-
 /* Prints the leaves that differ between a and b ("optimizer.lr"); objects
  * recurse, anything else compares as text. Returns the count. */
 static int diff_json(const char *name, const cJSON *a, const cJSON *b)
@@ -362,62 +353,76 @@ static int runs_diff(const char *dir, const char *a, const char *b)
     return 0;
 }
 
-int dl_cmd_runs(int argc, char **argv)
-{
-    const char *dir = "runs";
-    int json = 0;
-    char **filters = calloc((size_t)argc + 1, sizeof *filters);
-    int nf = 0;
+static void usage_runs(FILE *f) { dl_command_usage(dl_command_find("runs"), f); }
+
+typedef struct runs_args {
+    const char *dir;
+    int json;
+    char **filters; /* --filter k=v: pointers into argv */
+    int nf;
     const char *pos[3];
-    int npos = 0;
+    int npos;
+} runs_args;
+
+/* dlbench runs' arguments into a (a->filters is the caller's to free,
+ * also on an early return); --sort and --desc set sort_key and sort_desc.
+ * Returns -1 to go on, else the exit status. */
+static int parse_runs_args(runs_args *a, int argc, char **argv)
+{
+    memset(a, 0, sizeof *a);
+    a->dir = "runs";
     sort_key = NULL;
     sort_desc = 0;
-    if (!filters)
-        return 1;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            usage_runs(stdout);
-            free(filters);
-            return 0;
-        } else if (!strcmp(a, "--json")) {
-            json = 1;
-        } else if (!strcmp(a, "--desc")) {
-            sort_desc = 1;
-        } else if ((!strcmp(a, "--out") || !strcmp(a, "--sort") || !strcmp(a, "--filter")) &&
-                   i + 1 < argc) {
-            const char *v = argv[++i];
-            if (!strcmp(a, "--out"))
-                dir = v;
-            else if (!strcmp(a, "--sort"))
-                sort_key = v;
-            else if (!strchr(v, '=') || v[0] == '=') {
-                fprintf(stderr, "dlbench runs: --filter expects KEY=VALUE, got '%s'\n", v);
-                free(filters);
-                return 2;
-            } else
-                filters[nf++] = (char *)v;
-        } else if (a[0] == '-') {
-            fprintf(stderr, "dlbench runs: unknown option '%s'\n", a);
-            usage_runs(stderr);
-            free(filters);
-            return 2;
-        } else if (npos < 3) {
-            pos[npos++] = a;
-        } else {
-            usage_runs(stderr);
-            free(filters);
-            return 2;
+    a->filters = calloc((size_t)argc + 1, sizeof *a->filters);
+    if (!a->filters)
+        return DL_EXIT_FAILED;
+    dl_opts p;
+    dl_command_opts(&p, "runs", argc, argv);
+    int id;
+    while ((id = dl_opts_next(&p)) != DL_OPTS_END) {
+        switch (id) {
+        case DL_OPTS_ERROR: return DL_EXIT_USAGE;
+        case DL_OPT_HELP: usage_runs(stdout); return DL_EXIT_OK;
+        case DL_OPT_JSON: a->json = 1; break;
+        case DL_OPT_DESC: sort_desc = 1; break;
+        case DL_OPT_OUT: a->dir = p.value; break;
+        case DL_OPT_SORT: sort_key = p.value; break;
+        case DL_OPT_FILTER:
+            if (!strchr(p.value, '=') || p.value[0] == '=') {
+                fprintf(stderr, "dlbench runs: --filter expects KEY=VALUE, got '%s'\n", p.value);
+                return DL_EXIT_USAGE;
+            }
+            a->filters[a->nf++] = (char *)p.value;
+            break;
+        default: /* DL_OPTS_ARG */
+            if (a->npos == 3) {
+                usage_runs(stderr);
+                return DL_EXIT_USAGE;
+            }
+            a->pos[a->npos++] = p.value;
         }
     }
-    if (npos > 0) {
-        free(filters);
-        if (strcmp(pos[0], "diff") || npos != 3) {
-            usage_runs(stderr);
-            return 2;
-        }
-        return runs_diff(dir, pos[1], pos[2]);
+    if (a->npos > 0 && (strcmp(a->pos[0], "diff") || a->npos != 3)) {
+        usage_runs(stderr);
+        return DL_EXIT_USAGE;
     }
+    return -1;
+}
+
+int dl_cmd_runs(int argc, char **argv)
+{
+    runs_args a;
+    int status = parse_runs_args(&a, argc, argv);
+    if (status < 0 && a.npos > 0)
+        status = runs_diff(a.dir, a.pos[1], a.pos[2]);
+    if (status >= 0) {
+        free(a.filters);
+        return status;
+    }
+    const char *dir = a.dir;
+    int json = a.json;
+    char **filters = a.filters;
+    int nf = a.nf;
     run_row *rows;
     int n;
     load_runs(dir, &rows, &n);
@@ -485,21 +490,31 @@ int dl_cmd_runs(int argc, char **argv)
 int dl_cmd_note(int argc, char **argv)
 {
     const char *dir = "runs", *run = NULL, *text = NULL;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--out") && i + 1 < argc)
-            dir = argv[++i];
-        else if (!run)
-            run = argv[i];
-        else if (!text)
-            text = argv[i];
-        else {
+    const dl_command *cmd = dl_command_find("note");
+    dl_opts p;
+    dl_command_opts(&p, "note", argc, argv);
+    int id;
+    while ((id = dl_opts_next(&p)) != DL_OPTS_END) {
+        if (id == DL_OPTS_ERROR)
+            return DL_EXIT_USAGE;
+        if (id == DL_OPT_HELP) {
+            dl_command_usage(cmd, stdout);
+            return DL_EXIT_OK;
+        }
+        if (id == DL_OPT_OUT) {
+            dir = p.value;
+        } else if (!run) {
+            run = p.value;
+        } else if (!text) {
+            text = p.value;
+        } else {
             fprintf(stderr, "dlbench note: quote the note: dlbench note RUN \"text\"\n");
-            return 2;
+            return DL_EXIT_USAGE;
         }
     }
     if (!run || !text || !text[0]) {
-        fprintf(stderr, "usage: dlbench note RUN \"text\" [--out DIR]\n");
-        return 2;
+        dl_command_usage(cmd, stderr);
+        return DL_EXIT_USAGE;
     }
     char path[1100];
     if (dl_runlog_resolve(dir, run, path, sizeof path) < 0 ||

@@ -73,7 +73,7 @@ static void on_signal(int sig)
         if (!interrupted)
             interrupted = 1;
     } else if (interrupted++ > 0) {
-        _exit(130);
+        _exit(DL_EXIT_INTERRUPTED);
     }
     dl_session_interrupt();
     for (int i = 0; i < nchildren; i++) /* workers stop their trials too */
@@ -156,24 +156,6 @@ static const char *value_text(double v, char *buf, size_t size)
 
 /* --- arguments ------------------------------------------------------------------------- */
 
-static void usage(FILE *f)
-{
-    fputs("usage: dlbench tune SCRIPT [k=v ...] [--trials N] [--jobs N] [--seed N]\n"
-          "                    [--out DIR] [--device cpu|cuda|auto] [--report] [--quiet]\n"
-          "  SCRIPT          returns dl.study{...}: its objective(trial) returns an experiment\n"
-          "  k=v             override a hyperparameter the script declares with dl.hparams\n"
-          "  --trials N      the study's total number of trials (default: the script's)\n"
-          "  --jobs N        run N worker processes sharing the study (default 1)\n"
-          "  --seed N        the sampler's seed (default: the script's, else 0)\n"
-          "  --out DIR       run folders go to DIR, the study to DIR/studies/NAME (default: runs)\n"
-          "  --device D      train trials on cpu, cuda or auto (default: the script's choice)\n"
-          "  --report        print the best trial, a table of trials and the command that\n"
-          "                  reproduces the best run; trains nothing\n"
-          "A study stopped or killed part-way resumes when the same command runs again.\n"
-          "exit status: 0 done, 1 failed trials stopped the study, 2 bad input, 130 interrupted\n",
-          f);
-}
-
 static int parse_count(const char *s, long long *v)
 {
     char *end;
@@ -182,7 +164,51 @@ static int parse_count(const char *s, long long *v)
     return *s && !*end && !errno && *v >= 0;
 }
 
-/* Returns -1 to go on, else the exit status. */
+/* One option (its value checked) into a. Returns -1 to go on, else the
+ * exit status. */
+static int take_option(tune_args *a, const dl_opt *opt, const char *val)
+{
+    long long n;
+    switch (opt->id) {
+    case DL_OPT_HELP: dl_command_usage(dl_command_find("tune"), stdout); return DL_EXIT_OK;
+    case DL_OPT_REPORT: a->report = 1; return -1;
+    case DL_OPT_QUIET: a->quiet = 1; return -1;
+    case DL_OPT_OUT: a->out = val; return -1;
+    case DL_OPT_DEVICE:
+        if (strcmp(val, "cpu") && strcmp(val, "cuda") && strcmp(val, "auto")) {
+            fprintf(stderr, "dlbench tune: --device must be cpu, cuda or auto, got '%s'\n", val);
+            return DL_EXIT_USAGE;
+        }
+        a->device = val;
+        return -1;
+    default: break; /* --trials, --jobs, --seed, --worker: a count */
+    }
+    if (!parse_count(val, &n)) {
+        fprintf(stderr, "dlbench tune: %s expects a non-negative integer, got '%s'\n", opt->name,
+                val);
+        return DL_EXIT_USAGE;
+    }
+    if (opt->id == DL_OPT_TRIALS && (n < 1 || n > 1000000)) {
+        fprintf(stderr, "dlbench tune: --trials expects 1 to 1000000, got '%s'\n", val);
+        return DL_EXIT_USAGE;
+    }
+    if (opt->id == DL_OPT_JOBS && (n < 1 || n > MAX_JOBS)) {
+        fprintf(stderr, "dlbench tune: --jobs expects 1 to %d, got '%s'\n", MAX_JOBS, val);
+        return DL_EXIT_USAGE;
+    }
+    if (opt->id == DL_OPT_TRIALS)
+        a->trials = n;
+    else if (opt->id == DL_OPT_SEED)
+        a->seed = n;
+    else if (opt->id == DL_OPT_WORKER)
+        a->worker = (int)n;
+    else
+        a->jobs = (int)n;
+    return -1;
+}
+
+/* dlbench tune's arguments into a (a->ovs is the caller's to free, also on
+ * an early return). Returns -1 to go on, else the exit status. */
 static int parse_args(tune_args *a, int argc, char **argv)
 {
     memset(a, 0, sizeof *a);
@@ -191,87 +217,31 @@ static int parse_args(tune_args *a, int argc, char **argv)
     a->out = "runs";
     a->ovs = calloc((size_t)argc + 1, sizeof *a->ovs);
     if (!a->ovs)
-        return 1;
-    for (int i = 1; i < argc; i++) {
-        const char *o = argv[i];
-        const char *val = i + 1 < argc ? argv[i + 1] : NULL;
-        long long n;
-        if (!strcmp(o, "-h") || !strcmp(o, "--help")) {
-            usage(stdout);
-            return 0;
-        } else if (!strcmp(o, "--report")) {
-            a->report = 1;
-        } else if (!strcmp(o, "--quiet") || !strcmp(o, "-q")) {
-            a->quiet = 1;
-        } else if (!strcmp(o, "--out") || !strcmp(o, "--device")) {
-            if (!val) {
-                fprintf(stderr, "dlbench tune: %s needs a value\n", o);
-                return 2;
-            }
-            i++;
-            if (!strcmp(o, "--out")) {
-                a->out = val;
-            } else if (strcmp(val, "cpu") && strcmp(val, "cuda") && strcmp(val, "auto")) {
-                fprintf(stderr, "dlbench tune: --device must be cpu, cuda or auto, got '%s'\n",
-                        val);
-                return 2;
-            } else {
-                a->device = val;
-            }
-        } else if (!strcmp(o, "--trials") || !strcmp(o, "--jobs") || !strcmp(o, "--seed") ||
-                   !strcmp(o, "--worker")) {
-            if (!val || !parse_count(val, &n)) {
-                fprintf(stderr, "dlbench tune: %s expects a non-negative integer, got '%s'\n", o,
-                        val ? val : "nothing");
-                return 2;
-            }
-            i++;
-            if (!strcmp(o, "--trials")) {
-                a->trials = n;
-            } else if (!strcmp(o, "--seed")) {
-                a->seed = n;
-            } else if (!strcmp(o, "--worker")) {
-                a->worker = (int)n;
-            } else if (n < 1 || n > MAX_JOBS) {
-                fprintf(stderr, "dlbench tune: --jobs expects 1 to %d, got '%s'\n", MAX_JOBS, val);
-                return 2;
-            } else {
-                a->jobs = (int)n;
-            }
-            if (!strcmp(o, "--trials") && (n < 1 || n > 1000000)) {
-                fprintf(stderr, "dlbench tune: --trials expects 1 to 1000000, got '%s'\n", val);
-                return 2;
-            }
-        } else if (o[0] == '-' && o[1]) {
-            fprintf(stderr, "dlbench tune: unknown option '%s'\n", o);
-            usage(stderr);
-            return 2;
-        } else if (strchr(o, '=')) {
-            a->ovs[a->nov++] = argv[i];
+        return DL_EXIT_FAILED;
+    dl_opts p;
+    dl_command_opts(&p, "tune", argc, argv);
+    int id, status;
+    while ((id = dl_opts_next(&p)) != DL_OPTS_END) {
+        if (id == DL_OPTS_ERROR)
+            return DL_EXIT_USAGE;
+        if (id != DL_OPTS_ARG) {
+            if ((status = take_option(a, p.opt, p.value)) >= 0)
+                return status;
+        } else if (strchr(p.value, '=')) {
+            a->ovs[a->nov++] = (char *)p.value;
         } else if (!a->script) {
-            a->script = o;
+            a->script = p.value;
         } else {
             fprintf(stderr, "dlbench tune: unexpected argument '%s' (overrides are NAME=VALUE)\n",
-                    o);
-            return 2;
+                    p.value);
+            return DL_EXIT_USAGE;
         }
     }
     if (!a->script) {
-        usage(stderr);
-        return 2;
+        dl_command_usage(dl_command_find("tune"), stderr);
+        return DL_EXIT_USAGE;
     }
     return -1;
-}
-
-static int exit_for(int rc)
-{
-    switch (rc) {
-    case DL_EINVAL:
-    case DL_ESHAPE:
-    case DL_ENODEV:
-    case DL_EUNSUPPORTED: return 2;
-    default: return 1;
-    }
 }
 
 /* --- opening the study ----------------------------------------------------------------- */
@@ -479,12 +449,12 @@ static int run_trial(tuner *tu, dl_trial *t, int *status)
         snprintf(msg, sizeof msg, "%s", dl_error_message());
         dl_study_tell(tu->st, t, DL_TRIAL_FAILED, NAN);
         if (interrupted) {
-            *status = 130;
+            *status = DL_EXIT_INTERRUPTED;
             return TRIAL_STOP;
         }
         print_trial(tu, t, "the objective failed");
         fprintf(stderr, "dlbench tune: error: %s\n", msg);
-        *status = exit_for(rc);
+        *status = dl_exit_for(rc);
         return TRIAL_STOP;
     }
     dl_study_refresh(tu->st); /* other workers' results, for reuse */
@@ -520,7 +490,7 @@ static int run_trial(tuner *tu, dl_trial *t, int *status)
         tu->current = NULL;
         dl_study_tell(tu->st, t, DL_TRIAL_FAILED, NAN);
         if (interrupted) {
-            *status = 130;
+            *status = DL_EXIT_INTERRUPTED;
             return TRIAL_STOP;
         }
         print_trial(tu, t, msg);
@@ -528,7 +498,7 @@ static int run_trial(tuner *tu, dl_trial *t, int *status)
             return TRIAL_FAILED;
         /* missing data, no such device: every trial would fail alike */
         fprintf(stderr, "dlbench tune: error: %s\n", msg);
-        *status = exit_for(rc);
+        *status = dl_exit_for(rc);
         return TRIAL_STOP;
     }
     tu->epochs = dl_trainer_config_of(dl_session_trainer(s))->epochs;
@@ -543,7 +513,7 @@ static int run_trial(tuner *tu, dl_trial *t, int *status)
         end_line(tu);
         printf("%strial %d interrupted (run folder %s); it runs again when the study resumes\n",
                tu->prefix, tu->trial, dl_session_run_dir(s));
-        *status = 130;
+        *status = DL_EXIT_INTERRUPTED;
         result = TRIAL_STOP;
     } else if (st == DL_RUN_FAILED) {
         snprintf(why, sizeof why, "%s", dl_session_message(s));
@@ -629,7 +599,7 @@ static int work(tuner *tu)
         ran++;
         if (rc < 0) {
             fprintf(stderr, "dlbench tune: error: %s\n", dl_error_message());
-            return 1;
+            return DL_EXIT_FAILED;
         }
         int r = run_trial(tu, t, &status);
         if (r == TRIAL_STOP)
@@ -638,10 +608,10 @@ static int work(tuner *tu)
         if (fails >= MAX_FAILS_IN_A_ROW) {
             fprintf(stderr, "dlbench tune: %s%d trials in a row failed: stopping the study\n",
                     tu->prefix, fails);
-            return 1;
+            return DL_EXIT_FAILED;
         }
     }
-    return interrupted ? 130 : 0;
+    return interrupted ? DL_EXIT_INTERRUPTED : DL_EXIT_OK;
 }
 
 /* --jobs N: N worker processes (this binary again, `tune ... --worker K`),
@@ -654,7 +624,7 @@ static int run_jobs(tuner *tu)
     snprintf(seed, sizeof seed, "%lld", a->seed >= 0 ? a->seed : tu->spec.seed);
     char **argv = calloc((size_t)a->nov + 20, sizeof *argv);
     if (!argv)
-        return 1;
+        return DL_EXIT_FAILED;
     int n = 0;
     argv[n++] = "dlbench";
     argv[n++] = "tune";
@@ -687,7 +657,7 @@ static int run_jobs(tuner *tu)
         if (pid == 0) {
             prctl(PR_SET_PDEATHSIG, SIGUSR1); /* a killed tuner stops its workers */
             if (getppid() != me)
-                _exit(130);
+                _exit(DL_EXIT_INTERRUPTED);
             execv("/proc/self/exe", argv);
             fprintf(stderr, "dlbench tune: cannot start a worker: %s\n", strerror(errno));
             _exit(1);
@@ -706,7 +676,7 @@ static int run_jobs(tuner *tu)
             status = code;
     }
     nchildren = 0;
-    return interrupted ? 130 : status;
+    return interrupted ? DL_EXIT_INTERRUPTED : status;
 }
 
 /* --- the report ----------------------------------------------------------------------- */
@@ -756,12 +726,12 @@ static int report(tuner *tu)
     if (stat(path, &sb) != 0) {
         fprintf(stderr, "dlbench tune: no study '%s' in %s (start it with: dlbench tune %s)\n",
                 tu->spec.name, tu->studies, tu->a->script);
-        return 2;
+        return DL_EXIT_USAGE;
     }
     int rc = open_study(tu);
     if (rc < 0) {
         fprintf(stderr, "dlbench tune: error: %s\n", dl_error_message());
-        return exit_for(rc);
+        return dl_exit_for(rc);
     }
     const dl_study *st = tu->st;
     int c[4], reused;
@@ -870,7 +840,7 @@ int dl_cmd_tune(int argc, char **argv)
     if (rc < 0) {
         fprintf(stderr, "dlbench tune: error: %s\n", dl_error_message());
         free(a.ovs);
-        return exit_for(rc);
+        return dl_exit_for(rc);
     }
     const dl_experiment *e = dl_script_experiment(sc);
     int is_study = e->is_study;
@@ -882,7 +852,7 @@ int dl_cmd_tune(int argc, char **argv)
                 "%s`, or return dl.study{objective = function (trial) ... end, ...}\n",
                 a.script, a.script);
         free(a.ovs);
-        return 2;
+        return DL_EXIT_USAGE;
     }
     if (a.report) {
         status = report(&tu);
@@ -902,7 +872,7 @@ int dl_cmd_tune(int argc, char **argv)
     rc = open_study(&tu);
     if (rc < 0) {
         fprintf(stderr, "dlbench tune: error: %s\n", dl_error_message());
-        status = exit_for(rc);
+        status = dl_exit_for(rc);
     } else {
         tu.tty = !a.worker && a.jobs == 1 && !a.quiet && isatty(1);
         if (!a.worker) {

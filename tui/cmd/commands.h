@@ -1,10 +1,16 @@
-/* commands.h - the subcommands of dlbench; main() dispatches to these */
+/* commands.h - the subcommands of dlbench and the one command table main() dispatches through */
 #ifndef DL_COMMANDS_H
 #define DL_COMMANDS_H
 
+#include <stdio.h>
+
+#include "tui/cmd/exit.h"
+#include "tui/cmd/opts.h"
+
 /* Each takes the arguments after the subcommand name (argv[0] is the
- * subcommand itself) and returns the process exit status: 0 success,
- * 1 failed run, 2 bad input, 3 refused as a duplicate. */
+ * subcommand itself; "dlbench" for the workbench) and returns the process
+ * exit status (tui/cmd/exit.h): 0 success, 1 failed run, 2 bad input,
+ * 3 refused as a duplicate, 130 interrupted. */
 int dl_cmd_import(int argc, char **argv);  /* dlbench import SRC OUT.h5 */
 int dl_cmd_run(int argc, char **argv);     /* dlbench run SCRIPT [k=v..] */
 int dl_cmd_runs(int argc, char **argv);    /* dlbench runs [diff A B] */
@@ -17,5 +23,76 @@ int dl_cmd_workbench(int argc, char **argv); /* dlbench [SCRIPT] */
 /* --price-per-hour VALUE (or DLBENCH_PRICE_PER_HOUR when text is NULL):
  * 0 with *out set (0 when unset), -1 when the text is not a number >= 0. */
 int dl_price_parse(const char *text, double *out);
+
+/* The options' ids (dl_opt.id): one per spelling, shared by the commands
+ * that accept it. */
+enum {
+    DL_OPT_HELP = 1,
+    DL_OPT_OUT, DL_OPT_DEVICE, DL_OPT_SEED, DL_OPT_FORCE, DL_OPT_QUIET, DL_OPT_PRICE,
+    /* run */
+    DL_OPT_RESUME, DL_OPT_STOP_AFTER, DL_OPT_HPARAMS, DL_OPT_CHECK_PARITY, DL_OPT_PARITY_DEVICE,
+    DL_OPT_PARITY_TOL,
+    /* the workbench, watch */
+    DL_OPT_START, DL_OPT_STUDY,
+    /* runs */
+    DL_OPT_JSON, DL_OPT_SORT, DL_OPT_DESC, DL_OPT_FILTER,
+    /* tune */
+    DL_OPT_TRIALS, DL_OPT_JOBS, DL_OPT_WORKER, DL_OPT_REPORT,
+    /* profile */
+    DL_OPT_STEPS, DL_OPT_WARMUP, DL_OPT_BY, DL_OPT_TRACE, DL_OPT_WHOLE_RUN, DL_OPT_RING,
+    DL_OPT_ROWS, DL_OPT_NO_MONITOR,
+    /* import */
+    DL_OPT_LABEL, DL_OPT_VAL_FRACTION, DL_OPT_SPLIT, DL_OPT_CLASS_NAMES, DL_OPT_SYNTHETIC,
+    DL_OPT_SAMPLES, DL_OPT_CLASSES, DL_OPT_NOISE, DL_OPT_CHUNK, DL_OPT_GZIP
+};
+
+typedef int (*dl_command_fn)(int argc, char **argv);
+
+/* What the bash completion offers for a command's positional words. */
+typedef enum {
+    DL_COMPLETE_NONE,
+    DL_COMPLETE_SCRIPT, /* a *.lua file, then its hyperparameters as k= */
+    DL_COMPLETE_RUN,    /* a run folder's name under --out DIR (default runs) */
+    DL_COMPLETE_RUNS,   /* "diff", then two run names */
+    DL_COMPLETE_FILE,   /* any file */
+    DL_COMPLETE_COMMAND /* a command's name (help) */
+} dl_complete;
+
+/* One row of the command table (tui/cmd/table.c). */
+typedef struct dl_command {
+    const char *name;     /* "run"; "" for the workbench (dlbench [SCRIPT]) */
+    dl_command_fn fn;     /* NULL: not part of this build (a weak reference) */
+    const char *brief;    /* the arguments in the overview: "SCRIPT [k=v..]" */
+    const char *synopsis; /* the full forms after "dlbench NAME", one a line */
+    const char *summary;  /* one line: what it does */
+    const dl_opt *opts;   /* ends with an entry whose name is NULL */
+    const char *notes;    /* more help text after the options, or NULL */
+    dl_complete complete;
+} dl_command;
+
+/* The command named name ("" the workbench), or NULL. */
+const dl_command *dl_command_find(const char *name);
+
+/* The i-th row of the table (0-based, the workbench first), NULL past the last. */
+const dl_command *dl_command_at(int i);
+
+/* Starts the option walk of the command named name over argv (its
+ * options from the table, errors prefixed "dlbench NAME"). */
+void dl_command_opts(dl_opts *p, const char *name, int argc, char **argv);
+
+/* The command's help (usage lines, summary, options, notes) to f: what
+ * `dlbench NAME --help` and `dlbench help NAME` print. */
+void dl_command_usage(const dl_command *c, FILE *f);
+
+/* Every command, one line each, to f: `dlbench --help`. */
+void dl_command_overview(FILE *f);
+
+/* The man page, in man(7) roff, to f (`dlbench --man`; make writes
+ * build/dlbench.1 with it). Returns 0, or -1 when f could not be written. */
+int dl_command_man(FILE *f);
+
+/* The bash completion script to f (`dlbench --bash-completion`; make
+ * writes build/dlbench.bash-completion with it). Returns 0 or -1. */
+int dl_command_completion(FILE *f);
 
 #endif

@@ -1,0 +1,295 @@
+/* table.c - the one command table: names, functions, synopses, options; --help is written from it */
+#include <stdio.h>
+#include <string.h>
+
+#include "engine/base/error.h"
+#include "engine/base/version.h"
+#include "tui/cmd/commands.h"
+
+/* Subcommands live in their own files; a build without one of them still
+ * links and says so (weak references: the table holds NULL). */
+#pragma weak dl_cmd_import
+#pragma weak dl_cmd_run
+#pragma weak dl_cmd_runs
+#pragma weak dl_cmd_note
+#pragma weak dl_cmd_watch
+#pragma weak dl_cmd_tune
+#pragma weak dl_cmd_profile
+#pragma weak dl_cmd_workbench
+
+#define HELP {DL_OPT_HELP, "--help", "-h", NULL, "show this help and exit", 0}
+#define END {0, NULL, NULL, NULL, NULL, 0}
+#define DEVICE(what) {DL_OPT_DEVICE, "--device", NULL, "cpu|cuda|auto", what, 0}
+#define PRICE(what) {DL_OPT_PRICE, "--price-per-hour", NULL, "P", what, 0}
+
+static const dl_opt workbench_opts[] = {
+    {0, "SCRIPT", NULL, NULL, "an experiment script (default: scripts/fmnist_mlp.lua)", 0},
+    {0, "k=v", NULL, NULL, "override a hyperparameter the script declares", 0},
+    {DL_OPT_OUT, "--out", NULL, "DIR", "where run folders go (default: runs)", 0},
+    DEVICE("train on cpu, cuda or auto (default: the script's choice)"),
+    {DL_OPT_SEED, "--seed", NULL, "N", "the random seed (default: the script's, else 0)", 0},
+    {DL_OPT_START, "--start", NULL, NULL, "start the training at once (else press r)", 0},
+    {DL_OPT_FORCE, "--force", NULL, NULL,
+     "train even if a finished run has the same configuration", 0},
+    PRICE("what the machine costs an hour (default: $DLBENCH_PRICE_PER_HOUR): cost in the "
+          "status bar and summary.json"),
+    HELP,
+    END};
+
+static const dl_opt run_opts[] = {
+    {0, "k=v", NULL, NULL, "override a hyperparameter the script declares with dl.hparams", 0},
+    DEVICE("run on cpu, cuda or auto (default: the script's choice)"),
+    {DL_OPT_SEED, "--seed", NULL, "N", "the random seed (default: the script's, else 0)", 0},
+    {DL_OPT_OUT, "--out", NULL, "DIR", "where run folders go (default: runs)", 0},
+    {DL_OPT_RESUME, "--resume", NULL, "RUN",
+     "continue RUN (folder, name or hash) from its checkpoint", 0},
+    {DL_OPT_FORCE, "--force", NULL, NULL,
+     "run even if a finished run has the same configuration", 0},
+    {DL_OPT_STOP_AFTER, "--stop-after", NULL, "N",
+     "stop cleanly after N optimizer steps (checkpoint, \"stopped\")", 0},
+    PRICE("the machine's price per hour (default: $DLBENCH_PRICE_PER_HOUR): cost in "
+          "summary.json and at the end"),
+    {DL_OPT_QUIET, "--quiet", "-q", NULL, "no progress lines, only the end summary", 0},
+    {DL_OPT_HPARAMS, "--hparams", NULL, NULL,
+     "print the hyperparameters SCRIPT declares (NAME=VALUE, one a line) and exit", 0},
+    {DL_OPT_CHECK_PARITY, "--check-parity", NULL, "N",
+     "train nothing: compare N steps on the run's device and on another (see below)", 0},
+    {DL_OPT_PARITY_DEVICE, "--parity-device", NULL, "DEV",
+     "the other device: cuda, cpu, or cpu:T (default cuda from the CPU, cpu from a GPU)", 0},
+    {DL_OPT_PARITY_TOL, "--parity-tol", NULL, "X",
+     "the largest relative difference allowed (default 1e-3 fp32, 1e-2 fp16, 2e-2 bf16)", 0},
+    HELP,
+    END};
+
+static const dl_opt watch_opts[] = {
+    {0, "RUN", NULL, NULL, "a run folder, its name or a unique part of it (default: the newest)",
+     0},
+    {DL_OPT_OUT, "--out", NULL, "DIR", "where run folders are (default: runs)", 0},
+    {DL_OPT_STUDY, "--study", NULL, "NAME|auto",
+     "open on the trials screen (F4) of study NAME in DIR/studies/ (auto: the newest)", 0},
+    HELP,
+    END};
+
+static const dl_opt tune_opts[] = {
+    {0, "SCRIPT", NULL, NULL, "returns dl.study{...}: its objective(trial) returns an experiment",
+     0},
+    {0, "k=v", NULL, NULL, "override a hyperparameter the script declares with dl.hparams", 0},
+    {DL_OPT_TRIALS, "--trials", NULL, "N", "the study's total number of trials (default: the "
+                                           "script's)", 0},
+    {DL_OPT_JOBS, "--jobs", NULL, "N", "run N worker processes sharing the study (default 1)", 0},
+    {DL_OPT_SEED, "--seed", NULL, "N", "the sampler's seed (default: the script's, else 0)", 0},
+    {DL_OPT_OUT, "--out", NULL, "DIR",
+     "run folders go to DIR, the study to DIR/studies/NAME (default: runs)", 0},
+    DEVICE("train trials on cpu, cuda or auto (default: the script's choice)"),
+    {DL_OPT_REPORT, "--report", NULL, NULL,
+     "print the best trial, the trials and the command that reproduces the best run", 0},
+    {DL_OPT_QUIET, "--quiet", "-q", NULL, "no updating status line", 0},
+    {DL_OPT_WORKER, "--worker", NULL, "K", "internal: worker K of --jobs", 1},
+    HELP,
+    END};
+
+static const dl_opt runs_opts[] = {
+    {0, "KEY, k", NULL, NULL, "a column (status, name, device, precision, duration), a "
+                              "hyperparameter (lr) or a metric (val_acc: its best value)", 0},
+    {DL_OPT_OUT, "--out", NULL, "DIR", "where run folders are (default: runs)", 0},
+    {DL_OPT_JSON, "--json", NULL, NULL, "print the runs' config and summary as a JSON array", 0},
+    {DL_OPT_SORT, "--sort", NULL, "KEY", "sort by KEY (default: by folder name, oldest first)", 0},
+    {DL_OPT_DESC, "--desc", NULL, NULL, "sort the other way round", 0},
+    {DL_OPT_FILTER, "--filter", NULL, "k=v", "only runs whose k is v (repeat for more)", 0},
+    HELP,
+    END};
+
+static const dl_opt note_opts[] = {
+    {0, "RUN", NULL, NULL, "a run folder, its name or a unique part of it", 0},
+    {0, "TEXT", NULL, NULL, "the note, quoted as one argument", 0},
+    {DL_OPT_OUT, "--out", NULL, "DIR", "where run folders are (default: runs)", 0},
+    HELP,
+    END};
+
+static const dl_opt profile_opts[] = {
+    {0, "k=v", NULL, NULL, "override a hyperparameter the script declares", 0},
+    {DL_OPT_STEPS, "--steps", NULL, "N", "optimizer steps to profile (default 50)", 0},
+    {DL_OPT_WARMUP, "--warmup", NULL, "N", "steps run first and not counted (default 5)", 0},
+    {DL_OPT_SORT, "--sort", NULL, "total|self|calls|mean|flops|name",
+     "the op table's order (default total)", 0},
+    {DL_OPT_BY, "--by", NULL, "op|layer|both", "op table, layer table or both (default both)", 0},
+    {DL_OPT_TRACE, "--trace", NULL, "PATH",
+     "Chrome/Perfetto trace (default trace.json; '-' for none)", 0},
+    {DL_OPT_WHOLE_RUN, "--whole-run", NULL, NULL,
+     "keep every profiled step in the trace (default: the last --ring)", 0},
+    {DL_OPT_RING, "--ring", NULL, "N", "steps kept in the trace ring (default 10)", 0},
+    DEVICE("profile on cpu, cuda or auto (default: the script's choice)"),
+    {DL_OPT_ROWS, "--rows", NULL, "N", "rows of each table (default 0: all)", 0},
+    PRICE("projected cost of the script's whole training"),
+    {DL_OPT_NO_MONITOR, "--no-monitor", NULL, NULL, "do not sample CPU and GPU use meanwhile", 0},
+    HELP,
+    END};
+
+static const dl_opt import_opts[] = {
+    {0, "SRC", NULL, NULL, "a folder of IDX files, an IDX images file (labels found by name) or "
+                           "a CSV file with a header row", 0},
+    {DL_OPT_LABEL, "--label", NULL, "COLUMN", "CSV: the label column (name, or 0-based index)", 0},
+    {DL_OPT_VAL_FRACTION, "--val-fraction", NULL, "F", "move a random fraction F of /train to /val",
+     0},
+    {DL_OPT_SPLIT, "--split", NULL, "train|test|val",
+     "group for a single IDX pair (default: from the name)", 0},
+    {DL_OPT_CLASS_NAMES, "--class-names", NULL, "LIST",
+     "comma-separated, or fashion-mnist, mnist, none", 0},
+    {DL_OPT_SYNTHETIC, "--synthetic", NULL, "spirals|blobs",
+     "generate a data set instead (/test gets N/4 samples)", 0},
+    {DL_OPT_SAMPLES, "--samples", NULL, "N", "--synthetic: samples in /train (default 2000)", 0},
+    {DL_OPT_CLASSES, "--classes", NULL, "K", "--synthetic: classes (default 2)", 0},
+    {DL_OPT_NOISE, "--noise", NULL, "F", "--synthetic: noise (default 0.1)", 0},
+    {DL_OPT_SEED, "--seed", NULL, "S", "for --val-fraction and --synthetic (default 0)", 0},
+    {DL_OPT_CHUNK, "--chunk", NULL, "ROWS", "rows per HDF5 chunk (default: about 1 MiB)", 0},
+    {DL_OPT_GZIP, "--gzip", NULL, "LEVEL", "compress chunks (0-9, default 0: fastest to read)", 0},
+    HELP,
+    END};
+
+static const dl_command table[] = {
+    {"", dl_cmd_workbench, "[SCRIPT]", "[SCRIPT] [k=v ...] [options]",
+     "the workbench (default: scripts/fmnist_mlp.lua)", workbench_opts,
+     "Keys: ? in the workbench. Without a terminal, train headless with dlbench run.",
+     DL_COMPLETE_SCRIPT},
+    {"run", dl_cmd_run, "SCRIPT [k=v..]",
+     "SCRIPT [k=v ...] [options]\n"
+     "--resume RUN [options]\n"
+     "SCRIPT --check-parity N [--parity-device DEV] [--parity-tol X]",
+     "headless training, progress on stdout", run_opts,
+     "--check-parity N trains nothing: it runs N steps from the start on the run's device and "
+     "on another from the same state, prints each step's loss on both and the largest relative "
+     "loss and parameter differences (no run folder; exit 0 within the tolerance, 1 over it or "
+     "when the other device is not available).\n"
+     "exit status: 0 finished or stopped, 1 failed, 2 bad input, 3 duplicate refused, "
+     "130 interrupted",
+     DL_COMPLETE_SCRIPT},
+    {"watch", dl_cmd_watch, "[RUN]", "[RUN] [--out DIR] [--study NAME|auto]",
+     "attach the workbench to a live or finished run", watch_opts,
+     "Draws the workbench's views from the run's files as they grow; when the run is live, "
+     "Space/g/c/s/n/e send pause, device, checkpoint, note and lr through RUN/control.sock. "
+     "q leaves (the run goes on).",
+     DL_COMPLETE_RUN},
+    {"tune", dl_cmd_tune, "SCRIPT", "SCRIPT [k=v ...] [options]", "a hyperparameter study",
+     tune_opts,
+     "A study stopped or killed part-way resumes when the same command runs again.\n"
+     "exit status: 0 done, 1 failed trials stopped the study, 2 bad input, 130 interrupted",
+     DL_COMPLETE_SCRIPT},
+    {"runs", dl_cmd_runs, "[diff A B]",
+     "[--out DIR] [--json] [--sort KEY] [--desc] [--filter k=v ...]\n"
+     "diff A B [--out DIR]",
+     "the experiment table; differences of two runs", runs_opts, NULL, DL_COMPLETE_RUNS},
+    {"note", dl_cmd_note, "RUN TEXT", "RUN TEXT [--out DIR]", "add a note to a run's events.log",
+     note_opts, NULL, DL_COMPLETE_RUN},
+    {"profile", dl_cmd_profile, "SCRIPT", "SCRIPT [k=v ...] [options]",
+     "profile N steps, print the table, write a trace", profile_opts,
+     "exit status: 0 done, 1 failed, 2 bad input", DL_COMPLETE_SCRIPT},
+    {"import", dl_cmd_import, "SRC OUT.h5",
+     "[options] SRC OUT.h5\n"
+     "[options] IMAGES.idx LABELS.idx OUT.h5\n"
+     "--synthetic spirals|blobs [options] OUT.h5",
+     "IDX or CSV into HDF5 (--synthetic NAME too)", import_opts,
+     "IDX files are train-/t10k-images-idx3-ubyte and -labels-idx1-ubyte, gzipped or not. "
+     "OUT.h5 appears only when it is complete.\n"
+     "exit status: 0 done, 1 the output could not be written, 2 bad input",
+     DL_COMPLETE_FILE},
+};
+
+const dl_command *dl_command_at(int i)
+{
+    return i >= 0 && i < (int)(sizeof table / sizeof *table) ? &table[i] : NULL;
+}
+
+const dl_command *dl_command_find(const char *name)
+{
+    for (const dl_command *c = table; c < table + sizeof table / sizeof *table; c++)
+        if (!strcmp(c->name, name))
+            return c;
+    return NULL;
+}
+
+void dl_command_opts(dl_opts *p, const char *name, int argc, char **argv)
+{
+    static char progs[sizeof table / sizeof *table][32];
+    const dl_command *c = dl_command_find(name);
+    DL_ASSERT(c != NULL); /* a name the table lacks is a programmer error */
+    char *prog = progs[c - table];
+    snprintf(prog, sizeof progs[0], "dlbench%s%s", c->name[0] ? " " : "", c->name);
+    dl_opts_init(p, prog, c->opts, argc, argv);
+}
+
+/* text from column col on, wrapped at 80 columns, continued at column
+ * indent; a newline in the text starts a new line. */
+static void wrap(FILE *f, const char *text, int col, int indent)
+{
+    while (*text) {
+        size_t len = strcspn(text, " \n");
+        if (col > indent && col + 1 + (int)len > 80) {
+            fprintf(f, "\n%*s", indent, "");
+            col = indent;
+        } else if (col > indent) {
+            fputc(' ', f);
+            col++;
+        }
+        fprintf(f, "%.*s", (int)len, text);
+        col += (int)len;
+        text += len;
+        if (*text == '\n') {
+            fputc('\n', f);
+            col = 0;
+        }
+        if (*text)
+            text++;
+    }
+    fputc('\n', f);
+}
+
+/* "  -q, --quiet   help": the option's names, then its help at column 24. */
+static void print_opt(const dl_opt *o, FILE *f)
+{
+    char names[96];
+    if (o->id == 0)
+        snprintf(names, sizeof names, "%s", o->name);
+    else
+        snprintf(names, sizeof names, "%s%s%s%s%s", o->alias ? o->alias : "",
+                 o->alias ? ", " : "", o->name, o->arg ? " " : "", o->arg ? o->arg : "");
+    if (strlen(names) > 20)
+        fprintf(f, "  %s\n%24s", names, "");
+    else
+        fprintf(f, "  %-20s  ", names);
+    wrap(f, o->help, 24, 24);
+}
+
+void dl_command_usage(const dl_command *c, FILE *f)
+{
+    const char *line = c->synopsis;
+    for (int n = 0; *line; n++) {
+        size_t len = strcspn(line, "\n");
+        fprintf(f, "%s dlbench%s%s %.*s\n", n ? "      " : "usage:", c->name[0] ? " " : "",
+                c->name, (int)len, line);
+        line += len + (line[len] == '\n');
+    }
+    fprintf(f, "%s\n\n", c->summary);
+    for (const dl_opt *o = c->opts; o->name; o++)
+        if (!o->hidden)
+            print_opt(o, f);
+    if (c->notes) {
+        fputc('\n', f);
+        wrap(f, c->notes, 0, 0);
+    }
+    if (!c->fn)
+        fprintf(f, "\n(not part of this build)\n");
+}
+
+void dl_command_overview(FILE *f)
+{
+    fprintf(f, "dlbench %s - a terminal workbench for training neural networks cheaply\n\n",
+            DL_VERSION);
+    for (const dl_command *c = table; c < table + sizeof table / sizeof *table; c++) {
+        char left[64];
+        snprintf(left, sizeof left, "dlbench%s%s %s", c->name[0] ? " " : "", c->name, c->brief);
+        fprintf(f, "  %-28s %s%s\n", left, c->summary, c->fn ? "" : " (not in this build)");
+    }
+    fprintf(f, "  %-28s %s\n", "dlbench help [COMMAND]",
+            "a command's options (also: dlbench COMMAND --help)");
+    fprintf(f, "\n  dlbench --help | --version\n");
+}
