@@ -61,75 +61,6 @@ static const char *kind_name(dl_param_kind k)
     return k == DL_PARAM_FLOAT ? "float" : k == DL_PARAM_INT ? "int" : "choice";
 }
 
-double tune_loss(const dl_study *s, double value)
-{
-    if (isnan(value))
-        return INFINITY;
-    return s->direction == DL_STUDY_MAXIMIZE ? -value : value;
-}
-
-int tune_same_dist(const dl_tune_param *a, const dl_tune_param *b)
-{
-    if (a->kind != b->kind)
-        return 0;
-    if (a->kind == DL_PARAM_CHOICE) {
-        if (a->n_choices != b->n_choices)
-            return 0;
-        for (int i = 0; i < a->n_choices; i++)
-            if (strcmp(a->choices[i], b->choices[i]) != 0)
-                return 0;
-        return 1;
-    }
-    return a->lo == b->lo && a->hi == b->hi && !a->log == !b->log;
-}
-
-/* --- defaults and parsing ---------------------------------------------------- */
-
-dl_sampler_config dl_tune_sampler_defaults(int kind)
-{
-    dl_sampler_config c = {kind, 10, 24, 0.1, 25, 1.0, 10, 1};
-    return c;
-}
-
-dl_pruner_config dl_tune_pruner_defaults(int kind)
-{
-    dl_pruner_config c = {kind, 0, 5, 1, 4, 0};
-    return c;
-}
-
-int dl_tune_sampler_parse(const char *name, dl_sampler_config *out)
-{
-    static const char *const names[] = {"random", "grid", "tpe"};
-    for (int i = 0; i < 3; i++)
-        if (name && strcmp(name, names[i]) == 0) {
-            *out = dl_tune_sampler_defaults(i);
-            return DL_OK;
-        }
-    return dl_error(DL_EINVAL, "sampler \"%s\": expected \"tpe\", \"random\" or \"grid\"",
-                    name ? name : "(null)");
-}
-
-int dl_tune_pruner_parse(const char *name, dl_pruner_config *out)
-{
-    int kind = -1;
-    if (!name)
-        kind = -1;
-    else if (strcmp(name, "none") == 0)
-        kind = DL_PRUNER_NONE;
-    else if (strcmp(name, "median") == 0)
-        kind = DL_PRUNER_MEDIAN;
-    else if (strcmp(name, "asha") == 0 || strcmp(name, "sha") == 0 ||
-             strcmp(name, "successive_halving") == 0)
-        kind = DL_PRUNER_ASHA;
-    if (kind < 0)
-        return dl_error(DL_EINVAL,
-                        "pruner \"%s\": expected \"none\", \"median\" or \"asha\" "
-                        "(\"successive_halving\")",
-                        name ? name : "(null)");
-    *out = dl_tune_pruner_defaults(kind);
-    return DL_OK;
-}
-
 /* --- process identity ---------------------------------------------------------- */
 
 /* Start time of pid in clock ticks since boot (field 22 of /proc/pid/stat),
@@ -174,21 +105,23 @@ static int pid_alive(long pid, unsigned long long pstart)
 
 /* --- trials ---------------------------------------------------------------------- */
 
+/* Frees a parameter's own copies of its name and choices. */
+static void param_free(dl_tune_param *p)
+{
+    free((char *)p->name);
+    for (int j = 0; p->choices && j < p->n_choices; j++)
+        free((char *)p->choices[j]);
+    free((char **)p->choices);
+}
+
 static void trial_free(dl_trial *t)
 {
     if (!t)
         return;
-    for (int i = 0; i < t->nparams; i++) {
-        free(t->params[i].name);
-        for (int j = 0; j < t->params[i].p.n_choices; j++)
-            free(t->params[i].choices[j]);
-        free(t->params[i].choices);
-    }
+    for (int i = 0; i < t->nparams; i++)
+        param_free(&t->params[i]);
     free(t->params);
-    for (int i = 0; i < t->njoint; i++)
-        free(t->joint_names[i]);
-    free(t->joint_names);
-    free(t->joint_values);
+    dl_tune_sampler_joint_done(&t->joint);
     free(t->steps);
     free(t->ivals);
     cJSON_Delete(t->attrs);
@@ -201,43 +134,44 @@ static dl_trial *trial_get(dl_study *s, int number)
     return number >= 0 && number < s->ntrials ? s->trials[number] : NULL;
 }
 
+/* A copy of dist with value in *q, name and choices its own (param_free). */
+static int param_copy(dl_tune_param *q, const dl_tune_param *dist, double value)
+{
+    *q = *dist;
+    q->choices = NULL;
+    q->value = value;
+    char *name = strdup(dist->name);
+    if (!name)
+        return dl_error(DL_ENOMEM, "study: out of memory");
+    q->name = name;
+    if (dist->kind != DL_PARAM_CHOICE)
+        return DL_OK;
+    char **c = calloc((size_t)dist->n_choices, sizeof *c);
+    q->choices = (const char *const *)c;
+    for (int i = 0; c && i < dist->n_choices; i++)
+        if (!(c[i] = strdup(dist->choices[i]))) {
+            param_free(q);
+            return dl_error(DL_ENOMEM, "study: out of memory");
+        }
+    if (!c) {
+        param_free(q);
+        return dl_error(DL_ENOMEM, "study: out of memory");
+    }
+    return DL_OK;
+}
+
 /* Adds a copy of dist with value to t. */
 static int trial_add_param(dl_trial *t, const dl_tune_param *dist, double value)
 {
     if (t->nparams == t->cap_params) {
         int cap = t->cap_params ? 2 * t->cap_params : 8;
-        tune_param *p = realloc(t->params, (size_t)cap * sizeof *p);
+        dl_tune_param *p = realloc(t->params, (size_t)cap * sizeof *p);
         if (!p)
             return dl_error(DL_ENOMEM, "study: out of memory");
         t->params = p;
         t->cap_params = cap;
     }
-    tune_param *q = &t->params[t->nparams];
-    memset(q, 0, sizeof *q);
-    q->name = strdup(dist->name);
-    if (!q->name)
-        return dl_error(DL_ENOMEM, "study: out of memory");
-    if (dist->kind == DL_PARAM_CHOICE) {
-        q->choices = calloc((size_t)dist->n_choices, sizeof *q->choices);
-        if (!q->choices) {
-            free(q->name);
-            return dl_error(DL_ENOMEM, "study: out of memory");
-        }
-        for (int i = 0; i < dist->n_choices; i++) {
-            q->choices[i] = strdup(dist->choices[i]);
-            if (!q->choices[i]) {
-                for (int j = 0; j < i; j++)
-                    free(q->choices[j]);
-                free(q->choices);
-                free(q->name);
-                return dl_error(DL_ENOMEM, "study: out of memory");
-            }
-        }
-    }
-    q->p = *dist;
-    q->p.name = q->name;
-    q->p.choices = (const char *const *)q->choices;
-    q->p.value = value;
+    DL_TRY(param_copy(&t->params[t->nparams], dist, value));
     t->nparams++;
     return DL_OK;
 }
@@ -741,13 +675,13 @@ static int recover_locked(dl_study *s)
             cJSON_ArrayForEach(e, params)
             {
                 const char *n = str_of(e, "name");
-                if (n && strcmp(n, t->params[j].p.name) == 0)
+                if (n && strcmp(n, t->params[j].name) == 0)
                     found = idx;
                 idx++;
             }
             if (found >= 0)
                 cJSON_DeleteItemFromArray(params, found);
-            cJSON_AddItemToArray(params, param_json(&t->params[j].p));
+            cJSON_AddItemToArray(params, param_json(&t->params[j]));
         }
         cJSON_AddNumberToObject(q, "queue", s->nqueue);
         cJSON_AddItemToObject(q, "params", params);
@@ -898,6 +832,7 @@ void dl_study_destroy(dl_study *s)
     for (int i = 0; i < s->nqueue; i++)
         cJSON_Delete(s->queue[i].params);
     free(s->queue);
+    free(s->hist);
     free(s);
 }
 
@@ -907,6 +842,38 @@ void dl_study_set_heartbeat_timeout(dl_study *s, double seconds)
 {
     if (seconds > 0)
         s->hb_timeout = seconds;
+}
+
+/* --- the history samplers and pruners read ----------------------------------- */
+
+/* Views every trial of s into *h (in s->hist, valid until the next change). */
+static int history_of(dl_study *s, dl_tune_history *h)
+{
+    if (s->ntrials > s->cap_hist) {
+        int cap = s->ntrials + 64;
+        dl_tune_entry *e = realloc(s->hist, (size_t)cap * sizeof *e);
+        if (!e)
+            return dl_error(DL_ENOMEM, "study: out of memory");
+        s->hist = e;
+        s->cap_hist = cap;
+    }
+    for (int i = 0; i < s->ntrials; i++) {
+        const dl_trial *t = s->trials[i];
+        s->hist[i] = (dl_tune_entry){t->number, t->state,   t->value, t->grid_slot, t->params,
+                                     t->nparams, t->steps, t->ivals, t->nint};
+    }
+    h->direction = s->direction;
+    h->trials = s->hist;
+    h->ntrials = s->ntrials;
+    return DL_OK;
+}
+
+/* The sampler's value of dist for t, drawn from the study's history. */
+static int sample(dl_study *s, dl_trial *t, const dl_tune_param *dist, double *value)
+{
+    dl_tune_history h;
+    DL_TRY(history_of(s, &h));
+    return dl_tune_sampler_suggest(&s->sampler, s->seed, &h, t->number, &t->joint, dist, value);
 }
 
 /* --- asking and telling ------------------------------------------------------------- */
@@ -945,7 +912,7 @@ static double grid_total(const dl_study *s)
             continue;
         double prod = 1;
         for (int j = 0; j < t->nparams; j++)
-            prod *= (double)tune_grid_size(&s->sampler, &t->params[j].p);
+            prod *= (double)dl_tune_sampler_grid_size(&s->sampler, &t->params[j]);
         if (prod > best)
             best = prod;
     }
@@ -1027,7 +994,7 @@ static int fixed_value(const dl_trial *t, const dl_tune_param *dist, double *val
         const char **choices;
         if (param_parse(e, &p, &choices) != 0)
             return 0;
-        int same = tune_same_dist(&p, dist);
+        int same = dl_tune_history_same_dist(&p, dist);
         free(choices);
         if (!same)
             return 0;
@@ -1045,7 +1012,7 @@ static int suggest(dl_trial *t, const dl_tune_param *dist, double *value)
                         s->name);
     const dl_tune_param *old = dl_trial_param_find(t, dist->name);
     if (old) {
-        if (!tune_same_dist(old, dist))
+        if (!dl_tune_history_same_dist(old, dist))
             return dl_error(DL_EINVAL,
                             "trial %d: parameter \"%s\" was suggested before with another "
                             "distribution",
@@ -1055,7 +1022,7 @@ static int suggest(dl_trial *t, const dl_tune_param *dist, double *value)
     }
     double v;
     if (!fixed_value(t, dist, &v))
-        DL_TRY(tune_sample(s, t, dist, &v));
+        DL_TRY(sample(s, t, dist, &v));
     dl_tune_param p = *dist;
     p.value = v;
     cJSON *r = record("param", t->number);
@@ -1158,7 +1125,9 @@ int dl_trial_should_prune(dl_trial *t)
         if (rc < 0)
             return rc;
     }
-    return tune_prune(s, t);
+    dl_tune_history h;
+    DL_TRY(history_of(s, &h));
+    return dl_tune_pruner_judge(&s->pruner, &h, t->number, &t->rung_checked);
 }
 
 int dl_trial_set_attr(dl_trial *t, const char *key, const char *value)
@@ -1227,8 +1196,8 @@ int dl_study_reuse(dl_study *s, dl_trial *t)
             continue;
         int same = 1;
         for (int j = 0; same && j < t->nparams; j++) {
-            const dl_tune_param *p = &t->params[j].p, *q = dl_trial_param_find(o, p->name);
-            same = q && tune_same_dist(p, q) && p->value == q->value;
+            const dl_tune_param *p = &t->params[j], *q = dl_trial_param_find(o, p->name);
+            same = q && dl_tune_history_same_dist(p, q) && p->value == q->value;
         }
         if (!same)
             continue;
@@ -1262,7 +1231,7 @@ const dl_trial *dl_study_best(const dl_study *s)
     for (int i = 0; i < s->ntrials; i++) {
         const dl_trial *t = s->trials[i];
         if (t->state == DL_TRIAL_COMPLETE &&
-            (!best || tune_loss(s, t->value) < tune_loss(s, best->value)))
+            (!best || dl_tune_history_loss(s->direction, t->value) < dl_tune_history_loss(s->direction, best->value)))
             best = t;
     }
     return best;
@@ -1277,15 +1246,12 @@ double dl_trial_end_time(const dl_trial *t) { return t->t_end; }
 
 const dl_tune_param *dl_trial_param(const dl_trial *t, int i)
 {
-    return i >= 0 && i < t->nparams ? &t->params[i].p : NULL;
+    return i >= 0 && i < t->nparams ? &t->params[i] : NULL;
 }
 
 const dl_tune_param *dl_trial_param_find(const dl_trial *t, const char *name)
 {
-    for (int i = 0; i < t->nparams; i++)
-        if (strcmp(t->params[i].p.name, name) == 0)
-            return &t->params[i].p;
-    return NULL;
+    return dl_tune_history_find(t->params, t->nparams, name);
 }
 
 int dl_trial_intermediate(const dl_trial *t, long *steps, double *values, int cap)

@@ -1,4 +1,4 @@
-/* tune_impl.h - the study and trial structures shared by tune.c, tune_sampler.c and tune_pruner.c */
+/* tune_impl.h - the study and trial structures behind tune.c (samplers and pruners never see them) */
 #ifndef DL_TUNE_IMPL_H
 #define DL_TUNE_IMPL_H
 
@@ -9,18 +9,12 @@
 
 #include "engine/tune/tune.h"
 
-typedef struct tune_param {
-    dl_tune_param p; /* name and choices point into the owned copies below */
-    char *name;
-    char **choices;
-} tune_param;
-
 struct dl_trial {
     dl_study *study;
     int number;
     dl_trial_state state;
     double value;
-    tune_param *params;
+    dl_tune_param *params; /* name and choices are the trial's own copies */
     int nparams, cap_params;
     long *steps; /* intermediate values, kept sorted by step */
     double *ivals;
@@ -33,12 +27,8 @@ struct dl_trial {
     double t_start, t_end;
     long grid_slot;  /* -1 when not a grid trial */
     int mine;        /* started by this handle */
-    int rung_checked; /* ASHA: rungs already judged for this trial */
-    int joint_done;   /* multivariate TPE: the joint draw was made */
-    int njoint;
-    int joint_ref;      /* the finished trial whose distributions the joint draw used */
-    char **joint_names; /* parameters drawn jointly and their values */
-    double *joint_values;
+    int rung_checked;    /* ASHA: rungs already passed by this trial */
+    dl_tune_joint joint; /* multivariate TPE: the parameters drawn jointly */
 };
 
 typedef struct tune_queued {
@@ -62,6 +52,8 @@ struct dl_study {
     int ntrials, cap_trials;
     tune_queued *queue;
     int nqueue, cap_queue;
+    dl_tune_entry *hist; /* the history handed to samplers and pruners, rebuilt each time */
+    int cap_hist;
     int budget;
     double hb_timeout;
     double last_hb;
@@ -72,21 +64,5 @@ struct dl_study {
     long pid;
     unsigned long long pstart;
 };
-
-/* The value of parameter dist for trial t, drawn by the study's sampler
- * from the history in s (tune_sampler.c). dist->value is ignored. */
-int tune_sample(dl_study *s, dl_trial *t, const dl_tune_param *dist, double *value);
-
-/* Number of grid points of a distribution under the study's grid config. */
-long tune_grid_size(const dl_sampler_config *c, const dl_tune_param *dist);
-
-/* 1 to prune, 0 to continue (tune_pruner.c). */
-int tune_prune(dl_study *s, dl_trial *t);
-
-/* Sign so that lower is better: value * sign. NaN maps to +inf. */
-double tune_loss(const dl_study *s, double value);
-
-/* Two distributions are the same (kind, bounds, log, choices). */
-int tune_same_dist(const dl_tune_param *a, const dl_tune_param *b);
 
 #endif
