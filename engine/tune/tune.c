@@ -10,9 +10,9 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
+#include "engine/base/clock.h"
 #include "engine/base/error.h"
 #include "engine/base/fsutil.h"
 #include "engine/tune/tune_impl.h"
@@ -29,13 +29,6 @@
 
 #define JOURNAL "journal.jsonl"
 #define LOCKFILE "journal.lock"
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 const char *dl_trial_state_name(dl_trial_state state)
 {
@@ -435,9 +428,8 @@ static int lock_ex(dl_study *s)
 {
     if (!persistent(s))
         return DL_OK;
-    while (flock(s->fd_lock, LOCK_EX) != 0)
-        if (errno != EINTR)
-            return dl_error(DL_EIO, "%s/" LOCKFILE ": flock: %s", s->dir, strerror(errno));
+    if (dl_fs_flock(s->fd_lock, LOCK_EX) != 0)
+        return dl_error(DL_EIO, "%s/" LOCKFILE ": flock: %s", s->dir, strerror(errno));
     s->locked = 1;
     return DL_OK;
 }
@@ -445,7 +437,7 @@ static int lock_ex(dl_study *s)
 static void unlock(dl_study *s)
 {
     if (persistent(s) && s->locked) {
-        flock(s->fd_lock, LOCK_UN);
+        dl_fs_flock(s->fd_lock, LOCK_UN);
         s->locked = 0;
     }
 }
@@ -598,18 +590,11 @@ int dl_study_heartbeat(dl_study *s)
 {
     if (!persistent(s))
         return DL_OK;
-    double now = now_s();
-    char path[1200], tmp[1300], text[64];
+    double now = dl_clock_wall_s();
+    char path[1200], text[64];
     heartbeat_path(s, s->host, s->pid, path, sizeof path);
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
     int len = snprintf(text, sizeof text, "%.3f\n", now);
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (fd < 0)
-        return dl_error(DL_EIO, "%s: %s", tmp, strerror(errno));
-    ssize_t k = write(fd, text, (size_t)len);
-    close(fd);
-    if (k != len || rename(tmp, path) != 0)
-        return dl_error(DL_EIO, "%s: cannot write the heartbeat", path);
+    DL_TRY(dl_fs_write_atomic(path, text, (size_t)len));
     s->last_hb = now;
     return DL_OK;
 }
@@ -617,7 +602,7 @@ int dl_study_heartbeat(dl_study *s)
 /* Refreshes the heartbeat when a quarter of the timeout has passed. */
 static void heartbeat_maybe(dl_study *s)
 {
-    if (persistent(s) && now_s() - s->last_hb > s->hb_timeout / 4)
+    if (persistent(s) && dl_clock_wall_s() - s->last_hb > s->hb_timeout / 4)
         dl_study_heartbeat(s);
 }
 
@@ -638,7 +623,7 @@ static int trial_lost(dl_study *s, const dl_trial *t)
         fclose(f);
     }
     double last = f ? strtod(text, NULL) : t->t_start;
-    return now_s() - last > s->hb_timeout;
+    return dl_clock_wall_s() - last > s->hb_timeout;
 }
 
 /* With the lock held and the journal read: marks trials of dead owners
@@ -656,7 +641,7 @@ static int recover_locked(dl_study *s)
             return dl_error(DL_ENOMEM, "study: out of memory");
         cJSON_AddStringToObject(f, "state", "failed");
         cJSON_AddNullToObject(f, "value");
-        cJSON_AddNumberToObject(f, "time", now_s());
+        cJSON_AddNumberToObject(f, "time", dl_clock_wall_s());
         cJSON_AddStringToObject(f, "reason", why);
         DL_TRY(journal_append(s, f, 0));
         if (t->nparams == 0 && !t->fixed)
@@ -789,7 +774,7 @@ int dl_study_open(dl_study **out, const char *dir, const char *name, int directi
             cJSON_AddStringToObject(r, "direction",
                                     direction == DL_STUDY_MAXIMIZE ? "maximize" : "minimize");
             cJSON_AddNumberToObject(r, "version", 1);
-            cJSON_AddNumberToObject(r, "time", now_s());
+            cJSON_AddNumberToObject(r, "time", dl_clock_wall_s());
         }
         rc = journal_append(s, r, 1);
     }
@@ -951,7 +936,7 @@ int dl_study_ask(dl_study *s, dl_trial **trial)
             goto out;
         }
     }
-    double now = now_s();
+    double now = dl_clock_wall_s();
     cJSON *r = record("start", s->ntrials);
     if (r) {
         cJSON_AddStringToObject(r, "host", s->host);
@@ -1117,11 +1102,10 @@ int dl_trial_should_prune(dl_trial *t)
         return 0;
     if (persistent(s)) {
         /* a shared lock is enough to read: writers hold the exclusive one */
-        while (flock(s->fd_lock, LOCK_SH) != 0)
-            if (errno != EINTR)
-                return dl_error(DL_EIO, "%s/" LOCKFILE ": flock: %s", s->dir, strerror(errno));
+        if (dl_fs_flock(s->fd_lock, LOCK_SH) != 0)
+            return dl_error(DL_EIO, "%s/" LOCKFILE ": flock: %s", s->dir, strerror(errno));
         int rc = journal_refresh(s);
-        flock(s->fd_lock, LOCK_UN);
+        dl_fs_flock(s->fd_lock, LOCK_UN);
         if (rc < 0)
             return rc;
     }
@@ -1168,7 +1152,7 @@ static int finish(dl_study *s, dl_trial *t, dl_trial_state state, double value,
         if (r) {
             cJSON_AddStringToObject(r, "state", dl_trial_state_name(state));
             add_num(r, "value", value);
-            cJSON_AddNumberToObject(r, "time", now_s());
+            cJSON_AddNumberToObject(r, "time", dl_clock_wall_s());
             if (reason)
                 cJSON_AddStringToObject(r, "reason", reason);
         }
