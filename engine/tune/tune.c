@@ -15,7 +15,7 @@
 #include "engine/base/clock.h"
 #include "engine/base/error.h"
 #include "engine/base/fsutil.h"
-#include "engine/tune/tune_impl.h"
+#include "engine/tune/tune_study.h"
 
 /* Journal records, one JSON object per line ("op" says which):
  *   study   {name, direction, version}                  first line

@@ -1,6 +1,6 @@
-/* tune_impl.h - the study and trial structures behind tune.c (samplers and pruners never see them) */
-#ifndef DL_TUNE_IMPL_H
-#define DL_TUNE_IMPL_H
+/* tune_study.h - the study and trial structures behind the study API (samplers and pruners never see them) */
+#ifndef DL_TUNE_STUDY_H
+#define DL_TUNE_STUDY_H
 
 #include <stdint.h>
 #include <sys/types.h>
