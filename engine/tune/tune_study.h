@@ -1,4 +1,10 @@
-/* tune_study.h - the study and trial structures behind the study API (samplers and pruners never see them) */
+/* tune_study.h - the study and trial structures, and the trials in memory (tune_trial.c)
+ *
+ * Shared by tune_trial.c (trials in memory, their readers, the history
+ * view), tune_journal.c (records <-> these structures) and tune.c (the
+ * study API). Samplers and pruners never see them: they get a
+ * dl_tune_history.
+ */
 #ifndef DL_TUNE_STUDY_H
 #define DL_TUNE_STUDY_H
 
@@ -52,8 +58,7 @@ struct dl_study {
     int ntrials, cap_trials;
     tune_queued *queue;
     int nqueue, cap_queue;
-    dl_tune_entry *hist; /* the history handed to samplers and pruners, rebuilt each time */
-    int cap_hist;
+    dl_tune_entry *hist; /* hist[i] views trials[i]; capacity cap_trials */
     int budget;
     double hb_timeout;
     double last_hb;
@@ -64,5 +69,32 @@ struct dl_study {
     long pid;
     unsigned long long pstart;
 };
+
+/* --- trials in memory (tune_trial.c) --------------------------------------------- */
+
+/* Appends trial `number` (== s->ntrials), running, to s. NULL when out of
+ * memory. The trial is the study's (freed by dl_tune_trial_free). */
+dl_trial *dl_tune_trial_add(dl_study *s, int number);
+
+/* Frees a trial; accepts NULL. */
+void dl_tune_trial_free(dl_trial *t);
+
+/* Trial number of s, or NULL. */
+dl_trial *dl_tune_trial_get(dl_study *s, int number);
+
+/* Adds a copy of dist (name and choices copied) with value to t. DL_ENOMEM. */
+int dl_tune_trial_add_param(dl_trial *t, const dl_tune_param *dist, double value);
+
+/* Records value at step, kept in step order; a step again replaces its value. DL_ENOMEM. */
+int dl_tune_trial_set_intermediate(dl_trial *t, long step, double value);
+
+/* Sets string attribute key (replacing it). -1 when t has no attribute object. */
+int dl_tune_trial_set_attr(dl_trial *t, const char *key, const char *value);
+
+/* Refreshes t's entry in the study's history after t changed. */
+void dl_tune_trial_sync(dl_study *s, const dl_trial *t);
+
+/* The history of s for a sampler or pruner: valid until s changes. */
+void dl_tune_trial_history(const dl_study *s, dl_tune_history *h);
 
 #endif
