@@ -250,8 +250,8 @@ static int apply_trial_record(dl_study *s, const char *op, int num, const cJSON 
         rc = apply_attr(t, r);
     else if (strcmp(op, "finish") == 0)
         rc = apply_finish(t, r);
-    if (rc == 0)
-        dl_tune_trial_sync(s, t);
+    if (t)
+        dl_tune_trial_sync(s, t); /* also after a failure: its arrays may have moved */
     return rc;
 }
 
