@@ -1,4 +1,4 @@
-/* tune.c - the study API: opening, asking, suggesting, reporting, telling; heartbeats and recovery of lost trials */
+/* tune.c - the study API: ask, suggest, report, tell; heartbeats and recovery of lost trials */
 #include "engine/tune/tune.h"
 
 #include <errno.h>
@@ -113,7 +113,8 @@ static int recover_locked(dl_study *s)
             continue;
         char why[160];
         snprintf(why, sizeof why, "lost: process %ld on %s is gone", t->pid, t->host);
-        DL_TRY(dl_tune_journal_append(s, dl_tune_journal_finish(t->number, DL_TRIAL_FAILED, NAN, why), 0));
+        cJSON *f = dl_tune_journal_finish(t->number, DL_TRIAL_FAILED, NAN, why);
+        DL_TRY(dl_tune_journal_append(s, f, 0));
         if (t->nparams == 0 && !t->fixed)
             continue;
         DL_TRY(dl_tune_journal_append(s, dl_tune_journal_enqueue(s, t), 0));

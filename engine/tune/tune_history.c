@@ -1,4 +1,4 @@
-/* tune_history.c - the small judgements on a study's history that samplers, pruners and studies share */
+/* tune_history.c - the judgements on a history that samplers, pruners and studies share */
 #include "engine/tune/tune_history.h"
 
 #include <math.h>

@@ -1,4 +1,4 @@
-/* tune_journal.c - a study's journal: records <-> the study in memory, the lock, reading and appending */
+/* tune_journal.c - a study's journal: records <-> the study in memory, the lock, reads, appends */
 #include "engine/tune/tune_journal.h"
 
 #include <errno.h>

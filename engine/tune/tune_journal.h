@@ -1,4 +1,4 @@
-/* tune_journal.h - a study's journal: its records (the one place that spells them), the lock, reading and appending
+/* tune_journal.h - a study's journal: its records (spelt only here), the lock, reads, appends
  *
  * Records, one JSON object per line ("op" says which):
  *   study   {name, direction, version, time}              first line

@@ -50,7 +50,8 @@ static double best_loss(const dl_tune_history *h, const dl_tune_entry *t)
     return best;
 }
 
-static int prune_median(const dl_pruner_config *c, const dl_tune_history *h, const dl_tune_entry *t)
+static int prune_median(const dl_pruner_config *c, const dl_tune_history *h,
+                        const dl_tune_entry *t)
 {
     long step = t->steps[t->nint - 1];
     if (step < c->warmup_steps)

@@ -343,8 +343,8 @@ static void int_bin(const dl_tune_param *d, double v, double a, double b, double
         *hi = b;
 }
 
-static int tpe_numeric(const dl_sampler_config *c, const dl_tune_param *d, obs *o, int n, int n_good,
-                       draw *dr, double *value)
+static int tpe_numeric(const dl_sampler_config *c, const dl_tune_param *d, obs *o, int n,
+                       int n_good, draw *dr, double *value)
 {
     double a, b;
     bounds_of(d, &a, &b);
@@ -377,8 +377,8 @@ static int tpe_numeric(const dl_sampler_config *c, const dl_tune_param *d, obs *
     return DL_OK;
 }
 
-static int tpe_choice(const dl_sampler_config *sc, const dl_tune_param *d, const obs *o, int n, int n_good,
-                      draw *dr, double *value)
+static int tpe_choice(const dl_sampler_config *sc, const dl_tune_param *d, const obs *o, int n,
+                      int n_good, draw *dr, double *value)
 {
     int c = d->n_choices;
     double *wl = calloc((size_t)(2 * c), sizeof *wl);
@@ -704,7 +704,8 @@ static int joint_rows(const dl_tune_history *h, int trial, const jspace *sp, obs
         obs_fill(q, h, u);
         for (int j = 0; j < D; j++) {
             const dl_tune_param *p = dl_tune_history_find(u->params, u->nparams, sp->d[j]->name);
-            rows[(size_t)m * D + j] = p->kind == DL_PARAM_CHOICE ? p->value : to_internal(p, p->value);
+            double v = p->kind == DL_PARAM_CHOICE ? p->value : to_internal(p, p->value);
+            rows[(size_t)m * D + j] = v;
         }
         m++;
     }

@@ -1,4 +1,4 @@
-/* tune_trial.c - trials in memory: parameters, intermediate values, attributes, the history view, the readers */
+/* tune_trial.c - trials in memory: parameters, reports, attributes, their history entry, readers */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
