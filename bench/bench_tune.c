@@ -24,9 +24,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
+#include "engine/base/clock.h"
 #include "engine/base/error.h"
 #include "engine/tune/tune.h"
 
@@ -97,13 +97,6 @@ static int evaluate(int problem, dl_trial *t, double *f)
     return DL_OK;
 }
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 /* Runs n trials; best[i] is the best value after i + 1 trials; returns the
  * sampler's seconds (objective excluded) or a negative code. */
 static double run_study(int problem, int sampler, uint64_t seed, int n, double *best)
@@ -115,17 +108,17 @@ static double run_study(int problem, int sampler, uint64_t seed, int n, double *
     double spent = 0, b = INFINITY;
     for (int i = 0; i < n; i++) {
         dl_trial *t;
-        double t0 = now_s(), f;
+        double t0 = dl_clock_mono_s(), f;
         if (dl_study_ask(s, &t) != DL_OK || evaluate(problem, t, &f) < 0) {
             dl_study_destroy(s);
             return -1;
         }
-        double t1 = now_s();
+        double t1 = dl_clock_mono_s();
         if (dl_study_tell(s, t, DL_TRIAL_COMPLETE, f) < 0) {
             dl_study_destroy(s);
             return -1;
         }
-        spent += t1 - t0 + (now_s() - t1);
+        spent += t1 - t0 + (dl_clock_mono_s() - t1);
         if (f < b)
             b = f;
         if (best)

@@ -23,75 +23,29 @@
  * share a handle across fork(): flock is per open file). No Lua, no curses.
  *
  * The module is "tune"; its public names follow the objects they act on:
- * dl_study_*, dl_trial_*, dl_tune_*.
+ * dl_study_*, dl_trial_*, dl_tune_*. Samplers and pruners are functions
+ * over a read-only history of the study (tune_history.h) that the study
+ * builds and hands them: they never call back into it.
  */
 #ifndef DL_TUNE_H
 #define DL_TUNE_H
 
 #include <stdint.h>
 
+#include "engine/tune/tune_history.h"
+#include "engine/tune/tune_pruner.h"
+#include "engine/tune/tune_sampler.h"
+
 typedef struct dl_study dl_study;
 typedef struct dl_trial dl_trial;
-
-enum { DL_STUDY_MINIMIZE = 0, DL_STUDY_MAXIMIZE = 1 };
 
 /* dl_study_ask's "nothing left to ask" status (positive: not an error). */
 enum { DL_STUDY_DONE = 1 };
 
-typedef enum dl_trial_state {
-    DL_TRIAL_RUNNING = 0,
-    DL_TRIAL_COMPLETE = 1,
-    DL_TRIAL_PRUNED = 2,
-    DL_TRIAL_FAILED = 3
-} dl_trial_state;
-
-typedef enum dl_param_kind { DL_PARAM_FLOAT = 0, DL_PARAM_INT = 1, DL_PARAM_CHOICE = 2 } dl_param_kind;
-
-enum { DL_SAMPLER_RANDOM = 0, DL_SAMPLER_GRID = 1, DL_SAMPLER_TPE = 2 };
-enum { DL_PRUNER_NONE = 0, DL_PRUNER_MEDIAN = 1, DL_PRUNER_ASHA = 2 };
-
-typedef struct dl_sampler_config {
-    int kind;            /* DL_SAMPLER_* */
-    int n_startup;       /* TPE: random trials before the model (10) */
-    int n_ei_candidates; /* TPE: candidates drawn from l(x) per parameter (24) */
-    double gamma;        /* TPE: share of observations called good (0.1) */
-    int gamma_max;       /* TPE: at most this many good observations (25) */
-    double prior_weight; /* TPE: weight of the flat prior component (1.0) */
-    int grid_points;     /* grid: points per float parameter, most per int (10) */
-    int multivariate;    /* TPE: draw the parameters every finished trial shares
-                            jointly, one kernel per trial over all of them (1) */
-} dl_sampler_config;
-
-typedef struct dl_pruner_config {
-    int kind;                    /* DL_PRUNER_* */
-    long warmup_steps;           /* median: never prune before this step (0) */
-    int min_trials;              /* median: completed trials needed first (5) */
-    long min_resource;           /* ASHA: steps of the first rung (1) */
-    int reduction_factor;        /* ASHA: eta, keep the best 1/eta per rung (4) */
-    int min_early_stopping_rate; /* ASHA: s, first rung at min_resource*eta^s (0) */
-} dl_pruner_config;
-
-/* Defaults for a sampler or pruner kind (the values in the comments). */
-dl_sampler_config dl_tune_sampler_defaults(int kind);
-dl_pruner_config dl_tune_pruner_defaults(int kind);
-
-/* Parses "tpe", "random", "grid" / "none", "median", "asha" (also
- * "successive_halving", "sha") into defaults for that kind. DL_EINVAL
- * naming the accepted words otherwise. */
-int dl_tune_sampler_parse(const char *name, dl_sampler_config *out);
-int dl_tune_pruner_parse(const char *name, dl_pruner_config *out);
-
-/* One suggested parameter: its distribution and value. For a choice,
- * value is the index into choices. */
-typedef struct dl_tune_param {
-    const char *name;
-    dl_param_kind kind;
-    double lo, hi; /* float and int bounds, inclusive */
-    int log;       /* sampled uniformly in log space */
-    int n_choices;
-    const char *const *choices;
-    double value;
-} dl_tune_param;
+/* The directions (DL_STUDY_MINIMIZE, DL_STUDY_MAXIMIZE), trial states,
+ * parameter kinds and dl_tune_param are in tune_history.h; the sampler
+ * and pruner kinds, their settings, defaults and parsers in
+ * tune_sampler.h and tune_pruner.h. */
 
 /* Opens (creating when missing) study NAME in DIR/NAME/ (DIR and the
  * folder made when missing), replays its journal and marks trials of dead

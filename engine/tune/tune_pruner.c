@@ -13,9 +13,10 @@
  */
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "engine/base/error.h"
-#include "engine/tune/tune_impl.h"
+#include "engine/tune/tune_pruner.h"
 
 static int cmp_double(const void *pa, const void *pb)
 {
@@ -24,7 +25,7 @@ static int cmp_double(const void *pa, const void *pb)
 }
 
 /* Index of the first report at or after step, or -1. */
-static int report_at_or_after(const dl_trial *t, long step)
+static int report_at_or_after(const dl_tune_entry *t, long step)
 {
     int lo = 0, hi = t->nint;
     while (lo < hi) {
@@ -37,27 +38,40 @@ static int report_at_or_after(const dl_trial *t, long step)
     return lo < t->nint ? lo : -1;
 }
 
-static int prune_median(dl_study *s, dl_trial *t)
+/* The trial's best loss over all its reports. */
+static double best_loss(const dl_tune_history *h, const dl_tune_entry *t)
+{
+    double best = INFINITY;
+    for (int i = 0; i < t->nint; i++) {
+        double l = dl_tune_history_loss(h->direction, t->values[i]);
+        if (l < best)
+            best = l;
+    }
+    return best;
+}
+
+static int prune_median(const dl_pruner_config *c, const dl_tune_history *h,
+                        const dl_tune_entry *t)
 {
     long step = t->steps[t->nint - 1];
-    if (step < s->pruner.warmup_steps)
+    if (step < c->warmup_steps)
         return 0;
     int complete = 0;
-    for (int i = 0; i < s->ntrials; i++)
-        complete += s->trials[i]->state == DL_TRIAL_COMPLETE;
-    if (complete < s->pruner.min_trials || complete == 0)
+    for (int i = 0; i < h->ntrials; i++)
+        complete += h->trials[i].state == DL_TRIAL_COMPLETE;
+    if (complete < c->min_trials || complete == 0)
         return 0;
     double *v = malloc((size_t)complete * sizeof *v);
     if (!v)
         return dl_error(DL_ENOMEM, "median pruner: out of memory");
     int n = 0;
-    for (int i = 0; i < s->ntrials; i++) {
-        const dl_trial *u = s->trials[i];
+    for (int i = 0; i < h->ntrials; i++) {
+        const dl_tune_entry *u = &h->trials[i];
         if (u->state != DL_TRIAL_COMPLETE)
             continue;
         int j = report_at_or_after(u, step);
-        if (j >= 0 && u->steps[j] == step && !isnan(u->ivals[j]))
-            v[n++] = tune_loss(s, u->ivals[j]);
+        if (j >= 0 && u->steps[j] == step && !isnan(u->values[j]))
+            v[n++] = dl_tune_history_loss(h->direction, u->values[j]);
     }
     if (n == 0) {
         free(v);
@@ -66,13 +80,7 @@ static int prune_median(dl_study *s, dl_trial *t)
     qsort(v, (size_t)n, sizeof *v, cmp_double);
     double median = n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
     free(v);
-    double best = INFINITY;
-    for (int i = 0; i < t->nint; i++) {
-        double l = tune_loss(s, t->ivals[i]);
-        if (l < best)
-            best = l;
-    }
-    return best > median;
+    return best_loss(h, t) > median;
 }
 
 static double rung_step(const dl_pruner_config *c, int k)
@@ -80,50 +88,80 @@ static double rung_step(const dl_pruner_config *c, int k)
     return (double)c->min_resource * pow((double)c->reduction_factor, c->min_early_stopping_rate + k);
 }
 
-static int prune_asha(dl_study *s, dl_trial *t)
+static int prune_asha(const dl_pruner_config *c, const dl_tune_history *h, const dl_tune_entry *t,
+                      int *rungs)
 {
     long step = t->steps[t->nint - 1];
     double *v = NULL;
     int rc = 0;
-    while (rung_step(&s->pruner, t->rung_checked) <= (double)step) {
-        double at = rung_step(&s->pruner, t->rung_checked);
+    while (rung_step(c, *rungs) <= (double)step) {
+        double at = rung_step(c, *rungs);
         long at_step = (long)ceil(at);
         int j = report_at_or_after(t, at_step);
-        double mine = tune_loss(s, t->ivals[j]);
+        double mine = dl_tune_history_loss(h->direction, t->values[j]);
         if (isinf(mine)) {
             rc = 1; /* NaN: diverged */
             break;
         }
-        if (!v && !(v = malloc((size_t)s->ntrials * sizeof *v)))
+        if (!v && !(v = malloc((size_t)h->ntrials * sizeof *v)))
             return dl_error(DL_ENOMEM, "ASHA pruner: out of memory");
         int n = 0;
-        for (int i = 0; i < s->ntrials; i++) {
-            const dl_trial *u = s->trials[i];
+        for (int i = 0; i < h->ntrials; i++) {
+            const dl_tune_entry *u = &h->trials[i];
             int k = report_at_or_after(u, at_step);
             if (k >= 0)
-                v[n++] = tune_loss(s, u->ivals[k]);
+                v[n++] = dl_tune_history_loss(h->direction, u->values[k]);
         }
         qsort(v, (size_t)n, sizeof *v, cmp_double);
-        int keep = n / s->pruner.reduction_factor;
+        int keep = n / c->reduction_factor;
         if (keep < 1)
             keep = 1;
         if (mine > v[keep - 1]) {
             rc = 1;
             break;
         }
-        t->rung_checked++;
+        (*rungs)++;
     }
     free(v);
     return rc;
 }
 
-int tune_prune(dl_study *s, dl_trial *t)
+int dl_tune_pruner_judge(const dl_pruner_config *c, const dl_tune_history *h, int trial,
+                         int *rungs)
 {
+    const dl_tune_entry *t = &h->trials[trial];
     if (t->nint == 0)
         return 0;
-    switch (s->pruner.kind) {
-    case DL_PRUNER_MEDIAN: return prune_median(s, t);
-    case DL_PRUNER_ASHA: return prune_asha(s, t);
+    switch (c->kind) {
+    case DL_PRUNER_MEDIAN: return prune_median(c, h, t);
+    case DL_PRUNER_ASHA: return prune_asha(c, h, t, rungs);
     default: return 0;
     }
+}
+
+dl_pruner_config dl_tune_pruner_defaults(int kind)
+{
+    dl_pruner_config c = {kind, 0, 5, 1, 4, 0};
+    return c;
+}
+
+int dl_tune_pruner_parse(const char *name, dl_pruner_config *out)
+{
+    int kind = -1;
+    if (!name)
+        kind = -1;
+    else if (strcmp(name, "none") == 0)
+        kind = DL_PRUNER_NONE;
+    else if (strcmp(name, "median") == 0)
+        kind = DL_PRUNER_MEDIAN;
+    else if (strcmp(name, "asha") == 0 || strcmp(name, "sha") == 0 ||
+             strcmp(name, "successive_halving") == 0)
+        kind = DL_PRUNER_ASHA;
+    if (kind < 0)
+        return dl_error(DL_EINVAL,
+                        "pruner \"%s\": expected \"none\", \"median\" or \"asha\" "
+                        "(\"successive_halving\")",
+                        name ? name : "(null)");
+    *out = dl_tune_pruner_defaults(kind);
+    return DL_OK;
 }

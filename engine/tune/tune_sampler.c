@@ -20,7 +20,7 @@
 
 #include "engine/base/error.h"
 #include "engine/base/rng.h"
-#include "engine/tune/tune_impl.h"
+#include "engine/tune/tune_sampler.h"
 
 #define RECENT_FULL_WEIGHT 25 /* newest observations of a group at weight 1 */
 /* Multivariate kernel width as a share of the range, times m^(-1/(D+4)):
@@ -45,9 +45,9 @@ static uint64_t name_hash(const char *s)
     return h ^ 0x54554e4500000000ull; /* "TUNE": apart from the engine's small streams */
 }
 
-static draw draw_for(const dl_study *s, const dl_trial *t, const char *name)
+static draw draw_for(uint64_t seed, int trial, const char *name)
 {
-    draw d = {s->seed, name_hash(name), (uint64_t)t->number, 0};
+    draw d = {seed, name_hash(name), (uint64_t)trial, 0};
     return d;
 }
 
@@ -113,7 +113,7 @@ static double sample_random(const dl_tune_param *d, draw *dr)
 
 /* --- grid ------------------------------------------------------------------------------- */
 
-long tune_grid_size(const dl_sampler_config *c, const dl_tune_param *d)
+long dl_tune_sampler_grid_size(const dl_sampler_config *c, const dl_tune_param *d)
 {
     if (d->kind == DL_PARAM_CHOICE)
         return d->n_choices;
@@ -128,7 +128,7 @@ long tune_grid_size(const dl_sampler_config *c, const dl_tune_param *d)
 
 static double grid_value(const dl_sampler_config *c, const dl_tune_param *d, long k)
 {
-    long n = tune_grid_size(c, d);
+    long n = dl_tune_sampler_grid_size(c, d);
     if (d->kind == DL_PARAM_CHOICE)
         return (double)k;
     if (n == 1)
@@ -145,13 +145,14 @@ static double grid_value(const dl_sampler_config *c, const dl_tune_param *d, lon
 
 /* The parameters suggested so far in this trial are the lower digits of
  * the trial's grid slot (mixed radix, in suggestion order). */
-static double sample_grid(const dl_study *s, const dl_trial *t, const dl_tune_param *d)
+static double sample_grid(const dl_sampler_config *c, const dl_tune_entry *t,
+                          const dl_tune_param *d)
 {
     long slot = t->grid_slot, radix = 1;
     for (int i = 0; i < t->nparams && radix < (1L << 40); i++)
-        radix *= tune_grid_size(&s->sampler, &t->params[i].p);
-    long n = tune_grid_size(&s->sampler, d);
-    return grid_value(&s->sampler, d, (slot / radix) % n);
+        radix *= dl_tune_sampler_grid_size(c, &t->params[i]);
+    long n = dl_tune_sampler_grid_size(c, d);
+    return grid_value(c, d, (slot / radix) % n);
 }
 
 /* --- TPE ----------------------------------------------------------------------------------- */
@@ -342,22 +343,22 @@ static void int_bin(const dl_tune_param *d, double v, double a, double b, double
         *hi = b;
 }
 
-static int tpe_numeric(const dl_study *s, const dl_tune_param *d, obs *o, int n, int n_good,
-                       draw *dr, double *value)
+static int tpe_numeric(const dl_sampler_config *c, const dl_tune_param *d, obs *o, int n,
+                       int n_good, draw *dr, double *value)
 {
     double a, b;
     bounds_of(d, &a, &b);
     parzen l = {0}, g = {0};
-    int rc = parzen_build(&l, o, n_good, a, b, s->sampler.prior_weight);
+    int rc = parzen_build(&l, o, n_good, a, b, c->prior_weight);
     if (rc == DL_OK)
-        rc = parzen_build(&g, o + n_good, n - n_good, a, b, s->sampler.prior_weight);
+        rc = parzen_build(&g, o + n_good, n - n_good, a, b, c->prior_weight);
     if (rc < 0) {
         parzen_free(&l);
         return rc;
     }
     int bin = d->kind == DL_PARAM_INT;
     double best = -INFINITY, best_v = from_internal(d, 0.5 * (a + b));
-    for (int c = 0; c < s->sampler.n_ei_candidates; c++) {
+    for (int e = 0; e < c->n_ei_candidates; e++) {
         double x = parzen_sample(&l, dr), v = from_internal(d, x), lo = 0, hi = 0;
         if (bin) {
             int_bin(d, v, a, b, &lo, &hi);
@@ -376,8 +377,8 @@ static int tpe_numeric(const dl_study *s, const dl_tune_param *d, obs *o, int n,
     return DL_OK;
 }
 
-static int tpe_choice(const dl_study *s, const dl_tune_param *d, const obs *o, int n, int n_good,
-                      draw *dr, double *value)
+static int tpe_choice(const dl_sampler_config *sc, const dl_tune_param *d, const obs *o, int n,
+                      int n_good, draw *dr, double *value)
 {
     int c = d->n_choices;
     double *wl = calloc((size_t)(2 * c), sizeof *wl);
@@ -385,7 +386,7 @@ static int tpe_choice(const dl_study *s, const dl_tune_param *d, const obs *o, i
         return dl_error(DL_ENOMEM, "TPE: out of memory");
     double *wg = wl + c, sl = 0, sg = 0;
     for (int i = 0; i < c; i++) {
-        wl[i] = wg[i] = s->sampler.prior_weight / c;
+        wl[i] = wg[i] = sc->prior_weight / c;
     }
     for (int i = 0; i < n; i++) {
         int k = (int)o[i].x;
@@ -402,7 +403,7 @@ static int tpe_choice(const dl_study *s, const dl_tune_param *d, const obs *o, i
     }
     double best = -INFINITY;
     int best_k = 0;
-    for (int e = 0; e < s->sampler.n_ei_candidates; e++) {
+    for (int e = 0; e < sc->n_ei_candidates; e++) {
         double u = draw_u01(dr) * sl, acc = 0;
         int k = 0;
         while (k < c - 1 && (acc += wl[k]) <= u)
@@ -418,44 +419,65 @@ static int tpe_choice(const dl_study *s, const dl_tune_param *d, const obs *o, i
     return DL_OK;
 }
 
-static int sample_tpe(const dl_study *s, const dl_trial *t, const dl_tune_param *d, draw *dr,
-                      double *value)
+/* Trial i of h is something a draw for trial `trial` learns from. */
+static int observed(const dl_tune_history *h, int i, int trial)
 {
-    obs *o = malloc((size_t)(s->ntrials + 1) * sizeof *o);
-    if (!o)
-        return dl_error(DL_ENOMEM, "TPE: out of memory");
-    int n = 0;
-    for (int i = 0; i < s->ntrials; i++) {
-        const dl_trial *u = s->trials[i];
-        if (u == t || (u->state != DL_TRIAL_COMPLETE && u->state != DL_TRIAL_PRUNED))
-            continue;
-        const dl_tune_param *p = dl_trial_param_find(u, d->name);
-        if (!p || !tune_same_dist(p, d))
-            continue;
-        obs *q = &o[n++];
-        q->x = d->kind == DL_PARAM_CHOICE ? p->value : to_internal(d, p->value);
-        q->number = u->number;
-        q->pruned = u->state == DL_TRIAL_PRUNED;
-        q->step = q->pruned && u->nint ? (double)u->steps[u->nint - 1] : -1;
-        q->loss = tune_loss(s, q->pruned && u->nint ? u->ivals[u->nint - 1] : u->value);
-    }
-    if (n < s->sampler.n_startup || n < 2) {
-        free(o);
-        *value = sample_random(d, dr);
-        return DL_OK;
-    }
+    return i != trial && dl_tune_history_finished(&h->trials[i]);
+}
+
+/* The rank keys of finished trial u (a pruned one by its last report). */
+static void obs_fill(obs *q, const dl_tune_history *h, const dl_tune_entry *u)
+{
+    q->number = u->number;
+    q->pruned = u->state == DL_TRIAL_PRUNED;
+    q->step = q->pruned && u->nint ? (double)u->steps[u->nint - 1] : -1;
+    q->loss = dl_tune_history_loss(h->direction,
+                                   q->pruned && u->nint ? u->values[u->nint - 1] : u->value);
+}
+
+/* Ranks the n observations best first, weights the good ones (returned:
+ * min(ceil(gamma n), gamma_max), within [1, n - 1]) and the rest. */
+static int split_good(const dl_sampler_config *c, obs *o, int n)
+{
     qsort(o, (size_t)n, sizeof *o, obs_rank_cmp);
-    int n_good = (int)ceil(s->sampler.gamma * n);
-    if (n_good > s->sampler.gamma_max)
-        n_good = s->sampler.gamma_max;
+    int n_good = (int)ceil(c->gamma * n);
+    if (n_good > c->gamma_max)
+        n_good = c->gamma_max;
     if (n_good < 1)
         n_good = 1;
     if (n_good > n - 1)
         n_good = n - 1;
     set_weights(o, n_good);
     set_weights(o + n_good, n - n_good);
-    int rc = d->kind == DL_PARAM_CHOICE ? tpe_choice(s, d, o, n, n_good, dr, value)
-                                        : tpe_numeric(s, d, o, n, n_good, dr, value);
+    return n_good;
+}
+
+static int sample_tpe(const dl_sampler_config *c, const dl_tune_history *h, int trial,
+                      const dl_tune_param *d, draw *dr, double *value)
+{
+    obs *o = malloc((size_t)(h->ntrials + 1) * sizeof *o);
+    if (!o)
+        return dl_error(DL_ENOMEM, "TPE: out of memory");
+    int n = 0;
+    for (int i = 0; i < h->ntrials; i++) {
+        const dl_tune_entry *u = &h->trials[i];
+        if (!observed(h, i, trial))
+            continue;
+        const dl_tune_param *p = dl_tune_history_find(u->params, u->nparams, d->name);
+        if (!p || !dl_tune_history_same_dist(p, d))
+            continue;
+        obs *q = &o[n++];
+        q->x = d->kind == DL_PARAM_CHOICE ? p->value : to_internal(d, p->value);
+        obs_fill(q, h, u);
+    }
+    if (n < c->n_startup || n < 2) {
+        free(o);
+        *value = sample_random(d, dr);
+        return DL_OK;
+    }
+    int n_good = split_good(c, o, n);
+    int rc = d->kind == DL_PARAM_CHOICE ? tpe_choice(c, d, o, n, n_good, dr, value)
+                                        : tpe_numeric(c, d, o, n, n_good, dr, value);
     free(o);
     return rc;
 }
@@ -620,23 +642,123 @@ static void jmix_sample(const jmix *x, const jspace *sp, draw *dr, double *v)
     }
 }
 
-/* Makes t's joint draw when the history allows one (else leaves it empty). */
-static int joint_draw(dl_study *s, dl_trial *t)
+/* The finished trials but `trial`: their count, and the first of them in *ref. */
+static int finished_of(const dl_tune_history *h, int trial, const dl_tune_entry **ref)
 {
-    t->joint_done = 1;
-    const dl_trial *ref = NULL;
     int n = 0;
-    for (int i = 0; i < s->ntrials; i++) {
-        const dl_trial *u = s->trials[i];
-        if (u == t || (u->state != DL_TRIAL_COMPLETE && u->state != DL_TRIAL_PRUNED))
+    *ref = NULL;
+    for (int i = 0; i < h->ntrials; i++) {
+        if (!observed(h, i, trial))
             continue;
-        if (!ref)
-            ref = u;
+        if (!*ref)
+            *ref = &h->trials[i];
         n++;
     }
-    if (!ref || n < s->sampler.n_startup || n < 2 || ref->nparams < 2)
+    return n;
+}
+
+/* 1 when every finished trial but `trial` has d's name and distribution. */
+static int shared_by_all(const dl_tune_history *h, int trial, const dl_tune_param *d)
+{
+    for (int i = 0; i < h->ntrials; i++) {
+        const dl_tune_entry *u = &h->trials[i];
+        if (!observed(h, i, trial))
+            continue;
+        const dl_tune_param *q = dl_tune_history_find(u->params, u->nparams, d->name);
+        if (!q || !dl_tune_history_same_dist(q, d))
+            return 0;
+    }
+    return 1;
+}
+
+/* The joint space: ref's parameters that every finished trial shares and
+ * that can vary, in ref's order. sp's arrays hold ref->nparams. */
+static void joint_space(const dl_tune_history *h, int trial, const dl_tune_entry *ref, jspace *sp)
+{
+    int D = 0;
+    for (int j = 0; j < ref->nparams; j++) {
+        const dl_tune_param *d = &ref->params[j];
+        if (!shared_by_all(h, trial, d) || (d->kind != DL_PARAM_CHOICE && d->lo == d->hi))
+            continue;
+        sp->d[D] = d;
+        if (d->kind == DL_PARAM_CHOICE)
+            sp->a[D] = sp->b[D] = 0;
+        else
+            bounds_of(d, &sp->a[D], &sp->b[D]);
+        D++;
+    }
+    sp->dims = D;
+}
+
+/* One observation and one row of sp->dims values (internal space, or the
+ * choice index) per finished trial; returns their count. */
+static int joint_rows(const dl_tune_history *h, int trial, const jspace *sp, obs *o, double *rows)
+{
+    int m = 0, D = sp->dims;
+    for (int i = 0; i < h->ntrials; i++) {
+        const dl_tune_entry *u = &h->trials[i];
+        if (!observed(h, i, trial))
+            continue;
+        obs *q = &o[m];
+        q->row = m;
+        obs_fill(q, h, u);
+        for (int j = 0; j < D; j++) {
+            const dl_tune_param *p = dl_tune_history_find(u->params, u->nparams, sp->d[j]->name);
+            double v = p->kind == DL_PARAM_CHOICE ? p->value : to_internal(p, p->value);
+            rows[(size_t)m * D + j] = v;
+        }
+        m++;
+    }
+    return m;
+}
+
+/* The best of n_ei_candidates draws from l by log l - log g, into best_v
+ * (v: scratch of sp->dims values). */
+static void joint_best(const dl_sampler_config *c, uint64_t seed, int trial, const jmix *l,
+                       const jmix *g, const jspace *sp, double *v, double *best_v)
+{
+    draw dr = {seed, 0x4a4f494e54ull << 16, (uint64_t)trial, 0}; /* "JOINT" */
+    double best = -INFINITY;
+    for (int e = 0; e < c->n_ei_candidates; e++) {
+        jmix_sample(l, sp, &dr, v);
+        double score = jmix_log(l, sp, v) - jmix_log(g, sp, v);
+        if (score > best) {
+            best = score;
+            memcpy(best_v, v, (size_t)sp->dims * sizeof *v);
+        }
+    }
+}
+
+/* Keeps the drawn values in joint, back from internal space. */
+static int joint_keep(dl_tune_joint *joint, const jspace *sp, const double *best_v, int ref)
+{
+    int D = sp->dims;
+    joint->names = calloc((size_t)D, sizeof *joint->names);
+    joint->values = malloc((size_t)D * sizeof *joint->values);
+    if (!joint->names || !joint->values)
+        return dl_error(DL_ENOMEM, "TPE: out of memory");
+    joint->ref = ref;
+    for (int j = 0; j < D; j++) {
+        const dl_tune_param *d = sp->d[j];
+        joint->names[j] = strdup(d->name);
+        if (!joint->names[j])
+            return dl_error(DL_ENOMEM, "TPE: out of memory");
+        joint->values[j] = d->kind == DL_PARAM_CHOICE ? best_v[j] : from_internal(d, best_v[j]);
+        joint->n++;
+    }
+    return DL_OK;
+}
+
+/* Makes trial's joint draw when the history allows one (else leaves it empty). */
+static int joint_draw(const dl_sampler_config *c, uint64_t seed, const dl_tune_history *h,
+                      int trial, dl_tune_joint *joint)
+{
+    joint->done = 1;
+    const dl_tune_entry *ref;
+    int n = finished_of(h, trial, &ref);
+    if (!ref || n < c->n_startup || n < 2 || ref->nparams < 2)
         return DL_OK;
-    int D = 0, P = ref->nparams;
+    int P = ref->nparams;
     jspace sp = {0, NULL, NULL, NULL};
     sp.d = malloc((size_t)P * sizeof *sp.d);
     sp.a = malloc((size_t)2 * P * sizeof *sp.a);
@@ -650,85 +772,16 @@ static int joint_draw(dl_study *s, dl_trial *t)
         goto out;
     }
     sp.b = sp.a + P;
-    for (int j = 0; j < P; j++) {
-        const dl_tune_param *d = &ref->params[j].p;
-        int shared = 1;
-        for (int i = 0; shared && i < s->ntrials; i++) {
-            const dl_trial *u = s->trials[i];
-            if (u == t || (u->state != DL_TRIAL_COMPLETE && u->state != DL_TRIAL_PRUNED))
-                continue;
-            const dl_tune_param *q = dl_trial_param_find(u, d->name);
-            shared = q && tune_same_dist(q, d);
-        }
-        if (!shared || (d->kind != DL_PARAM_CHOICE && d->lo == d->hi))
-            continue;
-        sp.d[D] = d;
-        if (d->kind == DL_PARAM_CHOICE)
-            sp.a[D] = sp.b[D] = 0;
-        else
-            bounds_of(d, &sp.a[D], &sp.b[D]);
-        D++;
-    }
-    sp.dims = D;
-    if (D < 2)
+    joint_space(h, trial, ref, &sp);
+    if (sp.dims < 2)
         goto out;
-    int m = 0;
-    for (int i = 0; i < s->ntrials; i++) {
-        const dl_trial *u = s->trials[i];
-        if (u == t || (u->state != DL_TRIAL_COMPLETE && u->state != DL_TRIAL_PRUNED))
-            continue;
-        obs *q = &o[m];
-        q->row = m;
-        q->number = u->number;
-        q->pruned = u->state == DL_TRIAL_PRUNED;
-        q->step = q->pruned && u->nint ? (double)u->steps[u->nint - 1] : -1;
-        q->loss = tune_loss(s, q->pruned && u->nint ? u->ivals[u->nint - 1] : u->value);
-        for (int j = 0; j < D; j++) {
-            const dl_tune_param *p = dl_trial_param_find(u, sp.d[j]->name);
-            rows[(size_t)m * D + j] = p->kind == DL_PARAM_CHOICE ? p->value : to_internal(p, p->value);
-        }
-        m++;
-    }
-    qsort(o, (size_t)m, sizeof *o, obs_rank_cmp);
-    int n_good = (int)ceil(s->sampler.gamma * m);
-    if (n_good > s->sampler.gamma_max)
-        n_good = s->sampler.gamma_max;
-    if (n_good < 1)
-        n_good = 1;
-    if (n_good > m - 1)
-        n_good = m - 1;
-    set_weights(o, n_good);
-    set_weights(o + n_good, m - n_good);
-    if ((rc = jmix_build(&l, &sp, rows, o, n_good, s->sampler.prior_weight)) < 0 ||
-        (rc = jmix_build(&g, &sp, rows, o + n_good, m - n_good, s->sampler.prior_weight)) < 0)
+    int m = joint_rows(h, trial, &sp, o, rows);
+    int n_good = split_good(c, o, m);
+    if ((rc = jmix_build(&l, &sp, rows, o, n_good, c->prior_weight)) < 0 ||
+        (rc = jmix_build(&g, &sp, rows, o + n_good, m - n_good, c->prior_weight)) < 0)
         goto out;
-    draw dr = {s->seed, 0x4a4f494e54ull << 16, (uint64_t)t->number, 0}; /* "JOINT" */
-    double best = -INFINITY, *v = cand, *bestv = cand + P;
-    for (int c = 0; c < s->sampler.n_ei_candidates; c++) {
-        jmix_sample(&l, &sp, &dr, v);
-        double score = jmix_log(&l, &sp, v) - jmix_log(&g, &sp, v);
-        if (score > best) {
-            best = score;
-            memcpy(bestv, v, (size_t)D * sizeof *v);
-        }
-    }
-    t->joint_names = calloc((size_t)D, sizeof *t->joint_names);
-    t->joint_values = malloc((size_t)D * sizeof *t->joint_values);
-    if (!t->joint_names || !t->joint_values) {
-        rc = dl_error(DL_ENOMEM, "TPE: out of memory");
-        goto out;
-    }
-    t->joint_ref = ref->number;
-    for (int j = 0; j < D; j++) {
-        const dl_tune_param *d = sp.d[j];
-        t->joint_names[j] = strdup(d->name);
-        if (!t->joint_names[j]) {
-            rc = dl_error(DL_ENOMEM, "TPE: out of memory");
-            goto out;
-        }
-        t->joint_values[j] = d->kind == DL_PARAM_CHOICE ? bestv[j] : from_internal(d, bestv[j]);
-        t->njoint++;
-    }
+    joint_best(c, seed, trial, &l, &g, &sp, cand, cand + P);
+    rc = joint_keep(joint, &sp, cand + P, ref->number);
 out:
     jmix_free(&l);
     jmix_free(&g);
@@ -741,21 +794,36 @@ out:
 }
 
 /* The joint draw's value for d, when it has one for this distribution. */
-static int joint_value(const dl_study *s, const dl_trial *t, const dl_tune_param *d, double *value)
+static int joint_value(const dl_tune_history *h, const dl_tune_joint *joint,
+                       const dl_tune_param *d, double *value)
 {
-    for (int j = 0; j < t->njoint; j++) {
-        if (strcmp(t->joint_names[j], d->name) != 0)
+    for (int j = 0; j < joint->n; j++) {
+        if (strcmp(joint->names[j], d->name) != 0)
             continue;
-        const dl_tune_param *p = dl_trial_param_find(s->trials[t->joint_ref], d->name);
-        if (!p || !tune_same_dist(p, d))
+        const dl_tune_entry *ref = &h->trials[joint->ref];
+        const dl_tune_param *p = dl_tune_history_find(ref->params, ref->nparams, d->name);
+        if (!p || !dl_tune_history_same_dist(p, d))
             return 0;
-        *value = t->joint_values[j];
+        *value = joint->values[j];
         return 1;
     }
     return 0;
 }
 
-int tune_sample(dl_study *s, dl_trial *t, const dl_tune_param *d, double *value)
+void dl_tune_sampler_joint_done(dl_tune_joint *j)
+{
+    for (int i = 0; i < j->n; i++)
+        free(j->names[i]);
+    free(j->names);
+    free(j->values);
+    memset(j, 0, sizeof *j);
+}
+
+/* --- the sampler ---------------------------------------------------------------------- */
+
+int dl_tune_sampler_suggest(const dl_sampler_config *c, uint64_t seed, const dl_tune_history *h,
+                            int trial, dl_tune_joint *joint, const dl_tune_param *d,
+                            double *value)
 {
     if (d->kind != DL_PARAM_CHOICE && d->lo == d->hi) {
         *value = d->lo;
@@ -765,23 +833,41 @@ int tune_sample(dl_study *s, dl_trial *t, const dl_tune_param *d, double *value)
         *value = 0;
         return DL_OK;
     }
-    draw dr = draw_for(s, t, d->name);
-    switch (s->sampler.kind) {
+    draw dr = draw_for(seed, trial, d->name);
+    switch (c->kind) {
     case DL_SAMPLER_GRID:
-        if (t->grid_slot >= 0) {
-            *value = sample_grid(s, t, d);
+        if (h->trials[trial].grid_slot >= 0) {
+            *value = sample_grid(c, &h->trials[trial], d);
             return DL_OK;
         }
         break;
     case DL_SAMPLER_TPE:
-        if (s->sampler.multivariate && !t->joint_done)
-            DL_TRY(joint_draw(s, t));
-        if (joint_value(s, t, d, value))
+        if (c->multivariate && !joint->done)
+            DL_TRY(joint_draw(c, seed, h, trial, joint));
+        if (joint_value(h, joint, d, value))
             return DL_OK;
-        return sample_tpe(s, t, d, &dr, value);
+        return sample_tpe(c, h, trial, d, &dr, value);
     default:
         break;
     }
     *value = sample_random(d, &dr);
     return DL_OK;
+}
+
+dl_sampler_config dl_tune_sampler_defaults(int kind)
+{
+    dl_sampler_config c = {kind, 10, 24, 0.1, 25, 1.0, 10, 1};
+    return c;
+}
+
+int dl_tune_sampler_parse(const char *name, dl_sampler_config *out)
+{
+    static const char *const names[] = {"random", "grid", "tpe"};
+    for (int i = 0; i < 3; i++)
+        if (name && strcmp(name, names[i]) == 0) {
+            *out = dl_tune_sampler_defaults(i);
+            return DL_OK;
+        }
+    return dl_error(DL_EINVAL, "sampler \"%s\": expected \"tpe\", \"random\" or \"grid\"",
+                    name ? name : "(null)");
 }
