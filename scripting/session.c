@@ -226,9 +226,10 @@ static int params_digest(dl_session *s, char hex[65])
     return rc;
 }
 
-dl_run_status dl_session_run(dl_session *s)
+/* How the training ended (rc: dl_trainer_run's), with s->message saying
+ * why when it did not finish; a clean end needs its final checkpoint. */
+static dl_run_status end_status(dl_session *s, int rc)
 {
-    int rc = dl_trainer_run(s->trainer);
     dl_run_status status;
     if (rc < 0) {
         status = DL_RUN_FAILED;
@@ -251,6 +252,13 @@ dl_run_status dl_session_run(dl_session *s)
                  dl_error_message());
         status = DL_RUN_FAILED;
     }
+    return status;
+}
+
+/* summary.json (when there is a run log), the telemetry's last state and
+ * the end event. */
+static void write_summary(dl_session *s, dl_run_status status)
+{
     long steps = dl_trainer_step_count(s->trainer);
     int epoch = dl_trainer_epoch(s->trainer);
     const dl_trainer_config *cfg = dl_trainer_config_of(s->trainer);
@@ -274,8 +282,13 @@ dl_run_status dl_session_run(dl_session *s)
     if (s->log)
         dl_runlog_summary(s->log, names[status], &t, s->message[0] ? s->message : NULL, extra);
     cJSON_Delete(extra);
-    session_emit(s, names[status], "step %ld, epoch %d%s%s", steps, epoch, s->message[0] ? ": " : "",
-         s->message);
+    session_emit(s, names[status], "step %ld, epoch %d%s%s", steps, epoch,
+                 s->message[0] ? ": " : "", s->message);
+}
+
+/* What the caller reports from summary.json: wall time and throughput. */
+static void read_summary(dl_session *s)
+{
     char path[1200];
     snprintf(path, sizeof path, "%s/summary.json", s->run_dir);
     s->summary = dl_runlog_read_json(path);
@@ -283,6 +296,13 @@ dl_run_status dl_session_run(dl_session *s)
     const cJSON *sp = cJSON_GetObjectItemCaseSensitive(s->summary, "samples_per_s");
     s->wall_s = cJSON_IsNumber(w) ? w->valuedouble : 0;
     s->samples_per_s = cJSON_IsNumber(sp) ? sp->valuedouble : 0;
+}
+
+dl_run_status dl_session_run(dl_session *s)
+{
+    dl_run_status status = end_status(s, dl_trainer_run(s->trainer));
+    write_summary(s, status);
+    read_summary(s);
     return status;
 }
 

@@ -1,4 +1,4 @@
-/* session_config.c - a session's config.json: the resolved experiment, its hash for the duplicate guard, where and when it ran */
+/* session_config.c - config.json: the resolved experiment, its hash (the duplicate guard), where and when */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

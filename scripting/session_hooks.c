@@ -1,4 +1,4 @@
-/* session_hooks.c - a session's trainer callbacks: metrics to the log, built-in and Lua callbacks, checkpoints, stops */
+/* session_hooks.c - the trainer callbacks: metrics, built-in and Lua callbacks, checkpoints, stops */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -142,13 +142,14 @@ static int builtin_epoch(dl_session *s, const dl_epoch_info *i, const char *cons
         }
         if (c->kind == DL_CB_EARLY_STOPPING) {
             if (!have && c->monitor[0] && !st->seen) {
-                session_emit(s, "warning", "early stopping: metric %s is not available (no validation "
-                     "data?)", c->monitor);
+                session_emit(s, "warning",
+                             "early stopping: metric %s is not available (no validation data?)",
+                             c->monitor);
                 st->seen = -1;
             }
             if (have && st->bad_epochs >= c->patience) {
-                session_emit(s, "early_stop", "%s did not improve for %d epochs (best %.6g)", c->monitor,
-                     st->bad_epochs, st->best);
+                session_emit(s, "early_stop", "%s did not improve for %d epochs (best %.6g)",
+                             c->monitor, st->bad_epochs, st->best);
                 snprintf(s->message, sizeof s->message,
                          "early stopping: %s did not improve for %d epochs", c->monitor,
                          st->bad_epochs);

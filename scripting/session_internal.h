@@ -1,4 +1,4 @@
-/* session_internal.h - the session's state and the helpers its files share (private to scripting/session*.c)
+/* session_internal.h - the session's state and shared helpers (private to scripting/session*.c)
  *
  * session.c prepares and runs; session_config.c builds config.json and its
  * hash; session_resume.c continues a run from its folder; session_hooks.c

@@ -1,4 +1,4 @@
-/* session_resume.c - continuing a run from its folder: its script and overrides, its lock, its checkpoint, its callbacks' memory */
+/* session_resume.c - continuing a run: its script and overrides, lock, checkpoint and callbacks' memory */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,4 +1,4 @@
-/* session_telemetry.c - what a session publishes for a screen or report: the run, the device's peak, the loader, the cost */
+/* session_telemetry.c - what a session publishes: the run, the peak, the loader, the cost */
 #include <stdio.h>
 #include <string.h>
 

@@ -197,7 +197,7 @@ typedef struct profile {
     dl_session *s;
     dl_trainer *t;            /* the session's */
     dl_backend *be;           /* the trainer's */
-    const dl_experiment *e;   /* the script's settings (the trainer runs a copy fitted to the steps) */
+    const dl_experiment *e;   /* the script's settings (the trainer runs them fitted) */
     dl_profiler *prof;
     dl_monitor *mon;
     prof_run pr;
@@ -242,6 +242,7 @@ static int prepare(profile *p)
 static int run(profile *p)
 {
     const profile_args *a = p->a;
+    p->pr = (prof_run){p->prof, a->warmup, a->warmup == 0, 0, 0};
     dl_profiler_set_enabled(p->prof, a->warmup == 0); /* warm-up runs unprofiled */
     dl_callbacks cb = {&p->pr, on_step, NULL, on_event, NULL};
     dl_trainer_set_callbacks(p->t, &cb);
@@ -416,10 +417,7 @@ int dl_cmd_profile(int argc, char **argv)
     profile p;
     memset(&p, 0, sizeof p);
     p.a = &a;
-    p.pr.warmup = a.warmup;
-    p.pr.reset_done = a.warmup == 0;
     int rc = prepare(&p);
-    p.pr.prof = p.prof;
     if (rc == DL_OK)
         rc = run(&p);
     if (rc < 0 && !p.prof) {
