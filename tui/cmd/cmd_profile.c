@@ -190,7 +190,6 @@ static void fmt_flops(char *b, size_t n, double f)
         snprintf(b, n, "%.2f GFLOP/s", f * 1e-9);
 }
 
-
 /* One profile: the prepared session, what it measures with, what it measured. */
 typedef struct profile {
     const profile_args *a;
