@@ -1,10 +1,13 @@
 /* session.h - one training run from a script: model, data, trainer, run folder, callbacks, checkpoints
  *
  * dl_session_prepare does everything that can reject bad input before
- * training starts (script errors, overrides, device, data, layer shapes,
- * the duplicate guard) and only then creates the run folder. dl_session_run
+ * training starts, one step after the other: a fresh start or a resume,
+ * the script (errors, overrides), the device, the data, the model and its
+ * trainer (layer shapes), the config and the duplicate guard; only then
+ * does it create the run folder (or reopen the resumed one). dl_session_run
  * trains on the calling thread (which owns the Lua state) and writes the
- * summary. Used by `dlbench run` and the workbench.
+ * summary. Used by `dlbench run`, `dlbench tune`, the workbench and, with
+ * profile_steps and without a run folder, `dlbench profile`.
  */
 #ifndef DL_SESSION_H
 #define DL_SESSION_H
@@ -48,6 +51,15 @@ typedef struct dl_session_options {
     /* prepared for dl_session_check_parity only: no duplicate guard, no run
      * folder (and nothing written); not with resume */
     int parity;
+    /* > 0: prepared for `dlbench profile`: the script must be an experiment
+     * (a study that needs a trial is DL_EUNSUPPORTED), the trainer runs
+     * exactly this many steps (the epochs raised to hold them, every step
+     * logged), the engine's own error comes back when the model cannot be
+     * built, and there is no batch check, config, duplicate guard, run
+     * folder, telemetry or session callback: the caller attaches its own
+     * profiler and callbacks to dl_session_trainer and runs the trainer
+     * itself (dl_session_run is not for this mode). Not with resume. */
+    long profile_steps;
 } dl_session_options;
 
 /* Outcome of prepare beyond the status code. */
@@ -81,6 +93,9 @@ const char *dl_session_message(const dl_session *s);     /* why it failed or sto
 dl_trainer *dl_session_trainer(dl_session *s);
 struct dl_script *dl_session_script(dl_session *s); /* the script's Lua state, for the prompt */
 long dl_session_total_steps(const dl_session *s);
+/* Optimizer steps per pass over the training set, as the trainer counts
+ * them (0 before the trainer exists). */
+long dl_session_steps_per_epoch(const dl_session *s);
 double dl_session_wall_s(const dl_session *s);
 double dl_session_samples_per_s(const dl_session *s);
 /* 1 when the run was stopped because its trial was pruned. */

@@ -1,10 +1,12 @@
-/* test_lua.c - the Lua bindings: runs every tests/lua/NAME.lua through the embedded interpreter, plus script loading from C */
+/* test_lua.c - the Lua bindings: runs every tests/lua/NAME.lua through the embedded interpreter, plus script loading and the session's profile mode from C */
 #include <dirent.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "engine/base/error.h"
 #include "scripting/script.h"
+#include "scripting/session.h"
 #include "tests/check.h"
 
 static int cmp_names(const void *a, const void *b)
@@ -148,6 +150,35 @@ static void test_study_fixed_trial(void)
               dl_error_message());
 }
 
+/* The session's mode for dlbench profile: the trainer fitted to the steps
+ * asked for, the script's own settings kept, nothing written. */
+static void test_session_profile_mode(void)
+{
+    char *ov[] = {"epochs=1", "n=300"};
+    dl_session_options o;
+    memset(&o, 0, sizeof o);
+    o.script = "scripts/spirals.lua";
+    o.overrides = ov;
+    o.noverrides = 2;
+    o.device = "cpu";
+    o.seed = -1;
+    o.out_dir = "build/tests/profile-mode-runs";
+    o.profile_steps = 12;
+    rmdir(o.out_dir);
+    dl_session *s = NULL;
+    CHECK_OK(dl_session_prepare(&s, &o));
+    if (s && dl_session_trainer(s)) {
+        const dl_trainer_config *c = dl_trainer_config_of(dl_session_trainer(s));
+        long per_epoch = dl_session_steps_per_epoch(s);
+        CHECK(c->max_steps == 12 && c->log_every == 1);
+        CHECK(per_epoch > 0 && per_epoch < 12 && (long)c->epochs * per_epoch >= 12);
+        CHECK(dl_script_experiment(dl_session_script(s))->cfg.epochs == 1);
+        CHECK(dl_session_run_dir(s) == NULL);
+    }
+    dl_session_destroy(s);
+    CHECK(access(o.out_dir, F_OK) < 0);
+}
+
 int main(void)
 {
     run_lua_scripts();
@@ -157,5 +188,6 @@ int main(void)
     RUN(test_instruction_limit);
     RUN(test_study_is_recognised);
     RUN(test_study_fixed_trial);
+    RUN(test_session_profile_mode);
     CHECK_EXIT();
 }

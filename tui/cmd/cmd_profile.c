@@ -4,8 +4,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
+#include "engine/base/clock.h"
 #include "engine/observe/advisor.h"
 #include "engine/observe/cost.h"
 #include "engine/base/error.h"
@@ -13,6 +13,7 @@
 #include "engine/observe/profiler.h"
 #include "engine/train/trainer.h"
 #include "scripting/script.h"
+#include "scripting/session.h"
 #include "tui/cmd/commands.h"
 
 static void usage(FILE *f)
@@ -56,43 +57,19 @@ static int exit_for(int rc)
     }
 }
 
-typedef struct prof_run {
-    dl_profiler *prof;
-    long warmup;
-    int reset_done;
-    double loss;
-    int nonfinite;
-} prof_run;
+/* What the command line asked for; ovs (the k=v arguments) is owned. */
+typedef struct profile_args {
+    const char *script, *trace, *device, *by;
+    long steps, warmup, ring, rows;
+    int sort, whole, monitor_on;
+    double price;
+    char **ovs;
+    int nov;
+} profile_args;
 
-/* After the warm-up steps the aggregates start from zero. */
-static int on_step(void *user, dl_trainer *t, const dl_step_info *i)
-{
-    prof_run *r = user;
-    if (!r->reset_done && i->step >= r->warmup) {
-        dl_profiler_reset(r->prof);
-        dl_profiler_set_enabled(r->prof, 1);
-        r->reset_done = 1;
-    }
-    r->loss = i->loss;
-    if (!isfinite(i->loss))
-        r->nonfinite = 1;
-    return 0;
-}
-
-static void on_event(void *user, dl_trainer *t, const char *kind, const char *text)
-{
-    fprintf(stderr, "[%s] %s\n", kind, text);
-}
-
-static void fmt_flops(char *b, size_t n, double f)
-{
-    if (f >= 1e12)
-        snprintf(b, n, "%.2f TFLOP/s", f * 1e-12);
-    else
-        snprintf(b, n, "%.2f GFLOP/s", f * 1e-9);
-}
-
-int dl_cmd_profile(int argc, char **argv)
+/* Reads the command line into *p. Returns -1 to go on (the caller frees
+ * p->ovs), else the exit status (help printed, or a usage error). */
+static int parse_args(int argc, char **argv, profile_args *p)
 {
     const char *script = NULL, *trace = "trace.json", *device = NULL, *by = "both";
     long steps = 50, warmup = 5, ring = 10, rows = 0;
@@ -172,196 +149,285 @@ int dl_cmd_profile(int argc, char **argv)
         free(ovs);
         return 2;
     }
+    *p = (profile_args){script, trace, device, by, steps, warmup, ring, rows,
+                        sort, whole, monitor_on, price, ovs, nov};
+    return -1;
+}
 
-    dl_script *sc = NULL;
-    dl_source *train = NULL, *val = NULL;
-    dl_model *model = NULL;
-    dl_trainer *t = NULL;
-    dl_profiler *prof = NULL;
-    dl_monitor *mon = NULL;
-    dl_backend *be = NULL;
-    int status = 0;
-    dl_script_options so = {script, ovs, nov, 0};
-    int rc = dl_script_load(&sc, &so);
-    dl_experiment *e = rc == DL_OK ? dl_script_experiment(sc) : NULL;
-    if (rc == DL_OK && !e->model) /* a study runs its objective with k=v values */
-        rc = dl_error(DL_EUNSUPPORTED, "%s returns a study: profile one experiment", script);
-    if (rc == DL_OK) {
-        char why[256] = "";
-        const char *dev = device ? device : e->device;
-        be = dl_backend_by_name(dev, why, sizeof why);
-        if (!be)
-            rc = dl_error(DL_ENODEV, "device %s is not available: %s", dev, why);
+typedef struct prof_run {
+    dl_profiler *prof;
+    long warmup;
+    int reset_done;
+    double loss;
+    int nonfinite;
+} prof_run;
+
+/* After the warm-up steps the aggregates start from zero. */
+static int on_step(void *user, dl_trainer *t, const dl_step_info *i)
+{
+    prof_run *r = user;
+    if (!r->reset_done && i->step >= r->warmup) {
+        dl_profiler_reset(r->prof);
+        dl_profiler_set_enabled(r->prof, 1);
+        r->reset_done = 1;
     }
-    char fp[1400];
-    if (rc == DL_OK)
-        rc = dl_script_open_data(sc, e->cfg.batch, e->cfg.seed, be, &train, &val, fp, sizeof fp);
-    dl_trainer_config cfg;
-    if (rc == DL_OK) {
-        cfg = e->cfg;
-        long per_epoch = (long)((train->ops->batches(train) + (size_t)cfg.accumulate - 1) /
-                                (size_t)cfg.accumulate);
-        long want = warmup + steps;
-        cfg.max_steps = want;
-        cfg.log_every = 1;
-        if (per_epoch > 0 && (long)cfg.epochs * per_epoch < want)
-            cfg.epochs = (int)((want + per_epoch - 1) / per_epoch);
-        rc = dl_model_create(&model, dl_script_take_model(sc), &train->info.sample);
-        if (rc == DL_OK)
-            rc = dl_trainer_create(&t, model, &e->loss, &e->optim, &e->schedule, train, val, &cfg,
-                                   be);
-    }
+    r->loss = i->loss;
+    if (!isfinite(i->loss))
+        r->nonfinite = 1;
+    return 0;
+}
+
+static void on_event(void *user, dl_trainer *t, const char *kind, const char *text)
+{
+    fprintf(stderr, "[%s] %s\n", kind, text);
+}
+
+static void fmt_flops(char *b, size_t n, double f)
+{
+    if (f >= 1e12)
+        snprintf(b, n, "%.2f TFLOP/s", f * 1e-12);
+    else
+        snprintf(b, n, "%.2f GFLOP/s", f * 1e-9);
+}
+
+/* One profile: the prepared session, what it measures with, what it measured. */
+typedef struct profile {
+    const profile_args *a;
+    dl_session *s;
+    dl_trainer *t;            /* the session's */
+    dl_backend *be;           /* the trainer's */
+    const dl_experiment *e;   /* the script's settings (the trainer runs them fitted) */
+    dl_profiler *prof;
+    dl_monitor *mon;
+    prof_run pr;
+    double wall;
+    dl_sys_sample sys;        /* the last system sample, when have_sys */
+    int have_sys;
+} profile;
+
+/* The session in profile mode (no run folder), the profiler on its trainer,
+ * the system monitor. */
+static int prepare(profile *p)
+{
+    const profile_args *a = p->a;
+    dl_session_options o;
+    memset(&o, 0, sizeof o);
+    o.script = a->script;
+    o.overrides = a->ovs;
+    o.noverrides = a->nov;
+    o.device = a->device;
+    o.seed = -1;
+    o.profile_steps = a->warmup + a->steps;
+    DL_TRY(dl_session_prepare(&p->s, &o));
+    p->t = dl_session_trainer(p->s);
+    p->be = dl_trainer_backend(p->t);
+    p->e = dl_script_experiment(dl_session_script(p->s));
     dl_profiler_options po;
     dl_profiler_options_default(&po);
-    po.ring_steps = (int)ring;
-    po.whole_run = whole;
-    if (rc == DL_OK)
-        rc = dl_profiler_create(&prof, &po);
-    if (rc == DL_OK)
-        rc = dl_trainer_set_profiler(t, prof);
-    if (rc == DL_OK && monitor_on) {
+    po.ring_steps = (int)a->ring;
+    po.whole_run = a->whole;
+    DL_TRY(dl_profiler_create(&p->prof, &po));
+    DL_TRY(dl_trainer_set_profiler(p->t, p->prof));
+    if (a->monitor_on) {
         dl_monitor_options mo;
         dl_monitor_options_default(&mo);
-        rc = dl_monitor_create(&mon, &mo);
-        if (rc == DL_OK)
-            rc = dl_monitor_start(mon);
+        DL_TRY(dl_monitor_create(&p->mon, &mo));
+        DL_TRY(dl_monitor_start(p->mon));
     }
-    prof_run pr = {prof, warmup, warmup == 0, 0, 0};
-    double wall = 0;
-    if (rc == DL_OK) {
-        dl_profiler_set_enabled(prof, warmup == 0); /* warm-up runs unprofiled */
-        dl_callbacks cb = {&pr, on_step, NULL, on_event, NULL};
-        dl_trainer_set_callbacks(t, &cb);
-        printf("profiling %s: %ld steps after %ld warm-up, batch %d, on %s\n", e->name, steps,
-               warmup, cfg.batch, be->description);
-        fflush(stdout);
-        struct timespec a, b;
-        clock_gettime(CLOCK_MONOTONIC, &a);
-        rc = dl_trainer_run(t);
-        clock_gettime(CLOCK_MONOTONIC, &b);
-        wall = (double)(b.tv_sec - a.tv_sec) + (double)(b.tv_nsec - a.tv_nsec) * 1e-9;
-        if (rc == DL_ENONFINITE)
-            pr.nonfinite = 1;
+    return DL_OK;
+}
+
+/* The warm-up unprofiled, then the profiled steps, timed on the wall. */
+static int run(profile *p)
+{
+    const profile_args *a = p->a;
+    p->pr = (prof_run){p->prof, a->warmup, a->warmup == 0, 0, 0};
+    dl_profiler_set_enabled(p->prof, a->warmup == 0); /* warm-up runs unprofiled */
+    dl_callbacks cb = {&p->pr, on_step, NULL, on_event, NULL};
+    dl_trainer_set_callbacks(p->t, &cb);
+    printf("profiling %s: %ld steps after %ld warm-up, batch %d, on %s\n", p->e->name, a->steps,
+           a->warmup, dl_trainer_config_of(p->t)->batch, p->be->description);
+    fflush(stdout);
+    double start = dl_clock_mono_s();
+    int rc = dl_trainer_run(p->t);
+    p->wall = dl_clock_mono_s() - start;
+    if (rc == DL_ENONFINITE)
+        p->pr.nonfinite = 1;
+    return rc;
+}
+
+/* The op and layer tables and the wall-time line. */
+static void print_tables(const profile *p, const dl_prof_totals *tot)
+{
+    const profile_args *a = p->a;
+    int max_rows = a->rows > 0 ? (int)a->rows : 0;
+    if (strcmp(a->by, "layer")) {
+        printf("\n");
+        dl_profiler_print(p->prof, DL_PROF_BY_OP, (dl_prof_sort)a->sort, max_rows, stdout);
     }
-    if (rc < 0 && !prof) {
+    if (strcmp(a->by, "op")) {
+        printf("\nby layer (model order; total = forward + backward, FLOPs inclusive):\n");
+        dl_profiler_print(p->prof, DL_PROF_BY_LAYER, DL_PROF_SORT_NONE, max_rows, stdout);
+    }
+    printf("\nwall time %.3f s for %ld steps (with warm-up); profiled steps %.3f s, "
+           "%.1f%% inside spans\n",
+           p->wall, a->steps + a->warmup, tot->step_ms * 1e-3,
+           tot->step_ms > 0 ? 100 * tot->timed_ms / tot->step_ms : 0);
+}
+
+/* MFU: the CPU's peak from a short calibration, a GPU's from the table. */
+static void print_mfu(const profile *p, const dl_prof_totals *tot)
+{
+    dl_precision prec = dl_trainer_config_of(p->t)->precision;
+    dl_backend *be = p->be;
+    double peak = 0;
+    char src[96] = "";
+    dl_gpu_peak gp;
+    const char *gname = p->have_sys && p->sys.ngpu ? p->sys.gpu[0].name : be->description;
+    if (be->ops->device != DL_DEVICE_CPU && dl_cost_gpu_peak(gname, &gp)) {
+        peak = prec == DL_PREC_F32 ? gp.f32 : gp.bf16;
+        snprintf(src, sizeof src, "table: %s %s", gp.name,
+                 prec == DL_PREC_F32 ? "fp32" : "bf16 tensor cores");
+    } else if (be->ops->device == DL_DEVICE_CPU &&
+               dl_cost_calibrate(be, 512, 0.3, &peak) == DL_OK) {
+        snprintf(src, sizeof src, "sgemm 512 calibration, %d threads", be->threads);
+    }
+    char ach[32], pk[32];
+    fmt_flops(ach, sizeof ach, tot->achieved_flops_per_s);
+    if (peak > 0) {
+        fmt_flops(pk, sizeof pk, peak);
+        printf("MFU: %.1f%% (%s of %s peak, %s)\n", 100 * tot->achieved_flops_per_s / peak, ach,
+               pk, src);
+    } else {
+        printf("MFU: unknown (achieved %s; no peak for this device)\n", ach);
+    }
+}
+
+/* The script's whole training at the measured step time, and its price. */
+static void print_projection(const profile *p, const dl_prof_totals *tot)
+{
+    long per_epoch = dl_trainer_step_count(p->t) > 0 ? dl_session_steps_per_epoch(p->s) : 0;
+    long full = per_epoch * p->e->cfg.epochs;
+    if (p->e->cfg.max_steps > 0 && p->e->cfg.max_steps < full)
+        full = p->e->cfg.max_steps;
+    if (full > 0 && tot->mean_step_ms > 0) {
+        double secs = full * tot->mean_step_ms * 1e-3;
+        double price = p->a->price;
+        printf("the whole training (%ld steps) would take about %.1f s of steps", full, secs);
+        if (price > 0)
+            printf(", costing %.4f at %.2f per hour", secs / 3600 * price, price);
+        printf("\n");
+    }
+}
+
+/* The last system sample and the GPU's status (not with --no-monitor). */
+static void print_system(const profile *p)
+{
+    if (p->mon) {
+        if (p->have_sys)
+            printf("system: CPU %.0f%% of %d cores, process %.0f%%, RSS %.0f MB\n",
+                   p->sys.cpu_total_pct, p->sys.ncpu, p->sys.proc_cpu_pct, p->sys.rss_mb);
+        printf("GPU: %s\n", dl_monitor_gpu_status(p->mon));
+    }
+}
+
+/* The advisor over what was measured (rc: how the training ended). */
+static void print_advice(const profile *p, const dl_prof_totals *tot, int rc)
+{
+    const dl_trainer_config *cfg = dl_trainer_config_of(p->t);
+    dl_advisor_input in;
+    dl_advisor_input_init(&in);
+    in.step_ms = tot->mean_step_ms;
+    in.data_wait_share = tot->step_ms > 0 ? tot->data_ms / tot->step_ms : -1;
+    in.leaf_ops_per_step = tot->leaf_calls_per_step;
+    in.mean_op_ms = tot->mean_leaf_ms;
+    in.workers = p->e->data.workers;
+    in.on_gpu = p->be->ops->device != DL_DEVICE_CPU;
+    in.precision = cfg->precision;
+    in.batch = cfg->batch;
+    in.accumulate = cfg->accumulate;
+    in.nonfinite = p->pr.nonfinite;
+    if (p->have_sys && p->sys.ngpu) {
+        snprintf(in.gpu_name, sizeof in.gpu_name, "%s", p->sys.gpu[0].name);
+        in.gpu_util_pct = p->sys.gpu[0].util_pct;
+        in.gpu_mem_used_mb = p->sys.gpu[0].mem_used_mb;
+        in.gpu_mem_total_mb = p->sys.gpu[0].mem_total_mb;
+    }
+    if (rc == DL_ENOMEM) {
+        in.oom = 1;
+        snprintf(in.oom_text, sizeof in.oom_text, "%s", dl_error_message());
+    }
+    dl_advice adv[8];
+    int na = dl_advisor_run(&in, adv, 8);
+    for (int i = 0; i < na; i++)
+        printf("advice: %s: %s -> %s\n", adv[i].title, adv[i].evidence, adv[i].remedy);
+    if (na == 0)
+        printf("advice: no bottleneck found (data wait %.1f%% of step time)\n",
+               in.data_wait_share > 0 ? 100 * in.data_wait_share : 0);
+}
+
+/* The Chrome/Perfetto trace, unless --trace -. Returns < 0 when it could
+ * not be written (said on stderr). */
+static int write_trace(const profile *p, const dl_prof_totals *tot)
+{
+    const char *trace = p->a->trace;
+    if (!strcmp(trace, "-"))
+        return DL_OK;
+    int wr = dl_profiler_write_trace(p->prof, trace);
+    if (wr < 0) {
+        fprintf(stderr, "dlbench profile: %s\n", dl_error_message());
+        return wr;
+    }
+    printf("trace: %s (%ld events, %s; open in https://ui.perfetto.dev)\n", trace,
+           tot->events_kept, p->a->whole ? "whole run" : "ring of the last steps");
+    return DL_OK;
+}
+
+/* Everything measured, after a training that ended with rc; the exit status. */
+static int report(profile *p, int rc)
+{
+    int status = 0;
+    if (rc < 0) {
+        fprintf(stderr, "dlbench profile: training failed: %s\n", dl_error_message());
+        status = 1;
+    }
+    if (p->mon)
+        dl_monitor_stop(p->mon);
+    /* a last sample now: a short profile may end before the first tick */
+    p->have_sys = p->mon && dl_monitor_sample(p->mon, &p->sys) == DL_OK;
+    dl_prof_totals tot;
+    dl_profiler_totals(p->prof, &tot);
+    print_tables(p, &tot);
+    print_mfu(p, &tot);
+    print_projection(p, &tot);
+    print_system(p);
+    print_advice(p, &tot, rc);
+    if (write_trace(p, &tot) < 0)
+        status = status ? status : 1;
+    return status;
+}
+
+int dl_cmd_profile(int argc, char **argv)
+{
+    profile_args a;
+    int status = parse_args(argc, argv, &a);
+    if (status >= 0)
+        return status;
+    profile p;
+    memset(&p, 0, sizeof p);
+    p.a = &a;
+    int rc = prepare(&p);
+    if (rc == DL_OK)
+        rc = run(&p);
+    if (rc < 0 && !p.prof) {
         fprintf(stderr, "dlbench profile: error: %s\n", dl_error_message());
         status = exit_for(rc);
-    } else if (prof) {
-        if (rc < 0) {
-            fprintf(stderr, "dlbench profile: training failed: %s\n", dl_error_message());
-            status = 1;
-        }
-        dl_sys_sample sys;
-        if (mon)
-            dl_monitor_stop(mon);
-        /* a last sample now: a short profile may end before the first tick */
-        int have_sys = mon && dl_monitor_sample(mon, &sys) == DL_OK;
-        int max_rows = rows > 0 ? (int)rows : 0;
-        if (strcmp(by, "layer")) {
-            printf("\n");
-            dl_profiler_print(prof, DL_PROF_BY_OP, (dl_prof_sort)sort, max_rows, stdout);
-        }
-        if (strcmp(by, "op")) {
-            printf("\nby layer (model order; total = forward + backward, FLOPs inclusive):\n");
-            dl_profiler_print(prof, DL_PROF_BY_LAYER, DL_PROF_SORT_NONE, max_rows, stdout);
-        }
-        dl_prof_totals tot;
-        dl_profiler_totals(prof, &tot);
-        printf("\nwall time %.3f s for %ld steps (with warm-up); profiled steps %.3f s, "
-               "%.1f%% inside spans\n",
-               wall, steps + warmup, tot.step_ms * 1e-3,
-               tot.step_ms > 0 ? 100 * tot.timed_ms / tot.step_ms : 0);
-        /* MFU: the CPU's peak from a short calibration, a GPU's from the table */
-        double peak = 0;
-        char src[96] = "";
-        dl_gpu_peak gp;
-        const char *gname = have_sys && sys.ngpu ? sys.gpu[0].name : be->description;
-        if (be->ops->device != DL_DEVICE_CPU && dl_cost_gpu_peak(gname, &gp)) {
-            peak = cfg.precision == DL_PREC_F32 ? gp.f32 : gp.bf16;
-            snprintf(src, sizeof src, "table: %s %s", gp.name,
-                     cfg.precision == DL_PREC_F32 ? "fp32" : "bf16 tensor cores");
-        } else if (be->ops->device == DL_DEVICE_CPU &&
-                   dl_cost_calibrate(be, 512, 0.3, &peak) == DL_OK) {
-            snprintf(src, sizeof src, "sgemm 512 calibration, %d threads", be->threads);
-        }
-        char ach[32], pk[32];
-        fmt_flops(ach, sizeof ach, tot.achieved_flops_per_s);
-        if (peak > 0) {
-            fmt_flops(pk, sizeof pk, peak);
-            printf("MFU: %.1f%% (%s of %s peak, %s)\n", 100 * tot.achieved_flops_per_s / peak, ach,
-                   pk, src);
-        } else {
-            printf("MFU: unknown (achieved %s; no peak for this device)\n", ach);
-        }
-        long per_epoch = dl_trainer_step_count(t) > 0
-                             ? (long)((train->ops->batches(train) + (size_t)cfg.accumulate - 1) /
-                                      (size_t)cfg.accumulate)
-                             : 0;
-        long full = per_epoch * e->cfg.epochs;
-        if (e->cfg.max_steps > 0 && e->cfg.max_steps < full)
-            full = e->cfg.max_steps;
-        if (full > 0 && tot.mean_step_ms > 0) {
-            double secs = full * tot.mean_step_ms * 1e-3;
-            printf("the whole training (%ld steps) would take about %.1f s of steps", full, secs);
-            if (price > 0)
-                printf(", costing %.4f at %.2f per hour", secs / 3600 * price, price);
-            printf("\n");
-        }
-        if (mon) {
-            if (have_sys)
-                printf("system: CPU %.0f%% of %d cores, process %.0f%%, RSS %.0f MB\n",
-                       sys.cpu_total_pct, sys.ncpu, sys.proc_cpu_pct, sys.rss_mb);
-            printf("GPU: %s\n", dl_monitor_gpu_status(mon));
-        }
-        /* the advisor over what was measured */
-        dl_advisor_input in;
-        dl_advisor_input_init(&in);
-        in.step_ms = tot.mean_step_ms;
-        in.data_wait_share = tot.step_ms > 0 ? tot.data_ms / tot.step_ms : -1;
-        in.leaf_ops_per_step = tot.leaf_calls_per_step;
-        in.mean_op_ms = tot.mean_leaf_ms;
-        in.workers = e->data.workers;
-        in.on_gpu = be->ops->device != DL_DEVICE_CPU;
-        in.precision = cfg.precision;
-        in.batch = cfg.batch;
-        in.accumulate = cfg.accumulate;
-        in.nonfinite = pr.nonfinite;
-        if (have_sys && sys.ngpu) {
-            snprintf(in.gpu_name, sizeof in.gpu_name, "%s", sys.gpu[0].name);
-            in.gpu_util_pct = sys.gpu[0].util_pct;
-            in.gpu_mem_used_mb = sys.gpu[0].mem_used_mb;
-            in.gpu_mem_total_mb = sys.gpu[0].mem_total_mb;
-        }
-        if (rc == DL_ENOMEM) {
-            in.oom = 1;
-            snprintf(in.oom_text, sizeof in.oom_text, "%s", dl_error_message());
-        }
-        dl_advice adv[8];
-        int na = dl_advisor_run(&in, adv, 8);
-        for (int i = 0; i < na; i++)
-            printf("advice: %s: %s -> %s\n", adv[i].title, adv[i].evidence, adv[i].remedy);
-        if (na == 0)
-            printf("advice: no bottleneck found (data wait %.1f%% of step time)\n",
-                   in.data_wait_share > 0 ? 100 * in.data_wait_share : 0);
-        if (strcmp(trace, "-")) {
-            int wr = dl_profiler_write_trace(prof, trace);
-            if (wr < 0) {
-                fprintf(stderr, "dlbench profile: %s\n", dl_error_message());
-                status = status ? status : 1;
-            } else {
-                printf("trace: %s (%ld events, %s; open in https://ui.perfetto.dev)\n", trace,
-                       tot.events_kept,
-                       whole ? "whole run" : "ring of the last steps");
-            }
-        }
+    } else {
+        status = report(&p, rc);
     }
-    dl_monitor_destroy(mon);
-    dl_trainer_destroy(t);
-    dl_profiler_destroy(prof);
-    dl_model_destroy(model);
-    dl_source_destroy(train);
-    dl_source_destroy(val);
-    dl_script_destroy(sc);
-    free(ovs);
+    dl_monitor_destroy(p.mon);
+    dl_session_destroy(p.s); /* the trainer before the profiler it reports to */
+    dl_profiler_destroy(p.prof);
+    free(a.ovs);
     return status;
 }
