@@ -15,24 +15,8 @@
 #include "scripting/script.h"
 #include "scripting/session.h"
 #include "tui/cmd/commands.h"
-
-static void usage(FILE *f)
-{
-    fputs("usage: dlbench profile SCRIPT [k=v ...] [--steps N] [--warmup N] [--sort KEY]\n"
-          "                       [--by op|layer|both] [--trace PATH] [--whole-run] [--ring N]\n"
-          "                       [--device cpu|cuda|auto] [--rows N] [--price-per-hour P]\n"
-          "                       [--no-monitor]\n"
-          "  --steps N         optimizer steps to profile (default 50)\n"
-          "  --warmup N        steps run first and not counted (default 5)\n"
-          "  --sort KEY        total, self, calls, mean, flops, name (default total)\n"
-          "  --by VIEW         op table, layer table or both (default both)\n"
-          "  --trace PATH      Chrome/Perfetto trace (default trace.json; '-' for none)\n"
-          "  --whole-run       keep every profiled step in the trace (default: the last --ring)\n"
-          "  --ring N          steps kept in the trace ring (default 10)\n"
-          "  --price-per-hour  projected cost of the script's whole training\n"
-          "exit status: 0 done, 1 failed, 2 bad input\n",
-          f);
-}
+#include "tui/cmd/exit.h"
+#include "tui/cmd/opts.h"
 
 static int parse_count(const char *s, long *v)
 {
@@ -45,18 +29,6 @@ static int parse_count(const char *s, long *v)
     return 1;
 }
 
-static int exit_for(int rc)
-{
-    switch (rc) {
-    case DL_EINVAL:
-    case DL_ESHAPE:
-    case DL_ENODEV:
-    case DL_EIO:
-    case DL_EUNSUPPORTED: return 2;
-    default: return 1;
-    }
-}
-
 /* What the command line asked for; ovs (the k=v arguments) is owned. */
 typedef struct profile_args {
     const char *script, *trace, *device, *by;
@@ -67,91 +39,83 @@ typedef struct profile_args {
     int nov;
 } profile_args;
 
+static int bad_value(const dl_opt *o, const char *val)
+{
+    fprintf(stderr, "dlbench profile: bad value '%s' for %s\n", val, o->name);
+    if (o->id == DL_OPT_SORT)
+        fprintf(stderr, "  sort keys: total, self, calls, mean, flops, name\n");
+    return DL_EXIT_USAGE;
+}
+
+static int one_of(const char *val, const char *a, const char *b, const char *c)
+{
+    return !strcmp(val, a) || !strcmp(val, b) || !strcmp(val, c);
+}
+
+/* Takes one option into *p: -1 to go on, else the exit status (help
+ * printed, or a bad value named). */
+static int take_option(profile_args *p, const dl_opt *o, const char *val)
+{
+    int ok = 1;
+    switch (o->id) {
+    case DL_OPT_HELP: dl_command_usage(dl_command_find("profile"), stdout); return DL_EXIT_OK;
+    case DL_OPT_WHOLE_RUN: p->whole = 1; break;
+    case DL_OPT_NO_MONITOR: p->monitor_on = 0; break;
+    case DL_OPT_STEPS: ok = parse_count(val, &p->steps) && p->steps > 0; break;
+    case DL_OPT_WARMUP: ok = parse_count(val, &p->warmup); break;
+    case DL_OPT_RING: ok = parse_count(val, &p->ring) && p->ring > 0; break;
+    case DL_OPT_ROWS: ok = parse_count(val, &p->rows); break;
+    case DL_OPT_TRACE: p->trace = val; break;
+    case DL_OPT_SORT:
+        ok = (p->sort = dl_prof_sort_parse(val)) >= 0 && p->sort != DL_PROF_SORT_NONE;
+        break;
+    case DL_OPT_BY: ok = one_of(p->by = val, "op", "layer", "both"); break;
+    case DL_OPT_DEVICE: ok = one_of(p->device = val, "cpu", "cuda", "auto"); break;
+    case DL_OPT_PRICE: {
+        char *end;
+        p->price = strtod(val, &end);
+        ok = *val && !*end && p->price >= 0 && isfinite(p->price);
+        break;
+    }
+    default: break;
+    }
+    return ok ? -1 : bad_value(o, val);
+}
+
 /* Reads the command line into *p. Returns -1 to go on (the caller frees
  * p->ovs), else the exit status (help printed, or a usage error). */
 static int parse_args(int argc, char **argv, profile_args *p)
 {
-    const char *script = NULL, *trace = "trace.json", *device = NULL, *by = "both";
-    long steps = 50, warmup = 5, ring = 10, rows = 0;
-    int sort = DL_PROF_SORT_TOTAL, whole = 0, monitor_on = 1;
-    double price = 0;
-    char **ovs = calloc((size_t)argc + 1, sizeof *ovs);
-    int nov = 0;
-    if (!ovs)
-        return 1;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
-        int takes = !strcmp(a, "--steps") || !strcmp(a, "--warmup") || !strcmp(a, "--sort") ||
-                    !strcmp(a, "--trace") || !strcmp(a, "--ring") || !strcmp(a, "--device") ||
-                    !strcmp(a, "--rows") || !strcmp(a, "--by") || !strcmp(a, "--price-per-hour");
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            usage(stdout);
-            free(ovs);
-            return 0;
-        } else if (!strcmp(a, "--whole-run")) {
-            whole = 1;
-        } else if (!strcmp(a, "--no-monitor")) {
-            monitor_on = 0;
-        } else if (takes) {
-            if (!val) {
-                fprintf(stderr, "dlbench profile: %s needs a value\n", a);
-                free(ovs);
-                return 2;
-            }
-            i++;
-            int ok = 1;
-            if (!strcmp(a, "--steps"))
-                ok = parse_count(val, &steps) && steps > 0;
-            else if (!strcmp(a, "--warmup"))
-                ok = parse_count(val, &warmup);
-            else if (!strcmp(a, "--ring"))
-                ok = parse_count(val, &ring) && ring > 0;
-            else if (!strcmp(a, "--rows"))
-                ok = parse_count(val, &rows);
-            else if (!strcmp(a, "--trace"))
-                trace = val;
-            else if (!strcmp(a, "--sort"))
-                ok = (sort = dl_prof_sort_parse(val)) >= 0 && sort != DL_PROF_SORT_NONE;
-            else if (!strcmp(a, "--by"))
-                ok = !strcmp(val, "op") || !strcmp(val, "layer") || !strcmp(val, "both"), by = val;
-            else if (!strcmp(a, "--device"))
-                ok = !strcmp(val, "cpu") || !strcmp(val, "cuda") || !strcmp(val, "auto"),
-                device = val;
-            else {
-                char *end;
-                price = strtod(val, &end);
-                ok = *val && !*end && price >= 0 && isfinite(price);
-            }
-            if (!ok) {
-                fprintf(stderr, "dlbench profile: bad value '%s' for %s\n", val, a);
-                if (!strcmp(a, "--sort"))
-                    fprintf(stderr, "  sort keys: total, self, calls, mean, flops, name\n");
-                free(ovs);
-                return 2;
-            }
-        } else if (a[0] == '-' && a[1]) {
-            fprintf(stderr, "dlbench profile: unknown option '%s'\n", a);
-            usage(stderr);
-            free(ovs);
-            return 2;
-        } else if (strchr(a, '=')) {
-            ovs[nov++] = argv[i];
-        } else if (!script) {
-            script = a;
+    *p = (profile_args){.trace = "trace.json", .by = "both", .steps = 50, .warmup = 5,
+                        .ring = 10, .sort = DL_PROF_SORT_TOTAL, .monitor_on = 1};
+    if (!(p->ovs = calloc((size_t)argc + 1, sizeof *p->ovs)))
+        return DL_EXIT_FAILED;
+    dl_opts o;
+    dl_command_opts(&o, "profile", argc, argv);
+    int id, status = -1;
+    while (status < 0 && (id = dl_opts_next(&o)) != DL_OPTS_END) {
+        if (id == DL_OPTS_ERROR) {
+            status = DL_EXIT_USAGE;
+        } else if (id != DL_OPTS_ARG) {
+            status = take_option(p, o.opt, o.value);
+        } else if (strchr(o.value, '=')) {
+            p->ovs[p->nov++] = (char *)o.value;
+        } else if (!p->script) {
+            p->script = o.value;
         } else {
-            fprintf(stderr, "dlbench profile: unexpected argument '%s'\n", a);
-            free(ovs);
-            return 2;
+            fprintf(stderr, "dlbench profile: unexpected argument '%s'\n", o.value);
+            status = DL_EXIT_USAGE;
         }
     }
-    if (!script) {
-        usage(stderr);
-        free(ovs);
-        return 2;
+    if (status < 0 && !p->script) {
+        dl_command_usage(dl_command_find("profile"), stderr);
+        status = DL_EXIT_USAGE;
     }
-    *p = (profile_args){script, trace, device, by, steps, warmup, ring, rows,
-                        sort, whole, monitor_on, price, ovs, nov};
-    return -1;
+    if (status >= 0) {
+        free(p->ovs);
+        p->ovs = NULL;
+    }
+    return status;
 }
 
 typedef struct prof_run {
@@ -421,7 +385,7 @@ int dl_cmd_profile(int argc, char **argv)
         rc = run(&p);
     if (rc < 0 && !p.prof) {
         fprintf(stderr, "dlbench profile: error: %s\n", dl_error_message());
-        status = exit_for(rc);
+        status = dl_exit_for(rc);
     } else {
         status = report(&p, rc);
     }
