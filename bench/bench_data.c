@@ -19,6 +19,7 @@
 #include "engine/core/backend.h"
 #include "engine/data/data.h"
 #include "engine/base/error.h"
+#include "engine/base/h5util.h"
 #include "engine/data/h5data.h"
 
 enum { BATCH = 128 };

@@ -8,6 +8,7 @@
 #include "tests/check.h"
 #include "engine/data/data.h"
 #include "engine/base/error.h"
+#include "engine/base/h5util.h"
 #include "engine/data/h5data.h"
 
 static char tmpdir[256];

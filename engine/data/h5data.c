@@ -4,16 +4,14 @@
 #include <errno.h>
 #include <hdf5.h>
 #include <pthread.h>
-#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
+#include "engine/base/clock.h"
 #include "engine/base/error.h"
+#include "engine/base/h5util.h"
 #include "engine/base/rng.h"
-
-/* --- the HDF5 lock and error text ------------------------------------------- */
 
 /* Reads rows [0, count) of a [rows, ...] dataset into buf (the caller
  * holds the HDF5 lock). Returns DL_EIO when HDF5 fails. */
@@ -36,85 +34,6 @@ static int read_first_rows(hid_t set, hid_t memtype, size_t count, void *buf)
         H5Sclose(mspace);
     H5Sclose(fspace);
     return rc;
-}
-
-static pthread_mutex_t h5_mutex;
-static pthread_once_t h5_once = PTHREAD_ONCE_INIT;
-
-static void h5_mutex_init(void)
-{
-    pthread_mutexattr_t a;
-    pthread_mutexattr_init(&a);
-    pthread_mutexattr_settype(&a, PTHREAD_MUTEX_RECURSIVE);
-    pthread_mutex_init(&h5_mutex, &a);
-    pthread_mutexattr_destroy(&a);
-}
-
-void dl_hdf5_lock(void)
-{
-    /* In a thread-safe HDF5 the automatic error printing is per thread. */
-    static _Thread_local int silenced;
-    pthread_once(&h5_once, h5_mutex_init);
-    pthread_mutex_lock(&h5_mutex);
-    if (!silenced) {
-        H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
-        silenced = 1;
-    }
-}
-
-void dl_hdf5_unlock(void) { pthread_mutex_unlock(&h5_mutex); }
-
-static herr_t first_desc(unsigned n, const H5E_error2_t *e, void *data)
-{
-    char **out = data;
-    if (n == 0 && e->desc && **out == 0) {
-        size_t size = (size_t)(uintptr_t)out[1];
-        snprintf(*out, size, "%s", e->desc);
-    }
-    return 0;
-}
-
-char *dl_hdf5_error_text(char *buf, size_t size)
-{
-    char *ctx[2] = {buf, (char *)(uintptr_t)size};
-    buf[0] = 0;
-    H5Ewalk2(H5E_DEFAULT, H5E_WALK_UPWARD, first_desc, ctx);
-    if (!buf[0])
-        snprintf(buf, size, "HDF5 error");
-    H5Eclear2(H5E_DEFAULT);
-    return buf;
-}
-
-/* Records a failed HDF5 call: "<what>: <hdf5 reason> (h5data.c:LINE: call)".
- * Returns code. */
-static int h5_fail(int code, const char *call, int line, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-static int h5_fail(int code, const char *call, int line, const char *fmt, ...)
-{
-    char what[512], why[256];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(what, sizeof what, fmt, ap);
-    va_end(ap);
-    dl_hdf5_error_text(why, sizeof why);
-    return dl_error(code, "%s: %s (h5data.c:%d: %s)", what, why, line, call);
-}
-
-/* Runs an HDF5 call that returns a negative value on failure; on failure
- * records the call and jumps to fail with rc set. */
-#define H5_CHECK(call, ...)                                                     \
-    do {                                                                        \
-        if ((call) < 0) {                                                       \
-            rc = h5_fail(DL_EIO, #call, __LINE__, __VA_ARGS__);                 \
-            goto fail;                                                          \
-        }                                                                       \
-    } while (0)
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
 void dl_hdf5_options_init(dl_hdf5_options *o)
@@ -218,7 +137,7 @@ static int read_window(h5_source *s, window *win, size_t w)
     if (b1 > s->nblocks)
         b1 = s->nblocks;
     dl_hdf5_lock();
-    H5_CHECK(fspace = H5Dget_space(s->xset), "%s:%s: reading", s->path, s->xpath);
+    DL_H5_CHECK(fspace = H5Dget_space(s->xset), "%s:%s: reading", s->path, s->xpath);
     for (size_t b = b0; b < b1; b++) {
         size_t start = (size_t)s->block_order[b] * s->block_rows;
         size_t rows = s->count - start < s->block_rows ? s->count - start : s->block_rows;
@@ -228,12 +147,12 @@ static int read_window(h5_source *s, window *win, size_t w)
         H5Sget_simple_extent_dims(fspace, dims, NULL);
         for (int i = 1; i < rank; i++)
             fcount[i] = dims[i];
-        H5_CHECK(H5Sselect_hyperslab(fspace, H5S_SELECT_SET, fstart, NULL, fcount, NULL),
+        DL_H5_CHECK(H5Sselect_hyperslab(fspace, H5S_SELECT_SET, fstart, NULL, fcount, NULL),
                  "%s:%s: selecting rows %zu..%zu", s->path, s->xpath, start, start + rows);
         /* the memory space has the selection's shape: a flat one sends
          * HDF5 down an element-by-element path, 100x slower */
-        H5_CHECK(mspace = H5Screate_simple(rank, fcount, NULL), "%s:%s", s->path, s->xpath);
-        H5_CHECK(H5Dread(s->xset, s->xtype, mspace, fspace, H5P_DEFAULT,
+        DL_H5_CHECK(mspace = H5Screate_simple(rank, fcount, NULL), "%s:%s", s->path, s->xpath);
+        DL_H5_CHECK(H5Dread(s->xset, s->xtype, mspace, fspace, H5P_DEFAULT,
                          win->x + n * s->x_row),
                  "%s:%s: reading rows %zu..%zu", s->path, s->xpath, start, start + rows - 1);
         H5Sclose(mspace);
@@ -566,7 +485,7 @@ static int h5_start_epoch(dl_source *src, int epoch, size_t skip)
 static int h5_next(dl_source *src, dl_batch *out)
 {
     h5_source *s = (h5_source *)src;
-    double t0 = now_s();
+    double t0 = dl_clock_mono_s();
     pthread_mutex_lock(&s->mu);
     if (s->holding) {
         s->ring[(s->consumed - 1) % (size_t)s->prefetch].state = SLOT_FREE;
@@ -601,7 +520,7 @@ static int h5_next(dl_source *src, dl_batch *out)
     out->n = sl->n;
     out->x = sl->x;
     out->y = sl->y;
-    out->wait_s = now_s() - t0;
+    out->wait_s = dl_clock_mono_s() - t0;
     s->st.wait_s += out->wait_s;
     s->st.batches++;
     pthread_mutex_unlock(&s->mu);
@@ -745,19 +664,8 @@ static int path_exists(hid_t file, const char *path)
 /* Reads a float attribute array of up to max values (0 when absent). */
 static int read_float_attr(hid_t obj, const char *name, float *v, int max)
 {
-    if (H5Aexists(obj, name) <= 0)
-        return 0;
-    hid_t a = H5Aopen(obj, name, H5P_DEFAULT);
-    if (a < 0)
-        return 0;
-    hid_t sp = H5Aget_space(a);
-    hssize_t n = H5Sget_simple_extent_npoints(sp);
-    int got = 0;
-    if (n >= 1 && n <= max && H5Aread(a, H5T_NATIVE_FLOAT, v) >= 0)
-        got = (int)n;
-    H5Sclose(sp);
-    H5Aclose(a);
-    return got;
+    int n = dl_h5_attr_read(obj, name, H5T_NATIVE_FLOAT, (size_t)max, v);
+    return n > 0 ? n : 0;
 }
 
 static size_t default_budget(void)
@@ -822,7 +730,7 @@ static int open_split(h5_source *s, const dl_hdf5_options *o)
         rc = dl_error(DL_EINVAL, "%s: not an HDF5 file (truncated or corrupt?)", path);
         goto fail;
     }
-    H5_CHECK(s->file = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT),
+    DL_H5_CHECK(s->file = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT),
              "%s: cannot open (truncated or corrupt file?)", path);
     if (gpath[0] != '/') {
         rc = dl_error(DL_EINVAL, "%s: group \"%s\" must be an absolute path like \"/train\"",
@@ -833,7 +741,7 @@ static int open_split(h5_source *s, const dl_hdf5_options *o)
         rc = dl_error(DL_EINVAL, "%s: no group %s", path, gpath);
         goto fail;
     }
-    H5_CHECK(grp = H5Gopen2(s->file, gpath, H5P_DEFAULT), "%s: %s is not a group", path, gpath);
+    DL_H5_CHECK(grp = H5Gopen2(s->file, gpath, H5P_DEFAULT), "%s: %s is not a group", path, gpath);
     for (int i = 0; i < 2; i++) {
         const char *p = i ? ypath : s->xpath;
         if (!path_exists(s->file, p)) {
@@ -841,14 +749,14 @@ static int open_split(h5_source *s, const dl_hdf5_options *o)
             goto fail;
         }
     }
-    H5_CHECK(s->xset = H5Dopen2(s->file, s->xpath, H5P_DEFAULT), "%s: %s is not a dataset",
+    DL_H5_CHECK(s->xset = H5Dopen2(s->file, s->xpath, H5P_DEFAULT), "%s: %s is not a dataset",
              path, s->xpath);
-    H5_CHECK(yset = H5Dopen2(s->file, ypath, H5P_DEFAULT), "%s: %s is not a dataset", path,
+    DL_H5_CHECK(yset = H5Dopen2(s->file, ypath, H5P_DEFAULT), "%s: %s is not a dataset", path,
              ypath);
-    H5_CHECK(xsp = H5Dget_space(s->xset), "%s:%s", path, s->xpath);
-    H5_CHECK(ysp = H5Dget_space(yset), "%s:%s", path, ypath);
-    H5_CHECK(xft = H5Dget_type(s->xset), "%s:%s", path, s->xpath);
-    H5_CHECK(yft = H5Dget_type(yset), "%s:%s", path, ypath);
+    DL_H5_CHECK(xsp = H5Dget_space(s->xset), "%s:%s", path, s->xpath);
+    DL_H5_CHECK(ysp = H5Dget_space(yset), "%s:%s", path, ypath);
+    DL_H5_CHECK(xft = H5Dget_type(s->xset), "%s:%s", path, s->xpath);
+    DL_H5_CHECK(yft = H5Dget_type(yset), "%s:%s", path, ypath);
 
     /* x: [count, sample...] of u8, i32 or f32 */
     int xrank = H5Sget_simple_extent_ndims(xsp), yrank = H5Sget_simple_extent_ndims(ysp);
@@ -960,7 +868,7 @@ static int open_split(h5_source *s, const dl_hdf5_options *o)
     }
 
     /* the chunk layout decides the streaming block */
-    H5_CHECK(dcpl = H5Dget_create_plist(s->xset), "%s:%s", path, s->xpath);
+    DL_H5_CHECK(dcpl = H5Dget_create_plist(s->xset), "%s:%s", path, s->xpath);
     hsize_t chunk[H5S_MAX_RANK];
     if (H5Pget_layout(dcpl) == H5D_CHUNKED && H5Pget_chunk(dcpl, H5S_MAX_RANK, chunk) > 0)
         s->block_rows = chunk[0];

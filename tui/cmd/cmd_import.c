@@ -12,7 +12,7 @@
 
 #include "engine/data/data.h"
 #include "engine/base/error.h"
-#include "engine/data/h5data.h"
+#include "engine/base/h5util.h"
 #include "engine/base/sha256.h"
 #include "engine/data/synthetic.h"
 #include "tui/cmd/commands.h"
