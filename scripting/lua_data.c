@@ -1,4 +1,4 @@
-/* lua_data.c - dl.data: dataset descriptions (HDF5, Fashion-MNIST IDX, synthetic) and the sources opened from them */
+/* lua_data.c - dl.data: dataset descriptions (HDF5, Fashion-MNIST IDX, synthetic) read into a dl_data_desc (engine/data/open.h) */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
