@@ -156,6 +156,7 @@ char *dl_h5_attr_read_string(hid_t obj, const char *name)
         size_t n = H5Tget_size(ft);
         hid_t mt = H5Tcopy(H5T_C_S1);
         H5Tset_size(mt, n);
+        H5Tset_cset(mt, H5Tget_cset(ft)); /* HDF5 does not convert ASCII <-> UTF-8 */
         buf = calloc(1, n + 1);
         if (buf && H5Aread(a, mt, buf) < 0) {
             free(buf);

@@ -72,8 +72,8 @@ int dl_h5_attr_write_strings(hid_t obj, const char *name, const char *const *v, 
  * max (v then untouched). */
 int dl_h5_attr_read(hid_t obj, const char *name, hid_t type, size_t max, void *v);
 
-/* Reads a fixed-length string attribute into a malloc'd, NUL-terminated
- * buffer the caller frees. NULL when absent, not a fixed-length string, or
+/* Reads a fixed-length string attribute (ASCII or UTF-8) into a malloc'd,
+ * NUL-terminated buffer the caller frees. NULL when absent, not a fixed-length string, or
  * unreadable. */
 char *dl_h5_attr_read_string(hid_t obj, const char *name);
 

@@ -1,4 +1,4 @@
-/* import.h - what `dlbench import` gathers before writing: named splits in memory, their source files, class names
+/* import.h - an import before it is written: named splits in memory, their sources, class names
  *
  * An import is filled by one importer (import_csv.h, import_idx.h, or
  * dl_import_synthetic below), then dl_import_prepare settles class names,

@@ -1,4 +1,4 @@
-/* import_csv.c - CSV import: the file split into lines and fields, a header found, features and labels parsed */
+/* import_csv.c - CSV import: lines and fields, a header found, features and labels parsed */
 #include "engine/data/import_csv.h"
 
 #include <ctype.h>

@@ -1,4 +1,4 @@
-/* import_csv.h - a CSV file (a header row, numeric features, one label column) as an import split */
+/* import_csv.h - a CSV file (header, numeric features, one label column) as an import split */
 #ifndef DL_IMPORT_CSV_H
 #define DL_IMPORT_CSV_H
 

@@ -1,4 +1,4 @@
-/* import_idx.h - IDX image/label pairs (MNIST, Fashion-MNIST) as import splits: a pair, a folder, an images file */
+/* import_idx.h - IDX image/label pairs as import splits: a pair, a folder, an images file */
 #ifndef DL_IMPORT_IDX_H
 #define DL_IMPORT_IDX_H
 

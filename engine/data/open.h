@@ -1,4 +1,4 @@
-/* open.h - a data source described in plain C (what dl.data.* says) and the sources opened from it */
+/* open.h - a data source described in plain C (what dl.data.* says) and opening it */
 #ifndef DL_OPEN_H
 #define DL_OPEN_H
 

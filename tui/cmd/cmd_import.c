@@ -1,4 +1,4 @@
-/* cmd_import.c - `dlbench import`: arguments, the choice of importer, the summary; the importers are in engine/data */
+/* cmd_import.c - `dlbench import`: arguments, the choice of importer, the summary */
 #include <errno.h>
 #include <stdarg.h>
 #include <stdlib.h>
