@@ -148,13 +148,13 @@ static int read_window(h5_source *s, window *win, size_t w)
         for (int i = 1; i < rank; i++)
             fcount[i] = dims[i];
         DL_H5_CHECK(H5Sselect_hyperslab(fspace, H5S_SELECT_SET, fstart, NULL, fcount, NULL),
-                 "%s:%s: selecting rows %zu..%zu", s->path, s->xpath, start, start + rows);
+                    "%s:%s: selecting rows %zu..%zu", s->path, s->xpath, start, start + rows);
         /* the memory space has the selection's shape: a flat one sends
          * HDF5 down an element-by-element path, 100x slower */
         DL_H5_CHECK(mspace = H5Screate_simple(rank, fcount, NULL), "%s:%s", s->path, s->xpath);
         DL_H5_CHECK(H5Dread(s->xset, s->xtype, mspace, fspace, H5P_DEFAULT,
-                         win->x + n * s->x_row),
-                 "%s:%s: reading rows %zu..%zu", s->path, s->xpath, start, start + rows - 1);
+                            win->x + n * s->x_row),
+                    "%s:%s: reading rows %zu..%zu", s->path, s->xpath, start, start + rows - 1);
         H5Sclose(mspace);
         mspace = H5I_INVALID_HID;
         for (size_t r = 0; r < rows; r++)
