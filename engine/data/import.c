@@ -78,6 +78,19 @@ static int add_name(dl_import *im, const char *name)
     return DL_OK;
 }
 
+/* Adds the comma-separated names of list (up to DL_IMPORT_MAX_NAMES). */
+static int add_list(dl_import *im, const char *list)
+{
+    char *copy = strdup(list), *save = NULL;
+    if (!copy)
+        return dl_error(DL_ENOMEM, "out of memory for class names");
+    int rc = DL_OK;
+    for (char *t = strtok_r(copy, ",", &save); t && rc == DL_OK; t = strtok_r(NULL, ",", &save))
+        rc = im->nnames < DL_IMPORT_MAX_NAMES ? add_name(im, t) : DL_OK;
+    free(copy);
+    return rc;
+}
+
 int dl_import_class_names(dl_import *im, const char *arg, int classes)
 {
     if (!strcmp(arg, "none"))
@@ -90,16 +103,7 @@ int dl_import_class_names(dl_import *im, const char *arg, int classes)
         for (int i = 0; i < 10; i++)
             DL_TRY(add_name(im, list[i]));
     } else {
-        char *copy = strdup(arg), *save = NULL;
-        if (!copy)
-            return dl_error(DL_ENOMEM, "out of memory for class names");
-        int rc = DL_OK;
-        for (char *t = strtok_r(copy, ",", &save); t && im->nnames < DL_IMPORT_MAX_NAMES &&
-                                                   rc == DL_OK;
-             t = strtok_r(NULL, ",", &save))
-            rc = add_name(im, t);
-        free(copy);
-        DL_TRY(rc);
+        DL_TRY(add_list(im, arg));
     }
     if (classes > 0 && im->nnames != classes)
         return dl_error(DL_EINVAL, "--class-names: %d names for %d classes", im->nnames,
