@@ -18,17 +18,12 @@
 
 #include "engine/core/backend.h"
 #include "engine/data/data.h"
+#include "engine/base/clock.h"
 #include "engine/base/error.h"
+#include "engine/base/h5util.h"
 #include "engine/data/h5data.h"
 
 enum { BATCH = 128 };
-
-static double now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
 
 static double seconds = 1.0;
 static double memcpy_gbs;
@@ -48,9 +43,9 @@ static void run_source(const char *what, dl_source *s)
     dl_batch b;
     int epoch = 0;
     size_t row = (size_t)dl_shape_numel(&s->info.sample) * dl_dtype_size(s->info.x_dtype);
-    double bytes = 0, batches = 0, t0 = now(), t;
+    double bytes = 0, batches = 0, t0 = dl_clock_mono_s(), t;
     volatile unsigned char sink = 0;
-    while ((t = now()) - t0 < seconds) {
+    while ((t = dl_clock_mono_s()) - t0 < seconds) {
         int rc = s->ops->next(s, &b);
         if (rc < 0) {
             fprintf(stderr, "%s: %s\n", what, dl_error_message());
@@ -145,10 +140,10 @@ static void wait_share(const char *path, int workers, mlp *m)
         return;
     }
     dl_batch b;
-    double wait = 0, t0 = now(), t;
+    double wait = 0, t0 = dl_clock_mono_s(), t;
     long steps = 0;
     int epoch = 0;
-    while ((t = now()) - t0 < seconds) {
+    while ((t = dl_clock_mono_s()) - t0 < seconds) {
         int rc = s->ops->next(s, &b);
         if (rc <= 0) {
             s->ops->start_epoch(s, ++epoch, 0);
@@ -193,9 +188,9 @@ int main(int argc, char **argv)
     memset(d.x, 0, count * row);
     double t0, t_seq = 1e9;
     for (int i = 0; i < 3; i++) {
-        t0 = now();
+        t0 = dl_clock_mono_s();
         H5Dread(xs, H5T_NATIVE_UINT8, H5S_ALL, H5S_ALL, H5P_DEFAULT, d.x);
-        t_seq = now() - t0 < t_seq ? now() - t0 : t_seq;
+        t_seq = dl_clock_mono_s() - t0 < t_seq ? dl_clock_mono_s() - t0 : t_seq;
     }
     H5Dread(ys, H5T_NATIVE_INT32, H5S_ALL, H5S_ALL, H5P_DEFAULT, d.y);
     H5Dclose(xs);
@@ -213,9 +208,9 @@ int main(int argc, char **argv)
     unsigned char *dst = malloc(BATCH * row);
     size_t nb = count / BATCH;
     double batches = 0;
-    t0 = now();
+    t0 = dl_clock_mono_s();
     double t;
-    while ((t = now()) - t0 < seconds)
+    while ((t = dl_clock_mono_s()) - t0 < seconds)
         for (size_t k = 0; k < nb; k++, batches++)
         {
             memcpy(dst, (unsigned char *)d.x + k * BATCH * row, BATCH * row);

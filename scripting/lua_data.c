@@ -1,4 +1,4 @@
-/* lua_data.c - dl.data: dataset descriptions (HDF5, Fashion-MNIST IDX, synthetic) and the sources opened from them */
+/* lua_data.c - dl.data: dataset descriptions (HDF5, Fashion-MNIST IDX, synthetic) read into a dl_data_desc (engine/data/open.h) */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -7,9 +7,9 @@
 
 #define FMNIST_DIR "/usr/share/datasets/fashion-mnist"
 
-static dl_data_spec *push_spec(lua_State *L, dl_data_kind kind)
+static dl_data_desc *push_spec(lua_State *L, dl_data_kind kind)
 {
-    dl_data_spec *d = lua_newuserdatauv(L, sizeof *d, 0);
+    dl_data_desc *d = lua_newuserdatauv(L, sizeof *d, 0);
     memset(d, 0, sizeof *d);
     d->kind = kind;
     d->shuffle = 1;
@@ -20,7 +20,7 @@ static dl_data_spec *push_spec(lua_State *L, dl_data_kind kind)
 }
 
 /* mean = {..}, std = {..}: per-channel normalisation. */
-static void read_norm(dl_lua_opts *o, dl_data_spec *d)
+static void read_norm(dl_lua_opts *o, dl_data_desc *d)
 {
     lua_State *L = o->L;
     int n[2] = {0, 0};
@@ -63,7 +63,7 @@ static void read_norm(dl_lua_opts *o, dl_data_spec *d)
     d->channels = n[0];
 }
 
-static void read_common(dl_lua_opts *o, dl_data_spec *d)
+static void read_common(dl_lua_opts *o, dl_data_desc *d)
 {
     d->scale = (float)dl_lua_opt_positive(o, "scale", 0, 1);
     d->shuffle = dl_lua_opt_boolean(o, "shuffle", 1);
@@ -78,7 +78,7 @@ static int data_hdf5(lua_State *L)
 {
     dl_lua_opts o;
     dl_lua_opt_begin(&o, L, "dl.data.hdf5", 1, 1);
-    dl_data_spec *d = push_spec(L, DL_DATA_HDF5);
+    dl_data_desc *d = push_spec(L, DL_DATA_HDF5);
     dl_lua_opt_string(&o, "path", NULL, d->path, sizeof d->path);
     dl_lua_opt_string(&o, "train", "/train", d->train, sizeof d->train);
     dl_lua_opt_string(&o, "val", "", d->val, sizeof d->val);
@@ -98,7 +98,7 @@ static int data_fmnist(lua_State *L)
 {
     dl_lua_opts o;
     dl_lua_opt_begin(&o, L, "dl.data.fashion_mnist", 1, 0);
-    dl_data_spec *d = push_spec(L, DL_DATA_FASHION_MNIST);
+    dl_data_desc *d = push_spec(L, DL_DATA_FASHION_MNIST);
     dl_lua_opt_string(&o, "dir", FMNIST_DIR, d->path, sizeof d->path);
     d->limit = dl_lua_opt_integer(&o, "limit", 0, 0);
     d->val_limit = dl_lua_opt_integer(&o, "val_limit", 0, 0);
@@ -117,7 +117,7 @@ static int data_synthetic(lua_State *L)
 {
     dl_lua_opts o;
     dl_lua_opt_begin(&o, L, "dl.data.synthetic", 1, 0);
-    dl_data_spec *d = push_spec(L, DL_DATA_SYNTHETIC);
+    dl_data_desc *d = push_spec(L, DL_DATA_SYNTHETIC);
     dl_lua_opt_string(&o, "kind", "spirals", d->synth, sizeof d->synth);
     d->n = dl_lua_opt_integer(&o, "n", 2000, 1);
     d->n_val = dl_lua_opt_integer(&o, "val", 500, 0);
@@ -140,7 +140,7 @@ static int data_synthetic(lua_State *L)
 
 static int data_tostring(lua_State *L)
 {
-    dl_data_spec *d = luaL_checkudata(L, 1, DL_DATA_MT);
+    dl_data_desc *d = luaL_checkudata(L, 1, DL_DATA_MT);
     switch (d->kind) {
     case DL_DATA_HDF5: lua_pushfstring(L, "data.hdf5(%s:%s)", d->path, d->train); break;
     case DL_DATA_FASHION_MNIST: lua_pushfstring(L, "data.fashion_mnist(%s)", d->path); break;
@@ -149,9 +149,9 @@ static int data_tostring(lua_State *L)
     return 1;
 }
 
-int dl_lua_get_data(lua_State *L, int idx, dl_data_spec *out)
+int dl_lua_get_data(lua_State *L, int idx, dl_data_desc *out)
 {
-    dl_data_spec *d = luaL_testudata(L, idx, DL_DATA_MT);
+    dl_data_desc *d = luaL_testudata(L, idx, DL_DATA_MT);
     if (!d)
         return 0;
     *out = *d;

@@ -11,9 +11,7 @@
 #include <lualib.h>
 
 #include "engine/base/error.h"
-#include "engine/data/h5data.h"
-#include "engine/base/sha256.h"
-#include "engine/data/synthetic.h"
+#include "engine/data/open.h"
 #include "engine/tune/tune.h"
 #include "scripting/lua_internal.h"
 #include "engine/base/version.h"
@@ -33,7 +31,6 @@ struct dl_script {
     char path[1024];
     dl_experiment exp;
     int exp_ref;                /* the experiment's table, kept for callbacks */
-    dl_dataset train_ds, val_ds;
     long budget, spent;         /* instruction budget of the current Lua call */
     size_t lua_bytes;           /* what the Lua state holds (LUA_MEMORY_LIMIT) */
     dl_lua_trial *trial;        /* the objective's trial (anchored by trial_ref) */
@@ -1049,8 +1046,6 @@ void dl_script_destroy(dl_script *s)
     free(s->exp.hp);
     if (s->L)
         lua_close(s->L);
-    dl_dataset_done(&s->train_ds);
-    dl_dataset_done(&s->val_ds);
     free(s);
 }
 
@@ -1067,144 +1062,10 @@ dl_layer *dl_script_take_model(dl_script *s)
 
 /* --- data -------------------------------------------------------------------- */
 
-static int file_exists(const char *p)
-{
-    FILE *f = fopen(p, "rb");
-    if (f)
-        fclose(f);
-    return f != NULL;
-}
-
 int dl_script_open_data(dl_script *s, int batch, uint64_t seed, dl_backend *be,
                         dl_source **train, dl_source **val, char *fp, size_t fp_size)
 {
-    const dl_data_spec *d = &s->exp.data;
-    *train = *val = NULL;
-    int rc = DL_OK;
-    dl_dataset_done(&s->train_ds);
-    dl_dataset_done(&s->val_ds);
-    int have_val = 0;
-    if (d->kind == DL_DATA_HDF5) {
-        if (!file_exists(d->path))
-            return dl_error(DL_EINVAL,
-                            "%s: data file not found: run `make run` (it prepares "
-                            "data/fashion-mnist.h5) or `dlbench import SRC %s`",
-                            d->path, d->path);
-        dl_hdf5_options o;
-        dl_hdf5_options_init(&o);
-        o.path = d->path;
-        o.batch = batch;
-        o.shuffle = d->shuffle;
-        o.drop_last = d->drop_last;
-        o.seed = seed;
-        o.workers = d->workers;
-        o.prefetch = d->prefetch;
-        o.scale = d->scale;
-        o.be = be;
-        if (d->channels > 0) {
-            o.normalize = 1;
-            o.channels = d->channels;
-            memcpy(o.mean, d->mean, sizeof o.mean);
-            memcpy(o.std, d->std, sizeof o.std);
-        }
-        o.group = d->train;
-        o.limit = d->limit > 0 ? (size_t)d->limit : 0;
-        rc = dl_source_hdf5(train, &o);
-        if (rc == DL_OK && d->val[0]) {
-            o.group = d->val;
-            o.shuffle = 0;
-            o.drop_last = 0;
-            o.limit = d->val_limit > 0 ? (size_t)d->val_limit : 0;
-            rc = dl_source_hdf5(val, &o);
-        }
-        char hex[65];
-        if (rc == DL_OK)
-            rc = dl_sha256_file(d->path, hex);
-        if (rc == DL_OK)
-            snprintf(fp, fp_size, "hdf5:%s:%s:%s:train=%zu:val=%zu:sha256=%s", d->path,
-                     d->train, d->val, (*train)->info.count,
-                     *val ? (*val)->info.count : (size_t)0, hex);
-    } else {
-        if (d->kind == DL_DATA_FASHION_MNIST) {
-            rc = dl_dataset_load_fashion_mnist(&s->train_ds, d->path, "train");
-            if (rc == DL_OK && d->val[0]) {
-                rc = dl_dataset_load_fashion_mnist(&s->val_ds, d->path, "t10k");
-                have_val = rc == DL_OK;
-            }
-            snprintf(fp, fp_size, "fashion-mnist:%s", d->path);
-        } else {
-            rc = dl_dataset_synthetic(&s->train_ds, d->synth, (size_t)d->n, d->classes,
-                                      (float)d->noise, d->data_seed);
-            if (rc == DL_OK && d->n_val > 0) {
-                rc = dl_dataset_synthetic(&s->val_ds, d->synth, (size_t)d->n_val, d->classes,
-                                          (float)d->noise, d->data_seed + 1);
-                have_val = rc == DL_OK;
-            }
-            snprintf(fp, fp_size, "synthetic:%s:classes=%d:noise=%g:seed=%llu", d->synth,
-                     d->classes, d->noise, (unsigned long long)d->data_seed);
-        }
-        dl_dataset *sets[2] = {&s->train_ds, have_val ? &s->val_ds : NULL};
-        long limits[2] = {d->limit, d->val_limit};
-        for (int i = 0; i < 2 && rc == DL_OK; i++) {
-            dl_dataset *ds = sets[i];
-            if (!ds)
-                continue;
-            if (limits[i] > 0)
-                dl_dataset_truncate(ds, (size_t)limits[i]);
-            if (d->scale > 0)
-                ds->info.scale = d->scale;
-            if (d->channels > 0) {
-                ds->info.channels = d->channels;
-                memcpy(ds->info.mean, d->mean, sizeof ds->info.mean);
-                memcpy(ds->info.std, d->std, sizeof ds->info.std);
-            }
-        }
-        if (rc == DL_OK) {
-            /* the samples actually used, as loaded: independent of compression */
-            dl_sha256 c;
-            dl_sha256_init(&c);
-            for (int i = 0; i < 2; i++) {
-                const dl_dataset *ds = sets[i];
-                if (!ds)
-                    continue;
-                size_t n = ds->info.count;
-                dl_sha256_update(&c, ds->x, n * (size_t)dl_shape_numel(&ds->info.sample) *
-                                                dl_dtype_size(ds->info.x_dtype));
-                dl_sha256_update(&c, ds->y, n * (size_t)(ds->info.y_width > 0 ? ds->info.y_width : 1) *
-                                                dl_dtype_size(ds->info.y_dtype));
-            }
-            uint8_t dg[32];
-            char hex[65];
-            dl_sha256_final(&c, dg);
-            dl_sha256_hex(dg, hex);
-            size_t l = strlen(fp);
-            snprintf(fp + l, fp_size - l, ":train=%zu:val=%zu:sha256=%s", s->train_ds.info.count,
-                     have_val ? s->val_ds.info.count : (size_t)0, hex);
-        }
-        if (rc == DL_OK)
-            rc = dl_source_memory(train, &s->train_ds, batch, d->shuffle, d->drop_last, seed);
-        if (rc == DL_OK && have_val)
-            rc = dl_source_memory(val, &s->val_ds, batch, 0, 0, seed);
-        if (rc == DL_OK && be) {
-            rc = (*train)->ops->retarget(*train, be);
-            if (rc == DL_OK && *val)
-                rc = (*val)->ops->retarget(*val, be);
-        }
-    }
-    if (rc == DL_OK && d->flatten) {
-        dl_source *srcs[2] = {*train, *val};
-        for (int i = 0; i < 2; i++)
-            if (srcs[i]) {
-                int64_t n = dl_shape_numel(&srcs[i]->info.sample);
-                srcs[i]->info.sample = dl_shape_make(1, &n);
-            }
-    }
-    if (rc < 0) {
-        dl_source_destroy(*train);
-        dl_source_destroy(*val);
-        *train = *val = NULL;
-    }
-    return rc;
+    return dl_data_open(&s->exp.data, batch, seed, be, train, val, fp, fp_size);
 }
 
 /* --- callbacks at run time ------------------------------------------------------ */

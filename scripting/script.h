@@ -14,6 +14,7 @@
 #include <stdint.h>
 
 #include "engine/data/data.h"
+#include "engine/data/open.h"
 #include "engine/nn/nn.h"
 #include "engine/nn/optim.h"
 #include "engine/train/trainer.h"
@@ -31,25 +32,8 @@ typedef struct dl_hparam {
     int overridden;  /* set from a k=v override */
 } dl_hparam;
 
-typedef enum { DL_DATA_SYNTHETIC, DL_DATA_FASHION_MNIST, DL_DATA_HDF5 } dl_data_kind;
-
-/* What dl.data.* described; opened by dl_script_open_data. */
-typedef struct dl_data_spec {
-    dl_data_kind kind;
-    char path[1024];           /* hdf5 file, or the IDX folder */
-    char train[128], val[128]; /* hdf5 groups; val "" for none */
-    char synth[32];            /* "spirals", "blobs" */
-    long n, n_val;             /* synthetic sizes */
-    int classes;               /* synthetic */
-    double noise;              /* synthetic */
-    uint64_t data_seed;        /* synthetic: the generator's key */
-    long limit, val_limit;     /* 0: all samples */
-    float scale;               /* 0: the source's own */
-    int channels;              /* > 0 with mean/std */
-    float mean[DL_MAX_CHANNELS], std[DL_MAX_CHANNELS];
-    int workers, prefetch, shuffle, drop_last;
-    int flatten;               /* present samples as [features] */
-} dl_data_spec;
+/* What dl.data.* described (engine/data/open.h); opened by dl_script_open_data. */
+typedef dl_data_desc dl_data_spec;
 
 typedef enum { DL_CB_EARLY_STOPPING, DL_CB_CHECKPOINT, DL_CB_LUA } dl_cb_kind;
 typedef struct dl_cb_spec {

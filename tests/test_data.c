@@ -1,4 +1,4 @@
-/* test_data.c - IDX loading, epoch permutations and the in-memory batch source */
+/* test_data.c - IDX loading, epoch permutations, the in-memory batch source, opening a description, CSV import */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -8,6 +8,8 @@
 #include "tests/check.h"
 #include "engine/data/data.h"
 #include "engine/base/error.h"
+#include "engine/data/import_csv.h"
+#include "engine/data/open.h"
 
 static char tmpdir[256];
 
@@ -366,6 +368,76 @@ static void test_memory_source_resume(void)
     dl_dataset_done(&d);
 }
 
+/* Past the first 1024 lines the line table grows: values and line numbers
+ * stay right. */
+static void test_csv_import_many_lines(void)
+{
+    const char *path = tmp_path("many.csv");
+    FILE *f = fopen(path, "w");
+    fprintf(f, "a,b,label\n");
+    for (int i = 0; i < 3000; i++)
+        fprintf(f, "%d,%d.5,%d\n", i, i, i % 3);
+    fclose(f);
+    dl_import im;
+    memset(&im, 0, sizeof im);
+    CHECK_OK(dl_import_csv_load(&im, path, "label"));
+    CHECK(im.nsplits == 1 && !strcmp(im.sp[0].name, "train"));
+    const dl_data_info *in = &im.sp[0].d.info;
+    CHECK(in->count == 3000 && in->x_dtype == DL_F32 && in->y_dtype == DL_I32);
+    CHECK(in->classes == 3 && in->sample.ndim == 1 && in->sample.dim[0] == 2);
+    const float *x = im.sp[0].d.x;
+    const int32_t *y = im.sp[0].d.y;
+    CHECK(x[2 * 2999] == 2999.0f && x[2 * 2999 + 1] == 2999.5f && y[2999] == 2999 % 3);
+    CHECK(strstr(im.origin, "many.csv") != NULL);
+    dl_import_done(&im);
+
+    f = fopen(path, "a");
+    fprintf(f, "1,x,0\n");
+    fclose(f);
+    CHECK(dl_import_csv_load(&im, path, "label") == DL_EINVAL);
+    CHECK_MSG(strstr(dl_error_message(), "many.csv:3002: column \"b\": \"x\" is not a number"),
+              "%s", dl_error_message());
+    CHECK(im.nsplits == 0);
+    dl_import_done(&im);
+}
+
+/* A synthetic description opens two memory sources that own their data;
+ * a missing HDF5 file says how to make one. */
+static void test_data_open_synthetic_and_missing(void)
+{
+    dl_data_desc d;
+    memset(&d, 0, sizeof d);
+    d.kind = DL_DATA_SYNTHETIC;
+    snprintf(d.synth, sizeof d.synth, "spirals");
+    d.n = 100;
+    d.n_val = 20;
+    d.classes = 2;
+    d.noise = 0.1;
+    d.data_seed = 1;
+    d.limit = 90;
+    d.shuffle = 1;
+    d.flatten = 1;
+    dl_source *tr = NULL, *va = NULL;
+    char fp[512];
+    CHECK_OK(dl_data_open(&d, 16, 3, NULL, &tr, &va, fp, sizeof fp));
+    CHECK(tr && va && tr->info.count == 90 && va->info.count == 20);
+    const char *want = "synthetic:spirals:classes=2:noise=0.1:seed=1:train=90:val=20:sha256=";
+    CHECK_MSG(!strncmp(fp, want, strlen(want)) && strlen(fp) == strlen(want) + 64, "%s", fp);
+    dl_batch b;
+    CHECK(tr->ops->next(tr, &b) == 1 && b.n == 16);
+    dl_source_destroy(tr);
+    dl_source_destroy(va);
+
+    memset(&d, 0, sizeof d);
+    d.kind = DL_DATA_HDF5;
+    snprintf(d.path, sizeof d.path, "%s", tmp_path("absent.h5"));
+    snprintf(d.train, sizeof d.train, "/train");
+    CHECK(dl_data_open(&d, 16, 3, NULL, &tr, &va, fp, sizeof fp) == DL_EINVAL);
+    CHECK(tr == NULL && va == NULL);
+    CHECK_MSG(strstr(dl_error_message(), "absent.h5: data file not found"), "%s",
+              dl_error_message());
+}
+
 int main(void)
 {
     snprintf(tmpdir, sizeof tmpdir, "/tmp/dl-test-data-XXXXXX");
@@ -379,6 +451,8 @@ int main(void)
     RUN(test_shuffle_permutation);
     RUN(test_memory_source_epochs);
     RUN(test_memory_source_resume);
+    RUN(test_csv_import_many_lines);
+    RUN(test_data_open_synthetic_and_missing);
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
     if (system(cmd) != 0)

@@ -1,4 +1,4 @@
-/* test_h5data.c - the HDF5 batch source: order, resume, streaming, workers, augmentation, bad input */
+/* test_h5data.c - the HDF5 batch source: order, resume, streaming, workers, augmentation, bad input; h5util */
 #include <hdf5.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -8,6 +8,7 @@
 #include "tests/check.h"
 #include "engine/data/data.h"
 #include "engine/base/error.h"
+#include "engine/base/h5util.h"
 #include "engine/data/h5data.h"
 
 static char tmpdir[256];
@@ -661,6 +662,47 @@ static void test_concurrent_sources(void)
     free(d.y);
 }
 
+/* engine/base/h5util.h: attributes written and read back, counts and
+ * limits, and the checking macro's message. */
+static int h5_try_fails(hid_t f)
+{
+    DL_H5_TRY(DL_EIO, H5Gopen2(f, "/nowhere", H5P_DEFAULT), "%s: opening", "t.h5");
+    return DL_OK;
+}
+
+static void test_h5util_attributes(void)
+{
+    const char *path = tmp_path("attrs.h5");
+    dl_hdf5_lock();
+    hid_t f = H5Fcreate(path, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+    double d3[3] = {1.5, -2, 1e300};
+    int one = 7;
+    const char *names[] = {"a", "longer name"};
+    CHECK(dl_h5_attr_write(f, "d3", H5T_NATIVE_DOUBLE, 3, d3) == 0);
+    CHECK(dl_h5_attr_write(f, "one", H5T_NATIVE_INT, 0, &one) == 0);
+    CHECK(dl_h5_attr_write_string(f, "s", "dlbench-data 1", H5T_CSET_UTF8) == 0);
+    CHECK(dl_h5_attr_write_strings(f, "names", names, 2, H5T_CSET_UTF8) == 0);
+    CHECK(dl_h5_attr_write(f, "one", H5T_NATIVE_INT, 0, &one) < 0); /* exists */
+    H5Eclear2(H5E_DEFAULT);
+
+    double got[3] = {0};
+    int i = 0;
+    CHECK(dl_h5_attr_read(f, "d3", H5T_NATIVE_DOUBLE, 3, got) == 3 && got[2] == 1e300);
+    CHECK(dl_h5_attr_read(f, "d3", H5T_NATIVE_DOUBLE, 2, got) == -1);
+    CHECK(dl_h5_attr_read(f, "absent", H5T_NATIVE_DOUBLE, 3, got) == 0);
+    CHECK(dl_h5_attr_read(f, "one", H5T_NATIVE_INT, 1, &i) == 1 && i == 7);
+    char *str = dl_h5_attr_read_string(f, "s");
+    CHECK(str && !strcmp(str, "dlbench-data 1"));
+    free(str);
+    CHECK(dl_h5_attr_read_string(f, "d3") == NULL);
+    CHECK(h5_try_fails(f) == DL_EIO);
+    CHECK_MSG(strstr(dl_error_message(), "t.h5: opening: ") &&
+                  strstr(dl_error_message(), "(test_h5data.c:"),
+              "%s", dl_error_message());
+    H5Fclose(f);
+    dl_hdf5_unlock();
+}
+
 int main(void)
 {
     snprintf(tmpdir, sizeof tmpdir, "/tmp/dl-test-h5data-XXXXXX");
@@ -676,6 +718,7 @@ int main(void)
     RUN(test_normalisation_and_dtypes);
     RUN(test_bad_input);
     RUN(test_concurrent_sources);
+    RUN(test_h5util_attributes);
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
     if (getenv("KEEP")) return check_failed_tests ? 1 : 0;

@@ -97,6 +97,12 @@ void dl_dataset_truncate(dl_dataset *d, size_t count);
 int dl_source_memory(dl_source **out, const dl_dataset *d, int batch, int shuffle,
                      int drop_last, uint64_t seed);
 
+/* The same, owning the data: d's buffers move into the source (freed by
+ * its destroy) and d is zeroed, whether it succeeds or not (on error the
+ * buffers are freed). */
+int dl_source_memory_own(dl_source **out, dl_dataset *d, int batch, int shuffle, int drop_last,
+                         uint64_t seed);
+
 /* The order of samples for an epoch: perm[i] for i < count, a
  * Fisher-Yates shuffle driven by the counter RNG keyed by (seed, epoch).
  * Same arguments, same permutation, on any machine. */

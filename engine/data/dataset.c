@@ -4,10 +4,10 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <zlib.h>
 
 #include "engine/core/backend.h"
+#include "engine/base/clock.h"
 #include "engine/base/error.h"
 #include "engine/base/rng.h"
 
@@ -15,13 +15,6 @@
  * reject headers that cannot be real (and keep sizes far from overflow). */
 #define IDX_MAX_DIM 65536u
 #define IDX_MAX_COUNT (1u << 30)
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 /* Reads bytes [from, to) of an n-byte part of the file into p; a short
  * read is a truncated file, a zlib error a corrupt one. what says which
@@ -304,6 +297,7 @@ void dl_shuffle_permutation(uint32_t *perm, size_t count, uint64_t seed, int epo
 typedef struct mem_source {
     dl_source base;
     const dl_dataset *d;
+    dl_dataset own; /* the data, when the source owns it (dl_source_memory_own) */
     int batch, shuffle, drop_last;
     uint64_t seed;
     uint32_t *perm; /* [count] when shuffling */
@@ -338,7 +332,7 @@ static int mem_start_epoch(dl_source *s, int epoch, size_t skip)
 static int mem_next(dl_source *s, dl_batch *out)
 {
     mem_source *m = (mem_source *)s;
-    double t0 = now_s();
+    double t0 = dl_clock_mono_s();
     size_t count = m->base.info.count, left = count - m->pos;
     if (m->pos >= count || (m->drop_last && left < (size_t)m->batch))
         return 0;
@@ -365,7 +359,7 @@ static int mem_next(dl_source *s, dl_batch *out)
     out->n = n;
     out->x = dx;
     out->y = dy;
-    out->wait_s = now_s() - t0;
+    out->wait_s = dl_clock_mono_s() - t0;
     m->st.wait_s += out->wait_s;
     m->st.batches++;
     m->st.bytes_read += (double)n * (double)(m->x_row + m->y_row);
@@ -426,6 +420,7 @@ static void mem_destroy(dl_source *s)
     mem_source *m = (mem_source *)s;
     mem_free_buffers(m);
     free(m->perm);
+    dl_dataset_done(&m->own);
     free(m);
 }
 
@@ -480,5 +475,20 @@ int dl_source_memory(dl_source **out, const dl_dataset *d, int batch, int shuffl
         return rc;
     }
     *out = &m->base;
+    return DL_OK;
+}
+
+int dl_source_memory_own(dl_source **out, dl_dataset *d, int batch, int shuffle, int drop_last,
+                         uint64_t seed)
+{
+    int rc = dl_source_memory(out, d, batch, shuffle, drop_last, seed);
+    if (rc < 0) {
+        dl_dataset_done(d);
+        return rc;
+    }
+    mem_source *m = (mem_source *)*out;
+    m->own = *d;
+    m->d = &m->own;
+    memset(d, 0, sizeof *d);
     return DL_OK;
 }

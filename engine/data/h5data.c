@@ -4,16 +4,14 @@
 #include <errno.h>
 #include <hdf5.h>
 #include <pthread.h>
-#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
+#include "engine/base/clock.h"
 #include "engine/base/error.h"
+#include "engine/base/h5util.h"
 #include "engine/base/rng.h"
-
-/* --- the HDF5 lock and error text ------------------------------------------- */
 
 /* Reads rows [0, count) of a [rows, ...] dataset into buf (the caller
  * holds the HDF5 lock). Returns DL_EIO when HDF5 fails. */
@@ -36,85 +34,6 @@ static int read_first_rows(hid_t set, hid_t memtype, size_t count, void *buf)
         H5Sclose(mspace);
     H5Sclose(fspace);
     return rc;
-}
-
-static pthread_mutex_t h5_mutex;
-static pthread_once_t h5_once = PTHREAD_ONCE_INIT;
-
-static void h5_mutex_init(void)
-{
-    pthread_mutexattr_t a;
-    pthread_mutexattr_init(&a);
-    pthread_mutexattr_settype(&a, PTHREAD_MUTEX_RECURSIVE);
-    pthread_mutex_init(&h5_mutex, &a);
-    pthread_mutexattr_destroy(&a);
-}
-
-void dl_hdf5_lock(void)
-{
-    /* In a thread-safe HDF5 the automatic error printing is per thread. */
-    static _Thread_local int silenced;
-    pthread_once(&h5_once, h5_mutex_init);
-    pthread_mutex_lock(&h5_mutex);
-    if (!silenced) {
-        H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
-        silenced = 1;
-    }
-}
-
-void dl_hdf5_unlock(void) { pthread_mutex_unlock(&h5_mutex); }
-
-static herr_t first_desc(unsigned n, const H5E_error2_t *e, void *data)
-{
-    char **out = data;
-    if (n == 0 && e->desc && **out == 0) {
-        size_t size = (size_t)(uintptr_t)out[1];
-        snprintf(*out, size, "%s", e->desc);
-    }
-    return 0;
-}
-
-char *dl_hdf5_error_text(char *buf, size_t size)
-{
-    char *ctx[2] = {buf, (char *)(uintptr_t)size};
-    buf[0] = 0;
-    H5Ewalk2(H5E_DEFAULT, H5E_WALK_UPWARD, first_desc, ctx);
-    if (!buf[0])
-        snprintf(buf, size, "HDF5 error");
-    H5Eclear2(H5E_DEFAULT);
-    return buf;
-}
-
-/* Records a failed HDF5 call: "<what>: <hdf5 reason> (h5data.c:LINE: call)".
- * Returns code. */
-static int h5_fail(int code, const char *call, int line, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-static int h5_fail(int code, const char *call, int line, const char *fmt, ...)
-{
-    char what[512], why[256];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(what, sizeof what, fmt, ap);
-    va_end(ap);
-    dl_hdf5_error_text(why, sizeof why);
-    return dl_error(code, "%s: %s (h5data.c:%d: %s)", what, why, line, call);
-}
-
-/* Runs an HDF5 call that returns a negative value on failure; on failure
- * records the call and jumps to fail with rc set. */
-#define H5_CHECK(call, ...)                                                     \
-    do {                                                                        \
-        if ((call) < 0) {                                                       \
-            rc = h5_fail(DL_EIO, #call, __LINE__, __VA_ARGS__);                 \
-            goto fail;                                                          \
-        }                                                                       \
-    } while (0)
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
 void dl_hdf5_options_init(dl_hdf5_options *o)
@@ -218,7 +137,7 @@ static int read_window(h5_source *s, window *win, size_t w)
     if (b1 > s->nblocks)
         b1 = s->nblocks;
     dl_hdf5_lock();
-    H5_CHECK(fspace = H5Dget_space(s->xset), "%s:%s: reading", s->path, s->xpath);
+    DL_H5_CHECK(fspace = H5Dget_space(s->xset), "%s:%s: reading", s->path, s->xpath);
     for (size_t b = b0; b < b1; b++) {
         size_t start = (size_t)s->block_order[b] * s->block_rows;
         size_t rows = s->count - start < s->block_rows ? s->count - start : s->block_rows;
@@ -228,14 +147,14 @@ static int read_window(h5_source *s, window *win, size_t w)
         H5Sget_simple_extent_dims(fspace, dims, NULL);
         for (int i = 1; i < rank; i++)
             fcount[i] = dims[i];
-        H5_CHECK(H5Sselect_hyperslab(fspace, H5S_SELECT_SET, fstart, NULL, fcount, NULL),
-                 "%s:%s: selecting rows %zu..%zu", s->path, s->xpath, start, start + rows);
+        DL_H5_CHECK(H5Sselect_hyperslab(fspace, H5S_SELECT_SET, fstart, NULL, fcount, NULL),
+                    "%s:%s: selecting rows %zu..%zu", s->path, s->xpath, start, start + rows);
         /* the memory space has the selection's shape: a flat one sends
          * HDF5 down an element-by-element path, 100x slower */
-        H5_CHECK(mspace = H5Screate_simple(rank, fcount, NULL), "%s:%s", s->path, s->xpath);
-        H5_CHECK(H5Dread(s->xset, s->xtype, mspace, fspace, H5P_DEFAULT,
-                         win->x + n * s->x_row),
-                 "%s:%s: reading rows %zu..%zu", s->path, s->xpath, start, start + rows - 1);
+        DL_H5_CHECK(mspace = H5Screate_simple(rank, fcount, NULL), "%s:%s", s->path, s->xpath);
+        DL_H5_CHECK(H5Dread(s->xset, s->xtype, mspace, fspace, H5P_DEFAULT,
+                            win->x + n * s->x_row),
+                    "%s:%s: reading rows %zu..%zu", s->path, s->xpath, start, start + rows - 1);
         H5Sclose(mspace);
         mspace = H5I_INVALID_HID;
         for (size_t r = 0; r < rows; r++)
@@ -566,7 +485,7 @@ static int h5_start_epoch(dl_source *src, int epoch, size_t skip)
 static int h5_next(dl_source *src, dl_batch *out)
 {
     h5_source *s = (h5_source *)src;
-    double t0 = now_s();
+    double t0 = dl_clock_mono_s();
     pthread_mutex_lock(&s->mu);
     if (s->holding) {
         s->ring[(s->consumed - 1) % (size_t)s->prefetch].state = SLOT_FREE;
@@ -601,7 +520,7 @@ static int h5_next(dl_source *src, dl_batch *out)
     out->n = sl->n;
     out->x = sl->x;
     out->y = sl->y;
-    out->wait_s = now_s() - t0;
+    out->wait_s = dl_clock_mono_s() - t0;
     s->st.wait_s += out->wait_s;
     s->st.batches++;
     pthread_mutex_unlock(&s->mu);
@@ -745,19 +664,8 @@ static int path_exists(hid_t file, const char *path)
 /* Reads a float attribute array of up to max values (0 when absent). */
 static int read_float_attr(hid_t obj, const char *name, float *v, int max)
 {
-    if (H5Aexists(obj, name) <= 0)
-        return 0;
-    hid_t a = H5Aopen(obj, name, H5P_DEFAULT);
-    if (a < 0)
-        return 0;
-    hid_t sp = H5Aget_space(a);
-    hssize_t n = H5Sget_simple_extent_npoints(sp);
-    int got = 0;
-    if (n >= 1 && n <= max && H5Aread(a, H5T_NATIVE_FLOAT, v) >= 0)
-        got = (int)n;
-    H5Sclose(sp);
-    H5Aclose(a);
-    return got;
+    int n = dl_h5_attr_read(obj, name, H5T_NATIVE_FLOAT, (size_t)max, v);
+    return n > 0 ? n : 0;
 }
 
 static size_t default_budget(void)
@@ -797,110 +705,96 @@ static const char *h5_type_text(hid_t t, char *buf, size_t size)
     return buf;
 }
 
-static int open_split(h5_source *s, const dl_hdf5_options *o)
-{
-    int rc = DL_OK;
-    hid_t grp = H5I_INVALID_HID, yset = H5I_INVALID_HID, xsp = H5I_INVALID_HID,
-          ysp = H5I_INVALID_HID, xft = H5I_INVALID_HID, yft = H5I_INVALID_HID,
-          dcpl = H5I_INVALID_HID;
-    char gpath[512], ypath[1024], tbuf[32];
-    const char *path = o->path;
-    snprintf(gpath, sizeof gpath, "%s", o->group && *o->group ? o->group : "/");
-    const char *sep = gpath[strlen(gpath) - 1] == '/' ? "" : "/";
-    snprintf(s->xpath, sizeof s->xpath, "%s%s%s", gpath, sep, o->x_name);
-    snprintf(ypath, sizeof ypath, "%s%s%s", gpath, sep, o->y_name);
-    snprintf(s->path, sizeof s->path, "%s", path);
-    snprintf(s->base.name, sizeof s->base.name, "%.180s:%.70s", path, gpath);
+/* What open_split holds open while it reads a split's metadata. */
+typedef struct split_objs {
+    hid_t grp, yset, xsp, ysp, xft, yft, dcpl;
+    char gpath[512], ypath[1024];
+    int xrank, yrank;
+    hsize_t xd[H5S_MAX_RANK], yd[H5S_MAX_RANK];
+} split_objs;
 
-    if (access(path, R_OK) != 0)
-        return dl_error(errno == ENOENT ? DL_EINVAL : DL_EIO, "%s: %s", path,
-                        errno == ENOENT ? "no such file" : strerror(errno));
-    dl_hdf5_lock();
+/* Opens the file, the group and both datasets with their spaces and types. */
+static int open_objects(h5_source *s, const dl_hdf5_options *o, split_objs *c)
+{
+    const char *path = o->path;
     htri_t is = H5Fis_hdf5(path);
     if (is <= 0) {
         H5Eclear2(H5E_DEFAULT);
-        rc = dl_error(DL_EINVAL, "%s: not an HDF5 file (truncated or corrupt?)", path);
-        goto fail;
+        return dl_error(DL_EINVAL, "%s: not an HDF5 file (truncated or corrupt?)", path);
     }
-    H5_CHECK(s->file = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT),
-             "%s: cannot open (truncated or corrupt file?)", path);
-    if (gpath[0] != '/') {
-        rc = dl_error(DL_EINVAL, "%s: group \"%s\" must be an absolute path like \"/train\"",
-                      path, gpath);
-        goto fail;
-    }
-    if (!path_exists(s->file, gpath)) {
-        rc = dl_error(DL_EINVAL, "%s: no group %s", path, gpath);
-        goto fail;
-    }
-    H5_CHECK(grp = H5Gopen2(s->file, gpath, H5P_DEFAULT), "%s: %s is not a group", path, gpath);
+    DL_H5_TRY(DL_EIO, s->file = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT),
+              "%s: cannot open (truncated or corrupt file?)", path);
+    if (c->gpath[0] != '/')
+        return dl_error(DL_EINVAL, "%s: group \"%s\" must be an absolute path like \"/train\"",
+                        path, c->gpath);
+    if (!path_exists(s->file, c->gpath))
+        return dl_error(DL_EINVAL, "%s: no group %s", path, c->gpath);
+    DL_H5_TRY(DL_EIO, c->grp = H5Gopen2(s->file, c->gpath, H5P_DEFAULT), "%s: %s is not a group",
+              path, c->gpath);
     for (int i = 0; i < 2; i++) {
-        const char *p = i ? ypath : s->xpath;
-        if (!path_exists(s->file, p)) {
-            rc = dl_error(DL_EINVAL, "%s: no dataset %s", path, p);
-            goto fail;
-        }
+        const char *p = i ? c->ypath : s->xpath;
+        if (!path_exists(s->file, p))
+            return dl_error(DL_EINVAL, "%s: no dataset %s", path, p);
     }
-    H5_CHECK(s->xset = H5Dopen2(s->file, s->xpath, H5P_DEFAULT), "%s: %s is not a dataset",
-             path, s->xpath);
-    H5_CHECK(yset = H5Dopen2(s->file, ypath, H5P_DEFAULT), "%s: %s is not a dataset", path,
-             ypath);
-    H5_CHECK(xsp = H5Dget_space(s->xset), "%s:%s", path, s->xpath);
-    H5_CHECK(ysp = H5Dget_space(yset), "%s:%s", path, ypath);
-    H5_CHECK(xft = H5Dget_type(s->xset), "%s:%s", path, s->xpath);
-    H5_CHECK(yft = H5Dget_type(yset), "%s:%s", path, ypath);
+    DL_H5_TRY(DL_EIO, s->xset = H5Dopen2(s->file, s->xpath, H5P_DEFAULT),
+              "%s: %s is not a dataset", path, s->xpath);
+    DL_H5_TRY(DL_EIO, c->yset = H5Dopen2(s->file, c->ypath, H5P_DEFAULT),
+              "%s: %s is not a dataset", path, c->ypath);
+    DL_H5_TRY(DL_EIO, c->xsp = H5Dget_space(s->xset), "%s:%s", path, s->xpath);
+    DL_H5_TRY(DL_EIO, c->ysp = H5Dget_space(c->yset), "%s:%s", path, c->ypath);
+    DL_H5_TRY(DL_EIO, c->xft = H5Dget_type(s->xset), "%s:%s", path, s->xpath);
+    DL_H5_TRY(DL_EIO, c->yft = H5Dget_type(c->yset), "%s:%s", path, c->ypath);
+    return DL_OK;
+}
 
-    /* x: [count, sample...] of u8, i32 or f32 */
-    int xrank = H5Sget_simple_extent_ndims(xsp), yrank = H5Sget_simple_extent_ndims(ysp);
-    hsize_t xd[H5S_MAX_RANK], yd[H5S_MAX_RANK];
-    if (xrank < 2 || xrank > DL_MAX_DIMS + 1) {
-        rc = dl_error(DL_EINVAL, "%s:%s: %d dimensions, expected [count, sample...] with 1 to %d "
-                      "sample dimensions", path, s->xpath, xrank, DL_MAX_DIMS);
-        goto fail;
-    }
-    if (yrank < 1 || yrank > 2) {
-        rc = dl_error(DL_EINVAL, "%s:%s: %d dimensions, expected [count] or [count, width]",
-                      path, ypath, yrank);
-        goto fail;
-    }
-    H5Sget_simple_extent_dims(xsp, xd, NULL);
-    H5Sget_simple_extent_dims(ysp, yd, NULL);
-    int xdt = x_dtype_of(xft);
-    if (xdt < 0) {
-        rc = dl_error(DL_EINVAL, "%s:%s: unsupported dtype %s, expected u8, f32 or i32", path,
-                      s->xpath, h5_type_text(xft, tbuf, sizeof tbuf));
-        goto fail;
-    }
-    H5T_class_t yc = H5Tget_class(yft);
-    if (yc != H5T_INTEGER && yc != H5T_FLOAT) {
-        rc = dl_error(DL_EINVAL, "%s:%s: unsupported dtype %s, expected integer labels or f32 "
-                      "targets", path, ypath, h5_type_text(yft, tbuf, sizeof tbuf));
-        goto fail;
-    }
-    if (yc == H5T_INTEGER && yrank == 2 && yd[1] != 1) {
-        rc = dl_error(DL_EINVAL, "%s:%s: integer labels of width %llu, expected one label per "
-                      "sample", path, ypath, (unsigned long long)yd[1]);
-        goto fail;
-    }
-    if (xd[0] != yd[0]) {
-        rc = dl_error(DL_EINVAL, "%s: %s has %llu samples but %s has %llu", path, s->xpath,
-                      (unsigned long long)xd[0], ypath, (unsigned long long)yd[0]);
-        goto fail;
-    }
-    if (xd[0] == 0 || xd[0] > UINT32_MAX) {
-        rc = dl_error(DL_EINVAL, "%s:%s: %llu samples, expected 1 to %u", path, s->xpath,
-                      (unsigned long long)xd[0], UINT32_MAX);
-        goto fail;
-    }
+/* x: [count, sample...] of u8, i32 or f32; y: [count] or [count, width]
+ * of integer labels or f32 targets. */
+static int check_layout(h5_source *s, const dl_hdf5_options *o, split_objs *c)
+{
+    const char *path = o->path, *ypath = c->ypath;
+    char tbuf[32];
+    c->xrank = H5Sget_simple_extent_ndims(c->xsp);
+    c->yrank = H5Sget_simple_extent_ndims(c->ysp);
+    if (c->xrank < 2 || c->xrank > DL_MAX_DIMS + 1)
+        return dl_error(DL_EINVAL, "%s:%s: %d dimensions, expected [count, sample...] with 1 to "
+                        "%d sample dimensions", path, s->xpath, c->xrank, DL_MAX_DIMS);
+    if (c->yrank < 1 || c->yrank > 2)
+        return dl_error(DL_EINVAL, "%s:%s: %d dimensions, expected [count] or [count, width]",
+                        path, ypath, c->yrank);
+    H5Sget_simple_extent_dims(c->xsp, c->xd, NULL);
+    H5Sget_simple_extent_dims(c->ysp, c->yd, NULL);
+    if (x_dtype_of(c->xft) < 0)
+        return dl_error(DL_EINVAL, "%s:%s: unsupported dtype %s, expected u8, f32 or i32", path,
+                        s->xpath, h5_type_text(c->xft, tbuf, sizeof tbuf));
+    H5T_class_t yc = H5Tget_class(c->yft);
+    if (yc != H5T_INTEGER && yc != H5T_FLOAT)
+        return dl_error(DL_EINVAL, "%s:%s: unsupported dtype %s, expected integer labels or f32 "
+                        "targets", path, ypath, h5_type_text(c->yft, tbuf, sizeof tbuf));
+    if (yc == H5T_INTEGER && c->yrank == 2 && c->yd[1] != 1)
+        return dl_error(DL_EINVAL, "%s:%s: integer labels of width %llu, expected one label "
+                        "per sample", path, ypath, (unsigned long long)c->yd[1]);
+    if (c->xd[0] != c->yd[0])
+        return dl_error(DL_EINVAL, "%s: %s has %llu samples but %s has %llu", path, s->xpath,
+                        (unsigned long long)c->xd[0], ypath, (unsigned long long)c->yd[0]);
+    if (c->xd[0] == 0 || c->xd[0] > UINT32_MAX)
+        return dl_error(DL_EINVAL, "%s:%s: %llu samples, expected 1 to %u", path, s->xpath,
+                        (unsigned long long)c->xd[0], UINT32_MAX);
+    return DL_OK;
+}
 
+/* Fills info and the row sizes from the checked layout; the sample must
+ * fit o->expect_sample when one is given. */
+static int set_info(h5_source *s, const dl_hdf5_options *o, const split_objs *c)
+{
     dl_data_info *info = &s->base.info;
-    info->sample.ndim = xrank - 1;
-    for (int i = 1; i < xrank; i++)
-        info->sample.dim[i - 1] = (int64_t)xd[i];
+    int xdt = x_dtype_of(c->xft);
+    info->sample.ndim = c->xrank - 1;
+    for (int i = 1; i < c->xrank; i++)
+        info->sample.dim[i - 1] = (int64_t)c->xd[i];
     info->x_dtype = (dl_dtype)xdt;
-    info->y_dtype = yc == H5T_INTEGER ? DL_I32 : DL_F32;
-    info->y_width = yrank == 2 ? (int)yd[1] : 1;
-    info->count = o->limit > 0 && o->limit < xd[0] ? o->limit : xd[0];
+    info->y_dtype = H5Tget_class(c->yft) == H5T_INTEGER ? DL_I32 : DL_F32;
+    info->y_width = c->yrank == 2 ? (int)c->yd[1] : 1;
+    info->count = o->limit > 0 && o->limit < c->xd[0] ? o->limit : c->xd[0];
     s->count = info->count;
     s->x_elem = dl_dtype_size(info->x_dtype);
     s->x_rows_elems = (size_t)dl_shape_numel(&info->sample);
@@ -908,7 +802,6 @@ static int open_split(h5_source *s, const dl_hdf5_options *o)
     s->y_row = (size_t)info->y_width * 4;
     s->xtype = xdt == DL_U8 ? H5T_NATIVE_UINT8 : xdt == DL_I32 ? H5T_NATIVE_INT32
                                                                : H5T_NATIVE_FLOAT;
-
     if (o->expect_sample.ndim > 0) {
         const dl_shape *e = &o->expect_sample;
         int fits = dl_shape_numel(e) == dl_shape_numel(&info->sample);
@@ -919,124 +812,136 @@ static int open_split(h5_source *s, const dl_hdf5_options *o)
         }
         if (!fits) {
             char a[64], b[64];
-            rc = dl_error(DL_EINVAL, "%s:%s: samples of shape %s do not fit the model's input %s",
-                          path, s->xpath, dl_shape_format(&info->sample, a, sizeof a),
-                          dl_shape_format(e, b, sizeof b));
-            goto fail;
+            return dl_error(DL_EINVAL, "%s:%s: samples of shape %s do not fit the model's "
+                            "input %s", o->path, s->xpath,
+                            dl_shape_format(&info->sample, a, sizeof a),
+                            dl_shape_format(e, b, sizeof b));
         }
     }
+    return DL_OK;
+}
 
-    /* attributes: scale, classes, mean, std */
+/* The group's attributes: scale, classes, and mean/std when normalising. */
+static int read_group_attrs(h5_source *s, const dl_hdf5_options *o, const split_objs *c)
+{
+    const char *path = o->path, *gpath = c->gpath;
+    dl_data_info *info = &s->base.info;
     float v[DL_MAX_CHANNELS];
-    info->scale = o->scale > 0 ? o->scale : read_float_attr(grp, "scale", v, 1) ? v[0] : 1.0f;
-    if (read_float_attr(grp, "classes", v, 1) && v[0] >= 1)
+    info->scale = o->scale > 0 ? o->scale : read_float_attr(c->grp, "scale", v, 1) ? v[0] : 1.0f;
+    if (read_float_attr(c->grp, "classes", v, 1) && v[0] >= 1)
         info->classes = (int)v[0];
-    if (o->normalize) {
-        int ch = o->channels;
-        if (ch > 0) {
-            memcpy(info->mean, o->mean, sizeof(float) * (size_t)ch);
-            memcpy(info->std, o->std, sizeof(float) * (size_t)ch);
-        } else {
-            ch = read_float_attr(grp, "mean", info->mean, DL_MAX_CHANNELS);
-            if (!ch || read_float_attr(grp, "std", info->std, DL_MAX_CHANNELS) != ch) {
-                rc = dl_error(DL_EINVAL, "%s:%s: normalisation asked but no mean/std given and "
-                              "no \"mean\" and \"std\" attributes of equal length", path, gpath);
-                goto fail;
-            }
-        }
-        int planes = info->sample.ndim >= 3 ? (int)info->sample.dim[0] : 1;
-        if (ch != 1 && ch != planes) {
-            rc = dl_error(DL_EINVAL, "%s:%s: %d normalisation channels for samples with %d",
-                          path, s->xpath, ch, planes);
-            goto fail;
-        }
-        for (int c = 0; c < ch; c++)
-            if (!(info->std[c] > 0)) {
-                rc = dl_error(DL_EINVAL, "%s:%s: std[%d] = %g, expected > 0", path, gpath, c,
-                              (double)info->std[c]);
-                goto fail;
-            }
-        info->channels = ch;
+    if (!o->normalize)
+        return DL_OK;
+    int ch = o->channels;
+    if (ch > 0) {
+        memcpy(info->mean, o->mean, sizeof(float) * (size_t)ch);
+        memcpy(info->std, o->std, sizeof(float) * (size_t)ch);
+    } else {
+        ch = read_float_attr(c->grp, "mean", info->mean, DL_MAX_CHANNELS);
+        if (!ch || read_float_attr(c->grp, "std", info->std, DL_MAX_CHANNELS) != ch)
+            return dl_error(DL_EINVAL, "%s:%s: normalisation asked but no mean/std given and "
+                            "no \"mean\" and \"std\" attributes of equal length", path, gpath);
     }
+    int planes = info->sample.ndim >= 3 ? (int)info->sample.dim[0] : 1;
+    if (ch != 1 && ch != planes)
+        return dl_error(DL_EINVAL, "%s:%s: %d normalisation channels for samples with %d",
+                        path, s->xpath, ch, planes);
+    for (int i = 0; i < ch; i++)
+        if (!(info->std[i] > 0))
+            return dl_error(DL_EINVAL, "%s:%s: std[%d] = %g, expected > 0", path, gpath, i,
+                            (double)info->std[i]);
+    info->channels = ch;
+    return DL_OK;
+}
 
-    /* the chunk layout decides the streaming block */
-    H5_CHECK(dcpl = H5Dget_create_plist(s->xset), "%s:%s", path, s->xpath);
+/* The chunk layout decides the streaming block. */
+static int read_block_rows(h5_source *s, const dl_hdf5_options *o, split_objs *c)
+{
+    DL_H5_TRY(DL_EIO, c->dcpl = H5Dget_create_plist(s->xset), "%s:%s", o->path, s->xpath);
     hsize_t chunk[H5S_MAX_RANK];
-    if (H5Pget_layout(dcpl) == H5D_CHUNKED && H5Pget_chunk(dcpl, H5S_MAX_RANK, chunk) > 0)
+    if (H5Pget_layout(c->dcpl) == H5D_CHUNKED && H5Pget_chunk(c->dcpl, H5S_MAX_RANK, chunk) > 0)
         s->block_rows = chunk[0];
     else
         s->block_rows = ((size_t)1 << 20) / s->x_row;
     if (s->block_rows == 0)
         s->block_rows = 1;
+    return DL_OK;
+}
 
-    /* labels: always in memory */
+/* Labels: always in memory, checked against the classes. */
+static int read_labels(h5_source *s, const dl_hdf5_options *o, const split_objs *c)
+{
+    const char *path = o->path, *ypath = c->ypath;
+    dl_data_info *info = &s->base.info;
     s->y_all = malloc(s->count * s->y_row);
-    if (!s->y_all) {
-        rc = dl_error(DL_ENOMEM, "%s:%s: out of memory for %zu labels", path, ypath, s->count);
-        goto fail;
-    }
-    if (read_first_rows(yset, info->y_dtype == DL_I32 ? H5T_NATIVE_INT32 : H5T_NATIVE_FLOAT,
+    if (!s->y_all)
+        return dl_error(DL_ENOMEM, "%s:%s: out of memory for %zu labels", path, ypath, s->count);
+    if (read_first_rows(c->yset, info->y_dtype == DL_I32 ? H5T_NATIVE_INT32 : H5T_NATIVE_FLOAT,
                         s->count, s->y_all) < 0) {
         char e[256];
-        rc = dl_error(DL_EIO, "%s:%s: reading: %s", path, ypath,
-                      dl_hdf5_error_text(e, sizeof e));
-        goto fail;
+        return dl_error(DL_EIO, "%s:%s: reading: %s", path, ypath,
+                        dl_hdf5_error_text(e, sizeof e));
     }
     s->st.bytes_read += (double)(s->count * s->y_row);
-    if (info->y_dtype == DL_I32) {
-        const int32_t *y = s->y_all;
-        int maxlab = -1;
-        for (size_t i = 0; i < s->count; i++) {
-            if (y[i] < 0 || (o->classes > 0 && y[i] >= o->classes) ||
-                (o->classes <= 0 && info->classes > 0 && y[i] >= info->classes)) {
-                int lim = o->classes > 0 ? o->classes : info->classes;
-                rc = dl_error(DL_EINVAL, "%s:%s: label %d at row %zu, expected 0..%d", path,
-                              ypath, y[i], i, lim > 0 ? lim - 1 : INT32_MAX);
-                goto fail;
-            }
-            if (y[i] > maxlab)
-                maxlab = y[i];
+    if (info->y_dtype != DL_I32)
+        return DL_OK;
+    const int32_t *y = s->y_all;
+    int maxlab = -1;
+    for (size_t i = 0; i < s->count; i++) {
+        if (y[i] < 0 || (o->classes > 0 && y[i] >= o->classes) ||
+            (o->classes <= 0 && info->classes > 0 && y[i] >= info->classes)) {
+            int lim = o->classes > 0 ? o->classes : info->classes;
+            return dl_error(DL_EINVAL, "%s:%s: label %d at row %zu, expected 0..%d", path,
+                            ypath, y[i], i, lim > 0 ? lim - 1 : INT32_MAX);
         }
-        if (o->classes > 0)
-            info->classes = o->classes;
-        else if (info->classes <= 0)
-            info->classes = maxlab + 1;
+        if (y[i] > maxlab)
+            maxlab = y[i];
     }
+    if (o->classes > 0)
+        info->classes = o->classes;
+    else if (info->classes <= 0)
+        info->classes = maxlab + 1;
+    return DL_OK;
+}
 
-    /* mode */
+/* In memory when asked or when x and y fit the budget: x read whole. */
+static int read_x_if_resident(h5_source *s, const dl_hdf5_options *o)
+{
     size_t budget = o->memory_budget ? o->memory_budget : default_budget();
     size_t all = s->count * (s->x_row + s->y_row);
     s->streaming = o->mode == DL_HDF5_STREAM || (o->mode == DL_HDF5_AUTO && all > budget);
-    if (!s->streaming) {
-        s->x_all = malloc(s->count * s->x_row);
-        if (!s->x_all) {
-            rc = dl_error(DL_ENOMEM, "%s:%s: out of memory for %zu bytes", path, s->xpath,
-                          s->count * s->x_row);
-            goto fail;
-        }
-        if (read_first_rows(s->xset, s->xtype, s->count, s->x_all) < 0) {
-            char e[256];
-            rc = dl_error(DL_EIO, "%s:%s: reading: %s", path, s->xpath,
-                          dl_hdf5_error_text(e, sizeof e));
-            goto fail;
-        }
-        s->st.bytes_read += (double)(s->count * s->x_row);
+    if (s->streaming)
+        return DL_OK;
+    s->x_all = malloc(s->count * s->x_row);
+    if (!s->x_all)
+        return dl_error(DL_ENOMEM, "%s:%s: out of memory for %zu bytes", o->path, s->xpath,
+                        s->count * s->x_row);
+    if (read_first_rows(s->xset, s->xtype, s->count, s->x_all) < 0) {
+        char e[256];
+        return dl_error(DL_EIO, "%s:%s: reading: %s", o->path, s->xpath,
+                        dl_hdf5_error_text(e, sizeof e));
     }
-fail:
-    if (dcpl >= 0)
-        H5Pclose(dcpl);
-    if (xft >= 0)
-        H5Tclose(xft);
-    if (yft >= 0)
-        H5Tclose(yft);
-    if (xsp >= 0)
-        H5Sclose(xsp);
-    if (ysp >= 0)
-        H5Sclose(ysp);
-    if (yset >= 0)
-        H5Dclose(yset);
-    if (grp >= 0)
-        H5Gclose(grp);
+    s->st.bytes_read += (double)(s->count * s->x_row);
+    return DL_OK;
+}
+
+static void close_objects(h5_source *s, split_objs *c, int rc)
+{
+    if (c->dcpl >= 0)
+        H5Pclose(c->dcpl);
+    if (c->xft >= 0)
+        H5Tclose(c->xft);
+    if (c->yft >= 0)
+        H5Tclose(c->yft);
+    if (c->xsp >= 0)
+        H5Sclose(c->xsp);
+    if (c->ysp >= 0)
+        H5Sclose(c->ysp);
+    if (c->yset >= 0)
+        H5Dclose(c->yset);
+    if (c->grp >= 0)
+        H5Gclose(c->grp);
+    /* streaming keeps the file and x open for the reader */
     if (!s->streaming || rc < 0) {
         if (s->xset >= 0)
             H5Dclose(s->xset);
@@ -1044,6 +949,41 @@ fail:
             H5Fclose(s->file);
         s->xset = s->file = H5I_INVALID_HID;
     }
+}
+
+/* Opens o->path:o->group, checks it, reads its labels (and x in memory
+ * mode). The file stays open only when streaming. */
+static int open_split(h5_source *s, const dl_hdf5_options *o)
+{
+    split_objs c = {.grp = H5I_INVALID_HID, .yset = H5I_INVALID_HID, .xsp = H5I_INVALID_HID,
+                    .ysp = H5I_INVALID_HID, .xft = H5I_INVALID_HID, .yft = H5I_INVALID_HID,
+                    .dcpl = H5I_INVALID_HID};
+    const char *path = o->path;
+    snprintf(c.gpath, sizeof c.gpath, "%s", o->group && *o->group ? o->group : "/");
+    const char *sep = c.gpath[strlen(c.gpath) - 1] == '/' ? "" : "/";
+    snprintf(s->xpath, sizeof s->xpath, "%s%s%s", c.gpath, sep, o->x_name);
+    snprintf(c.ypath, sizeof c.ypath, "%s%s%s", c.gpath, sep, o->y_name);
+    snprintf(s->path, sizeof s->path, "%s", path);
+    snprintf(s->base.name, sizeof s->base.name, "%.180s:%.70s", path, c.gpath);
+
+    if (access(path, R_OK) != 0)
+        return dl_error(errno == ENOENT ? DL_EINVAL : DL_EIO, "%s: %s", path,
+                        errno == ENOENT ? "no such file" : strerror(errno));
+    dl_hdf5_lock();
+    int rc = open_objects(s, o, &c);
+    if (rc == DL_OK)
+        rc = check_layout(s, o, &c);
+    if (rc == DL_OK)
+        rc = set_info(s, o, &c);
+    if (rc == DL_OK)
+        rc = read_group_attrs(s, o, &c);
+    if (rc == DL_OK)
+        rc = read_block_rows(s, o, &c);
+    if (rc == DL_OK)
+        rc = read_labels(s, o, &c);
+    if (rc == DL_OK)
+        rc = read_x_if_resident(s, o);
+    close_objects(s, &c, rc);
     dl_hdf5_unlock();
     return rc;
 }

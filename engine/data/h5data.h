@@ -19,9 +19,9 @@
  * size: a resumed run must use the same options.
  *
  * HDF5 may be built without thread safety: every HDF5 call in dlbench goes
- * through dl_hdf5_lock(), and only the reader thread (or the caller, with
- * workers = 0) reads. Code elsewhere that calls HDF5 while a source is
- * running (checkpoints) must hold the same lock.
+ * through dl_hdf5_lock() (engine/base/h5util.h), and only the reader thread
+ * (or the caller, with workers = 0) reads. Code elsewhere that calls HDF5
+ * while a source is running (checkpoints) must hold the same lock.
  */
 #ifndef DL_H5DATA_H
 #define DL_H5DATA_H
@@ -86,13 +86,5 @@ int dl_source_hdf5(dl_source **out, const dl_hdf5_options *opt);
 
 /* "memory" or "streaming" for an HDF5 source, NULL for another source. */
 const char *dl_source_hdf5_mode(const dl_source *s);
-
-/* The process-wide HDF5 lock (recursive). */
-void dl_hdf5_lock(void);
-void dl_hdf5_unlock(void);
-
-/* Turns the current HDF5 error stack into a short text ("truncated file:
- * eof = ..."): the innermost description. buf is returned. */
-char *dl_hdf5_error_text(char *buf, size_t size);
 
 #endif

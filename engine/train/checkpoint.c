@@ -13,7 +13,7 @@
 #include <unistd.h>
 
 #include "engine/base/error.h"
-#include "engine/data/h5data.h"
+#include "engine/base/h5util.h"
 #include "engine/base/sha256.h"
 
 #define FORMAT "dlbench-checkpoint 1"
@@ -111,82 +111,7 @@ static void digest(const host_state *h, const double *cursor, int ncursor, uint6
     dl_sha256_hex(d, hex);
 }
 
-/* --- HDF5 helpers (called with the HDF5 lock held) ------------------------- */
-
-static int put_string_attr(hid_t loc, const char *name, const char *value)
-{
-    hid_t type = H5Tcopy(H5T_C_S1);
-    H5Tset_size(type, strlen(value) + 1);
-    hid_t space = H5Screate(H5S_SCALAR);
-    hid_t a = H5Acreate2(loc, name, type, space, H5P_DEFAULT, H5P_DEFAULT);
-    herr_t rc = a >= 0 ? H5Awrite(a, type, value) : -1;
-    if (a >= 0)
-        H5Aclose(a);
-    H5Sclose(space);
-    H5Tclose(type);
-    return rc < 0 ? -1 : 0;
-}
-
-static int put_attr(hid_t loc, const char *name, hid_t type, size_t n, const void *v)
-{
-    hsize_t dims[1] = {n};
-    hid_t space = H5Screate_simple(1, dims, NULL);
-    hid_t a = H5Acreate2(loc, name, type, space, H5P_DEFAULT, H5P_DEFAULT);
-    herr_t rc = a >= 0 ? H5Awrite(a, type, v) : -1;
-    if (a >= 0)
-        H5Aclose(a);
-    H5Sclose(space);
-    return rc < 0 ? -1 : 0;
-}
-
-/* Reads a string attribute into a malloc'd buffer (NULL when missing). */
-static char *get_string_attr(hid_t loc, const char *name)
-{
-    if (H5Aexists(loc, name) <= 0)
-        return NULL;
-    hid_t a = H5Aopen(loc, name, H5P_DEFAULT);
-    if (a < 0)
-        return NULL;
-    hid_t ft = H5Aget_type(a);
-    char *buf = NULL;
-    if (H5Tget_class(ft) == H5T_STRING && !H5Tis_variable_str(ft)) {
-        size_t n = H5Tget_size(ft);
-        hid_t mt = H5Tcopy(H5T_C_S1);
-        H5Tset_size(mt, n);
-        buf = calloc(1, n + 1);
-        if (buf && H5Aread(a, mt, buf) < 0) {
-            free(buf);
-            buf = NULL;
-        }
-        H5Tclose(mt);
-    }
-    H5Tclose(ft);
-    H5Aclose(a);
-    return buf;
-}
-
-/* Reads attribute name of n or, when alt > 0, alt values; returns how many
- * were read, or -1. */
-static int get_attr_n(hid_t loc, const char *name, hid_t type, size_t n, size_t alt, void *v)
-{
-    if (H5Aexists(loc, name) <= 0)
-        return -1;
-    hid_t a = H5Aopen(loc, name, H5P_DEFAULT);
-    if (a < 0)
-        return -1;
-    hid_t space = H5Aget_space(a);
-    hssize_t got = H5Sget_simple_extent_npoints(space);
-    int ok = got == (hssize_t)n || (alt && got == (hssize_t)alt);
-    herr_t rc = ok ? H5Aread(a, type, v) : -1;
-    H5Sclose(space);
-    H5Aclose(a);
-    return rc < 0 ? -1 : (int)got;
-}
-
-static int get_attr(hid_t loc, const char *name, hid_t type, size_t n, void *v)
-{
-    return get_attr_n(loc, name, type, n, 0, v) < 0 ? -1 : 0;
-}
+/* --- HDF5 helpers (called with the HDF5 lock held; attributes: h5util.h) ---- */
 
 static int put_array(hid_t f, const char *name, const float *data, size_t n)
 {
@@ -306,13 +231,13 @@ static int build_image(const char *path, host_state *h, const dl_model_state *st
         h->region[i] = NULL;
     }
     int moments = st->moments;
-    bad |= put_string_attr(f, "format", FORMAT);
-    bad |= put_string_attr(f, "layout", layout);
-    bad |= put_string_attr(f, "config_hash", info->config_hash);
-    bad |= put_string_attr(f, "sha256", hex);
-    bad |= put_attr(f, "cursor", H5T_NATIVE_DOUBLE, NCURSOR, cur);
-    bad |= put_attr(f, "seed", H5T_NATIVE_UINT64, 1, &info->seed);
-    bad |= put_attr(f, "moments", H5T_NATIVE_INT, 1, &moments);
+    bad |= dl_h5_attr_write_string(f, "format", FORMAT, H5T_CSET_ASCII) < 0;
+    bad |= dl_h5_attr_write_string(f, "layout", layout, H5T_CSET_ASCII) < 0;
+    bad |= dl_h5_attr_write_string(f, "config_hash", info->config_hash, H5T_CSET_ASCII) < 0;
+    bad |= dl_h5_attr_write_string(f, "sha256", hex, H5T_CSET_ASCII) < 0;
+    bad |= dl_h5_attr_write(f, "cursor", H5T_NATIVE_DOUBLE, NCURSOR, cur) < 0;
+    bad |= dl_h5_attr_write(f, "seed", H5T_NATIVE_UINT64, 1, &info->seed) < 0;
+    bad |= dl_h5_attr_write(f, "moments", H5T_NATIVE_INT, 1, &moments) < 0;
     ssize_t n = bad || H5Fflush(f, H5F_SCOPE_LOCAL) < 0 ? -1 : H5Fget_file_image(f, NULL, 0);
     void *buf = n > 0 ? malloc((size_t)n) : NULL;
     if (buf && H5Fget_file_image(f, buf, (size_t)n) != n) {
@@ -427,7 +352,7 @@ static int read_checkpoint(const char *path, dl_checkpoint_info *info, char **la
                         "short (torn write?)",
                         path);
     }
-    char *format = get_string_attr(f, "format");
+    char *format = dl_h5_attr_read_string(f, "format");
     if (!format || strcmp(format, FORMAT)) {
         rc = dl_error(DL_EINVAL, "%s: not a dlbench checkpoint (format %s%s%s)", path,
                       format ? "\"" : "", format ? format : "missing",
@@ -438,13 +363,15 @@ static int read_checkpoint(const char *path, dl_checkpoint_info *info, char **la
     int ncursor = 0;
     char *hash = NULL, *digest_attr = NULL;
     if (rc == DL_OK) {
-        *layout = get_string_attr(f, "layout");
-        hash = get_string_attr(f, "config_hash");
-        digest_attr = get_string_attr(f, "sha256");
-        ncursor = get_attr_n(f, "cursor", H5T_NATIVE_DOUBLE, NCURSOR, NCURSOR_V1, cur);
+        *layout = dl_h5_attr_read_string(f, "layout");
+        hash = dl_h5_attr_read_string(f, "config_hash");
+        digest_attr = dl_h5_attr_read_string(f, "sha256");
+        ncursor = dl_h5_attr_read(f, "cursor", H5T_NATIVE_DOUBLE, NCURSOR, cur);
+        if (ncursor != NCURSOR && ncursor != NCURSOR_V1)
+            ncursor = -1;
         if (!*layout || !hash || !digest_attr || ncursor < 0 ||
-            get_attr(f, "seed", H5T_NATIVE_UINT64, 1, &info->seed) ||
-            get_attr(f, "moments", H5T_NATIVE_INT, 1, moments))
+            dl_h5_attr_read(f, "seed", H5T_NATIVE_UINT64, 1, &info->seed) != 1 ||
+            dl_h5_attr_read(f, "moments", H5T_NATIVE_INT, 1, moments) != 1)
             rc = dl_error(DL_EINVAL, "%s: checkpoint is incomplete (attributes missing)", path);
     }
     if (rc == DL_OK) {

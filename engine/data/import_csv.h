@@ -1,0 +1,19 @@
+/* import_csv.h - a CSV file (header, numeric features, one label column) as an import split */
+#ifndef DL_IMPORT_CSV_H
+#define DL_IMPORT_CSV_H
+
+#include "engine/data/import.h"
+
+/* Reads path as the /train split of im: x f32 [rows, columns - 1], the
+ * label column chosen by label (a header name, or a 0-based index). Labels
+ * that are all integers in 0..999999 become i32 classes (largest + 1),
+ * other numbers f32 targets, anything else string classes: their sorted
+ * distinct names go to im->names. Blank lines are skipped; fields may be
+ * quoted with "" escapes. Bad input (no label given, empty file, ragged
+ * rows, a feature that is not a finite number, too many distinct labels)
+ * is DL_EINVAL with a message "path:line: ..."; an unreadable file DL_EIO;
+ * DL_ENOMEM when memory runs out. On error im gains no split. Sets
+ * im->origin. */
+int dl_import_csv_load(dl_import *im, const char *path, const char *label);
+
+#endif
