@@ -100,7 +100,7 @@ lua_layer *dl_lua_test_layer(lua_State *L, int idx);
 int dl_lua_get_loss(lua_State *L, int idx, dl_loss *out);
 int dl_lua_get_optim(lua_State *L, int idx, dl_optim *out);
 int dl_lua_get_schedule(lua_State *L, int idx, dl_schedule *out);
-int dl_lua_get_data(lua_State *L, int idx, dl_data_spec *out);
+int dl_lua_get_data(lua_State *L, int idx, dl_data_desc *out);
 
 /* Pushes a new f32 tensor of the given shape (zeroed); returns its data. */
 float *dl_lua_push_tensor(lua_State *L, const dl_shape *shape);

@@ -33,7 +33,6 @@ typedef struct dl_hparam {
 } dl_hparam;
 
 /* What dl.data.* described (engine/data/open.h); opened by dl_script_open_data. */
-typedef dl_data_desc dl_data_spec;
 
 typedef enum { DL_CB_EARLY_STOPPING, DL_CB_CHECKPOINT, DL_CB_LUA } dl_cb_kind;
 typedef struct dl_cb_spec {
@@ -74,7 +73,7 @@ typedef struct dl_experiment {
     dl_trainer_config cfg;     /* epochs, batch, accumulate, precision, seed, ... */
     int seed_set;              /* the script named a seed */
     char device[16];           /* "cpu", "cuda", "auto" */
-    dl_data_spec data;
+    dl_data_desc data;
     dl_cb_spec cb[DL_MAX_CALLBACKS];
     int ncb;
     dl_hparam *hp;             /* sorted by name */

@@ -84,7 +84,7 @@ static cJSON *schedule_json(const dl_schedule *s)
     return j;
 }
 
-static cJSON *data_json(const dl_data_spec *d, const char *fingerprint)
+static cJSON *data_json(const dl_data_desc *d, const char *fingerprint)
 {
     static const char *kinds[] = {"synthetic", "fashion_mnist", "hdf5"};
     cJSON *j = cJSON_CreateObject();

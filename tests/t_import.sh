@@ -130,7 +130,7 @@ t_status import_missing_source 2 'nothing-here: no such file' "$tmp/nothing-here
 mkdir -p "$tmp/empty"
 t_status import_empty_folder 2 'no IDX files' "$tmp/empty" "$tmp/bad.h5"
 t_status import_no_args 2 "usage" 
-t_status import_bad_option 2 'unknown option --frobnicate' --frobnicate 1 a b
+t_status import_bad_option 2 "unknown option '--frobnicate'" --frobnicate 1 a b
 t_status import_bad_fraction 2 'val-fraction' --val-fraction 1.5 --synthetic blobs "$tmp/bad.h5"
 t_status import_output_folder_missing 2 "the folder $tmp/missing/dir does not exist" \
     --synthetic spirals --samples 100 "$tmp/missing/dir/x.h5"

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "engine/base/error.h"
+#include "engine/base/fsutil.h"
 #include "engine/base/h5util.h"
 #include "engine/base/sha256.h"
 
@@ -153,15 +154,6 @@ static int copy_to_host(dl_model *m, host_state *h, dl_model_state *st)
         }
     }
     return DL_OK;
-}
-
-static void fsync_dir(const char *dir)
-{
-    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd >= 0) {
-        fsync(fd);
-        close(fd);
-    }
 }
 
 /* Fault injection for tests/t_crash.sh, read from DLBENCH_FAULT (unset in
@@ -320,14 +312,7 @@ int dl_checkpoint_save(const char *path, dl_model *m, const dl_checkpoint_info *
         unlink(tmp);
         return rc;
     }
-    char dir[1100];
-    snprintf(dir, sizeof dir, "%s", path);
-    char *slash = strrchr(dir, '/');
-    if (slash)
-        *slash = 0;
-    else
-        snprintf(dir, sizeof dir, ".");
-    fsync_dir(dir); /* the rename is done: a folder that cannot be synced is no error */
+    dl_fs_fsync_dir_of(path); /* the rename is done: a folder that cannot be synced is no error */
     return DL_OK;
 }
 

@@ -15,6 +15,8 @@
 #include "engine/data/import_csv.h"
 #include "engine/data/import_idx.h"
 #include "tui/cmd/commands.h"
+#include "tui/cmd/exit.h"
+#include "tui/cmd/opts.h"
 
 /* The options, then what was read. */
 typedef struct import_job {
@@ -26,28 +28,6 @@ typedef struct import_job {
     uint64_t seed;
     dl_import im;
 } import_job;
-
-static void usage(FILE *f)
-{
-    fprintf(f,
-            "usage: dlbench import [options] SRC OUT.h5\n"
-            "       dlbench import [options] IMAGES.idx LABELS.idx OUT.h5\n"
-            "       dlbench import --synthetic spirals|blobs [options] OUT.h5\n"
-            "\n"
-            "SRC is a folder holding IDX files (train-/t10k-images-idx3-ubyte and\n"
-            "-labels-idx1-ubyte, gzipped or not), an IDX images file (its labels file is\n"
-            "found by name), or a CSV file (*.csv) with a header row.\n"
-            "\n"
-            "  --label COLUMN        CSV: the label column (name, or 0-based index)\n"
-            "  --val-fraction F      move a random fraction F of /train to /val\n"
-            "  --split NAME          group for a single IDX pair (default: from the name)\n"
-            "  --class-names LIST    comma-separated, or fashion-mnist, mnist, none\n"
-            "  --synthetic NAME      spirals or blobs, with --samples N (2000),\n"
-            "                        --classes K (2), --noise F (0.1); /test gets N/4\n"
-            "  --seed S              for --val-fraction and --synthetic (0)\n"
-            "  --chunk ROWS          rows per HDF5 chunk (default: about 1 MiB)\n"
-            "  --gzip LEVEL          compress chunks (0-9, default 0: fastest to read)\n");
-}
 
 static int fail_input(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static int fail_input(const char *fmt, ...)
@@ -61,11 +41,11 @@ static int fail_input(const char *fmt, ...)
     return 2;
 }
 
-/* Maps an engine status to the exit status: bad input 2, the rest 1. */
+/* Names the error; the exit status from the one map (bad input 2, the rest 1). */
 static int report(int rc)
 {
     fprintf(stderr, "dlbench import: %s\n", dl_error_message());
-    return rc == DL_EINVAL || rc == DL_EIO ? 2 : 1;
+    return dl_exit_for(rc);
 }
 
 static int ends_with(const char *s, const char *suffix)
@@ -150,8 +130,8 @@ static int load(import_job *job, int npos, char **pos)
     } else if (npos == 2) {
         rc = load_source(job, pos[0]);
     } else {
-        usage(stderr);
-        return 2;
+        dl_command_usage(dl_command_find("import"), stderr);
+        return DL_EXIT_USAGE;
     }
     if (rc < 0)
         return report(rc);
@@ -204,58 +184,76 @@ static int run_import(import_job *job, int npos, char **pos)
 
 /* The command line into job and pos[0..*npos): returns -1 to go on, else
  * the exit status (0 for --help). */
+static int parse_fraction(import_job *job, const char *val)
+{
+    char *end;
+    job->val_fraction = strtod(val, &end);
+    if (!*val || *end || !(job->val_fraction > 0 && job->val_fraction < 1))
+        return fail_input("--val-fraction \"%s\": expected a number in (0, 1)", val);
+    return -1;
+}
+
+static int parse_noise(import_job *job, const char *val)
+{
+    char *end;
+    job->noise = strtof(val, &end);
+    if (!*val || *end || !(job->noise >= 0 && job->noise < 100))
+        return fail_input("--noise \"%s\": expected a number >= 0", val);
+    return -1;
+}
+
+/* Takes one option into *job: -1 to go on, else the exit status. */
+static int take_option(import_job *job, const dl_opt *o, const char *val)
+{
+    long v = 0;
+    int bad = 0;
+    switch (o->id) {
+    case DL_OPT_HELP: dl_command_usage(dl_command_find("import"), stdout); return DL_EXIT_OK;
+    case DL_OPT_LABEL: job->label = val; break;
+    case DL_OPT_SYNTHETIC: job->synthetic = val; break;
+    case DL_OPT_CLASS_NAMES: job->class_names_arg = val; break;
+    case DL_OPT_SPLIT:
+        job->split_name = val;
+        if (strcmp(val, "train") && strcmp(val, "test") && strcmp(val, "val"))
+            return fail_input("--split \"%s\": expected train, test or val", val);
+        break;
+    case DL_OPT_VAL_FRACTION: return parse_fraction(job, val);
+    case DL_OPT_NOISE: return parse_noise(job, val);
+    case DL_OPT_SAMPLES: bad = parse_long(o->name, val, 4, 100000000, &job->samples); break;
+    case DL_OPT_CLASSES:
+        bad = parse_long(o->name, val, 2, 1000, &v);
+        job->classes = (int)v;
+        break;
+    case DL_OPT_SEED:
+        bad = parse_long(o->name, val, 0, INT64_MAX, &v);
+        job->seed = (uint64_t)v;
+        break;
+    case DL_OPT_CHUNK: bad = parse_long(o->name, val, 1, 1 << 24, &job->chunk); break;
+    case DL_OPT_GZIP:
+        bad = parse_long(o->name, val, 0, 9, &v);
+        job->gzip = (int)v;
+        break;
+    default: break;
+    }
+    return bad ? DL_EXIT_USAGE : -1;
+}
+
+/* Reads the command line into *job and up to 4 paths into pos. Returns -1
+ * to go on, else the exit status (help printed, or a usage error). */
 static int parse_args(import_job *job, int argc, char **argv, char **pos, int *npos_out)
 {
-    int npos = 0, status = -1;
-    for (int i = 1; i < argc && status < 0; i++) {
-        const char *a = argv[i];
-        const char *val = i + 1 < argc ? argv[i + 1] : NULL;
-        long v;
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            usage(stdout);
-            status = 0;
-        } else if (a[0] == '-' && a[1] == '-' && !val) {
-            status = fail_input("%s needs a value", a);
-        } else if (!strcmp(a, "--label")) {
-            job->label = argv[++i];
-        } else if (!strcmp(a, "--synthetic")) {
-            job->synthetic = argv[++i];
-        } else if (!strcmp(a, "--class-names")) {
-            job->class_names_arg = argv[++i];
-        } else if (!strcmp(a, "--split")) {
-            job->split_name = argv[++i];
-            if (strcmp(val, "train") && strcmp(val, "test") && strcmp(val, "val"))
-                status = fail_input("--split \"%s\": expected train, test or val", val);
-        } else if (!strcmp(a, "--val-fraction")) {
-            char *end;
-            job->val_fraction = strtod(argv[++i], &end);
-            if (*end || !(job->val_fraction > 0 && job->val_fraction < 1))
-                status = fail_input("--val-fraction \"%s\": expected a number in (0, 1)", val);
-        } else if (!strcmp(a, "--noise")) {
-            char *end;
-            job->noise = strtof(argv[++i], &end);
-            if (*end || !(job->noise >= 0 && job->noise < 100))
-                status = fail_input("--noise \"%s\": expected a number >= 0", val);
-        } else if (!strcmp(a, "--samples")) {
-            status = parse_long(a, argv[++i], 4, 100000000, &job->samples) ? 2 : -1;
-        } else if (!strcmp(a, "--classes")) {
-            status = parse_long(a, argv[++i], 2, 1000, &v) ? 2 : -1;
-            job->classes = (int)v;
-        } else if (!strcmp(a, "--seed")) {
-            status = parse_long(a, argv[++i], 0, INT64_MAX, &v) ? 2 : -1;
-            job->seed = (uint64_t)v;
-        } else if (!strcmp(a, "--chunk")) {
-            status = parse_long(a, argv[++i], 1, 1 << 24, &job->chunk) ? 2 : -1;
-        } else if (!strcmp(a, "--gzip")) {
-            status = parse_long(a, argv[++i], 0, 9, &v) ? 2 : -1;
-            job->gzip = (int)v;
-        } else if (a[0] == '-' && a[1] != 0) {
-            status = fail_input("unknown option %s (see dlbench import --help)", a);
-        } else if (npos < 4) {
-            pos[npos++] = argv[i];
-        } else {
+    int npos = 0, status = -1, id;
+    dl_opts o;
+    dl_command_opts(&o, "import", argc, argv);
+    while (status < 0 && (id = dl_opts_next(&o)) != DL_OPTS_END) {
+        if (id == DL_OPTS_ERROR)
+            status = DL_EXIT_USAGE;
+        else if (id != DL_OPTS_ARG)
+            status = take_option(job, o.opt, o.value);
+        else if (npos < 4)
+            pos[npos++] = (char *)o.value;
+        else
             status = fail_input("too many paths");
-        }
     }
     *npos_out = npos;
     return status;
@@ -278,8 +276,8 @@ int dl_cmd_import(int argc, char **argv)
     if (status < 0) {
         if (npos < 1 || npos > 3 || (npos == 1 && !job->synthetic) ||
             (job->synthetic && npos != 1)) {
-            usage(stderr);
-            status = 2;
+            dl_command_usage(dl_command_find("import"), stderr);
+            status = DL_EXIT_USAGE;
         } else {
             status = run_import(job, npos, pos);
         }
