@@ -11,11 +11,13 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "engine/base/clock.h"
 #include "engine/base/error.h"
 #include "engine/observe/monitor.h"
 #include "engine/observe/profiler.h"
-#include "engine/rundir/runlog.h"
 #include "engine/observe/telemetry.h"
+#include "engine/rundir/rundir.h"
+#include "engine/rundir/runlog.h"
 #include "scripting/session.h"
 #include "tui/app.h"
 #include "tui/cmd/commands.h"
@@ -37,12 +39,11 @@ typedef struct wb {
     char *ovs[MAX_OVERRIDES];
     int nov;
     /* the training thread */
-    pthread_mutex_t lock;  /* guards session, sys_file */
+    pthread_mutex_t lock;  /* guards session */
     pthread_t thread;
     int thread_live;       /* joined when 0 and started */
     _Atomic int running;   /* the thread is between start and its end (read by the UI) */
     dl_session *session;   /* NULL outside prepare..run */
-    FILE *sys_file;        /* RUN/system.jsonl while a run is live */
     char last_run[1024];
     double last_prof;      /* when the profile was last copied */
     dl_profiler *prof;
@@ -54,20 +55,13 @@ typedef struct wb {
     size_t out_len;
 } wb;
 
-static double mono_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 /* --- sinks: the trainer thread --------------------------------------------------- */
 
 static void on_step(void *user, const dl_step_info *i)
 {
     wb *w = user;
     (void)i;
-    double now = mono_s();
+    double now = dl_clock_mono_s();
     if (w->prof && now - w->last_prof >= 1.0) { /* the table at 1 Hz: the copy is small */
         w->last_prof = now;
         dl_telemetry_profile(w->tele, w->prof);
@@ -84,20 +78,11 @@ static void on_idle(void *user)
         dl_wb_lua_poll(w->lua, s, w->tele);
 }
 
+/* The monitor writes the live run's system.jsonl itself (dl_monitor_set_log). */
 static void monitor_sink(void *user, const dl_sys_sample *smp)
 {
     wb *w = user;
     dl_telemetry_system(w->tele, smp);
-    pthread_mutex_lock(&w->lock);
-    if (w->sys_file) {
-        char line[8192];
-        int n = dl_monitor_format_json(smp, line, sizeof line);
-        if (n > 0 && (size_t)n < sizeof line) {
-            fprintf(w->sys_file, "%s\n", line);
-            fflush(w->sys_file);
-        }
-    }
-    pthread_mutex_unlock(&w->lock);
 }
 
 /* --- the training thread ----------------------------------------------------------- */
@@ -141,11 +126,12 @@ static void *train(void *arg)
             if (dl_trainer_set_profiler(t, w->prof) < 0)
                 dl_telemetry_event(w->tele, "warning", "profiler not attached: out of memory");
         }
-        snprintf(why, sizeof why, "%s/system.jsonl", dl_session_run_dir(s));
         pthread_mutex_lock(&w->lock);
         w->session = s;
-        w->sys_file = fopen(why, "a");
         pthread_mutex_unlock(&w->lock);
+        if (w->mon)
+            dl_monitor_set_log(w->mon, dl_rundir_path(dl_session_run_dir(s), DL_RUN_FILE_SYSTEM,
+                                                      why, sizeof why));
         dl_control *ctl = NULL;
         if (dl_control_start(&ctl, dl_session_run_dir(s), t, why, sizeof why) < 0)
             dl_telemetry_event(w->tele, "warning", why);
@@ -156,10 +142,9 @@ static void *train(void *arg)
         dl_trainer_set_profiler(t, NULL);
         pthread_mutex_lock(&w->lock);
         w->session = NULL;
-        if (w->sys_file)
-            fclose(w->sys_file);
-        w->sys_file = NULL;
         pthread_mutex_unlock(&w->lock);
+        if (w->mon)
+            dl_monitor_set_log(w->mon, NULL);
     }
     dl_session_destroy(s);
     w->running = 0;
@@ -356,7 +341,7 @@ static void usage(FILE *f)
           "  --out DIR     where run folders go (default: runs)\n"
           "  --start       start the training at once (else press r)\n"
           "  --price-per-hour P  what the machine costs an hour (default: $DLBENCH_PRICE_PER_HOUR):\n"
-          "                the status bar shows the cost so far and projected, summary.json too\n"
+          "                the status bar shows the cost so far and projected, " DL_RUN_FILE_SUMMARY " too\n"
           "keys: ? in the workbench\n",
           f);
 }
@@ -467,8 +452,8 @@ int dl_cmd_workbench(int argc, char **argv)
         int fd = -1;
         if (w.last_run[0]) {
             char path[1200];
-            snprintf(path, sizeof path, "%s/output.log", w.last_run);
-            fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+            fd = open(dl_rundir_path(w.last_run, DL_RUN_FILE_OUTPUT, path, sizeof path),
+                      O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
         }
         if (fd < 0)
             fd = open("/dev/null", O_WRONLY | O_CLOEXEC);
