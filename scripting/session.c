@@ -282,7 +282,7 @@ static int build_config(dl_session *s)
     /* what does not change the result: where, when, who, how often logged */
     cJSON_AddStringToObject(c, "name", s->exp->name);
     cJSON_AddStringToObject(c, "script", s->opt.script ? s->opt.script : s->script_path);
-    cJSON_AddStringToObject(c, "script_copy", "script.lua");
+    cJSON_AddStringToObject(c, "script_copy", DL_RUN_FILE_SCRIPT);
     cJSON *ov = cJSON_AddArrayToObject(c, "overrides");
     for (int i = 0; i < s->opt.noverrides; i++)
         cJSON_AddItemToArray(ov, cJSON_CreateString(s->opt.overrides[i]));
@@ -454,7 +454,7 @@ static int save_checkpoint_as(dl_session *s, const char *file, const char *why)
 
 static int save_checkpoint(dl_session *s, const char *why)
 {
-    return save_checkpoint_as(s, "checkpoint.h5", why);
+    return save_checkpoint_as(s, DL_RUN_FILE_CHECKPOINT, why);
 }
 
 /* A checkpoint asked for by name (run.checkpoint("x"), {"cmd":"checkpoint",
@@ -471,7 +471,7 @@ static int save_named_checkpoint(dl_session *s, const char *name)
         safe[n++] = ok ? (char)c : '_';
     }
     safe[n] = 0;
-    snprintf(file, sizeof file, "checkpoint-%s.h5", safe);
+    snprintf(file, sizeof file, DL_RUN_FILE_CHECKPOINT_TAG, safe);
     char why[128];
     snprintf(why, sizeof why, "named \"%.100s\"", name);
     return save_checkpoint_as(s, file, why);
@@ -575,7 +575,7 @@ static int builtin_epoch(dl_session *s, const dl_epoch_info *i, const char *cons
                     snprintf(why, sizeof why, "best %s = %.6g", c->monitor, v);
                 else
                     snprintf(why, sizeof why, "end of epoch %d", i->epoch + 1);
-                save_checkpoint_as(s, c->save_best ? "checkpoint-best.h5" : "checkpoint.h5", why);
+                save_checkpoint_as(s, c->save_best ? DL_RUN_FILE_CHECKPOINT_BEST : DL_RUN_FILE_CHECKPOINT, why);
             }
         }
     }
@@ -728,7 +728,7 @@ static int run_hooks(dl_session *s, dl_hook hook, long step, int epoch, const ch
 static void replay_callbacks(dl_session *s)
 {
     char path[1200];
-    snprintf(path, sizeof path, "%s/metrics.jsonl", s->run_dir);
+    snprintf(path, sizeof path, "%s/" DL_RUN_FILE_METRICS, s->run_dir);
     FILE *f = fopen(path, "r");
     if (!f)
         return;
@@ -769,11 +769,11 @@ static void replay_callbacks(dl_session *s)
 static int load_resume_options(dl_session *s, char ***ovs, int *nov)
 {
     char path[1200];
-    snprintf(path, sizeof path, "%s/config.json", s->run_dir);
+    snprintf(path, sizeof path, "%s/" DL_RUN_FILE_CONFIG, s->run_dir);
     cJSON *c = dl_runlog_read_json(path);
     if (!c)
         return dl_error(DL_EINVAL, "--resume %s: %s", s->opt.resume, dl_error_message());
-    snprintf(s->script_path, sizeof s->script_path, "%s/script.lua", s->run_dir);
+    snprintf(s->script_path, sizeof s->script_path, "%s/" DL_RUN_FILE_SCRIPT, s->run_dir);
     const cJSON *ov = cJSON_GetObjectItemCaseSensitive(c, "overrides");
     int n = cJSON_GetArraySize(ov);
     char **list = calloc((size_t)n + 1, sizeof *list);
@@ -873,7 +873,7 @@ int dl_session_prepare(dl_session **out, const dl_session_options *opt)
     }
     if (rc == DL_OK && s->resumed) {
         char path[1200];
-        snprintf(path, sizeof path, "%s/checkpoint.h5", s->run_dir);
+        snprintf(path, sizeof path, "%s/" DL_RUN_FILE_CHECKPOINT, s->run_dir);
         dl_checkpoint_info info;
         memset(&info, 0, sizeof info);
         /* the run's lock before its checkpoint is read: another resume that
@@ -1004,7 +1004,7 @@ dl_run_status dl_session_run(dl_session *s)
     emit(s, names[status], "step %ld, epoch %d%s%s", steps, epoch, s->message[0] ? ": " : "",
          s->message);
     char path[1200];
-    snprintf(path, sizeof path, "%s/summary.json", s->run_dir);
+    snprintf(path, sizeof path, "%s/" DL_RUN_FILE_SUMMARY, s->run_dir);
     s->summary = dl_runlog_read_json(path);
     const cJSON *w = cJSON_GetObjectItemCaseSensitive(s->summary, "wall_s");
     const cJSON *sp = cJSON_GetObjectItemCaseSensitive(s->summary, "samples_per_s");

@@ -346,6 +346,92 @@ static void usage(FILE *f)
           f);
 }
 
+/* The telemetry, the Lua prompt, the profiler and the monitor (its thread
+ * started). -1 when out of memory. */
+static int setup(wb *w, int autostart)
+{
+    dl_telemetry_create(&w->tele);
+    w->lua = dl_wb_lua_create();
+    if (!w->tele || !w->lua)
+        return -1;
+    /* the live profile samples one step in 16: its cost stays well under 1% */
+    dl_profiler_options popt;
+    dl_profiler_options_default(&popt);
+    popt.sample_every = 16;
+    dl_profiler_create(&w->prof, &popt);
+    dl_monitor_options mo;
+    dl_monitor_options_default(&mo);
+    mo.sink = monitor_sink;
+    mo.user = w;
+    if (dl_monitor_create(&w->mon, &mo) == 0)
+        dl_monitor_start(w->mon);
+    dl_telemetry_set_gpu_status(w->tele, w->mon ? dl_monitor_gpu_status(w->mon) : "no monitor");
+    dl_telemetry_set_cost(w->tele, w->price, 0, NULL);
+    dl_telemetry_event(w->tele, "info", autostart ? "starting the training" :
+                       "ready: r starts the training, ? shows the keys");
+    return 0;
+}
+
+/* The terminal keeps a descriptor of its own (returned; -1 when none);
+ * stdout and stderr go to the log pane (Lua print, library messages). */
+static int redirect_output(wb *w)
+{
+    int term_fd = dup(STDOUT_FILENO);
+    int p[2];
+    if (term_fd >= 0 && pipe2(p, O_CLOEXEC | O_NONBLOCK) == 0) {
+        fflush(stdout);
+        fflush(stderr);
+        dup2(p[1], STDOUT_FILENO);
+        dup2(p[1], STDERR_FILENO);
+        close(p[1]);
+        w->out_pipe = p[0];
+        setvbuf(stdout, NULL, _IOLBF, 0);
+    }
+    return term_fd;
+}
+
+/* The terminal is gone: train on, headless, logging to the run folder. */
+static void detach(wb *w)
+{
+    int fd = -1;
+    if (w->last_run[0]) {
+        char path[1200];
+        fd = open(dl_rundir_path(w->last_run, DL_RUN_FILE_OUTPUT, path, sizeof path),
+                  O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    }
+    if (fd < 0)
+        fd = open("/dev/null", O_WRONLY | O_CLOEXEC);
+    if (fd >= 0) {
+        dup2(fd, STDOUT_FILENO);
+        dup2(fd, STDERR_FILENO);
+        close(fd);
+    }
+    int nul = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    if (nul >= 0) {
+        dup2(nul, STDIN_FILENO);
+        close(nul);
+    }
+    if (w->last_run[0])
+        dl_runlog_append_event(w->last_run, "detached",
+                               "the terminal hung up; training continues headless "
+                               "(dlbench watch reattaches)");
+}
+
+static void teardown(wb *w, int term_fd)
+{
+    dl_monitor_destroy(w->mon);
+    dl_profiler_destroy(w->prof);
+    dl_wb_lua_destroy(w->lua);
+    dl_telemetry_destroy(w->tele);
+    for (int i = 0; i < w->nov; i++)
+        free(w->ovs[i]);
+    if (w->out_pipe >= 0)
+        close(w->out_pipe);
+    if (term_fd >= 0)
+        close(term_fd);
+    pthread_mutex_destroy(&w->lock);
+}
+
 int dl_cmd_workbench(int argc, char **argv)
 {
     wb w;
@@ -407,70 +493,18 @@ int dl_cmd_workbench(int argc, char **argv)
         return 2;
     }
     pthread_mutex_init(&w.lock, NULL);
-    dl_telemetry_create(&w.tele);
-    w.lua = dl_wb_lua_create();
-    if (!w.tele || !w.lua) {
+    if (setup(&w, autostart) < 0) {
         fprintf(stderr, "dlbench: out of memory\n");
         return 1;
     }
-    /* the live profile samples one step in 16: its cost stays well under 1% */
-    dl_profiler_options popt;
-    dl_profiler_options_default(&popt);
-    popt.sample_every = 16;
-    dl_profiler_create(&w.prof, &popt);
-    dl_monitor_options mo;
-    dl_monitor_options_default(&mo);
-    mo.sink = monitor_sink;
-    mo.user = &w;
-    if (dl_monitor_create(&w.mon, &mo) == 0)
-        dl_monitor_start(w.mon);
-    dl_telemetry_set_gpu_status(w.tele, w.mon ? dl_monitor_gpu_status(w.mon) : "no monitor");
-    dl_telemetry_set_cost(w.tele, w.price, 0, NULL);
-    dl_telemetry_event(w.tele, "info", autostart ? "starting the training" :
-                       "ready: r starts the training, ? shows the keys");
-
-    /* the terminal keeps a descriptor of its own; stdout and stderr go to
-     * the log pane (Lua print, library messages) */
-    int term_fd = dup(STDOUT_FILENO);
-    int p[2];
-    if (term_fd >= 0 && pipe2(p, O_CLOEXEC | O_NONBLOCK) == 0) {
-        fflush(stdout);
-        fflush(stderr);
-        dup2(p[1], STDOUT_FILENO);
-        dup2(p[1], STDERR_FILENO);
-        close(p[1]);
-        w.out_pipe = p[0];
-        setvbuf(stdout, NULL, _IOLBF, 0);
-    }
+    int term_fd = redirect_output(&w);
     if (autostart)
         start(&w);
     dl_app_ops ops = {&w, w.tele, w.out_dir, NULL, 0, sample, action, busy, done, 0};
     dl_app_end end = dl_app_run(&ops, term_fd >= 0 ? term_fd : STDOUT_FILENO);
 
     if (end == DL_APP_HANGUP) {
-        /* the terminal is gone: train on, headless, logging to the run folder */
-        int fd = -1;
-        if (w.last_run[0]) {
-            char path[1200];
-            fd = open(dl_rundir_path(w.last_run, DL_RUN_FILE_OUTPUT, path, sizeof path),
-                      O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-        }
-        if (fd < 0)
-            fd = open("/dev/null", O_WRONLY | O_CLOEXEC);
-        if (fd >= 0) {
-            dup2(fd, STDOUT_FILENO);
-            dup2(fd, STDERR_FILENO);
-            close(fd);
-        }
-        int nul = open("/dev/null", O_RDONLY | O_CLOEXEC);
-        if (nul >= 0) {
-            dup2(nul, STDIN_FILENO);
-            close(nul);
-        }
-        if (w.last_run[0])
-            dl_runlog_append_event(w.last_run, "detached",
-                                   "the terminal hung up; training continues headless "
-                                   "(dlbench watch reattaches)");
+        detach(&w);
     } else {
         /* restore the terminal as stdout for the final lines */
         if (term_fd >= 0) {
@@ -485,16 +519,6 @@ int dl_cmd_workbench(int argc, char **argv)
         pthread_join(w.thread, NULL);
     if (end != DL_APP_HANGUP && w.last_run[0])
         printf("run folder: %s\n", w.last_run);
-    dl_monitor_destroy(w.mon);
-    dl_profiler_destroy(w.prof);
-    dl_wb_lua_destroy(w.lua);
-    dl_telemetry_destroy(w.tele);
-    for (int i = 0; i < w.nov; i++)
-        free(w.ovs[i]);
-    if (w.out_pipe >= 0)
-        close(w.out_pipe);
-    if (term_fd >= 0)
-        close(term_fd);
-    pthread_mutex_destroy(&w.lock);
+    teardown(&w, term_fd);
     return end == DL_APP_ERROR ? 1 : 0;
 }
