@@ -673,3 +673,19 @@ int dl_runlog_summary(dl_runlog *r, const char *status, const dl_run_totals *t,
     cJSON_Delete(s);
     return rc;
 }
+
+int dl_runlog_mark_failed(const char *run_dir, const char *message)
+{
+    char path[1100];
+    cJSON *sum = dl_rundir_read_json(dl_rundir_path(run_dir, DL_RUN_FILE_SUMMARY, path, sizeof path));
+    if (!sum)
+        return DL_EIO; /* the message names the file */
+    cJSON *failed = cJSON_CreateString("failed");
+    if (!cJSON_ReplaceItemInObjectCaseSensitive(sum, "status", failed))
+        cJSON_AddItemToObject(sum, "status", failed);
+    cJSON_DeleteItemFromObjectCaseSensitive(sum, "message");
+    cJSON_AddStringToObject(sum, "message", message);
+    int rc = write_json(path, sum);
+    cJSON_Delete(sum);
+    return rc;
+}

@@ -89,6 +89,12 @@ typedef struct dl_run_totals {
 int dl_runlog_summary(dl_runlog *r, const char *status, const dl_run_totals *t,
                       const char *message, const cJSON *extra);
 
+/* Marks a run that its writer can no longer finish failed: summary.json
+ * rewritten atomically with status "failed" and message (other members
+ * kept). For a run whose process is gone (a lost trial) or that a
+ * watchdog ends. Returns DL_OK, or the read or write error. */
+int dl_runlog_mark_failed(const char *run_dir, const char *message);
+
 /* Seconds since the run started (plus earlier time when resumed). */
 double dl_runlog_elapsed(const dl_runlog *r);
 
