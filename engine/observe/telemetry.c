@@ -684,7 +684,14 @@ static void on_warning(void *user, const char *text)
 int dl_telemetry_follow(dl_telemetry *t, dl_tele_follow *f)
 {
     follow_ctx x = {t, f->dir};
-    dl_follower_ops ops = {&x,         on_config,  on_metrics_restart, on_metrics, on_event,
-                           on_system,  on_profile, on_summary,         on_warning};
+    dl_follower_ops ops = {.user = &x,
+                           .config = on_config,
+                           .metrics_restart = on_metrics_restart,
+                           .metrics = on_metrics,
+                           .event = on_event,
+                           .sample = on_system,
+                           .profile = on_profile,
+                           .summary = on_summary,
+                           .warning = on_warning};
     return dl_follower_poll(f, &ops);
 }

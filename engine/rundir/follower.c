@@ -57,8 +57,8 @@ static int system_line(const dl_follower_ops *ops, const char *line)
 {
     dl_run_system *s = malloc(sizeof *s);
     int rc = s ? dl_records_system_parse(line, s) : 0;
-    if (rc > 0 && ops->system)
-        ops->system(ops->user, s);
+    if (rc > 0 && ops->sample)
+        ops->sample(ops->user, s);
     free(s);
     return rc;
 }

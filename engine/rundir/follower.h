@@ -35,7 +35,7 @@ typedef struct dl_follower_ops {
     void (*metrics_restart)(void *user);  /* metrics.jsonl was replaced: read again from the top */
     void (*metrics)(void *user, const dl_run_metrics *m);
     void (*event)(void *user, const dl_run_event *e);
-    void (*system)(void *user, const dl_run_system *s);
+    void (*sample)(void *user, const dl_run_system *s);  /* a system.jsonl line */
     void (*profile)(void *user, const cJSON *trace);      /* the profiler's trace, whole */
     void (*summary)(void *user, const dl_run_summary *s);
     /* a line that cannot be read, or a torn last line: "metrics.jsonl line 3: ..." */
