@@ -102,6 +102,14 @@ static void test_run_folder(void)
     CHECK(cJSON_GetObjectItem(best, "lr") == NULL);
     CHECK(!strcmp(cJSON_GetObjectItem(s, "status")->valuestring, "finished"));
     cJSON_Delete(s);
+    dl_run_summary *rs = malloc(sizeof *rs); /* the record reader sees the same */
+    CHECK(rs && dl_records_summary(dl_runlog_dir(r), rs) == DL_OK);
+    if (rs) {
+        CHECK_NEAR(dl_records_value(rs->best, rs->nbest, "val_loss"), 0.4, 1e-12);
+        CHECK_NEAR(dl_records_value(rs->final, rs->nfinal, "val_loss"), 0.6, 1e-12);
+        CHECK(isnan(dl_records_value(rs->best, rs->nbest, "lr")) && !strcmp(rs->status, "finished"));
+    }
+    free(rs);
     CHECK(dl_runlog_find_finished(out, hash, found, sizeof found) == 1);
     CHECK(dl_runlog_find_finished(out, "ffff", found, sizeof found) == 0);
     char dir[1100];
@@ -626,10 +634,10 @@ static void test_records(void)
     dl_run_summary sum;
     CHECK_OK(dl_records_summary(dir, &sum));
     CHECK(!strcmp(sum.status, "failed") && sum.has_message && !strcmp(sum.message, "gone"));
-    CHECK(sum.steps == 0 && isnan(sum.cost));
+    CHECK(sum.steps == 0 && isnan(sum.cost) && sum.nfinal == 0 && sum.nbest == 0);
     dl_run_config cfg;
     CHECK_OK(dl_records_config(dir, &cfg));
-    CHECK(cfg.accumulate == 1 && cfg.workers == -1);
+    CHECK(cfg.accumulate == 1 && cfg.workers == -1 && !cfg.study[0] && isnan(cfg.trial));
 }
 
 int main(void)

@@ -230,6 +230,23 @@ void dl_records_event_parse(const char *line, dl_run_event *e)
 
 /* --- summary and config ------------------------------------------------------------ */
 
+/* The members of object o as values (of their "value" member when
+ * nested); returns how many. */
+static int values(const cJSON *o, int nested, dl_run_value *out)
+{
+    int n = 0;
+    const cJSON *c;
+    cJSON_ArrayForEach(c, o)
+    {
+        if (n == DL_RUN_MAX_VALUES || !c->string)
+            continue;
+        dl_run_value *x = &out[n++];
+        snprintf(x->name, sizeof x->name, "%s", c->string);
+        x->v = nested ? num(c, "value", NAN) : cJSON_IsNumber(c) ? c->valuedouble : NAN;
+    }
+    return n;
+}
+
 void dl_records_summary_parse(const cJSON *j, dl_run_summary *s)
 {
     memset(s, 0, sizeof *s);
@@ -244,15 +261,8 @@ void dl_records_summary_parse(const cJSON *j, dl_run_summary *s)
     s->wall_s = num(j, "wall_s", NAN);
     s->samples_per_s = num(j, "samples_per_s", NAN);
     s->cost = num(cJSON_GetObjectItemCaseSensitive(j, "cost"), "cost", NAN);
-    const cJSON *c;
-    cJSON_ArrayForEach(c, cJSON_GetObjectItemCaseSensitive(j, "final"))
-    {
-        if (s->nfinal == DL_RUN_MAX_VALUES || !c->string)
-            continue;
-        dl_run_value *x = &s->final[s->nfinal++];
-        snprintf(x->name, sizeof x->name, "%s", c->string);
-        x->v = cJSON_IsNumber(c) ? c->valuedouble : NAN;
-    }
+    s->nfinal = values(cJSON_GetObjectItemCaseSensitive(j, "final"), 0, s->final);
+    s->nbest = values(cJSON_GetObjectItemCaseSensitive(j, "best"), 1, s->best);
 }
 
 int dl_records_summary(const char *run_dir, dl_run_summary *out)
@@ -283,6 +293,9 @@ int dl_records_config(const char *run_dir, dl_run_config *c)
     /* runs written before train_flops_per_sample: 3 x forward */
     c->train_flops_per_sample =
         num(j, "train_flops_per_sample", 3 * num(j, "flops_per_sample", 0));
+    const cJSON *study = cJSON_GetObjectItemCaseSensitive(j, "study");
+    str(c->study, sizeof c->study, study, "name");
+    c->trial = num(study, "trial", NAN);
     cJSON_Delete(j);
     return DL_OK;
 }

@@ -105,8 +105,9 @@ typedef struct dl_run_summary {
     char message[256];
     double steps, epochs, wall_s, samples_per_s; /* NaN when missing */
     double cost;            /* "cost": {"cost": ...}; NaN when missing */
-    int nfinal;
+    int nfinal, nbest;
     dl_run_value final[DL_RUN_MAX_VALUES]; /* "final": the last value of each metric */
+    dl_run_value best[DL_RUN_MAX_VALUES];  /* "best": {"value"} of the loss and acc metrics */
 } dl_run_summary;
 
 /* Reads RUN/summary.json into *out: DL_OK, or the read or parse error. */
@@ -121,6 +122,8 @@ typedef struct dl_run_config {
     double max_steps;       /* 0 when missing */
     double workers;         /* data.workers; -1 when missing */
     double train_flops_per_sample; /* older runs: 3 x flops_per_sample; 0 unknown */
+    char study[128];        /* "study": {"name", "trial"} of a tuning trial; "" for a plain run */
+    double trial;           /* NaN when not a number */
 } dl_run_config;
 
 /* Reads RUN/config.json into *out: DL_OK, or the read or parse error. */
