@@ -131,7 +131,7 @@ static void usage(FILE *f)
           "              one whose journal changed last); RUN is then optional\n"
           "Draws the workbench's views from the run's files as they grow; when the run is\n"
           "live, Space/g/c/s/n/e send pause, device, checkpoint, note and lr through\n"
-          "RUN/" DL_RUN_FILE_CONTROL ". q leaves (the run goes on).\n",
+          "RUN/control.sock. q leaves (the run goes on).\n",
           f);
 }
 

@@ -341,7 +341,7 @@ static void usage(FILE *f)
           "  --out DIR     where run folders go (default: runs)\n"
           "  --start       start the training at once (else press r)\n"
           "  --price-per-hour P  what the machine costs an hour (default: $DLBENCH_PRICE_PER_HOUR):\n"
-          "                the status bar shows the cost so far and projected, " DL_RUN_FILE_SUMMARY " too\n"
+          "                the status bar shows the cost so far and projected, summary.json too\n"
           "keys: ? in the workbench\n",
           f);
 }

@@ -194,7 +194,7 @@ static void usage(FILE *f)
           "  --force         run even if a finished run has the same configuration\n"
           "  --stop-after N  stop cleanly after N optimizer steps (checkpoint, \"stopped\")\n"
           "  --price-per-hour P  the machine's price per hour (default: $DLBENCH_PRICE_PER_HOUR):\n"
-          "                  cost so far and projected in " DL_RUN_FILE_SUMMARY " and at the end\n"
+          "                  cost so far and projected in summary.json and at the end\n"
           "  --check-parity N  train nothing: run N steps from the start on the run's device\n"
           "                  and on another from the same state, print each step's loss on\n"
           "                  both and the largest relative loss and parameter differences\n"
