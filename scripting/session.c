@@ -9,6 +9,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "engine/rundir/rundir.h"
 #include "engine/base/error.h"
 #include "engine/base/sha256.h"
 #include "engine/core/backend.h"
@@ -290,7 +291,7 @@ static void write_summary(dl_session *s, dl_run_status status)
 static void read_summary(dl_session *s)
 {
     char path[1200];
-    snprintf(path, sizeof path, "%s/summary.json", s->run_dir);
+    snprintf(path, sizeof path, "%s/" DL_RUN_FILE_SUMMARY, s->run_dir);
     s->summary = dl_runlog_read_json(path);
     const cJSON *w = cJSON_GetObjectItemCaseSensitive(s->summary, "wall_s");
     const cJSON *sp = cJSON_GetObjectItemCaseSensitive(s->summary, "samples_per_s");

@@ -6,6 +6,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "engine/rundir/rundir.h"
 #include "engine/base/clock.h"
 #include "engine/base/error.h"
 #include "engine/base/sha256.h"
@@ -215,7 +216,7 @@ int session_build_config(dl_session *s)
     /* what does not change the result: where, when, who, how often logged */
     cJSON_AddStringToObject(c, "name", s->exp->name);
     cJSON_AddStringToObject(c, "script", s->opt.script ? s->opt.script : s->script_path);
-    cJSON_AddStringToObject(c, "script_copy", "script.lua");
+    cJSON_AddStringToObject(c, "script_copy", DL_RUN_FILE_SCRIPT);
     cJSON *ov = cJSON_AddArrayToObject(c, "overrides");
     for (int i = 0; i < s->opt.noverrides; i++)
         cJSON_AddItemToArray(ov, cJSON_CreateString(s->opt.overrides[i]));

@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "engine/rundir/rundir.h"
 #include "engine/base/error.h"
 #include "engine/train/checkpoint.h"
 #include "engine/tune/tune.h"
@@ -44,7 +45,7 @@ static int save_checkpoint_as(dl_session *s, const char *file, const char *why)
 
 int session_save_checkpoint(dl_session *s, const char *why)
 {
-    return save_checkpoint_as(s, "checkpoint.h5", why);
+    return save_checkpoint_as(s, DL_RUN_FILE_CHECKPOINT, why);
 }
 
 /* A checkpoint asked for by name (run.checkpoint("x"), {"cmd":"checkpoint",
@@ -61,7 +62,7 @@ static int save_named_checkpoint(dl_session *s, const char *name)
         safe[n++] = ok ? (char)c : '_';
     }
     safe[n] = 0;
-    snprintf(file, sizeof file, "checkpoint-%s.h5", safe);
+    snprintf(file, sizeof file, DL_RUN_FILE_CHECKPOINT_TAG, safe);
     char why[128];
     snprintf(why, sizeof why, "named \"%.100s\"", name);
     return save_checkpoint_as(s, file, why);
@@ -166,7 +167,7 @@ static int builtin_epoch(dl_session *s, const dl_epoch_info *i, const char *cons
                     snprintf(why, sizeof why, "best %s = %.6g", c->monitor, v);
                 else
                     snprintf(why, sizeof why, "end of epoch %d", i->epoch + 1);
-                save_checkpoint_as(s, c->save_best ? "checkpoint-best.h5" : "checkpoint.h5", why);
+                save_checkpoint_as(s, c->save_best ? DL_RUN_FILE_CHECKPOINT_BEST : DL_RUN_FILE_CHECKPOINT, why);
             }
         }
     }

@@ -7,6 +7,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "engine/rundir/rundir.h"
 #include "engine/base/error.h"
 #include "engine/rundir/runlog.h"
 #include "engine/train/checkpoint.h"
@@ -15,11 +16,11 @@
 static int load_resume_options(dl_session *s, char ***ovs, int *nov)
 {
     char path[1200];
-    snprintf(path, sizeof path, "%s/config.json", s->run_dir);
+    snprintf(path, sizeof path, "%s/" DL_RUN_FILE_CONFIG, s->run_dir);
     cJSON *c = dl_runlog_read_json(path);
     if (!c)
         return dl_error(DL_EINVAL, "--resume %s: %s", s->opt.resume, dl_error_message());
-    snprintf(s->script_path, sizeof s->script_path, "%s/script.lua", s->run_dir);
+    snprintf(s->script_path, sizeof s->script_path, "%s/" DL_RUN_FILE_SCRIPT, s->run_dir);
     const cJSON *ov = cJSON_GetObjectItemCaseSensitive(c, "overrides");
     int n = cJSON_GetArraySize(ov);
     char **list = calloc((size_t)n + 1, sizeof *list);
@@ -45,7 +46,7 @@ static int load_resume_options(dl_session *s, char ***ovs, int *nov)
 static void replay_callbacks(dl_session *s)
 {
     char path[1200];
-    snprintf(path, sizeof path, "%s/metrics.jsonl", s->run_dir);
+    snprintf(path, sizeof path, "%s/" DL_RUN_FILE_METRICS, s->run_dir);
     FILE *f = fopen(path, "r");
     if (!f)
         return;
@@ -122,7 +123,7 @@ static void report_resume(dl_session *s, const dl_checkpoint_info *info, int fre
 int session_resume_finish(dl_session *s)
 {
     char path[1200];
-    snprintf(path, sizeof path, "%s/checkpoint.h5", s->run_dir);
+    snprintf(path, sizeof path, "%s/" DL_RUN_FILE_CHECKPOINT, s->run_dir);
     dl_checkpoint_info info;
     memset(&info, 0, sizeof info);
     /* the run's lock before its checkpoint is read: another resume that

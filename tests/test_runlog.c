@@ -1,6 +1,7 @@
 /* test_runlog.c - run folders (atomic files, metrics, summary, hashing, made under a temporary name, the run lock, torn lines) and checkpoints (round trip, refusals) */
 #include <dirent.h>
 #include <fcntl.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
@@ -15,6 +16,7 @@
 #include "engine/base/error.h"
 #include "engine/base/fsutil.h"
 #include "engine/nn/nn.h"
+#include "engine/rundir/records.h"
 #include "engine/rundir/runlog.h"
 #include "engine/observe/telemetry.h"
 #include "tests/check.h"
@@ -100,6 +102,14 @@ static void test_run_folder(void)
     CHECK(cJSON_GetObjectItem(best, "lr") == NULL);
     CHECK(!strcmp(cJSON_GetObjectItem(s, "status")->valuestring, "finished"));
     cJSON_Delete(s);
+    dl_run_summary *rs = malloc(sizeof *rs); /* the record reader sees the same */
+    CHECK(rs && dl_records_summary(dl_runlog_dir(r), rs) == DL_OK);
+    if (rs) {
+        CHECK_NEAR(dl_records_value(rs->best, rs->nbest, "val_loss"), 0.4, 1e-12);
+        CHECK_NEAR(dl_records_value(rs->final, rs->nfinal, "val_loss"), 0.6, 1e-12);
+        CHECK(isnan(dl_records_value(rs->best, rs->nbest, "lr")) && !strcmp(rs->status, "finished"));
+    }
+    free(rs);
     CHECK(dl_runlog_find_finished(out, hash, found, sizeof found) == 1);
     CHECK(dl_runlog_find_finished(out, "ffff", found, sizeof found) == 0);
     char dir[1100];
@@ -587,6 +597,49 @@ done:
     dl_model_destroy(one);
 }
 
+/* The record readers: each line shape parsed as runlog and the monitor
+ * write it; a failed run marked in its summary. */
+static void test_records(void)
+{
+    dl_run_event e;
+    dl_records_event_parse("2026-12-01T18:31:28Z note: a: b", &e);
+    CHECK(e.wall == 1796149888.0 && !strcmp(e.kind, "note") && !strcmp(e.text, "a: b"));
+    dl_records_event_parse("no stamp", &e);
+    CHECK(e.wall == 0 && !strcmp(e.kind, "log") && !strcmp(e.text, "no stamp"));
+    dl_run_metrics m;
+    CHECK(dl_records_metrics_parse("{\"kind\":\"step\",\"step\":5,\"loss\":null,\"acc\":0.5}",
+                                   &m) == 1);
+    CHECK(!strcmp(m.kind, "step") && m.has_step && m.step == 5 && !m.has_epoch && m.n == 2);
+    CHECK(isnan(dl_records_value(m.v, m.n, "loss")) && dl_records_value(m.v, m.n, "acc") == 0.5);
+    CHECK(dl_records_metrics_parse("  ", &m) == 0 && dl_records_metrics_parse("{\"ki", &m) == -1);
+    dl_run_system s, back;
+    memset(&s, 0, sizeof s);
+    s.t = 1.5;
+    s.ncpu = 2;
+    s.cpu_pct[1] = 50;
+    s.ngpu = 1;
+    snprintf(s.gpu[0].name, sizeof s.gpu[0].name, "GPU \"x\"");
+    s.gpu[0].util_pct = 99;
+    char line[4096];
+    CHECK(dl_records_system_format(&s, line, sizeof line) < (int)sizeof line);
+    CHECK(dl_records_system_parse(line, &back) == 1);
+    CHECK(back.t == 1.5 && back.ncpu == 2 && back.cpu_pct[1] == 50 && back.ngpu == 1 &&
+          !strcmp(back.gpu[0].name, "GPU x") && back.gpu[0].util_pct == 99);
+    char dir[1024];
+    dl_runlog *r = new_run("records", "rec", dir, sizeof dir);
+    if (!r)
+        return;
+    dl_runlog_destroy(r);
+    CHECK_OK(dl_runlog_mark_failed(dir, "gone"));
+    dl_run_summary sum;
+    CHECK_OK(dl_records_summary(dir, &sum));
+    CHECK(!strcmp(sum.status, "failed") && sum.has_message && !strcmp(sum.message, "gone"));
+    CHECK(sum.steps == 0 && isnan(sum.cost) && sum.nfinal == 0 && sum.nbest == 0);
+    dl_run_config cfg;
+    CHECK_OK(dl_records_config(dir, &cfg));
+    CHECK(cfg.accumulate == 1 && cfg.workers == -1 && !cfg.study[0] && isnan(cfg.trial));
+}
+
 int main(void)
 {
     snprintf(tmpdir, sizeof tmpdir, "/tmp/dlbench-test-runlog-XXXXXX");
@@ -604,6 +657,7 @@ int main(void)
     RUN(test_workbench_runs_view);
     RUN(test_checkpoint_round_trip);
     RUN(test_checkpoint_refusals);
+    RUN(test_records);
     char cmd[400];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
     if (system(cmd) != 0)

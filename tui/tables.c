@@ -8,62 +8,50 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include <cjson/cJSON.h>
-
 #include "engine/base/error.h"
-#include "engine/rundir/runlog.h"
+#include "engine/rundir/records.h"
 #include "engine/tune/tune.h"
 
 /* --- runs ----------------------------------------------------------------------- */
-
-static double num(const cJSON *j, const char *k)
-{
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, k);
-    return cJSON_IsNumber(v) ? v->valuedouble : NAN;
-}
-
-static const char *str(const cJSON *j, const char *k)
-{
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, k);
-    return cJSON_IsString(v) ? v->valuestring : "";
-}
 
 static int cmp_runs(const void *a, const void *b)
 {
     return strcmp(((const dl_ui_run *)b)->folder, ((const dl_ui_run *)a)->folder);
 }
 
+/* A row of the runs table from a run's summary. */
+static void run_row(dl_ui_run *r, const char *folder, const dl_run_summary *s)
+{
+    memset(r, 0, sizeof *r);
+    snprintf(r->folder, sizeof r->folder, "%.95s", folder);
+    snprintf(r->name, sizeof r->name, "%.39s", s->name);
+    snprintf(r->status, sizeof r->status, "%.11s", s->status[0] ? s->status : "?");
+    snprintf(r->device, sizeof r->device, "%.7s", s->device[0] ? s->device : "-");
+    r->steps = isfinite(s->steps) ? (long)s->steps : 0;
+    r->wall_s = s->wall_s;
+    r->val_acc = dl_records_value(s->final, s->nfinal, "val_acc");
+    r->val_loss = dl_records_value(s->final, s->nfinal, "val_loss");
+    r->cost = s->cost;
+}
+
 void dl_tables_load_runs(dl_ui_runs *out, const char *runs_dir)
 {
     static dl_ui_run rows[DL_UI_RUNS * 4]; /* the main thread only */
+    dl_run_summary *sum = malloc(sizeof *sum);
     int n = 0;
-    DIR *d = opendir(runs_dir);
+    DIR *d = sum ? opendir(runs_dir) : NULL;
     struct dirent *e;
     while (d && (e = readdir(d)) && n < DL_UI_RUNS * 4) {
         if (e->d_name[0] == '.')
             continue;
-        char path[1400];
-        snprintf(path, sizeof path, "%s/%s/summary.json", runs_dir, e->d_name);
-        cJSON *j = dl_runlog_read_json(path);
-        if (!j)
-            continue;
-        dl_ui_run *r = &rows[n++];
-        memset(r, 0, sizeof *r);
-        snprintf(r->folder, sizeof r->folder, "%.95s", e->d_name);
-        snprintf(r->name, sizeof r->name, "%s", str(j, "name"));
-        snprintf(r->status, sizeof r->status, "%s", str(j, "status")[0] ? str(j, "status") : "?");
-        snprintf(r->device, sizeof r->device, "%s", str(j, "device")[0] ? str(j, "device") : "-");
-        double st = num(j, "steps");
-        r->steps = isfinite(st) ? (long)st : 0;
-        r->wall_s = num(j, "wall_s");
-        const cJSON *fin = cJSON_GetObjectItemCaseSensitive(j, "final");
-        r->val_acc = num(fin, "val_acc");
-        r->val_loss = num(fin, "val_loss");
-        r->cost = num(cJSON_GetObjectItemCaseSensitive(j, "cost"), "cost");
-        cJSON_Delete(j);
+        char dir[1400];
+        snprintf(dir, sizeof dir, "%s/%s", runs_dir, e->d_name);
+        if (dl_records_summary(dir, sum) == DL_OK)
+            run_row(&rows[n++], e->d_name, sum);
     }
     if (d)
         closedir(d);
+    free(sum);
     qsort(rows, (size_t)n, sizeof *rows, cmp_runs);
     if (n > DL_UI_RUNS)
         n = DL_UI_RUNS;

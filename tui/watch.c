@@ -1,5 +1,4 @@
 /* watch.c - `dlbench watch [RUN]`: the workbench's views drawn from a run folder, commands through its socket */
-#include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,8 +9,9 @@
 #include <cjson/cJSON.h>
 
 #include "engine/base/error.h"
-#include "engine/rundir/runlog.h"
 #include "engine/observe/telemetry.h"
+#include "engine/rundir/rundir.h"
+#include "engine/rundir/runlog.h"
 #include "tui/app.h"
 #include "tui/cmd/commands.h"
 #include "tui/control.h"
@@ -30,11 +30,11 @@ static void sample(void *user, dl_screen *scr)
     dl_telemetry_follow(w->tele, &w->fw);
     char path[1200];
     struct stat st;
-    snprintf(path, sizeof path, "%s/control.sock", w->fw.dir);
+    dl_rundir_path(w->fw.dir, DL_RUN_FILE_CONTROL, path, sizeof path);
     scr->live = stat(path, &st) == 0 && S_ISSOCK(st.st_mode);
     snprintf(scr->source, sizeof scr->source, "watch");
     snprintf(scr->prof_note, sizeof scr->prof_note,
-             "no profile.json in the run (dlbench profile SCRIPT writes one)");
+             "no " DL_RUN_FILE_PROFILE " in the run (dlbench profile SCRIPT writes one)");
 }
 
 /* Sends one command and logs the reply. */
@@ -122,30 +122,6 @@ static void action(void *user, dl_action a, const char *arg)
 static int busy(void *user) { (void)user; return 0; }
 static int done(void *user) { return ((watch *)user)->quit; }
 
-/* The newest run folder under dir (names start with the time). */
-static int newest_run(const char *dir, char *out, size_t size)
-{
-    DIR *d = opendir(dir);
-    if (!d)
-        return -1;
-    char best[512] = "";
-    struct dirent *e;
-    while ((e = readdir(d))) {
-        if (e->d_name[0] == '.')
-            continue;
-        char p[1400];
-        struct stat st;
-        snprintf(p, sizeof p, "%s/%s/config.json", dir, e->d_name);
-        if (stat(p, &st) == 0 && strcmp(e->d_name, best) > 0)
-            snprintf(best, sizeof best, "%.500s", e->d_name);
-    }
-    closedir(d);
-    if (!best[0])
-        return -1;
-    snprintf(out, size, "%s/%s", dir, best);
-    return 0;
-}
-
 int dl_cmd_watch(int argc, char **argv)
 {
     watch w;
@@ -172,16 +148,12 @@ int dl_cmd_watch(int argc, char **argv)
         }
     }
     if (run) {
-        struct stat st;
-        char p[1200];
-        snprintf(p, sizeof p, "%s/config.json", run);
-        if (stat(p, &st) == 0)
-            snprintf(w.fw.dir, sizeof w.fw.dir, "%s", run);
-        else if (dl_runlog_resolve(w.out_dir, run, w.fw.dir, sizeof w.fw.dir) != DL_OK) {
+        /* a run folder given as a path is taken as it is */
+        if (dl_runlog_resolve(w.out_dir, run, w.fw.dir, sizeof w.fw.dir) != DL_OK) {
             fprintf(stderr, "dlbench watch: %s\n", dl_error_message());
             return DL_EXIT_USAGE;
         }
-    } else if (newest_run(w.out_dir, w.fw.dir, sizeof w.fw.dir) < 0 && !study) {
+    } else if (dl_runlog_newest(w.out_dir, w.fw.dir, sizeof w.fw.dir) < 0 && !study) {
         fprintf(stderr, "dlbench watch: no runs in %s/ (give a run folder)\n", w.out_dir);
         return DL_EXIT_USAGE;
     }
@@ -204,7 +176,8 @@ int dl_cmd_watch(int argc, char **argv)
     if (dl_telemetry_create(&w.tele) < 0)
         return 1;
     if (w.fw.dir[0] && dl_telemetry_follow(w.tele, &w.fw) < 0) {
-        fprintf(stderr, "dlbench watch: %s is not a run folder (no config.json)\n", w.fw.dir);
+        fprintf(stderr, "dlbench watch: %s is not a run folder (no " DL_RUN_FILE_CONFIG ")\n",
+                w.fw.dir);
         dl_telemetry_destroy(w.tele);
         return DL_EXIT_USAGE;
     }
@@ -214,7 +187,7 @@ int dl_cmd_watch(int argc, char **argv)
         dl_telemetry_destroy(w.tele);
         return DL_EXIT_USAGE;
     }
-    dl_telemetry_set_gpu_status(w.tele, "no system.jsonl samples in the run");
+    dl_telemetry_set_gpu_status(w.tele, "no " DL_RUN_FILE_SYSTEM " samples in the run");
     dl_telemetry_event(w.tele, "info", w.fw.dir[0] ? w.fw.dir : "no run folder yet");
     dl_app_ops ops = {&w, w.tele, w.out_dir, study, study != NULL, sample, action, busy, done, 1};
     dl_app_end end = dl_app_run(&ops, STDOUT_FILENO);

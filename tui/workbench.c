@@ -11,11 +11,13 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "engine/base/clock.h"
 #include "engine/base/error.h"
 #include "engine/observe/monitor.h"
 #include "engine/observe/profiler.h"
-#include "engine/rundir/runlog.h"
 #include "engine/observe/telemetry.h"
+#include "engine/rundir/rundir.h"
+#include "engine/rundir/runlog.h"
 #include "scripting/session.h"
 #include "tui/app.h"
 #include "tui/cmd/commands.h"
@@ -37,12 +39,11 @@ typedef struct wb {
     char *ovs[MAX_OVERRIDES];
     int nov;
     /* the training thread */
-    pthread_mutex_t lock;  /* guards session, sys_file */
+    pthread_mutex_t lock;  /* guards session */
     pthread_t thread;
     int thread_live;       /* joined when 0 and started */
     _Atomic int running;   /* the thread is between start and its end (read by the UI) */
     dl_session *session;   /* NULL outside prepare..run */
-    FILE *sys_file;        /* RUN/system.jsonl while a run is live */
     char last_run[1024];
     double last_prof;      /* when the profile was last copied */
     dl_profiler *prof;
@@ -54,20 +55,13 @@ typedef struct wb {
     size_t out_len;
 } wb;
 
-static double mono_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 /* --- sinks: the trainer thread --------------------------------------------------- */
 
 static void on_step(void *user, const dl_step_info *i)
 {
     wb *w = user;
     (void)i;
-    double now = mono_s();
+    double now = dl_clock_mono_s();
     if (w->prof && now - w->last_prof >= 1.0) { /* the table at 1 Hz: the copy is small */
         w->last_prof = now;
         dl_telemetry_profile(w->tele, w->prof);
@@ -84,20 +78,11 @@ static void on_idle(void *user)
         dl_wb_lua_poll(w->lua, s, w->tele);
 }
 
+/* The monitor writes the live run's system.jsonl itself (dl_monitor_set_log). */
 static void monitor_sink(void *user, const dl_sys_sample *smp)
 {
     wb *w = user;
     dl_telemetry_system(w->tele, smp);
-    pthread_mutex_lock(&w->lock);
-    if (w->sys_file) {
-        char line[8192];
-        int n = dl_monitor_format_json(smp, line, sizeof line);
-        if (n > 0 && (size_t)n < sizeof line) {
-            fprintf(w->sys_file, "%s\n", line);
-            fflush(w->sys_file);
-        }
-    }
-    pthread_mutex_unlock(&w->lock);
 }
 
 /* --- the training thread ----------------------------------------------------------- */
@@ -141,11 +126,12 @@ static void *train(void *arg)
             if (dl_trainer_set_profiler(t, w->prof) < 0)
                 dl_telemetry_event(w->tele, "warning", "profiler not attached: out of memory");
         }
-        snprintf(why, sizeof why, "%s/system.jsonl", dl_session_run_dir(s));
         pthread_mutex_lock(&w->lock);
         w->session = s;
-        w->sys_file = fopen(why, "a");
         pthread_mutex_unlock(&w->lock);
+        if (w->mon)
+            dl_monitor_set_log(w->mon, dl_rundir_path(dl_session_run_dir(s), DL_RUN_FILE_SYSTEM,
+                                                      why, sizeof why));
         dl_control *ctl = NULL;
         if (dl_control_start(&ctl, dl_session_run_dir(s), t, why, sizeof why) < 0)
             dl_telemetry_event(w->tele, "warning", why);
@@ -156,10 +142,9 @@ static void *train(void *arg)
         dl_trainer_set_profiler(t, NULL);
         pthread_mutex_lock(&w->lock);
         w->session = NULL;
-        if (w->sys_file)
-            fclose(w->sys_file);
-        w->sys_file = NULL;
         pthread_mutex_unlock(&w->lock);
+        if (w->mon)
+            dl_monitor_set_log(w->mon, NULL);
     }
     dl_session_destroy(s);
     w->running = 0;
@@ -396,6 +381,92 @@ static int parse_args(wb *w, int *autostart, int argc, char **argv)
     return -1;
 }
 
+/* The telemetry, the Lua prompt, the profiler and the monitor (its thread
+ * started). -1 when out of memory. */
+static int setup(wb *w, int autostart)
+{
+    dl_telemetry_create(&w->tele);
+    w->lua = dl_wb_lua_create();
+    if (!w->tele || !w->lua)
+        return -1;
+    /* the live profile samples one step in 16: its cost stays well under 1% */
+    dl_profiler_options popt;
+    dl_profiler_options_default(&popt);
+    popt.sample_every = 16;
+    dl_profiler_create(&w->prof, &popt);
+    dl_monitor_options mo;
+    dl_monitor_options_default(&mo);
+    mo.sink = monitor_sink;
+    mo.user = w;
+    if (dl_monitor_create(&w->mon, &mo) == 0)
+        dl_monitor_start(w->mon);
+    dl_telemetry_set_gpu_status(w->tele, w->mon ? dl_monitor_gpu_status(w->mon) : "no monitor");
+    dl_telemetry_set_cost(w->tele, w->price, 0, NULL);
+    dl_telemetry_event(w->tele, "info", autostart ? "starting the training" :
+                       "ready: r starts the training, ? shows the keys");
+    return 0;
+}
+
+/* The terminal keeps a descriptor of its own (returned; -1 when none);
+ * stdout and stderr go to the log pane (Lua print, library messages). */
+static int redirect_output(wb *w)
+{
+    int term_fd = dup(STDOUT_FILENO);
+    int p[2];
+    if (term_fd >= 0 && pipe2(p, O_CLOEXEC | O_NONBLOCK) == 0) {
+        fflush(stdout);
+        fflush(stderr);
+        dup2(p[1], STDOUT_FILENO);
+        dup2(p[1], STDERR_FILENO);
+        close(p[1]);
+        w->out_pipe = p[0];
+        setvbuf(stdout, NULL, _IOLBF, 0);
+    }
+    return term_fd;
+}
+
+/* The terminal is gone: train on, headless, logging to the run folder. */
+static void detach(wb *w)
+{
+    int fd = -1;
+    if (w->last_run[0]) {
+        char path[1200];
+        fd = open(dl_rundir_path(w->last_run, DL_RUN_FILE_OUTPUT, path, sizeof path),
+                  O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    }
+    if (fd < 0)
+        fd = open("/dev/null", O_WRONLY | O_CLOEXEC);
+    if (fd >= 0) {
+        dup2(fd, STDOUT_FILENO);
+        dup2(fd, STDERR_FILENO);
+        close(fd);
+    }
+    int nul = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    if (nul >= 0) {
+        dup2(nul, STDIN_FILENO);
+        close(nul);
+    }
+    if (w->last_run[0])
+        dl_runlog_append_event(w->last_run, "detached",
+                               "the terminal hung up; training continues headless "
+                               "(dlbench watch reattaches)");
+}
+
+static void teardown(wb *w, int term_fd)
+{
+    dl_monitor_destroy(w->mon);
+    dl_profiler_destroy(w->prof);
+    dl_wb_lua_destroy(w->lua);
+    dl_telemetry_destroy(w->tele);
+    for (int i = 0; i < w->nov; i++)
+        free(w->ovs[i]);
+    if (w->out_pipe >= 0)
+        close(w->out_pipe);
+    if (term_fd >= 0)
+        close(term_fd);
+    pthread_mutex_destroy(&w->lock);
+}
+
 int dl_cmd_workbench(int argc, char **argv)
 {
     wb w;
@@ -415,70 +486,18 @@ int dl_cmd_workbench(int argc, char **argv)
         return DL_EXIT_USAGE;
     }
     pthread_mutex_init(&w.lock, NULL);
-    dl_telemetry_create(&w.tele);
-    w.lua = dl_wb_lua_create();
-    if (!w.tele || !w.lua) {
+    if (setup(&w, autostart) < 0) {
         fprintf(stderr, "dlbench: out of memory\n");
         return 1;
     }
-    /* the live profile samples one step in 16: its cost stays well under 1% */
-    dl_profiler_options popt;
-    dl_profiler_options_default(&popt);
-    popt.sample_every = 16;
-    dl_profiler_create(&w.prof, &popt);
-    dl_monitor_options mo;
-    dl_monitor_options_default(&mo);
-    mo.sink = monitor_sink;
-    mo.user = &w;
-    if (dl_monitor_create(&w.mon, &mo) == 0)
-        dl_monitor_start(w.mon);
-    dl_telemetry_set_gpu_status(w.tele, w.mon ? dl_monitor_gpu_status(w.mon) : "no monitor");
-    dl_telemetry_set_cost(w.tele, w.price, 0, NULL);
-    dl_telemetry_event(w.tele, "info", autostart ? "starting the training" :
-                       "ready: r starts the training, ? shows the keys");
-
-    /* the terminal keeps a descriptor of its own; stdout and stderr go to
-     * the log pane (Lua print, library messages) */
-    int term_fd = dup(STDOUT_FILENO);
-    int p[2];
-    if (term_fd >= 0 && pipe2(p, O_CLOEXEC | O_NONBLOCK) == 0) {
-        fflush(stdout);
-        fflush(stderr);
-        dup2(p[1], STDOUT_FILENO);
-        dup2(p[1], STDERR_FILENO);
-        close(p[1]);
-        w.out_pipe = p[0];
-        setvbuf(stdout, NULL, _IOLBF, 0);
-    }
+    int term_fd = redirect_output(&w);
     if (autostart)
         start(&w);
     dl_app_ops ops = {&w, w.tele, w.out_dir, NULL, 0, sample, action, busy, done, 0};
     dl_app_end end = dl_app_run(&ops, term_fd >= 0 ? term_fd : STDOUT_FILENO);
 
     if (end == DL_APP_HANGUP) {
-        /* the terminal is gone: train on, headless, logging to the run folder */
-        int fd = -1;
-        if (w.last_run[0]) {
-            char path[1200];
-            snprintf(path, sizeof path, "%s/output.log", w.last_run);
-            fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-        }
-        if (fd < 0)
-            fd = open("/dev/null", O_WRONLY | O_CLOEXEC);
-        if (fd >= 0) {
-            dup2(fd, STDOUT_FILENO);
-            dup2(fd, STDERR_FILENO);
-            close(fd);
-        }
-        int nul = open("/dev/null", O_RDONLY | O_CLOEXEC);
-        if (nul >= 0) {
-            dup2(nul, STDIN_FILENO);
-            close(nul);
-        }
-        if (w.last_run[0])
-            dl_runlog_append_event(w.last_run, "detached",
-                                   "the terminal hung up; training continues headless "
-                                   "(dlbench watch reattaches)");
+        detach(&w);
     } else {
         /* restore the terminal as stdout for the final lines */
         if (term_fd >= 0) {
@@ -493,16 +512,6 @@ int dl_cmd_workbench(int argc, char **argv)
         pthread_join(w.thread, NULL);
     if (end != DL_APP_HANGUP && w.last_run[0])
         printf("run folder: %s\n", w.last_run);
-    dl_monitor_destroy(w.mon);
-    dl_profiler_destroy(w.prof);
-    dl_wb_lua_destroy(w.lua);
-    dl_telemetry_destroy(w.tele);
-    for (int i = 0; i < w.nov; i++)
-        free(w.ovs[i]);
-    if (w.out_pipe >= 0)
-        close(w.out_pipe);
-    if (term_fd >= 0)
-        close(term_fd);
-    pthread_mutex_destroy(&w.lock);
+    teardown(&w, term_fd);
     return end == DL_APP_ERROR ? 1 : 0;
 }

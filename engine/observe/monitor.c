@@ -10,6 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "engine/base/clock.h"
 #include "engine/base/error.h"
 
 /* --- NVML, declared locally: no header, no link-time dependency ------------------ */
@@ -197,8 +198,7 @@ typedef struct cpu_ticks {
 
 struct dl_monitor {
     dl_monitor_options opt;
-    char jsonl_path[1024];
-    FILE *jsonl;
+    FILE *jsonl;            /* system.jsonl; guarded by sample_lock */
     nvml nv;
     char gpu_status[512];
     double t0;
@@ -218,13 +218,6 @@ struct dl_monitor {
     pthread_cond_t stop_cond;
     int stop;
 };
-
-static double mono_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 /* Reads /proc/stat: ticks[0] all cores, ticks[1 + i] core i. Returns cores. */
 static int read_cpu(cpu_ticks *ticks, int max)
@@ -367,24 +360,18 @@ int dl_monitor_create(dl_monitor **out, const dl_monitor_options *opt)
     pthread_mutex_init(&m->sample_lock, NULL);
     pthread_mutex_init(&m->stop_lock, NULL);
     pthread_cond_init(&m->stop_cond, NULL);
-    if (m->opt.jsonl_path) {
-        snprintf(m->jsonl_path, sizeof m->jsonl_path, "%s", m->opt.jsonl_path);
-        m->opt.jsonl_path = m->jsonl_path;
-        m->jsonl = fopen(m->jsonl_path, "a");
-        if (!m->jsonl) {
-            int e = errno;
-            dl_monitor_destroy(m);
-            return dl_error(DL_EIO, "%s: cannot open for appending: %s", opt->jsonl_path,
-                            strerror(e));
-        }
+    if (m->opt.jsonl_path && !(m->jsonl = dl_records_system_open(m->opt.jsonl_path))) {
+        dl_monitor_destroy(m);
+        return DL_EIO; /* the message names the file */
     }
+    m->opt.jsonl_path = NULL; /* not kept: the caller's string */
     if (m->opt.use_nvml)
         nvml_open(&m->nv, m->opt.nvml_library ? m->opt.nvml_library : "libnvidia-ml.so.1",
                   m->gpu_status, sizeof m->gpu_status);
     else
         snprintf(m->gpu_status, sizeof m->gpu_status, "no GPU data: NVML disabled");
     m->opt.nvml_library = NULL; /* not kept: the caller's string */
-    m->t0 = mono_s();
+    m->t0 = dl_clock_mono_s();
     m->ncpu = read_cpu(m->prev_cpu, DL_MONITOR_MAX_CPUS);
     m->prev_proc_s = proc_cpu_s();
     m->prev_wall = m->t0;
@@ -419,41 +406,15 @@ static double pct(unsigned long long busy, unsigned long long total)
     return v < 0 ? 0 : v > 100 ? 100 : v;
 }
 
-int dl_monitor_format_json(const dl_sys_sample *s, char *buf, size_t size)
+int dl_monitor_set_log(dl_monitor *m, const char *path)
 {
-    size_t n = 0;
-#define PUT(...)                                                                \
-    do {                                                                        \
-        int w_ = snprintf(buf + (n < size ? n : size), n < size ? size - n : 0, \
-                          __VA_ARGS__);                                         \
-        if (w_ > 0)                                                             \
-            n += (size_t)w_;                                                    \
-    } while (0)
-    PUT("{\"t\":%.3f,\"time\":%.3f,\"cpu_total\":%.1f,\"proc_cpu\":%.1f,\"rss_mb\":%.1f,"
-        "\"ram_used_mb\":%.1f,\"ram_total_mb\":%.1f,\"cpu\":[",
-        s->t, s->unix_time, s->cpu_total_pct, s->proc_cpu_pct, s->rss_mb, s->ram_used_mb,
-        s->ram_total_mb);
-    for (int i = 0; i < s->ncpu; i++)
-        PUT("%s%.1f", i ? "," : "", (double)s->cpu_pct[i]);
-    PUT("],\"gpu\":[");
-    for (int i = 0; i < s->ngpu; i++) {
-        const dl_gpu_sample *g = &s->gpu[i];
-        char name[128];
-        size_t k = 0;
-        for (const char *c = g->name; *c && k < sizeof name - 2; c++)
-            if (*c != '"' && *c != '\\' && (unsigned char)*c >= 0x20)
-                name[k++] = *c;
-        name[k] = 0;
-        PUT("%s{\"name\":\"%s\",\"util\":%.0f,\"mem_util\":%.0f,\"mem_used_mb\":%.0f,"
-            "\"mem_total_mb\":%.0f,\"power_w\":%.1f,\"temp_c\":%.0f,\"sm_clock_mhz\":%.0f,"
-            "\"pcie_rx_mbps\":%.1f,\"pcie_tx_mbps\":%.1f,\"energy_j\":%.1f}",
-            i ? "," : "", name, g->util_pct, g->mem_util_pct, g->mem_used_mb, g->mem_total_mb,
-            g->power_w, g->temp_c, g->sm_clock_mhz, g->pcie_rx_mbps, g->pcie_tx_mbps,
-            g->energy_j);
-    }
-    PUT("]}");
-#undef PUT
-    return (int)n;
+    FILE *f = path ? dl_records_system_open(path) : NULL;
+    pthread_mutex_lock(&m->sample_lock);
+    if (m->jsonl)
+        fclose(m->jsonl);
+    m->jsonl = f;
+    pthread_mutex_unlock(&m->sample_lock);
+    return path && !f ? DL_EIO : DL_OK;
 }
 
 int dl_monitor_sample(dl_monitor *m, dl_sys_sample *out)
@@ -462,11 +423,9 @@ int dl_monitor_sample(dl_monitor *m, dl_sys_sample *out)
     if (!s)
         return dl_error(DL_ENOMEM, "out of memory sampling the system");
     pthread_mutex_lock(&m->sample_lock);
-    double now = mono_s();
-    struct timespec wall;
-    clock_gettime(CLOCK_REALTIME, &wall);
+    double now = dl_clock_mono_s();
     s->t = now - m->t0;
-    s->unix_time = (double)wall.tv_sec + (double)wall.tv_nsec * 1e-9;
+    s->unix_time = dl_clock_wall_s();
     cpu_ticks cur[DL_MONITOR_MAX_CPUS + 1];
     memset(cur, 0, sizeof cur);
     int n = read_cpu(cur, DL_MONITOR_MAX_CPUS);
@@ -494,14 +453,8 @@ int dl_monitor_sample(dl_monitor *m, dl_sys_sample *out)
     ram_mb(&s->ram_used_mb, &s->ram_total_mb);
     if (m->nv.lib)
         nvml_sample(&m->nv, s);
-    if (m->jsonl) {
-        char line[8192];
-        int len = dl_monitor_format_json(s, line, sizeof line);
-        if (len > 0 && (size_t)len < sizeof line) {
-            fprintf(m->jsonl, "%s\n", line);
-            fflush(m->jsonl);
-        }
-    }
+    if (m->jsonl)
+        dl_records_system_append(m->jsonl, s);
     pthread_mutex_unlock(&m->sample_lock);
 
     pthread_mutex_lock(&m->lock);

@@ -5,7 +5,8 @@
  * (RAM) and, when libnvidia-ml.so.1 loads, each GPU's utilisation, memory,
  * power, temperature, SM clock, PCIe throughput and energy counter. Samples
  * go into a ring, optionally to a system.jsonl file (one JSON object per
- * line, flushed) and to a sink callback (the telemetry). Without NVML the
+ * line, flushed: the file's one writer, through engine/rundir/records.h)
+ * and to a sink callback (the telemetry). Without NVML the
  * monitor carries on with the CPU figures and dl_monitor_gpu_status says
  * why there is no GPU data.
  */
@@ -14,33 +15,14 @@
 
 #include <stddef.h>
 
-#define DL_MONITOR_MAX_CPUS 128
-#define DL_MONITOR_MAX_GPUS 4
+#include "engine/rundir/records.h"
 
-typedef struct dl_gpu_sample {
-    char name[64];          /* "NVIDIA H100 80GB HBM3" */
-    double util_pct;        /* SM busy, last sample period; -1 unknown */
-    double mem_util_pct;    /* memory controller busy; -1 unknown */
-    double mem_used_mb, mem_total_mb; /* -1 unknown */
-    double power_w;         /* -1 unknown */
-    double temp_c;          /* -1 unknown */
-    double sm_clock_mhz;    /* -1 unknown */
-    double pcie_rx_mbps, pcie_tx_mbps; /* MB/s; -1 unknown */
-    double energy_j;        /* since the monitor started; -1 unknown */
-} dl_gpu_sample;
-
-typedef struct dl_sys_sample {
-    double t;               /* seconds since the monitor started */
-    double unix_time;       /* wall clock */
-    int ncpu;               /* cores in cpu_pct (capped at DL_MONITOR_MAX_CPUS) */
-    float cpu_pct[DL_MONITOR_MAX_CPUS]; /* busy % per core, [0, 100] */
-    double cpu_total_pct;   /* all cores, [0, 100] */
-    double proc_cpu_pct;    /* this process: 100 = one core busy */
-    double rss_mb;
-    double ram_used_mb, ram_total_mb; /* used = total - available */
-    int ngpu;               /* 0 without NVML */
-    dl_gpu_sample gpu[DL_MONITOR_MAX_GPUS];
-} dl_sys_sample;
+/* A sample is the record system.jsonl holds (engine/rundir/records.h):
+ * the monitor fills it, dl_records_system_append writes it. */
+#define DL_MONITOR_MAX_CPUS DL_RUN_MAX_CPUS
+#define DL_MONITOR_MAX_GPUS DL_RUN_MAX_GPUS
+typedef dl_run_gpu dl_gpu_sample;
+typedef dl_run_system dl_sys_sample;
 
 typedef struct dl_monitor dl_monitor;
 
@@ -64,6 +46,11 @@ int dl_monitor_create(dl_monitor **out, const dl_monitor_options *opt);
 /* Stops the thread if running, closes the file, shuts NVML down. */
 void dl_monitor_destroy(dl_monitor *m); /* accepts NULL */
 
+/* Appends the samples from now on to path (a run's system.jsonl) instead
+ * of the file before, which is closed; NULL only closes it. Returns DL_OK,
+ * or DL_EIO naming path (no file then). Any thread. */
+int dl_monitor_set_log(dl_monitor *m, const char *path);
+
 /* Starts and stops the sampling thread (stop waits for it; both idempotent). */
 int dl_monitor_start(dl_monitor *m);
 void dl_monitor_stop(dl_monitor *m);
@@ -81,9 +68,5 @@ int dl_monitor_history(dl_monitor *m, dl_sys_sample *out, int max);
  * "no GPU data: libnvidia-ml.so.1 not found (no NVIDIA driver installed?)". */
 const char *dl_monitor_gpu_status(const dl_monitor *m);
 int dl_monitor_has_gpu(const dl_monitor *m);
-
-/* One sample as a JSON object on a single line (no newline); returns the
- * length written (truncated to size like snprintf). */
-int dl_monitor_format_json(const dl_sys_sample *s, char *buf, size_t size);
 
 #endif

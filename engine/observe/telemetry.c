@@ -6,13 +6,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <time.h>
 
 #include <cjson/cJSON.h>
 
+#include "engine/base/clock.h"
 #include "engine/base/error.h"
-#include "engine/rundir/runlog.h"
+#include "engine/nn/nn.h"
 
 struct dl_telemetry {
     pthread_mutex_t lock;
@@ -21,7 +20,6 @@ struct dl_telemetry {
     double t_start, t_end;    /* monotonic seconds; t_end when frozen */
     int started, frozen;
     double flops_per_sample;  /* forward + backward, for the cost */
-    long torn_at[3];          /* following: offset + 1 of a torn last line reported, per file */
 };
 
 static const char *state_names[] = {"idle",     "preparing", "running", "paused",
@@ -30,13 +28,6 @@ static const char *state_names[] = {"idle",     "preparing", "running", "paused"
 const char *dl_tele_state_name(dl_tele_state s)
 {
     return s >= DL_TELE_IDLE && s <= DL_TELE_FAILED ? state_names[s] : "?";
-}
-
-static double mono_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
 int dl_telemetry_create(dl_telemetry **out)
@@ -65,11 +56,11 @@ static void set_state_locked(dl_telemetry *t, dl_tele_state s)
     t->st.run.state = s;
     if (s == DL_TELE_RUNNING && !t->started) {
         t->started = 1;
-        t->t_start = mono_s() - t->st.run.elapsed_s; /* a resumed run keeps its time */
+        t->t_start = dl_clock_mono_s() - t->st.run.elapsed_s; /* a resumed run keeps its time */
     }
     if ((s == DL_TELE_FINISHED || s == DL_TELE_STOPPED || s == DL_TELE_FAILED) && !t->frozen) {
         t->frozen = 1;
-        t->t_end = mono_s();
+        t->t_end = dl_clock_mono_s();
     }
 }
 
@@ -197,9 +188,7 @@ static void event_locked(dl_telemetry *t, double when, const char *kind, const c
     }
     dl_tele_event *e = &t->st.events[slot];
     e->t = when;
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    e->wall = (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+    e->wall = dl_clock_wall_s();
     snprintf(e->kind, sizeof e->kind, "%s", kind);
     snprintf(e->text, sizeof e->text, "%s", text);
     t->st.events_total++;
@@ -209,7 +198,7 @@ static void event_locked(dl_telemetry *t, double when, const char *kind, const c
 void dl_telemetry_event(dl_telemetry *t, const char *kind, const char *text)
 {
     pthread_mutex_lock(&t->lock);
-    double when = t->started ? mono_s() - t->t_start : 0;
+    double when = t->started ? dl_clock_mono_s() - t->t_start : 0;
     event_locked(t, when, kind, text);
     pthread_mutex_unlock(&t->lock);
 }
@@ -389,7 +378,7 @@ int dl_telemetry_read(dl_telemetry *t, dl_telemetry_snapshot *s)
     s->peak_flops = t->st.peak_flops;
     memcpy(s->peak_source, t->st.peak_source, sizeof s->peak_source);
     if (t->started)
-        s->run.elapsed_s = (t->frozen ? t->t_end : mono_s()) - t->t_start;
+        s->run.elapsed_s = (t->frozen ? t->t_end : dl_clock_mono_s()) - t->t_start;
     double fps = t->flops_per_sample;
     pthread_mutex_unlock(&t->lock);
 
@@ -479,236 +468,125 @@ int dl_telemetry_advise(const dl_telemetry_snapshot *s, dl_advice *out, int max)
     return dl_advisor_run(&in, out, max);
 }
 
-/* --- following a run folder -------------------------------------------------------------- */
+/* --- following a run folder: the follower's records as telemetry ------------------------ */
 
-/* The 1-based number of the line that starts at byte off of path. */
-static long line_number(const char *path, long off)
-{
-    FILE *f = fopen(path, "r");
-    long n = 1;
-    for (int c; f && off-- > 0 && (c = getc(f)) != EOF;)
-        n += c == '\n';
-    if (f)
-        fclose(f);
-    return n;
-}
+/* What the follower's callbacks publish into. */
+typedef struct follow_ctx {
+    dl_telemetry *t;
+    const char *dir;
+} follow_ctx;
 
-/* Reads complete new lines of dir/name from *off; calls fn for each. A
- * line fn cannot read (fn returns < 0) is skipped with a warning naming
- * the file and line. A last line without its newline is left for the next
- * call while a process holds the run's lock (it is being written); when
- * none does, its writer was killed mid-line: it is reported once, as torn,
- * and ignored (a resume cuts it off and appends from there). */
-static int follow_lines(dl_telemetry *t, const char *dir, const char *name, long *off,
-                        long *torn_at, int (*fn)(dl_telemetry *t, char *line))
+static void on_config(void *user, const dl_run_config *c)
 {
-    char path[1200];
-    snprintf(path, sizeof path, "%s/%s", dir, name);
-    FILE *f = fopen(path, "r");
-    if (!f)
-        return 0;
-    if (fseek(f, *off, SEEK_SET) != 0) {
-        fclose(f);
-        return 0;
-    }
-    char *line = NULL, msg[240];
-    size_t cap = 0;
-    ssize_t n;
-    while ((n = getline(&line, &cap, f)) > 0) {
-        if (line[n - 1] != '\n') {
-            if (*torn_at != *off + 1 && dl_runlog_check_free(dir) == DL_OK) {
-                *torn_at = *off + 1;
-                snprintf(msg, sizeof msg, "%s line %ld: cut short (%ld bytes without a newline: "
-                         "its writer was killed mid-line): ignored",
-                         name, line_number(path, *off), (long)n);
-                dl_telemetry_event(t, "warning", msg);
-            }
-            dl_error_clear();
-            break;
-        }
-        line[n - 1] = 0;
-        if (fn(t, line) < 0) {
-            snprintf(msg, sizeof msg, "%s line %ld: not a JSON object (a torn or damaged "
-                     "line): ignored", name, line_number(path, *off));
-            dl_telemetry_event(t, "warning", msg);
-        }
-        *off += (long)n;
-    }
-    free(line);
-    fclose(f);
-    return 1;
-}
-
-static int metrics_line(dl_telemetry *t, char *line)
-{
-    cJSON *j = cJSON_Parse(line);
-    if (!cJSON_IsObject(j)) {
-        cJSON_Delete(j);
-        return line[strspn(line, " \t\r")] ? -1 : 0;
-    }
-    const cJSON *kind = cJSON_GetObjectItemCaseSensitive(j, "kind");
-    const cJSON *step = cJSON_GetObjectItemCaseSensitive(j, "step");
-    const cJSON *epoch = cJSON_GetObjectItemCaseSensitive(j, "epoch");
-    int is_epoch = cJSON_IsString(kind) && !strcmp(kind->valuestring, "epoch");
-    double x = is_epoch ? (cJSON_IsNumber(epoch) ? epoch->valuedouble : 0)
-                        : (cJSON_IsNumber(step) ? step->valuedouble : 0);
+    follow_ctx *x = user;
+    dl_telemetry *t = x->t;
     pthread_mutex_lock(&t->lock);
     dl_tele_run *r = &t->st.run;
-    if (cJSON_IsNumber(step))
-        r->step = (long)step->valuedouble;
-    if (cJSON_IsNumber(epoch))
-        r->epoch = (int)epoch->valuedouble - 1;
-    const cJSON *time = cJSON_GetObjectItemCaseSensitive(j, "time");
-    if (cJSON_IsNumber(time))
-        r->elapsed_s = time->valuedouble;
-    if (is_epoch && r->steps_per_epoch <= 0 && cJSON_IsNumber(step) && cJSON_IsNumber(epoch) &&
-        epoch->valuedouble >= 1 && step->valuedouble > 0) {
+    if (c->name[0])
+        snprintf(r->name, sizeof r->name, "%s", c->name);
+    if (c->device[0])
+        snprintf(r->device, sizeof r->device, "%s", c->device);
+    if (c->backend[0])
+        snprintf(r->device_desc, sizeof r->device_desc, "%s", c->backend);
+    if (c->precision[0]) {
+        int p = dl_precision_parse(c->precision);
+        r->precision = p < 0 ? DL_PREC_F32 : (dl_precision)p;
+    }
+    r->batch = (int)c->batch;
+    r->accumulate = (int)c->accumulate;
+    r->epochs = (int)c->epochs;
+    if (c->max_steps > 0)
+        r->total_steps = (long)c->max_steps;
+    r->workers = (int)c->workers;
+    t->flops_per_sample = c->train_flops_per_sample;
+    snprintf(r->run_dir, sizeof r->run_dir, "%s", x->dir);
+    if (r->state == DL_TELE_IDLE)
+        r->state = DL_TELE_RUNNING;
+    t->st.seq++;
+    pthread_mutex_unlock(&t->lock);
+}
+
+static void on_metrics_restart(void *user)
+{
+    dl_telemetry *t = ((follow_ctx *)user)->t;
+    pthread_mutex_lock(&t->lock);
+    t->st.nseries = 0; /* in a follower, only metrics.jsonl feeds series */
+    t->st.seq++;
+    pthread_mutex_unlock(&t->lock);
+}
+
+/* The progress fields a step record carries. */
+static void step_fields_locked(dl_tele_run *r, const char *name, double v)
+{
+    if (!strcmp(name, "samples_per_s"))
+        r->samples_per_s = v;
+    else if (!strcmp(name, "data_wait"))
+        r->data_wait_share = v;
+    else if (!strcmp(name, "lr"))
+        r->lr = v;
+    else if (!strcmp(name, "grad_norm"))
+        r->grad_norm = v;
+    else if (!strcmp(name, "loss") && !isfinite(v))
+        r->nonfinite = 1;
+}
+
+static void on_metrics(void *user, const dl_run_metrics *m)
+{
+    dl_telemetry *t = ((follow_ctx *)user)->t;
+    int is_epoch = !strcmp(m->kind, "epoch");
+    double x = is_epoch ? (m->has_epoch ? m->epoch : 0) : (m->has_step ? m->step : 0);
+    pthread_mutex_lock(&t->lock);
+    dl_tele_run *r = &t->st.run;
+    if (m->has_step)
+        r->step = (long)m->step;
+    if (m->has_epoch)
+        r->epoch = (int)m->epoch - 1;
+    if (m->has_time)
+        r->elapsed_s = m->time;
+    if (is_epoch && r->steps_per_epoch <= 0 && m->has_step && m->has_epoch && m->epoch >= 1 &&
+        m->step > 0) {
         /* a resumed run may start mid-epoch: the first epoch line still ends epoch k */
-        r->steps_per_epoch = (long)(step->valuedouble / epoch->valuedouble + 0.5);
+        r->steps_per_epoch = (long)(m->step / m->epoch + 0.5);
         if (r->total_steps <= 0 && r->epochs > 0)
             r->total_steps = r->steps_per_epoch * r->epochs;
     }
-    for (const cJSON *c = j->child; c; c = c->next) {
-        if (!c->string || !strcmp(c->string, "kind") || !strcmp(c->string, "step") ||
-            !strcmp(c->string, "epoch") || !strcmp(c->string, "time"))
-            continue;
-        double v = cJSON_IsNumber(c) ? c->valuedouble : NAN; /* null: not finite */
-        point_locked(t, c->string, x, v);
-        if (!is_epoch) {
-            if (!strcmp(c->string, "samples_per_s"))
-                r->samples_per_s = v;
-            else if (!strcmp(c->string, "data_wait"))
-                r->data_wait_share = v;
-            else if (!strcmp(c->string, "lr"))
-                r->lr = v;
-            else if (!strcmp(c->string, "grad_norm"))
-                r->grad_norm = v;
-            else if (!strcmp(c->string, "loss") && !isfinite(v))
-                r->nonfinite = 1;
-        }
+    for (int i = 0; i < m->n; i++) {
+        point_locked(t, m->v[i].name, x, m->v[i].v);
+        if (!is_epoch)
+            step_fields_locked(r, m->v[i].name, m->v[i].v);
     }
     t->st.seq++;
     pthread_mutex_unlock(&t->lock);
-    cJSON_Delete(j);
-    return 0;
 }
 
-static int events_line(dl_telemetry *t, char *line)
+static void on_event(void *user, const dl_run_event *e)
 {
-    /* "<ISO time> <kind>: <text>" */
-    char *sp = strchr(line, ' ');
-    char *colon = sp ? strstr(sp + 1, ": ") : NULL;
-    double wall = 0;
-    if (sp) {
-        struct tm tm;
-        memset(&tm, 0, sizeof tm);
-        *sp = 0;
-        const char *end = strptime(line, "%Y-%m-%dT%H:%M:%S", &tm);
-        if (end && (*end == 'Z' || *end == '.' || !*end))
-            wall = (double)timegm(&tm);
-        *sp = ' ';
-    }
+    dl_telemetry *t = ((follow_ctx *)user)->t;
     pthread_mutex_lock(&t->lock);
-    if (!sp || !colon) {
-        event_locked(t, 0, "log", line);
-        t->st.events[(t->ev_head + t->st.nevents - 1) % DL_TELE_MAX_EVENTS].wall = wall;
-    } else {
-        *colon = 0;
-        event_locked(t, 0, sp + 1, colon + 2);
-        t->st.events[(t->ev_head + t->st.nevents - 1) % DL_TELE_MAX_EVENTS].wall = wall;
-        /* a watched run's pause shows in its state, as a live one's does */
-        dl_tele_state st = t->st.run.state;
-        if (!strcmp(sp + 1, "paused") && st == DL_TELE_RUNNING)
-            t->st.run.state = DL_TELE_PAUSED;
-        else if (!strcmp(sp + 1, "resumed") && st == DL_TELE_PAUSED)
-            t->st.run.state = DL_TELE_RUNNING;
-        if (!strcmp(sp + 1, "failed") && strstr(colon + 2, "out of memory")) {
-            t->st.run.oom = 1;
-            snprintf(t->st.run.oom_text, sizeof t->st.run.oom_text, "%s", colon + 2);
-        }
+    event_locked(t, 0, e->kind, e->text);
+    t->st.events[(t->ev_head + t->st.nevents - 1) % DL_TELE_MAX_EVENTS].wall = e->wall;
+    /* a watched run's pause shows in its state, as a live one's does */
+    dl_tele_state st = t->st.run.state;
+    if (!strcmp(e->kind, "paused") && st == DL_TELE_RUNNING)
+        t->st.run.state = DL_TELE_PAUSED;
+    else if (!strcmp(e->kind, "resumed") && st == DL_TELE_PAUSED)
+        t->st.run.state = DL_TELE_RUNNING;
+    if (!strcmp(e->kind, "failed") && strstr(e->text, "out of memory")) {
+        t->st.run.oom = 1;
+        snprintf(t->st.run.oom_text, sizeof t->st.run.oom_text, "%.159s", e->text);
     }
     pthread_mutex_unlock(&t->lock);
-    return 0;
+}
+
+static void on_system(void *user, const dl_run_system *s)
+{
+    dl_telemetry_system(((follow_ctx *)user)->t, s);
 }
 
 static double num(const cJSON *o, const char *k, double dflt)
 {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
     return cJSON_IsNumber(v) ? v->valuedouble : dflt;
-}
-
-static int system_line(dl_telemetry *t, char *line)
-{
-    cJSON *j = cJSON_Parse(line);
-    if (!cJSON_IsObject(j)) {
-        cJSON_Delete(j);
-        return line[strspn(line, " \t\r")] ? -1 : 0;
-    }
-    dl_sys_sample *s = calloc(1, sizeof *s);
-    if (s) {
-        s->t = num(j, "t", 0);
-        s->unix_time = num(j, "time", 0);
-        s->cpu_total_pct = num(j, "cpu_total", 0);
-        s->proc_cpu_pct = num(j, "proc_cpu", 0);
-        s->rss_mb = num(j, "rss_mb", 0);
-        s->ram_used_mb = num(j, "ram_used_mb", 0);
-        s->ram_total_mb = num(j, "ram_total_mb", 0);
-        const cJSON *c, *cpu = cJSON_GetObjectItemCaseSensitive(j, "cpu");
-        cJSON_ArrayForEach(c, cpu)
-        {
-            if (s->ncpu < DL_MONITOR_MAX_CPUS && cJSON_IsNumber(c))
-                s->cpu_pct[s->ncpu++] = (float)c->valuedouble;
-        }
-        const cJSON *gpu = cJSON_GetObjectItemCaseSensitive(j, "gpu");
-        cJSON_ArrayForEach(c, gpu)
-        {
-            if (s->ngpu == DL_MONITOR_MAX_GPUS)
-                break;
-            dl_gpu_sample *g = &s->gpu[s->ngpu++];
-            const cJSON *name = cJSON_GetObjectItemCaseSensitive(c, "name");
-            snprintf(g->name, sizeof g->name, "%s", cJSON_IsString(name) ? name->valuestring : "");
-            g->util_pct = num(c, "util", -1);
-            g->mem_util_pct = num(c, "mem_util", -1);
-            g->mem_used_mb = num(c, "mem_used_mb", -1);
-            g->mem_total_mb = num(c, "mem_total_mb", -1);
-            g->power_w = num(c, "power_w", -1);
-            g->temp_c = num(c, "temp_c", -1);
-            g->sm_clock_mhz = num(c, "sm_clock_mhz", -1);
-            g->pcie_rx_mbps = num(c, "pcie_rx_mbps", -1);
-            g->pcie_tx_mbps = num(c, "pcie_tx_mbps", -1);
-            g->energy_j = num(c, "energy_j", -1);
-        }
-        dl_telemetry_system(t, s);
-        free(s);
-    }
-    cJSON_Delete(j);
-    return 0;
-}
-
-static cJSON *read_json(const char *dir, const char *name, double *mtime, int only_if_newer)
-{
-    char path[1200];
-    snprintf(path, sizeof path, "%s/%s", dir, name);
-    struct stat st;
-    if (stat(path, &st) != 0)
-        return NULL;
-    double m = (double)st.st_mtim.tv_sec + (double)st.st_mtim.tv_nsec * 1e-9;
-    if (only_if_newer && m == *mtime)
-        return NULL;
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    char *buf = malloc((size_t)st.st_size + 1);
-    size_t n = buf ? fread(buf, 1, (size_t)st.st_size, f) : 0;
-    fclose(f);
-    if (!buf)
-        return NULL;
-    buf[n] = 0;
-    cJSON *j = cJSON_Parse(buf);
-    free(buf);
-    if (j)
-        *mtime = m;
-    return j;
 }
 
 static int rows_from_json(const cJSON *arr, dl_prof_row *rows, int max)
@@ -754,108 +632,66 @@ static void finish_rows(dl_prof_row *rows, int n, double step_ms, int use_self)
     }
 }
 
+/* The "dlbench" member of the profiler's trace (profiler.c writes it). */
+static void on_profile(void *user, const cJSON *trace)
+{
+    dl_telemetry *t = ((follow_ctx *)user)->t;
+    const cJSON *meta = cJSON_GetObjectItemCaseSensitive(trace, "dlbench");
+    pthread_mutex_lock(&t->lock);
+    dl_prof_totals *tot = &t->st.prof;
+    memset(tot, 0, sizeof *tot);
+    tot->steps = (long)num(meta, "steps", 0);
+    tot->step_ms = num(meta, "step_ms", 0);
+    tot->mean_step_ms = tot->steps ? tot->step_ms / (double)tot->steps : 0;
+    tot->flops = num(meta, "flops", 0);
+    tot->achieved_flops_per_s = tot->step_ms > 0 ? tot->flops / (tot->step_ms * 1e-3) : 0;
+    t->st.nops = rows_from_json(cJSON_GetObjectItemCaseSensitive(meta, "ops"), t->st.ops,
+                                DL_TELE_MAX_ROWS);
+    t->st.nlayers = rows_from_json(cJSON_GetObjectItemCaseSensitive(meta, "layers"),
+                                   t->st.layers, DL_TELE_MAX_ROWS);
+    finish_rows(t->st.ops, t->st.nops, tot->step_ms, 1);
+    finish_rows(t->st.layers, t->st.nlayers, tot->step_ms, 0);
+    for (int i = 0; i < t->st.nops; i++)
+        if (t->st.ops[i].cat == DL_PROF_DATA)
+            tot->data_ms += t->st.ops[i].self_ms;
+    t->st.prof_enabled = 1;
+    t->st.seq++;
+    pthread_mutex_unlock(&t->lock);
+}
+
+static void on_summary(void *user, const dl_run_summary *s)
+{
+    dl_telemetry *t = ((follow_ctx *)user)->t;
+    dl_tele_state state = DL_TELE_RUNNING;
+    for (int k = DL_TELE_IDLE; k <= DL_TELE_FAILED; k++)
+        if (!strcmp(s->status, state_names[k]))
+            state = (dl_tele_state)k;
+    pthread_mutex_lock(&t->lock);
+    t->st.run.state = state;
+    if (s->has_message)
+        snprintf(t->st.run.message, sizeof t->st.run.message, "%s", s->message);
+    if (!isnan(s->wall_s))
+        t->st.run.elapsed_s = s->wall_s;
+    t->st.seq++;
+    pthread_mutex_unlock(&t->lock);
+}
+
+static void on_warning(void *user, const char *text)
+{
+    dl_telemetry_event(((follow_ctx *)user)->t, "warning", text);
+}
+
 int dl_telemetry_follow(dl_telemetry *t, dl_tele_follow *f)
 {
-    if (!f->have_config) {
-        double mt = 0;
-        cJSON *c = read_json(f->dir, "config.json", &mt, 0);
-        if (!c)
-            return dl_error(DL_EIO, "%s: not a run folder (no readable config.json)", f->dir);
-        pthread_mutex_lock(&t->lock);
-        dl_tele_run *r = &t->st.run;
-        const cJSON *v;
-        if (cJSON_IsString(v = cJSON_GetObjectItemCaseSensitive(c, "name")))
-            snprintf(r->name, sizeof r->name, "%s", v->valuestring);
-        if (cJSON_IsString(v = cJSON_GetObjectItemCaseSensitive(c, "device")))
-            snprintf(r->device, sizeof r->device, "%s", v->valuestring);
-        if (cJSON_IsString(v = cJSON_GetObjectItemCaseSensitive(c, "backend")))
-            snprintf(r->device_desc, sizeof r->device_desc, "%s", v->valuestring);
-        if (cJSON_IsString(v = cJSON_GetObjectItemCaseSensitive(c, "precision"))) {
-            int p = dl_precision_parse(v->valuestring);
-            r->precision = p < 0 ? DL_PREC_F32 : (dl_precision)p;
-        }
-        r->batch = (int)num(c, "batch", 0);
-        r->accumulate = (int)num(c, "accumulate", 1);
-        r->epochs = (int)num(c, "epochs", 0);
-        if (num(c, "max_steps", 0) > 0)
-            r->total_steps = (long)num(c, "max_steps", 0);
-        const cJSON *data = cJSON_GetObjectItemCaseSensitive(c, "data");
-        r->workers = (int)num(data, "workers", -1);
-        /* runs written before train_flops_per_sample: 3 x forward */
-        t->flops_per_sample = num(c, "train_flops_per_sample", 3 * num(c, "flops_per_sample", 0));
-        snprintf(r->run_dir, sizeof r->run_dir, "%s", f->dir);
-        if (r->state == DL_TELE_IDLE)
-            r->state = DL_TELE_RUNNING;
-        t->st.seq++;
-        pthread_mutex_unlock(&t->lock);
-        cJSON_Delete(c);
-        f->have_config = 1;
-    }
-    char mpath[1200];
-    struct stat mst;
-    snprintf(mpath, sizeof mpath, "%s/metrics.jsonl", f->dir);
-    if (stat(mpath, &mst) == 0) {
-        /* replaced by a resume (another file), or cut: what was read may
-         * be gone (a "stop" record, steps after the checkpoint), so the
-         * series start again from the top */
-        if (f->metrics_ino && ((unsigned long long)mst.st_ino != f->metrics_ino ||
-                               (long)mst.st_size < f->off_metrics)) {
-            pthread_mutex_lock(&t->lock);
-            t->st.nseries = 0; /* in a follower, only metrics.jsonl feeds series */
-            t->st.seq++;
-            pthread_mutex_unlock(&t->lock);
-            f->off_metrics = 0;
-            t->torn_at[0] = 0;
-        }
-        f->metrics_ino = (unsigned long long)mst.st_ino;
-    }
-    follow_lines(t, f->dir, "metrics.jsonl", &f->off_metrics, &t->torn_at[0], metrics_line);
-    follow_lines(t, f->dir, "events.log", &f->off_events, &t->torn_at[1], events_line);
-    follow_lines(t, f->dir, "system.jsonl", &f->off_system, &t->torn_at[2], system_line);
-    cJSON *p = read_json(f->dir, "profile.json", &f->profile_mtime, 1);
-    if (p) {
-        const cJSON *meta = cJSON_GetObjectItemCaseSensitive(p, "dlbench");
-        pthread_mutex_lock(&t->lock);
-        dl_prof_totals *tot = &t->st.prof;
-        memset(tot, 0, sizeof *tot);
-        tot->steps = (long)num(meta, "steps", 0);
-        tot->step_ms = num(meta, "step_ms", 0);
-        tot->mean_step_ms = tot->steps ? tot->step_ms / (double)tot->steps : 0;
-        tot->flops = num(meta, "flops", 0);
-        tot->achieved_flops_per_s = tot->step_ms > 0 ? tot->flops / (tot->step_ms * 1e-3) : 0;
-        t->st.nops = rows_from_json(cJSON_GetObjectItemCaseSensitive(meta, "ops"), t->st.ops,
-                                    DL_TELE_MAX_ROWS);
-        t->st.nlayers = rows_from_json(cJSON_GetObjectItemCaseSensitive(meta, "layers"),
-                                       t->st.layers, DL_TELE_MAX_ROWS);
-        finish_rows(t->st.ops, t->st.nops, tot->step_ms, 1);
-        finish_rows(t->st.layers, t->st.nlayers, tot->step_ms, 0);
-        for (int i = 0; i < t->st.nops; i++)
-            if (t->st.ops[i].cat == DL_PROF_DATA)
-                tot->data_ms += t->st.ops[i].self_ms;
-        t->st.prof_enabled = 1;
-        t->st.seq++;
-        pthread_mutex_unlock(&t->lock);
-        cJSON_Delete(p);
-    }
-    cJSON *s = read_json(f->dir, "summary.json", &f->summary_mtime, 1);
-    if (s) {
-        const cJSON *st = cJSON_GetObjectItemCaseSensitive(s, "status");
-        const cJSON *msg = cJSON_GetObjectItemCaseSensitive(s, "message");
-        dl_tele_state state = DL_TELE_RUNNING;
-        if (cJSON_IsString(st)) {
-            for (int k = DL_TELE_IDLE; k <= DL_TELE_FAILED; k++)
-                if (!strcmp(st->valuestring, state_names[k]))
-                    state = (dl_tele_state)k;
-        }
-        pthread_mutex_lock(&t->lock);
-        t->st.run.state = state;
-        if (cJSON_IsString(msg))
-            snprintf(t->st.run.message, sizeof t->st.run.message, "%s", msg->valuestring);
-        if (cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(s, "wall_s")))
-            t->st.run.elapsed_s = num(s, "wall_s", 0);
-        t->st.seq++;
-        pthread_mutex_unlock(&t->lock);
-        cJSON_Delete(s);
-    }
-    return DL_OK;
+    follow_ctx x = {t, f->dir};
+    dl_follower_ops ops = {.user = &x,
+                           .config = on_config,
+                           .metrics_restart = on_metrics_restart,
+                           .metrics = on_metrics,
+                           .event = on_event,
+                           .sample = on_system,
+                           .profile = on_profile,
+                           .summary = on_summary,
+                           .warning = on_warning};
+    return dl_follower_poll(f, &ops);
 }

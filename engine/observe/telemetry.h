@@ -7,10 +7,10 @@
  * dl_telemetry_read and draws from that copy alone: views never touch the
  * engine, and slow drawing never slows training.
  *
- * `dlbench watch` fills the same structure from a run folder's files
- * (metrics.jsonl, events.log, system.jsonl, profile.json, config.json,
- * summary.json) with dl_telemetry_follow, so the views cannot tell a live
- * run from a watched one.
+ * `dlbench watch` fills the same structure from a run folder's records
+ * with dl_telemetry_follow (a thin adapter over engine/rundir/follower.h,
+ * which reads the files), so the views cannot tell a live run from a
+ * watched one.
  *
  * Series use the names of metrics.jsonl: per step "loss", "acc", "lr",
  * "samples_per_s", "data_wait", "grad_norm", "loss_scale" (x = step); per
@@ -24,10 +24,10 @@
 
 #include "engine/observe/advisor.h"
 #include "engine/observe/cost.h"
-#include "engine/data/data.h"
 #include "engine/observe/monitor.h"
 #include "engine/observe/profiler.h"
-#include "engine/train/trainer.h"
+#include "engine/rundir/follower.h"
+#include "engine/train/trainer.h" /* dl_step_info, dl_epoch_info; dl_loader_stats comes with it */
 
 #define DL_TELE_MAX_SERIES 24
 #define DL_TELE_POINTS 1024
@@ -185,21 +185,15 @@ int dl_telemetry_advise(const dl_telemetry_snapshot *s, dl_advice *out, int max)
 
 /* --- watching a run folder ---------------------------------------------------------- */
 
-/* Where dl_telemetry_follow left off in each file. Zero it, set dir. */
-typedef struct dl_tele_follow {
-    char dir[1024];
-    long off_metrics, off_events, off_system;
-    double profile_mtime, summary_mtime;
-    int have_config;
-    /* metrics.jsonl as last read: a resume replaces it (rename) with the
-     * records up to its checkpoint, so the series are read again */
-    unsigned long long metrics_ino;
-} dl_tele_follow;
+/* Where dl_telemetry_follow left off in each file (a dl_follower). Zero
+ * it, set dir. */
+typedef dl_follower dl_tele_follow;
 
-/* Reads what was appended to the run folder's files since the last call
- * and publishes it into t (steps_per_epoch and total_steps are inferred
- * from the first epoch line when config.json does not say). Returns DL_OK, or DL_EIO when dir is not a run
- * folder (no config.json). Partial last lines are left for the next call. */
+/* Reads what was appended to the run folder since the last call
+ * (dl_follower_poll) and publishes it into t (steps_per_epoch and
+ * total_steps are inferred from the first epoch record when the config
+ * does not say; unreadable and torn lines become warning events). Returns
+ * DL_OK, or DL_EIO when dir is not a run folder (no config). */
 int dl_telemetry_follow(dl_telemetry *t, dl_tele_follow *f);
 
 #endif

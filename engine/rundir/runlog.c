@@ -1,19 +1,15 @@
 /* runlog.c - run folders: atomic config and summary, appended metrics and events, final/best metrics */
 #include "engine/rundir/runlog.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
 #include <signal.h>
-#include <spawn.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/file.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -21,11 +17,10 @@
 #include "engine/base/error.h"
 #include "engine/base/fsutil.h"
 #include "engine/base/sha256.h"
-
-extern char **environ;
+#include "engine/rundir/rundir.h"
+#include "engine/rundir/runlog_private.h"
 
 #define MAX_METRICS 48
-#define LOCK_NAME "run.lock"
 
 typedef struct metric {
     char name[48];
@@ -42,7 +37,7 @@ struct dl_runlog {
     int lock_fd;   /* RUN/run.lock, flock(LOCK_EX) held for the runlog's life */
     FILE *metrics, *events;
     cJSON *config;
-    struct timespec start;
+    double start;     /* dl_clock_mono_s when opened */
     double earlier_s; /* wall time before a resume */
     metric m[MAX_METRICS];
     int nm;
@@ -69,62 +64,10 @@ static int write_json(const char *path, const cJSON *j)
     return rc;
 }
 
-static char *read_file(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        dl_error(DL_EIO, "%s: %s", path, strerror(errno));
-        return NULL;
-    }
-    size_t cap = 4096, n = 0;
-    char *buf = malloc(cap);
-    while (buf) {
-        size_t r = fread(buf + n, 1, cap - n - 1, f);
-        n += r;
-        if (n + 1 < cap)
-            break;
-        char *nb = realloc(buf, cap * 2);
-        if (!nb) {
-            free(buf);
-            buf = NULL;
-            break;
-        }
-        buf = nb;
-        cap *= 2;
-    }
-    int bad = ferror(f);
-    fclose(f);
-    if (!buf) {
-        dl_error(DL_ENOMEM, "%s: out of memory", path);
-        return NULL;
-    }
-    if (bad) { /* a short read is not the file */
-        free(buf);
-        dl_error(DL_EIO, "%s: read error", path);
-        return NULL;
-    }
-    buf[n] = 0;
-    if (len)
-        *len = n;
-    return buf;
-}
-
-cJSON *dl_runlog_read_json(const char *path)
-{
-    char *text = read_file(path, NULL);
-    if (!text)
-        return NULL;
-    cJSON *j = cJSON_Parse(text);
-    free(text);
-    if (!j)
-        dl_error(DL_EINVAL, "%s: not valid JSON", path);
-    return j;
-}
-
 static int copy_file(const char *from, const char *to)
 {
     size_t n;
-    char *text = read_file(from, &n);
+    char *text = dl_rundir_read_text(from, &n);
     if (!text)
         return DL_EIO;
     int rc = dl_fs_write_atomic(to, text, n);
@@ -263,7 +206,7 @@ int dl_runlog_metrics(dl_runlog *r, const char *kind, long step, int epoch,
     int ok = fprintf(r->metrics, "%s\n", line) > 0 && fflush(r->metrics) == 0;
     free(line);
     if (!ok)
-        return dl_error(DL_EIO, "%s/metrics.jsonl: write failed: %s", r->dir, strerror(errno));
+        return dl_error(DL_EIO, "%s/" DL_RUN_FILE_METRICS ": write failed: %s", r->dir, strerror(errno));
     return DL_OK;
 }
 
@@ -291,15 +234,15 @@ int dl_runlog_event(dl_runlog *r, const char *kind, const char *fmt, ...)
     va_end(ap);
     event_line(line, sizeof line, kind, text);
     if (fputs(line, r->events) < 0 || fflush(r->events) != 0)
-        return dl_error(DL_EIO, "%s/events.log: write failed: %s", r->dir, strerror(errno));
+        return dl_error(DL_EIO, "%s/" DL_RUN_FILE_EVENTS ": write failed: %s", r->dir, strerror(errno));
     return DL_OK;
 }
 
 int dl_runlog_append_event(const char *run_dir, const char *kind, const char *text)
 {
     char path[1100], line[2200];
-    snprintf(path, sizeof path, "%s/events.log", run_dir);
-    int fd = open(path, O_WRONLY | O_APPEND);
+    int fd = open(dl_rundir_path(run_dir, DL_RUN_FILE_EVENTS, path, sizeof path),
+                  O_WRONLY | O_APPEND);
     if (fd < 0)
         return dl_error(DL_EIO, "%s: %s", path, strerror(errno));
     event_line(line, sizeof line, kind, text);
@@ -309,128 +252,6 @@ int dl_runlog_append_event(const char *run_dir, const char *kind, const char *te
     if (w != (ssize_t)strlen(line))
         return dl_error(DL_EIO, "%s: write failed: %s", path, strerror(e));
     return DL_OK;
-}
-
-/* --- the run lock -------------------------------------------------------------- */
-
-static const char *base_name(const char *path)
-{
-    const char *slash = strrchr(path, '/');
-    return slash && slash[1] ? slash + 1 : path;
-}
-
-/* The holder's "PID HOST" from an open lock file: *pid 0 when unreadable. */
-static void lock_holder(int fd, long *pid, char *host, size_t size)
-{
-    char text[128];
-    ssize_t n = pread(fd, text, sizeof text - 1, 0);
-    text[n > 0 ? n : 0] = 0;
-    *pid = 0;
-    host[0] = 0;
-    char *end;
-    long p = strtol(text, &end, 10);
-    if (end == text || p <= 0)
-        return;
-    *pid = p;
-    while (*end == ' ')
-        end++;
-    size_t k = 0;
-    while (end[k] && end[k] != '\n' && k + 1 < size) {
-        host[k] = end[k];
-        k++;
-    }
-    host[k] = 0;
-}
-
-static int busy_error(int fd, const char *run)
-{
-    long pid;
-    char host[64], here[64] = "";
-    lock_holder(fd, &pid, host, sizeof host);
-    gethostname(here, sizeof here - 1);
-    char who[160];
-    if (pid <= 0)
-        snprintf(who, sizeof who, "another process");
-    else if (host[0] && strcmp(host, here))
-        snprintf(who, sizeof who, "process %ld on %s", pid, host);
-    else
-        snprintf(who, sizeof who, "process %ld", pid);
-    return dl_error(DL_EINVAL,
-                    "run %s is in use by %s (a live run or another --resume of it): wait for "
-                    "it to end, or stop it first",
-                    run, who);
-}
-
-/* Takes the exclusive lock on dir/run.lock (created when missing) without
- * blocking and writes "PID HOST" into it; *fd keeps it until closed. A
- * holder that is busy for a second (not a dl_runlog_check_free probe,
- * which holds it for microseconds) makes it fail with busy_error. In a
- * folder being made (fresh), the file is locked under another name and
- * renamed: run.lock never exists unlocked there, which is how a cleaner
- * tells a live creator from a dead one. */
-static int lock_run(const char *dir, const char *run, int fresh, int *fd_out)
-{
-    char path[1100];
-    snprintf(path, sizeof path, "%s/" LOCK_NAME "%s", dir, fresh ? ".new" : "");
-    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-    if (fd < 0)
-        return dl_error(DL_EIO, "%s: cannot open: %s", path, strerror(errno));
-    for (int tries = 0;; tries++) {
-        if (flock(fd, LOCK_EX | LOCK_NB) == 0)
-            break;
-        if (errno == EINTR)
-            continue;
-        if (errno != EWOULDBLOCK) {
-            int e = errno;
-            close(fd);
-            return dl_error(DL_EIO, "%s: flock: %s", path, strerror(e));
-        }
-        if (tries == 20) {
-            int rc = busy_error(fd, run);
-            close(fd);
-            return rc;
-        }
-        struct timespec ts = {0, 50 * 1000000L};
-        nanosleep(&ts, NULL);
-    }
-    char text[128], host[64] = "";
-    gethostname(host, sizeof host - 1);
-    int n = snprintf(text, sizeof text, "%ld %s\n", (long)getpid(), host);
-    if (ftruncate(fd, 0) != 0 || pwrite(fd, text, (size_t)n, 0) != n) {
-        int e = errno;
-        close(fd);
-        return dl_error(DL_EIO, "%s: cannot write: %s", path, strerror(e));
-    }
-    if (fresh) {
-        char final[1100];
-        snprintf(final, sizeof final, "%s/" LOCK_NAME, dir);
-        if (rename(path, final) != 0) {
-            int e = errno;
-            close(fd);
-            return dl_error(DL_EIO, "%s: cannot rename into place: %s", final, strerror(e));
-        }
-    }
-    *fd_out = fd;
-    return DL_OK;
-}
-
-int dl_runlog_check_free(const char *run_dir)
-{
-    char path[1100];
-    snprintf(path, sizeof path, "%s/" LOCK_NAME, run_dir);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return DL_OK; /* never locked: a folder from before run locks, or none */
-    int rc = DL_OK;
-    while (flock(fd, LOCK_SH | LOCK_NB) != 0) {
-        if (errno == EINTR)
-            continue;
-        if (errno == EWOULDBLOCK)
-            rc = busy_error(fd, base_name(run_dir));
-        break;
-    }
-    close(fd); /* drops the probe's shared lock */
-    return rc;
 }
 
 /* --- create / reopen ----------------------------------------------------------- */
@@ -451,95 +272,13 @@ static FILE *open_log(const char *path, int truncate)
 static int open_logs(dl_runlog *r, int truncate)
 {
     char path[1100];
-    snprintf(path, sizeof path, "%s/metrics.jsonl", r->dir);
+    dl_rundir_path(r->dir, DL_RUN_FILE_METRICS, path, sizeof path);
     if (!(r->metrics = open_log(path, truncate)))
         return dl_error(DL_EIO, "%s: %s", path, strerror(errno));
-    snprintf(path, sizeof path, "%s/events.log", r->dir);
+    dl_rundir_path(r->dir, DL_RUN_FILE_EVENTS, path, sizeof path);
     if (!(r->events = open_log(path, 0)))
         return dl_error(DL_EIO, "%s: %s", path, strerror(errno));
     return DL_OK;
-}
-
-int dl_runlog_is_temp_name(const char *name)
-{
-    return name[0] == '.' && strstr(name, ".tmp-") != NULL;
-}
-
-/* Removes a temporary run folder: its files, then itself (it holds no
- * sub-folders; one that does is left alone). */
-static void remove_flat_dir(const char *dir)
-{
-    DIR *d = opendir(dir);
-    if (!d)
-        return;
-    struct dirent *e;
-    while ((e = readdir(d))) /* not a run being made: leave it whole */
-        if (e->d_type == DT_DIR && strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) {
-            closedir(d);
-            return;
-        }
-    rewinddir(d);
-    while ((e = readdir(d))) {
-        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
-            continue;
-        char path[1400];
-        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-        unlink(path);
-    }
-    closedir(d);
-    rmdir(dir);
-}
-
-/* A temporary run folder whose creator is gone: its lock is free, or it
- * never got a lock file and is older than a minute. */
-static int temp_is_stale(const char *dir)
-{
-    char path[1500];
-    snprintf(path, sizeof path, "%s/" LOCK_NAME, dir);
-    struct stat st;
-    if (stat(path, &st) == 0) {
-        int rc = dl_runlog_check_free(dir);
-        dl_error_clear();
-        return rc == DL_OK;
-    }
-    /* before the rename of run.lock.new: its creator holds that one */
-    snprintf(path, sizeof path, "%s/" LOCK_NAME ".new", dir);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd >= 0) {
-        int held = flock(fd, LOCK_SH | LOCK_NB) != 0 && errno == EWOULDBLOCK;
-        close(fd);
-        if (held)
-            return 0; /* alive, only slow (or stopped) */
-    }
-    return stat(dir, &st) == 0 && time(NULL) - st.st_mtime > 60;
-}
-
-int dl_runlog_stale_temps(const char *out_dir, int remove, char *names, size_t size)
-{
-    if (names && size)
-        names[0] = 0;
-    DIR *d = opendir(out_dir);
-    if (!d)
-        return 0;
-    int n = 0;
-    struct dirent *e;
-    while ((e = readdir(d))) {
-        if (!dl_runlog_is_temp_name(e->d_name))
-            continue;
-        char path[1400];
-        snprintf(path, sizeof path, "%s/%s", out_dir, e->d_name);
-        if (!temp_is_stale(path))
-            continue;
-        n++;
-        if (names && size) {
-            size_t l = strlen(names);
-            snprintf(names + l, size - l, "%s%s", l ? ", " : "", e->d_name);
-        }
-        if (remove)
-            remove_flat_dir(path);
-    }
-    closedir(d);
-    return n;
 }
 
 /* Fault injection for tests/t_crash.sh (DLBENCH_FAULT unset in normal use):
@@ -579,8 +318,7 @@ static int write_config(dl_runlog *r)
     char path[1100];
     cJSON_DeleteItemFromObjectCaseSensitive(r->config, "run");
     cJSON_AddStringToObject(r->config, "run", r->run);
-    snprintf(path, sizeof path, "%s/config.json", r->dir);
-    return write_json(path, r->config);
+    return write_json(dl_rundir_path(r->dir, DL_RUN_FILE_CONFIG, path, sizeof path), r->config);
 }
 
 /* Moves the complete temporary folder r->dir to OUT/r->run without
@@ -611,19 +349,11 @@ static int move_into_place(dl_runlog *r, const char *out_dir, const char *base, 
     }
 }
 
-int dl_runlog_create(dl_runlog **out, const char *out_dir, const char *name,
-                     const char *config_hash, const cJSON *config, const char *script_path)
+/* OUT/<yyyymmdd-hhmmss>-<name>-<hash8>: name with anything but
+ * [A-Za-z0-9._-] made '_' ("run" when empty). */
+static void folder_base(char *base, size_t size, const char *name, const char *config_hash)
 {
-    *out = NULL;
-    DL_TRY(dl_fs_mkdir_p(out_dir));
-    dl_runlog_stale_temps(out_dir, 1, NULL, 0);
-    dl_runlog *r = calloc(1, sizeof *r);
-    if (!r)
-        return dl_error(DL_ENOMEM, "out of memory");
-    r->lock_fd = -1;
-    clock_gettime(CLOCK_MONOTONIC, &r->start);
-    dl_clock_iso_now(r->started, sizeof r->started);
-    char stamp[32], clean[48], base[160];
+    char stamp[32], clean[48];
     time_t now = time(NULL);
     struct tm tm;
     localtime_r(&now, &tm);
@@ -638,130 +368,199 @@ int dl_runlog_create(dl_runlog **out, const char *out_dir, const char *name,
     clean[k] = 0;
     if (!k)
         snprintf(clean, sizeof clean, "run");
-    snprintf(base, sizeof base, "%s-%s-%.8s", stamp, clean, config_hash);
+    snprintf(base, size, "%s-%s-%.8s", stamp, clean, config_hash);
+}
+
+/* Makes the hidden OUT/.BASE.tmp-PID-N as r->dir; *made set once it exists. */
+static int make_temp_dir(dl_runlog *r, const char *out_dir, const char *base, int *made)
+{
+    static _Atomic int seq;
+    for (int tries = 0;; tries++) {
+        snprintf(r->dir, sizeof r->dir, "%s/.%s.tmp-%ld-%d", out_dir, base, (long)getpid(),
+                 ++seq);
+        if (mkdir(r->dir, 0755) == 0) {
+            *made = 1;
+            return DL_OK;
+        }
+        if (errno != EEXIST || tries == 99)
+            return dl_error(DL_EIO, "%s: cannot create the run folder: %s", r->dir,
+                            strerror(errno));
+    }
+}
+
+/* The new run's files in its temporary folder: lock, config.json (with
+ * config_hash), the script's copy, empty logs, a "running" summary. */
+static int fill_new_run(dl_runlog *r, const char *out_dir, const char *base,
+                        const char *config_hash, const cJSON *config, const char *script_path,
+                        int *attempt)
+{
+    DL_TRY(dl_runlog_take_lock(r->dir, base, 1, &r->lock_fd));
+    fault_in_create(1);
+    DL_TRY(next_free_name(r, out_dir, base, attempt));
+    r->config = cJSON_Duplicate(config, 1);
+    if (!r->config)
+        return dl_error(DL_ENOMEM, "out of memory");
+    cJSON_DeleteItemFromObjectCaseSensitive(r->config, "config_hash");
+    cJSON_AddStringToObject(r->config, "config_hash", config_hash);
+    DL_TRY(write_config(r));
+    fault_in_create(2);
+    char path[1100];
+    if (script_path)
+        DL_TRY(copy_file(script_path, dl_rundir_path(r->dir, DL_RUN_FILE_SCRIPT, path, sizeof path)));
+    DL_TRY(open_logs(r, 1));
+    dl_run_totals t = {0};
+    DL_TRY(dl_runlog_summary(r, "running", &t, NULL, NULL));
+    fault_in_create(3);
+    return DL_OK;
+}
+
+int dl_runlog_create(dl_runlog **out, const char *out_dir, const char *name,
+                     const char *config_hash, const cJSON *config, const char *script_path)
+{
+    *out = NULL;
+    DL_TRY(dl_fs_mkdir_p(out_dir));
+    dl_runlog_stale_temps(out_dir, 1, NULL, 0);
+    dl_runlog *r = calloc(1, sizeof *r);
+    if (!r)
+        return dl_error(DL_ENOMEM, "out of memory");
+    r->lock_fd = -1;
+    r->start = dl_clock_mono_s();
+    dl_clock_iso_now(r->started, sizeof r->started);
+    char base[160];
+    folder_base(base, sizeof base, name, config_hash);
     /* made as OUT/.BASE.tmp-PID-N with its files and lock, then renamed
      * into place: `runs` never sees a half-made run, and a crash leaves a
      * hidden folder that the next run here removes */
-    static _Atomic int seq;
-    int rc = DL_OK, made = 0;
-    for (int tries = 0; !made && rc == DL_OK; tries++) {
-        snprintf(r->dir, sizeof r->dir, "%s/.%s.tmp-%ld-%d", out_dir, base, (long)getpid(),
-                 ++seq);
-        if (mkdir(r->dir, 0755) == 0)
-            made = 1;
-        else if (errno != EEXIST || tries == 99)
-            rc = dl_error(DL_EIO, "%s: cannot create the run folder: %s", r->dir, strerror(errno));
-    }
+    int made = 0, attempt = 1;
+    int rc = make_temp_dir(r, out_dir, base, &made);
     if (rc == DL_OK)
-        rc = lock_run(r->dir, base, 1, &r->lock_fd);
-    if (rc == DL_OK)
-        fault_in_create(1);
-    int attempt = 1;
-    if (rc == DL_OK)
-        rc = next_free_name(r, out_dir, base, &attempt);
-    char path[1100];
-    if (rc == DL_OK) {
-        r->config = cJSON_Duplicate(config, 1);
-        if (!r->config)
-            rc = dl_error(DL_ENOMEM, "out of memory");
-    }
-    if (rc == DL_OK) {
-        cJSON_DeleteItemFromObjectCaseSensitive(r->config, "config_hash");
-        cJSON_AddStringToObject(r->config, "config_hash", config_hash);
-        rc = write_config(r);
-    }
-    if (rc == DL_OK)
-        fault_in_create(2);
-    if (rc == DL_OK && script_path) {
-        snprintf(path, sizeof path, "%s/script.lua", r->dir);
-        rc = copy_file(script_path, path);
-    }
-    if (rc == DL_OK)
-        rc = open_logs(r, 1);
-    if (rc == DL_OK) {
-        dl_run_totals t = {0};
-        rc = dl_runlog_summary(r, "running", &t, NULL, NULL);
-    }
-    if (rc == DL_OK)
-        fault_in_create(3);
+        rc = fill_new_run(r, out_dir, base, config_hash, config, script_path, &attempt);
     if (rc == DL_OK)
         rc = move_into_place(r, out_dir, base, attempt);
     if (rc < 0) {
         char tmp[1024];
         snprintf(tmp, sizeof tmp, "%s", r->dir);
-        int temp = dl_runlog_is_temp_name(base_name(tmp));
+        int temp = dl_runlog_is_temp_name(dl_runlog_base_name(tmp));
         dl_runlog_destroy(r);
         if (made && temp)
-            remove_flat_dir(tmp);
+            dl_runlog_remove_temp_dir(tmp);
         return rc;
     }
     *out = r;
     return DL_OK;
 }
 
-/* Removes NAME.tmp.PID files that a writer killed between its temporary
- * write and the rename left in the run folder (never read as whole). */
-static void remove_stale_temps(const char *run_dir)
-{
-    DIR *dir = opendir(run_dir);
-    if (!dir)
-        return;
-    struct dirent *e;
-    while ((e = readdir(dir))) {
-        const char *t = strstr(e->d_name, ".tmp.");
-        if (!t || t == e->d_name || !t[5] || strspn(t + 5, "0123456789") != strlen(t + 5))
-            continue;
-        char path[1400];
-        snprintf(path, sizeof path, "%s/%s", run_dir, e->d_name);
-        unlink(path);
-    }
-    closedir(dir);
-}
-
-/* Cuts a last line that has no newline (its writer was killed mid-write)
- * off dir/name, so that appended lines start on a line of their own.
- * Returns the bytes cut (0: none, or no such file). */
-static long cut_torn_tail(const char *dir, const char *name)
+/* Wall time and start time from summary.json (a resume continues them). */
+static void read_earlier(dl_runlog *r)
 {
     char path[1100];
-    snprintf(path, sizeof path, "%s/%s", dir, name);
-    int fd = open(path, O_RDWR | O_CLOEXEC);
-    if (fd < 0)
-        return 0;
-    struct stat st;
-    long cut = 0;
-    char buf[4096];
-    if (fstat(fd, &st) == 0 && st.st_size > 0) {
-        off_t end = st.st_size, keep = 0;
-        int found = 0;
-        while (end > 0 && !found) {
-            off_t from = end > (off_t)sizeof buf ? end - (off_t)sizeof buf : 0;
-            ssize_t n = pread(fd, buf, (size_t)(end - from), from);
-            if (n != end - from)
-                break;
-            for (ssize_t i = n - 1; i >= 0 && !found; i--)
-                if (buf[i] == '\n') {
-                    keep = from + i + 1;
-                    found = 1;
-                }
-            end = from;
-        }
-        if ((found || end == 0) && keep < st.st_size && ftruncate(fd, keep) == 0)
-            cut = (long)(st.st_size - keep);
+    cJSON *sum = dl_rundir_read_json(dl_rundir_path(r->dir, DL_RUN_FILE_SUMMARY, path, sizeof path));
+    if (sum) {
+        const cJSON *w = cJSON_GetObjectItemCaseSensitive(sum, "wall_s");
+        const cJSON *st = cJSON_GetObjectItemCaseSensitive(sum, "started");
+        r->earlier_s = cJSON_IsNumber(w) ? w->valuedouble : 0;
+        if (cJSON_IsString(st))
+            snprintf(r->started, sizeof r->started, "%s", st->valuestring);
+        cJSON_Delete(sum);
     }
-    close(fd);
-    return cut;
+    if (!r->started[0])
+        dl_clock_iso_now(r->started, sizeof r->started);
 }
 
-int dl_runlog_lock(const char *run_dir, int *fd)
+/* Torn or unreadable lines of metrics.jsonl dropped on a resume. */
+typedef struct dropped {
+    long bad, first_bad;
+} dropped;
+
+/* Keeps the lines of text (n bytes, cut in place) that are records up to
+ * resume_step into kept (k bytes), tracking final/best from them. */
+static size_t keep_records(dl_runlog *r, char *text, long resume_step, char *kept, dropped *d)
 {
-    char dir[1024];
-    snprintf(dir, sizeof dir, "%s", run_dir);
-    size_t dl = strlen(dir);
-    while (dl > 1 && dir[dl - 1] == '/')
-        dir[--dl] = 0;
-    *fd = -1;
-    return lock_run(dir, base_name(dir), 0, fd);
+    size_t k = 0;
+    long line_no = 0;
+    for (char *line = text; line && *line;) {
+        char *nl = strchr(line, '\n');
+        if (nl)
+            *nl = 0;
+        line_no++;
+        cJSON *rec = cJSON_Parse(line);
+        const cJSON *st = rec ? cJSON_GetObjectItemCaseSensitive(rec, "step") : NULL;
+        const cJSON *kd = rec ? cJSON_GetObjectItemCaseSensitive(rec, "kind") : NULL;
+        /* a "stop" record is the window the checkpoint kept open: the
+         * resumed run reports it whole */
+        int stop = cJSON_IsString(kd) && !strcmp(kd->valuestring, "stop");
+        if (rec && cJSON_IsNumber(st) && json_count(st) <= resume_step && !stop) {
+            track_record(r, rec);
+            size_t l = strlen(line);
+            memcpy(kept + k, line, l);
+            kept[k + l] = '\n';
+            k += l + 1;
+        } else if (!rec && line[strspn(line, " \t\r")]) {
+            d->bad++; /* a torn line (or damage): not a record */
+            if (!d->first_bad)
+                d->first_bad = line_no;
+        }
+        cJSON_Delete(rec);
+        line = nl ? nl + 1 : NULL;
+    }
+    return k;
+}
+
+/* Rewrites metrics.jsonl with the records up to resume_step (the rest will
+ * be recomputed) and rebuilds final/best from them. */
+static int trim_metrics(dl_runlog *r, long resume_step, dropped *d)
+{
+    char path[1100];
+    dl_rundir_path(r->dir, DL_RUN_FILE_METRICS, path, sizeof path);
+    size_t n = 0;
+    char *text = dl_rundir_read_text(path, &n);
+    /* only a missing file counts as no records: one that cannot be read is
+     * not rewritten (emptied) */
+    if (!text && access(path, F_OK) < 0 && errno == ENOENT) {
+        if (!(text = calloc(1, 1)))
+            return dl_error(DL_ENOMEM, "out of memory");
+        n = 0;
+    } else if (!text) {
+        char why[700];
+        snprintf(why, sizeof why, "%s", dl_error_message());
+        return dl_error(DL_EIO, "%s (the run is left as it was)", why);
+    }
+    char *kept = malloc(n + 1);
+    int rc;
+    if (kept)
+        rc = dl_fs_write_atomic(path, kept, keep_records(r, text, resume_step, kept, d));
+    else
+        rc = dl_error(DL_ENOMEM, "out of memory");
+    free(kept);
+    free(text);
+    return rc;
+}
+
+/* The steps of a reopen after the lock: trimmed metrics, torn tails cut,
+ * logs open, warnings for what was dropped. */
+static int continue_run(dl_runlog *r, long resume_step)
+{
+    read_earlier(r);
+    dl_runlog_remove_stale_files(r->dir);
+    dropped d = {0, 0};
+    DL_TRY(trim_metrics(r, resume_step, &d));
+    /* events.log and system.jsonl are appended to: a torn last line would
+     * swallow the first new one */
+    long cut_events = dl_runlog_cut_torn_tail(r->dir, DL_RUN_FILE_EVENTS);
+    long cut_system = dl_runlog_cut_torn_tail(r->dir, DL_RUN_FILE_SYSTEM);
+    DL_TRY(open_logs(r, 0));
+    if (d.bad)
+        dl_runlog_event(r, "warning",
+                        DL_RUN_FILE_METRICS ": %ld unreadable line%s dropped (first: line %ld; a "
+                        "line cut by a killed writer)",
+                        d.bad, d.bad == 1 ? "" : "s", d.first_bad);
+    if (cut_events)
+        dl_runlog_event(r, "warning", DL_RUN_FILE_EVENTS ": a torn last line (%ld bytes) dropped",
+                        cut_events);
+    if (cut_system)
+        dl_runlog_event(r, "warning", DL_RUN_FILE_SYSTEM ": a torn last line (%ld bytes) dropped",
+                        cut_system);
+    return DL_OK;
 }
 
 int dl_runlog_reopen(dl_runlog **out, const char *run_dir, long resume_step)
@@ -784,100 +583,18 @@ int dl_runlog_reopen_locked(dl_runlog **out, const char *run_dir, long resume_st
     size_t dl = strlen(r->dir);
     while (dl > 1 && r->dir[dl - 1] == '/')
         r->dir[--dl] = 0;
-    snprintf(r->run, sizeof r->run, "%s", base_name(r->dir));
-    clock_gettime(CLOCK_MONOTONIC, &r->start);
+    snprintf(r->run, sizeof r->run, "%s", dl_runlog_base_name(r->dir));
+    r->start = dl_clock_mono_s();
     char path[1100];
-    snprintf(path, sizeof path, "%s/config.json", run_dir);
-    int rc = (r->config = dl_runlog_read_json(path)) ? DL_OK : DL_EINVAL;
+    int rc = (r->config = dl_rundir_read_json(
+                  dl_rundir_path(r->dir, DL_RUN_FILE_CONFIG, path, sizeof path)))
+                 ? DL_OK
+                 : DL_EINVAL;
     /* before anything is changed: one process at a time continues a run */
     if (rc == DL_OK && r->lock_fd < 0)
-        rc = lock_run(r->dir, r->run, 0, &r->lock_fd);
-    snprintf(path, sizeof path, "%s/summary.json", run_dir);
-    cJSON *sum = rc == DL_OK ? dl_runlog_read_json(path) : NULL;
-    if (sum) {
-        const cJSON *w = cJSON_GetObjectItemCaseSensitive(sum, "wall_s");
-        const cJSON *st = cJSON_GetObjectItemCaseSensitive(sum, "started");
-        r->earlier_s = cJSON_IsNumber(w) ? w->valuedouble : 0;
-        if (cJSON_IsString(st))
-            snprintf(r->started, sizeof r->started, "%s", st->valuestring);
-        cJSON_Delete(sum);
-    }
-    if (!r->started[0])
-        dl_clock_iso_now(r->started, sizeof r->started);
+        rc = dl_runlog_take_lock(r->dir, r->run, 0, &r->lock_fd);
     if (rc == DL_OK)
-        remove_stale_temps(run_dir);
-    /* keep the metric records up to the checkpoint's step, rebuild final/best */
-    size_t n = 0;
-    char *text = NULL;
-    long line_no = 0, bad = 0, first_bad = 0;
-    if (rc == DL_OK) {
-        snprintf(path, sizeof path, "%s/metrics.jsonl", run_dir);
-        text = read_file(path, &n);
-        /* only a missing file counts as no records: one that cannot be read
-         * is not rewritten (emptied) */
-        if (!text && access(path, F_OK) < 0 && errno == ENOENT) {
-            text = calloc(1, 1);
-            n = 0;
-            if (!text)
-                rc = dl_error(DL_ENOMEM, "out of memory");
-        } else if (!text) {
-            char why[700];
-            snprintf(why, sizeof why, "%s", dl_error_message());
-            rc = dl_error(DL_EIO, "%s (the run is left as it was)", why);
-        }
-    }
-    if (rc == DL_OK && text) {
-        char *kept = malloc(n + 1);
-        size_t k = 0;
-        for (char *line = text; kept && line && *line;) {
-            char *nl = strchr(line, '\n');
-            if (nl)
-                *nl = 0;
-            line_no++;
-            cJSON *rec = cJSON_Parse(line);
-            const cJSON *st = rec ? cJSON_GetObjectItemCaseSensitive(rec, "step") : NULL;
-            const cJSON *kd = rec ? cJSON_GetObjectItemCaseSensitive(rec, "kind") : NULL;
-            /* a "stop" record is the window the checkpoint kept open: the
-             * resumed run reports it whole */
-            int stop = cJSON_IsString(kd) && !strcmp(kd->valuestring, "stop");
-            if (rec && cJSON_IsNumber(st) && json_count(st) <= resume_step && !stop) {
-                track_record(r, rec);
-                size_t l = strlen(line);
-                memcpy(kept + k, line, l);
-                kept[k + l] = '\n';
-                k += l + 1;
-            } else if (!rec && line[strspn(line, " \t\r")]) {
-                bad++; /* a torn line (or damage): not a record */
-                if (!first_bad)
-                    first_bad = line_no;
-            }
-            cJSON_Delete(rec);
-            line = nl ? nl + 1 : NULL;
-        }
-        if (kept)
-            rc = dl_fs_write_atomic(path, kept, k);
-        else
-            rc = dl_error(DL_ENOMEM, "out of memory");
-        free(kept);
-    }
-    free(text);
-    /* events.log and system.jsonl are appended to: a torn last line would
-     * swallow the first new one */
-    long cut_events = rc == DL_OK ? cut_torn_tail(run_dir, "events.log") : 0;
-    long cut_system = rc == DL_OK ? cut_torn_tail(run_dir, "system.jsonl") : 0;
-    if (rc == DL_OK)
-        rc = open_logs(r, 0);
-    if (rc == DL_OK && bad)
-        dl_runlog_event(r, "warning",
-                        "metrics.jsonl: %ld unreadable line%s dropped (first: line %ld; a line "
-                        "cut by a killed writer)",
-                        bad, bad == 1 ? "" : "s", first_bad);
-    if (rc == DL_OK && cut_events)
-        dl_runlog_event(r, "warning", "events.log: a torn last line (%ld bytes) dropped",
-                        cut_events);
-    if (rc == DL_OK && cut_system)
-        dl_runlog_event(r, "warning", "system.jsonl: a torn last line (%ld bytes) dropped",
-                        cut_system);
+        rc = continue_run(r, resume_step);
     if (rc < 0) {
         dl_runlog_destroy(r);
         return rc;
@@ -905,8 +622,7 @@ const cJSON *dl_runlog_config(const dl_runlog *r) { return r->config; }
 
 double dl_runlog_elapsed(const dl_runlog *r)
 {
-    double start = (double)r->start.tv_sec + (double)r->start.tv_nsec * 1e-9;
-    return r->earlier_s + (dl_clock_mono_s() - start);
+    return r->earlier_s + (dl_clock_mono_s() - r->start);
 }
 
 /* --- summary ------------------------------------------------------------------- */
@@ -953,155 +669,23 @@ int dl_runlog_summary(dl_runlog *r, const char *status, const dl_run_totals *t,
         for (const cJSON *c = extra->child; c; c = c->next)
             cJSON_AddItemToObject(s, c->string, cJSON_Duplicate(c, 1));
     char path[1100];
-    snprintf(path, sizeof path, "%s/summary.json", r->dir);
-    int rc = write_json(path, s);
+    int rc = write_json(dl_rundir_path(r->dir, DL_RUN_FILE_SUMMARY, path, sizeof path), s);
     cJSON_Delete(s);
     return rc;
 }
 
-/* --- git ------------------------------------------------------------------------ */
-
-/* Runs argv with stdout into buf (stderr discarded); returns the exit
- * status, or -1 when it could not run. */
-static int run_capture(char *const argv[], char *buf, size_t size)
+int dl_runlog_mark_failed(const char *run_dir, const char *message)
 {
-    int fds[2];
-    if (pipe(fds) < 0)
-        return -1;
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_adddup2(&fa, fds[1], 1);
-    posix_spawn_file_actions_addclose(&fa, fds[0]);
-    posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
-    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-    pid_t pid;
-    int rc = posix_spawnp(&pid, argv[0], &fa, NULL, argv, environ);
-    posix_spawn_file_actions_destroy(&fa);
-    close(fds[1]);
-    if (rc != 0) {
-        close(fds[0]);
-        return -1;
-    }
-    size_t n = 0;
-    for (;;) {
-        char tmp[512];
-        ssize_t r = read(fds[0], tmp, sizeof tmp);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r <= 0)
-            break;
-        for (ssize_t i = 0; i < r && n + 1 < size; i++)
-            buf[n++] = tmp[i];
-    }
-    if (size)
-        buf[n < size ? n : size - 1] = 0;
-    close(fds[0]);
-    int st;
-    while (waitpid(pid, &st, 0) < 0)
-        if (errno != EINTR)
-            return -1;
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
-
-int dl_runlog_git(const char *dir, char commit[41], int *dirty)
-{
-    char out[4096];
-    const char *d = dir ? dir : ".";
-    char *rev[] = {"git", "-C", (char *)d, "rev-parse", "--verify", "-q", "HEAD", NULL};
-    if (run_capture(rev, out, sizeof out) != 0)
-        return 0;
-    size_t k = 0;
-    while (k < 40 && ((out[k] >= '0' && out[k] <= '9') || (out[k] >= 'a' && out[k] <= 'f')))
-        k++;
-    if (k != 40)
-        return 0;
-    memcpy(commit, out, 40);
-    commit[40] = 0;
-    char *st[] = {"git", "-C", (char *)d, "status", "--porcelain", "--untracked-files=no", NULL};
-    *dirty = run_capture(st, out, sizeof out) == 0 ? out[0] != 0 : 0;
-    return 1;
-}
-
-/* --- finding runs ---------------------------------------------------------------- */
-
-int dl_runlog_find_finished(const char *out_dir, const char *hash, char *found, size_t size)
-{
-    DIR *dir = opendir(out_dir);
-    if (!dir)
-        return 0;
-    int hit = 0;
-    struct dirent *e;
-    char best_name[256] = "";
-    while ((e = readdir(dir))) {
-        if (e->d_name[0] == '.' || !strstr(e->d_name, "-"))
-            continue;
-        char path[1400];
-        snprintf(path, sizeof path, "%s/%s/summary.json", out_dir, e->d_name);
-        cJSON *s = dl_runlog_read_json(path);
-        if (!s)
-            continue;
-        const cJSON *st = cJSON_GetObjectItemCaseSensitive(s, "status");
-        const cJSON *h = cJSON_GetObjectItemCaseSensitive(s, "config_hash");
-        if (cJSON_IsString(st) && !strcmp(st->valuestring, "finished") && cJSON_IsString(h) &&
-            !strcmp(h->valuestring, hash) && strcmp(e->d_name, best_name) > 0) {
-            snprintf(best_name, sizeof best_name, "%s", e->d_name); /* the latest */
-            snprintf(found, size, "%s/%s", out_dir, e->d_name);
-            hit = 1;
-        }
-        cJSON_Delete(s);
-    }
-    closedir(dir);
-    dl_error_clear();
-    return hit;
-}
-
-static int is_run_dir(const char *path)
-{
-    char p[1600];
-    snprintf(p, sizeof p, "%s/config.json", path);
-    struct stat st;
-    return stat(p, &st) == 0;
-}
-
-int dl_runlog_resolve(const char *out_dir, const char *run, char *path, size_t size)
-{
-    if (is_run_dir(run)) {
-        snprintf(path, size, "%s", run);
-        size_t l = strlen(path);
-        while (l > 1 && path[l - 1] == '/')
-            path[--l] = 0;
-        return DL_OK;
-    }
-    DIR *dir = opendir(out_dir);
-    if (!dir)
-        return dl_error(DL_EINVAL, "no run '%s': %s is not a run folder and %s cannot be read",
-                        run, run, out_dir);
-    int hits = 0;
-    char names[512] = "";
-    struct dirent *e;
-    while ((e = readdir(dir))) {
-        if (e->d_name[0] == '.')
-            continue;
-        char p[1400];
-        snprintf(p, sizeof p, "%s/%s", out_dir, e->d_name);
-        if (!is_run_dir(p))
-            continue;
-        if (!strcmp(e->d_name, run)) {
-            hits = 1;
-            snprintf(path, size, "%s", p);
-            break;
-        }
-        if (strstr(e->d_name, run)) {
-            if (hits++ == 0)
-                snprintf(path, size, "%s", p);
-            size_t l = strlen(names);
-            snprintf(names + l, sizeof names - l, "%s%s", l ? ", " : "", e->d_name);
-        }
-    }
-    closedir(dir);
-    if (hits == 1)
-        return DL_OK;
-    if (hits == 0)
-        return dl_error(DL_EINVAL, "no run matches '%s' in %s", run, out_dir);
-    return dl_error(DL_EINVAL, "'%s' matches %d runs in %s: %s", run, hits, out_dir, names);
+    char path[1100];
+    cJSON *sum = dl_rundir_read_json(dl_rundir_path(run_dir, DL_RUN_FILE_SUMMARY, path, sizeof path));
+    if (!sum)
+        return DL_EIO; /* the message names the file */
+    cJSON *failed = cJSON_CreateString("failed");
+    if (!cJSON_ReplaceItemInObjectCaseSensitive(sum, "status", failed))
+        cJSON_AddItemToObject(sum, "status", failed);
+    cJSON_DeleteItemFromObjectCaseSensitive(sum, "message");
+    cJSON_AddStringToObject(sum, "message", message);
+    int rc = write_json(path, sum);
+    cJSON_Delete(sum);
+    return rc;
 }

@@ -1,4 +1,9 @@
-/* runlog.h - the run folder: config.json, metrics.jsonl, events.log, summary.json
+/* runlog.h - the run folder's writer: config.json, metrics.jsonl, events.log, summary.json, the run lock
+ *
+ * runlog.c writes a run; runlog_lock.c holds its lock; runlog_clean.c
+ * removes what crashes leave; runlog_find.c finds runs under OUT;
+ * runlog_git.c reads the git commit. File names: rundir.h; record
+ * readers: records.h.
  *
  * Every run gets OUT/<time>-<name>-<hash8>/. Whole files (config.json,
  * summary.json, the script copy) are written atomically: a temporary file,
@@ -13,6 +18,8 @@
 #include <stddef.h>
 
 #include <cjson/cJSON.h>
+
+#include "engine/rundir/rundir.h"
 
 typedef struct dl_runlog dl_runlog;
 
@@ -82,12 +89,18 @@ typedef struct dl_run_totals {
 int dl_runlog_summary(dl_runlog *r, const char *status, const dl_run_totals *t,
                       const char *message, const cJSON *extra);
 
+/* Marks a run that its writer can no longer finish failed: summary.json
+ * rewritten atomically with status "failed" and message (other members
+ * kept). For a run whose process is gone (a lost trial) or that a
+ * watchdog ends. Returns DL_OK, or the read or write error. */
+int dl_runlog_mark_failed(const char *run_dir, const char *message);
+
 /* Seconds since the run started (plus earlier time when resumed). */
 double dl_runlog_elapsed(const dl_runlog *r);
 
 /* --- helpers shared with the run commands --------------------------------- */
-/* Reads and parses a JSON file; NULL (with dl_error) when missing or bad. */
-cJSON *dl_runlog_read_json(const char *path);
+/* dl_rundir_read_json under its older name (callers outside rundir). */
+static inline cJSON *dl_runlog_read_json(const char *path) { return dl_rundir_read_json(path); }
 /* SHA-256 of the canonical (unformatted, key-sorted) text of j. */
 char *dl_runlog_hash_json(const cJSON *j, char hex[65]);
 /* Appends a line to RUN/events.log of a run that may be live in another
@@ -124,5 +137,12 @@ int dl_runlog_stale_temps(const char *out_dir, int remove, char *names, size_t s
  * substring of one (e.g. its hash8). Returns DL_OK with the path, or
  * DL_EINVAL naming the candidates. */
 int dl_runlog_resolve(const char *out_dir, const char *run, char *path, size_t size);
+
+/* 1 when path is a run folder (it has a config.json), else 0. */
+int dl_runlog_is_run(const char *path);
+
+/* The newest run folder under out_dir (folder names start with the time):
+ * 0 with OUT/NAME in path, -1 when there is none. */
+int dl_runlog_newest(const char *out_dir, char *path, size_t size);
 
 #endif

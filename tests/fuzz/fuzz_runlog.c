@@ -1,4 +1,4 @@
-/* fuzz_runlog.c - libFuzzer target: the run folder's readers (config.json, summary.json, metrics.jsonl on resume, runs table)
+/* fuzz_runlog.c - libFuzzer target: the run folder's readers (config.json, summary.json, metrics.jsonl on resume, the record readers, runs table)
  *
  * The input is split at the first two 0xff bytes into config.json,
  * summary.json and metrics.jsonl of a run folder; then the folder is read
@@ -9,9 +9,16 @@
 #include <cjson/cJSON.h>
 
 #include "engine/base/error.h"
+#include "engine/rundir/records.h"
 #include "engine/rundir/runlog.h"
 #include "tests/fuzz/fuzz_common.h"
 #include "tui/cmd/commands.h"
+
+static void count_record(void *user, const dl_run_metrics *m)
+{
+    (void)user;
+    (void)m;
+}
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -52,6 +59,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         dl_runlog_summary(r, "stopped", &t, "fuzz", NULL);
     }
     dl_runlog_destroy(r);
+    static dl_run_summary sum; /* the record readers: summary, config, metrics */
+    dl_run_config cfg;
+    dl_records_summary(run, &sum);
+    dl_records_config(run, &cfg);
+    dl_records_metrics_each(run, count_record, NULL);
     char *argv[] = {"runs", "--out", out, "--json", NULL};
     dl_cmd_runs(4, argv);
     char *argv2[] = {"runs", "--out", out, "--sort", "val_acc", NULL};

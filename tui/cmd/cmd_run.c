@@ -370,7 +370,7 @@ static void print_metric_line(const dl_session *s, const char *name)
 static void print_duplicate(const char *dir)
 {
     char path[1200];
-    snprintf(path, sizeof path, "%s/summary.json", dir);
+    snprintf(path, sizeof path, "%s/" DL_RUN_FILE_SUMMARY, dir);
     cJSON *sum = dl_runlog_read_json(path);
     fprintf(stderr, "dlbench run: refused: a finished run has the same configuration:\n  %s\n",
             dir);
@@ -401,7 +401,7 @@ static void mark_failed(void *user, const char *why)
     const char *dir = user;
     char path[1200];
     dl_runlog_append_event(dir, "failed", why);
-    snprintf(path, sizeof path, "%s/summary.json", dir);
+    snprintf(path, sizeof path, "%s/" DL_RUN_FILE_SUMMARY, dir);
     cJSON *sum = dl_runlog_read_json(path);
     if (!sum)
         return;

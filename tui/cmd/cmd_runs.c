@@ -8,6 +8,8 @@
 #include <cjson/cJSON.h>
 
 #include "engine/base/error.h"
+#include "engine/rundir/records.h"
+#include "engine/rundir/rundir.h"
 #include "engine/rundir/runlog.h"
 #include "tui/cmd/commands.h"
 
@@ -93,13 +95,12 @@ static int load_runs(const char *dir, run_row **out, int *n)
     while ((e = readdir(d))) {
         if (e->d_name[0] == '.')
             continue;
-        char path[1400];
-        snprintf(path, sizeof path, "%s/%s/config.json", dir, e->d_name);
-        cJSON *c = dl_runlog_read_json(path);
+        char run[1400];
+        snprintf(run, sizeof run, "%s/%s", dir, e->d_name);
+        cJSON *c = dl_records_load(run, DL_RUN_FILE_CONFIG);
         if (!c)
             continue;
-        snprintf(path, sizeof path, "%s/%s/summary.json", dir, e->d_name);
-        cJSON *s = dl_runlog_read_json(path);
+        cJSON *s = dl_records_load(run, DL_RUN_FILE_SUMMARY);
         if (!s)
             s = cJSON_CreateObject();
         if (*n == cap) {
@@ -279,11 +280,8 @@ static int runs_diff(const char *dir, const char *a, const char *b)
     run_row r[2];
     const char *paths[2] = {pa, pb};
     for (int i = 0; i < 2; i++) {
-        char p[1200];
-        snprintf(p, sizeof p, "%s/config.json", paths[i]);
-        r[i].config = dl_runlog_read_json(p);
-        snprintf(p, sizeof p, "%s/summary.json", paths[i]);
-        r[i].summary = dl_runlog_read_json(p);
+        r[i].config = dl_records_load(paths[i], DL_RUN_FILE_CONFIG);
+        r[i].summary = dl_records_load(paths[i], DL_RUN_FILE_SUMMARY);
         const char *slash = strrchr(paths[i], '/');
         snprintf(r[i].id, sizeof r[i].id, "%s", slash ? slash + 1 : paths[i]);
     }
@@ -351,6 +349,56 @@ static int runs_diff(const char *dir, const char *a, const char *b)
         cJSON_Delete(r[i].summary);
     }
     return 0;
+}
+
+/* `runs --json`: the matching runs' config and summary, whole. */
+static void print_json(const run_row *rows, int n, char **filters, int nf)
+{
+    cJSON *arr = cJSON_CreateArray();
+    for (int i = 0; i < n; i++) {
+        if (!matches(&rows[i], filters, nf))
+            continue;
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "id", rows[i].id);
+        cJSON_AddItemToObject(o, "config", cJSON_Duplicate(rows[i].config, 1));
+        cJSON_AddItemToObject(o, "summary", cJSON_Duplicate(rows[i].summary, 1));
+        cJSON_AddItemToArray(arr, o);
+    }
+    char *t = cJSON_Print(arr);
+    printf("%s\n", t ? t : "[]");
+    free(t);
+    cJSON_Delete(arr);
+}
+
+/* `runs`: one line per matching run. */
+static void print_table(const run_row *rows, int n, char **filters, int nf, const char *dir)
+{
+    printf("%-40s %-10s %-8s %-5s %-5s %-20s %9s  %s\n", "id", "name", "status", "dev",
+           "prec", "best", "duration", "hyperparameters");
+    int shown = 0;
+    for (int i = 0; i < n; i++) {
+        const run_row *r = &rows[i];
+        if (!matches(r, filters, nf))
+            continue;
+        char metric[48] = "-", best[32] = "", hp[512];
+        double v;
+        if (headline(r, metric, sizeof metric, &v))
+            snprintf(best, sizeof best, " %.4f", v);
+        char bestcol[80];
+        snprintf(bestcol, sizeof bestcol, "%s%s", metric, best);
+        const cJSON *w = get(r->summary, "wall_s");
+        char dur[32] = "-";
+        if (cJSON_IsNumber(w))
+            snprintf(dur, sizeof dur, "%.1f s", w->valuedouble);
+        hparams_text(r, hp, sizeof hp);
+        printf("%-40s %-10.10s %-8s %-5s %-5s %-20s %9s  %s\n", r->id,
+               str_of(r->config, "name", "?"), str_of(r->summary, "status", "?"),
+               str_of(r->config, "device", "?"), str_of(r->config, "precision", "?"), bestcol,
+               dur, hp);
+        shown++;
+    }
+    if (!shown)
+        printf("(no runs in %s%s)\n", dir, nf ? " match the filter" : "");
 }
 
 static void usage_runs(FILE *f) { dl_command_usage(dl_command_find("runs"), f); }
@@ -439,49 +487,10 @@ int dl_cmd_runs(int argc, char **argv)
                 nleft, nleft == 1 ? "" : "s", dir, nleft == 1 ? "it" : "them", left);
     if (n > 1) /* rows is NULL when there are none */
         qsort(rows, (size_t)n, sizeof *rows, cmp_rows);
-    if (json) {
-        cJSON *arr = cJSON_CreateArray();
-        for (int i = 0; i < n; i++) {
-            if (!matches(&rows[i], filters, nf))
-                continue;
-            cJSON *o = cJSON_CreateObject();
-            cJSON_AddStringToObject(o, "id", rows[i].id);
-            cJSON_AddItemToObject(o, "config", cJSON_Duplicate(rows[i].config, 1));
-            cJSON_AddItemToObject(o, "summary", cJSON_Duplicate(rows[i].summary, 1));
-            cJSON_AddItemToArray(arr, o);
-        }
-        char *t = cJSON_Print(arr);
-        printf("%s\n", t ? t : "[]");
-        free(t);
-        cJSON_Delete(arr);
-    } else {
-        printf("%-40s %-10s %-8s %-5s %-5s %-20s %9s  %s\n", "id", "name", "status", "dev",
-               "prec", "best", "duration", "hyperparameters");
-        int shown = 0;
-        for (int i = 0; i < n; i++) {
-            const run_row *r = &rows[i];
-            if (!matches(r, filters, nf))
-                continue;
-            char metric[48] = "-", best[32] = "", hp[512];
-            double v;
-            if (headline(r, metric, sizeof metric, &v))
-                snprintf(best, sizeof best, " %.4f", v);
-            char bestcol[80];
-            snprintf(bestcol, sizeof bestcol, "%s%s", metric, best);
-            const cJSON *w = get(r->summary, "wall_s");
-            char dur[32] = "-";
-            if (cJSON_IsNumber(w))
-                snprintf(dur, sizeof dur, "%.1f s", w->valuedouble);
-            hparams_text(r, hp, sizeof hp);
-            printf("%-40s %-10.10s %-8s %-5s %-5s %-20s %9s  %s\n", r->id,
-                   str_of(r->config, "name", "?"), str_of(r->summary, "status", "?"),
-                   str_of(r->config, "device", "?"), str_of(r->config, "precision", "?"), bestcol,
-                   dur, hp);
-            shown++;
-        }
-        if (!shown)
-            printf("(no runs in %s%s)\n", dir, nf ? " match the filter" : "");
-    }
+    if (json)
+        print_json(rows, n, filters, nf);
+    else
+        print_table(rows, n, filters, nf, dir);
     free_runs(rows, n);
     free(filters);
     return 0;
@@ -522,6 +531,6 @@ int dl_cmd_note(int argc, char **argv)
         fprintf(stderr, "dlbench note: %s\n", dl_error_message());
         return 2;
     }
-    printf("note added to %s/events.log\n", path);
+    printf("note added to %s/" DL_RUN_FILE_EVENTS "\n", path);
     return 0;
 }

@@ -298,7 +298,7 @@ static void close_lost_runs(const tuner *tu)
             continue;
         char dir[1300], path[1400];
         snprintf(dir, sizeof dir, "%s/%s", tu->a->out, e->d_name);
-        snprintf(path, sizeof path, "%s/config.json", dir);
+        snprintf(path, sizeof path, "%s/" DL_RUN_FILE_CONFIG, dir);
         if (access(path, R_OK) != 0)
             continue;
         cJSON *cfg = dl_runlog_read_json(path);
@@ -312,7 +312,7 @@ static void close_lost_runs(const tuner *tu)
         cJSON_Delete(cfg);
         if (!t || dl_trial_state_of(t) == DL_TRIAL_RUNNING || dl_runlog_check_free(dir) < 0)
             continue; /* the journal's view, or a live process holds the run */
-        snprintf(path, sizeof path, "%s/summary.json", dir);
+        snprintf(path, sizeof path, "%s/" DL_RUN_FILE_SUMMARY, dir);
         cJSON *sum = dl_runlog_read_json(path);
         const cJSON *status = cJSON_GetObjectItemCaseSensitive(sum, "status");
         if (cJSON_IsString(status) && !strcmp(status->valuestring, "running")) {
