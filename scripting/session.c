@@ -18,47 +18,7 @@
 #include "scripting/script.h"
 #include "scripting/session_internal.h"
 
-static volatile sig_atomic_t session_interrupted;
-
-void dl_session_interrupt(void)
-{
-    session_interrupted = 1;
-    dl_script_interrupt();
-}
-
-int dl_session_interrupted(void) { return session_interrupted; }
-
-void session_emit(dl_session *s, const char *kind, const char *fmt, ...)
-{
-    char text[1024];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(text, sizeof text, fmt, ap);
-    va_end(ap);
-    if (s->log)
-        dl_runlog_event(s->log, kind, "%s", text);
-    if (s->opt.telemetry) {
-        dl_telemetry *t = s->opt.telemetry;
-        dl_telemetry_event(t, kind, text);
-        if (!strcmp(kind, "paused"))
-            dl_telemetry_set_state(t, DL_TELE_PAUSED, NULL);
-        else if (!strcmp(kind, "resumed") && s->trainer)
-            dl_telemetry_set_state(t, DL_TELE_RUNNING, NULL);
-        else if (!strcmp(kind, "nonfinite"))
-            dl_telemetry_flag_nonfinite(t);
-    }
-    if (s->opt.on_event)
-        s->opt.on_event(s->opt.user, kind, text);
-}
-
 /* --- prepare -------------------------------------------------------------------- */
-
-/* Optimizer steps in one pass over the training set, as the trainer counts. */
-static long steps_per_epoch(dl_source *train, int accumulate)
-{
-    size_t acc = accumulate > 0 ? (size_t)accumulate : 1;
-    return (long)((train->ops->batches(train) + acc - 1) / acc);
-}
 
 /* A new run: the script the caller named. */
 static int begin_fresh(dl_session *s)
@@ -115,7 +75,7 @@ static int open_data(dl_session *s)
  * raised to hold them; the script's own settings stay in exp->cfg. */
 static void fit_profile_steps(const dl_session *s, dl_trainer_config *cfg)
 {
-    long per_epoch = steps_per_epoch(s->train, cfg->accumulate);
+    long per_epoch = session_steps_per_epoch(s->train, cfg->accumulate);
     long want = s->opt.profile_steps;
     cfg->max_steps = want;
     cfg->log_every = 1;
@@ -335,25 +295,12 @@ int dl_session_pruned(const dl_session *s)
     /* or the script stopped the run itself after trial:should_prune() said so */
     return s->pruned || (s->stop != STOP_NONE && s->script && dl_script_trial_prune_said(s->script));
 }
-long dl_session_steps_per_epoch(const dl_session *s)
-{
-    return s->trainer ? steps_per_epoch(s->train, dl_trainer_config_of(s->trainer)->accumulate) : 0;
-}
 long dl_session_total_steps(const dl_session *s)
 {
     return s->trainer ? dl_trainer_step_count(s->trainer) : 0;
 }
 double dl_session_wall_s(const dl_session *s) { return s->wall_s; }
 double dl_session_samples_per_s(const dl_session *s) { return s->samples_per_s; }
-
-int dl_session_loader_stats(dl_session *s, dl_loader_stats *out)
-{
-    memset(out, 0, sizeof *out);
-    if (!s->train || !s->train->ops->stats)
-        return 0;
-    s->train->ops->stats(s->train, out);
-    return 1;
-}
 
 int dl_session_metric(const dl_session *s, const char *name, double *final, double *best)
 {

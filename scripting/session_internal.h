@@ -60,6 +60,10 @@ struct dl_session {
 void session_emit(dl_session *s, const char *kind, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
+/* Optimizer steps in one pass over train with `accumulate` micro-batches
+ * a step, as the trainer counts them. */
+long session_steps_per_epoch(dl_source *train, int accumulate);
+
 /* session_config.c: a float as the script wrote it (0.01, not
  * 0.00999999977648258). */
 double session_f7(float v);

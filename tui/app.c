@@ -11,6 +11,8 @@
 #include <unistd.h>
 
 #include "engine/base/clock.h"
+#include "engine/base/error.h"
+#include "engine/rundir/records.h"
 #include "views/colors.h"
 #include "tui/tables.h"
 #include "views/views.h"
@@ -184,18 +186,9 @@ static void open_trials(app *a)
     if (a->ops->study) {
         snprintf(prefer, sizeof prefer, "%s", a->ops->study);
     } else if (a->scr->tele->run.run_dir[0]) { /* a trial's run names its study */
-        char path[1200];
-        snprintf(path, sizeof path, "%s/config.json", a->scr->tele->run.run_dir);
-        FILE *f = fopen(path, "r");
-        char buf[16384];
-        size_t n = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
-        if (f)
-            fclose(f);
-        buf[n] = 0;
-        char *st = strstr(buf, "\"study\"");
-        char *nm = st ? strstr(st, "\"name\"") : NULL;
-        if (nm && sscanf(nm, "\"name\": \"%127[^\"]\"", prefer) != 1)
-            sscanf(nm, "\"name\":\"%127[^\"]\"", prefer);
+        dl_run_config c;
+        if (dl_records_config(a->scr->tele->run.run_dir, &c) == DL_OK)
+            snprintf(prefer, sizeof prefer, "%s", c.study);
     }
     if (dl_tables_pick_study(studies, prefer[0] ? prefer : NULL, name, sizeof name) < 0) {
         dl_tables_trials_close(&a->trials);

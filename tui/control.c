@@ -16,6 +16,8 @@
 
 #include <cjson/cJSON.h>
 
+#include "engine/rundir/rundir.h"
+
 #define LINE_MAX_BYTES 4096
 
 struct dl_control {
@@ -231,9 +233,9 @@ int dl_control_start(dl_control **out, const char *run_dir, dl_trainer *t, char 
     c->t = t;
     c->fd = -1;
     c->wake[0] = c->wake[1] = -1;
-    int n = snprintf(c->path, sizeof c->path, "%s/control.sock", run_dir);
+    int n = snprintf(c->path, sizeof c->path, "%s/" DL_RUN_FILE_CONTROL, run_dir);
     if (n < 0 || (size_t)n >= sizeof c->path) {
-        snprintf(why, why_size, "%s/control.sock: path longer than a Unix socket allows (%zu)",
+        snprintf(why, why_size, "%s/" DL_RUN_FILE_CONTROL ": path longer than a Unix socket allows (%zu)",
                  run_dir, sizeof c->path - 1);
         free(c);
         return -1;
@@ -288,9 +290,9 @@ int dl_control_send(const char *run_dir, const char *line, char *reply, size_t s
     struct sockaddr_un a;
     memset(&a, 0, sizeof a);
     a.sun_family = AF_UNIX;
-    int n = snprintf(a.sun_path, sizeof a.sun_path, "%s/control.sock", run_dir);
+    int n = snprintf(a.sun_path, sizeof a.sun_path, "%s/" DL_RUN_FILE_CONTROL, run_dir);
     if (n < 0 || (size_t)n >= sizeof a.sun_path) {
-        snprintf(reply, size, "%s/control.sock: path too long for a Unix socket", run_dir);
+        snprintf(reply, size, "%s/" DL_RUN_FILE_CONTROL ": path too long for a Unix socket", run_dir);
         return -1;
     }
     int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
