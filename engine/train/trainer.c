@@ -9,6 +9,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "engine/data/shard.h"
 #include "engine/dist/comm.h"
 #include "engine/base/error.h"
 #include "engine/observe/profiler.h"
