@@ -426,7 +426,7 @@ int dl_trainer_step(dl_trainer *t)
     float micro_scale = t->loss_scale / (float)t->cfg.batch;
     /* profiling: one branch per phase when off */
     dl_profiler *pf = t->prof && dl_profiler_wants_step(t->prof, t->step + 1) ? t->prof : NULL;
-    dl_prof_span sp = {0, -1};
+    dl_prof_span sp = {0, -1, 0};
     if (pf)
         dl_profiler_step_begin(pf, t->step + 1);
     long rows_all = 0; /* every rank's rows (data parallel) */
@@ -715,7 +715,7 @@ static int end_epoch(dl_trainer *t)
     info.val_loss = info.val_acc = NAN;
     if (t->val) {
         dl_profiler *pf = t->prof && dl_profiler_enabled(t->prof) ? t->prof : NULL;
-        dl_prof_span sp = {0, -1};
+        dl_prof_span sp = {0, -1, 0};
         if (pf)
             sp = dl_profiler_begin(pf);
         DL_TRY(dl_trainer_evaluate(t, t->val, &info.val_loss, &info.val_acc));
