@@ -25,6 +25,7 @@
 #include <stddef.h>
 
 #include "engine/core/backend.h"
+#include "engine/train/reducer.h"
 
 typedef struct dl_comm dl_comm;
 
@@ -109,5 +110,12 @@ int dl_comm_grad_finish(dl_comm *c);
 double dl_comm_take_seconds(dl_comm *c);
 /* "mpi", "nccl" or "mpi via host" for the last planned region. */
 const char *dl_comm_grad_path(const dl_comm *c);
+
+/* --- the trainer's view -------------------------------------------------------- */
+
+/* Fills *out with c as the reducer a trainer is handed
+ * (dl_trainer_set_reducer): rank, size and every function over c, which
+ * must outlive the trainer. */
+void dl_comm_reducer(dl_comm *c, dl_reducer *out);
 
 #endif
