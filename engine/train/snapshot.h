@@ -23,7 +23,7 @@ typedef struct dl_step_info {
     float loss_scale;   /* 1 unless f16 */
     long skipped_steps; /* overflowed or non-finite steps skipped so far */
     double grad_norm;   /* last global gradient norm (unscaled) */
-    /* data parallel (dl_trainer_set_comm): loss, acc and samples_per_s
+    /* data parallel (dl_trainer_set_reducer): loss, acc and samples_per_s
      * are the whole job's; ranks is 1 when training alone */
     int ranks;
     double comm_s;      /* gradient all-reduce seconds per step, mean over ranks */

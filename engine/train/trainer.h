@@ -10,6 +10,7 @@
 #include "engine/nn/optim.h"
 #include "engine/observe/profiler.h"
 #include "engine/train/parity.h"
+#include "engine/train/reducer.h"
 #include "engine/train/snapshot.h"
 
 typedef struct dl_trainer dl_trainer;
@@ -56,25 +57,25 @@ void dl_trainer_destroy(dl_trainer *t);
 void dl_trainer_set_callbacks(dl_trainer *t, const dl_callbacks *cb);
 /* Profiles every step with prof (borrowed; it must outlive its use by the
  * trainer; NULL detaches): phases, layers, validation. Attaches the model
- * and backend to prof (DL_ENOMEM on failure). With no profiler, or one
- * disabled, a step costs one branch per phase more. */
+ * and backend to prof (DL_ENOMEM on failure). With no profiler the
+ * trainer holds dl_profiler_off(): its calls cost a test of one field. */
 int dl_trainer_set_profiler(dl_trainer *t, dl_profiler *prof);
-dl_profiler *dl_trainer_profiler(const dl_trainer *t);
+dl_profiler *dl_trainer_profiler(const dl_trainer *t); /* NULL: none attached */
 
-/* Makes the trainer rank dl_comm_rank(comm) of a data-parallel job
- * (comm borrowed; it must outlive the trainer). Collective: every rank
- * calls it, after any checkpoint was loaded and before training. Then the
- * parameters, optimizer moments, buffers and the cursor are broadcast from
- * rank 0; each step takes this rank's rows of every global batch (train's
- * batch is the global batch: the same script gives the same training on
- * any number of ranks), the gradients are summed across ranks (bucketed,
- * overlapping backward on the CPU) and divided by the rows of all ranks;
- * the reported loss, accuracy and throughput are the job's. Commands go
- * to rank 0 (pause, stop and the LR reach every rank; a device switch is
- * refused). Validation runs whole on every rank. comm NULL or of one rank:
- * no effect. Errors: DL_ENOMEM, DL_ERR (MPI). */
-struct dl_comm;
-int dl_trainer_set_comm(dl_trainer *t, struct dl_comm *comm);
+/* Makes the trainer rank r->rank of a data-parallel job of r->size ranks
+ * (the table is copied; its context is borrowed and must outlive the
+ * trainer; engine/dist's dl_comm_reducer fills one). Collective: every
+ * rank calls it, after any checkpoint was loaded and before training.
+ * Then the parameters, optimizer moments, buffers and the cursor are
+ * broadcast from rank 0; each step takes this rank's rows of every global
+ * batch (train's batch is the global batch: the same script gives the
+ * same training on any number of ranks), the gradients are summed across
+ * ranks (bucketed, overlapping backward on the CPU) and divided by the
+ * rows of all ranks; the reported loss, accuracy and throughput are the
+ * job's. Commands go to rank 0 (pause, stop and the LR reach every rank;
+ * a device switch is refused). Validation runs whole on every rank. r
+ * NULL or of one rank: no effect. Errors: DL_ENOMEM, or the reducer's. */
+int dl_trainer_set_reducer(dl_trainer *t, const dl_reducer *r);
 
 /* Runs epochs until done, max_steps, a stop command or a callback's stop.
  * Returns DL_OK (finished or stopped: see dl_trainer_stopped) or an error. */

@@ -569,7 +569,10 @@ int dl_cmd_run(int argc, char **argv)
             status = 130;
     } else {
         dl_trainer *t = dl_session_trainer(s);
-        if (comm && dl_trainer_set_comm(t, comm) < 0) {
+        dl_reducer red;
+        if (comm)
+            dl_comm_reducer(comm, &red);
+        if (comm && dl_trainer_set_reducer(t, &red) < 0) {
             char msg[1100];
             snprintf(msg, sizeof msg, "cannot join the job: %s", dl_error_message());
             dl_comm_abort(comm, 1, msg);
