@@ -316,6 +316,31 @@ static void test_disabled_and_events(void)
     teardown(&f);
 }
 
+/* Detached, a trainer holds the shared off profiler: it reports none,
+ * steps record nothing into the detached one, and the off profiler
+ * stays off whatever is asked of it. */
+static void test_detached_is_off(void)
+{
+    fixture f;
+    CHECK_OK(setup(&f, mlp(), 1, 32, 32 * 40, NULL));
+    CHECK(dl_trainer_profiler(f.t) == f.prof);
+    CHECK(run_steps(f.t, 3) > 0);
+    CHECK_OK(dl_trainer_set_profiler(f.t, NULL));
+    CHECK(dl_trainer_profiler(f.t) == NULL);
+    CHECK(run_steps(f.t, 4) > 0);
+    dl_prof_totals tot;
+    dl_profiler_totals(f.prof, &tot);
+    CHECK(tot.steps == 3);
+    dl_profiler *off = dl_profiler_off();
+    dl_profiler_set_enabled(off, 1);
+    CHECK(!dl_profiler_enabled(off) && !dl_profiler_wants_step(off, 1));
+    dl_prof_step_begin(off, 1);
+    CHECK(!dl_prof_recording(off) && !dl_prof_begin(off).on && !dl_prof_begin_aside(off).on);
+    dl_profiler_destroy(off); /* leaves it alone */
+    CHECK(dl_profiler_off() == off && !dl_profiler_enabled(off));
+    teardown(&f);
+}
+
 /* MFU parts: the CPU calibration gives a plausible peak; the GPU table
  * knows the common parts; the cost arithmetic. */
 static void test_cost(void)
@@ -355,6 +380,7 @@ int main(void)
     RUN(test_trace_round_trip);
     RUN(test_trace_bounded);
     RUN(test_disabled_and_events);
+    RUN(test_detached_is_off);
     RUN(test_cost);
     CHECK_EXIT();
 }

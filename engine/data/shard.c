@@ -1,10 +1,10 @@
-/* dist_shard.c - a batch source that hands one rank its rows of every global batch */
+/* shard.c - a batch source that hands one rank its rows of every global batch */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/dist/comm.h"
 #include "engine/base/error.h"
+#include "engine/data/shard.h"
 
 typedef struct shard {
     dl_source base;

@@ -25,7 +25,7 @@
 #include <stddef.h>
 
 #include "engine/core/backend.h"
-#include "engine/data/data.h"
+#include "engine/train/reducer.h"
 
 typedef struct dl_comm dl_comm;
 
@@ -111,18 +111,11 @@ double dl_comm_take_seconds(dl_comm *c);
 /* "mpi", "nccl" or "mpi via host" for the last planned region. */
 const char *dl_comm_grad_path(const dl_comm *c);
 
-/* --- data ---------------------------------------------------------------- */
+/* --- the trainer's view -------------------------------------------------------- */
 
-/* A source that yields, from each batch of inner, the rows of rank of
- * world: [rank*n/world, (rank+1)*n/world). Every rank must build inner
- * the same way (same seed, same shuffle): then the ranks split every
- * global batch without overlap. Zero-copy (the rows are contiguous). The
- * slice may be empty (n = 0) when a batch has fewer rows than ranks.
- * info is inner's (count is the global count). Takes no ownership of
- * inner; destroying the shard leaves inner alone. */
-int dl_source_shard(dl_source **out, dl_source *inner, int rank, int world);
-/* Rows of the last global batch a shard source read (all ranks' slices
- * together): the trainer's mean is over these. */
-int dl_source_shard_global_rows(const dl_source *s);
+/* Fills *out with c as the reducer a trainer is handed
+ * (dl_trainer_set_reducer): rank, size and every function over c, which
+ * must outlive the trainer. */
+void dl_comm_reducer(dl_comm *c, dl_reducer *out);
 
 #endif

@@ -11,8 +11,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "engine/dist/dist_internal.h"
+#include "engine/base/clock.h"
 #include "engine/base/error.h"
+#include "engine/dist/dist_internal.h"
 
 /* Open MPI's C ABI, declared here so that no mpi.h is needed to build:
  * handles are pointers to its internal structs, the predefined ones are
@@ -65,9 +66,9 @@ struct dl_comm {
     pthread_mutex_t dog_lock;
     pthread_cond_t dog_cond;
     int dog_quit;
-    _Atomic long long busy_since_ns; /* 0: not in a collective */
+    _Atomic double busy_since; /* dl_clock_mono_s; 0: not in a collective */
     const char *_Atomic busy_what;
-    _Atomic long long signal_ns; /* when the launcher signalled (0: never) */
+    _Atomic double signal_at; /* when the launcher signalled (0: never) */
     void (*on_failure)(void *user, const char *why);
     void *failure_user;
 
@@ -86,15 +87,6 @@ struct dl_comm {
     int nccl_tried;
 };
 
-static long long now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
-}
-
-static double now_s(void) { return (double)now_ns() * 1e-9; }
-
 int dl_comm_launched(void)
 {
     static const char *vars[] = {"OMPI_COMM_WORLD_SIZE", "PMIX_SIZE", "SLURM_NTASKS"};
@@ -109,13 +101,14 @@ int dl_comm_launched(void)
 
 /* --- watchdog ---------------------------------------------------------------- */
 
-void dl_comm_busy_begin(dl_comm *c, const char *what)
+/* Brackets a wait that may hang: the watchdog times it. */
+static void busy_begin(dl_comm *c, const char *what)
 {
     atomic_store(&c->busy_what, what);
-    atomic_store(&c->busy_since_ns, now_ns());
+    atomic_store(&c->busy_since, dl_clock_mono_s());
 }
 
-void dl_comm_busy_end(dl_comm *c) { atomic_store(&c->busy_since_ns, 0); }
+static void busy_end(dl_comm *c) { atomic_store(&c->busy_since, 0); }
 
 static void *watchdog_main(void *arg)
 {
@@ -130,13 +123,13 @@ static void *watchdog_main(void *arg)
             ts.tv_nsec -= 1000000000L;
         }
         pthread_cond_timedwait(&c->dog_cond, &c->dog_lock, &ts);
-        long long since = atomic_load(&c->busy_since_ns);
+        double since = atomic_load(&c->busy_since);
         if (c->dog_quit || since == 0)
             continue;
-        long long now = now_ns(), sig = atomic_load(&c->signal_ns);
-        double waited = (double)(now - since) * 1e-9;
+        double now = dl_clock_mono_s(), sig = atomic_load(&c->signal_at);
+        double waited = now - since;
         /* a signal while waiting: live ranks finish a collective in far less */
-        int lost = sig && now - (sig > since ? sig : since) > 500000000LL;
+        int lost = sig != 0 && now - (sig > since ? sig : since) > 0.5;
         if (waited < c->timeout_s && !lost)
             continue;
         const char *what = atomic_load(&c->busy_what);
@@ -315,11 +308,8 @@ void dl_comm_on_failure(dl_comm *c, void (*fn)(void *user, const char *why), voi
 
 void dl_comm_signal(dl_comm *c)
 {
-    struct timespec ts; /* clock_gettime is async-signal-safe */
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    long long zero = 0;
-    atomic_compare_exchange_strong(&c->signal_ns, &zero,
-                                   (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec);
+    double zero = 0; /* dl_clock_mono_s is async-signal-safe */
+    atomic_compare_exchange_strong(&c->signal_at, &zero, dl_clock_mono_s());
 }
 
 int dl_comm_rank(const dl_comm *c) { return c ? c->rank : 0; }
@@ -345,31 +335,43 @@ int dl_comm_allreduce(dl_comm *c, double *buf, int n, dl_comm_op op)
 {
     mpi_handle o = op == DL_COMM_MAX ? c->mpi.op_max : op == DL_COMM_MIN ? c->mpi.op_min
                                                                          : c->mpi.op_sum;
-    dl_comm_busy_begin(c, "an all-reduce of step statistics");
+    busy_begin(c, "an all-reduce of step statistics");
     int rc = c->mpi.Allreduce(MPI_IN_PLACE_, buf, n, c->mpi.t_double, o, c->mpi.world);
-    dl_comm_busy_end(c);
+    busy_end(c);
     return mpi_check(rc, "MPI_Allreduce");
 }
 
 int dl_comm_bcast(dl_comm *c, void *buf, size_t bytes, int root)
 {
-    dl_comm_busy_begin(c, "a broadcast from rank 0");
+    busy_begin(c, "a broadcast from rank 0");
     int rc = MPI_SUCCESS_;
     for (size_t off = 0; off < bytes && rc == MPI_SUCCESS_; off += (size_t)1 << 30) {
         size_t n = bytes - off < ((size_t)1 << 30) ? bytes - off : (size_t)1 << 30;
         rc = c->mpi.Bcast((char *)buf + off, (int)n, c->mpi.t_byte, root, c->mpi.world);
     }
-    dl_comm_busy_end(c);
+    busy_end(c);
     return mpi_check(rc, "MPI_Bcast");
 }
 
 int dl_comm_barrier(dl_comm *c)
 {
-    dl_comm_busy_begin(c, "the barrier at the end of the job");
+    busy_begin(c, "the barrier at the end of the job");
     int rc = c->mpi.Barrier(c->mpi.world);
-    dl_comm_busy_end(c);
+    busy_end(c);
     return mpi_check(rc, "MPI_Barrier");
 }
+
+/* --- what NCCL's set-up is handed (dist_internal.h) -------------------------------- */
+
+static int host_min(void *ctx, double *v) { return dl_comm_allreduce(ctx, v, 1, DL_COMM_MIN); }
+
+static int host_bcast(void *ctx, void *buf, size_t bytes, int root)
+{
+    return dl_comm_bcast(ctx, buf, bytes, root);
+}
+
+static void host_busy_begin(void *ctx, const char *what) { busy_begin(ctx, what); }
+static void host_busy_end(void *ctx) { busy_end(ctx); }
 
 /* NCCL for device memory, tried once; all ranks agree on the outcome. */
 static void try_nccl(dl_comm *c)
@@ -378,7 +380,16 @@ static void try_nccl(dl_comm *c)
         return;
     c->nccl_tried = 1;
     char why[512] = "";
-    if (getenv("DLBENCH_NO_NCCL") || dl_nccl_open(&c->nccl, c, why, sizeof why) < 0) {
+    dl_nccl_host host = {
+        .ctx = c,
+        .rank = c->rank,
+        .size = c->size,
+        .min = host_min,
+        .bcast = host_bcast,
+        .busy_begin = host_busy_begin,
+        .busy_end = host_busy_end,
+    };
+    if (getenv("DLBENCH_NO_NCCL") || dl_nccl_open(&c->nccl, &host, why, sizeof why) < 0) {
         c->nccl = NULL;
         if (c->rank == 0)
             fprintf(stderr, "dlbench: NCCL not used (%s): GPU gradients go through host "
@@ -475,7 +486,7 @@ int dl_comm_grad_ready(dl_comm *c, size_t from)
 {
     if (c->be->ops->device != DL_DEVICE_CPU || c->bucket_floats == 0 || c->nbuckets < 2)
         return DL_OK;
-    double t0 = now_s();
+    double t0 = dl_clock_mono_s();
     while (c->next < c->nbuckets && c->buckets[c->next].lo >= from)
         DL_TRY(launch(c, c->next++));
     /* Open MPI progresses non-blocking collectives inside MPI calls only */
@@ -486,13 +497,13 @@ int dl_comm_grad_ready(dl_comm *c, size_t from)
             break;
         c->done++;
     }
-    c->seconds += now_s() - t0;
+    c->seconds += dl_clock_mono_s() - t0;
     return DL_OK;
 }
 
 int dl_comm_grad_finish(dl_comm *c)
 {
-    double t0 = now_s();
+    double t0 = dl_clock_mono_s();
     int rc = DL_OK;
     if (c->be->ops->device != DL_DEVICE_CPU) {
         DL_TRY(c->be->ops->sync(c->be));
@@ -502,35 +513,35 @@ int dl_comm_grad_finish(dl_comm *c)
             size_t bytes = c->grad_n * sizeof(float);
             DL_TRY(ensure_host(c, c->grad_n));
             DL_TRY(c->be->ops->to_host(c->be, c->host, c->grad, bytes));
-            dl_comm_busy_begin(c, "the gradient all-reduce");
+            busy_begin(c, "the gradient all-reduce");
             rc = mpi_check(c->mpi.Allreduce(MPI_IN_PLACE_, c->host, (int)c->grad_n,
                                             c->mpi.t_float, c->mpi.op_sum, c->mpi.world),
                            "MPI_Allreduce");
-            dl_comm_busy_end(c);
+            busy_end(c);
             if (rc == DL_OK)
                 rc = c->be->ops->to_device(c->be, c->grad, c->host, bytes);
         }
     } else if (c->bucket_floats == 0 || c->nbuckets < 2) {
-        dl_comm_busy_begin(c, "the gradient all-reduce");
+        busy_begin(c, "the gradient all-reduce");
         for (int i = 0; i < c->nbuckets && rc == DL_OK; i++) {
             bucket *b = &c->buckets[i];
             rc = mpi_check(c->mpi.Allreduce(MPI_IN_PLACE_, c->grad + b->lo, (int)(b->hi - b->lo),
                                             c->mpi.t_float, c->mpi.op_sum, c->mpi.world),
                            "MPI_Allreduce");
         }
-        dl_comm_busy_end(c);
+        busy_end(c);
     } else {
         while (rc == DL_OK && c->next < c->nbuckets)
             rc = launch(c, c->next++);
         if (rc == DL_OK && c->done < c->next) {
-            dl_comm_busy_begin(c, "the gradient all-reduce");
+            busy_begin(c, "the gradient all-reduce");
             rc = mpi_check(c->mpi.Waitall(c->next - c->done, c->reqs + c->done, NULL),
                            "MPI_Waitall");
-            dl_comm_busy_end(c);
+            busy_end(c);
             c->done = c->next;
         }
     }
-    c->seconds += now_s() - t0;
+    c->seconds += dl_clock_mono_s() - t0;
     return rc;
 }
 

@@ -20,7 +20,7 @@ typedef struct {
 } nccl_id;
 
 struct dl_nccl {
-    dl_comm *c;
+    dl_nccl_host host;
     void *lib, *rt;
     int (*GetVersion)(int *version);
     int (*GetUniqueId)(nccl_id *id);
@@ -93,16 +93,14 @@ void dl_nccl_close(dl_nccl *n)
     free(n);
 }
 
-int dl_nccl_open(dl_nccl **out, dl_comm *c, char *why, size_t size)
+/* Rank 0 makes the unique id, every rank picks its device; a failure
+ * anywhere is everyone's (ok = MIN). */
+static int make_id(dl_nccl *n, int rc, const dl_nccl_host *h, nccl_id *id, char *why,
+                   size_t size)
 {
-    *out = NULL;
-    dl_nccl *n = calloc(1, sizeof *n);
-    int rc = n ? load(n, why, size) : DL_ENOMEM;
-    /* rank 0 makes the id; a failure anywhere is everyone's (ok = MIN) */
-    nccl_id id;
-    memset(&id, 0, sizeof id);
-    if (rc == DL_OK && dl_comm_rank(c) == 0) {
-        int r = n->GetUniqueId(&id);
+    memset(id, 0, sizeof *id);
+    if (rc == DL_OK && h->rank == 0) {
+        int r = n->GetUniqueId(id);
         if (r != 0) {
             snprintf(why, size, "ncclGetUniqueId: %s", n->GetErrorString(r));
             rc = DL_ERR;
@@ -113,22 +111,26 @@ int dl_nccl_open(dl_nccl **out, dl_comm *c, char *why, size_t size)
         rc = DL_ENODEV;
     }
     double ok = rc == DL_OK;
-    if (dl_comm_allreduce(c, &ok, 1, DL_COMM_MIN) < 0 || !(ok > 0)) {
+    if (h->min(h->ctx, &ok) < 0 || !(ok > 0)) {
         if (rc == DL_OK)
             snprintf(why, size, "another rank could not load NCCL");
-        dl_nccl_close(n);
         return rc < 0 ? rc : DL_ENODEV;
     }
-    if (dl_comm_bcast(c, &id, sizeof id, 0) < 0) {
-        dl_nccl_close(n);
+    if (h->bcast(h->ctx, id, sizeof *id, 0) < 0) {
         snprintf(why, size, "broadcast of the NCCL id failed");
         return DL_ERR;
     }
+    return DL_OK;
+}
+
+/* The stream and the communicator of every rank; the ranks agree. */
+static int make_comm(dl_nccl *n, const dl_nccl_host *h, nccl_id id, char *why, size_t size)
+{
     int r = n->StreamCreate(&n->stream);
     if (r == 0) {
-        dl_comm_busy_begin(c, "ncclCommInitRank");
-        r = n->CommInitRank(&n->comm, dl_comm_size(c), id, dl_comm_rank(c));
-        dl_comm_busy_end(c);
+        h->busy_begin(h->ctx, "ncclCommInitRank");
+        r = n->CommInitRank(&n->comm, h->size, id, h->rank);
+        h->busy_end(h->ctx);
         if (r != 0) {
             snprintf(why, size, "ncclCommInitRank: %s", n->GetErrorString(r));
             n->comm = NULL;
@@ -137,14 +139,29 @@ int dl_nccl_open(dl_nccl **out, dl_comm *c, char *why, size_t size)
         snprintf(why, size, "cudaStreamCreate failed (%d)", r);
         n->stream = NULL;
     }
-    ok = r == 0;
-    if (dl_comm_allreduce(c, &ok, 1, DL_COMM_MIN) < 0 || !(ok > 0)) {
+    double ok = r == 0;
+    if (h->min(h->ctx, &ok) < 0 || !(ok > 0)) {
         if (r == 0)
             snprintf(why, size, "another rank could not create its NCCL communicator");
-        dl_nccl_close(n);
         return DL_ENODEV;
     }
-    n->c = c;
+    return DL_OK;
+}
+
+int dl_nccl_open(dl_nccl **out, const dl_nccl_host *host, char *why, size_t size)
+{
+    *out = NULL;
+    dl_nccl *n = calloc(1, sizeof *n);
+    int rc = n ? load(n, why, size) : DL_ENOMEM;
+    nccl_id id;
+    rc = make_id(n, rc, host, &id, why, size);
+    if (rc == DL_OK)
+        rc = make_comm(n, host, id, why, size);
+    if (rc < 0) {
+        dl_nccl_close(n);
+        return rc;
+    }
+    n->host = *host;
     *out = n;
     return DL_OK;
 }
@@ -153,9 +170,9 @@ static int wait(dl_nccl *n, int r, const char *call)
 {
     if (r != 0)
         return dl_error(DL_ERR, "%s: %s", call, n->GetErrorString(r));
-    dl_comm_busy_begin(n->c, call);
+    n->host.busy_begin(n->host.ctx, call);
     int s = n->StreamSynchronize(n->stream);
-    dl_comm_busy_end(n->c);
+    n->host.busy_end(n->host.ctx);
     return s == 0 ? DL_OK : dl_error(DL_ERR, "%s: the CUDA stream failed (error %d)", call, s);
 }
 

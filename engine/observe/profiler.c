@@ -6,11 +6,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <cjson/cJSON.h>
 
+#include "engine/base/clock.h"
 #include "engine/base/error.h"
 
 #define MAX_PHASES 32
@@ -55,6 +55,7 @@ typedef struct pending {
 } pending;
 
 struct dl_profiler {
+    dl_prof_head head; /* first: the inline recorders of profiler.h read it */
     dl_profiler_options opt;
     atomic_int enabled;
     dl_model *model;
@@ -97,12 +98,12 @@ const char *dl_prof_cat_name(dl_prof_cat c)
     return c >= 0 && c < DL_PROF_NCAT ? cat_names[c] : "?";
 }
 
-static double now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
-}
+static double now_ms(void) { return dl_clock_mono_s() * 1e3; }
+
+/* never enabled, never written after start-up: shared by every trainer */
+static dl_profiler off_profiler = {.opt = {.ring_steps = 1, .sample_every = 1}};
+
+dl_profiler *dl_profiler_off(void) { return &off_profiler; }
 
 void dl_profiler_options_default(dl_profiler_options *o)
 {
@@ -152,7 +153,7 @@ static void free_pairs(dl_profiler *p)
 
 void dl_profiler_destroy(dl_profiler *p)
 {
-    if (!p)
+    if (!p || p == &off_profiler)
         return;
     free_pairs(p);
     free(p->layers);
@@ -161,7 +162,11 @@ void dl_profiler_destroy(dl_profiler *p)
     free(p);
 }
 
-void dl_profiler_set_enabled(dl_profiler *p, int on) { atomic_store(&p->enabled, on ? 1 : 0); }
+void dl_profiler_set_enabled(dl_profiler *p, int on)
+{
+    if (p != &off_profiler)
+        atomic_store(&p->enabled, on ? 1 : 0);
+}
 int dl_profiler_enabled(const dl_profiler *p)
 {
     return atomic_load(&((dl_profiler *)p)->enabled);
@@ -212,6 +217,8 @@ static void add_layer(dl_layer *l, int depth, void *arg)
 
 int dl_profiler_attach(dl_profiler *p, dl_model *m, dl_backend *be)
 {
+    if (p == &off_profiler)
+        return DL_OK;
     if (p->model != m) {
         int n = 0;
         dl_model_each_layer(m, count_layer, &n);
@@ -361,6 +368,25 @@ static void resolve_pending(dl_profiler *p)
     p->npend = 0;
 }
 
+void dl_prof_step_begin(dl_profiler *p, long step)
+{
+    if (dl_profiler_wants_step(p, step)) {
+        p->head.recording = 1;
+        dl_profiler_step_begin(p, step);
+    } else if (p->head.recording) {
+        p->head.recording = 0; /* a step left by an error */
+    }
+}
+
+dl_prof_span dl_prof_begin_aside(dl_profiler *p)
+{
+    if (!dl_profiler_enabled(p))
+        return (dl_prof_span){0, -1, 0};
+    dl_prof_span s = dl_profiler_begin(p);
+    s.on = 1;
+    return s;
+}
+
 void dl_profiler_step_end(dl_profiler *p)
 {
     if (!p->in_step)
@@ -386,7 +412,7 @@ void dl_profiler_step_discard(dl_profiler *p)
 
 dl_prof_span dl_profiler_begin(dl_profiler *p)
 {
-    dl_prof_span s = {now_ms(), -1};
+    dl_prof_span s = {now_ms(), -1, 0};
     if (p->use_events && p->npend < MAX_PENDING) {
         int k = p->npend;
         if (k >= p->npairs_made) {
@@ -544,50 +570,48 @@ int dl_prof_sort_parse(const char *key)
     return -1;
 }
 
-/* Builds every row of a view into a fresh array (caller frees). */
-static int build_rows(const dl_profiler *p, dl_prof_group g, dl_prof_row **out)
+/* The layer view: one row per layer, in model order. */
+static int layer_rows(const dl_profiler *p, dl_prof_row *r)
 {
-    int cap = g == DL_PROF_BY_LAYER ? p->nlayers : 2 * p->nlayers + p->nphases + 4;
-    dl_prof_row *r = calloc((size_t)(cap ? cap : 1), sizeof *r);
-    *out = r;
-    if (!r)
-        return 0;
     int n = 0;
-    if (g == DL_PROF_BY_LAYER) {
-        for (int i = 0; i < p->nlayers; i++) {
-            const layer_ent *e = &p->layers[i];
-            dl_prof_row *x = &r[n++];
-            snprintf(x->name, sizeof x->name, "%s", e->name);
-            snprintf(x->kind, sizeof x->kind, "%s", e->kind);
-            /* a ReLU run inside the MaxPool2d after it (nn.h: fused) */
-            if (!e->fcalls && !strcmp(e->kind, "ReLU") && i + 1 < p->nlayers &&
-                p->layers[i + 1].fcalls && !strcmp(p->layers[i + 1].kind, "MaxPool2d"))
-                snprintf(x->kind, sizeof x->kind, "ReLU, fused in next");
-            x->cat = DL_PROF_FORWARD;
-            x->depth = e->depth;
-            x->calls = e->fcalls;
-            x->fwd_ms = e->fms;
-            x->bwd_ms = e->bms;
-            x->total_ms = e->fms + e->bms;
-            x->self_ms = x->total_ms - e->child_fms - e->child_bms;
-            if (x->self_ms < 0)
-                x->self_ms = 0;
-            x->flops = 0;
-            x->bytes = 0;
-            /* inclusive FLOPs and bytes: this layer and those under it */
-            for (int k = i; k < p->nlayers; k++) {
-                const layer_ent *c = &p->layers[k];
-                if (k > i && c->depth <= e->depth)
-                    break;
-                x->flops += layer_flops(c, 0, c->frows) + layer_flops(c, 1, c->brows);
-                x->bytes += layer_bytes(c, 0, c->frows, c->fcalls) +
-                            layer_bytes(c, 1, c->brows, c->bcalls);
-            }
-            finish_row(x, p->step_ms, 0);
+    for (int i = 0; i < p->nlayers; i++) {
+        const layer_ent *e = &p->layers[i];
+        dl_prof_row *x = &r[n++];
+        snprintf(x->name, sizeof x->name, "%s", e->name);
+        snprintf(x->kind, sizeof x->kind, "%s", e->kind);
+        /* a ReLU run inside the MaxPool2d after it (nn.h: fused) */
+        if (!e->fcalls && !strcmp(e->kind, "ReLU") && i + 1 < p->nlayers &&
+            p->layers[i + 1].fcalls && !strcmp(p->layers[i + 1].kind, "MaxPool2d"))
+            snprintf(x->kind, sizeof x->kind, "ReLU, fused in next");
+        x->cat = DL_PROF_FORWARD;
+        x->depth = e->depth;
+        x->calls = e->fcalls;
+        x->fwd_ms = e->fms;
+        x->bwd_ms = e->bms;
+        x->total_ms = e->fms + e->bms;
+        x->self_ms = x->total_ms - e->child_fms - e->child_bms;
+        if (x->self_ms < 0)
+            x->self_ms = 0;
+        x->flops = 0;
+        x->bytes = 0;
+        /* inclusive FLOPs and bytes: this layer and those under it */
+        for (int k = i; k < p->nlayers; k++) {
+            const layer_ent *c = &p->layers[k];
+            if (k > i && c->depth <= e->depth)
+                break;
+            x->flops += layer_flops(c, 0, c->frows) + layer_flops(c, 1, c->brows);
+            x->bytes += layer_bytes(c, 0, c->frows, c->fcalls) +
+                        layer_bytes(c, 1, c->brows, c->bcalls);
         }
-        return n;
+        finish_row(x, p->step_ms, 0);
     }
-    /* op view: layer kinds by direction, then phases */
+    return n;
+}
+
+/* The op view's layer rows: layer kinds by direction, after the n rows
+ * already in r; returns the new count. */
+static int kind_rows(const dl_profiler *p, dl_prof_row *r, int n)
+{
     for (int dir = 0; dir < 2; dir++) {
         for (int i = 0; i < p->nlayers; i++) {
             const layer_ent *e = &p->layers[i];
@@ -620,6 +644,13 @@ static int build_rows(const dl_profiler *p, dl_prof_group g, dl_prof_row **out)
                 x->fwd_ms += ms;
         }
     }
+    return n;
+}
+
+/* The op view's phase rows and the untimed remainder, after the n rows
+ * already in r; returns the new count. */
+static int phase_rows(const dl_profiler *p, dl_prof_row *r, int n)
+{
     /* the root's time, to find what the forward/backward phases spent outside it */
     double root_f = p->nlayers ? p->layers[0].fms : 0, root_b = p->nlayers ? p->layers[0].bms : 0;
     double step = 0;
@@ -653,6 +684,20 @@ static int build_rows(const dl_profiler *p, dl_prof_group g, dl_prof_row **out)
         x->calls = p->steps;
         x->total_ms = x->self_ms = p->step_ms - step;
     }
+    return n;
+}
+
+/* Builds every row of a view into a fresh array (caller frees). */
+static int build_rows(const dl_profiler *p, dl_prof_group g, dl_prof_row **out)
+{
+    int cap = g == DL_PROF_BY_LAYER ? p->nlayers : 2 * p->nlayers + p->nphases + 4;
+    dl_prof_row *r = calloc((size_t)(cap ? cap : 1), sizeof *r);
+    *out = r;
+    if (!r)
+        return 0;
+    if (g == DL_PROF_BY_LAYER)
+        return layer_rows(p, r);
+    int n = phase_rows(p, r, kind_rows(p, r, 0));
     for (int i = 0; i < n; i++)
         finish_row(&r[i], p->step_ms, 1);
     return n;

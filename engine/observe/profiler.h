@@ -15,9 +15,11 @@
  * end of the step, so no span forces a synchronisation; layer spans come
  * from nn.c, which synchronises around each layer while profiling.
  *
- * Cost: nothing when no profiler is attached or it is disabled (one
- * branch per phase). Not thread-safe: one trainer thread records; readers
- * take dl_profiler_rows on that thread (the telemetry copies them).
+ * Cost: nothing when it is off. The recorders a step calls (dl_prof_*
+ * below) are inline and test one field, so the trainer calls them
+ * unconditionally; a trainer without a profiler holds dl_profiler_off(),
+ * which never records. Not thread-safe: one trainer thread records;
+ * readers take dl_profiler_rows on that thread (the telemetry copies them).
  */
 #ifndef DL_PROFILER_H
 #define DL_PROFILER_H
@@ -29,6 +31,12 @@
 #include "engine/nn/nn.h"
 
 typedef struct dl_profiler dl_profiler;
+
+/* The first member of every dl_profiler: what the inline recorders read.
+ * recording is 1 from dl_prof_step_begin of a sampled step to its end. */
+typedef struct dl_prof_head {
+    int recording;
+} dl_prof_head;
 
 /* Phases of a step. */
 typedef enum {
@@ -59,7 +67,12 @@ void dl_profiler_options_default(dl_profiler_options *o);
 /* Creates a disabled-until-attached profiler; opt may be NULL for the
  * defaults. Returns DL_ENOMEM on failure. */
 int dl_profiler_create(dl_profiler **out, const dl_profiler_options *opt);
-void dl_profiler_destroy(dl_profiler *p); /* accepts NULL */
+void dl_profiler_destroy(dl_profiler *p); /* accepts NULL and dl_profiler_off() */
+
+/* The profiler that is always off: shared, never records, ignores
+ * set_enabled and attach; destroy leaves it alone. A trainer holds it when
+ * no profiler is attached, so its calls need no test for NULL. */
+dl_profiler *dl_profiler_off(void);
 
 /* Live on/off (any thread; takes effect at the next step). */
 void dl_profiler_set_enabled(dl_profiler *p, int on);
@@ -87,10 +100,13 @@ void dl_profiler_step_end(dl_profiler *p);
 void dl_profiler_step_discard(dl_profiler *p);
 
 /* A phase span: begin returns a token for end. name is a static string
- * ("optimizer step"); flops and bytes are what the span did. */
+ * ("optimizer step"); flops and bytes are what the span did. These record
+ * unconditionally: a step calls them through dl_prof_begin/dl_prof_end
+ * below, which skip them when the step is not recorded. */
 typedef struct dl_prof_span {
     double t0_ms;
     int ev; /* backend event pair index, -1 when timed by the clock */
+    int on; /* recorded (the dl_prof_* recorders): 0 makes dl_prof_end a no-op */
 } dl_prof_span;
 dl_prof_span dl_profiler_begin(dl_profiler *p);
 void dl_profiler_end(dl_profiler *p, dl_prof_span s, dl_prof_cat cat, const char *name,
@@ -98,6 +114,60 @@ void dl_profiler_end(dl_profiler *p, dl_prof_span s, dl_prof_cat cat, const char
 
 /* Arms a pass for per-layer timing (sets profile and prof_hook). */
 void dl_profiler_arm_pass(dl_profiler *p, dl_pass *pass);
+
+/* --- the recorders a step calls: inline, a no-op when not recording ---------- */
+
+/* Starts optimizer step `step` (1-based): recorded when p wants it
+ * (dl_profiler_wants_step). The step ends with dl_prof_step_end, or
+ * dl_prof_step_discard when it did no work. */
+void dl_prof_step_begin(dl_profiler *p, long step);
+
+static inline int dl_prof_recording(const dl_profiler *p)
+{
+    return ((const dl_prof_head *)(const void *)p)->recording;
+}
+
+static inline dl_prof_span dl_prof_begin(dl_profiler *p)
+{
+    if (!dl_prof_recording(p))
+        return (dl_prof_span){0, -1, 0};
+    dl_prof_span s = dl_profiler_begin(p);
+    s.on = 1;
+    return s;
+}
+
+/* A span outside a step (validation between steps): recorded whenever p
+ * is enabled. */
+dl_prof_span dl_prof_begin_aside(dl_profiler *p);
+
+static inline void dl_prof_end(dl_profiler *p, dl_prof_span s, dl_prof_cat cat,
+                               const char *name, double flops, double bytes)
+{
+    if (s.on)
+        dl_profiler_end(p, s, cat, name, flops, bytes);
+}
+
+static inline void dl_prof_arm_pass(dl_profiler *p, dl_pass *pass)
+{
+    if (dl_prof_recording(p))
+        dl_profiler_arm_pass(p, pass);
+}
+
+static inline void dl_prof_step_end(dl_profiler *p)
+{
+    if (dl_prof_recording(p)) {
+        dl_profiler_step_end(p);
+        ((dl_prof_head *)(void *)p)->recording = 0;
+    }
+}
+
+static inline void dl_prof_step_discard(dl_profiler *p)
+{
+    if (dl_prof_recording(p)) {
+        dl_profiler_step_discard(p);
+        ((dl_prof_head *)(void *)p)->recording = 0;
+    }
+}
 
 /* --- results ---------------------------------------------------------------------- */
 

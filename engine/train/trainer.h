@@ -9,6 +9,9 @@
 #include "engine/nn/nn.h"
 #include "engine/nn/optim.h"
 #include "engine/observe/profiler.h"
+#include "engine/train/parity.h"
+#include "engine/train/reducer.h"
+#include "engine/train/snapshot.h"
 
 typedef struct dl_trainer dl_trainer;
 
@@ -30,40 +33,6 @@ typedef struct dl_trainer_config {
 /* Sensible defaults: 1 epoch, batch 128, accumulate 1, f32, seed 0,
  * log every 10 steps, stop on non-finite. */
 dl_trainer_config dl_trainer_config_default(void);
-
-/* What the trainer reports after a logged step. Losses are per sample. */
-typedef struct dl_step_info {
-    long step;          /* optimizer steps done */
-    int epoch;          /* 0-based */
-    long epoch_step;    /* steps done in this epoch */
-    long steps_per_epoch;
-    double loss;        /* mean training loss since the last report */
-    double acc;         /* training accuracy since the last report (-1 if none) */
-    double lr;
-    double samples_per_s;
-    double data_wait_share; /* time waiting for batches / wall time since last report */
-    float loss_scale;   /* 1 unless f16 */
-    long skipped_steps; /* overflowed or non-finite steps skipped so far */
-    double grad_norm;   /* last global gradient norm (unscaled) */
-    /* data parallel (dl_trainer_set_comm): loss, acc and samples_per_s are
-     * the whole job's; ranks is 1 when training alone */
-    int ranks;
-    double comm_s;      /* gradient all-reduce seconds per step, mean over ranks */
-    double comm_share;  /* comm_s over the step time */
-    const double *rank_samples_per_s; /* [ranks]: each rank's own rows/s (NULL alone) */
-    /* A window cut short by a stop: reported so the stopped run shows its
-     * last steps, but not consumed: the checkpoint keeps the window open
-     * and a resume reports it whole (the run log drops this record then). */
-    int stopped;
-} dl_step_info;
-
-typedef struct dl_epoch_info {
-    int epoch;
-    long step;
-    double train_loss, train_acc;
-    double val_loss, val_acc; /* NaN when there is no validation source */
-    double seconds;
-} dl_epoch_info;
 
 /* Callbacks: return 0 to go on, 1 to stop the run cleanly, or a negative
  * code to fail it (with dl_error set). */
@@ -88,25 +57,25 @@ void dl_trainer_destroy(dl_trainer *t);
 void dl_trainer_set_callbacks(dl_trainer *t, const dl_callbacks *cb);
 /* Profiles every step with prof (borrowed; it must outlive its use by the
  * trainer; NULL detaches): phases, layers, validation. Attaches the model
- * and backend to prof (DL_ENOMEM on failure). With no profiler, or one
- * disabled, a step costs one branch per phase more. */
+ * and backend to prof (DL_ENOMEM on failure). With no profiler the
+ * trainer holds dl_profiler_off(): its calls cost a test of one field. */
 int dl_trainer_set_profiler(dl_trainer *t, dl_profiler *prof);
-dl_profiler *dl_trainer_profiler(const dl_trainer *t);
+dl_profiler *dl_trainer_profiler(const dl_trainer *t); /* NULL: none attached */
 
-/* Makes the trainer rank dl_comm_rank(comm) of a data-parallel job
- * (comm borrowed; it must outlive the trainer). Collective: every rank
- * calls it, after any checkpoint was loaded and before training. Then the
- * parameters, optimizer moments, buffers and the cursor are broadcast from
- * rank 0; each step takes this rank's rows of every global batch (train's
- * batch is the global batch: the same script gives the same training on
- * any number of ranks), the gradients are summed across ranks (bucketed,
- * overlapping backward on the CPU) and divided by the rows of all ranks;
- * the reported loss, accuracy and throughput are the job's. Commands go
- * to rank 0 (pause, stop and the LR reach every rank; a device switch is
- * refused). Validation runs whole on every rank. comm NULL or of one rank:
- * no effect. Errors: DL_ENOMEM, DL_ERR (MPI). */
-struct dl_comm;
-int dl_trainer_set_comm(dl_trainer *t, struct dl_comm *comm);
+/* Makes the trainer rank r->rank of a data-parallel job of r->size ranks
+ * (the table is copied; its context is borrowed and must outlive the
+ * trainer; engine/dist's dl_comm_reducer fills one). Collective: every
+ * rank calls it, after any checkpoint was loaded and before training.
+ * Then the parameters, optimizer moments, buffers and the cursor are
+ * broadcast from rank 0; each step takes this rank's rows of every global
+ * batch (train's batch is the global batch: the same script gives the
+ * same training on any number of ranks), the gradients are summed across
+ * ranks (bucketed, overlapping backward on the CPU) and divided by the
+ * rows of all ranks; the reported loss, accuracy and throughput are the
+ * job's. Commands go to rank 0 (pause, stop and the LR reach every rank;
+ * a device switch is refused). Validation runs whole on every rank. r
+ * NULL or of one rank: no effect. Errors: DL_ENOMEM, or the reducer's. */
+int dl_trainer_set_reducer(dl_trainer *t, const dl_reducer *r);
 
 /* Runs epochs until done, max_steps, a stop command or a callback's stop.
  * Returns DL_OK (finished or stopped: see dl_trainer_stopped) or an error. */
@@ -155,18 +124,6 @@ int dl_trainer_epoch(const dl_trainer *t);
 long dl_trainer_epoch_step(const dl_trainer *t);
 int dl_trainer_stopped(const dl_trainer *t);
 int dl_trainer_paused(const dl_trainer *t);
-
-/* The trainer's state as of its last step boundary, for other threads
- * (the control socket's): the accessors above read live fields that only
- * the training thread may read while it runs. */
-typedef struct dl_trainer_status {
-    long step;
-    int epoch; /* 0-based */
-    int paused, stopping;
-    double lr;
-    char device[16]; /* the backend's name */
-} dl_trainer_status;
-void dl_trainer_status_get(dl_trainer *t, dl_trainer_status *out);
 float dl_trainer_loss_scale(const dl_trainer *t);
 float dl_trainer_base_lr(const dl_trainer *t);
 void dl_trainer_set_base_lr(dl_trainer *t, float lr);
@@ -197,59 +154,5 @@ typedef struct dl_trainer_cursor {
 /* Reads the cursor (the window's sums from the device: 0 if that fails). */
 void dl_trainer_get_cursor(dl_trainer *t, dl_trainer_cursor *c);
 int dl_trainer_set_cursor(dl_trainer *t, const dl_trainer_cursor *c);
-
-/* --- snapshots and parity checks --------------------------------------------- */
-
-/* The whole training state at a step boundary, in host memory: the model's
- * state arena (parameters, gradients, optimizer moments, buffers such as
- * BatchNorm statistics, the low-precision copy), the cursor (step, epoch,
- * batch position, loss scale, schedule state, the open logging window). */
-typedef struct dl_trainer_snapshot dl_trainer_snapshot;
-/* Copies the current state into a new snapshot (*out, owned by the
- * caller). Call between steps. DL_ENOMEM when the host cannot hold it;
- * the training is untouched either way. */
-int dl_trainer_snapshot_take(dl_trainer *t, dl_trainer_snapshot **out);
-/* Puts a snapshot of this trainer back, on whichever backend the trainer
- * is on now; the next step restarts the epoch's batch order at the
- * snapshot's cursor, so the steps that follow are those that followed the
- * snapshot. Call between steps. */
-int dl_trainer_snapshot_restore(dl_trainer *t, const dl_trainer_snapshot *snap);
-void dl_trainer_snapshot_destroy(dl_trainer_snapshot *snap); /* accepts NULL */
-
-/* What dl_trainer_check_parity measured. Relative differences: of a loss,
- * |a - b| / |a|; of a parameter tensor, max |a - b| over its elements
- * divided by max |a| (so a tensor of small weights is judged against its
- * own scale); exactly 0 when the values are bit-identical. */
-typedef struct dl_parity_report {
-    int steps;              /* steps run on each backend */
-    long first_step;        /* the step count the check started from */
-    double *loss_a, *loss_b; /* [steps]: each step's mean training loss */
-    double max_loss_rel;
-    int worst_loss_step;    /* 1-based, within the check (0: none) */
-    double max_param_rel;
-    double worst_param_abs; /* max |a - b| of the worst tensor */
-    char worst_param[64];   /* its name ("" when every tensor is identical) */
-    int params_identical;   /* 1: every parameter bit-identical */
-    int same_backend;       /* B was A: no move, the restore alone was checked */
-    double seconds_a, seconds_b, switch_s; /* time of each leg and of the moves */
-    char device_a[128], device_b[128]; /* backend descriptions */
-} dl_parity_report;
-
-/* Runs `steps` optimizer steps from the current state on the trainer's
- * backend (A) and records each step's loss, puts the state back, moves
- * the training to `other` (B), runs the same steps, moves back to A and
- * puts the state back again: afterwards the training is where it was, on
- * A, as if the check had not run. The steps stop early at the end of the
- * training (epochs, max_steps). Callbacks do not run during the check
- * (no logging, no Lua hooks); validation at an epoch end does. other may
- * be A itself (then only the restore is checked: every difference must be
- * 0). Fills *r (release with dl_parity_report_done, also after an
- * error). Errors: DL_EINVAL (steps < 1), DL_EUNSUPPORTED (data parallel),
- * DL_ENOMEM and the like when B cannot take the training (the message is
- * the backend's: size asked, memory free), or a step's failure; the
- * training is back on A with its state restored whenever that is
- * possible. */
-int dl_trainer_check_parity(dl_trainer *t, dl_backend *other, int steps, dl_parity_report *r);
-void dl_parity_report_done(dl_parity_report *r);
 
 #endif

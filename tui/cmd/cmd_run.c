@@ -416,6 +416,24 @@ static void mark_failed(void *user, const char *why)
     cJSON_Delete(sum);
 }
 
+/* Data parallel, the session prepared: the trainer becomes this rank of
+ * the job (through the communicator's reducer; a rank that cannot join
+ * ends the job), rank 0 marks the run failed if the watchdog ends it, and
+ * the signal handler may report a lost rank. */
+static void join_job(dl_comm *comm, dl_trainer *t, const char *run_dir)
+{
+    dl_reducer red;
+    dl_comm_reducer(comm, &red);
+    if (dl_trainer_set_reducer(t, &red) < 0) {
+        char msg[1100];
+        snprintf(msg, sizeof msg, "cannot join the job: %s", dl_error_message());
+        dl_comm_abort(comm, 1, msg);
+    }
+    if (red.rank == 0)
+        dl_comm_on_failure(comm, mark_failed, (void *)run_dir);
+    sig_comm = comm;
+}
+
 /* Data parallel, after every rank prepared: a rank that failed fails the
  * job (it printed why), rank 0's duplicate refusal ends it. Returns the
  * exit status for a rank that must stop for another's reason, else 0. */
@@ -569,14 +587,8 @@ int dl_cmd_run(int argc, char **argv)
             status = 130;
     } else {
         dl_trainer *t = dl_session_trainer(s);
-        if (comm && dl_trainer_set_comm(t, comm) < 0) {
-            char msg[1100];
-            snprintf(msg, sizeof msg, "cannot join the job: %s", dl_error_message());
-            dl_comm_abort(comm, 1, msg);
-        }
-        if (comm && o.rank == 0)
-            dl_comm_on_failure(comm, mark_failed, (void *)dl_session_run_dir(s));
-        sig_comm = comm;
+        if (comm)
+            join_job(comm, t, dl_session_run_dir(s));
         const dl_trainer_config *cfg = dl_trainer_config_of(t);
         p.epochs = cfg->epochs;
         p.max_steps = cfg->max_steps;

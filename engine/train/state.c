@@ -1,0 +1,141 @@
+/* state.c - the trainer's state: events, device staging, window statistics, accessors, the cursor */
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "engine/base/error.h"
+#include "engine/train/trainer_internal.h"
+
+void dl_trainer_event(dl_trainer *t, const char *kind, const char *fmt, ...)
+{
+    if (!t->cb.on_event)
+        return;
+    char text[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(text, sizeof text, fmt, ap);
+    va_end(ap);
+    t->cb.on_event(t->cb.user, t, kind, text);
+}
+
+float *dl_trainer_stats(dl_trainer *t, int slot)
+{
+    return (float *)((char *)t->stage->ptr + t->off_stats) + 2 * slot;
+}
+
+int dl_trainer_alloc_stage(dl_trainer *t, dl_backend *be)
+{
+    size_t bytes = t->off_stats + 4 * sizeof(float);
+    dl_storage *s = dl_storage_create(be, bytes);
+    if (!s)
+        return DL_ENOMEM;
+    if (t->stage) {
+        /* carry the statistics of the window in flight */
+        float host[4];
+        dl_backend *old = t->stage->be;
+        int rc = old->ops->to_host(old, host, dl_trainer_stats(t, 0), sizeof host);
+        if (rc == DL_OK)
+            rc = be->ops->to_device(be, (char *)s->ptr + t->off_stats, host, sizeof host);
+        if (rc < 0) {
+            dl_storage_release(s);
+            return rc;
+        }
+        dl_storage_release(t->stage);
+    }
+    t->stage = s;
+    return DL_OK;
+}
+
+int dl_trainer_take_stats(dl_trainer *t, double *loss_sum, double *correct, int consume)
+{
+    float host[2];
+    DL_TRY(t->be->ops->to_host(t->be, host, dl_trainer_stats(t, 0), sizeof host));
+    if (consume)
+        DL_TRY(t->be->ops->memset0(t->be, dl_trainer_stats(t, 0), sizeof host));
+    *loss_sum = host[0];
+    *correct = host[1];
+    return DL_OK;
+}
+
+double dl_trainer_per_sample(const dl_trainer *t)
+{
+    return t->loss.kind == DL_LOSS_XENT ? 1.0
+                                        : (double)dl_shape_numel(dl_model_output_shape(t->m));
+}
+
+int dl_trainer_window_open(const dl_trainer *t)
+{
+    return t->dp ? t->rep_steps > 0 : t->rep_samples > 0;
+}
+
+void dl_trainer_params_changed(dl_trainer *t) { t->lowp_dirty = 1; }
+dl_model *dl_trainer_model(dl_trainer *t) { return t->m; }
+dl_backend *dl_trainer_backend(dl_trainer *t) { return t->be; }
+long dl_trainer_step_count(const dl_trainer *t) { return t->step; }
+int dl_trainer_epoch(const dl_trainer *t) { return t->epoch; }
+long dl_trainer_epoch_step(const dl_trainer *t) { return t->epoch_step; }
+int dl_trainer_stopped(const dl_trainer *t) { return t->stop; }
+int dl_trainer_paused(const dl_trainer *t) { return t->paused; }
+float dl_trainer_loss_scale(const dl_trainer *t) { return t->loss_scale; }
+float dl_trainer_base_lr(const dl_trainer *t) { return t->base_lr; }
+void dl_trainer_set_base_lr(dl_trainer *t, float lr) { t->base_lr = lr; }
+double dl_trainer_current_lr(const dl_trainer *t) { return t->lr_now; }
+const dl_trainer_config *dl_trainer_config_of(const dl_trainer *t) { return &t->cfg; }
+
+void dl_trainer_get_cursor(dl_trainer *t, dl_trainer_cursor *c)
+{
+    memset(c, 0, sizeof *c);
+    c->step = t->step;
+    c->epoch = t->epoch;
+    c->epoch_step = t->epoch_step;
+    c->loss_scale = t->loss_scale;
+    c->clean_steps = t->clean_steps;
+    c->skipped = t->skipped;
+    c->base_lr = t->base_lr;
+    c->sched_scale = t->sched.scale;
+    c->sched_best = t->sched.best;
+    c->sched_bad = t->sched.bad_epochs;
+    c->ep_loss = t->ep_loss;
+    c->ep_correct = t->ep_correct;
+    c->ep_samples = t->ep_samples;
+    c->rep_samples = t->rep_samples;
+    c->rep_steps = t->rep_steps;
+    float host[2] = {0, 0};
+    if (t->be->ops->to_host(t->be, host, dl_trainer_stats(t, 0), sizeof host) == DL_OK) {
+        c->rep_loss = host[0];
+        c->rep_correct = host[1];
+    }
+}
+
+int dl_trainer_set_cursor(dl_trainer *t, const dl_trainer_cursor *c)
+{
+    if (c->step < 0 || c->epoch < 0 || c->epoch_step < 0 || !(c->loss_scale > 0) ||
+        c->ep_samples < 0 || c->rep_samples < 0 || c->rep_steps < 0)
+        return dl_error(DL_EINVAL, "invalid trainer cursor (step %ld, epoch %d)", c->step,
+                        c->epoch);
+    float host[2] = {c->rep_loss, c->rep_correct};
+    DL_TRY(t->be->ops->to_device(t->be, dl_trainer_stats(t, 0), host, sizeof host));
+    t->step = c->step;
+    t->epoch = c->epoch;
+    t->epoch_step = c->epoch_step;
+    t->loss_scale = c->loss_scale;
+    t->clean_steps = c->clean_steps;
+    t->skipped = c->skipped;
+    t->base_lr = c->base_lr;
+    t->sched.scale = c->sched_scale;
+    t->sched.best = c->sched_best;
+    t->sched.bad_epochs = c->sched_bad;
+    t->ep_loss = c->ep_loss;
+    t->ep_correct = c->ep_correct;
+    t->ep_samples = c->ep_samples;
+    t->rep_samples = c->rep_samples;
+    t->rep_steps = c->rep_steps;
+    t->epoch_open = 0;
+    /* micro-batch counter (keys dropout): every finished epoch ran all its
+     * batches, every step of this one `accumulate` of them */
+    uint64_t per_epoch = t->train->ops->batches(t->train);
+    t->micro = (uint64_t)c->epoch * per_epoch +
+               (uint64_t)c->epoch_step * (uint64_t)t->cfg.accumulate;
+    t->lowp_dirty = 1;
+    return DL_OK;
+}

@@ -1,0 +1,398 @@
+/* step.c - one optimizer step (accumulated micro-batches, loss scaling, clipping), its reports, validation, epoch ends */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "engine/base/clock.h"
+#include "engine/base/error.h"
+#include "engine/data/shard.h"
+#include "engine/train/trainer_internal.h"
+
+/* Bytes of one batch of n rows as the source yields them (x and y). */
+static double batch_bytes(const dl_source *src, int n)
+{
+    const dl_data_info *in = &src->info;
+    return (double)n * ((double)dl_shape_numel(&in->sample) * (double)dl_dtype_size(in->x_dtype) +
+                        4.0 * (in->y_width > 0 ? in->y_width : 1));
+}
+
+/* Uploads a batch and converts x to f32 in the model input. */
+static int load_batch(dl_trainer *t, dl_source *src, const dl_batch *b, const void **labels)
+{
+    dl_backend *be = t->be;
+    const dl_data_info *in = &src->info;
+    size_t sample = (size_t)dl_shape_numel(&in->sample);
+    size_t xb = (size_t)b->n * sample * dl_dtype_size(in->x_dtype);
+    size_t yb = (size_t)b->n * (size_t)(in->y_width > 0 ? in->y_width : 1) * 4;
+    if (b->n > t->cfg.batch)
+        return dl_error(DL_EINVAL, "%s yielded a batch of %d rows, more than the planned %d",
+                        src->name, b->n, t->cfg.batch);
+    const void *x = b->x, *y = b->y;
+    if (be->ops->device != DL_DEVICE_CPU) {
+        char *base = t->stage->ptr;
+        DL_TRY(be->ops->to_device(be, base + t->off_x, b->x, xb));
+        DL_TRY(be->ops->to_device(be, base + t->off_y, b->y, yb));
+        x = base + t->off_x;
+        y = base + t->off_y;
+    }
+    /* channels for normalisation: the first dimension of an image sample */
+    int ch = in->channels;
+    size_t plane = ch > 0 ? sample / (size_t)ch : sample;
+    DL_TRY(be->ops->input_to_f32(be, dl_model_input(t->m), x, in->x_dtype, (size_t)b->n,
+                                 ch > 0 ? ch : 1, plane, in->scale != 0 ? in->scale : 1.0f,
+                                 ch > 0 ? in->mean : NULL, ch > 0 ? in->std : NULL));
+    *labels = y;
+    return DL_OK;
+}
+
+/* Loss forward+backward on the model output for n rows; stats += . */
+static int apply_loss(dl_trainer *t, int n, const void *labels, float grad_scale, float *dout,
+                      float *stats)
+{
+    dl_backend *be = t->be;
+    size_t outs = (size_t)dl_shape_numel(dl_model_output_shape(t->m));
+    float *y = dl_model_output(t->m);
+    switch (t->loss.kind) {
+    case DL_LOSS_XENT:
+        return be->ops->softmax_xent(be, n, (int)outs, y, labels, t->loss.smoothing, grad_scale,
+                                     dout, stats);
+    case DL_LOSS_MSE:
+        /* mean over the outputs of a sample, as PyTorch's reduction='mean' per row */
+        return be->ops->mse(be, (size_t)n * outs, y, labels, grad_scale / (float)outs, dout,
+                            stats);
+    case DL_LOSS_BCE:
+        return be->ops->bce_logits(be, (size_t)n * outs, y, labels, grad_scale / (float)outs,
+                                   dout, stats);
+    }
+    return dl_error(DL_EINVAL, "unknown loss");
+}
+
+static int zero_grads(dl_trainer *t)
+{
+    dl_model_state s;
+    dl_model_get_state(t->m, &s);
+    return t->be->ops->memset0(t->be, s.grads, s.count * sizeof(float));
+}
+
+static dl_dtype lowp_dtype(dl_precision prec)
+{
+    return prec == DL_PREC_BF16 ? DL_BF16 : prec == DL_PREC_F16 ? DL_F16 : DL_F32;
+}
+
+/* Opens the epoch's batch order at the cursor; refreshes a stale
+ * low-precision copy. */
+static int open_epoch(dl_trainer *t)
+{
+    if (!t->epoch_open) {
+        DL_TRY(t->train->ops->start_epoch(t->train, t->epoch,
+                                          (size_t)t->epoch_step * (size_t)t->cfg.accumulate));
+        t->epoch_open = 1;
+    }
+    if (t->lowp_dirty) {
+        DL_TRY(dl_model_refresh_lowp(t->m, lowp_dtype(t->cfg.precision)));
+        t->lowp_dirty = 0;
+    }
+    return DL_OK;
+}
+
+/* Rows of a step: this rank's, and every rank's (alone: the same). */
+typedef struct step_rows {
+    long local, all;
+} step_rows;
+
+/* Forward, loss and backward of the micro-batch in the model input. */
+static int passes(dl_trainer *t, dl_pass *p, const void *labels, float micro_scale)
+{
+    dl_profiler *pf = t->prof;
+    dl_prof_arm_pass(pf, p);
+    dl_prof_span sp = dl_prof_begin(pf);
+    DL_TRY(dl_model_forward(t->m, p));
+    dl_prof_end(pf, sp, DL_PROF_FORWARD, "forward", 0, 0);
+    sp = dl_prof_begin(pf);
+    DL_TRY(apply_loss(t, p->n, labels, micro_scale, dl_model_output_grad(t->m),
+                      dl_trainer_stats(t, 0)));
+    double outs = (double)p->n * (double)dl_shape_numel(dl_model_output_shape(t->m));
+    dl_prof_end(pf, sp, DL_PROF_LOSS, dl_loss_name(t->loss.kind), 5 * outs, 8 * outs);
+    sp = dl_prof_begin(pf);
+    DL_TRY(dl_model_backward(t->m, p));
+    dl_prof_end(pf, sp, DL_PROF_BACKWARD, "backward", 0, 0);
+    return DL_OK;
+}
+
+/* The next micro-batch through the model; last: the step's last one (its
+ * gradients become final layer by layer). Returns 1 after a batch, 0 when
+ * the epoch has none left. */
+static int micro_batch(dl_trainer *t, int last, float micro_scale, step_rows *rows)
+{
+    dl_profiler *pf = t->prof;
+    dl_batch b;
+    dl_prof_span sp = dl_prof_begin(pf);
+    int rc = t->train->ops->next(t->train, &b);
+    if (rc < 0)
+        return rc;
+    dl_prof_end(pf, sp, DL_PROF_DATA, "data wait", 0, 0);
+    if (rc == 0)
+        return 0;
+    t->rep_wait += b.wait_s;
+    rows->all += t->dp ? dl_source_shard_global_rows(t->train) : b.n;
+    if (t->dp && b.n == 0) { /* a batch with fewer rows than ranks: none here */
+        t->micro++;
+        return 1;
+    }
+    const void *labels;
+    sp = dl_prof_begin(pf);
+    DL_TRY(load_batch(t, t->train, &b, &labels));
+    dl_prof_end(pf, sp, DL_PROF_COPY, "input copy + convert", 0, batch_bytes(t->train, b.n));
+    dl_pass p;
+    dl_model_pass(t->m, &p, b.n, 1, t->cfg.precision, t->cfg.seed, t->micro++);
+    if (t->dp && last) {
+        p.grad_hook = dl_trainer_grad_ready;
+        p.grad_user = t;
+    }
+    DL_TRY(passes(t, &p, labels, micro_scale));
+    rows->local += b.n;
+    return 1;
+}
+
+/* Data parallel: the gradients summed over ranks (divided later by the
+ * rows of all ranks). */
+static int sum_grads(dl_trainer *t)
+{
+    dl_prof_span sp = dl_prof_begin(t->prof);
+    DL_TRY(t->dp->grad_finish(t->dp->ctx));
+    double bytes = 4.0 * (double)dl_model_param_count(t->m);
+    dl_prof_end(t->prof, sp, DL_PROF_OTHER, "gradient all-reduce", 0, 2 * bytes);
+    t->rep_comm += t->dp->take_seconds(t->dp->ctx);
+    return DL_OK;
+}
+
+/* A non-finite gradient: the step is skipped (f16: the loss scale
+ * halves), or the run fails (DL_NONFINITE_STOP). */
+static int skip_step(dl_trainer *t)
+{
+    DL_TRY(zero_grads(t));
+    t->skipped++;
+    if (t->cfg.precision == DL_PREC_F16) {
+        t->loss_scale *= 0.5f;
+        t->clean_steps = 0;
+        dl_trainer_event(t, "loss_scale", "step %ld: gradient overflow, step skipped, loss "
+                         "scale halved to %g", t->step + 1, (double)t->loss_scale);
+    } else if (t->cfg.nonfinite == DL_NONFINITE_SKIP) {
+        dl_trainer_event(t, "nonfinite", "step %ld: non-finite gradient, step skipped",
+                         t->step + 1);
+    } else {
+        return dl_error(DL_ENONFINITE,
+                        "non-finite gradient at step %ld (epoch %d): lower the learning "
+                        "rate (now %g), clip gradients, or use loss scaling",
+                        t->step + 1, t->epoch + 1, t->lr_now);
+    }
+    return DL_OK;
+}
+
+/* The optimizer's update at the scheduled learning rate; f16: the loss
+ * scale doubles after a window of clean steps. */
+static int apply_step(dl_trainer *t, double norm, float grad_scale)
+{
+    dl_dtype lowp = lowp_dtype(t->cfg.precision);
+    t->grad_norm = norm;
+    t->lr_now = dl_schedule_lr(&t->sched, t->base_lr, t->step, t->total_steps);
+    DL_TRY(dl_optim_step(&t->opt, t->m, (float)t->lr_now, t->step + 1, grad_scale));
+    if (lowp != DL_F32)
+        DL_TRY(dl_model_refresh_lowp(t->m, lowp));
+    if (t->cfg.precision == DL_PREC_F16 && ++t->clean_steps >= t->cfg.loss_scale_window) {
+        t->loss_scale *= 2.0f;
+        t->clean_steps = 0;
+    }
+    return DL_OK;
+}
+
+/* Gradient norm and clipping, then the update (or the skip) for a step of
+ * rows rows: the mean over them, undoing the loss scale. */
+static int update(dl_trainer *t, long rows)
+{
+    dl_profiler *pf = t->prof;
+    float grad_scale = (float)t->cfg.batch / (t->loss_scale * (float)rows);
+    double norm = 0;
+    double nparam = (double)dl_model_param_count(t->m);
+    dl_prof_span sp = dl_prof_begin(pf);
+    DL_TRY(dl_clip_grad_norm(t->m, t->opt.clip_norm, grad_scale, &norm));
+    dl_prof_end(pf, sp, DL_PROF_OPTIMIZER, "grad norm + clip", 2 * nparam, 4 * nparam);
+    sp = dl_prof_begin(pf);
+    DL_TRY(isfinite(norm) ? apply_step(t, norm, grad_scale) : skip_step(t));
+    /* w, g and the moments are read and written once */
+    int moments = dl_optim_moments(&t->opt);
+    dl_prof_end(pf, sp, DL_PROF_OPTIMIZER, "optimizer step",
+                (moments == 2 ? 12.0 : 4.0) * nparam, 8.0 * (2 + moments) * nparam);
+    return DL_OK;
+}
+
+int dl_trainer_step(dl_trainer *t)
+{
+    DL_TRY(open_epoch(t));
+    float micro_scale = t->loss_scale / (float)t->cfg.batch;
+    step_rows rows = {0, 0};
+    dl_prof_step_begin(t->prof, t->step + 1);
+    if (t->dp)
+        t->dp->grad_begin(t->dp->ctx);
+    for (int k = 0; k < t->cfg.accumulate; k++) {
+        int rc = micro_batch(t, k == t->cfg.accumulate - 1, micro_scale, &rows);
+        if (rc < 0)
+            return rc;
+        if (rc == 0)
+            break;
+    }
+    if (rows.all == 0) {
+        dl_prof_step_discard(t->prof);
+        return 1;
+    }
+    if (t->dp)
+        DL_TRY(sum_grads(t));
+    DL_TRY(update(t, rows.all));
+    dl_prof_step_end(t->prof);
+    t->step++;
+    t->epoch_step++;
+    t->rep_samples += rows.local;
+    t->rep_steps++;
+    return 0;
+}
+
+/* The window's record: means per sample, throughput, the job's figures. */
+static void fill_info(dl_trainer *t, dl_step_info *info, double loss_sum, double correct,
+                      double dt, double comm_s)
+{
+    memset(info, 0, sizeof *info);
+    info->step = t->step;
+    info->epoch = t->epoch;
+    info->epoch_step = t->epoch_step;
+    info->steps_per_epoch = t->steps_per_epoch;
+    double n = t->rep_samples > 0 ? (double)t->rep_samples : 1;
+    info->loss = loss_sum / n / dl_trainer_per_sample(t);
+    info->acc = t->loss.kind == DL_LOSS_MSE ? -1 : correct / n /
+                (t->loss.kind == DL_LOSS_BCE ? dl_trainer_per_sample(t) : 1);
+    info->lr = t->lr_now;
+    info->samples_per_s = dt > 0 ? (double)t->rep_samples / dt : 0;
+    info->data_wait_share = dt > 0 ? t->rep_wait / dt : 0;
+    info->loss_scale = t->loss_scale;
+    info->skipped_steps = t->skipped;
+    info->grad_norm = t->grad_norm;
+    info->ranks = t->dp ? t->dp->size : 1;
+    if (t->dp) {
+        info->comm_s = t->rep_steps > 0 ? comm_s / (double)t->rep_steps : 0;
+        info->comm_share = dt > 0 ? comm_s / dt : 0;
+        info->rank_samples_per_s = t->sync + 4;
+    }
+}
+
+/* A callback's answer: < 0 fails the run, > 0 stops it. */
+static int callback_rc(dl_trainer *t, int rc)
+{
+    if (rc > 0)
+        t->stop = 1;
+    return rc < 0 ? rc : DL_OK;
+}
+
+int dl_trainer_report(dl_trainer *t, int stopped)
+{
+    double loss_sum, correct, comm_s = 0;
+    long keep_samples = t->rep_samples;
+    double keep_comm = t->rep_comm;
+    DL_TRY(dl_trainer_take_stats(t, &loss_sum, &correct, !stopped));
+    if (t->dp)
+        DL_TRY(dl_trainer_sync_report(t, &loss_sum, &correct,
+                                      dl_clock_mono_s() - t->rep_t0, &comm_s));
+    double now = dl_clock_mono_s();
+    dl_step_info info;
+    fill_info(t, &info, loss_sum, correct, now - t->rep_t0, comm_s);
+    info.stopped = stopped;
+    if (stopped) {
+        t->rep_samples = keep_samples; /* sync_report summed it over the ranks */
+        t->rep_comm = keep_comm;
+    } else {
+        t->ep_loss += loss_sum;
+        t->ep_correct += correct;
+        t->ep_samples += t->rep_samples;
+        t->rep_samples = 0;
+        t->rep_steps = 0;
+        t->rep_wait = 0;
+        t->rep_t0 = now;
+    }
+    return t->cb.on_step ? callback_rc(t, t->cb.on_step(t->cb.user, t, &info)) : DL_OK;
+}
+
+/* Folds the device's evaluation sums into *loss_sum and *correct; resets them. */
+static int fold_eval(dl_trainer *t, float *stats, double *loss_sum, double *correct)
+{
+    float host[2];
+    DL_TRY(t->be->ops->to_host(t->be, host, stats, sizeof host));
+    DL_TRY(t->be->ops->memset0(t->be, stats, sizeof host));
+    *loss_sum += host[0];
+    *correct += host[1];
+    return DL_OK;
+}
+
+int dl_trainer_evaluate(dl_trainer *t, dl_source *src, double *loss, double *acc)
+{
+    DL_TRY(src->ops->start_epoch(src, 0, 0));
+    float *stats = dl_trainer_stats(t, 1);
+    DL_TRY(t->be->ops->memset0(t->be, stats, 2 * sizeof(float)));
+    long n = 0;
+    double loss_sum = 0, correct = 0;
+    for (;;) {
+        dl_batch b;
+        int rc = src->ops->next(src, &b);
+        if (rc < 0)
+            return rc;
+        if (rc == 0)
+            break;
+        const void *labels;
+        DL_TRY(load_batch(t, src, &b, &labels));
+        dl_pass p;
+        dl_model_pass(t->m, &p, b.n, 0, t->cfg.precision, t->cfg.seed, 0);
+        DL_TRY(dl_model_forward(t->m, &p));
+        DL_TRY(apply_loss(t, b.n, labels, 0, NULL, stats));
+        n += b.n;
+        if (n % (1L << 14) < b.n) /* fold into double now and then */
+            DL_TRY(fold_eval(t, stats, &loss_sum, &correct));
+    }
+    float host[2];
+    DL_TRY(t->be->ops->to_host(t->be, host, stats, sizeof host));
+    loss_sum += host[0];
+    correct += host[1];
+    double d = n > 0 ? (double)n : 1;
+    *loss = loss_sum / d / dl_trainer_per_sample(t);
+    *acc = t->loss.kind == DL_LOSS_MSE ? NAN
+                                       : correct / d /
+                                             (t->loss.kind == DL_LOSS_BCE ? dl_trainer_per_sample(t) : 1);
+    return DL_OK;
+}
+
+int dl_trainer_end_epoch(dl_trainer *t)
+{
+    if (dl_trainer_window_open(t))
+        DL_TRY(dl_trainer_report(t, 0));
+    dl_epoch_info info = {0};
+    info.epoch = t->epoch;
+    info.step = t->step;
+    double n = t->ep_samples > 0 ? (double)t->ep_samples : 1;
+    info.train_loss = t->ep_loss / n / dl_trainer_per_sample(t);
+    info.train_acc = t->loss.kind == DL_LOSS_MSE ? NAN : t->ep_correct / n;
+    info.val_loss = info.val_acc = NAN;
+    if (t->val) {
+        dl_prof_span sp = dl_prof_begin_aside(t->prof);
+        DL_TRY(dl_trainer_evaluate(t, t->val, &info.val_loss, &info.val_acc));
+        dl_prof_end(t->prof, sp, DL_PROF_VALIDATION, "validation",
+                    dl_model_flops(t->m) * (double)t->val->info.count, 0);
+    }
+    info.seconds = dl_clock_mono_s() - t->ep_t0;
+    if (dl_schedule_epoch_end(&t->sched, t->val ? info.val_loss : info.train_loss))
+        dl_trainer_event(t, "lr", "epoch %d: no improvement, learning rate scaled to %g x base",
+                         t->epoch + 1, (double)t->sched.scale);
+    t->ep_loss = t->ep_correct = 0;
+    t->ep_samples = 0;
+    t->epoch++;
+    t->epoch_step = 0;
+    t->epoch_open = 0;
+    t->ep_t0 = dl_clock_mono_s();
+    t->rep_t0 = t->ep_t0;
+    return t->cb.on_epoch ? callback_rc(t, t->cb.on_epoch(t->cb.user, t, &info)) : DL_OK;
+}

@@ -1,0 +1,128 @@
+/* trainer_internal.h - the trainer's state and what its files share; not a public header
+ *
+ * The trainer's files, each using only those listed before it:
+ *   state.c     the state: events, staging, statistics, accessors, cursor
+ *   snapshot.c  the published status, state snapshots
+ *   parallel.c  data parallelism through the dl_reducer it is handed
+ *   step.c      one optimizer step, the reports, validation, epoch ends
+ *   switch.c    the hot switch between backends
+ *   parity.c    the parity check (steps on two backends)
+ *   commands.c  the command queue, drained between steps
+ *   trainer.c   create, destroy, and the run loop
+ */
+#ifndef DL_TRAINER_INTERNAL_H
+#define DL_TRAINER_INTERNAL_H
+
+#include <pthread.h>
+
+#include "engine/train/trainer.h"
+
+#define DL_TRAINER_QUEUE 64
+
+typedef struct dl_trainer_command {
+    dl_command_kind kind;
+    double value;
+    char text[256];
+} dl_trainer_command;
+
+struct dl_trainer {
+    dl_model *m;
+    dl_loss loss;
+    dl_optim opt;
+    dl_schedule sched;
+    dl_source *train, *val;
+    dl_trainer_config cfg;
+    dl_backend *be;
+    dl_callbacks cb;
+    dl_profiler *prof; /* borrowed; dl_profiler_off() when none is attached */
+
+    /* progress */
+    long step;
+    int epoch;
+    long epoch_step;
+    int epoch_open;
+    long steps_per_epoch, total_steps;
+    float base_lr;
+    double lr_now;
+    float loss_scale;
+    int clean_steps;
+    long skipped;
+    double grad_norm;
+    int lowp_dirty;
+    uint64_t micro; /* micro-batches run: keys dropout */
+
+    /* device staging: raw x, targets, statistics (train window, eval) */
+    dl_storage *stage;
+    size_t x_bytes, y_bytes;
+    size_t off_x, off_y, off_stats;
+
+    /* reporting window and epoch totals */
+    long rep_samples, rep_steps;
+    double rep_t0, rep_wait;
+    double ep_loss, ep_correct;
+    long ep_samples;
+    double ep_t0;
+
+    /* data parallel: dp is &red in a job of several ranks, NULL alone */
+    const dl_reducer *dp;
+    dl_reducer red;
+    dl_source *shard;  /* owned: this rank's slice of train, which it replaces */
+    dl_source *whole;  /* the source the trainer was given */
+    double *sync;      /* [4 + ranks]: the report's all-reduce */
+    double rep_comm;   /* all-reduce seconds in the window */
+
+    /* commands */
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    dl_trainer_command queue[DL_TRAINER_QUEUE];
+    int nq;
+    int paused, stop;
+    dl_trainer_status pub; /* under lock: see dl_trainer_publish */
+};
+
+/* state.c */
+/* An event to on_event (if any), the text formatted. */
+void dl_trainer_event(dl_trainer *t, const char *kind, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* The device statistics slot: 0 the training window, 1 evaluation. */
+float *dl_trainer_stats(dl_trainer *t, int slot);
+/* (Re)allocates the staging area on be, carrying the statistics over. */
+int dl_trainer_alloc_stage(dl_trainer *t, dl_backend *be);
+/* The training window's loss and correct-count sums; consume: reset them. */
+int dl_trainer_take_stats(dl_trainer *t, double *loss_sum, double *correct, int consume);
+/* What a summed loss is divided by, besides the rows, to be per sample. */
+double dl_trainer_per_sample(const dl_trainer *t);
+/* A report is due: steps since the last one (alone: rows since; data
+ * parallel: steps, which every rank counts alike). */
+int dl_trainer_window_open(const dl_trainer *t);
+
+/* snapshot.c */
+/* Copies what other threads may read into t->pub; with t->lock held or
+ * before any other thread knows t. */
+void dl_trainer_publish_locked(dl_trainer *t);
+void dl_trainer_publish(dl_trainer *t);
+
+/* parallel.c (data parallel only: t->dp set) */
+/* dl_pass grad_hook of the last micro-batch: layer l's gradients are final. */
+int dl_trainer_grad_ready(void *user, const dl_layer *l);
+/* The window's sums over ranks, each rank's throughput into t->sync. */
+int dl_trainer_sync_report(dl_trainer *t, double *loss_sum, double *correct, double dt,
+                           double *comm_s);
+/* Between steps: the ranks agree on stop and pause (any rank's) and take
+ * rank 0's learning rate. */
+int dl_trainer_agree(dl_trainer *t, int *paused);
+
+/* step.c */
+/* Reports the window since the last report to on_step; stopped: the
+ * window stays open (dl_step_info.stopped). */
+int dl_trainer_report(dl_trainer *t, int stopped);
+/* Closes the epoch: the last report, validation, on_epoch. */
+int dl_trainer_end_epoch(dl_trainer *t);
+
+/* commands.c */
+/* Applies queued commands and on_idle; waits while paused (alone). */
+int dl_trainer_drain(dl_trainer *t);
+/* Sleeps until a command arrives, at most 100 ms. */
+void dl_trainer_wait_command(dl_trainer *t);
+
+#endif
