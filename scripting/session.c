@@ -95,6 +95,8 @@ static int build_trainer(dl_session *s)
     if (rc == DL_OK)
         rc = dl_trainer_create(&s->trainer, s->model, &s->exp->loss, &s->exp->optim,
                                &s->exp->schedule, s->train, s->val, &cfg, s->be);
+    if (rc == DL_OK)
+        dl_trainer_set_devices(s->trainer, &dl_devices_builtin);
     if (rc >= 0 || s->opt.profile_steps > 0)
         return rc;
     char msg[1024];

@@ -252,6 +252,19 @@ void dl_backend_cpu_destroy(dl_backend *be);
  * module built, no driver, no device, API mismatch) into why. */
 dl_backend *dl_backend_cuda(char *why, size_t why_size);
 
+/* The devices a running training may move to, by name: handed to the
+ * trainer (dl_trainer_set_devices) by the layer that links the backends,
+ * so engine/train names none of them. by_name is dl_backend_by_name;
+ * cpu_create/cpu_destroy make and release a private CPU backend ("cpu:T"
+ * in a parity check). dl_devices_builtin (engine/cpu/cpu_device.c) is this
+ * build's table. */
+typedef struct dl_devices {
+    dl_backend *(*by_name)(const char *name, char *why, size_t why_size);
+    dl_backend *(*cpu_create)(int threads);
+    void (*cpu_destroy)(dl_backend *be);
+} dl_devices;
+extern const dl_devices dl_devices_builtin;
+
 /* "cpu", "cuda" or "auto" (the GPU when available, else the CPU); on
  * failure NULL, the reason in why and dl_error(). Defined in
  * engine/cpu/cpu_device.c, which alone names both backends. */

@@ -35,3 +35,9 @@ dl_backend *dl_backend_by_name(const char *name, char *why, size_t why_size)
     dl_error(DL_EINVAL, "%s", msg);
     return NULL;
 }
+
+const dl_devices dl_devices_builtin = {
+    .by_name = dl_backend_by_name,
+    .cpu_create = dl_backend_cpu_create,
+    .cpu_destroy = dl_backend_cpu_destroy,
+};

@@ -44,6 +44,17 @@ void dl_trainer_wait_command(dl_trainer *t)
     pthread_mutex_unlock(&t->lock);
 }
 
+/* The backend named device through the trainer's device table; NULL with
+ * why filled (also when the trainer was given no table). */
+static dl_backend *open_device(dl_trainer *t, const char *device, char *why, size_t size)
+{
+    if (!t->devices) {
+        snprintf(why, size, "this training was given no devices to move to");
+        return NULL;
+    }
+    return t->devices->by_name(device, why, size);
+}
+
 static void set_lr(dl_trainer *t, double lr)
 {
     if (lr > 0 && isfinite(lr)) {
@@ -64,7 +75,7 @@ static void switch_command(dl_trainer *t, const char *device)
                          t->dp->size);
         return;
     }
-    dl_backend *be = dl_backend_by_name(device, why, sizeof why);
+    dl_backend *be = open_device(t, device, why, sizeof why);
     if (!be) {
         dl_trainer_event(t, "error", "cannot switch to %s: %s", device, why);
     } else if (be != t->be) {
@@ -91,7 +102,7 @@ static dl_backend *parity_backend(dl_trainer *t, const char *want, dl_backend **
         return NULL;
     }
     if (strncmp(want, "cpu:", 4))
-        return dl_backend_by_name(want, why, size);
+        return open_device(t, want, why, size);
     char *end;
     long n = strtol(want + 4, &end, 10);
     if (*end || n < 1 || n > DL_CPU_MAX_THREADS) {
@@ -99,7 +110,11 @@ static dl_backend *parity_backend(dl_trainer *t, const char *want, dl_backend **
                  DL_CPU_MAX_THREADS);
         return NULL;
     }
-    if (!(*own = dl_backend_cpu_create((int)n)))
+    if (!t->devices) {
+        snprintf(why, size, "this training was given no devices to move to");
+        return NULL;
+    }
+    if (!(*own = t->devices->cpu_create((int)n)))
         snprintf(why, size, "%s", dl_error_message());
     return *own;
 }
@@ -139,7 +154,8 @@ static void parity_command(dl_trainer *t, const char *device, int steps)
                          worst <= tol ? "within" : "OVER", tol);
     }
     dl_parity_report_done(&r);
-    dl_backend_cpu_destroy(own);
+    if (own)
+        t->devices->cpu_destroy(own);
 }
 
 static void apply(dl_trainer *t, const dl_trainer_command *c)

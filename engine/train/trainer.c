@@ -148,6 +148,8 @@ void dl_trainer_destroy(dl_trainer *t)
 
 void dl_trainer_set_callbacks(dl_trainer *t, const dl_callbacks *cb) { t->cb = *cb; }
 
+void dl_trainer_set_devices(dl_trainer *t, const dl_devices *d) { t->devices = d; }
+
 int dl_trainer_set_profiler(dl_trainer *t, dl_profiler *prof)
 {
     if (prof)

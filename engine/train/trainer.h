@@ -55,6 +55,11 @@ int dl_trainer_create(dl_trainer **out, dl_model *model, const dl_loss *loss,
                       dl_source *val, const dl_trainer_config *cfg, dl_backend *be);
 void dl_trainer_destroy(dl_trainer *t);
 void dl_trainer_set_callbacks(dl_trainer *t, const dl_callbacks *cb);
+/* The devices the switch and parity commands may open by name (borrowed;
+ * dl_devices_builtin in a program that links the backends). Without a
+ * table those commands answer that the training has none to move to;
+ * dl_trainer_switch_device with a backend in hand works either way. */
+void dl_trainer_set_devices(dl_trainer *t, const dl_devices *d);
 /* Profiles every step with prof (borrowed; it must outlive its use by the
  * trainer; NULL detaches): phases, layers, validation. Attaches the model
  * and backend to prof (DL_ENOMEM on failure). With no profiler the

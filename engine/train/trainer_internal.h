@@ -65,6 +65,7 @@ struct dl_trainer {
 
     /* data parallel: dp is &red in a job of several ranks, NULL alone */
     const dl_reducer *dp;
+    const dl_devices *devices; /* borrowed: where commands may move the training; NULL none */
     dl_reducer red;
     dl_source *shard;  /* owned: this rank's slice of train, which it replaces */
     dl_source *whole;  /* the source the trainer was given */
