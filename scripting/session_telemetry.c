@@ -98,8 +98,10 @@ void session_cost_json(dl_session *s, cJSON *extra)
 void session_publish_loader(dl_session *s)
 {
     dl_loader_stats st;
-    if (dl_session_loader_stats(s, &st))
-        dl_telemetry_loader(s->opt.telemetry, &st);
+    if (!dl_session_loader_stats(s, &st))
+        return;
+    dl_tele_loader l = {st.wait_s, st.batches, st.bytes_read, st.queue_fill, st.queue_size};
+    dl_telemetry_loader(s->opt.telemetry, &l);
 }
 
 /* After prepare: the run (preparing), the model's FLOPs and the peak. */

@@ -39,7 +39,7 @@ void dl_view_status(WINDOW *w, const dl_screen *s)
     const char *name = r->name[0] ? r->name : s->script;
     snprintf(line, sizeof line, " %.*s  %s %s ", wide ? 40 : 14, name,
              r->device[0] ? r->device : "-",
-             wide && (r->step > 0 || r->state > DL_TELE_PREPARING) ? dl_precision_name(r->precision)
+             wide && (r->step > 0 || r->state > DL_TELE_PREPARING) ? r->precision_name
                                                                     : "");
     seg(w, cols, dl_color(DL_COLOR_STATUS), line);
     snprintf(line, sizeof line, " %s ", dl_state_name(s));

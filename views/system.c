@@ -50,7 +50,7 @@ static int draw_machine(WINDOW *w, const dl_sys_sample *m, int y, int rows, int 
 static void draw_loader(WINDOW *w, const dl_telemetry_snapshot *s, int y, int cols)
 {
     const dl_tele_run *run = &s->run;
-    const dl_loader_stats *l = &s->loader;
+    const dl_tele_loader *l = &s->loader;
     int empty = l->queue_size > 0 && l->queue_fill == 0;
     char wk[24] = "";
     if (run->workers >= 0)

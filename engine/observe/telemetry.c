@@ -68,6 +68,8 @@ void dl_telemetry_set_run(dl_telemetry *t, const dl_tele_run *info)
 {
     pthread_mutex_lock(&t->lock);
     t->st.run = *info;
+    snprintf(t->st.run.precision_name, sizeof t->st.run.precision_name, "%s",
+             dl_precision_name(info->precision));
     set_state_locked(t, info->state);
     t->st.seq++;
     pthread_mutex_unlock(&t->lock);
@@ -252,7 +254,7 @@ void dl_telemetry_set_gpu_status(dl_telemetry *t, const char *text)
     pthread_mutex_unlock(&t->lock);
 }
 
-void dl_telemetry_loader(dl_telemetry *t, const dl_loader_stats *s)
+void dl_telemetry_loader(dl_telemetry *t, const dl_tele_loader *s)
 {
     pthread_mutex_lock(&t->lock);
     t->st.loader = *s;
@@ -492,6 +494,7 @@ static void on_config(void *user, const dl_run_config *c)
         int p = dl_precision_parse(c->precision);
         r->precision = p < 0 ? DL_PREC_F32 : (dl_precision)p;
     }
+    snprintf(r->precision_name, sizeof r->precision_name, "%s", dl_precision_name(r->precision));
     r->batch = (int)c->batch;
     r->accumulate = (int)c->accumulate;
     r->epochs = (int)c->epochs;

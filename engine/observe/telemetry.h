@@ -27,7 +27,16 @@
 #include "engine/observe/monitor.h"
 #include "engine/observe/profiler.h"
 #include "engine/rundir/follower.h"
-#include "engine/train/trainer.h" /* dl_step_info, dl_epoch_info; dl_loader_stats comes with it */
+#include "engine/train/snapshot.h" /* dl_step_info, dl_epoch_info */
+
+/* What the loader panel shows: the data source's counts (engine/data's
+ * dl_loader_stats, copied over by whoever reads them: the session). */
+typedef struct dl_tele_loader {
+    double wait_s;     /* total time the consumer waited for batches */
+    long batches;      /* batches handed out */
+    double bytes_read; /* bytes read from storage */
+    int queue_fill, queue_size;
+} dl_tele_loader;
 
 #define DL_TELE_MAX_SERIES 24
 #define DL_TELE_POINTS 1024
@@ -56,6 +65,7 @@ typedef struct dl_tele_run {
     char gpu_name[64];        /* "" on the CPU */
     char run_dir[1024];       /* "" for a profile or a test */
     dl_precision precision;
+    char precision_name[8];   /* its name, for the views: set by the telemetry */
     int batch, accumulate, epochs, workers; /* workers < 0 unknown */
     long steps_per_epoch, total_steps;
     /* progress */
@@ -108,7 +118,7 @@ typedef struct dl_telemetry_snapshot {
 
     /* loader */
     int have_loader;
-    dl_loader_stats loader;
+    dl_tele_loader loader;
 
     /* events: the last DL_TELE_MAX_EVENTS, oldest first; total counts all */
     int nevents;
@@ -149,7 +159,7 @@ void dl_telemetry_system(dl_telemetry *t, const dl_sys_sample *s);
 void dl_telemetry_set_gpu_status(dl_telemetry *t, const char *text);
 /* For dl_monitor_options.sink with user = the telemetry. */
 void dl_telemetry_monitor_sink(void *telemetry, const dl_sys_sample *s);
-void dl_telemetry_loader(dl_telemetry *t, const dl_loader_stats *s);
+void dl_telemetry_loader(dl_telemetry *t, const dl_tele_loader *s);
 /* Failure flags for the advisor: an allocation failed (text: its message),
  * or non-finite values were met. */
 void dl_telemetry_flag_oom(dl_telemetry *t, const char *text);
