@@ -60,7 +60,7 @@ int main(int argc, char **argv)
             fprintf(stderr, "dlbench: '%s' is not part of this build yet\n", argv[1]);
             return DL_EXIT_USAGE;
         }
-        return c->fn(argc - 1, argv + 1);
+        return c->fn(c, argc - 1, argv + 1);
     }
     /* the workbench: dlbench [SCRIPT] [k=v ...] [options] */
     const dl_command *wb = dl_command_find("");
@@ -71,12 +71,12 @@ int main(int argc, char **argv)
         return DL_EXIT_USAGE;
     }
     if (wb->fn)
-        return wb->fn(argc, argv);
+        return wb->fn(wb, argc, argv);
     /* no workbench in this build: train the script headless */
     c = dl_command_find("run");
     if (c->fn) {
         char *run_argv[3] = {"run", argc > 1 ? argv[1] : "scripts/fmnist_mlp.lua", NULL};
-        return c->fn(2, run_argv);
+        return c->fn(c, 2, run_argv);
     }
     dl_command_overview(stderr);
     return DL_EXIT_USAGE;

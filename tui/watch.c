@@ -17,6 +17,9 @@
 #include "tui/control.h"
 #include "tui/tables.h"
 
+/* This command's row of the table (its options and help), set on entry. */
+static const dl_command *this_cmd;
+
 typedef struct watch {
     dl_telemetry *tele;
     dl_tele_follow fw;
@@ -122,19 +125,20 @@ static void action(void *user, dl_action a, const char *arg)
 static int busy(void *user) { (void)user; return 0; }
 static int done(void *user) { return ((watch *)user)->quit; }
 
-int dl_cmd_watch(int argc, char **argv)
+int dl_cmd_watch(const dl_command *self, int argc, char **argv)
 {
+    this_cmd = self;
     watch w;
     memset(&w, 0, sizeof w);
     w.out_dir = "runs";
     const char *run = NULL, *study = NULL;
     dl_opts args;
-    dl_command_opts(&args, "watch", argc, argv);
+    dl_command_opts(&args, this_cmd, argc, argv);
     for (int id; (id = dl_opts_next(&args)) != DL_OPTS_END;) {
         if (id == DL_OPTS_ERROR) {
             return DL_EXIT_USAGE;
         } else if (id == DL_OPT_HELP) {
-            dl_command_usage(dl_command_find("watch"), stdout);
+            dl_command_usage(this_cmd, stdout);
             return DL_EXIT_OK;
         } else if (id == DL_OPT_OUT) {
             w.out_dir = args.value;

@@ -26,6 +26,9 @@
 
 #define MAX_OVERRIDES 64
 
+/* This command's row of the table (its options and help), set on entry. */
+static const dl_command *this_cmd;
+
 typedef struct wb {
     dl_telemetry *tele;    /* what the screen draws: the session publishes into it */
     double price;          /* --price-per-hour, DLBENCH_PRICE_PER_HOUR */
@@ -345,13 +348,13 @@ static int parse_args(wb *w, int *autostart, int argc, char **argv)
         return DL_EXIT_USAGE;
     }
     dl_opts args;
-    dl_command_opts(&args, "", argc, argv);
+    dl_command_opts(&args, this_cmd, argc, argv);
     for (int id; (id = dl_opts_next(&args)) != DL_OPTS_END;) {
         const char *v = args.value;
         if (id == DL_OPTS_ERROR) {
             return DL_EXIT_USAGE;
         } else if (id == DL_OPT_HELP) {
-            dl_command_usage(dl_command_find(""), stdout);
+            dl_command_usage(this_cmd, stdout);
             return DL_EXIT_OK;
         } else if (id == DL_OPT_START) {
             *autostart = 1;
@@ -467,8 +470,9 @@ static void teardown(wb *w, int term_fd)
     pthread_mutex_destroy(&w->lock);
 }
 
-int dl_cmd_workbench(int argc, char **argv)
+int dl_cmd_workbench(const dl_command *self, int argc, char **argv)
 {
+    this_cmd = self;
     wb w;
     memset(&w, 0, sizeof w);
     w.out_pipe = -1;

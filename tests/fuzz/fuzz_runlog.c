@@ -65,8 +65,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     dl_records_config(run, &cfg);
     dl_records_metrics_each(run, count_record, NULL);
     char *argv[] = {"runs", "--out", out, "--json", NULL};
-    dl_cmd_runs(4, argv);
+    dl_cmd_runs(dl_command_find("runs"), 4, argv);
     char *argv2[] = {"runs", "--out", out, "--sort", "val_acc", NULL};
-    dl_cmd_runs(5, argv2);
+    dl_cmd_runs(dl_command_find("runs"), 5, argv2);
     return 0;
 }

@@ -19,6 +19,9 @@
 #include "tui/cmd/opts.h"
 
 /* The options, then what was read. */
+/* This command's row of the table (its options and help), set on entry. */
+static const dl_command *this_cmd;
+
 typedef struct import_job {
     const char *label, *synthetic, *class_names_arg, *split_name;
     double val_fraction;
@@ -130,7 +133,7 @@ static int load(import_job *job, int npos, char **pos)
     } else if (npos == 2) {
         rc = load_source(job, pos[0]);
     } else {
-        dl_command_usage(dl_command_find("import"), stderr);
+        dl_command_usage(this_cmd, stderr);
         return DL_EXIT_USAGE;
     }
     if (rc < 0)
@@ -208,7 +211,7 @@ static int take_option(import_job *job, const dl_opt *o, const char *val)
     long v = 0;
     int bad = 0;
     switch (o->id) {
-    case DL_OPT_HELP: dl_command_usage(dl_command_find("import"), stdout); return DL_EXIT_OK;
+    case DL_OPT_HELP: dl_command_usage(this_cmd, stdout); return DL_EXIT_OK;
     case DL_OPT_LABEL: job->label = val; break;
     case DL_OPT_SYNTHETIC: job->synthetic = val; break;
     case DL_OPT_CLASS_NAMES: job->class_names_arg = val; break;
@@ -244,7 +247,7 @@ static int parse_args(import_job *job, int argc, char **argv, char **pos, int *n
 {
     int npos = 0, status = -1, id;
     dl_opts o;
-    dl_command_opts(&o, "import", argc, argv);
+    dl_command_opts(&o, this_cmd, argc, argv);
     while (status < 0 && (id = dl_opts_next(&o)) != DL_OPTS_END) {
         if (id == DL_OPTS_ERROR)
             status = DL_EXIT_USAGE;
@@ -262,8 +265,9 @@ static int parse_args(import_job *job, int argc, char **argv, char **pos, int *n
 /* dlbench import [options] SRC OUT.h5 | IMAGES LABELS OUT.h5 | --synthetic NAME OUT.h5.
  * Exit status 0, 2 for bad input (arguments or source data), 1 when the
  * output cannot be written. The output appears only when complete. */
-int dl_cmd_import(int argc, char **argv)
+int dl_cmd_import(const dl_command *self, int argc, char **argv)
 {
+    this_cmd = self;
     import_job *job = calloc(1, sizeof *job);
     if (!job)
         return 1;
@@ -276,7 +280,7 @@ int dl_cmd_import(int argc, char **argv)
     if (status < 0) {
         if (npos < 1 || npos > 3 || (npos == 1 && !job->synthetic) ||
             (job->synthetic && npos != 1)) {
-            dl_command_usage(dl_command_find("import"), stderr);
+            dl_command_usage(this_cmd, stderr);
             status = DL_EXIT_USAGE;
         } else {
             status = run_import(job, npos, pos);

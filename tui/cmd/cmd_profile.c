@@ -18,6 +18,9 @@
 #include "tui/cmd/exit.h"
 #include "tui/cmd/opts.h"
 
+/* This command's row of the table (its options and help), set on entry. */
+static const dl_command *this_cmd;
+
 static int parse_count(const char *s, long *v)
 {
     char *end;
@@ -58,7 +61,7 @@ static int take_option(profile_args *p, const dl_opt *o, const char *val)
 {
     int ok = 1;
     switch (o->id) {
-    case DL_OPT_HELP: dl_command_usage(dl_command_find("profile"), stdout); return DL_EXIT_OK;
+    case DL_OPT_HELP: dl_command_usage(this_cmd, stdout); return DL_EXIT_OK;
     case DL_OPT_WHOLE_RUN: p->whole = 1; break;
     case DL_OPT_NO_MONITOR: p->monitor_on = 0; break;
     case DL_OPT_STEPS: ok = parse_count(val, &p->steps) && p->steps > 0; break;
@@ -91,7 +94,7 @@ static int parse_args(int argc, char **argv, profile_args *p)
     if (!(p->ovs = calloc((size_t)argc + 1, sizeof *p->ovs)))
         return DL_EXIT_FAILED;
     dl_opts o;
-    dl_command_opts(&o, "profile", argc, argv);
+    dl_command_opts(&o, this_cmd, argc, argv);
     int id, status = -1;
     while (status < 0 && (id = dl_opts_next(&o)) != DL_OPTS_END) {
         if (id == DL_OPTS_ERROR) {
@@ -108,7 +111,7 @@ static int parse_args(int argc, char **argv, profile_args *p)
         }
     }
     if (status < 0 && !p->script) {
-        dl_command_usage(dl_command_find("profile"), stderr);
+        dl_command_usage(this_cmd, stderr);
         status = DL_EXIT_USAGE;
     }
     if (status >= 0) {
@@ -371,8 +374,9 @@ static int report(profile *p, int rc)
     return status;
 }
 
-int dl_cmd_profile(int argc, char **argv)
+int dl_cmd_profile(const dl_command *self, int argc, char **argv)
 {
+    this_cmd = self;
     profile_args a;
     int status = parse_args(argc, argv, &a);
     if (status >= 0)

@@ -24,6 +24,9 @@
 #define PLAIN_EVERY_S 5.0
 #define TTY_EVERY_S 0.1
 
+/* This command's row of the table (its options and help), set on entry. */
+static const dl_command *this_cmd;
+
 typedef struct progress {
     int tty;
     int quiet;
@@ -104,22 +107,6 @@ static void on_event(void *user, const char *kind, const char *text)
     fflush(stdout);
 }
 
-int dl_price_parse(const char *text, double *out)
-{
-    *out = 0;
-    if (!text) {
-        text = getenv("DLBENCH_PRICE_PER_HOUR");
-        if (!text || !text[0])
-            return 0;
-    }
-    char *end;
-    errno = 0;
-    double v = strtod(text, &end);
-    if (end == text || *end || errno || !(v >= 0) || !isfinite(v))
-        return -1;
-    *out = v;
-    return 0;
-}
 
 /* The end of a run: what it cost and the advisor's top findings. */
 static void print_cost_and_advice(dl_telemetry *tele)
@@ -247,7 +234,7 @@ static int take_option(run_args *a, const dl_opt *opt, const char *val)
 {
     long long n;
     switch (opt->id) {
-    case DL_OPT_HELP: dl_command_usage(dl_command_find("run"), stdout); return DL_EXIT_OK;
+    case DL_OPT_HELP: dl_command_usage(this_cmd, stdout); return DL_EXIT_OK;
     case DL_OPT_FORCE: a->o.force = 1; return -1;
     case DL_OPT_QUIET: a->quiet = 1; return -1;
     case DL_OPT_HPARAMS: a->hparams = 1; return -1;
@@ -279,7 +266,7 @@ static int take_option(run_args *a, const dl_opt *opt, const char *val)
 static int check_args(const run_args *a)
 {
     if (!a->o.script && !a->o.resume) {
-        dl_command_usage(dl_command_find("run"), stderr);
+        dl_command_usage(this_cmd, stderr);
         return DL_EXIT_USAGE;
     }
     if (a->hparams && !a->o.script)
@@ -311,7 +298,7 @@ static int parse_args(run_args *a, int argc, char **argv)
     if (dl_price_parse(NULL, &a->o.price_per_hour) < 0)
         return bad_usage("DLBENCH_PRICE_PER_HOUR must be a number >= 0");
     dl_opts p;
-    dl_command_opts(&p, "run", argc, argv);
+    dl_command_opts(&p, this_cmd, argc, argv);
     int id, status;
     while ((id = dl_opts_next(&p)) != DL_OPTS_END) {
         if (id == DL_OPTS_ERROR)
@@ -515,8 +502,9 @@ static int run_parity(dl_session *s, const char *device, int steps, double tol)
     return over ? 1 : 0;
 }
 
-int dl_cmd_run(int argc, char **argv)
+int dl_cmd_run(const dl_command *self, int argc, char **argv)
 {
+    this_cmd = self;
     run_args ra;
     int status = parse_args(&ra, argc, argv);
     if (status < 0 && ra.hparams)

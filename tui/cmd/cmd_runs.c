@@ -13,6 +13,12 @@
 #include "engine/rundir/runlog.h"
 #include "tui/cmd/commands.h"
 
+/* This command's row of the table (its options and help), set on entry. */
+/* This command's row of the table (its options and help), set on entry. */
+static const dl_command *note_cmd;
+
+static const dl_command *this_cmd;
+
 typedef struct run_row {
     char id[256];
     cJSON *config, *summary;
@@ -401,7 +407,7 @@ static void print_table(const run_row *rows, int n, char **filters, int nf, cons
         printf("(no runs in %s%s)\n", dir, nf ? " match the filter" : "");
 }
 
-static void usage_runs(FILE *f) { dl_command_usage(dl_command_find("runs"), f); }
+static void usage_runs(FILE *f) { dl_command_usage(this_cmd, f); }
 
 typedef struct runs_args {
     const char *dir;
@@ -425,7 +431,7 @@ static int parse_runs_args(runs_args *a, int argc, char **argv)
     if (!a->filters)
         return DL_EXIT_FAILED;
     dl_opts p;
-    dl_command_opts(&p, "runs", argc, argv);
+    dl_command_opts(&p, this_cmd, argc, argv);
     int id;
     while ((id = dl_opts_next(&p)) != DL_OPTS_END) {
         switch (id) {
@@ -457,8 +463,9 @@ static int parse_runs_args(runs_args *a, int argc, char **argv)
     return -1;
 }
 
-int dl_cmd_runs(int argc, char **argv)
+int dl_cmd_runs(const dl_command *self, int argc, char **argv)
 {
+    this_cmd = self;
     runs_args a;
     int status = parse_runs_args(&a, argc, argv);
     if (status < 0 && a.npos > 0)
@@ -496,18 +503,18 @@ int dl_cmd_runs(int argc, char **argv)
     return 0;
 }
 
-int dl_cmd_note(int argc, char **argv)
+int dl_cmd_note(const dl_command *self, int argc, char **argv)
 {
+    note_cmd = self;
     const char *dir = "runs", *run = NULL, *text = NULL;
-    const dl_command *cmd = dl_command_find("note");
     dl_opts p;
-    dl_command_opts(&p, "note", argc, argv);
+    dl_command_opts(&p, note_cmd, argc, argv);
     int id;
     while ((id = dl_opts_next(&p)) != DL_OPTS_END) {
         if (id == DL_OPTS_ERROR)
             return DL_EXIT_USAGE;
         if (id == DL_OPT_HELP) {
-            dl_command_usage(cmd, stdout);
+            dl_command_usage(note_cmd, stdout);
             return DL_EXIT_OK;
         }
         if (id == DL_OPT_OUT) {
@@ -522,7 +529,7 @@ int dl_cmd_note(int argc, char **argv)
         }
     }
     if (!run || !text || !text[0]) {
-        dl_command_usage(cmd, stderr);
+        dl_command_usage(note_cmd, stderr);
         return DL_EXIT_USAGE;
     }
     char path[1100];

@@ -27,6 +27,9 @@
 #define HEARTBEAT_EVERY_S 10.0
 #define MAX_COLUMNS 12
 
+/* This command's row of the table (its options and help), set on entry. */
+static const dl_command *this_cmd;
+
 typedef struct tune_args {
     const char *script;
     char **ovs;
@@ -170,7 +173,7 @@ static int take_option(tune_args *a, const dl_opt *opt, const char *val)
 {
     long long n;
     switch (opt->id) {
-    case DL_OPT_HELP: dl_command_usage(dl_command_find("tune"), stdout); return DL_EXIT_OK;
+    case DL_OPT_HELP: dl_command_usage(this_cmd, stdout); return DL_EXIT_OK;
     case DL_OPT_REPORT: a->report = 1; return -1;
     case DL_OPT_QUIET: a->quiet = 1; return -1;
     case DL_OPT_OUT: a->out = val; return -1;
@@ -219,7 +222,7 @@ static int parse_args(tune_args *a, int argc, char **argv)
     if (!a->ovs)
         return DL_EXIT_FAILED;
     dl_opts p;
-    dl_command_opts(&p, "tune", argc, argv);
+    dl_command_opts(&p, this_cmd, argc, argv);
     int id, status;
     while ((id = dl_opts_next(&p)) != DL_OPTS_END) {
         if (id == DL_OPTS_ERROR)
@@ -238,7 +241,7 @@ static int parse_args(tune_args *a, int argc, char **argv)
         }
     }
     if (!a->script) {
-        dl_command_usage(dl_command_find("tune"), stderr);
+        dl_command_usage(this_cmd, stderr);
         return DL_EXIT_USAGE;
     }
     return -1;
@@ -818,8 +821,9 @@ static int report(tuner *tu)
 
 /* --- the command --------------------------------------------------------------------- */
 
-int dl_cmd_tune(int argc, char **argv)
+int dl_cmd_tune(const dl_command *self, int argc, char **argv)
 {
+    this_cmd = self;
     tune_args a;
     int status = parse_args(&a, argc, argv);
     if (status >= 0) {

@@ -7,22 +7,22 @@
 #include "tui/cmd/exit.h"
 #include "tui/cmd/opts.h"
 
-/* Each takes the arguments after the subcommand name (argv[0] is the
- * subcommand itself; "dlbench" for the workbench) and returns the process
- * exit status (tui/cmd/exit.h): 0 success, 1 failed run, 2 bad input,
- * 3 refused as a duplicate, 130 interrupted. */
-int dl_cmd_import(int argc, char **argv);  /* dlbench import SRC OUT.h5 */
-int dl_cmd_run(int argc, char **argv);     /* dlbench run SCRIPT [k=v..] */
-int dl_cmd_runs(int argc, char **argv);    /* dlbench runs [diff A B] */
-int dl_cmd_note(int argc, char **argv);    /* dlbench note RUN "text" */
-int dl_cmd_watch(int argc, char **argv);   /* dlbench watch [RUN] */
-int dl_cmd_tune(int argc, char **argv);    /* dlbench tune SCRIPT */
-int dl_cmd_profile(int argc, char **argv); /* dlbench profile SCRIPT */
-int dl_cmd_workbench(int argc, char **argv); /* dlbench [SCRIPT] */
+typedef struct dl_command dl_command;
 
-/* --price-per-hour VALUE (or DLBENCH_PRICE_PER_HOUR when text is NULL):
- * 0 with *out set (0 when unset), -1 when the text is not a number >= 0. */
-int dl_price_parse(const char *text, double *out);
+/* Each takes its own row of the table (its options and help: a command
+ * never looks itself up, so the table depends on the commands and not
+ * the other way round), the arguments after the subcommand name (argv[0]
+ * is the subcommand itself; "dlbench" for the workbench), and returns the
+ * process exit status (tui/cmd/exit.h): 0 success, 1 failed run, 2 bad
+ * input, 3 refused as a duplicate, 130 interrupted. */
+int dl_cmd_import(const dl_command *self, int argc, char **argv);  /* import SRC OUT.h5 */
+int dl_cmd_run(const dl_command *self, int argc, char **argv);     /* run SCRIPT [k=v..] */
+int dl_cmd_runs(const dl_command *self, int argc, char **argv);    /* runs [diff A B] */
+int dl_cmd_note(const dl_command *self, int argc, char **argv);    /* note RUN "text" */
+int dl_cmd_watch(const dl_command *self, int argc, char **argv);   /* watch [RUN] */
+int dl_cmd_tune(const dl_command *self, int argc, char **argv);    /* tune SCRIPT */
+int dl_cmd_profile(const dl_command *self, int argc, char **argv); /* profile SCRIPT */
+int dl_cmd_workbench(const dl_command *self, int argc, char **argv); /* [SCRIPT] */
 
 /* The options' ids (dl_opt.id): one per spelling, shared by the commands
  * that accept it. */
@@ -46,7 +46,7 @@ enum {
     DL_OPT_SAMPLES, DL_OPT_CLASSES, DL_OPT_NOISE, DL_OPT_CHUNK, DL_OPT_GZIP
 };
 
-typedef int (*dl_command_fn)(int argc, char **argv);
+typedef int (*dl_command_fn)(const dl_command *self, int argc, char **argv);
 
 /* What the bash completion offers for a command's positional words. */
 typedef enum {
@@ -59,7 +59,7 @@ typedef enum {
 } dl_complete;
 
 /* One row of the command table (tui/cmd/table.c). */
-typedef struct dl_command {
+struct dl_command {
     const char *name;     /* "run"; "" for the workbench (dlbench [SCRIPT]) */
     dl_command_fn fn;     /* NULL: not part of this build (a weak reference) */
     const char *brief;    /* the arguments in the overview: "SCRIPT [k=v..]" */
@@ -68,7 +68,7 @@ typedef struct dl_command {
     const dl_opt *opts;   /* ends with an entry whose name is NULL */
     const char *notes;    /* more help text after the options, or NULL */
     dl_complete complete;
-} dl_command;
+};
 
 /* The command named name ("" the workbench), or NULL. */
 const dl_command *dl_command_find(const char *name);
@@ -76,12 +76,13 @@ const dl_command *dl_command_find(const char *name);
 /* The i-th row of the table (0-based, the workbench first), NULL past the last. */
 const dl_command *dl_command_at(int i);
 
-/* Starts the option walk of the command named name over argv (its
- * options from the table, errors prefixed "dlbench NAME"). */
-void dl_command_opts(dl_opts *p, const char *name, int argc, char **argv);
+/* Starts the option walk of command c over argv (its options, errors
+ * prefixed "dlbench NAME"). In tui/cmd/usage.c, which knows one row and
+ * not the table. */
+void dl_command_opts(dl_opts *p, const dl_command *c, int argc, char **argv);
 
 /* The command's help (usage lines, summary, options, notes) to f: what
- * `dlbench NAME --help` and `dlbench help NAME` print. */
+ * `dlbench NAME --help` and `dlbench help NAME` print (tui/cmd/usage.c). */
 void dl_command_usage(const dl_command *c, FILE *f);
 
 /* Every command, one line each, to f: `dlbench --help`. */

@@ -1,5 +1,8 @@
 /* opts.c - the one option parser of the subcommands: long options with values, flags, `--` */
+#include <errno.h>
+#include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "tui/cmd/opts.h"
@@ -7,7 +10,8 @@
 void dl_opts_init(dl_opts *p, const char *prog, const dl_opt *opts, int argc, char **argv)
 {
     memset(p, 0, sizeof *p);
-    p->prog = prog;
+    snprintf(p->progbuf, sizeof p->progbuf, "%s", prog);
+    p->prog = p->progbuf;
     p->opts = opts;
     p->argc = argc;
     p->argv = argv;
@@ -74,4 +78,21 @@ int dl_opts_next(dl_opts *p)
         return DL_OPTS_ERROR;
     }
     return o->id;
+}
+
+int dl_price_parse(const char *text, double *out)
+{
+    *out = 0;
+    if (!text) {
+        text = getenv("DLBENCH_PRICE_PER_HOUR");
+        if (!text || !text[0])
+            return 0;
+    }
+    char *end;
+    errno = 0;
+    double v = strtod(text, &end);
+    if (end == text || *end || errno || !(v >= 0) || !isfinite(v))
+        return -1;
+    *out = v;
+    return 0;
 }

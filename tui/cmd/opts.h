@@ -21,7 +21,8 @@ enum { DL_OPTS_END = 0, DL_OPTS_ARG = -1, DL_OPTS_ERROR = -2 };
 
 /* A walk over argv[1..argc-1]; the caller owns the storage. */
 typedef struct dl_opts {
-    const char *prog;    /* "dlbench run": the errors' prefix */
+    const char *prog;    /* "dlbench run": the errors' prefix (progbuf) */
+    char progbuf[48];
     const dl_opt *opts;  /* ends with an entry whose name is NULL */
     int argc;
     char **argv;
@@ -31,8 +32,8 @@ typedef struct dl_opts {
     const dl_opt *opt;   /* the option matched (NULL for a positional) */
 } dl_opts;
 
-/* Starts a walk over argv[1..argc-1] (argv[0] is the command's name). The
- * strings are borrowed: prog, opts and argv must outlive the walk. */
+/* Starts a walk over argv[1..argc-1] (argv[0] is the command's name). prog
+ * is copied; opts and argv are borrowed and must outlive the walk. */
 void dl_opts_init(dl_opts *p, const char *prog, const dl_opt *opts, int argc, char **argv);
 
 /* The next argument: an option's id (with p->value set to its value when it
@@ -48,5 +49,9 @@ int dl_opts_next(dl_opts *p);
 /* The option of the list named name ("--out", "--out=DIR", or an alias
  * "-q"), or NULL. */
 const dl_opt *dl_opts_find(const dl_opt *opts, const char *name);
+
+/* --price-per-hour VALUE (or DLBENCH_PRICE_PER_HOUR when text is NULL):
+ * 0 with *out set (0 when unset), -1 when the text is not a number >= 0. */
+int dl_price_parse(const char *text, double *out);
 
 #endif
