@@ -4,6 +4,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "engine/base/clock.h"
 #include "engine/core/backend.h"
 #include "engine/data/data.h"
 #include "engine/base/error.h"
@@ -13,17 +14,10 @@
 #include "engine/base/rng.h"
 #include "engine/train/trainer.h"
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 /* Seconds for `steps` optimizer steps (new epochs started as needed). */
 static double timed_steps(dl_trainer *t, int steps)
 {
-    double t0 = now_s();
+    double t0 = dl_clock_mono_s();
     for (int done = 0; done < steps;) {
         int rc = dl_trainer_step(t);
         if (rc < 0) {
@@ -38,7 +32,7 @@ static double timed_steps(dl_trainer *t, int steps)
             dl_trainer_set_cursor(t, &c);
         }
     }
-    return now_s() - t0;
+    return dl_clock_mono_s() - t0;
 }
 
 static int cmp(const void *a, const void *b)

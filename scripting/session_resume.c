@@ -1,5 +1,6 @@
 /* session_resume.c - continuing a run: its script and overrides, lock, checkpoint and callbacks' memory */
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -7,6 +8,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "engine/rundir/records.h"
 #include "engine/rundir/rundir.h"
 #include "engine/base/error.h"
 #include "engine/rundir/runlog.h"
@@ -43,44 +45,34 @@ static int load_resume_options(dl_session *s, char ***ovs, int *nov)
 
 /* After a resume: early stopping and best-checkpoint state continue from
  * the epochs already logged (as if the run had not been interrupted). */
-static void replay_callbacks(dl_session *s)
+/* One epoch record of the run being resumed, replayed into the callbacks'
+ * state (best value, epochs without improvement). */
+static void replay_epoch(void *user, const dl_run_metrics *m)
 {
-    char path[1200];
-    snprintf(path, sizeof path, "%s/" DL_RUN_FILE_METRICS, s->run_dir);
-    FILE *f = fopen(path, "r");
-    if (!f)
+    dl_session *s = user;
+    if (strcmp(m->kind, "epoch"))
         return;
-    char line[4096];
-    while (fgets(line, sizeof line, f)) {
-        cJSON *rec = cJSON_Parse(line);
-        const cJSON *kind = cJSON_GetObjectItemCaseSensitive(rec, "kind");
-        if (!cJSON_IsString(kind) || strcmp(kind->valuestring, "epoch")) {
-            cJSON_Delete(rec);
+    for (int k = 0; k < s->exp->ncb; k++) {
+        const dl_cb_spec *c = &s->exp->cb[k];
+        cb_state *st = &s->cbs[k];
+        const char *name = !strcmp(c->monitor, "loss")  ? "train_loss"
+                           : !strcmp(c->monitor, "acc") ? "train_acc"
+                                                        : c->monitor;
+        double x = dl_records_value(m->v, m->n, name);
+        if (c->kind == DL_CB_LUA || !c->monitor[0] || isnan(x))
             continue;
+        if (!st->seen || (c->mode_max ? x > st->best + c->min_delta : x < st->best - c->min_delta)) {
+            st->best = x;
+            st->bad_epochs = 0;
+        } else {
+            st->bad_epochs++;
         }
-        for (int k = 0; k < s->exp->ncb; k++) {
-            const dl_cb_spec *c = &s->exp->cb[k];
-            cb_state *st = &s->cbs[k];
-            const char *name = !strcmp(c->monitor, "loss")  ? "train_loss"
-                               : !strcmp(c->monitor, "acc") ? "train_acc"
-                                                            : c->monitor;
-            const cJSON *v = cJSON_GetObjectItemCaseSensitive(rec, name);
-            if (c->kind == DL_CB_LUA || !c->monitor[0] || !cJSON_IsNumber(v))
-                continue;
-            double x = v->valuedouble;
-            if (!st->seen || (c->mode_max ? x > st->best + c->min_delta
-                                          : x < st->best - c->min_delta)) {
-                st->best = x;
-                st->bad_epochs = 0;
-            } else {
-                st->bad_epochs++;
-            }
-            st->seen = 1;
-        }
-        cJSON_Delete(rec);
+        st->seen = 1;
     }
-    fclose(f);
 }
+
+/* The callbacks' state as it was when the run stopped, from its metrics. */
+static void replay_callbacks(dl_session *s) { dl_records_metrics_each(s->run_dir, replay_epoch, s); }
 
 int session_resume_begin(dl_session *s)
 {

@@ -6,6 +6,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "engine/base/clock.h"
 #include "engine/base/error.h"
 #include "engine/observe/monitor.h"
 #include "engine/observe/telemetry.h"
@@ -13,14 +14,12 @@
 
 static void burn(double seconds)
 {
-    struct timespec a, b;
-    clock_gettime(CLOCK_MONOTONIC, &a);
+    double start = dl_clock_mono_s();
     volatile double x = 0;
     do {
         for (int i = 0; i < 10000; i++)
             x += i * 1e-9;
-        clock_gettime(CLOCK_MONOTONIC, &b);
-    } while ((double)(b.tv_sec - a.tv_sec) + (double)(b.tv_nsec - a.tv_nsec) * 1e-9 < seconds);
+    } while (dl_clock_mono_s() - start < seconds);
 }
 
 /* Per-core % in [0, 100], one entry per online core, RSS and RAM positive,

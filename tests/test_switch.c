@@ -15,6 +15,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "engine/base/clock.h"
 #include "engine/core/backend.h"
 #include "engine/cpu/cpu.h"
 #include "engine/data/data.h"
@@ -727,13 +728,6 @@ static void test_cuda_round_trip(void)
     tb_destroy(g);
 }
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 static void test_cuda_switch_100m(void)
 {
     /* an MLP of 100.7M parameters with Adam moments (1.8 GB of state):
@@ -782,14 +776,14 @@ static void test_cuda_switch_100m(void)
     printf("  %.1fM parameters\n", (double)dl_model_param_count(m) / 1e6);
     if (t) {
         CHECK(dl_trainer_step(t) == 0);
-        double t0 = now_s();
+        double t0 = dl_clock_mono_s();
         CHECK_OK(dl_trainer_switch_device(t, cuda));
-        double to_gpu = now_s() - t0;
+        double to_gpu = dl_clock_mono_s() - t0;
         CHECK(dl_trainer_step(t) == 0);
         CHECK_OK(cuda->ops->sync(cuda));
-        t0 = now_s();
+        t0 = dl_clock_mono_s();
         CHECK_OK(dl_trainer_switch_device(t, cpu));
-        double to_cpu = now_s() - t0;
+        double to_cpu = dl_clock_mono_s() - t0;
         CHECK(dl_trainer_step(t) == 0);
         CHECK(dl_trainer_backend(t) == cpu && dl_trainer_step_count(t) == 3);
         printf("RESULT switch_100M_to_gpu %.3f\n", to_gpu);

@@ -115,13 +115,7 @@ static void *watchdog_main(void *arg)
     dl_comm *c = arg;
     pthread_mutex_lock(&c->dog_lock);
     while (!c->dog_quit) {
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_nsec += 250 * 1000000L;
-        if (ts.tv_nsec >= 1000000000L) {
-            ts.tv_sec++;
-            ts.tv_nsec -= 1000000000L;
-        }
+        struct timespec ts = dl_clock_deadline_ms(250);
         pthread_cond_timedwait(&c->dog_cond, &c->dog_lock, &ts);
         double since = atomic_load(&c->busy_since);
         if (c->dog_quit || since == 0)

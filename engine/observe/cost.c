@@ -6,6 +6,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "engine/base/clock.h"
 #include "engine/base/error.h"
 
 /* Dense peaks from the vendors' data sheets (SXM parts unless named).
@@ -54,13 +55,6 @@ int dl_cost_gpu_peak(const char *device_name, dl_gpu_peak *out)
     return 0;
 }
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 int dl_cost_calibrate(dl_backend *be, int n, double seconds, double *flops_per_s)
 {
     *flops_per_s = 0;
@@ -80,14 +74,14 @@ int dl_cost_calibrate(dl_backend *be, int n, double seconds, double *flops_per_s
         if (rc == DL_OK)
             rc = be->ops->to_device(be, b, host, bytes);
     }
-    double best = 0, t_end = now_s() + seconds;
+    double best = 0, t_end = dl_clock_mono_s() + seconds;
     /* one warm-up product, then timed ones until the time is spent */
-    for (int it = 0; rc == DL_OK && (it < 3 || now_s() < t_end); it++) {
-        double t0 = now_s();
+    for (int it = 0; rc == DL_OK && (it < 3 || dl_clock_mono_s() < t_end); it++) {
+        double t0 = dl_clock_mono_s();
         rc = be->ops->gemm(be, 0, 0, n, n, n, 1.0f, a, n, b, n, DL_F32, 0.0f, c, n);
         if (rc == DL_OK)
             rc = be->ops->sync(be);
-        double dt = now_s() - t0;
+        double dt = dl_clock_mono_s() - t0;
         if (it > 0 && dt > 0) {
             double f = 2.0 * n * (double)n * (double)n / dt;
             if (f > best)

@@ -498,11 +498,7 @@ static void *run(void *arg)
     dl_monitor *m = arg;
     pthread_mutex_lock(&m->stop_lock);
     while (!m->stop) {
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        long ns = ts.tv_nsec + (long)m->opt.interval_ms * 1000000L;
-        ts.tv_sec += ns / 1000000000L;
-        ts.tv_nsec = ns % 1000000000L;
+        struct timespec ts = dl_clock_deadline_ms((long)m->opt.interval_ms);
         int rc = 0;
         while (!m->stop && rc != ETIMEDOUT)
             rc = pthread_cond_timedwait(&m->stop_cond, &m->stop_lock, &ts);

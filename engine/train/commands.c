@@ -32,13 +32,7 @@ void dl_trainer_wait_command(dl_trainer *t)
 {
     pthread_mutex_lock(&t->lock);
     if (t->nq == 0) {
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_nsec += 100 * 1000000L;
-        if (ts.tv_nsec >= 1000000000L) {
-            ts.tv_sec++;
-            ts.tv_nsec -= 1000000000L;
-        }
+        struct timespec ts = dl_clock_deadline_ms(100);
         pthread_cond_timedwait(&t->cond, &t->lock, &ts);
     }
     pthread_mutex_unlock(&t->lock);

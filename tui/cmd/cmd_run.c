@@ -12,8 +12,10 @@
 #include <cjson/cJSON.h>
 
 #include "engine/dist/comm.h"
+#include "engine/base/clock.h"
 #include "engine/base/error.h"
 #include "engine/base/fsutil.h"
+#include "engine/rundir/records.h"
 #include "engine/rundir/runlog.h"
 #include "engine/observe/telemetry.h"
 #include "scripting/script.h"
@@ -37,13 +39,6 @@ typedef struct progress {
     double started;
 } progress;
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 static void end_line(progress *p)
 {
     if (p->line_open) {
@@ -55,7 +50,7 @@ static void end_line(progress *p)
 static void on_step(void *user, const dl_step_info *i)
 {
     progress *p = user;
-    double t = now_s();
+    double t = dl_clock_mono_s();
     if (p->quiet || t - p->last < (p->tty ? TTY_EVERY_S : PLAIN_EVERY_S))
         return;
     p->last = t;
@@ -148,7 +143,7 @@ static void on_sigint(int sig)
 {
     (void)sig;
     if (sigint_count++ > 0)
-        _exit(130);
+        _exit(DL_EXIT_INTERRUPTED);
     dl_session_interrupt();
     static const char msg_job[] =
         "\ndlbench: signal received: the job stops at the next step when every rank is alive; "
@@ -356,27 +351,19 @@ static void print_metric_line(const dl_session *s, const char *name)
 
 static void print_duplicate(const char *dir)
 {
-    char path[1200];
-    snprintf(path, sizeof path, "%s/" DL_RUN_FILE_SUMMARY, dir);
-    cJSON *sum = dl_runlog_read_json(path);
+    dl_run_summary sum;
+    int have = dl_records_summary(dir, &sum) == DL_OK;
     fprintf(stderr, "dlbench run: refused: a finished run has the same configuration:\n  %s\n",
             dir);
-    const cJSON *fin = cJSON_GetObjectItemCaseSensitive(sum, "final");
-    const cJSON *best = cJSON_GetObjectItemCaseSensitive(sum, "best");
     static const char *names[] = {"val_acc", "val_loss", "train_acc", "train_loss"};
-    for (size_t k = 0; k < sizeof names / sizeof *names; k++) {
-        const cJSON *f = cJSON_GetObjectItemCaseSensitive(fin, names[k]);
-        const cJSON *b = cJSON_GetObjectItemCaseSensitive(
-            cJSON_GetObjectItemCaseSensitive(best, names[k]), "value");
-        if (cJSON_IsNumber(f))
-            fprintf(stderr, "  %-11s final %.4f  best %.4f\n", names[k], f->valuedouble,
-                    cJSON_IsNumber(b) ? b->valuedouble : f->valuedouble);
+    for (size_t k = 0; have && k < sizeof names / sizeof *names; k++) {
+        double f = dl_records_value(sum.final, sum.nfinal, names[k]);
+        double b = dl_records_value(sum.best, sum.nbest, names[k]);
+        if (!isnan(f))
+            fprintf(stderr, "  %-11s final %.4f  best %.4f\n", names[k], f, isnan(b) ? f : b);
     }
-    const cJSON *steps = cJSON_GetObjectItemCaseSensitive(sum, "steps");
-    const cJSON *wall = cJSON_GetObjectItemCaseSensitive(sum, "wall_s");
-    if (cJSON_IsNumber(steps) && cJSON_IsNumber(wall))
-        fprintf(stderr, "  %.0f steps in %.1f s\n", steps->valuedouble, wall->valuedouble);
-    cJSON_Delete(sum);
+    if (have && !isnan(sum.steps) && !isnan(sum.wall_s))
+        fprintf(stderr, "  %.0f steps in %.1f s\n", sum.steps, sum.wall_s);
     fprintf(stderr, "run it again anyway with --force\n");
 }
 
@@ -386,21 +373,8 @@ static void print_duplicate(const char *dir)
 static void mark_failed(void *user, const char *why)
 {
     const char *dir = user;
-    char path[1200];
     dl_runlog_append_event(dir, "failed", why);
-    snprintf(path, sizeof path, "%s/" DL_RUN_FILE_SUMMARY, dir);
-    cJSON *sum = dl_runlog_read_json(path);
-    if (!sum)
-        return;
-    cJSON_DeleteItemFromObjectCaseSensitive(sum, "status");
-    cJSON_DeleteItemFromObjectCaseSensitive(sum, "message");
-    cJSON_AddStringToObject(sum, "status", "failed");
-    cJSON_AddStringToObject(sum, "message", why);
-    char *text = cJSON_Print(sum);
-    if (text)
-        dl_fs_write_atomic(path, text, strlen(text));
-    free(text);
-    cJSON_Delete(sum);
+    dl_runlog_mark_failed(dir, why);
 }
 
 /* Data parallel, the session prepared: the trainer becomes this rank of
@@ -502,126 +476,165 @@ static int run_parity(dl_session *s, const char *device, int steps, double tol)
     return over ? 1 : 0;
 }
 
-int dl_cmd_run(const dl_command *self, int argc, char **argv)
-{
-    this_cmd = self;
-    run_args ra;
-    int status = parse_args(&ra, argc, argv);
-    if (status < 0 && ra.hparams)
-        status = print_hparams(&ra);
-    if (status >= 0) {
-        free(ra.ovs);
-        return status;
-    }
-    dl_session_options o = ra.o;
-    char **ovs = ra.ovs;
-    int nov = ra.nov, quiet = ra.quiet;
-    long parity_steps = ra.parity_steps;
-    const char *parity_device = ra.parity_device;
-    double parity_tol = ra.parity_tol;
-    /* data parallel under mpirun: rank 0 writes the run folder, the others
-     * print errors only */
-    dl_comm *comm = NULL;
-    if (dl_comm_launched() > 1) {
-        if (dl_comm_create(&comm, NULL) < 0) {
-            fprintf(stderr, "dlbench run: started as one of %d ranks, but: %s\n",
-                    dl_comm_launched(), dl_error_message());
-            free(ovs);
-            return 1;
-        }
-        o.rank = dl_comm_rank(comm);
-        o.ranks = dl_comm_size(comm);
-        sig_ranks = o.ranks;
-        if (o.rank > 0)
-            quiet = 1;
-    }
-    o.overrides = ovs;
-    o.noverrides = nov;
-    progress p = {0};
-    p.tty = isatty(1);
-    p.quiet = quiet;
-    p.started = now_s();
-    o.user = &p;
-    o.on_step = on_step;
-    o.on_epoch = on_epoch;
-    o.on_event = on_event;
-    /* the run publishes into a telemetry store: cost in summary.json, the advisor at the end */
-    dl_telemetry *tele = NULL;
-    o.parity = parity_steps > 0;
-    if (!o.parity && dl_telemetry_create(&tele) == DL_OK)
-        o.telemetry = tele;
+/* One `dlbench run`: what its steps share. */
+typedef struct run_cmd {
+    run_args a;
+    dl_comm *comm;    /* a data-parallel job's ranks, or NULL alone */
+    progress p;
+    dl_telemetry *tele;
+    dl_session *s;
+    struct sigaction old_int, old_term;
+} run_cmd;
 
-    struct sigaction sa, old_int, old_term;
+/* Under mpirun: this process becomes one rank; rank 0 writes the run
+ * folder, the others print errors only. -1 to go on, else the exit status. */
+static int join_launcher(run_cmd *r)
+{
+    if (dl_comm_launched() <= 1)
+        return -1;
+    if (dl_comm_create(&r->comm, NULL) < 0) {
+        fprintf(stderr, "dlbench run: started as one of %d ranks, but: %s\n",
+                dl_comm_launched(), dl_error_message());
+        return DL_EXIT_FAILED;
+    }
+    r->a.o.rank = dl_comm_rank(r->comm);
+    r->a.o.ranks = dl_comm_size(r->comm);
+    sig_ranks = r->a.o.ranks;
+    if (r->a.o.rank > 0)
+        r->a.quiet = 1;
+    return -1;
+}
+
+/* The session's options: overrides, progress callbacks, and a telemetry
+ * store (cost in summary.json, the advisor at the end) unless this is a
+ * parity check. */
+static void set_up(run_cmd *r)
+{
+    dl_session_options *o = &r->a.o;
+    o->overrides = r->a.ovs;
+    o->noverrides = r->a.nov;
+    r->p.tty = isatty(1);
+    r->p.quiet = r->a.quiet;
+    r->p.started = dl_clock_mono_s();
+    o->user = &r->p;
+    o->on_step = on_step;
+    o->on_epoch = on_epoch;
+    o->on_event = on_event;
+    o->parity = r->a.parity_steps > 0;
+    if (!o->parity && dl_telemetry_create(&r->tele) == DL_OK)
+        o->telemetry = r->tele;
+    struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_sigint;
     sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, &old_int);
-    sigaction(SIGTERM, &sa, &old_term);
+    sigaction(SIGINT, &sa, &r->old_int);
+    sigaction(SIGTERM, &sa, &r->old_term);
+}
 
-    dl_session *s = NULL;
-    int rc = dl_session_prepare(&s, &o);
-    int other = comm ? agree_prepare(comm, rc) : 0;
-    if (other) {
-        status = other;
-    } else if (rc == DL_SESSION_DUPLICATE) {
-        print_duplicate(dl_session_duplicate(s));
-        status = DL_EXIT_DUPLICATE;
-    } else if (rc < 0) {
-        fprintf(stderr, "dlbench run: error: %s\n", dl_error_message());
-        status = dl_session_interrupted() ? 130 : dl_exit_for(rc);
-    } else if (o.parity) {
-        status = run_parity(s, parity_device, (int)parity_steps, parity_tol);
-        if (dl_session_interrupted())
-            status = 130;
-    } else {
-        dl_trainer *t = dl_session_trainer(s);
-        if (comm)
-            join_job(comm, t, dl_session_run_dir(s));
-        const dl_trainer_config *cfg = dl_trainer_config_of(t);
-        p.epochs = cfg->epochs;
-        p.max_steps = cfg->max_steps;
-        if (!quiet) {
-            printf("%s: %s on %s, run folder %s\n", o.resume ? "resuming" : "training",
-                   dl_session_name(s), dl_session_device(s), dl_session_run_dir(s));
-            fflush(stdout);
-        }
-        char why[256];
-        dl_control *ctl = NULL; /* RUN/control.sock for dlbench watch */
-        if (o.rank == 0 && dl_control_start(&ctl, dl_session_run_dir(s), t, why, sizeof why) < 0)
-            fprintf(stderr, "dlbench run: no control socket: %s\n", why);
-        dl_run_status st = dl_session_run(s);
-        dl_control_stop(ctl);
-        end_line(&p);
-        const char *word = st == DL_RUN_FINISHED ? "finished" : st == DL_RUN_STOPPED ? "stopped"
-                                                                                        : "failed";
-        FILE *f = st == DL_RUN_FAILED ? stderr : stdout;
-        if (o.rank == 0 || st == DL_RUN_FAILED)
-            fprintf(f, "%s: %s after %ld steps in %.1f s (%.0f samples/s)%s%s\n", word,
+/* The last lines of a run: how it ended, its metrics, cost and advice. */
+static void report_end(run_cmd *r, dl_run_status st)
+{
+    dl_session *s = r->s;
+    int rank = r->a.o.rank;
+    const char *word = st == DL_RUN_FINISHED  ? "finished"
+                       : st == DL_RUN_STOPPED ? "stopped"
+                                              : "failed";
+    FILE *f = st == DL_RUN_FAILED ? stderr : stdout;
+    if (rank == 0 || st == DL_RUN_FAILED)
+        fprintf(f, "%s: %s after %ld steps in %.1f s (%.0f samples/s)%s%s\n", word,
                 dl_session_name(s), dl_session_total_steps(s), dl_session_wall_s(s),
                 dl_session_samples_per_s(s), dl_session_message(s)[0] ? ": " : "",
                 dl_session_message(s));
-        if (comm && st == DL_RUN_FAILED) /* the other ranks would wait for this one */
-            dl_comm_abort(comm, 1, "training failed on this rank (above): ending the job");
-        if (st != DL_RUN_FAILED && o.rank == 0) {
-            static const char *names[] = {"val_acc", "val_loss", "train_acc", "train_loss"};
-            for (size_t k = 0; k < sizeof names / sizeof *names; k++)
-                print_metric_line(s, names[k]);
-            if (tele && !quiet)
-                print_cost_and_advice(tele);
-        }
-        if (o.rank == 0)
-            printf("run folder: %s\n", dl_session_run_dir(s));
-        status = st == DL_RUN_FAILED ? 1 : (dl_session_interrupted() ? 130 : 0);
+    if (r->comm && st == DL_RUN_FAILED) /* the other ranks would wait for this one */
+        dl_comm_abort(r->comm, 1, "training failed on this rank (above): ending the job");
+    if (st != DL_RUN_FAILED && rank == 0) {
+        static const char *names[] = {"val_acc", "val_loss", "train_acc", "train_loss"};
+        for (size_t k = 0; k < sizeof names / sizeof *names; k++)
+            print_metric_line(s, names[k]);
+        if (r->tele && !r->a.quiet)
+            print_cost_and_advice(r->tele);
     }
+    if (rank == 0)
+        printf("run folder: %s\n", dl_session_run_dir(s));
+}
+
+/* The prepared session trained to its end, with the control socket open
+ * for dlbench watch. Returns the exit status. */
+static int train(run_cmd *r)
+{
+    dl_session *s = r->s;
+    dl_trainer *t = dl_session_trainer(s);
+    if (r->comm)
+        join_job(r->comm, t, dl_session_run_dir(s));
+    const dl_trainer_config *cfg = dl_trainer_config_of(t);
+    r->p.epochs = cfg->epochs;
+    r->p.max_steps = cfg->max_steps;
+    if (!r->a.quiet) {
+        printf("%s: %s on %s, run folder %s\n", r->a.o.resume ? "resuming" : "training",
+               dl_session_name(s), dl_session_device(s), dl_session_run_dir(s));
+        fflush(stdout);
+    }
+    char why[256];
+    dl_control *ctl = NULL; /* RUN/control.sock for dlbench watch */
+    if (r->a.o.rank == 0 &&
+        dl_control_start(&ctl, dl_session_run_dir(s), t, why, sizeof why) < 0)
+        fprintf(stderr, "dlbench run: no control socket: %s\n", why);
+    dl_run_status st = dl_session_run(s);
+    dl_control_stop(ctl);
+    end_line(&r->p);
+    report_end(r, st);
+    if (st == DL_RUN_FAILED)
+        return DL_EXIT_FAILED;
+    return dl_session_interrupted() ? DL_EXIT_INTERRUPTED : DL_EXIT_OK;
+}
+
+/* Prepares the session (all ranks agree on the outcome), then trains it,
+ * checks parity, or says why not. Returns the exit status. */
+static int prepare_and_run(run_cmd *r)
+{
+    int rc = dl_session_prepare(&r->s, &r->a.o);
+    int other = r->comm ? agree_prepare(r->comm, rc) : 0;
+    if (other)
+        return other;
+    if (rc == DL_SESSION_DUPLICATE) {
+        print_duplicate(dl_session_duplicate(r->s));
+        return DL_EXIT_DUPLICATE;
+    }
+    if (rc < 0) {
+        fprintf(stderr, "dlbench run: error: %s\n", dl_error_message());
+        return dl_session_interrupted() ? DL_EXIT_INTERRUPTED : dl_exit_for(rc);
+    }
+    if (!r->a.o.parity)
+        return train(r);
+    int status = run_parity(r->s, r->a.parity_device, (int)r->a.parity_steps, r->a.parity_tol);
+    return dl_session_interrupted() ? DL_EXIT_INTERRUPTED : status;
+}
+
+int dl_cmd_run(const dl_command *self, int argc, char **argv)
+{
+    this_cmd = self;
+    run_cmd r;
+    memset(&r, 0, sizeof r);
+    int status = parse_args(&r.a, argc, argv);
+    if (status < 0 && r.a.hparams)
+        status = print_hparams(&r.a);
+    if (status < 0)
+        status = join_launcher(&r);
+    if (status >= 0) {
+        free(r.a.ovs);
+        return status;
+    }
+    set_up(&r);
+    status = prepare_and_run(&r);
     sig_comm = NULL;
-    if (comm)
-        dl_comm_on_failure(comm, NULL, NULL);
-    dl_session_destroy(s);
-    dl_telemetry_destroy(tele);
-    dl_comm_destroy(comm);
+    if (r.comm)
+        dl_comm_on_failure(r.comm, NULL, NULL);
+    dl_session_destroy(r.s);
+    dl_telemetry_destroy(r.tele);
+    dl_comm_destroy(r.comm);
     sig_ranks = 0;
-    sigaction(SIGINT, &old_int, NULL);
-    sigaction(SIGTERM, &old_term, NULL);
-    free(ovs);
+    sigaction(SIGINT, &r.old_int, NULL);
+    sigaction(SIGTERM, &r.old_term, NULL);
+    free(r.a.ovs);
     return status;
 }

@@ -14,8 +14,10 @@
 
 #include <cjson/cJSON.h>
 
+#include "engine/base/clock.h"
 #include "engine/base/error.h"
 #include "engine/base/fsutil.h"
+#include "engine/rundir/records.h"
 #include "engine/rundir/runlog.h"
 #include "engine/tune/tune.h"
 #include "scripting/script.h"
@@ -82,13 +84,6 @@ static void on_signal(int sig)
     for (int i = 0; i < nchildren; i++) /* workers stop their trials too */
         if (children[i] > 0)
             kill(children[i], SIGUSR1);
-}
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
 /* --- text -------------------------------------------------------------------------- */
@@ -290,6 +285,15 @@ static void counts(const dl_study *st, int c[4], int *reused)
  * marks them failed (the study queued their parameters again). A folder
  * is found by its config.json ("study": name and trial), so one whose
  * process died before the journal heard of it is found too. */
+/* The trial of this study that the run in dir trained, or NULL. */
+static const dl_trial *trial_of_run(const tuner *tu, const char *dir)
+{
+    dl_run_config cfg;
+    if (dl_records_config(dir, &cfg) != DL_OK || strcmp(cfg.study, tu->spec.name) || isnan(cfg.trial))
+        return NULL;
+    return dl_study_trial(tu->st, (int)cfg.trial);
+}
+
 static void close_lost_runs(const tuner *tu)
 {
     DIR *d = opendir(tu->a->out);
@@ -299,40 +303,19 @@ static void close_lost_runs(const tuner *tu)
     while ((e = readdir(d))) {
         if (e->d_name[0] == '.' || !strcmp(e->d_name, "studies"))
             continue;
-        char dir[1300], path[1400];
+        char dir[1300];
         snprintf(dir, sizeof dir, "%s/%s", tu->a->out, e->d_name);
-        snprintf(path, sizeof path, "%s/" DL_RUN_FILE_CONFIG, dir);
-        if (access(path, R_OK) != 0)
-            continue;
-        cJSON *cfg = dl_runlog_read_json(path);
-        const cJSON *st = cJSON_GetObjectItemCaseSensitive(cfg, "study");
-        const cJSON *name = cJSON_GetObjectItemCaseSensitive(st, "name");
-        const cJSON *num = cJSON_GetObjectItemCaseSensitive(st, "trial");
-        const dl_trial *t = NULL;
-        if (cJSON_IsString(name) && !strcmp(name->valuestring, tu->spec.name) &&
-            cJSON_IsNumber(num))
-            t = dl_study_trial(tu->st, (int)num->valuedouble);
-        cJSON_Delete(cfg);
+        const dl_trial *t = trial_of_run(tu, dir);
         if (!t || dl_trial_state_of(t) == DL_TRIAL_RUNNING || dl_runlog_check_free(dir) < 0)
             continue; /* the journal's view, or a live process holds the run */
-        snprintf(path, sizeof path, "%s/" DL_RUN_FILE_SUMMARY, dir);
-        cJSON *sum = dl_runlog_read_json(path);
-        const cJSON *status = cJSON_GetObjectItemCaseSensitive(sum, "status");
-        if (cJSON_IsString(status) && !strcmp(status->valuestring, "running")) {
-            char msg[200];
-            snprintf(msg, sizeof msg, "lost: the process training trial %d of study %s is gone",
-                     dl_trial_number(t), tu->spec.name);
-            cJSON_ReplaceItemInObjectCaseSensitive(sum, "status", cJSON_CreateString("failed"));
-            cJSON_DeleteItemFromObjectCaseSensitive(sum, "message");
-            cJSON_AddStringToObject(sum, "message", msg);
-            char *text = cJSON_Print(sum);
-            if (text) {
-                dl_fs_write_atomic(path, text, strlen(text));
-                dl_runlog_append_event(dir, "failed", msg);
-            }
-            free(text);
-        }
-        cJSON_Delete(sum);
+        dl_run_summary sum;
+        if (dl_records_summary(dir, &sum) != DL_OK || strcmp(sum.status, "running"))
+            continue;
+        char msg[200];
+        snprintf(msg, sizeof msg, "lost: the process training trial %d of study %s is gone",
+                 dl_trial_number(t), tu->spec.name);
+        if (dl_runlog_mark_failed(dir, msg) == DL_OK)
+            dl_runlog_append_event(dir, "failed", msg);
     }
     closedir(d);
 }
@@ -350,7 +333,7 @@ static void end_line(tuner *tu)
 static void on_step(void *user, const dl_step_info *i)
 {
     tuner *tu = user;
-    double t = now_s();
+    double t = dl_clock_mono_s();
     if (t - tu->last_hb >= HEARTBEAT_EVERY_S) { /* long epochs: stay alive for other hosts */
         dl_study_heartbeat(tu->st);
         tu->last_hb = t;
@@ -361,7 +344,7 @@ static void on_step(void *user, const dl_step_info *i)
 static void on_epoch(void *user, const dl_epoch_info *i)
 {
     tuner *tu = user;
-    tu->last_hb = now_s();
+    tu->last_hb = dl_clock_mono_s();
     if (!tu->tty)
         return;
     const char *m = tu->spec.metric;
@@ -439,34 +422,35 @@ enum { TRIAL_DONE, TRIAL_FAILED, TRIAL_STOP };
  * the study: the script is wrong), reuse of an equal finished trial, the
  * run folder and training. *status gets the exit status when it returns
  * TRIAL_STOP. */
-static int run_trial(tuner *tu, dl_trial *t, int *status)
+/* The trial's parameters suggested by loading the script as a study, or
+ * the reason it failed. -1 to go on, else a TRIAL_* outcome with *status. */
+static int suggest(tuner *tu, dl_trial *t, int *status)
 {
     const tune_args *a = tu->a;
-    tu->trial = dl_trial_number(t);
     dl_script_options so = {a->script, a->ovs, a->nov, 0};
     dl_script *sc = NULL;
     int rc = dl_script_load_study(&sc, &so, t, 0); /* suggests the parameters */
     dl_script_destroy(sc);
-    if (rc < 0) {
-        char msg[1024];
-        snprintf(msg, sizeof msg, "%s", dl_error_message());
-        dl_study_tell(tu->st, t, DL_TRIAL_FAILED, NAN);
-        if (interrupted) {
-            *status = DL_EXIT_INTERRUPTED;
-            return TRIAL_STOP;
-        }
-        print_trial(tu, t, "the objective failed");
-        fprintf(stderr, "dlbench tune: error: %s\n", msg);
-        *status = dl_exit_for(rc);
+    if (rc >= 0)
+        return -1;
+    char msg[1024];
+    snprintf(msg, sizeof msg, "%s", dl_error_message());
+    dl_study_tell(tu->st, t, DL_TRIAL_FAILED, NAN);
+    if (interrupted) {
+        *status = DL_EXIT_INTERRUPTED;
         return TRIAL_STOP;
     }
-    dl_study_refresh(tu->st); /* other workers' results, for reuse */
-    if (dl_study_reuse(tu->st, t) == 1) {
-        print_trial(tu, t, NULL);
-        return TRIAL_DONE;
-    }
-    set_override_attr(tu, t);
+    print_trial(tu, t, "the objective failed");
+    fprintf(stderr, "dlbench tune: error: %s\n", msg);
+    *status = dl_exit_for(rc);
+    return TRIAL_STOP;
+}
 
+/* The trial's session prepared into tu->sess. -1 to go on, else a TRIAL_*
+ * outcome with *status (a failed preparation is told to the study). */
+static int prepare_trial(tuner *tu, dl_trial *t, int *status)
+{
+    const tune_args *a = tu->a;
     dl_session_options o;
     memset(&o, 0, sizeof o);
     o.script = a->script;
@@ -483,32 +467,34 @@ static int run_trial(tuner *tu, dl_trial *t, int *status)
     o.on_event = on_event;
     tu->current = t;
     tu->sess = NULL;
-    rc = dl_session_prepare(&tu->sess, &o);
-    dl_session *s = tu->sess;
-    if (rc < 0) {
-        char msg[1024];
-        snprintf(msg, sizeof msg, "%s", dl_error_message());
-        dl_session_destroy(s);
-        tu->sess = NULL;
-        tu->current = NULL;
-        dl_study_tell(tu->st, t, DL_TRIAL_FAILED, NAN);
-        if (interrupted) {
-            *status = DL_EXIT_INTERRUPTED;
-            return TRIAL_STOP;
-        }
-        print_trial(tu, t, msg);
-        if (rc == DL_ESHAPE) /* these parameters do not fit: the next ones may */
-            return TRIAL_FAILED;
-        /* missing data, no such device: every trial would fail alike */
-        fprintf(stderr, "dlbench tune: error: %s\n", msg);
-        *status = dl_exit_for(rc);
+    int rc = dl_session_prepare(&tu->sess, &o);
+    if (rc >= 0)
+        return -1;
+    char msg[1024];
+    snprintf(msg, sizeof msg, "%s", dl_error_message());
+    dl_session_destroy(tu->sess);
+    tu->sess = NULL;
+    tu->current = NULL;
+    dl_study_tell(tu->st, t, DL_TRIAL_FAILED, NAN);
+    if (interrupted) {
+        *status = DL_EXIT_INTERRUPTED;
         return TRIAL_STOP;
     }
-    tu->epochs = dl_trainer_config_of(dl_session_trainer(s))->epochs;
-    tu->last_hb = now_s();
-    dl_run_status st = dl_session_run(s);
-    int result = TRIAL_DONE;
-    char why[1100] = "";
+    print_trial(tu, t, msg);
+    if (rc == DL_ESHAPE) /* these parameters do not fit: the next ones may */
+        return TRIAL_FAILED;
+    /* missing data, no such device: every trial would fail alike */
+    fprintf(stderr, "dlbench tune: error: %s\n", msg);
+    *status = dl_exit_for(rc);
+    return TRIAL_STOP;
+}
+
+/* How the trained trial ended, told to the study; why gets the reason
+ * printed with it. Returns a TRIAL_* outcome (with *status for a stop). */
+static int tell_outcome(tuner *tu, dl_trial *t, dl_run_status st, char *why, size_t size,
+                        int *status)
+{
+    dl_session *s = tu->sess;
     double fin = NAN, best = NAN;
     if (st == DL_RUN_STOPPED && dl_session_interrupted() && !dl_session_pruned(s)) {
         /* left running in the journal: the next `dlbench tune` finds this
@@ -517,32 +503,51 @@ static int run_trial(tuner *tu, dl_trial *t, int *status)
         printf("%strial %d interrupted (run folder %s); it runs again when the study resumes\n",
                tu->prefix, tu->trial, dl_session_run_dir(s));
         *status = DL_EXIT_INTERRUPTED;
-        result = TRIAL_STOP;
-    } else if (st == DL_RUN_FAILED) {
-        snprintf(why, sizeof why, "%s", dl_session_message(s));
-        dl_study_tell(tu->st, t, DL_TRIAL_FAILED, NAN);
-        result = TRIAL_FAILED;
-    } else if (dl_session_pruned(s)) {
-        snprintf(why, sizeof why, "%s", dl_session_message(s));
-        dl_study_tell(tu->st, t, DL_TRIAL_PRUNED, NAN);
-    } else if (!dl_session_metric(s, tu->spec.metric, &fin, &best)) {
+        return TRIAL_STOP;
+    }
+    if (st == DL_RUN_FAILED || dl_session_pruned(s)) {
+        snprintf(why, size, "%s", dl_session_message(s));
+        dl_study_tell(tu->st, t, st == DL_RUN_FAILED ? DL_TRIAL_FAILED : DL_TRIAL_PRUNED, NAN);
+        return st == DL_RUN_FAILED ? TRIAL_FAILED : TRIAL_DONE;
+    }
+    if (!dl_session_metric(s, tu->spec.metric, &fin, &best)) {
         dl_study_tell(tu->st, t, DL_TRIAL_FAILED, NAN);
         print_trial(tu, t, "no value");
         fprintf(stderr,
                 "dlbench tune: error: %s: the study's metric %s was never computed (an "
                 "experiment without validation data?)\n",
-                a->script, tu->spec.metric);
-        *status = 2;
-        result = TRIAL_STOP;
-    } else {
-        dl_study_tell(tu->st, t, DL_TRIAL_COMPLETE, fin);
-        if (!isfinite(fin))
-            snprintf(why, sizeof why, "%s is not finite (diverged)", tu->spec.metric);
-        result = isfinite(fin) ? TRIAL_DONE : TRIAL_FAILED;
+                tu->a->script, tu->spec.metric);
+        *status = DL_EXIT_USAGE;
+        return TRIAL_STOP;
     }
+    dl_study_tell(tu->st, t, DL_TRIAL_COMPLETE, fin);
+    if (!isfinite(fin))
+        snprintf(why, size, "%s is not finite (diverged)", tu->spec.metric);
+    return isfinite(fin) ? TRIAL_DONE : TRIAL_FAILED;
+}
+
+static int run_trial(tuner *tu, dl_trial *t, int *status)
+{
+    tu->trial = dl_trial_number(t);
+    int result = suggest(tu, t, status);
+    if (result >= 0)
+        return result;
+    dl_study_refresh(tu->st); /* other workers' results, for reuse */
+    if (dl_study_reuse(tu->st, t) == 1) {
+        print_trial(tu, t, NULL);
+        return TRIAL_DONE;
+    }
+    set_override_attr(tu, t);
+    if ((result = prepare_trial(tu, t, status)) >= 0)
+        return result;
+    tu->epochs = dl_trainer_config_of(dl_session_trainer(tu->sess))->epochs;
+    tu->last_hb = dl_clock_mono_s();
+    dl_run_status st = dl_session_run(tu->sess);
+    char why[1100] = "";
+    result = tell_outcome(tu, t, st, why, sizeof why, status);
     if (result != TRIAL_STOP)
         print_trial(tu, t, why);
-    dl_session_destroy(s);
+    dl_session_destroy(tu->sess);
     tu->sess = NULL;
     tu->current = NULL;
     return result;
