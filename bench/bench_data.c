@@ -117,8 +117,8 @@ static void mlp_step(mlp *m, const dl_batch *b, float scale)
     op->input_to_f32(m->be, m->x, b->x, DL_U8, (size_t)b->n, 1, 784, scale, NULL, NULL);
     const float *in = m->x;
     for (int l = 0; l < 3; l++) { /* y = x w^T */
-        op->gemm(m->be, 0, 1, b->n, dims[l + 1], dims[l], 1, in, dims[l], m->w[l], dims[l],
-                 DL_F32, 0, m->h[l], dims[l + 1]);
+        op->gemm(m->be, 0, 1, b->n, dims[l + 1], dims[l], 1, in, dims[l], m->w[l], dims[l], DL_F32,
+                 0, m->h[l], dims[l + 1]);
         in = m->h[l];
     }
     for (int l = 2; l >= 0; l--) { /* dw = dy^T x, dx = dy w */
@@ -126,8 +126,8 @@ static void mlp_step(mlp *m, const dl_batch *b, float scale)
         op->gemm(m->be, 1, 0, dims[l + 1], dims[l], b->n, 1, m->h[l], dims[l + 1], x, dims[l],
                  DL_F32, 0, m->dw[l], dims[l]);
         if (l)
-            op->gemm(m->be, 0, 0, b->n, dims[l], dims[l + 1], 1, m->h[l], dims[l + 1],
-                     m->w[l], dims[l], DL_F32, 0, m->dh[l - 1], dims[l]);
+            op->gemm(m->be, 0, 0, b->n, dims[l], dims[l + 1], 1, m->h[l], dims[l + 1], m->w[l],
+                     dims[l], DL_F32, 0, m->dh[l - 1], dims[l]);
     }
 }
 
@@ -174,8 +174,7 @@ int main(int argc, char **argv)
     }
     size_t count = probe->info.count, row = 784;
     dl_source_destroy(probe);
-    printf("bench_data: %s:/train, %zu samples, batches of %d x %zu u8\n", path, count, BATCH,
-           row);
+    printf("bench_data: %s:/train, %zu samples, batches of %d x %zu u8\n", path, count, BATCH, row);
 
     /* the whole x in memory, for memcpy and the in-memory source */
     dl_dataset d = {0};
@@ -211,8 +210,7 @@ int main(int argc, char **argv)
     t0 = dl_clock_mono_s();
     double t;
     while ((t = dl_clock_mono_s()) - t0 < seconds)
-        for (size_t k = 0; k < nb; k++, batches++)
-        {
+        for (size_t k = 0; k < nb; k++, batches++) {
             memcpy(dst, (unsigned char *)d.x + k * BATCH * row, BATCH * row);
             __asm__ volatile("" : : "r"(dst) : "memory"); /* keep the copy */
         }
@@ -220,8 +218,7 @@ int main(int argc, char **argv)
     line("memcpy of the same bytes", batches, batches * BATCH * row, t - t0);
     free(dst);
     double seq_gbs = (double)count * row / t_seq / 1e9;
-    printf("%-38s %9s            %7.2f GB/s\n", "H5Dread of the whole x, sequential", "",
-           seq_gbs);
+    printf("%-38s %9s            %7.2f GB/s\n", "H5Dread of the whole x, sequential", "", seq_gbs);
 
     dl_source *s;
     if (dl_source_memory(&s, &d, BATCH, 1, 0, 1) == DL_OK) {

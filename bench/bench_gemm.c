@@ -123,10 +123,10 @@ int main(void)
     dl_pool *pool = ctx->pool;
     int threads = dl_pool_threads(pool);
     printf("%s\n", be->description);
-    printf("bf16 path: %s\n", ctx->has_avx512_bf16 ? "own AVX-512 BF16 kernel (vdpbf16ps)"
-                                                   : "widened to f32 + sgemm");
-    printf("\n%-8s %-4s %15s | %8s %8s | %8s %8s | %7s %7s", "layer", "op", "m x n x k",
-           "sgemm1", "sgemm2", "bf16_1", "bf16_2", "ratio1", "ratio2");
+    printf("bf16 path: %s\n",
+           ctx->has_avx512_bf16 ? "own AVX-512 BF16 kernel (vdpbf16ps)" : "widened to f32 + sgemm");
+    printf("\n%-8s %-4s %15s | %8s %8s | %8s %8s | %7s %7s", "layer", "op", "m x n x k", "sgemm1",
+           "sgemm2", "bf16_1", "bf16_2", "ratio1", "ratio2");
 #ifdef DL_HAVE_DNNL
     printf(" | %8s %7s", "dnnl", "dn/own1");
 #endif
@@ -176,9 +176,8 @@ int main(void)
         printf("\n");
         free(fa), free(fb), free(c), free(ha), free(hb);
     }
-    printf("%-29s | %8.3f %8.3f | %8.3f %8.3f | %7.2f %7.2f", "total ms per MLP step",
-           tot_s1 * 1e3, tot_s2 * 1e3, tot_b1 * 1e3, tot_b2 * 1e3, tot_s1 / tot_b1,
-           tot_s2 / tot_b2);
+    printf("%-29s | %8.3f %8.3f | %8.3f %8.3f | %7.2f %7.2f", "total ms per MLP step", tot_s1 * 1e3,
+           tot_s2 * 1e3, tot_b1 * 1e3, tot_b2 * 1e3, tot_s1 / tot_b1, tot_s2 / tot_b2);
 #ifdef DL_HAVE_DNNL
     printf(" | %8.3f %7.2f", tot_d * 1e3, tot_b1 / tot_d);
 #endif

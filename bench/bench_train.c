@@ -49,9 +49,9 @@
 typedef struct model_spec {
     const char *name;
     dl_layer *(*build)(void);
-    int adam;               /* else SGD lr 0.05 (cnn 0.01), momentum 0.9 */
+    int adam; /* else SGD lr 0.05 (cnn 0.01), momentum 0.9 */
     dl_precision precision;
-    long warmup, steps;     /* defaults, ~1 s per window on one core */
+    long warmup, steps; /* defaults, ~1 s per window on one core */
 } model_spec;
 
 /* bench_torch.py uses the same names, optimizers and step counts. */
@@ -79,10 +79,10 @@ static dl_optim spec_optim(const model_spec *s)
 
 typedef struct windows {
     long warmup, steps;
-    int reps, done;     /* done: timed windows closed (-1 while warming up) */
-    long first;         /* step count when the current window opened */
+    int reps, done; /* done: timed windows closed (-1 while warming up) */
+    long first;     /* step count when the current window opened */
     double t0;
-    double rate[16];    /* samples/s per window */
+    double rate[16]; /* samples/s per window */
 } windows;
 
 /* Called before every step: closes a window after its last step. */
@@ -155,8 +155,8 @@ static void free_trainer(dl_model *m, dl_source *src, dl_trainer *t)
     dl_model_destroy(m);
 }
 
-static int bench_model(const model_spec *spec, data *d, dl_backend *be, long warmup,
-                       long steps, int reps)
+static int bench_model(const model_spec *spec, data *d, dl_backend *be, long warmup, long steps,
+                       int reps)
 {
     dl_model *m;
     dl_source *src;
@@ -223,14 +223,13 @@ static void run_step(dl_backend *be, const product *p, int np, const operands *o
                         q->tb ? CblasTrans : CblasNoTrans, q->m, q->n, q->k, 1.0f, o->a[i], lda,
                         o->b[i], ldb, q->beta, o->c[i], q->n);
         else
-            be->ops->gemm(be, q->ta, q->tb, q->m, q->n, q->k, 1.0f, o->a[i], lda, o->b[i], ldb,
-                          t, q->beta, o->c[i], q->n);
+            be->ops->gemm(be, q->ta, q->tb, q->m, q->n, q->k, 1.0f, o->a[i], lda, o->b[i], ldb, t,
+                          q->beta, o->c[i], q->n);
     }
 }
 
 /* Best of 5 windows of ~0.2 s: seconds per step. */
-static double time_step(dl_backend *be, const product *p, int np, const operands *o,
-                        dl_dtype t)
+static double time_step(dl_backend *be, const product *p, int np, const operands *o, dl_dtype t)
 {
     for (int i = 0; i < 10; i++)
         run_step(be, p, np, o, t);

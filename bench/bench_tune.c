@@ -82,8 +82,8 @@ static int evaluate(int problem, dl_trial *t, double *f)
     if (problem == 0 || problem == 1) {
         int d = problem == 0 ? 6 : 5;
         for (int j = 0; j < d; j++)
-            DL_TRY(dl_trial_suggest_float(t, names[j], problem == 0 ? 0 : -5,
-                                          problem == 0 ? 1 : 10, 0, &x[j]));
+            DL_TRY(dl_trial_suggest_float(t, names[j], problem == 0 ? 0 : -5, problem == 0 ? 1 : 10,
+                                          0, &x[j]));
         *f = problem == 0 ? hartmann6(x) : rosenbrock5(x);
         return DL_OK;
     }
@@ -166,8 +166,8 @@ static void parse_line(const char *line)
     char impl[32] = "", prob[32] = "", samp[32] = "";
     double a, b;
     int n;
-    if (sscanf(line, "tune impl=%31s problem=%31s sampler=%31s best20=%lf best60=%lf", impl,
-               prob, samp, &a, &b) == 5) {
+    if (sscanf(line, "tune impl=%31s problem=%31s sampler=%31s best20=%lf best60=%lf", impl, prob,
+               samp, &a, &b) == 5) {
         int i = strcmp(impl, "optuna") == 0, p = problem_index(prob), s = sampler_index(samp);
         if (p >= 0 && s >= 0) {
             quality[i][p][s][0] = a;
@@ -224,7 +224,8 @@ static int run_peer(const char *python, int seeds)
     int status = 0;
     waitpid(pid, &status, 0);
     if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-        printf("# optuna peer exited with status %d\n", WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+        printf("# optuna peer exited with status %d\n",
+               WIFEXITED(status) ? WEXITSTATUS(status) : -1);
         return -1;
     }
     return 0;
@@ -262,10 +263,13 @@ static void print_table(void)
                    fmt(b1, sizeof b1, ok, quality[1][p][s][0]), fmt(b2, sizeof b2, ok, r20));
             printf(" %10.4g %10s %7s %5s\n", quality[0][p][s][1],
                    fmt(b1, sizeof b1, ok, quality[1][p][s][1]), fmt(b3, sizeof b3, ok, r60),
-                   !ok || s != 2 ? "-" : quality[0][p][s][1] <= quality[1][p][s][1] ? "yes" : "NO");
+                   !ok || s != 2                                ? "-"
+                   : quality[0][p][s][1] <= quality[1][p][s][1] ? "yes"
+                                                                : "NO");
         }
     printf("  (met: TPE median best after 60 trials at least as good as Optuna's)\n");
-    printf("\nsampler time per trial, ms (ask + suggestions + tell, objective excluded; hartmann6)\n");
+    printf(
+        "\nsampler time per trial, ms (ask + suggestions + tell, objective excluded; hartmann6)\n");
     printf("%-7s %10s %10s %8s %10s %10s %8s %12s\n", "sampler", "dlbench@60", "optuna@60",
            "speedup", "dlbench@200", "optuna@200", "speedup", "<=1ms@200");
     for (int s = 0; s < 3; s += 2) {

@@ -77,7 +77,10 @@ int main(void)
             double flop = 2.0 * m * n * (double)k;
             int iters = flop > 1e12 ? 10 : 30;
             double ms = time_gemm(be, m, n, k, ty, a, b, c, iters);
-            const char *name = ty == DL_BF16 ? "bf16" : ty == DL_F16 ? "f16" : tf32 ? "tf32" : "f32";
+            const char *name = ty == DL_BF16  ? "bf16"
+                               : ty == DL_F16 ? "f16"
+                               : tf32         ? "tf32"
+                                              : "f32";
             if (ms <= 0) {
                 printf("FAIL gpu_gemm %s %dx%dx%d: %s\n", name, m, n, k, dl_error_message());
                 failed = 1;

@@ -55,7 +55,7 @@
 typedef struct gpu_model {
     const char *name;
     dl_layer *(*build)(void);
-    int adam;      /* else SGD with momentum 0.9 */
+    int adam; /* else SGD with momentum 0.9 */
     float lr;
     dl_precision precision;
     int batch;
@@ -115,9 +115,9 @@ typedef struct windows {
     dl_backend *be;
     int batch;
     long warmup, steps;
-    int reps, done;   /* done: timed windows closed (-1 while warming up) */
+    int reps, done; /* done: timed windows closed (-1 while warming up) */
     int started;
-    long first;       /* step count when the current window opened */
+    long first; /* step count when the current window opened */
     double t0;
     double rate[MAX_REPS], secs[MAX_REPS];
     long nsteps[MAX_REPS];
@@ -230,8 +230,8 @@ static int bench_model(const gpu_model *spec, dl_backend *be, int reps, int quic
                1e3 * spec->batch / best);
         printf("RESULT gpu_train %s %s batch=%d samples_per_s=%.0f median=%.0f tflops=%.3f "
                "ms_per_step=%.4f skipped=%ld\n",
-               spec->name, prec, spec->batch, best, med, best * f * 1e-12,
-               1e3 * spec->batch / best, cur.skipped);
+               spec->name, prec, spec->batch, best, med, best * f * 1e-12, 1e3 * spec->batch / best,
+               cur.skipped);
         if (cur.skipped > 0)
             printf("# %s: %ld steps skipped for a non-finite gradient\n", spec->name, cur.skipped);
     } else {
@@ -301,8 +301,9 @@ int main(int argc, char **argv)
     }
     const char *tf = getenv("DLBENCH_CUDA_TF32");
     printf("# %s%s\n", be->description,
-           cpu ? "" : tf && tf[0] == '0' ? "; f32 products in f32 (DLBENCH_CUDA_TF32=0)"
-                                         : "; f32 products on TF32 tensor cores");
+           cpu                  ? ""
+           : tf && tf[0] == '0' ? "; f32 products in f32 (DLBENCH_CUDA_TF32=0)"
+                                : "; f32 products on TF32 tensor cores");
     fflush(stdout);
     int failed = 0;
     for (int i = 0; i < NMODELS; i++)

@@ -37,7 +37,8 @@ static void read_norm(dl_lua_opts *o, dl_data_desc *d)
         } else if (t == LUA_TTABLE) {
             n[k] = (int)luaL_len(L, -1);
             if (n[k] < 1 || n[k] > DL_MAX_CHANNELS)
-                dl_lua_fielderror(L, o->fn, names[k], "a list of 1 to 16 numbers (one per channel)");
+                dl_lua_fielderror(L, o->fn, names[k],
+                                  "a list of 1 to 16 numbers (one per channel)");
             for (int i = 0; i < n[k]; i++) {
                 if (lua_geti(L, -1, i + 1) != LUA_TNUMBER) {
                     lua_pop(L, 1);

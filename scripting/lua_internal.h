@@ -33,8 +33,7 @@ typedef struct lua_layer {
 
 /* Raises "FILE:LINE: bad argument #arg (what) to fn: expected X, got Y".
  * The position is the script's line that called the binding. */
-int dl_lua_argerror(lua_State *L, const char *fn, int arg, const char *what,
-                    const char *expected);
+int dl_lua_argerror(lua_State *L, const char *fn, int arg, const char *what, const char *expected);
 /* The same for a field of an options table: "bad field 'name' to fn". */
 int dl_lua_fielderror(lua_State *L, const char *fn, const char *field, const char *expected);
 /* Raises "FILE:LINE: fn: message" (printf-style). */
@@ -47,7 +46,7 @@ int dl_lua_error(lua_State *L, const char *fmt, ...);
 typedef struct dl_lua_opts {
     lua_State *L;
     const char *fn;
-    int idx;           /* absolute index of the table, 0 when absent */
+    int idx; /* absolute index of the table, 0 when absent */
     const char *known[32];
     int nknown;
 } dl_lua_opts;
@@ -82,9 +81,9 @@ int dl_lua_open_tensor(lua_State *L); /* registers the metatable, pushes dl.tens
  * registry's dlbench.hp_used). params: what was suggested, in order. */
 typedef struct dl_lua_trial {
     struct dl_trial *t;
-    int number;             /* -1 for a fixed trial */
+    int number; /* -1 for a fixed trial */
     int from_overrides;
-    int prune_said;         /* should_prune() answered true */
+    int prune_said; /* should_prune() answered true */
     int np;
     dl_hparam params[DL_MAX_TRIAL_PARAMS];
 } dl_lua_trial;

@@ -47,7 +47,8 @@ static int p_note(lua_State *L)
 static int p_checkpoint(lua_State *L)
 {
     dl_trainer *t = trainer_of(L, "checkpoint");
-    dl_trainer_post(t, DL_CMD_CHECKPOINT, 0, luaL_optstring(L, 1, "")); /* a name: checkpoint-NAME.h5 */
+    dl_trainer_post(t, DL_CMD_CHECKPOINT, 0,
+                    luaL_optstring(L, 1, "")); /* a name: checkpoint-NAME.h5 */
     return 0;
 }
 
@@ -136,9 +137,9 @@ static int p_profiler(lua_State *L)
 static void push_run(lua_State *L, dl_trainer *t)
 {
     static const luaL_Reg fns[] = {
-        {"set_lr", p_set_lr}, {"note", p_note},     {"checkpoint", p_checkpoint},
-        {"pause", p_pause},   {"stop", p_stop},     {"params", p_params},
-        {"param", p_param},   {"norm", p_norm},     {"profiler", p_profiler},
+        {"set_lr", p_set_lr}, {"note", p_note}, {"checkpoint", p_checkpoint},
+        {"pause", p_pause},   {"stop", p_stop}, {"params", p_params},
+        {"param", p_param},   {"norm", p_norm}, {"profiler", p_profiler},
         {NULL, NULL}};
     luaL_newlib(L, fns);
     lua_pushinteger(L, dl_trainer_step_count(t));

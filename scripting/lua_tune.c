@@ -48,7 +48,9 @@ static int choice_label(lua_State *L, int idx, char *buf, size_t size)
         else
             number_text(lua_tonumber(L, idx), buf, size);
         return 1;
-    case LUA_TBOOLEAN: snprintf(buf, size, "%s", lua_toboolean(L, idx) ? "true" : "false"); return 1;
+    case LUA_TBOOLEAN:
+        snprintf(buf, size, "%s", lua_toboolean(L, idx) ? "true" : "false");
+        return 1;
     default: return 0;
     }
 }
@@ -66,8 +68,9 @@ static const char *check_name(lua_State *L, const char *fn)
     size_t len = 0;
     const char *name = lua_type(L, 2) == LUA_TSTRING ? lua_tolstring(L, 2, &len) : NULL;
     if (!name || len == 0 || len >= sizeof(((dl_hparam *)0)->name) || strchr(name, '='))
-        dl_lua_argerror(L, fn, 2, "name", "a parameter name (a non-empty string of at most 63 "
-                                          "characters, without '=')");
+        dl_lua_argerror(L, fn, 2, "name",
+                        "a parameter name (a non-empty string of at most 63 "
+                        "characters, without '=')");
     return name;
 }
 
@@ -254,8 +257,9 @@ static int trial_choice(lua_State *L)
     for (int i = 0; i < n; i++) {
         lua_geti(L, 3, i + 1);
         if (!choice_label(L, -1, labels[i], LABEL_SIZE))
-            dl_lua_error(L, "bad argument #3 (choices) to %s: choice %d is a %s; expected a "
-                            "string (1 to 63 characters), a number or a boolean",
+            dl_lua_error(L,
+                         "bad argument #3 (choices) to %s: choice %d is a %s; expected a "
+                         "string (1 to 63 characters), a number or a boolean",
                          fn, i + 1, luaL_typename(L, -1));
         lua_pop(L, 1);
         for (int j = 0; j < i; j++)
@@ -360,8 +364,9 @@ static int trial_index(lua_State *L)
             lua_pushcfunction(L, methods[i].func);
             return 1;
         }
-    return dl_lua_error(L, "trial has no field '%s' (float, int, choice, report, should_prune, "
-                           "number, params)",
+    return dl_lua_error(L,
+                        "trial has no field '%s' (float, int, choice, report, should_prune, "
+                        "number, params)",
                         k ? k : luaL_typename(L, 2));
 }
 
@@ -450,8 +455,8 @@ static int l_memory_study(lua_State *L)
     long trials = dl_lua_opt_integer(&o, "trials", 0, 0);
     dl_lua_opt_check(&o);
     if (strcmp(dir, "minimize") && strcmp(dir, "maximize"))
-        return dl_lua_error(L, "%s: direction must be \"minimize\" or \"maximize\", got \"%s\"",
-                            fn, dir);
+        return dl_lua_error(L, "%s: direction must be \"minimize\" or \"maximize\", got \"%s\"", fn,
+                            dir);
     dl_sampler_config sc;
     dl_pruner_config pc;
     if (dl_tune_sampler_parse(sampler, &sc) < 0 || dl_tune_pruner_parse(pruner, &pc) < 0)
@@ -459,9 +464,9 @@ static int l_memory_study(lua_State *L)
     lua_memstudy *m = lua_newuserdatauv(L, sizeof *m, 0);
     m->s = NULL; /* empty before the resource: __gc may run on a failed open */
     luaL_setmetatable(L, DL_MEMSTUDY_MT);
-    if (dl_study_open(&m->s, NULL, "lua", strcmp(dir, "maximize") ? DL_STUDY_MINIMIZE
-                                                                  : DL_STUDY_MAXIMIZE,
-                      &sc, &pc, (uint64_t)seed) < 0)
+    if (dl_study_open(&m->s, NULL, "lua",
+                      strcmp(dir, "maximize") ? DL_STUDY_MINIMIZE : DL_STUDY_MAXIMIZE, &sc, &pc,
+                      (uint64_t)seed) < 0)
         return dl_lua_error(L, "%s: %s", fn, dl_error_message());
     if (trials > 0)
         dl_study_set_budget(m->s, (int)trials);
@@ -570,9 +575,8 @@ int dl_lua_open_tune(lua_State *L)
         lua_setfield(L, -2, "__close");
     }
     lua_pop(L, 1);
-    static const luaL_Reg fns[] = {{"fixed_trial", l_fixed_trial},
-                                   {"memory_study", l_memory_study},
-                                   {NULL, NULL}};
+    static const luaL_Reg fns[] = {
+        {"fixed_trial", l_fixed_trial}, {"memory_study", l_memory_study}, {NULL, NULL}};
     luaL_newlib(L, fns);
     return 1;
 }

@@ -30,10 +30,10 @@ struct dl_script {
     lua_State *L;
     char path[1024];
     dl_experiment exp;
-    int exp_ref;                /* the experiment's table, kept for callbacks */
-    long budget, spent;         /* instruction budget of the current Lua call */
-    size_t lua_bytes;           /* what the Lua state holds (LUA_MEMORY_LIMIT) */
-    dl_lua_trial *trial;        /* the objective's trial (anchored by trial_ref) */
+    int exp_ref;         /* the experiment's table, kept for callbacks */
+    long budget, spent;  /* instruction budget of the current Lua call */
+    size_t lua_bytes;    /* what the Lua state holds (LUA_MEMORY_LIMIT) */
+    dl_lua_trial *trial; /* the objective's trial (anchored by trial_ref) */
     int trial_ref;
 };
 
@@ -206,16 +206,16 @@ static void push_override(lua_State *L, const char *name, int idx, const char *t
                 lua_pushinteger(L, (lua_Integer)d);
                 return;
             }
-            dl_lua_error(L, "override %s=%s: '%s' is declared as an integer (default %lld)",
-                         name, text, name, (long long)lua_tointeger(L, idx));
+            dl_lua_error(L, "override %s=%s: '%s' is declared as an integer (default %lld)", name,
+                         text, name, (long long)lua_tointeger(L, idx));
         } else {
             double d = strtod(text, &end);
             if (*text && !*end) {
                 lua_pushnumber(L, d);
                 return;
             }
-            dl_lua_error(L, "override %s=%s: '%s' is declared as a number (default %g)", name,
-                         text, name, lua_tonumber(L, idx));
+            dl_lua_error(L, "override %s=%s: '%s' is declared as a number (default %g)", name, text,
+                         name, lua_tonumber(L, idx));
         }
         break;
     case LUA_TBOOLEAN:
@@ -224,8 +224,8 @@ static void push_override(lua_State *L, const char *name, int idx, const char *t
         else if (!strcmp(text, "false") || !strcmp(text, "0") || !strcmp(text, "no"))
             lua_pushboolean(L, 0);
         else
-            dl_lua_error(L, "override %s=%s: '%s' is declared as a boolean (true or false)",
-                         name, text, name);
+            dl_lua_error(L, "override %s=%s: '%s' is declared as a boolean (true or false)", name,
+                         text, name);
         break;
     default: lua_pushstring(L, text); break;
     }
@@ -299,8 +299,10 @@ static void check_monitor(lua_State *L, const char *fn, const char *m, const cha
     for (size_t i = 0; i < sizeof known / sizeof *known; i++)
         ok |= !strcmp(m, known[i]);
     if (!ok)
-        dl_lua_error(L, "%s: monitor '%s' is not a metric (val_loss, val_acc, train_loss, "
-                        "train_acc)", fn, m);
+        dl_lua_error(L,
+                     "%s: monitor '%s' is not a metric (val_loss, val_acc, train_loss, "
+                     "train_acc)",
+                     fn, m);
     if (strcmp(mode, "min") && strcmp(mode, "max") && strcmp(mode, "auto"))
         dl_lua_error(L, "%s: mode must be \"min\", \"max\" or \"auto\", got \"%s\"", fn, mode);
 }
@@ -447,8 +449,10 @@ static int l_experiment(lua_State *L)
     char buf[64];
     dl_lua_opt_string(&o, "name", "", buf, sizeof buf);
     if (dl_lua_opt_push(&o, "data") == LUA_TNIL)
-        dl_lua_error(L, "%s: data is required (dl.data.hdf5{...}, dl.data.fashion_mnist{...} or "
-                        "dl.data.synthetic{...})", fn);
+        dl_lua_error(L,
+                     "%s: data is required (dl.data.hdf5{...}, dl.data.fashion_mnist{...} or "
+                     "dl.data.synthetic{...})",
+                     fn);
     if (!luaL_testudata(L, -1, DL_DATA_MT))
         dl_lua_fielderror(L, fn, "data", "a dataset (dl.data.hdf5{...}, dl.data.synthetic{...})");
     lua_pop(L, 1);
@@ -479,7 +483,8 @@ static int l_experiment(lua_State *L)
     dl_lua_opt_integer(&o, "seed", 0, 0);
     dl_lua_opt_string(&o, "precision", "fp32", buf, sizeof buf);
     if (dl_precision_parse(buf) < 0)
-        dl_lua_error(L, "%s: precision must be \"fp32\", \"bf16\" or \"fp16\", got \"%s\"", fn, buf);
+        dl_lua_error(L, "%s: precision must be \"fp32\", \"bf16\" or \"fp16\", got \"%s\"", fn,
+                     buf);
     dl_lua_opt_string(&o, "device", "auto", buf, sizeof buf);
     if (strcmp(buf, "cpu") && strcmp(buf, "cuda") && strcmp(buf, "auto"))
         dl_lua_error(L, "%s: device must be \"cpu\", \"cuda\" or \"auto\", got \"%s\"", fn, buf);
@@ -527,8 +532,9 @@ static int l_study(lua_State *L)
     char buf[64], metric[48];
     dl_lua_opt_string(&o, "name", "", buf, sizeof buf);
     if (strchr(buf, '/') || !strcmp(buf, ".") || !strcmp(buf, ".."))
-        dl_lua_fielderror(L, fn, "name", "a name without '/' (the study's folder is "
-                                         "runs/studies/NAME)");
+        dl_lua_fielderror(L, fn, "name",
+                          "a name without '/' (the study's folder is "
+                          "runs/studies/NAME)");
     dl_lua_opt_string(&o, "metric", "val_loss", metric, sizeof metric);
     check_monitor(L, fn, metric, "auto");
     dl_lua_opt_string(&o, "direction", strstr(metric, "acc") ? "maximize" : "minimize", buf,
@@ -542,8 +548,10 @@ static int l_study(lua_State *L)
         dl_lua_error(L, "%s: sampler must be \"tpe\", \"random\" or \"grid\", got \"%s\"", fn, buf);
     dl_lua_opt_string(&o, "pruner", "none", buf, sizeof buf);
     if (strcmp(buf, "halving") && dl_tune_pruner_parse(buf, &pc) < 0)
-        dl_lua_error(L, "%s: pruner must be \"none\", \"median\" or \"asha\" (also "
-                        "\"successive_halving\", \"halving\"), got \"%s\"", fn, buf);
+        dl_lua_error(L,
+                     "%s: pruner must be \"none\", \"median\" or \"asha\" (also "
+                     "\"successive_halving\", \"halving\"), got \"%s\"",
+                     fn, buf);
     dl_lua_opt_integer(&o, "trials", 20, 1);
     dl_lua_opt_integer(&o, "seed", 0, 0);
     if (dl_lua_opt_push(&o, "objective") != LUA_TFUNCTION)
@@ -663,8 +671,9 @@ static int check_overrides(dl_script *s)
             lua_pop(L, 1);
             registry_table(L, "dlbench.hp_declared");
             push_key_list(L, -1);
-            int rc = dl_error(DL_EINVAL, "%s: unknown hyperparameter '%s' in override %s=... "
-                                         "(known hyperparameters: %s)",
+            int rc = dl_error(DL_EINVAL,
+                              "%s: unknown hyperparameter '%s' in override %s=... "
+                              "(known hyperparameters: %s)",
                               s->path, k, k, lua_tostring(L, -1));
             lua_pop(L, 5);
             return rc;
@@ -684,8 +693,8 @@ static int read_int_field(lua_State *L, int tbl, const char *name, long def)
     return (int)v;
 }
 
-static void read_string_field(lua_State *L, int tbl, const char *name, const char *def,
-                              char *buf, size_t size)
+static void read_string_field(lua_State *L, int tbl, const char *name, const char *def, char *buf,
+                              size_t size)
 {
     if (lua_getfield(L, tbl, name) == LUA_TSTRING)
         snprintf(buf, size, "%s", lua_tostring(L, -1));
@@ -741,8 +750,7 @@ static int read_experiment(dl_script *s, int idx)
     lua_State *L = s->L;
     dl_experiment *e = &s->exp;
     char def[64];
-    read_string_field(L, idx, "name", base_name(s->path, def, sizeof def), e->name,
-                      sizeof e->name);
+    read_string_field(L, idx, "name", base_name(s->path, def, sizeof def), e->name, sizeof e->name);
     lua_getfield(L, idx, "data");
     dl_lua_get_data(L, -1, &e->data);
     lua_pop(L, 1);
@@ -843,8 +851,8 @@ static int store_overrides(dl_script *s, const dl_script_options *opt)
         lua_pushvalue(L, -1);
         if (lua_gettable(L, -3) != LUA_TNIL) {
             lua_pop(L, 3);
-            return dl_error(DL_EINVAL, "override '%s': %.*s is given twice", kv,
-                            (int)(eq - kv), kv);
+            return dl_error(DL_EINVAL, "override '%s': %.*s is given twice", kv, (int)(eq - kv),
+                            kv);
         }
         lua_pop(L, 1);
         lua_pushstring(L, eq + 1);
@@ -916,8 +924,8 @@ static void read_study(dl_script *s, int idx)
         snprintf(st->metric, sizeof st->metric, "train_loss"); /* as epochs name them */
     else if (!strcmp(st->metric, "acc"))
         snprintf(st->metric, sizeof st->metric, "train_acc");
-    read_string_field(L, idx, "direction", strstr(st->metric, "acc") ? "maximize" : "minimize",
-                      def, sizeof def);
+    read_string_field(L, idx, "direction", strstr(st->metric, "acc") ? "maximize" : "minimize", def,
+                      sizeof def);
     st->maximize = !strcmp(def, "maximize");
     read_string_field(L, idx, "sampler", "tpe", st->sampler, sizeof st->sampler);
     read_string_field(L, idx, "pruner", "none", st->pruner, sizeof st->pruner);
@@ -947,9 +955,8 @@ static int call_objective(dl_script *s, int idx, const dl_script_options *opt,
     s->trial_ref = luaL_ref(L, LUA_REGISTRYINDEX);
     if (fixed)
         lua_remove(L, fixed);
-    DL_TRY(protected_call(s, 1, 1,
-                          opt->instruction_limit > 0 ? opt->instruction_limit
-                                                     : DEFAULT_DESCRIBE_LIMIT));
+    DL_TRY(protected_call(
+        s, 1, 1, opt->instruction_limit > 0 ? opt->instruction_limit : DEFAULT_DESCRIBE_LIMIT));
     int res = lua_gettop(L);
     if (!has_metatable(L, res, DL_EXPERIMENT_MT))
         return dl_error(DL_EINVAL,
@@ -999,9 +1006,8 @@ int dl_script_load_study(dl_script **out, const dl_script_options *opt, struct d
         lua_pop(L, 1);
     }
     if (rc == DL_OK)
-        rc = protected_call(s, 0, 1,
-                            opt->instruction_limit > 0 ? opt->instruction_limit
-                                                       : DEFAULT_DESCRIBE_LIMIT);
+        rc = protected_call(
+            s, 0, 1, opt->instruction_limit > 0 ? opt->instruction_limit : DEFAULT_DESCRIBE_LIMIT);
     if (rc == DL_OK) {
         int idx = lua_gettop(L);
         if (has_metatable(L, idx, DL_STUDY_MT)) {
@@ -1062,8 +1068,8 @@ dl_layer *dl_script_take_model(dl_script *s)
 
 /* --- data -------------------------------------------------------------------- */
 
-int dl_script_open_data(dl_script *s, int batch, uint64_t seed, dl_backend *be,
-                        dl_source **train, dl_source **val, char *fp, size_t fp_size)
+int dl_script_open_data(dl_script *s, int batch, uint64_t seed, dl_backend *be, dl_source **train,
+                        dl_source **val, char *fp, size_t fp_size)
 {
     return dl_data_open(&s->exp.data, batch, seed, be, train, val, fp, fp_size);
 }
@@ -1172,8 +1178,10 @@ static int run_index(lua_State *L)
                 lua_pushcfunction(L, m[i].func);
                 return 1;
             }
-        return dl_lua_error(L, "run has no field '%s' (step, epoch, lr, base_lr, metrics, "
-                               "set_lr, stop, note, param)", k);
+        return dl_lua_error(L,
+                            "run has no field '%s' (step, epoch, lr, base_lr, metrics, "
+                            "set_lr, stop, note, param)",
+                            k);
     }
     return 1;
 }
@@ -1182,8 +1190,9 @@ int dl_script_has_hooks(const dl_script *s, dl_hook hook)
 {
     for (int i = 0; i < s->exp.ncb; i++) {
         const dl_cb_spec *c = &s->exp.cb[i];
-        int ref = hook == DL_HOOK_STEP ? c->ref_step
-                  : hook == DL_HOOK_EPOCH ? c->ref_epoch : c->ref_validation;
+        int ref = hook == DL_HOOK_STEP    ? c->ref_step
+                  : hook == DL_HOOK_EPOCH ? c->ref_epoch
+                                          : c->ref_validation;
         if (c->kind == DL_CB_LUA && ref != LUA_NOREF)
             return 1;
     }
@@ -1200,8 +1209,9 @@ int dl_script_call_hooks(dl_script *s, dl_hook hook, dl_script_run *run)
     lua_pop(L, 1);
     for (int i = 0; i < s->exp.ncb; i++) {
         const dl_cb_spec *c = &s->exp.cb[i];
-        int ref = hook == DL_HOOK_STEP ? c->ref_step
-                  : hook == DL_HOOK_EPOCH ? c->ref_epoch : c->ref_validation;
+        int ref = hook == DL_HOOK_STEP    ? c->ref_step
+                  : hook == DL_HOOK_EPOCH ? c->ref_epoch
+                                          : c->ref_validation;
         if (c->kind != DL_CB_LUA || ref == LUA_NOREF)
             continue;
         lua_rawgeti(L, LUA_REGISTRYINDEX, ref);
@@ -1246,9 +1256,11 @@ static const char *test_prelude =
     "end\n"
     "function expect_error(fragment, fn, ...)\n"
     "  local ok, err = pcall(fn, ...)\n"
-    "  if ok then error('expected an error containing \\\"' .. fragment .. '\\\", got none', 2) end\n"
+    "  if ok then error('expected an error containing \\\"' .. fragment .. '\\\", got none', 2) "
+    "end\n"
     "  if not tostring(err):find(fragment, 1, true) then\n"
-    "    error('expected an error containing \\\"' .. fragment .. '\\\", got: ' .. tostring(err), 2)\n"
+    "    error('expected an error containing \\\"' .. fragment .. '\\\", got: ' .. tostring(err), "
+    "2)\n"
     "  end\n"
     "  return err\n"
     "end\n";

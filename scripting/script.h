@@ -27,9 +27,9 @@ typedef enum { DL_HP_NUMBER, DL_HP_INTEGER, DL_HP_BOOLEAN, DL_HP_STRING } dl_hp_
 typedef struct dl_hparam {
     char name[64];
     dl_hp_type type;
-    double num;      /* number, integer (exact below 2^53) and boolean (0/1) */
-    char str[256];   /* string */
-    int overridden;  /* set from a k=v override */
+    double num;     /* number, integer (exact below 2^53) and boolean (0/1) */
+    char str[256];  /* string */
+    int overridden; /* set from a k=v override */
 } dl_hparam;
 
 /* What dl.data.* described (engine/data/open.h); opened by dl_script_open_data. */
@@ -37,13 +37,13 @@ typedef struct dl_hparam {
 typedef enum { DL_CB_EARLY_STOPPING, DL_CB_CHECKPOINT, DL_CB_LUA } dl_cb_kind;
 typedef struct dl_cb_spec {
     dl_cb_kind kind;
-    char monitor[48];   /* early stopping, checkpoint "best" */
-    int mode_max;       /* the monitored metric improves upwards */
+    char monitor[48]; /* early stopping, checkpoint "best" */
+    int mode_max;     /* the monitored metric improves upwards */
     int patience;
     double min_delta;
-    long every_steps;   /* checkpoint: every N steps (0: not by steps) */
-    int every_epochs;   /* checkpoint: every N epochs (0: not by epochs) */
-    int save_best;      /* checkpoint when the monitored metric improves */
+    long every_steps;                        /* checkpoint: every N steps (0: not by steps) */
+    int every_epochs;                        /* checkpoint: every N epochs (0: not by epochs) */
+    int save_best;                           /* checkpoint when the monitored metric improves */
     int ref_step, ref_epoch, ref_validation; /* Lua registry refs (LUA_NOREF) */
     char name[48];
 } dl_cb_spec;
@@ -54,29 +54,29 @@ typedef struct dl_cb_spec {
 /* What dl.study{...} said (is_study): the tuner's settings. */
 typedef struct dl_study_spec {
     char name[64];
-    char metric[48];     /* val_loss, val_acc, train_loss, train_acc */
+    char metric[48]; /* val_loss, val_acc, train_loss, train_acc */
     int maximize;
-    char sampler[24];    /* as dl_tune_sampler_parse reads it */
-    char pruner[24];     /* as dl_tune_pruner_parse reads it */
-    int trials;          /* the study's total budget */
-    long long seed;      /* the sampler's seed */
+    char sampler[24]; /* as dl_tune_sampler_parse reads it */
+    char pruner[24];  /* as dl_tune_pruner_parse reads it */
+    int trials;       /* the study's total budget */
+    long long seed;   /* the sampler's seed */
 } dl_study_spec;
 
 typedef struct dl_experiment {
     char name[64];
     int is_study;
-    dl_layer *model;           /* owned until dl_script_take_model */
-    char model_text[4096];     /* the layer tree as written ("Sequential(...)") */
+    dl_layer *model;       /* owned until dl_script_take_model */
+    char model_text[4096]; /* the layer tree as written ("Sequential(...)") */
     dl_loss loss;
     dl_optim optim;
     dl_schedule schedule;
-    dl_trainer_config cfg;     /* epochs, batch, accumulate, precision, seed, ... */
-    int seed_set;              /* the script named a seed */
-    char device[16];           /* "cpu", "cuda", "auto" */
+    dl_trainer_config cfg; /* epochs, batch, accumulate, precision, seed, ... */
+    int seed_set;          /* the script named a seed */
+    char device[16];       /* "cpu", "cuda", "auto" */
     dl_data_desc data;
     dl_cb_spec cb[DL_MAX_CALLBACKS];
     int ncb;
-    dl_hparam *hp;             /* sorted by name */
+    dl_hparam *hp; /* sorted by name */
     int nhp;
     /* a study (is_study): its settings, and - once the objective ran - the
      * parameters the trial suggested, in suggestion order (float: NUMBER,
@@ -84,14 +84,14 @@ typedef struct dl_experiment {
     dl_study_spec study;
     dl_hparam trial_params[DL_MAX_TRIAL_PARAMS];
     int ntrial_params;
-    int trial_number;          /* -1: a fixed trial (parameters from k=v) */
+    int trial_number; /* -1: a fixed trial (parameters from k=v) */
 } dl_experiment;
 
 typedef struct dl_script_options {
     const char *path;
-    char *const *overrides;    /* "k=v" strings */
+    char *const *overrides; /* "k=v" strings */
     int noverrides;
-    long instruction_limit;    /* for describing; 0: a default of 200 million */
+    long instruction_limit; /* for describing; 0: a default of 200 million */
 } dl_script_options;
 
 /* Runs the script and resolves what it returned. On error returns DL_EINVAL
@@ -122,9 +122,8 @@ dl_layer *dl_script_take_model(dl_script *s);
  * back NULL (no validation split). The datasets they read stay owned by the
  * script. fingerprint receives a text identifying the data (file sizes and
  * hashes, or the generator's parameters). be: for pinned batch buffers. */
-int dl_script_open_data(dl_script *s, int batch, uint64_t seed, dl_backend *be,
-                        dl_source **train, dl_source **val, char *fingerprint,
-                        size_t fp_size);
+int dl_script_open_data(dl_script *s, int batch, uint64_t seed, dl_backend *be, dl_source **train,
+                        dl_source **val, char *fingerprint, size_t fp_size);
 
 /* What a Lua callback may do to the run, and what it can read. */
 typedef struct dl_script_run {
@@ -135,7 +134,7 @@ typedef struct dl_script_run {
     const double *values;
     int nmetrics;
     /* out: filled by the callback */
-    int stop;                 /* the callback asked to stop */
+    int stop; /* the callback asked to stop */
     char stop_reason[128];
     void (*note)(void *user, const char *text); /* run:note("...") */
     void *user;

@@ -227,7 +227,8 @@ static void write_summary(dl_session *s, dl_run_status status)
     const dl_trainer_config *cfg = dl_trainer_config_of(s->trainer);
     double per_epoch = (double)s->train->info.count;
     double partial = (double)dl_trainer_epoch_step(s->trainer) * cfg->batch * cfg->accumulate;
-    dl_run_totals t = {steps, epoch, epoch * per_epoch + (partial < per_epoch ? partial : per_epoch)};
+    dl_run_totals t = {steps, epoch,
+                       epoch * per_epoch + (partial < per_epoch ? partial : per_epoch)};
     cJSON *extra = cJSON_CreateObject();
     char hex[65];
     if (params_digest(s, hex) == DL_OK)
@@ -295,7 +296,8 @@ dl_script *dl_session_script(dl_session *s) { return s->script; }
 int dl_session_pruned(const dl_session *s)
 {
     /* or the script stopped the run itself after trial:should_prune() said so */
-    return s->pruned || (s->stop != STOP_NONE && s->script && dl_script_trial_prune_said(s->script));
+    return s->pruned ||
+           (s->stop != STOP_NONE && s->script && dl_script_trial_prune_said(s->script));
 }
 long dl_session_total_steps(const dl_session *s)
 {
@@ -309,7 +311,8 @@ int dl_session_metric(const dl_session *s, const char *name, double *final, doub
     const cJSON *f = cJSON_GetObjectItemCaseSensitive(
         cJSON_GetObjectItemCaseSensitive(s->summary, "final"), name);
     const cJSON *b = cJSON_GetObjectItemCaseSensitive(
-        cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(s->summary, "best"), name),
+        cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(s->summary, "best"),
+                                         name),
         "value");
     if (!cJSON_IsNumber(f))
         return 0;

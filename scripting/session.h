@@ -17,15 +17,15 @@
 typedef struct dl_session dl_session;
 
 typedef struct dl_session_options {
-    const char *script;          /* NULL with resume: the run's own copy */
-    char *const *overrides;      /* "k=v" */
+    const char *script;     /* NULL with resume: the run's own copy */
+    char *const *overrides; /* "k=v" */
     int noverrides;
-    const char *device;          /* NULL: the script's choice */
-    long long seed;              /* < 0: the script's */
-    const char *out_dir;         /* parent of run folders ("runs") */
-    const char *resume;          /* a run to continue, or NULL */
-    int force;                   /* run even when a finished run has the same config */
-    long stop_after;             /* > 0: stop cleanly (checkpoint, "stopped") after N steps */
+    const char *device;  /* NULL: the script's choice */
+    long long seed;      /* < 0: the script's */
+    const char *out_dir; /* parent of run folders ("runs") */
+    const char *resume;  /* a run to continue, or NULL */
+    int force;           /* run even when a finished run has the same config */
+    long stop_after;     /* > 0: stop cleanly (checkpoint, "stopped") after N steps */
     /* data parallel: this process is rank `rank` of `ranks` (0 and 0 or 1
      * alone); ranks other than 0 write no run folder, checkpoint or summary */
     int rank, ranks;
@@ -47,7 +47,7 @@ typedef struct dl_session_options {
      * calibration on the CPU, a table on GPUs). With it, summary.json gets
      * a "cost" object (MFU, price, cost so far, energy). Borrowed. */
     struct dl_telemetry *telemetry;
-    double price_per_hour;       /* > 0: money figures in the telemetry and summary */
+    double price_per_hour; /* > 0: money figures in the telemetry and summary */
     /* prepared for dl_session_check_parity only: no duplicate guard, no run
      * folder (and nothing written); not with resume */
     int parity;
@@ -85,11 +85,11 @@ void dl_session_interrupt(void);
 int dl_session_interrupted(void);
 
 /* Accessors for the caller's report. */
-const char *dl_session_run_dir(const dl_session *s);     /* NULL before the folder exists */
-const char *dl_session_duplicate(const dl_session *s);   /* the finished twin's folder */
+const char *dl_session_run_dir(const dl_session *s);   /* NULL before the folder exists */
+const char *dl_session_duplicate(const dl_session *s); /* the finished twin's folder */
 const char *dl_session_name(const dl_session *s);
 const char *dl_session_device(const dl_session *s);
-const char *dl_session_message(const dl_session *s);     /* why it failed or stopped */
+const char *dl_session_message(const dl_session *s); /* why it failed or stopped */
 dl_trainer *dl_session_trainer(dl_session *s);
 struct dl_script *dl_session_script(dl_session *s); /* the script's Lua state, for the prompt */
 long dl_session_total_steps(const dl_session *s);

@@ -176,7 +176,8 @@ static cJSON *result_config(dl_session *s, const char *script_sha)
     cJSON_AddNumberToObject(c, "epochs", e->cfg.epochs);
     cJSON_AddNumberToObject(c, "max_steps", (double)e->cfg.max_steps);
     cJSON_AddStringToObject(c, "precision", dl_precision_name(e->cfg.precision));
-    cJSON_AddStringToObject(c, "nonfinite", e->cfg.nonfinite == DL_NONFINITE_SKIP ? "skip" : "stop");
+    cJSON_AddStringToObject(c, "nonfinite",
+                            e->cfg.nonfinite == DL_NONFINITE_SKIP ? "skip" : "stop");
     cJSON_AddStringToObject(c, "device", s->device);
     cJSON_AddNumberToObject(c, "seed", (double)s->seed);
     cJSON_AddItemToObject(c, "data", data_json(&e->data, s->fingerprint));

@@ -167,7 +167,8 @@ static int builtin_epoch(dl_session *s, const dl_epoch_info *i, const char *cons
                     snprintf(why, sizeof why, "best %s = %.6g", c->monitor, v);
                 else
                     snprintf(why, sizeof why, "end of epoch %d", i->epoch + 1);
-                save_checkpoint_as(s, c->save_best ? DL_RUN_FILE_CHECKPOINT_BEST : DL_RUN_FILE_CHECKPOINT, why);
+                save_checkpoint_as(
+                    s, c->save_best ? DL_RUN_FILE_CHECKPOINT_BEST : DL_RUN_FILE_CHECKPOINT, why);
             }
         }
     }
@@ -176,8 +177,8 @@ static int builtin_epoch(dl_session *s, const dl_epoch_info *i, const char *cons
 
 /* A study trial: reports the study's metric after epoch (as step epoch+1)
  * and asks the pruner; returns 1 to stop the run as pruned. */
-static int report_trial(dl_session *s, int epoch, const char *const *names,
-                        const double *values, int n)
+static int report_trial(dl_session *s, int epoch, const char *const *names, const double *values,
+                        int n)
 {
     for (int k = 0; k < n; k++) {
         if (strcmp(names[k], s->exp->study.metric))

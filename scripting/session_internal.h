@@ -36,7 +36,7 @@ struct dl_session {
     dl_runlog *log;
     cJSON *config;
     cJSON *summary;
-    char **resume_ovs;          /* a resume's overrides, read from its config.json (owned) */
+    char **resume_ovs; /* a resume's overrides, read from its config.json (owned) */
     int resume_nov;
     char hash[65];
     char run_dir[1024];
@@ -50,8 +50,8 @@ struct dl_session {
     cb_state cbs[DL_MAX_CALLBACKS];
     long steps_at_start;
     int resumed;
-    int pruned;                 /* the study's pruner stopped this trial */
-    dl_backend *parity_be;      /* a cpu:T backend of a parity check (owned) */
+    int pruned;            /* the study's pruner stopped this trial */
+    dl_backend *parity_be; /* a cpu:T backend of a parity check (owned) */
     double wall_s, samples_per_s;
 };
 

@@ -61,7 +61,8 @@ static void replay_epoch(void *user, const dl_run_metrics *m)
         double x = dl_records_value(m->v, m->n, name);
         if (c->kind == DL_CB_LUA || !c->monitor[0] || isnan(x))
             continue;
-        if (!st->seen || (c->mode_max ? x > st->best + c->min_delta : x < st->best - c->min_delta)) {
+        if (!st->seen ||
+            (c->mode_max ? x > st->best + c->min_delta : x < st->best - c->min_delta)) {
             st->best = x;
             st->bad_epochs = 0;
         } else {
@@ -72,7 +73,10 @@ static void replay_epoch(void *user, const dl_run_metrics *m)
 }
 
 /* The callbacks' state as it was when the run stopped, from its metrics. */
-static void replay_callbacks(dl_session *s) { dl_records_metrics_each(s->run_dir, replay_epoch, s); }
+static void replay_callbacks(dl_session *s)
+{
+    dl_records_metrics_each(s->run_dir, replay_epoch, s);
+}
 
 int session_resume_begin(dl_session *s)
 {
@@ -99,8 +103,10 @@ static void report_resume(dl_session *s, const dl_checkpoint_info *info, int fre
                           const char *path)
 {
     if (fresh)
-        session_emit(s, "warning", "%s does not exist (the run ended before its first "
-                     "checkpoint): training starts again from step 0", path);
+        session_emit(s, "warning",
+                     "%s does not exist (the run ended before its first "
+                     "checkpoint): training starts again from step 0",
+                     path);
     replay_callbacks(s);
     s->steps_at_start = info->cursor.step;
     if (strcmp(info->config_hash, s->hash))

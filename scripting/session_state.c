@@ -51,7 +51,9 @@ long session_steps_per_epoch(dl_source *train, int accumulate)
 
 long dl_session_steps_per_epoch(const dl_session *s)
 {
-    return s->trainer ? session_steps_per_epoch(s->train, dl_trainer_config_of(s->trainer)->accumulate) : 0;
+    return s->trainer
+               ? session_steps_per_epoch(s->train, dl_trainer_config_of(s->trainer)->accumulate)
+               : 0;
 }
 
 int dl_session_loader_stats(dl_session *s, dl_loader_stats *out)

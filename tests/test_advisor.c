@@ -88,8 +88,8 @@ static void slow_destroy(dl_source *s)
     free(w);
 }
 
-static const dl_source_ops slow_ops = {slow_start, slow_next, slow_batches, slow_stats, NULL,
-                                       slow_destroy};
+static const dl_source_ops slow_ops = {slow_start, slow_next, slow_batches,
+                                       slow_stats, NULL,      slow_destroy};
 
 static dl_source *slow_source_create(dl_source *inner, slow_kind kind, double seconds, int batch)
 {
@@ -200,8 +200,7 @@ static const dl_advice *has(const dl_advice *a, int n, dl_advice_kind k)
 /* 15 steps over blobs behind a slow source (kind, seconds a batch) with
  * `workers` loader threads: the advice (up to 8) into adv, the data-wait
  * share into *share. Returns the advice count. */
-static int advise_slow(slow_kind kind, double seconds, int workers, dl_advice adv[8],
-                       double *share)
+static int advise_slow(slow_kind kind, double seconds, int workers, dl_advice adv[8], double *share)
 {
     dl_dataset d;
     make_blobs(&d, 32 * 20);

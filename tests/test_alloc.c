@@ -103,8 +103,14 @@ static dl_backend *be;
 /* 3 classes in c x h x w features: feature k carries 1.5 for label k % 3 */
 static void make_blobs(dl_dataset *d, size_t count, int c, int h, int w)
 {
-    fx_blobs spec = {c > 1 || h > 1 ? (dl_shape){3, {c, h, w}} : (dl_shape){1, {w}}, 3, 1.5f, 0,
-                     1.0f, 5, 7, "blobs"};
+    fx_blobs spec = {c > 1 || h > 1 ? (dl_shape){3, {c, h, w}} : (dl_shape){1, {w}},
+                     3,
+                     1.5f,
+                     0,
+                     1.0f,
+                     5,
+                     7,
+                     "blobs"};
     fx_blobs_make(d, count, &spec);
 }
 
@@ -203,8 +209,7 @@ static void test_mlp_adam(void)
     dl_nn_sequential_add(s, dl_nn_dropout(0.1f));
     dl_nn_sequential_add(s, dl_nn_layernorm(32, 1e-5f));
     dl_nn_sequential_add(s, dl_nn_linear(32, 3, 1));
-    expect_no_allocations(s, 1, 1, 8, dl_optim_adamw(1e-3f, 0.01f),
-                          DL_PREC_F32);
+    expect_no_allocations(s, 1, 1, 8, dl_optim_adamw(1e-3f, 0.01f), DL_PREC_F32);
 }
 
 static void test_mlp_bf16_sgd(void)

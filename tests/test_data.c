@@ -86,8 +86,8 @@ static void test_idx_roundtrip_plain_and_gz(void)
         dl_dataset d;
         CHECK_OK(dl_dataset_load_idx(&d, im, lb));
         CHECK(d.info.count == 37);
-        CHECK(d.info.sample.ndim == 3 && d.info.sample.dim[0] == 1 &&
-              d.info.sample.dim[1] == 5 && d.info.sample.dim[2] == 3);
+        CHECK(d.info.sample.ndim == 3 && d.info.sample.dim[0] == 1 && d.info.sample.dim[1] == 5 &&
+              d.info.sample.dim[2] == 3);
         CHECK(d.info.x_dtype == DL_U8 && d.info.y_dtype == DL_I32 && d.info.y_width == 1);
         CHECK(d.info.classes == 4);
         CHECK(d.info.scale == 1.0f);

@@ -721,7 +721,8 @@ int main(void)
     RUN(test_h5util_attributes);
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
-    if (getenv("KEEP")) return check_failed_tests ? 1 : 0;
+    if (getenv("KEEP"))
+        return check_failed_tests ? 1 : 0;
     if (system(cmd) != 0)
         fprintf(stderr, "could not remove %s\n", tmpdir);
     CHECK_EXIT();

@@ -35,11 +35,9 @@ static void test_sample_plausible(void)
     CHECK_OK(dl_monitor_sample(m, &s));
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     CHECK_MSG(s.ncpu >= 1 && s.ncpu <= DL_MONITOR_MAX_CPUS, "ncpu %d", s.ncpu);
-    CHECK_MSG(cores > DL_MONITOR_MAX_CPUS || s.ncpu >= cores, "ncpu %d, online %ld", s.ncpu,
-              cores);
+    CHECK_MSG(cores > DL_MONITOR_MAX_CPUS || s.ncpu >= cores, "ncpu %d, online %ld", s.ncpu, cores);
     for (int i = 0; i < s.ncpu; i++)
-        CHECK_MSG(s.cpu_pct[i] >= 0 && s.cpu_pct[i] <= 100, "core %d: %g", i,
-                  (double)s.cpu_pct[i]);
+        CHECK_MSG(s.cpu_pct[i] >= 0 && s.cpu_pct[i] <= 100, "core %d: %g", i, (double)s.cpu_pct[i]);
     CHECK(s.cpu_total_pct >= 0 && s.cpu_total_pct <= 100);
     CHECK_MSG(s.cpu_total_pct > 0, "a spinning thread shows as busy");
     /* the spin is one thread: about 100%, less when the machine is shared */

@@ -23,8 +23,8 @@ static dl_backend *be;
 /* count x [count, 1, 8, 8] f32 images in 3 classes: pixel k carries 1.0 for label k % 3 */
 static void make_images(dl_dataset *d, size_t count, int flat)
 {
-    fx_blobs spec = {flat ? (dl_shape){1, {64}} : (dl_shape){3, {1, 8, 8}}, 3, 1.0f, 0, 0.3f, 5, 7,
-                     "images"};
+    fx_blobs spec = {
+        flat ? (dl_shape){1, {64}} : (dl_shape){3, {1, 8, 8}}, 3, 1.0f, 0, 0.3f, 5, 7, "images"};
     fx_blobs_make(d, count, &spec);
 }
 
@@ -99,10 +99,7 @@ static const dl_prof_row *find(const dl_prof_row *r, int n, const char *name)
  * 0.1 ms a step, whichever is larger (what runs outside the step span -
  * opening an epoch, the loop itself - is not step time), and the rows'
  * self times add up to the step time within 1%. */
-static double wall_tolerance(double wall, int steps)
-{
-    return fmax(0.05 * wall, 1e-4 * steps);
-}
+static double wall_tolerance(double wall, int steps) { return fmax(0.05 * wall, 1e-4 * steps); }
 
 static void test_totals_match_wall_time(void)
 {
@@ -244,8 +241,8 @@ static void test_trace_round_trip(void)
         const cJSON *ts = cJSON_GetObjectItemCaseSensitive(e, "ts");
         if (!cJSON_IsNumber(dur) || !cJSON_IsNumber(ts) || dur->valuedouble < 0)
             bad++;
-        const cJSON *st = cJSON_GetObjectItemCaseSensitive(
-            cJSON_GetObjectItemCaseSensitive(e, "args"), "step");
+        const cJSON *st =
+            cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(e, "args"), "step");
         if (cJSON_IsNumber(st) && st->valueint < min_step)
             min_step = st->valueint;
         if (!strncmp(name->valuestring, "step ", 5))

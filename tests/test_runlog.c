@@ -96,9 +96,12 @@ static void test_run_folder(void)
     snprintf(p, sizeof p, "%s/summary.json", dl_runlog_dir(r));
     cJSON *s = dl_runlog_read_json(p);
     const cJSON *best = cJSON_GetObjectItem(s, "best");
-    CHECK_NEAR(cJSON_GetObjectItem(cJSON_GetObjectItem(best, "val_loss"), "value")->valuedouble, 0.4, 1e-12);
-    CHECK_NEAR(cJSON_GetObjectItem(cJSON_GetObjectItem(best, "val_acc"), "value")->valuedouble, 0.9, 1e-12);
-    CHECK_NEAR(cJSON_GetObjectItem(cJSON_GetObjectItem(s, "final"), "val_loss")->valuedouble, 0.6, 1e-12);
+    CHECK_NEAR(cJSON_GetObjectItem(cJSON_GetObjectItem(best, "val_loss"), "value")->valuedouble,
+               0.4, 1e-12);
+    CHECK_NEAR(cJSON_GetObjectItem(cJSON_GetObjectItem(best, "val_acc"), "value")->valuedouble, 0.9,
+               1e-12);
+    CHECK_NEAR(cJSON_GetObjectItem(cJSON_GetObjectItem(s, "final"), "val_loss")->valuedouble, 0.6,
+               1e-12);
     CHECK(cJSON_GetObjectItem(best, "lr") == NULL);
     CHECK(!strcmp(cJSON_GetObjectItem(s, "status")->valuestring, "finished"));
     cJSON_Delete(s);
@@ -107,7 +110,8 @@ static void test_run_folder(void)
     if (rs) {
         CHECK_NEAR(dl_records_value(rs->best, rs->nbest, "val_loss"), 0.4, 1e-12);
         CHECK_NEAR(dl_records_value(rs->final, rs->nfinal, "val_loss"), 0.6, 1e-12);
-        CHECK(isnan(dl_records_value(rs->best, rs->nbest, "lr")) && !strcmp(rs->status, "finished"));
+        CHECK(isnan(dl_records_value(rs->best, rs->nbest, "lr")) &&
+              !strcmp(rs->status, "finished"));
     }
     free(rs);
     CHECK(dl_runlog_find_finished(out, hash, found, sizeof found) == 1);
@@ -122,7 +126,8 @@ static void test_run_folder(void)
         CHECK_OK(dl_runlog_summary(r, "stopped", &t2, "test", NULL));
         s = dl_runlog_read_json(p);
         best = cJSON_GetObjectItem(s, "best");
-        CHECK_NEAR(cJSON_GetObjectItem(cJSON_GetObjectItem(best, "val_acc"), "value")->valuedouble, 0.8, 1e-12);
+        CHECK_NEAR(cJSON_GetObjectItem(cJSON_GetObjectItem(best, "val_acc"), "value")->valuedouble,
+                   0.8, 1e-12);
         cJSON_Delete(s);
         dl_runlog_destroy(r);
     }
@@ -374,8 +379,9 @@ static void test_torn_lines(void)
     CHECK(m && !strcmp(m, "{\"t\":0.5,\"cpu_total\":10}\n{\"t\":1.0,\"cpu_total\":20}\n"));
     snprintf(p, sizeof p, "%s/events.log", dir);
     m = slurp(p);
-    CHECK_MSG(m && !strstr(m, "half") && strstr(m, "warning: metrics.jsonl: 1 unreadable line "
-                                                   "dropped (first: line 3") &&
+    CHECK_MSG(m && !strstr(m, "half") &&
+                  strstr(m, "warning: metrics.jsonl: 1 unreadable line "
+                            "dropped (first: line 3") &&
                   strstr(m, "warning: system.jsonl: a torn last line (15 bytes) dropped") &&
                   strstr(m, "warning: events.log: a torn last line") && strstr(m, " note: after\n"),
               "events.log:\n%s", m ? m : "");
@@ -386,7 +392,8 @@ static void test_torn_lines(void)
         dl_telemetry_read(t, snap);
         int after = 0;
         for (int i = 0; i < snap->nevents; i++)
-            after += !strcmp(snap->events[i].kind, "note") && !strcmp(snap->events[i].text, "after");
+            after +=
+                !strcmp(snap->events[i].kind, "note") && !strcmp(snap->events[i].text, "after");
         CHECK(after == 1);
     }
     dl_telemetry_snapshot_destroy(snap);

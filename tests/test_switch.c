@@ -43,8 +43,8 @@ typedef struct test_backend {
     live_block *blocks;
     int nblocks, cap;
     size_t live_bytes, live_host_bytes;
-    long allocs, host_allocs;       /* made so far (successful) */
-    long fail_alloc, fail_host;     /* > 0: that many calls from now, the last one fails */
+    long allocs, host_allocs;   /* made so far (successful) */
+    long fail_alloc, fail_host; /* > 0: that many calls from now, the last one fails */
 } test_backend;
 
 static test_backend *tb_of(dl_backend *be) { return (test_backend *)be; }
@@ -195,8 +195,8 @@ static void blobs(dl_dataset *d, size_t count, uint64_t seed)
     for (size_t i = 0; i < count; i++) {
         y[i] = (int32_t)(i % 3);
         for (int k = 0; k < 8; k++)
-            x[i * 8 + k] = 1.5f * (k == y[i] || k == y[i] + 3) +
-                           dl_rng_normal(seed, 7, i, (uint64_t)k);
+            x[i * 8 + k] =
+                1.5f * (k == y[i] || k == y[i] + 3) + dl_rng_normal(seed, 7, i, (uint64_t)k);
     }
     d->x = x;
     d->y = y;
@@ -239,7 +239,7 @@ typedef struct plan {
     void (*idle)(struct plan *p, dl_trainer *t);
     void *user;
     /* recorded */
-    int done;                      /* switches made */
+    int done; /* switches made */
     int switch_rc[MAX_SWITCH];
     size_t left_bytes[MAX_SWITCH]; /* on the old backend right after each switch */
     size_t left_host[MAX_SWITCH];
@@ -464,11 +464,11 @@ static void test_round_trip_accumulate(void)
 typedef struct oom_probe {
     test_backend *b;
     int tried;
-    int failures;      /* attempts that failed as they should */
-    int named_cause;   /* ... with a message naming the size */
-    int stayed;        /* ... with the training still on A */
-    int state_intact;  /* ... with the state arena unchanged */
-    int b_clean;       /* ... leaving nothing on B */
+    int failures;     /* attempts that failed as they should */
+    int named_cause;  /* ... with a message naming the size */
+    int stayed;       /* ... with the training still on A */
+    int state_intact; /* ... with the state arena unchanged */
+    int b_clean;      /* ... leaving nothing on B */
     int attempts;
     char msg[512];
 } oom_probe;
@@ -537,8 +537,7 @@ static void test_out_of_memory(void)
     CHECK_MSG(o.named_cause == o.failures, "%d of %d messages name the cause; one said: %s",
               o.named_cause, o.failures, o.msg);
     CHECK_MSG(o.stayed == o.failures, "stayed on A %d of %d", o.stayed, o.failures);
-    CHECK_MSG(o.state_intact == o.failures, "state intact %d of %d", o.state_intact,
-              o.failures);
+    CHECK_MSG(o.state_intact == o.failures, "state intact %d of %d", o.state_intact, o.failures);
     CHECK_MSG(o.b_clean == o.failures, "B clean %d of %d (now %zu + %zu bytes)", o.b_clean,
               o.failures, b->live_bytes, b->live_host_bytes);
     /* continuing on A gives the run that never tried */
@@ -661,8 +660,7 @@ static void test_parity_same_kernels(void)
     long a_allocs = a->allocs;
     a->fail_alloc = 1;
     CHECK(dl_trainer_check_parity(t, &b->be, 4, &r) == DL_ENOMEM);
-    CHECK_MSG(strstr(dl_error_message(), "cpuA: out of device memory"), "%s",
-              dl_error_message());
+    CHECK_MSG(strstr(dl_error_message(), "cpuA: out of device memory"), "%s", dl_error_message());
     a->fail_alloc = 0;
     dl_parity_report_done(&r);
     CHECK(a->allocs == a_allocs && dl_trainer_backend(t) == &b->be);

@@ -24,10 +24,7 @@ static void rm_rf(const char *path)
         waitpid(pid, NULL, 0);
 }
 
-static dl_sampler_config sampler(int kind)
-{
-    return dl_tune_sampler_defaults(kind);
-}
+static dl_sampler_config sampler(int kind) { return dl_tune_sampler_defaults(kind); }
 
 /* --- samplers ----------------------------------------------------------------- */
 
@@ -67,7 +64,8 @@ static void test_bounds_and_types(void)
             double again;
             CHECK_OK(dl_trial_suggest_float(t, "x", -2.5, 4.0, 0, &again));
             CHECK(again == x);
-            double y = (x - 1) * (x - 1) + fabs(log10(lr) + 3) + (double)(h % 7) + (double)(k * k) + a;
+            double y =
+                (x - 1) * (x - 1) + fabs(log10(lr) + 3) + (double)(h % 7) + (double)(k * k) + a;
             CHECK_OK(dl_study_tell(s, t, DL_TRIAL_COMPLETE, y));
         }
         CHECK(dl_study_count(s) == 60);
@@ -234,7 +232,8 @@ static void test_reuse_equal_parameters(void)
 
 /* Feeds trial curves c_i / (1 + step) for steps 0..steps-1, telling each
  * trial complete or pruned; returns a bitmask of the pruned trials. */
-static unsigned run_curves(const dl_pruner_config *pc, const double *c, int n, int steps, int direction)
+static unsigned run_curves(const dl_pruner_config *pc, const double *c, int n, int steps,
+                           int direction)
 {
     dl_study *s;
     unsigned pruned = 0;
@@ -314,7 +313,7 @@ static void test_asha_pruner(void)
         }
         stopped[i] = st;
         CHECK_OK(dl_study_tell(s, t, st < 6 ? DL_TRIAL_PRUNED : DL_TRIAL_COMPLETE,
-                              st < 6 ? NAN : c[i] / 6));
+                               st < 6 ? NAN : c[i] / 6));
     }
     CHECK(stopped[0] == 6 && stopped[1] == 1 && stopped[2] == 6 && stopped[3] == 2);
     CHECK(dl_trial_state_of(dl_study_trial(s, 1)) == DL_TRIAL_PRUNED);

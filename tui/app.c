@@ -25,7 +25,14 @@
 
 enum { PANE_CHART, PANE_SYSTEM, PANE_PROFILE, PANE_LOG, PANE_RUNS, PANE_HELP, PANE_TRIALS, NWIN };
 
-typedef enum { PROMPT_NONE, PROMPT_NOTE, PROMPT_HPARAMS, PROMPT_LUA, PROMPT_FILTER, PROMPT_QUIT } prompt_kind;
+typedef enum {
+    PROMPT_NONE,
+    PROMPT_NOTE,
+    PROMPT_HPARAMS,
+    PROMPT_LUA,
+    PROMPT_FILTER,
+    PROMPT_QUIT
+} prompt_kind;
 
 static volatile sig_atomic_t got_winch, got_hup, got_int;
 
@@ -35,15 +42,15 @@ static void on_int(int sig) { (void)sig, got_int = 1; }
 
 typedef struct app {
     const dl_app_ops *ops;
-    dl_screen *scr;        /* scr->tele: the snapshot the panes draw */
+    dl_screen *scr; /* scr->tele: the snapshot the panes draw */
     double next_advice, next_trials;
-    unsigned advised;      /* advice kinds already written to the log (bits) */
+    unsigned advised; /* advice kinds already written to the log (bits) */
     long events_seen;
-    double sps_last;       /* samples/s of the previous frame (device switches) */
+    double sps_last; /* samples/s of the previous frame (device switches) */
     dl_trials_follow trials;
     WINDOW *status, *hints, *pane[NWIN];
     int rows, cols;
-    int zoom;              /* -1: the overview; else the pane shown alone */
+    int zoom; /* -1: the overview; else the pane shown alone */
     int focus;
     dl_view_state vs[NWIN];
     int log_scale;
@@ -101,7 +108,8 @@ static const char *prompt_label(prompt_kind k)
     case PROMPT_HPARAMS: return "hyperparameters k=v (lr applies now): ";
     case PROMPT_LUA: return "lua> ";
     case PROMPT_FILTER: return "filter /";
-    case PROMPT_QUIT: return "a training is running: stop it (checkpoint, summary) and quit? [y/N] ";
+    case PROMPT_QUIT:
+        return "a training is running: stop it (checkpoint, summary) and quit? [y/N] ";
     default: return "";
     }
 }
@@ -145,20 +153,21 @@ static void draw(app *a)
     } else if (a->quitting) {
         p = "stopping the training: checkpoint and summary...";
     }
-    static const char *const ready[] = {"r", "Start", "?", "Help", "e", "Hparams", "F2", "Runs",
-                                        "F4", "Trials", "Tab", "Focus", "1-7", "Zoom", "q", "Quit"};
-    static const char *const running[] = {"Spc", "Pause", "g", "GPU", "c", "CPU", "s", "Ckpt",
-                                          "n", "Note", ":", "Lua", "e", "Hparams", "?", "Help",
-                                          "l", "Log", "z", "Zoom", "F2", "Runs", "F4", "Trials",
-                                          "q", "Quit"};
-    static const char *const paused[] = {"Spc", "Resume", "s", "Ckpt", "n", "Note", ":", "Lua",
-                                         "e", "Hparams", "g", "GPU", "c", "CPU", "?", "Help",
-                                         "q", "Quit"};
+    static const char *const ready[] = {"r",   "Start", "?",  "Help",   "e",   "Hparams",
+                                        "F2",  "Runs",  "F4", "Trials", "Tab", "Focus",
+                                        "1-7", "Zoom",  "q",  "Quit"};
+    static const char *const running[] = {
+        "Spc",  "Pause", "g",   "GPU",  "c",       "CPU",    "s",    "Ckpt", "n",
+        "Note", ":",     "Lua", "e",    "Hparams", "?",      "Help", "l",    "Log",
+        "z",    "Zoom",  "F2",  "Runs", "F4",      "Trials", "q",    "Quit"};
+    static const char *const paused[] = {"Spc", "Resume", "s", "Ckpt",    "n", "Note",
+                                         ":",   "Lua",    "e", "Hparams", "g", "GPU",
+                                         "c",   "CPU",    "?", "Help",    "q", "Quit"};
     static const char *const done[] = {"r", "Restart", "n", "Note", "F2", "Runs", "F4", "Trials",
-                                       "l", "Log", "z", "Zoom", "?", "Help", "q", "Quit"};
-    static const char *const watch[] = {"Spc", "Pause", "g", "GPU", "c", "CPU", "s", "Ckpt",
-                                        "n", "Note", "e", "LR", "?", "Help", "l", "Log",
-                                        "F2", "Runs", "q", "Quit"};
+                                       "l", "Log",     "z", "Zoom", "?",  "Help", "q",  "Quit"};
+    static const char *const watch[] = {"Spc",  "Pause", "g",    "GPU",  "c",  "CPU", "s",
+                                        "Ckpt", "n",     "Note", "e",    "LR", "?",   "Help",
+                                        "l",    "Log",   "F2",   "Runs", "q",  "Quit"};
 #define N(x) (int)(sizeof x / sizeof *x)
     if (a->ops->watching && s->live && st <= DL_TELE_PAUSED)
         dl_view_hints(a->hints, watch, N(watch), p);
@@ -367,15 +376,27 @@ static void key(app *a, int ch)
     case KEY_F(2): set_zoom(a, PANE_RUNS); break;
     case KEY_F(3): set_zoom(a, PANE_PROFILE); break;
     case KEY_F(4): set_zoom(a, PANE_TRIALS); break;
-    case '1': case '2': case '3': case '4': case '5': case '6': case '7': set_zoom(a, ch - '1'); break;
+    case '1':
+    case '2':
+    case '3':
+    case '4':
+    case '5':
+    case '6':
+    case '7': set_zoom(a, ch - '1'); break;
     case 27:
         if (a->zoom >= 0)
             a->zoom = -1, a->dirty_layout = 1;
         break;
     case '\t': a->focus = (a->focus + 1) % NPANES; break;
     case KEY_BTAB: a->focus = (a->focus + NPANES - 1) % NPANES; break;
-    case KEY_RIGHT: if (a->zoom < 0) a->focus = (a->focus + 1) % NPANES; break;
-    case KEY_LEFT: if (a->zoom < 0) a->focus = (a->focus + NPANES - 1) % NPANES; break;
+    case KEY_RIGHT:
+        if (a->zoom < 0)
+            a->focus = (a->focus + 1) % NPANES;
+        break;
+    case KEY_LEFT:
+        if (a->zoom < 0)
+            a->focus = (a->focus + NPANES - 1) % NPANES;
+        break;
     case KEY_UP:
         if (pane == PANE_LOG || pane == PANE_TRIALS)
             a->vs[pane].scroll++;
@@ -390,17 +411,26 @@ static void key(app *a, int ch)
             a->vs[pane].scroll++;
         }
         break;
-    case KEY_PPAGE: if (pane == PANE_LOG || pane == PANE_TRIALS) a->vs[pane].scroll += 10; break;
-    case KEY_NPAGE: a->vs[pane].scroll = a->vs[pane].scroll > 10 ? a->vs[pane].scroll - 10 : 0; break;
+    case KEY_PPAGE:
+        if (pane == PANE_LOG || pane == PANE_TRIALS)
+            a->vs[pane].scroll += 10;
+        break;
+    case KEY_NPAGE:
+        a->vs[pane].scroll = a->vs[pane].scroll > 10 ? a->vs[pane].scroll - 10 : 0;
+        break;
     case 'l': a->log_scale = !a->log_scale; break;
-    case 'z': a->window = a->window == 0 ? 1000 : a->window == 1000 ? 200 : a->window == 200 ? 50 : 0; break;
+    case 'z':
+        a->window = a->window == 0 ? 1000 : a->window == 1000 ? 200 : a->window == 200 ? 50 : 0;
+        break;
     case '/': open_prompt(a, PROMPT_FILTER); break;
     case 'r':
         if (!a->ops->watching)
             a->ops->action(a->ops->user, DL_ACT_START, NULL);
         break;
     case ' ':
-    case 'p': a->ops->action(a->ops->user, DL_ACT_PAUSE, st == DL_TELE_PAUSED ? "resume" : "pause"); break;
+    case 'p':
+        a->ops->action(a->ops->user, DL_ACT_PAUSE, st == DL_TELE_PAUSED ? "resume" : "pause");
+        break;
     case 'g': a->ops->action(a->ops->user, DL_ACT_GPU, NULL); break;
     case 'c': a->ops->action(a->ops->user, DL_ACT_CPU, NULL); break;
     case 'P': a->ops->action(a->ops->user, DL_ACT_PARITY, NULL); break;

@@ -17,31 +17,31 @@
 #include "views/views.h"
 
 typedef enum {
-    DL_ACT_START,        /* r */
-    DL_ACT_PAUSE,        /* Space, p: toggles */
-    DL_ACT_GPU,          /* g */
-    DL_ACT_CPU,          /* c */
-    DL_ACT_PARITY,       /* P: parity check against the other device */
-    DL_ACT_CHECKPOINT,   /* s */
-    DL_ACT_NOTE,         /* n: arg is the text */
-    DL_ACT_HPARAMS,      /* e: arg is "k=v ..." */
-    DL_ACT_LUA,          /* ':': arg is a Lua line */
-    DL_ACT_QUIT          /* q confirmed */
+    DL_ACT_START,      /* r */
+    DL_ACT_PAUSE,      /* Space, p: toggles */
+    DL_ACT_GPU,        /* g */
+    DL_ACT_CPU,        /* c */
+    DL_ACT_PARITY,     /* P: parity check against the other device */
+    DL_ACT_CHECKPOINT, /* s */
+    DL_ACT_NOTE,       /* n: arg is the text */
+    DL_ACT_HPARAMS,    /* e: arg is "k=v ..." */
+    DL_ACT_LUA,        /* ':': arg is a Lua line */
+    DL_ACT_QUIT        /* q confirmed */
 } dl_action;
 
 typedef struct dl_app_ops {
     void *user;
-    dl_telemetry *tele;                              /* the run the panes draw */
-    const char *out_dir;                             /* run folders (F2); studies in out_dir/studies (F4) */
-    const char *study;                               /* F4's study; NULL: the run's, else the newest */
-    int open_trials;                                 /* start on the trials screen */
+    dl_telemetry *tele;  /* the run the panes draw */
+    const char *out_dir; /* run folders (F2); studies in out_dir/studies (F4) */
+    const char *study;   /* F4's study; NULL: the run's, else the newest */
+    int open_trials;     /* start on the trials screen */
     /* once a frame, before the copy: the owner's part of the screen (source,
      * script, live, prof_note), and its own sampling (watch: the files) */
     void (*sample)(void *user, dl_screen *s);
     void (*action)(void *user, dl_action a, const char *arg);
-    int (*busy)(void *user);                         /* a training runs: q asks first */
-    int (*done)(void *user);                         /* after QUIT: may the loop end? */
-    int watching;                                    /* watch: keys go to the socket */
+    int (*busy)(void *user); /* a training runs: q asks first */
+    int (*done)(void *user); /* after QUIT: may the loop end? */
+    int watching;            /* watch: keys go to the socket */
 } dl_app_ops;
 
 typedef enum { DL_APP_QUIT, DL_APP_HANGUP, DL_APP_ERROR } dl_app_end;

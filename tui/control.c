@@ -22,8 +22,8 @@
 
 struct dl_control {
     dl_trainer *t;
-    int fd;          /* listening socket */
-    int wake[2];     /* a pipe: stop asks the thread to leave */
+    int fd;      /* listening socket */
+    int wake[2]; /* a pipe: stop asks the thread to leave */
     pthread_t thread;
     char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
 };
@@ -102,10 +102,12 @@ static int post(dl_trainer *t, const char *c, const cJSON *j, int *rc, char *rep
     } else if (!strcmp(c, "parity")) {
         const cJSON *steps = cJSON_GetObjectItemCaseSensitive(j, "steps");
         if ((dev && (!cJSON_IsString(dev) || strlen(dev->valuestring) > 16)) ||
-            (steps && (!cJSON_IsNumber(steps) || !(steps->valuedouble >= 1) ||
-                       steps->valuedouble > 1000 || steps->valuedouble != (int)steps->valuedouble))) {
-            reply_error(reply, size, "parity: \"device\" must be \"cuda\", \"cpu\" or \"cpu:T\", "
-                                     "\"steps\" a whole number from 1 to 1000 (default 5)");
+            (steps &&
+             (!cJSON_IsNumber(steps) || !(steps->valuedouble >= 1) || steps->valuedouble > 1000 ||
+              steps->valuedouble != (int)steps->valuedouble))) {
+            reply_error(reply, size,
+                        "parity: \"device\" must be \"cuda\", \"cpu\" or \"cpu:T\", "
+                        "\"steps\" a whole number from 1 to 1000 (default 5)");
             return 0;
         }
         *rc = dl_trainer_post(t, DL_CMD_PARITY, steps ? steps->valuedouble : 5,
@@ -114,7 +116,8 @@ static int post(dl_trainer *t, const char *c, const cJSON *j, int *rc, char *rep
         char msg[160];
         snprintf(msg, sizeof msg,
                  "unknown cmd \"%.40s\" (pause, resume, stop, checkpoint, note, lr, device, "
-                 "parity, status)", c);
+                 "parity, status)",
+                 c);
         reply_error(reply, size, msg);
         return 0;
     }
@@ -131,8 +134,9 @@ void dl_control_handle(dl_trainer *t, const char *line, char *reply, size_t size
     }
     const cJSON *cmd = cJSON_GetObjectItemCaseSensitive(j, "cmd");
     if (!cJSON_IsString(cmd)) {
-        reply_error(reply, size, "missing \"cmd\" (pause, resume, stop, checkpoint, note, lr, "
-                                 "device, status)");
+        reply_error(reply, size,
+                    "missing \"cmd\" (pause, resume, stop, checkpoint, note, lr, "
+                    "device, status)");
         cJSON_Delete(j);
         return;
     }
@@ -235,8 +239,9 @@ int dl_control_start(dl_control **out, const char *run_dir, dl_trainer *t, char 
     c->wake[0] = c->wake[1] = -1;
     int n = snprintf(c->path, sizeof c->path, "%s/" DL_RUN_FILE_CONTROL, run_dir);
     if (n < 0 || (size_t)n >= sizeof c->path) {
-        snprintf(why, why_size, "%s/" DL_RUN_FILE_CONTROL ": path longer than a Unix socket allows (%zu)",
-                 run_dir, sizeof c->path - 1);
+        snprintf(why, why_size,
+                 "%s/" DL_RUN_FILE_CONTROL ": path longer than a Unix socket allows (%zu)", run_dir,
+                 sizeof c->path - 1);
         free(c);
         return -1;
     }
@@ -292,7 +297,8 @@ int dl_control_send(const char *run_dir, const char *line, char *reply, size_t s
     a.sun_family = AF_UNIX;
     int n = snprintf(a.sun_path, sizeof a.sun_path, "%s/" DL_RUN_FILE_CONTROL, run_dir);
     if (n < 0 || (size_t)n >= sizeof a.sun_path) {
-        snprintf(reply, size, "%s/" DL_RUN_FILE_CONTROL ": path too long for a Unix socket", run_dir);
+        snprintf(reply, size, "%s/" DL_RUN_FILE_CONTROL ": path too long for a Unix socket",
+                 run_dir);
         return -1;
     }
     int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);

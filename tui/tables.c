@@ -251,7 +251,8 @@ void dl_tables_sample_trials(dl_trials_follow *f, dl_ui_trials *out)
         }
     }
     /* importance over the complete trials with a finite value */
-    double *x = malloc((size_t)(count + 1) * sizeof *x), *y = malloc((size_t)(count + 1) * sizeof *y);
+    double *x = malloc((size_t)(count + 1) * sizeof *x),
+           *y = malloc((size_t)(count + 1) * sizeof *y);
     for (int j = 0; j < out->nparams; j++) {
         int n = 0, choice = 0;
         for (int i = 0; x && y && i < count; i++) {

@@ -94,19 +94,18 @@ static void action(void *user, dl_action a, const char *arg)
         return;
     case DL_ACT_CHECKPOINT: send_cmd(w, cmd("checkpoint")); return;
     case DL_ACT_PARITY: send_cmd(w, cmd("parity")); return;
-    case DL_ACT_NOTE:
-        {
-            char reply[1024];
-            j = cmd("note");
-            cJSON_AddStringToObject(j, "text", arg);
-            char *line = cJSON_PrintUnformatted(j);
-            cJSON_Delete(j);
-            /* a live run logs it itself; a finished one gets it appended */
-            if (line && dl_control_send(w->fw.dir, line, reply, sizeof reply) < 0 &&
-                dl_runlog_append_event(w->fw.dir, "note", arg) < 0)
-                dl_telemetry_event(w->tele, "error", dl_error_message());
-            free(line);
-        }
+    case DL_ACT_NOTE: {
+        char reply[1024];
+        j = cmd("note");
+        cJSON_AddStringToObject(j, "text", arg);
+        char *line = cJSON_PrintUnformatted(j);
+        cJSON_Delete(j);
+        /* a live run logs it itself; a finished one gets it appended */
+        if (line && dl_control_send(w->fw.dir, line, reply, sizeof reply) < 0 &&
+            dl_runlog_append_event(w->fw.dir, "note", arg) < 0)
+            dl_telemetry_event(w->tele, "error", dl_error_message());
+        free(line);
+    }
         return;
     case DL_ACT_HPARAMS:
         if (!strncmp(arg, "lr=", 3)) {
@@ -122,7 +121,11 @@ static void action(void *user, dl_action a, const char *arg)
     }
 }
 
-static int busy(void *user) { (void)user; return 0; }
+static int busy(void *user)
+{
+    (void)user;
+    return 0;
+}
 static int done(void *user) { return ((watch *)user)->quit; }
 
 int dl_cmd_watch(const dl_command *self, int argc, char **argv)
@@ -168,8 +171,10 @@ int dl_cmd_watch(const dl_command *self, int argc, char **argv)
         const char *want = strcmp(study, "auto") ? study : NULL;
         if (dl_tables_pick_study(studies, want, name, sizeof name) < 0 ||
             (want && strcmp(name, want))) {
-            fprintf(stderr, "dlbench watch: no study %s in %s/ (dlbench tune SCRIPT --out %s "
-                            "makes one)\n", want ? want : "at all", studies, w.out_dir);
+            fprintf(stderr,
+                    "dlbench watch: no study %s in %s/ (dlbench tune SCRIPT --out %s "
+                    "makes one)\n",
+                    want ? want : "at all", studies, w.out_dir);
             return DL_EXIT_USAGE;
         }
         study = name;

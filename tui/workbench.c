@@ -30,8 +30,8 @@
 static const dl_command *this_cmd;
 
 typedef struct wb {
-    dl_telemetry *tele;    /* what the screen draws: the session publishes into it */
-    double price;          /* --price-per-hour, DLBENCH_PRICE_PER_HOUR */
+    dl_telemetry *tele; /* what the screen draws: the session publishes into it */
+    double price;       /* --price-per-hour, DLBENCH_PRICE_PER_HOUR */
     dl_monitor *mon;
     /* options for the next start */
     const char *script;
@@ -42,18 +42,18 @@ typedef struct wb {
     char *ovs[MAX_OVERRIDES];
     int nov;
     /* the training thread */
-    pthread_mutex_t lock;  /* guards session */
+    pthread_mutex_t lock; /* guards session */
     pthread_t thread;
-    int thread_live;       /* joined when 0 and started */
-    _Atomic int running;   /* the thread is between start and its end (read by the UI) */
-    dl_session *session;   /* NULL outside prepare..run */
+    int thread_live;     /* joined when 0 and started */
+    _Atomic int running; /* the thread is between start and its end (read by the UI) */
+    dl_session *session; /* NULL outside prepare..run */
     char last_run[1024];
-    double last_prof;      /* when the profile was last copied */
+    double last_prof; /* when the profile was last copied */
     dl_profiler *prof;
-    dl_wb_lua *lua;        /* lines for the Lua prompt, run on the trainer thread */
+    dl_wb_lua *lua; /* lines for the Lua prompt, run on the trainer thread */
     int quit;
     /* output of the process (Lua print, library messages) into the log */
-    int out_pipe;          /* read end, -1 when not redirected */
+    int out_pipe; /* read end, -1 when not redirected */
     char out_buf[1024];
     size_t out_len;
 } wb;
@@ -112,8 +112,10 @@ static void *train(void *arg)
     int rc = dl_session_prepare(&s, &o);
     if (rc == DL_SESSION_DUPLICATE) {
         char msg[1400];
-        snprintf(msg, sizeof msg, "a finished run has the same configuration: %s; press r "
-                 "again to run it anyway", dl_session_duplicate(s));
+        snprintf(msg, sizeof msg,
+                 "a finished run has the same configuration: %s; press r "
+                 "again to run it anyway",
+                 dl_session_duplicate(s));
         dl_telemetry_event(w->tele, "warning", msg);
         dl_telemetry_set_state(w->tele, DL_TELE_IDLE, NULL);
         w->force_next = 1;
@@ -133,8 +135,8 @@ static void *train(void *arg)
         w->session = s;
         pthread_mutex_unlock(&w->lock);
         if (w->mon)
-            dl_monitor_set_log(w->mon, dl_rundir_path(dl_session_run_dir(s), DL_RUN_FILE_SYSTEM,
-                                                      why, sizeof why));
+            dl_monitor_set_log(
+                w->mon, dl_rundir_path(dl_session_run_dir(s), DL_RUN_FILE_SYSTEM, why, sizeof why));
         dl_control *ctl = NULL;
         if (dl_control_start(&ctl, dl_session_run_dir(s), t, why, sizeof why) < 0)
             dl_telemetry_event(w->tele, "warning", why);
@@ -157,7 +159,8 @@ static void *train(void *arg)
 static void start(wb *w)
 {
     if (w->running) {
-        dl_telemetry_event(w->tele, "info", "a training is already running (Space pauses, q stops)");
+        dl_telemetry_event(w->tele, "info",
+                           "a training is already running (Space pauses, q stops)");
         return;
     }
     if (w->thread_live) {
@@ -261,8 +264,9 @@ static void action(void *user, dl_action a, const char *arg)
     }
     case DL_ACT_PARITY:
         if (post(w, DL_CMD_PARITY, 5, ""))
-            dl_telemetry_event(w->tele, "info", "parity check against the other device "
-                                                "(5 steps) at the next step boundary...");
+            dl_telemetry_event(w->tele, "info",
+                               "parity check against the other device "
+                               "(5 steps) at the next step boundary...");
         else
             dl_telemetry_event(w->tele, "info", "no training running: r starts one");
         break;
@@ -281,7 +285,8 @@ static void action(void *user, dl_action a, const char *arg)
     case DL_ACT_HPARAMS: hparams(w, arg); break;
     case DL_ACT_LUA:
         if (!w->running) {
-            dl_telemetry_event(w->tele, "info", "the Lua prompt runs in a live training: r starts one");
+            dl_telemetry_event(w->tele, "info",
+                               "the Lua prompt runs in a live training: r starts one");
         } else {
             char echo[300];
             snprintf(echo, sizeof echo, "> %s", arg);
@@ -405,8 +410,9 @@ static int setup(wb *w, int autostart)
         dl_monitor_start(w->mon);
     dl_telemetry_set_gpu_status(w->tele, w->mon ? dl_monitor_gpu_status(w->mon) : "no monitor");
     dl_telemetry_set_cost(w->tele, w->price, 0, NULL);
-    dl_telemetry_event(w->tele, "info", autostart ? "starting the training" :
-                       "ready: r starts the training, ? shows the keys");
+    dl_telemetry_event(w->tele, "info",
+                       autostart ? "starting the training"
+                                 : "ready: r starts the training, ? shows the keys");
     return 0;
 }
 
@@ -485,8 +491,10 @@ int dl_cmd_workbench(const dl_command *self, int argc, char **argv)
         return DL_EXIT_USAGE;
     }
     if (!isatty(STDIN_FILENO) || !isatty(STDOUT_FILENO)) {
-        fprintf(stderr, "dlbench: the workbench needs a terminal; for a headless run use "
-                        "`dlbench run %s`\n", w.script);
+        fprintf(stderr,
+                "dlbench: the workbench needs a terminal; for a headless run use "
+                "`dlbench run %s`\n",
+                w.script);
         return DL_EXIT_USAGE;
     }
     pthread_mutex_init(&w.lock, NULL);

@@ -12,8 +12,8 @@
 typedef struct canvas {
     int cw, ch, dx, dy; /* cells, dots per cell */
     uint8_t *bits;
-    uint8_t *role;      /* colour role of the last series to touch the cell */
-    char *mark;         /* ASCII: the character of the last series */
+    uint8_t *role; /* colour role of the last series to touch the cell */
+    char *mark;    /* ASCII: the character of the last series */
 } canvas;
 
 static int canvas_init(canvas *c, int cw, int ch)
@@ -157,7 +157,10 @@ static int overfit_epoch(const dl_telemetry_snapshot *t, long *step)
     return (int)vl->x[best];
 }
 
-static int usable(double y, int acc, int logy) { return isfinite(y) && !(acc && y < 0) && !(logy && y <= 0); }
+static int usable(double y, int acc, int logy)
+{
+    return isfinite(y) && !(acc && y < 0) && !(logy && y <= 0);
+}
 
 /* The axes of a panel: x from the window (v->window steps, else all), y
  * over the usable points in it. Returns whether there is any. */
@@ -198,8 +201,8 @@ static void pad_axis(axis *a)
 
 /* y labels (top, bottom, middle when there is room) left of the axis line,
  * x labels (first step, "step N") on the last row. */
-static void draw_labels(WINDOW *w, const axis *a, int top, int ch, int left, int width,
-                        int label_w, int acc)
+static void draw_labels(WINDOW *w, const axis *a, int top, int ch, int left, int width, int label_w,
+                        int acc)
 {
     char lab[16];
     snprintf(lab, sizeof lab, acc ? "%6.3f" : "%6.3g", a->y1);
@@ -263,14 +266,15 @@ static void plot_epochs(canvas *c, const axis *a, const curve *cs, int acc)
     }
 }
 
-static void draw_panel(WINDOW *w, const dl_telemetry_snapshot *t, const dl_view_state *v,
-                       int top, int height, int left, int width, int acc)
+static void draw_panel(WINDOW *w, const dl_telemetry_snapshot *t, const dl_view_state *v, int top,
+                       int height, int left, int width, int acc)
 {
     const int label_w = 7;
     int cw = width - label_w - 1, ch = height - 1; /* last row: x labels */
     if (cw < 4 || ch < 2)
         return;
-    curve cs[2] = {curve_of(t, acc ? "acc" : "loss", 0), curve_of(t, acc ? "val_acc" : "val_loss", 1)};
+    curve cs[2] = {curve_of(t, acc ? "acc" : "loss", 0),
+                   curve_of(t, acc ? "val_acc" : "val_loss", 1)};
     axis a;
     int any = fit_axis(&a, cs, v, acc);
     wattrset(w, dl_color(DL_COLOR_AXIS));

@@ -67,10 +67,7 @@ void dl_colors_init(void)
     }
 }
 
-int dl_color(dl_color_role role)
-{
-    return role >= 0 && role < DL_COLOR_NROLES ? attrs[role] : 0;
-}
+int dl_color(dl_color_role role) { return role >= 0 && role < DL_COLOR_NROLES ? attrs[role] : 0; }
 
 int dl_colors_enabled(void) { return enabled; }
 

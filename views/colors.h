@@ -14,10 +14,10 @@ typedef enum {
     DL_COLOR_BORDER,
     DL_COLOR_TITLE,
     DL_COLOR_TITLE_FOCUS,
-    DL_COLOR_STATUS,      /* the top status bar */
-    DL_COLOR_STATUS_KEY,  /* a key in the hint line */
-    DL_COLOR_HINT,        /* the hint line */
-    DL_COLOR_LOSS,        /* training loss */
+    DL_COLOR_STATUS,     /* the top status bar */
+    DL_COLOR_STATUS_KEY, /* a key in the hint line */
+    DL_COLOR_HINT,       /* the hint line */
+    DL_COLOR_LOSS,       /* training loss */
     DL_COLOR_VAL_LOSS,
     DL_COLOR_ACC,
     DL_COLOR_VAL_ACC,
@@ -32,7 +32,7 @@ typedef enum {
     DL_COLOR_OK,
     DL_COLOR_DIM,
     DL_COLOR_SELECT,
-    DL_COLOR_HEADER,      /* table headers */
+    DL_COLOR_HEADER, /* table headers */
     DL_COLOR_NROLES
 } dl_color_role;
 

@@ -73,8 +73,7 @@ void dl_draw_meter(WINDOW *w, int y, int x, int width, double pct)
     wprintw(w, "%4.0f%%", pct);
 }
 
-void dl_draw_spark(WINDOW *w, int y, int x, int width, const float *v, int n, double max,
-                   int role)
+void dl_draw_spark(WINDOW *w, int y, int x, int width, const float *v, int n, double max, int role)
 {
     static const char *blocks[] = {"\u2581", "\u2582", "\u2583", "\u2584",
                                    "\u2585", "\u2586", "\u2587", "\u2588"};
@@ -169,6 +168,6 @@ void dl_view_too_small(WINDOW *w, int need_cols, int need_rows)
     mvwaddnstr(w, y, (cols - (int)strlen(a)) / 2 > 0 ? (cols - (int)strlen(a)) / 2 : 0, a, cols);
     wattrset(w, A_NORMAL);
     if (y + 1 < rows)
-        mvwaddnstr(w, y + 1, (cols - (int)strlen(b)) / 2 > 0 ? (cols - (int)strlen(b)) / 2 : 0,
-                   b, cols);
+        mvwaddnstr(w, y + 1, (cols - (int)strlen(b)) / 2 > 0 ? (cols - (int)strlen(b)) / 2 : 0, b,
+                   cols);
 }

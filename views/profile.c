@@ -50,8 +50,8 @@ void dl_view_profile(WINDOW *w, const dl_screen *s, const dl_view_state *v)
             dl_draw_text(w, y++, 1, dl_color(role), "%-*.*s %7ld %9.1f %8.3f %6.1f %s", namew,
                          namew, p->name, p->calls, p->total_ms, p->mean_ms, p->pct_step, gf);
         else
-            dl_draw_text(w, y++, 1, dl_color(role), "%-*.*s %8.3f %6.1f", namew, namew,
-                         p->name, p->mean_ms, p->pct_step);
+            dl_draw_text(w, y++, 1, dl_color(role), "%-*.*s %8.3f %6.1f", namew, namew, p->name,
+                         p->mean_ms, p->pct_step);
     }
     if (y <= rows && t->prof.mean_step_ms > 0)
         dl_draw_text(w, y, 1, dl_color(DL_COLOR_DIM), "mean step %.3f ms over %ld steps",

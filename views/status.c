@@ -39,12 +39,11 @@ void dl_view_status(WINDOW *w, const dl_screen *s)
     const char *name = r->name[0] ? r->name : s->script;
     snprintf(line, sizeof line, " %.*s  %s %s ", wide ? 40 : 14, name,
              r->device[0] ? r->device : "-",
-             wide && (r->step > 0 || r->state > DL_TELE_PREPARING) ? r->precision_name
-                                                                    : "");
+             wide && (r->step > 0 || r->state > DL_TELE_PREPARING) ? r->precision_name : "");
     seg(w, cols, dl_color(DL_COLOR_STATUS), line);
     snprintf(line, sizeof line, " %s ", dl_state_name(s));
     seg(w, cols, dl_color(state_role(s)) | A_REVERSE, line);
-    long total = r->total_steps > 0 ? r->total_steps
+    long total = r->total_steps > 0                        ? r->total_steps
                  : r->epochs > 0 && r->steps_per_epoch > 0 ? r->epochs * r->steps_per_epoch
                                                            : 0;
     if (r->epochs > 0 && wide) {
@@ -90,8 +89,8 @@ void dl_view_status(WINDOW *w, const dl_screen *s)
     }
     if (s->nadvice > 0 && cols - getcurx(w) > 24) {
         snprintf(line, sizeof line, "  ! %s", s->advice[0].title);
-        seg(w, cols, dl_color(DL_COLOR_STATUS) | (s->advice[0].level >= DL_ADV_WARNING ? A_BOLD : 0),
-            line);
+        seg(w, cols,
+            dl_color(DL_COLOR_STATUS) | (s->advice[0].level >= DL_ADV_WARNING ? A_BOLD : 0), line);
     }
     wattrset(w, A_NORMAL);
 }

@@ -31,8 +31,7 @@ static int draw_machine(WINDOW *w, const dl_sys_sample *m, int y, int rows, int 
     dl_draw_text(w, y, 2, dl_color(DL_COLOR_DEFAULT), "Mem");
     dl_draw_meter(w, y, 6, cols / 2 > 16 ? cols / 2 : 16, ram);
     dl_draw_text(w, y++, 6 + (cols / 2 > 16 ? cols / 2 : 16) + 1, dl_color(DL_COLOR_DIM),
-                 "%.1f/%.1fG rss %.0fM", m->ram_used_mb / 1024, m->ram_total_mb / 1024,
-                 m->rss_mb);
+                 "%.1f/%.1fG rss %.0fM", m->ram_used_mb / 1024, m->ram_total_mb / 1024, m->rss_mb);
     for (int g = 0; g < m->ngpu && y < rows - 1; g++) {
         const dl_gpu_sample *gp = &m->gpu[g];
         dl_draw_text(w, y, 2, dl_color(DL_COLOR_GPU), "GPU");
@@ -40,8 +39,8 @@ static int draw_machine(WINDOW *w, const dl_sys_sample *m, int y, int rows, int 
         char t[128];
         snprintf(t, sizeof t, "%.0f/%.0fG %.0fW %.0fC", gp->mem_used_mb / 1024,
                  gp->mem_total_mb / 1024, gp->power_w, gp->temp_c);
-        dl_draw_text(w, y++, 6 + (cols / 2 > 16 ? cols / 2 : 16) + 1, dl_color(DL_COLOR_DIM),
-                     "%s", t);
+        dl_draw_text(w, y++, 6 + (cols / 2 > 16 ? cols / 2 : 16) + 1, dl_color(DL_COLOR_DIM), "%s",
+                     t);
     }
     return y;
 }
@@ -119,8 +118,8 @@ void dl_view_system(WINDOW *w, const dl_screen *scr, const dl_view_state *v)
     y = draw_sparks(w, s, y, rows, cols);
     if (y < rows + 1 && scr->nadvice > 0) {
         const dl_advice *ad = &scr->advice[0];
-        dl_draw_text(w, y++, 2, dl_color(ad->level >= DL_ADV_WARNING ? DL_COLOR_WARN
-                                                                     : DL_COLOR_NOTE),
+        dl_draw_text(w, y++, 2,
+                     dl_color(ad->level >= DL_ADV_WARNING ? DL_COLOR_WARN : DL_COLOR_NOTE),
                      "advisor: %s - %s", ad->title, ad->remedy);
     }
 }

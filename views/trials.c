@@ -122,8 +122,8 @@ static void importance(WINDOW *w, const dl_ui_trials *t, int top, int left, int 
         for (int c = 0; c < fill; c++)
             dl_draw_text(w, y, left + namew + 1 + c, dl_color(DL_COLOR_LOSS), "%s",
                          dl_glyphs_unicode() ? "\u2588" : "#");
-        dl_draw_text(w, y, left + namew + 2 + (barw > 0 ? barw : 0), dl_color(DL_COLOR_DIM),
-                     "%.2f", t->importance[j]);
+        dl_draw_text(w, y, left + namew + 2 + (barw > 0 ? barw : 0), dl_color(DL_COLOR_DIM), "%.2f",
+                     t->importance[j]);
     }
 }
 
@@ -150,8 +150,8 @@ void dl_view_trials(WINDOW *w, const dl_screen *s, const dl_view_state *v)
         snprintf(best, sizeof best, "#%d = %.6g", t->best_number, t->best_value);
     dl_draw_text(w, 1, 1, dl_color(DL_COLOR_DEFAULT),
                  "%s, %d trials: %d complete, %d pruned, %d failed, %d running; best %s",
-                 t->maximize ? "maximize" : "minimize", t->n, t->ncomplete, t->npruned,
-                 t->nfailed, t->nrunning, best);
+                 t->maximize ? "maximize" : "minimize", t->n, t->ncomplete, t->npruned, t->nfailed,
+                 t->nrunning, best);
     int imp_h = t->nparams + 1;
     if (cols >= 120) { /* table left, charts right */
         int tw = cols * 11 / 20, rw = cols - tw - 2;

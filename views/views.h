@@ -33,31 +33,31 @@ typedef struct dl_ui_run {
 
 typedef struct dl_ui_runs {
     char dir[256];
-    int n;                   /* newest first */
+    int n; /* newest first */
     dl_ui_run rows[DL_UI_RUNS];
 } dl_ui_runs;
 
 /* One row of the trials screen. */
 typedef struct dl_ui_trial {
     int number;
-    char state[10];          /* "running", "complete", "pruned", "failed" */
-    double value;            /* NaN: none */
-    double best_so_far;      /* the best complete value among trials 0..number; NaN: none yet */
-    double duration_s;       /* < 0: unknown */
-    char params[160];        /* "lr=0.0123 hidden=32 act=relu" */
+    char state[10];     /* "running", "complete", "pruned", "failed" */
+    double value;       /* NaN: none */
+    double best_so_far; /* the best complete value among trials 0..number; NaN: none yet */
+    double duration_s;  /* < 0: unknown */
+    char params[160];   /* "lr=0.0123 hidden=32 act=relu" */
 } dl_ui_trial;
 
 /* A study, as the trials screen draws it (filled from engine/tune/tune.h by tui/). */
 typedef struct dl_ui_trials {
-    int have;                /* 0: note says why there is no study */
+    int have; /* 0: note says why there is no study */
     char note[200];
     char name[64];
-    char dir[512];           /* the study folder */
+    char dir[512]; /* the study folder */
     int maximize;
-    int n;                   /* trials in number order (the last DL_UI_TRIALS) */
+    int n; /* trials in number order (the last DL_UI_TRIALS) */
     dl_ui_trial rows[DL_UI_TRIALS];
     int ncomplete, npruned, nfailed, nrunning;
-    int best_number;         /* -1: none complete */
+    int best_number; /* -1: none complete */
     double best_value;
     /* parameter importance over complete trials: |Spearman rho| for numbers,
      * the correlation ratio eta for choices; NaN: too few trials */
@@ -69,27 +69,27 @@ typedef struct dl_ui_trials {
 /* Everything a pane draws, copied or computed by tui/ in its sample step:
  * the run's telemetry snapshot plus what only the screen knows. */
 typedef struct dl_screen {
-    dl_telemetry_snapshot *tele;   /* the run (engine/observe/telemetry.h) */
-    char source[16];               /* "workbench", "watch" */
+    dl_telemetry_snapshot *tele; /* the run (engine/observe/telemetry.h) */
+    char source[16];             /* "workbench", "watch" */
     char script[256];
-    int live;                      /* watch: the run has a control socket */
-    int stopping;                  /* a stop was asked for */
-    char prof_note[96];            /* why there is no op table */
-    char switched_from[16];        /* the device before the last hot switch ("": none) */
-    double sps_before;             /* samples/s before it */
-    int nadvice;                   /* dl_telemetry_advise, most severe first */
+    int live;               /* watch: the run has a control socket */
+    int stopping;           /* a stop was asked for */
+    char prof_note[96];     /* why there is no op table */
+    char switched_from[16]; /* the device before the last hot switch ("": none) */
+    double sps_before;      /* samples/s before it */
+    int nadvice;            /* dl_telemetry_advise, most severe first */
     dl_advice advice[DL_UI_ADVICE];
-    dl_ui_runs runs;               /* F2 */
-    dl_ui_trials trials;           /* F4 */
+    dl_ui_runs runs;     /* F2 */
+    dl_ui_trials trials; /* F4 */
 } dl_screen;
 
 /* Per-pane view state owned by the app (scroll, zoom, filter). */
 typedef struct dl_view_state {
     int focused;
-    int log_scale;           /* chart: log-scale the loss axis */
-    long window;             /* chart: last N steps (0: all) */
-    int scroll;              /* tables, log: rows scrolled from the top/bottom */
-    char filter[64];         /* tables: substring filter */
+    int log_scale;   /* chart: log-scale the loss axis */
+    long window;     /* chart: last N steps (0: all) */
+    int scroll;      /* tables, log: rows scrolled from the top/bottom */
+    char filter[64]; /* tables: substring filter */
 } dl_view_state;
 
 /* --- panes: draw into w (already sized); the title is the pane's name ---- */
@@ -114,8 +114,7 @@ void dl_draw_text(WINDOW *w, int y, int x, int role, const char *fmt, ...)
 /* A horizontal meter [|||||   ] 42% of width cells at (y, x). */
 void dl_draw_meter(WINDOW *w, int y, int x, int width, double pct);
 /* A sparkline of n values scaled to [0, max] (max <= 0: their maximum). */
-void dl_draw_spark(WINDOW *w, int y, int x, int width, const float *v, int n, double max,
-                   int role);
+void dl_draw_spark(WINDOW *w, int y, int x, int width, const float *v, int n, double max, int role);
 /* Human units: "1.2k", "35M". */
 void dl_fmt_si(char *buf, int size, double v);
 /* "1h02m", "3m05s", "12s", "-" for negative. */

@@ -32,21 +32,20 @@ void dl_error_clear(void);
 const char *dl_error_name(int code);
 
 /* Programmer errors only: never for bad input. */
-#define DL_ASSERT(cond)                                                          \
-    do {                                                                         \
-        if (!(cond)) {                                                           \
-            fprintf(stderr, "%s:%d: assertion failed: %s\n", __FILE__, __LINE__, \
-                    #cond);                                                      \
-            abort();                                                             \
-        }                                                                        \
+#define DL_ASSERT(cond)                                                                            \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            fprintf(stderr, "%s:%d: assertion failed: %s\n", __FILE__, __LINE__, #cond);           \
+            abort();                                                                               \
+        }                                                                                          \
     } while (0)
 
 /* Propagates a negative status code. */
-#define DL_TRY(expr)            \
-    do {                        \
-        int dl_try_rc_ = (expr); \
-        if (dl_try_rc_ < 0)     \
-            return dl_try_rc_;  \
+#define DL_TRY(expr)                                                                               \
+    do {                                                                                           \
+        int dl_try_rc_ = (expr);                                                                   \
+        if (dl_try_rc_ < 0)                                                                        \
+            return dl_try_rc_;                                                                     \
     } while (0)
 
 #endif

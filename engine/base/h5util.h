@@ -34,19 +34,19 @@ int dl_h5_fail(int code, const char *file, int line, const char *call, const cha
 /* Runs an HDF5 call that returns a negative value on failure; on failure
  * records it (DL_EIO, message from the printf-style rest) into a local
  * `int rc` and jumps to the local label `fail`. */
-#define DL_H5_CHECK(call, ...)                                                  \
-    do {                                                                        \
-        if ((call) < 0) {                                                       \
-            rc = dl_h5_fail(DL_EIO, __FILE__, __LINE__, #call, __VA_ARGS__);    \
-            goto fail;                                                          \
-        }                                                                       \
+#define DL_H5_CHECK(call, ...)                                                                     \
+    do {                                                                                           \
+        if ((call) < 0) {                                                                          \
+            rc = dl_h5_fail(DL_EIO, __FILE__, __LINE__, #call, __VA_ARGS__);                       \
+            goto fail;                                                                             \
+        }                                                                                          \
     } while (0)
 
 /* The same, returning code from the enclosing function instead. */
-#define DL_H5_TRY(code, call, ...)                                              \
-    do {                                                                        \
-        if ((call) < 0)                                                         \
-            return dl_h5_fail((code), __FILE__, __LINE__, #call, __VA_ARGS__);  \
+#define DL_H5_TRY(code, call, ...)                                                                 \
+    do {                                                                                           \
+        if ((call) < 0)                                                                            \
+            return dl_h5_fail((code), __FILE__, __LINE__, #call, __VA_ARGS__);                     \
     } while (0)
 
 /* Writes attribute name on obj (a file, group or dataset): n values of the

@@ -61,8 +61,7 @@ static int find_module(char *path, size_t size)
     if (env && env[0]) {
         if (access(env, R_OK) != 0) {
             snprintf(cuda_why, sizeof cuda_why,
-                     "CUDA backend module not found (DLBENCH_CUDA_MODULE=%s does not exist)",
-                     env);
+                     "CUDA backend module not found (DLBENCH_CUDA_MODULE=%s does not exist)", env);
             return -1;
         }
         snprintf(path, size, "%s", env);

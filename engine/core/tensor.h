@@ -59,10 +59,7 @@ typedef struct dl_tensor {
 int dl_tensor_create(dl_tensor *t, dl_backend *be, dl_dtype dtype, const dl_shape *shape);
 /* Releases the tensor's reference to its storage. Accepts a zeroed tensor. */
 void dl_tensor_done(dl_tensor *t);
-static inline void *dl_tensor_data(const dl_tensor *t)
-{
-    return (char *)t->st->ptr + t->offset;
-}
+static inline void *dl_tensor_data(const dl_tensor *t) { return (char *)t->st->ptr + t->offset; }
 static inline int64_t dl_tensor_numel(const dl_tensor *t) { return dl_shape_numel(&t->shape); }
 size_t dl_tensor_bytes(const dl_tensor *t);
 

@@ -602,15 +602,32 @@ typedef void (*sp_fn)(float *out, size_t ostride, const float *base, size_t bstr
         _Pragma("GCC unroll 32") for (int a = 0; a < (G) * (V); a++)                               \
             _mm512_storeu_ps(out + (size_t)(a / (V)) * os + 16 * (a % (V)), acc[a]);               \
     }
+// clang-format off: one kernel a line (clang-format joins macro calls without a semicolon)
 SP_DEF(1, 1)
-SP_DEF(1, 2) SP_DEF(1, 3) SP_DEF(1, 4) SP_DEF(1, 5) SP_DEF(1, 6) SP_DEF(1, 7) SP_DEF(1, 8)
-    SP_DEF(1, 9) SP_DEF(1, 10) SP_DEF(1, 11) SP_DEF(1, 12) SP_DEF(3, 1) SP_DEF(3, 2) SP_DEF(3, 3)
-        SP_DEF(3, 4) SP_DEF(3, 5) SP_DEF(3, 6) SP_DEF(3, 7) SP_DEF(3, 8)
+SP_DEF(1, 2)
+SP_DEF(1, 3)
+SP_DEF(1, 4)
+SP_DEF(1, 5)
+SP_DEF(1, 6)
+SP_DEF(1, 7)
+SP_DEF(1, 8)
+SP_DEF(1, 9)
+SP_DEF(1, 10)
+SP_DEF(1, 11)
+SP_DEF(1, 12)
+SP_DEF(3, 1)
+SP_DEF(3, 2)
+SP_DEF(3, 3)
+SP_DEF(3, 4)
+SP_DEF(3, 5)
+SP_DEF(3, 6)
+SP_DEF(3, 7)
+SP_DEF(3, 8)
+// clang-format on
 #undef SP_DEF
 
-            static const sp_fn sp_rows1[13] = {NULL,    sp_1_1,  sp_1_2, sp_1_3, sp_1_4,
-                                               sp_1_5,  sp_1_6,  sp_1_7, sp_1_8, sp_1_9,
-                                               sp_1_10, sp_1_11, sp_1_12};
+static const sp_fn sp_rows1[13] = {NULL,   sp_1_1, sp_1_2, sp_1_3,  sp_1_4,  sp_1_5, sp_1_6,
+                                   sp_1_7, sp_1_8, sp_1_9, sp_1_10, sp_1_11, sp_1_12};
 static const sp_fn sp_rows3[9] = {NULL,   sp_3_1, sp_3_2, sp_3_3, sp_3_4,
                                   sp_3_5, sp_3_6, sp_3_7, sp_3_8};
 

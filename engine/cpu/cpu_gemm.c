@@ -377,16 +377,26 @@ BF16_TARGET static void tile_8x32(int kp, const uint32_t *pa, const uint32_t *pb
         for (int p = 0; p < kp; p++, pa += MR, pb += NR) {
             b0 = (__m512bh)_mm512_loadu_si512(pb);
             ROW1(0, c00)
-            ROW1(1, c10) ROW1(2, c20) ROW1(3, c30) ROW1(4, c40) ROW1(5, c50) ROW1(6, c60)
-                ROW1(7, c70)
+            ROW1(1, c10)
+            ROW1(2, c20)
+            ROW1(3, c30)
+            ROW1(4, c40)
+            ROW1(5, c50)
+            ROW1(6, c60)
+            ROW1(7, c70)
         }
     } else {
         for (int p = 0; p < kp; p++, pa += MR, pb += NR) {
             b0 = (__m512bh)_mm512_loadu_si512(pb);
             b1 = (__m512bh)_mm512_loadu_si512(pb + 16);
             ROW2(0, c00, c01)
-            ROW2(1, c10, c11) ROW2(2, c20, c21) ROW2(3, c30, c31) ROW2(4, c40, c41)
-                ROW2(5, c50, c51) ROW2(6, c60, c61) ROW2(7, c70, c71)
+            ROW2(1, c10, c11)
+            ROW2(2, c20, c21)
+            ROW2(3, c30, c31)
+            ROW2(4, c40, c41)
+            ROW2(5, c50, c51)
+            ROW2(6, c60, c61)
+            ROW2(7, c70, c71)
         }
     }
 #undef ROW1

@@ -12,14 +12,14 @@
 /* What a source yields and how the trainer turns x into f32 on the device:
  * x_f32 = (x * scale - mean[ch]) / std[ch]. */
 typedef struct dl_data_info {
-    dl_shape sample;    /* per-sample x shape, e.g. [1, 28, 28] or [784] */
-    dl_dtype x_dtype;   /* u8, f32 or i32 */
-    dl_dtype y_dtype;   /* i32 class labels, or f32 targets */
-    int y_width;        /* f32 targets per sample (1 for labels) */
-    int classes;        /* number of classes for labels, 0 otherwise */
-    size_t count;       /* samples per epoch */
-    float scale;        /* 1 when unset */
-    int channels;       /* 0: no mean/std normalisation */
+    dl_shape sample;  /* per-sample x shape, e.g. [1, 28, 28] or [784] */
+    dl_dtype x_dtype; /* u8, f32 or i32 */
+    dl_dtype y_dtype; /* i32 class labels, or f32 targets */
+    int y_width;      /* f32 targets per sample (1 for labels) */
+    int classes;      /* number of classes for labels, 0 otherwise */
+    size_t count;     /* samples per epoch */
+    float scale;      /* 1 when unset */
+    int channels;     /* 0: no mean/std normalisation */
     float mean[DL_MAX_CHANNELS], std[DL_MAX_CHANNELS];
 } dl_data_info;
 
@@ -34,9 +34,9 @@ typedef struct dl_batch {
 
 /* Loader statistics for telemetry. */
 typedef struct dl_loader_stats {
-    double wait_s;        /* total time the consumer waited */
-    long batches;         /* batches handed out */
-    double bytes_read;    /* bytes read from storage */
+    double wait_s;     /* total time the consumer waited */
+    long batches;      /* batches handed out */
+    double bytes_read; /* bytes read from storage */
     int queue_fill, queue_size;
 } dl_loader_stats;
 
@@ -94,8 +94,8 @@ void dl_dataset_truncate(dl_dataset *d, size_t count);
 /* A synchronous in-memory source over d (not owned; d must outlive it):
  * batches of `batch`, shuffled each epoch by the counter RNG keyed by seed
  * when shuffle is set. */
-int dl_source_memory(dl_source **out, const dl_dataset *d, int batch, int shuffle,
-                     int drop_last, uint64_t seed);
+int dl_source_memory(dl_source **out, const dl_dataset *d, int batch, int shuffle, int drop_last,
+                     uint64_t seed);
 
 /* The same, owning the data: d's buffers move into the source (freed by
  * its destroy) and d is zeroed, whether it succeeds or not (on error the

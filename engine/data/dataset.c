@@ -35,11 +35,9 @@ static int read_range(gzFile f, const char *path, unsigned char *p, size_t from,
             int zerr;
             const char *msg = gzerror(f, &zerr);
             if (zerr != Z_OK && zerr != Z_BUF_ERROR)
-                return dl_error(DL_EIO, "%s: corrupt file while reading %s: %s", path, what,
-                                msg);
-            return dl_error(DL_EINVAL,
-                            "%s: truncated file: expected %zu bytes of %s, found %zu", path, n,
-                            what, got);
+                return dl_error(DL_EIO, "%s: corrupt file while reading %s: %s", path, what, msg);
+            return dl_error(DL_EINVAL, "%s: truncated file: expected %zu bytes of %s, found %zu",
+                            path, n, what, got);
         }
         got += (size_t)r;
     }
@@ -54,8 +52,7 @@ static int read_exact(gzFile f, const char *path, void *buf, size_t n, const cha
 /* Reads n bytes into *out (malloc'd), growing the buffer as the data
  * arrives (1 MiB, then doubling): a header that promises more than the
  * file holds costs no more memory than the file. *out is NULL on error. */
-static int read_alloc(gzFile f, const char *path, size_t n, const char *what,
-                      unsigned char **out)
+static int read_alloc(gzFile f, const char *path, size_t n, const char *what, unsigned char **out)
 {
     *out = NULL;
     size_t cap = n < ((size_t)1 << 20) ? n : ((size_t)1 << 20), got = 0;
@@ -105,8 +102,7 @@ static int idx_open(gzFile *out, const char *path, int ndim, uint32_t *dims)
         rc = dl_error(DL_EINVAL,
                       "%s: not an IDX %s file: expected magic 0x%08x (u8, %d dimension%s), "
                       "found 0x%08x",
-                      path, ndim == 1 ? "label" : "image", want, ndim, ndim == 1 ? "" : "s",
-                      magic);
+                      path, ndim == 1 ? "label" : "image", want, ndim, ndim == 1 ? "" : "s", magic);
         goto fail;
     }
     rc = read_exact(f, path, hdr + 4, 4 * (size_t)ndim, "IDX dimensions");
@@ -116,8 +112,8 @@ static int idx_open(gzFile *out, const char *path, int ndim, uint32_t *dims)
         dims[i] = be32(hdr + 4 + 4 * i);
         uint32_t limit = i == 0 ? IDX_MAX_COUNT : IDX_MAX_DIM;
         if (dims[i] == 0 || dims[i] > limit) {
-            rc = dl_error(DL_EINVAL, "%s: IDX dimension %d is %u, expected 1..%u", path, i,
-                          dims[i], limit);
+            rc = dl_error(DL_EINVAL, "%s: IDX dimension %d is %u, expected 1..%u", path, i, dims[i],
+                          limit);
             goto fail;
         }
     }
@@ -171,14 +167,14 @@ int dl_dataset_load_idx(dl_dataset *d, const char *images_path, const char *labe
     if (rc < 0)
         goto out;
     if (idims[0] != ldims[0]) {
-        rc = dl_error(DL_EINVAL, "%s: %u labels, but %s holds %u images", labels_path,
-                      ldims[0], images_path, idims[0]);
+        rc = dl_error(DL_EINVAL, "%s: %u labels, but %s holds %u images", labels_path, ldims[0],
+                      images_path, idims[0]);
         goto out;
     }
     size_t count = idims[0], plane = (size_t)idims[1] * idims[2];
     if (plane > ((size_t)1 << 26)) {
-        rc = dl_error(DL_EINVAL, "%s: images of %ux%u pixels are implausibly large",
-                      images_path, idims[1], idims[2]);
+        rc = dl_error(DL_EINVAL, "%s: images of %ux%u pixels are implausibly large", images_path,
+                      idims[1], idims[2]);
         goto out;
     }
     rc = read_alloc(fi, images_path, count * plane, "pixel data", &x);
@@ -224,8 +220,8 @@ out:
 }
 
 /* Finds dir/<split>-<kind>-idx<n>-ubyte with or without .gz. */
-static int find_idx(char *path, size_t size, const char *dir, const char *split,
-                    const char *kind, int ndim)
+static int find_idx(char *path, size_t size, const char *dir, const char *split, const char *kind,
+                    int ndim)
 {
     const char *ext[] = {".gz", ""};
     for (int i = 0; i < 2; i++) {
@@ -438,8 +434,8 @@ static const dl_source_ops mem_ops = {
  * from batch skip on, identical to an uninterrupted pass. Batch buffers come
  * from malloc until retarget() hands a backend (host_alloc). On error *out
  * is NULL. */
-int dl_source_memory(dl_source **out, const dl_dataset *d, int batch, int shuffle,
-                     int drop_last, uint64_t seed)
+int dl_source_memory(dl_source **out, const dl_dataset *d, int batch, int shuffle, int drop_last,
+                     uint64_t seed)
 {
     *out = NULL;
     if (batch <= 0)
@@ -447,8 +443,8 @@ int dl_source_memory(dl_source **out, const dl_dataset *d, int batch, int shuffl
     if (d->info.count == 0 || !d->x || !d->y)
         return dl_error(DL_EINVAL, "%s: empty dataset", d->name);
     if (d->info.count > UINT32_MAX)
-        return dl_error(DL_EINVAL, "%s: %zu samples, at most %u supported", d->name,
-                        d->info.count, UINT32_MAX);
+        return dl_error(DL_EINVAL, "%s: %zu samples, at most %u supported", d->name, d->info.count,
+                        UINT32_MAX);
     mem_source *m = calloc(1, sizeof *m);
     if (!m)
         return dl_error(DL_ENOMEM, "%s: out of memory", d->name);
@@ -461,8 +457,7 @@ int dl_source_memory(dl_source **out, const dl_dataset *d, int batch, int shuffl
     m->drop_last = drop_last;
     m->seed = seed;
     m->x_row = (size_t)dl_shape_numel(&d->info.sample) * dl_dtype_size(d->info.x_dtype);
-    m->y_row = (size_t)(d->info.y_width > 0 ? d->info.y_width : 1) *
-               dl_dtype_size(d->info.y_dtype);
+    m->y_row = (size_t)(d->info.y_width > 0 ? d->info.y_width : 1) * dl_dtype_size(d->info.y_dtype);
     int rc = DL_OK;
     if (shuffle && !(m->perm = malloc(d->info.count * sizeof *m->perm)))
         rc = dl_error(DL_ENOMEM, "%s: out of memory for the shuffle order", d->name);

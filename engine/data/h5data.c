@@ -85,14 +85,14 @@ typedef struct h5_source {
 
     /* epoch plan */
     int epoch;
-    size_t nbatches, end_pos;  /* positions [0, end_pos) are used */
+    size_t nbatches, end_pos; /* positions [0, end_pos) are used */
     size_t block_rows, nblocks, win_blocks, nwin;
-    uint32_t *block_order;     /* [nblocks] */
-    size_t *win_start;         /* [nwin + 1] epoch positions */
-    uint32_t *perm;            /* memory mode: [count] */
+    uint32_t *block_order; /* [nblocks] */
+    size_t *win_start;     /* [nwin + 1] epoch positions */
+    uint32_t *perm;        /* memory mode: [count] */
     window win[NWIN];
-    size_t first_pos;          /* where this epoch's pass started */
-    size_t next_win;           /* reader: next window to load */
+    size_t first_pos; /* where this epoch's pass started */
+    size_t next_win;  /* reader: next window to load */
 
     /* pipeline, under mu */
     pthread_mutex_t mu;
@@ -152,8 +152,7 @@ static int read_window(h5_source *s, window *win, size_t w)
         /* the memory space has the selection's shape: a flat one sends
          * HDF5 down an element-by-element path, 100x slower */
         DL_H5_CHECK(mspace = H5Screate_simple(rank, fcount, NULL), "%s:%s", s->path, s->xpath);
-        DL_H5_CHECK(H5Dread(s->xset, s->xtype, mspace, fspace, H5P_DEFAULT,
-                            win->x + n * s->x_row),
+        DL_H5_CHECK(H5Dread(s->xset, s->xtype, mspace, fspace, H5P_DEFAULT, win->x + n * s->x_row),
                     "%s:%s: reading rows %zu..%zu", s->path, s->xpath, start, start + rows - 1);
         H5Sclose(mspace);
         mspace = H5I_INVALID_HID;
@@ -177,9 +176,8 @@ fail:
             win->perm[i] = (uint32_t)i;
     win->n = n;
     win->w = w;
-    win->gathered = w == s->next_win && s->win_start[w] < s->first_pos
-                        ? s->first_pos - s->win_start[w]
-                        : 0;
+    win->gathered =
+        w == s->next_win && s->win_start[w] < s->first_pos ? s->first_pos - s->win_start[w] : 0;
     return DL_OK;
 }
 
@@ -210,8 +208,7 @@ static void *reader_main(void *arg)
 {
     h5_source *s = arg;
     pthread_mutex_lock(&s->mu);
-    while (!s->stop && !s->err && s->next_win < s->nwin &&
-           s->win_start[s->next_win] < s->end_pos) {
+    while (!s->stop && !s->err && s->next_win < s->nwin && s->win_start[s->next_win] < s->end_pos) {
         window *free_win = NULL;
         for (int i = 0; i < NWIN && !free_win; i++)
             if (s->win[i].state == WIN_EMPTY)
@@ -648,7 +645,7 @@ static int path_exists(hid_t file, const char *path)
 {
     char buf[512];
     snprintf(buf, sizeof buf, "%s", path);
-    for (char *p = buf + 1; ; p++) {
+    for (char *p = buf + 1;; p++) {
         if (*p == '/' || *p == 0) {
             char c = *p;
             *p = 0;
@@ -693,9 +690,9 @@ static int x_dtype_of(hid_t t)
 static const char *h5_type_text(hid_t t, char *buf, size_t size)
 {
     H5T_class_t c = H5Tget_class(t);
-    const char *kind = c == H5T_INTEGER ? (H5Tget_sign(t) == H5T_SGN_NONE ? "u" : "i")
-                       : c == H5T_FLOAT ? "f"
-                       : c == H5T_STRING ? "string"
+    const char *kind = c == H5T_INTEGER    ? (H5Tget_sign(t) == H5T_SGN_NONE ? "u" : "i")
+                       : c == H5T_FLOAT    ? "f"
+                       : c == H5T_STRING   ? "string"
                        : c == H5T_COMPOUND ? "compound"
                                            : "other";
     if (c == H5T_INTEGER || c == H5T_FLOAT)
@@ -736,10 +733,10 @@ static int open_objects(h5_source *s, const dl_hdf5_options *o, split_objs *c)
         if (!path_exists(s->file, p))
             return dl_error(DL_EINVAL, "%s: no dataset %s", path, p);
     }
-    DL_H5_TRY(DL_EIO, s->xset = H5Dopen2(s->file, s->xpath, H5P_DEFAULT),
-              "%s: %s is not a dataset", path, s->xpath);
-    DL_H5_TRY(DL_EIO, c->yset = H5Dopen2(s->file, c->ypath, H5P_DEFAULT),
-              "%s: %s is not a dataset", path, c->ypath);
+    DL_H5_TRY(DL_EIO, s->xset = H5Dopen2(s->file, s->xpath, H5P_DEFAULT), "%s: %s is not a dataset",
+              path, s->xpath);
+    DL_H5_TRY(DL_EIO, c->yset = H5Dopen2(s->file, c->ypath, H5P_DEFAULT), "%s: %s is not a dataset",
+              path, c->ypath);
     DL_H5_TRY(DL_EIO, c->xsp = H5Dget_space(s->xset), "%s:%s", path, s->xpath);
     DL_H5_TRY(DL_EIO, c->ysp = H5Dget_space(c->yset), "%s:%s", path, c->ypath);
     DL_H5_TRY(DL_EIO, c->xft = H5Dget_type(s->xset), "%s:%s", path, s->xpath);
@@ -756,11 +753,13 @@ static int check_layout(h5_source *s, const dl_hdf5_options *o, split_objs *c)
     c->xrank = H5Sget_simple_extent_ndims(c->xsp);
     c->yrank = H5Sget_simple_extent_ndims(c->ysp);
     if (c->xrank < 2 || c->xrank > DL_MAX_DIMS + 1)
-        return dl_error(DL_EINVAL, "%s:%s: %d dimensions, expected [count, sample...] with 1 to "
-                        "%d sample dimensions", path, s->xpath, c->xrank, DL_MAX_DIMS);
+        return dl_error(DL_EINVAL,
+                        "%s:%s: %d dimensions, expected [count, sample...] with 1 to "
+                        "%d sample dimensions",
+                        path, s->xpath, c->xrank, DL_MAX_DIMS);
     if (c->yrank < 1 || c->yrank > 2)
-        return dl_error(DL_EINVAL, "%s:%s: %d dimensions, expected [count] or [count, width]",
-                        path, ypath, c->yrank);
+        return dl_error(DL_EINVAL, "%s:%s: %d dimensions, expected [count] or [count, width]", path,
+                        ypath, c->yrank);
     H5Sget_simple_extent_dims(c->xsp, c->xd, NULL);
     H5Sget_simple_extent_dims(c->ysp, c->yd, NULL);
     if (x_dtype_of(c->xft) < 0)
@@ -768,11 +767,15 @@ static int check_layout(h5_source *s, const dl_hdf5_options *o, split_objs *c)
                         s->xpath, h5_type_text(c->xft, tbuf, sizeof tbuf));
     H5T_class_t yc = H5Tget_class(c->yft);
     if (yc != H5T_INTEGER && yc != H5T_FLOAT)
-        return dl_error(DL_EINVAL, "%s:%s: unsupported dtype %s, expected integer labels or f32 "
-                        "targets", path, ypath, h5_type_text(c->yft, tbuf, sizeof tbuf));
+        return dl_error(DL_EINVAL,
+                        "%s:%s: unsupported dtype %s, expected integer labels or f32 "
+                        "targets",
+                        path, ypath, h5_type_text(c->yft, tbuf, sizeof tbuf));
     if (yc == H5T_INTEGER && c->yrank == 2 && c->yd[1] != 1)
-        return dl_error(DL_EINVAL, "%s:%s: integer labels of width %llu, expected one label "
-                        "per sample", path, ypath, (unsigned long long)c->yd[1]);
+        return dl_error(DL_EINVAL,
+                        "%s:%s: integer labels of width %llu, expected one label "
+                        "per sample",
+                        path, ypath, (unsigned long long)c->yd[1]);
     if (c->xd[0] != c->yd[0])
         return dl_error(DL_EINVAL, "%s: %s has %llu samples but %s has %llu", path, s->xpath,
                         (unsigned long long)c->xd[0], ypath, (unsigned long long)c->yd[0]);
@@ -800,8 +803,9 @@ static int set_info(h5_source *s, const dl_hdf5_options *o, const split_objs *c)
     s->x_rows_elems = (size_t)dl_shape_numel(&info->sample);
     s->x_row = s->x_rows_elems * s->x_elem;
     s->y_row = (size_t)info->y_width * 4;
-    s->xtype = xdt == DL_U8 ? H5T_NATIVE_UINT8 : xdt == DL_I32 ? H5T_NATIVE_INT32
-                                                               : H5T_NATIVE_FLOAT;
+    s->xtype = xdt == DL_U8    ? H5T_NATIVE_UINT8
+               : xdt == DL_I32 ? H5T_NATIVE_INT32
+                               : H5T_NATIVE_FLOAT;
     if (o->expect_sample.ndim > 0) {
         const dl_shape *e = &o->expect_sample;
         int fits = dl_shape_numel(e) == dl_shape_numel(&info->sample);
@@ -812,9 +816,10 @@ static int set_info(h5_source *s, const dl_hdf5_options *o, const split_objs *c)
         }
         if (!fits) {
             char a[64], b[64];
-            return dl_error(DL_EINVAL, "%s:%s: samples of shape %s do not fit the model's "
-                            "input %s", o->path, s->xpath,
-                            dl_shape_format(&info->sample, a, sizeof a),
+            return dl_error(DL_EINVAL,
+                            "%s:%s: samples of shape %s do not fit the model's "
+                            "input %s",
+                            o->path, s->xpath, dl_shape_format(&info->sample, a, sizeof a),
                             dl_shape_format(e, b, sizeof b));
         }
     }
@@ -839,13 +844,15 @@ static int read_group_attrs(h5_source *s, const dl_hdf5_options *o, const split_
     } else {
         ch = read_float_attr(c->grp, "mean", info->mean, DL_MAX_CHANNELS);
         if (!ch || read_float_attr(c->grp, "std", info->std, DL_MAX_CHANNELS) != ch)
-            return dl_error(DL_EINVAL, "%s:%s: normalisation asked but no mean/std given and "
-                            "no \"mean\" and \"std\" attributes of equal length", path, gpath);
+            return dl_error(DL_EINVAL,
+                            "%s:%s: normalisation asked but no mean/std given and "
+                            "no \"mean\" and \"std\" attributes of equal length",
+                            path, gpath);
     }
     int planes = info->sample.ndim >= 3 ? (int)info->sample.dim[0] : 1;
     if (ch != 1 && ch != planes)
-        return dl_error(DL_EINVAL, "%s:%s: %d normalisation channels for samples with %d",
-                        path, s->xpath, ch, planes);
+        return dl_error(DL_EINVAL, "%s:%s: %d normalisation channels for samples with %d", path,
+                        s->xpath, ch, planes);
     for (int i = 0; i < ch; i++)
         if (!(info->std[i] > 0))
             return dl_error(DL_EINVAL, "%s:%s: std[%d] = %g, expected > 0", path, gpath, i,
@@ -879,8 +886,7 @@ static int read_labels(h5_source *s, const dl_hdf5_options *o, const split_objs 
     if (read_first_rows(c->yset, info->y_dtype == DL_I32 ? H5T_NATIVE_INT32 : H5T_NATIVE_FLOAT,
                         s->count, s->y_all) < 0) {
         char e[256];
-        return dl_error(DL_EIO, "%s:%s: reading: %s", path, ypath,
-                        dl_hdf5_error_text(e, sizeof e));
+        return dl_error(DL_EIO, "%s:%s: reading: %s", path, ypath, dl_hdf5_error_text(e, sizeof e));
     }
     s->st.bytes_read += (double)(s->count * s->y_row);
     if (info->y_dtype != DL_I32)
@@ -891,8 +897,8 @@ static int read_labels(h5_source *s, const dl_hdf5_options *o, const split_objs 
         if (y[i] < 0 || (o->classes > 0 && y[i] >= o->classes) ||
             (o->classes <= 0 && info->classes > 0 && y[i] >= info->classes)) {
             int lim = o->classes > 0 ? o->classes : info->classes;
-            return dl_error(DL_EINVAL, "%s:%s: label %d at row %zu, expected 0..%d", path,
-                            ypath, y[i], i, lim > 0 ? lim - 1 : INT32_MAX);
+            return dl_error(DL_EINVAL, "%s:%s: label %d at row %zu, expected 0..%d", path, ypath,
+                            y[i], i, lim > 0 ? lim - 1 : INT32_MAX);
         }
         if (y[i] > maxlab)
             maxlab = y[i];
@@ -955,8 +961,12 @@ static void close_objects(h5_source *s, split_objs *c, int rc)
  * mode). The file stays open only when streaming. */
 static int open_split(h5_source *s, const dl_hdf5_options *o)
 {
-    split_objs c = {.grp = H5I_INVALID_HID, .yset = H5I_INVALID_HID, .xsp = H5I_INVALID_HID,
-                    .ysp = H5I_INVALID_HID, .xft = H5I_INVALID_HID, .yft = H5I_INVALID_HID,
+    split_objs c = {.grp = H5I_INVALID_HID,
+                    .yset = H5I_INVALID_HID,
+                    .xsp = H5I_INVALID_HID,
+                    .ysp = H5I_INVALID_HID,
+                    .xft = H5I_INVALID_HID,
+                    .yft = H5I_INVALID_HID,
                     .dcpl = H5I_INVALID_HID};
     const char *path = o->path;
     snprintf(c.gpath, sizeof c.gpath, "%s", o->group && *o->group ? o->group : "/");
@@ -994,8 +1004,8 @@ static int plan_streaming(h5_source *s, const dl_hdf5_options *o)
     size_t budget = o->memory_budget ? o->memory_budget : default_budget();
     /* o->prefetch, not the effective one: the window size, and so the
      * order, must not depend on the number of workers */
-    size_t fixed = s->count * s->y_row + (size_t)o->prefetch * (size_t)s->batch *
-                                             (s->x_row + s->y_row);
+    size_t fixed =
+        s->count * s->y_row + (size_t)o->prefetch * (size_t)s->batch * (s->x_row + s->y_row);
     size_t per_sample = s->x_row + 2 * sizeof(uint32_t);
     s->nblocks = (s->count + s->block_rows - 1) / s->block_rows;
     size_t min_blocks = ((size_t)s->batch + s->block_rows - 1) / s->block_rows;
@@ -1010,7 +1020,8 @@ static int plan_streaming(h5_source *s, const dl_hdf5_options *o)
         blocks = min_blocks;
     size_t need = fixed + NWIN * blocks * s->block_rows * per_sample;
     if (need > budget)
-        return dl_error(DL_EINVAL, "%s:%s: memory budget of %zu bytes is too small to stream "
+        return dl_error(DL_EINVAL,
+                        "%s:%s: memory budget of %zu bytes is too small to stream "
                         "it: needs at least %zu (labels, %d batches, two windows of %zu rows)",
                         s->path, s->xpath, budget, need, s->prefetch, blocks * s->block_rows);
     s->win_blocks = blocks;
@@ -1052,7 +1063,6 @@ static int plan_memory(h5_source *s)
     return DL_OK;
 }
 
-
 int dl_source_hdf5(dl_source **out, const dl_hdf5_options *o)
 {
     *out = NULL;
@@ -1083,16 +1093,18 @@ int dl_source_hdf5(dl_source **out, const dl_hdf5_options *o)
     const dl_data_info *info = &s->base.info;
     if (o->crop_pad > 0 || o->hflip) {
         if (info->sample.ndim < 2) {
-            rc = dl_error(DL_EINVAL, "%s:%s: augmentation needs image samples [.., H, W], "
-                          "found %d dimension", s->path, s->xpath, info->sample.ndim);
+            rc = dl_error(DL_EINVAL,
+                          "%s:%s: augmentation needs image samples [.., H, W], "
+                          "found %d dimension",
+                          s->path, s->xpath, info->sample.ndim);
             goto fail;
         }
         s->img_h = (int)info->sample.dim[info->sample.ndim - 2];
         s->img_w = (int)info->sample.dim[info->sample.ndim - 1];
         s->img_c = (int)(s->x_rows_elems / ((size_t)s->img_h * (size_t)s->img_w));
         if (o->crop_pad >= s->img_h || o->crop_pad >= s->img_w) {
-            rc = dl_error(DL_EINVAL, "%s:%s: crop padding %d for %dx%d images", s->path,
-                          s->xpath, o->crop_pad, s->img_h, s->img_w);
+            rc = dl_error(DL_EINVAL, "%s:%s: crop padding %d for %dx%d images", s->path, s->xpath,
+                          o->crop_pad, s->img_h, s->img_w);
             goto fail;
         }
     }
@@ -1100,8 +1112,8 @@ int dl_source_hdf5(dl_source **out, const dl_hdf5_options *o)
                                : (s->count + (size_t)s->batch - 1) / (size_t)s->batch;
     s->end_pos = o->drop_last ? s->nbatches * (size_t)s->batch : s->count;
     if (s->nbatches == 0) {
-        rc = dl_error(DL_EINVAL, "%s: %zu samples make no full batch of %d", s->base.name,
-                      s->count, s->batch);
+        rc = dl_error(DL_EINVAL, "%s: %zu samples make no full batch of %d", s->base.name, s->count,
+                      s->batch);
         goto fail;
     }
     long cores = sysconf(_SC_NPROCESSORS_ONLN);

@@ -43,29 +43,29 @@ typedef struct dl_hdf5_options {
     const char *group;  /* "/train"; "/" for datasets at the root */
     const char *x_name; /* dataset names inside group: "x" and "y" */
     const char *y_name;
-    int batch;          /* samples per batch (>= 1) */
-    int shuffle;        /* new order each epoch; else file order */
-    int drop_last;      /* skip a short last batch */
-    uint64_t seed;      /* shuffle and augmentation key */
-    int workers;        /* assembly threads: < 0 one per core, 0 in the caller's thread */
-    int prefetch;       /* ready batches kept ahead (>= 1) */
+    int batch;     /* samples per batch (>= 1) */
+    int shuffle;   /* new order each epoch; else file order */
+    int drop_last; /* skip a short last batch */
+    uint64_t seed; /* shuffle and augmentation key */
+    int workers;   /* assembly threads: < 0 one per core, 0 in the caller's thread */
+    int prefetch;  /* ready batches kept ahead (>= 1) */
     dl_hdf5_mode mode;
     size_t memory_budget;  /* bytes the source may hold; 0: half the physical memory */
     size_t shuffle_window; /* streaming: samples per shuffle window; 0: from the budget */
-    float scale;        /* info.scale; 0: the group's "scale" attribute, else 1 */
+    float scale;           /* info.scale; 0: the group's "scale" attribute, else 1 */
     /* Per-channel normalisation: 0 none; 1 with mean/std below when
      * channels > 0, else the group's "mean" and "std" attributes. */
     int normalize;
     int channels;
     float mean[DL_MAX_CHANNELS], std[DL_MAX_CHANNELS];
-    int crop_pad;       /* random crop of images [.., H, W] after zero padding of this many pixels */
-    int hflip;          /* random horizontal flip, probability 1/2 */
+    int crop_pad; /* random crop of images [.., H, W] after zero padding of this many pixels */
+    int hflip;    /* random horizontal flip, probability 1/2 */
     /* ndim > 0: the model's input per sample. The file's sample must have
      * as many elements, and the same dims when ndim > 1. */
     dl_shape expect_sample;
-    int classes;        /* > 0: labels must be below it (the model's outputs) */
-    size_t limit;       /* > 0: use only the first `limit` samples of the file */
-    dl_backend *be;     /* batch buffers from be->ops->host_alloc; NULL: malloc */
+    int classes;    /* > 0: labels must be below it (the model's outputs) */
+    size_t limit;   /* > 0: use only the first `limit` samples of the file */
+    dl_backend *be; /* batch buffers from be->ops->host_alloc; NULL: malloc */
 } dl_hdf5_options;
 
 /* Fills o with the defaults: group "/train", x "x", y "y", batch 128,

@@ -50,8 +50,7 @@ static int write_dataset(const char *path, const char *where, hid_t grp, const c
                          dl_dtype dt, int rank, const hsize_t *dims, const void *data,
                          hsize_t chunk_rows, int gzip)
 {
-    hid_t mt = dt == DL_U8 ? H5T_NATIVE_UINT8 : dt == DL_I32 ? H5T_NATIVE_INT32
-                                                             : H5T_NATIVE_FLOAT;
+    hid_t mt = dt == DL_U8 ? H5T_NATIVE_UINT8 : dt == DL_I32 ? H5T_NATIVE_INT32 : H5T_NATIVE_FLOAT;
     hid_t ft = dt == DL_U8 ? H5T_STD_U8LE : dt == DL_I32 ? H5T_STD_I32LE : H5T_IEEE_F32LE;
     hsize_t chunk[H5S_MAX_RANK];
     memcpy(chunk, dims, sizeof(hsize_t) * (size_t)rank);
@@ -86,8 +85,8 @@ static int write_xy(const char *path, const char *where, hid_t g, const dl_impor
     hsize_t chunk = chunk_arg > 0 ? (hsize_t)chunk_arg : (hsize_t)((1u << 20) / row);
     if (chunk == 0)
         chunk = 1;
-    DL_TRY(write_dataset(path, where, g, "x", in->x_dtype, in->sample.ndim + 1, xd, s->d.x,
-                         chunk, gzip));
+    DL_TRY(write_dataset(path, where, g, "x", in->x_dtype, in->sample.ndim + 1, xd, s->d.x, chunk,
+                         gzip));
     return write_dataset(path, where, g, "y", in->y_dtype, in->y_width > 1 ? 2 : 1, yd, s->d.y,
                          chunk, gzip);
 }
@@ -113,8 +112,8 @@ static int write_attrs(const char *path, const char *where, hid_t g, const dl_im
     if (in->classes > 0)
         ATTR(dl_h5_attr_write(g, "classes", H5T_NATIVE_INT32, 0, &in->classes));
     if (im->nnames > 0)
-        ATTR(dl_h5_attr_write_strings(g, "class_names", (const char *const *)im->names,
-                                      im->nnames, H5T_CSET_UTF8));
+        ATTR(dl_h5_attr_write_strings(g, "class_names", (const char *const *)im->names, im->nnames,
+                                      H5T_CSET_UTF8));
     if (nm->channels > 0) {
         ATTR(dl_h5_attr_write(g, "mean", H5T_NATIVE_FLOAT, nm->channels, nm->mean));
         ATTR(dl_h5_attr_write(g, "std", H5T_NATIVE_FLOAT, nm->channels, nm->std));
@@ -126,8 +125,8 @@ static int write_attrs(const char *path, const char *where, hid_t g, const dl_im
     return DL_OK;
 }
 
-static int write_split(const char *path, hid_t file, const dl_import *im,
-                       const dl_import_split *s, const norm *nm, long chunk, int gzip)
+static int write_split(const char *path, hid_t file, const dl_import *im, const dl_import_split *s,
+                       const norm *nm, long chunk, int gzip)
 {
     char where[32];
     snprintf(where, sizeof where, "/%s", s->name);

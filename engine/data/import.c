@@ -11,8 +11,8 @@
 #include "engine/base/sha256.h"
 #include "engine/data/synthetic.h"
 
-static const char *const fashion_names[10] = {"T-shirt/top", "Trouser", "Pullover", "Dress",
-                                              "Coat",        "Sandal",  "Shirt",    "Sneaker",
+static const char *const fashion_names[10] = {"T-shirt/top", "Trouser",   "Pullover", "Dress",
+                                              "Coat",        "Sandal",    "Shirt",    "Sneaker",
                                               "Bag",         "Ankle boot"};
 static const char *const digit_names[10] = {"0", "1", "2", "3", "4", "5", "6", "7", "8", "9"};
 
@@ -64,8 +64,8 @@ int dl_import_synthetic(dl_import *im, const char *kind, long samples, int class
         im->nsplits++;
     }
     snprintf(im->origin, sizeof im->origin,
-             "synthetic %s: %ld samples, %d classes, noise %g, seed %llu", kind, samples,
-             classes, (double)noise, (unsigned long long)seed);
+             "synthetic %s: %ld samples, %d classes, noise %g, seed %llu", kind, samples, classes,
+             (double)noise, (unsigned long long)seed);
     return DL_OK;
 }
 
@@ -106,8 +106,7 @@ int dl_import_class_names(dl_import *im, const char *arg, int classes)
         DL_TRY(add_list(im, arg));
     }
     if (classes > 0 && im->nnames != classes)
-        return dl_error(DL_EINVAL, "--class-names: %d names for %d classes", im->nnames,
-                        classes);
+        return dl_error(DL_EINVAL, "--class-names: %d names for %d classes", im->nnames, classes);
     return DL_OK;
 }
 
@@ -179,8 +178,7 @@ static int make_val(dl_import *im, double fraction, uint64_t seed)
     return DL_OK;
 }
 
-int dl_import_prepare(dl_import *im, const char *class_names, double val_fraction,
-                      uint64_t seed)
+int dl_import_prepare(dl_import *im, const char *class_names, double val_fraction, uint64_t seed)
 {
     /* class names: explicit, known (Fashion-MNIST, MNIST) or from CSV labels */
     int classes = im->sp[0].d.info.classes;

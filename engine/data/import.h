@@ -32,7 +32,7 @@ typedef struct dl_import {
     int nsplits;
     char *names[DL_IMPORT_MAX_NAMES]; /* class names (CSV string labels or a known list), owned */
     int nnames;
-    char origin[1100];                /* what was imported, for the file and the summary */
+    char origin[1100]; /* what was imported, for the file and the summary */
 } dl_import;
 
 /* Frees every split's data and the class names; im is zeroed. */
@@ -65,7 +65,6 @@ int dl_import_class_names(dl_import *im, const char *arg, int classes);
  * images, and, when val_fraction > 0, a seeded random fraction of /train
  * (or of the only split) moved to /val, both kept in file order. Returns
  * DL_OK, DL_EINVAL naming the option that does not fit, or DL_ENOMEM. */
-int dl_import_prepare(dl_import *im, const char *class_names, double val_fraction,
-                      uint64_t seed);
+int dl_import_prepare(dl_import *im, const char *class_names, double val_fraction, uint64_t seed);
 
 #endif

@@ -16,8 +16,8 @@ enum { MAXF = 100000 }; /* columns per row */
 typedef struct csv_doc {
     const char *path;
     char *text;
-    char **lines;  /* [nlines] pointers into text */
-    int *lineno;   /* [nlines] 1-based line numbers in the file */
+    char **lines; /* [nlines] pointers into text */
+    int *lineno;  /* [nlines] 1-based line numbers in the file */
     size_t nlines, cap;
     char **fields; /* [MAXF] scratch for csv_fields */
     char **header; /* [ncol] names, NULL without a header row */
@@ -210,9 +210,8 @@ static int find_columns(csv_doc *c, const char *label)
             c->label_col = (int)v;
     }
     if (c->label_col < 0)
-        return dl_error(DL_EINVAL, "%s:%d: no column \"%s\" (%s%d columns)", c->path,
-                        c->lineno[0], label,
-                        has_header ? "header names or 0-based index of " : "", ncol);
+        return dl_error(DL_EINVAL, "%s:%d: no column \"%s\" (%s%d columns)", c->path, c->lineno[0],
+                        label, has_header ? "header names or 0-based index of " : "", ncol);
     return DL_OK;
 }
 
@@ -290,8 +289,8 @@ static int string_labels(dl_import *im, const csv_doc *c, const csv_rows *rows, 
         if (name_index(im, rows->ys[r]) >= 0)
             continue;
         if (im->nnames == DL_IMPORT_MAX_NAMES)
-            return dl_error(DL_EINVAL, "%s: more than %d distinct labels in column %d",
-                            c->path, DL_IMPORT_MAX_NAMES, c->label_col);
+            return dl_error(DL_EINVAL, "%s: more than %d distinct labels in column %d", c->path,
+                            DL_IMPORT_MAX_NAMES, c->label_col);
         char *name = strdup(rows->ys[r]);
         if (!name)
             return dl_error(DL_ENOMEM, "%s: out of memory", c->path);

@@ -14,8 +14,8 @@ static int is_file(const char *p)
 }
 
 /* dir/<prefix>-<kind>-idx<n>-ubyte[.gz] or dir/<prefix>-<kind>.idx<n>-ubyte[.gz]. */
-static int find_idx(char *out, size_t size, const char *dir, const char *prefix,
-                    const char *kind, int ndim)
+static int find_idx(char *out, size_t size, const char *dir, const char *prefix, const char *kind,
+                    int ndim)
 {
     static const char *const forms[] = {"%s/%s-%s-idx%d-ubyte%s", "%s/%s-%s.idx%d-ubyte%s"};
     static const char *const ext[] = {".gz", ""};
@@ -42,8 +42,7 @@ static int load_pair(dl_import *im, const char *name, const char *images, const 
     return DL_OK;
 }
 
-int dl_import_idx_pair(dl_import *im, const char *split, const char *images,
-                       const char *labels)
+int dl_import_idx_pair(dl_import *im, const char *split, const char *images, const char *labels)
 {
     DL_TRY(load_pair(im, split, images, labels));
     snprintf(im->origin, sizeof im->origin, "IDX %.500s + %.500s", images, labels);
@@ -67,8 +66,10 @@ int dl_import_idx_dir(dl_import *im, const char *dir)
             DL_TRY(load_pair(im, pairs[i].split, im_path, lb_path));
     }
     if (im->nsplits == 0)
-        return dl_error(DL_EINVAL, "%s: no IDX files: expected train-images-idx3-ubyte[.gz] "
-                        "and train-labels-idx1-ubyte[.gz] (and t10k-... for /test)", dir);
+        return dl_error(DL_EINVAL,
+                        "%s: no IDX files: expected train-images-idx3-ubyte[.gz] "
+                        "and train-labels-idx1-ubyte[.gz] (and t10k-... for /test)",
+                        dir);
     snprintf(im->origin, sizeof im->origin, "IDX %.1000s", dir);
     return DL_OK;
 }
@@ -94,8 +95,10 @@ int dl_import_idx_images(dl_import *im, const char *split, const char *images)
     base = base ? base + 1 : labels;
     size_t room = sizeof labels - (size_t)(base - labels);
     if (!replace_once(base, room, "images", "labels") || !replace_once(base, room, "idx3", "idx1"))
-        return dl_error(DL_EINVAL, "%s: not a folder, a .csv file or an IDX images file "
-                        "named *images*idx3*; give IMAGES LABELS OUT.h5", images);
+        return dl_error(DL_EINVAL,
+                        "%s: not a folder, a .csv file or an IDX images file "
+                        "named *images*idx3*; give IMAGES LABELS OUT.h5",
+                        images);
     if (!is_file(labels))
         return dl_error(DL_EINVAL, "%s: no labels file %s next to it", images, labels);
     DL_TRY(load_pair(im, split ? split : dl_import_idx_split_of(images), images, labels));

@@ -7,8 +7,7 @@
 /* Reads the pair images + labels (dl_dataset_load_idx) as split `split`
  * of im and records both files as its sources; sets im->origin to
  * "IDX images + labels". Errors name the file and what was wrong. */
-int dl_import_idx_pair(dl_import *im, const char *split, const char *images,
-                       const char *labels);
+int dl_import_idx_pair(dl_import *im, const char *split, const char *images, const char *labels);
 
 /* Reads the folder's train-* pair as /train and t10k-* pair as /test
  * (<prefix>-images-idx3-ubyte or <prefix>-images.idx3-ubyte, gzipped or

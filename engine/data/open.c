@@ -54,8 +54,8 @@ static int open_hdf5(const dl_data_desc *d, int batch, uint64_t seed, dl_backend
     }
     char hex[65];
     DL_TRY(dl_sha256_file(d->path, hex));
-    snprintf(fp, fp_size, "hdf5:%s:%s:%s:train=%zu:val=%zu:sha256=%s", d->path, d->train,
-             d->val, (*train)->info.count, *val ? (*val)->info.count : (size_t)0, hex);
+    snprintf(fp, fp_size, "hdf5:%s:%s:%s:train=%zu:val=%zu:sha256=%s", d->path, d->train, d->val,
+             (*train)->info.count, *val ? (*val)->info.count : (size_t)0, hex);
     return DL_OK;
 }
 
@@ -79,8 +79,8 @@ static int load_memory(const dl_data_desc *d, dl_dataset *tr, dl_dataset *va, in
     DL_TRY(dl_dataset_synthetic(tr, d->synth, (size_t)d->n, d->classes, (float)d->noise,
                                 d->data_seed));
     if (d->n_val > 0) {
-        DL_TRY(dl_dataset_synthetic(va, d->synth, (size_t)d->n_val, d->classes,
-                                    (float)d->noise, d->data_seed + 1));
+        DL_TRY(dl_dataset_synthetic(va, d->synth, (size_t)d->n_val, d->classes, (float)d->noise,
+                                    d->data_seed + 1));
         *have_val = 1;
     }
     return DL_OK;
@@ -102,8 +102,7 @@ static void apply_desc(const dl_data_desc *d, dl_dataset *ds, long limit)
 
 /* Appends ":train=N:val=M:sha256=..." of the samples actually used, as
  * loaded: independent of compression. va may be NULL. */
-static void fingerprint_memory(const dl_dataset *tr, const dl_dataset *va, char *fp,
-                               size_t fp_size)
+static void fingerprint_memory(const dl_dataset *tr, const dl_dataset *va, char *fp, size_t fp_size)
 {
     dl_sha256 c;
     dl_sha256_init(&c);
@@ -113,10 +112,12 @@ static void fingerprint_memory(const dl_dataset *tr, const dl_dataset *va, char 
         if (!ds)
             continue;
         size_t n = ds->info.count;
-        dl_sha256_update(&c, ds->x, n * (size_t)dl_shape_numel(&ds->info.sample) *
-                                        dl_dtype_size(ds->info.x_dtype));
-        dl_sha256_update(&c, ds->y, n * (size_t)(ds->info.y_width > 0 ? ds->info.y_width : 1) *
-                                        dl_dtype_size(ds->info.y_dtype));
+        dl_sha256_update(&c, ds->x,
+                         n * (size_t)dl_shape_numel(&ds->info.sample) *
+                             dl_dtype_size(ds->info.x_dtype));
+        dl_sha256_update(&c, ds->y,
+                         n * (size_t)(ds->info.y_width > 0 ? ds->info.y_width : 1) *
+                             dl_dtype_size(ds->info.y_dtype));
     }
     uint8_t dg[32];
     char hex[65];
@@ -152,8 +153,8 @@ static int open_memory(const dl_data_desc *d, int batch, uint64_t seed, dl_backe
     return rc;
 }
 
-int dl_data_open(const dl_data_desc *d, int batch, uint64_t seed, dl_backend *be,
-                 dl_source **train, dl_source **val, char *fp, size_t fp_size)
+int dl_data_open(const dl_data_desc *d, int batch, uint64_t seed, dl_backend *be, dl_source **train,
+                 dl_source **val, char *fp, size_t fp_size)
 {
     *train = *val = NULL;
     int rc = d->kind == DL_DATA_HDF5 ? open_hdf5(d, batch, seed, be, train, val, fp, fp_size)

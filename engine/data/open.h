@@ -25,7 +25,7 @@ typedef struct dl_data_desc {
     int channels;              /* > 0 with mean/std */
     float mean[DL_MAX_CHANNELS], std[DL_MAX_CHANNELS];
     int workers, prefetch, shuffle, drop_last;
-    int flatten;               /* present samples as [features] */
+    int flatten; /* present samples as [features] */
 } dl_data_desc;
 
 /* Opens the sources d describes, batches of `batch`, shuffled by seed:
@@ -40,7 +40,7 @@ typedef struct dl_data_desc {
  * used. Errors: a missing HDF5 file is DL_EINVAL with a message that says
  * how to make it; the rest as the sources' own; *train and *val are then
  * NULL. */
-int dl_data_open(const dl_data_desc *d, int batch, uint64_t seed, dl_backend *be,
-                 dl_source **train, dl_source **val, char *fp, size_t fp_size);
+int dl_data_open(const dl_data_desc *d, int batch, uint64_t seed, dl_backend *be, dl_source **train,
+                 dl_source **val, char *fp, size_t fp_size);
 
 #endif

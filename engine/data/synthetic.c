@@ -17,9 +17,10 @@ int dl_dataset_synthetic(dl_dataset *d, const char *kind, size_t n, int classes,
         return dl_error(DL_EINVAL, "synthetic dataset \"%s\": expected \"spirals\" or \"blobs\"",
                         kind);
     if (classes < 2 || n == 0 || n > UINT32_MAX || !(noise >= 0))
-        return dl_error(DL_EINVAL, "synthetic %s: %zu samples of %d classes, noise %g: expected "
-                        "at least 1 sample, 2 classes and noise >= 0", kind, n, classes,
-                        (double)noise);
+        return dl_error(DL_EINVAL,
+                        "synthetic %s: %zu samples of %d classes, noise %g: expected "
+                        "at least 1 sample, 2 classes and noise >= 0",
+                        kind, n, classes, (double)noise);
     float *x = malloc(n * 2 * sizeof *x);
     int32_t *y = malloc(n * sizeof *y);
     if (!x || !y) {

@@ -38,7 +38,7 @@ typedef enum { DL_COMM_SUM, DL_COMM_MAX, DL_COMM_MIN } dl_comm_op;
 int dl_comm_launched(void);
 
 typedef struct dl_comm_options {
-    double timeout_s;   /* watchdog: seconds a collective may wait (<= 0: 300, or
+    double timeout_s;    /* watchdog: seconds a collective may wait (<= 0: 300, or
                            $DLBENCH_COMM_TIMEOUT) */
     size_t bucket_bytes; /* gradient bucket size (0: 4 MiB, or $DLBENCH_COMM_BUCKET_KB;
                             a value of 0 KB there: no overlap, one all-reduce) */

@@ -129,13 +129,15 @@ static void *watchdog_main(void *arg)
         const char *what = atomic_load(&c->busy_what);
         char why[512];
         if (lost)
-            snprintf(why, sizeof why, "rank %d of %d: the launcher ended the job while this rank "
-                     "waited in %s: another rank has died (or the job was cancelled)", c->rank,
-                     c->size, what ? what : "a collective");
+            snprintf(why, sizeof why,
+                     "rank %d of %d: the launcher ended the job while this rank "
+                     "waited in %s: another rank has died (or the job was cancelled)",
+                     c->rank, c->size, what ? what : "a collective");
         else
-            snprintf(why, sizeof why, "rank %d of %d: %s made no progress for %.0f s: another "
-                     "rank has died or hangs; ending the job (DLBENCH_COMM_TIMEOUT=%g)", c->rank,
-                     c->size, what ? what : "a collective", waited, c->timeout_s);
+            snprintf(why, sizeof why,
+                     "rank %d of %d: %s made no progress for %.0f s: another "
+                     "rank has died or hangs; ending the job (DLBENCH_COMM_TIMEOUT=%g)",
+                     c->rank, c->size, what ? what : "a collective", waited, c->timeout_s);
         fprintf(stderr, "dlbench: %s\n", why);
         fflush(stderr);
         if (c->on_failure)
@@ -161,8 +163,10 @@ static int load_mpi(mpi_api *m, char *why, size_t size)
         /* global: Open MPI's own plugins resolve symbols of libmpi */
         m->lib = dlopen(names[i], RTLD_NOW | RTLD_GLOBAL);
     if (!m->lib) {
-        snprintf(why, size, "Open MPI is not installed (libmpi.so.40: %s); on Debian: "
-                            "apt-get install libopenmpi-dev openmpi-bin", dlerror());
+        snprintf(why, size,
+                 "Open MPI is not installed (libmpi.so.40: %s); on Debian: "
+                 "apt-get install libopenmpi-dev openmpi-bin",
+                 dlerror());
         return DL_ENODEV;
     }
     struct {
@@ -227,8 +231,8 @@ int dl_comm_create(dl_comm **out, const dl_comm_options *opt)
         free(c);
         return dl_error(rc, "%s", why);
     }
-    c->timeout_s = opt && opt->timeout_s > 0 ? opt->timeout_s
-                                             : env_double("DLBENCH_COMM_TIMEOUT", 300);
+    c->timeout_s =
+        opt && opt->timeout_s > 0 ? opt->timeout_s : env_double("DLBENCH_COMM_TIMEOUT", 300);
     if (!(c->timeout_s > 0))
         c->timeout_s = 300;
     double kb = opt && opt->bucket_bytes ? (double)opt->bucket_bytes / 1024
@@ -246,8 +250,8 @@ int dl_comm_create(dl_comm **out, const dl_comm_options *opt)
 
     int inited = 0;
     c->mpi.Initialized(&inited);
-    if (!inited && c->mpi.Init_thread(NULL, NULL, MPI_THREAD_MULTIPLE_, &c->thread_level) !=
-                       MPI_SUCCESS_) {
+    if (!inited &&
+        c->mpi.Init_thread(NULL, NULL, MPI_THREAD_MULTIPLE_, &c->thread_level) != MPI_SUCCESS_) {
         dlclose(c->mpi.lib);
         free(c);
         return dl_error(DL_ERR, "MPI_Init_thread failed");
@@ -327,8 +331,9 @@ static int mpi_check(int rc, const char *call)
 
 int dl_comm_allreduce(dl_comm *c, double *buf, int n, dl_comm_op op)
 {
-    mpi_handle o = op == DL_COMM_MAX ? c->mpi.op_max : op == DL_COMM_MIN ? c->mpi.op_min
-                                                                         : c->mpi.op_sum;
+    mpi_handle o = op == DL_COMM_MAX   ? c->mpi.op_max
+                   : op == DL_COMM_MIN ? c->mpi.op_min
+                                       : c->mpi.op_sum;
     busy_begin(c, "an all-reduce of step statistics");
     int rc = c->mpi.Allreduce(MPI_IN_PLACE_, buf, n, c->mpi.t_double, o, c->mpi.world);
     busy_end(c);
@@ -386,8 +391,10 @@ static void try_nccl(dl_comm *c)
     if (getenv("DLBENCH_NO_NCCL") || dl_nccl_open(&c->nccl, &host, why, sizeof why) < 0) {
         c->nccl = NULL;
         if (c->rank == 0)
-            fprintf(stderr, "dlbench: NCCL not used (%s): GPU gradients go through host "
-                            "memory and MPI\n", why[0] ? why : "DLBENCH_NO_NCCL is set");
+            fprintf(stderr,
+                    "dlbench: NCCL not used (%s): GPU gradients go through host "
+                    "memory and MPI\n",
+                    why[0] ? why : "DLBENCH_NO_NCCL is set");
     }
 }
 
@@ -423,8 +430,7 @@ int dl_comm_bcast_floats(dl_comm *c, dl_backend *be, float *p, size_t n, int roo
 
 /* --- gradients ------------------------------------------------------------------------ */
 
-int dl_comm_grad_plan(dl_comm *c, dl_backend *be, float *p, size_t n, const size_t *cuts,
-                      int ncuts)
+int dl_comm_grad_plan(dl_comm *c, dl_backend *be, float *p, size_t n, const size_t *cuts, int ncuts)
 {
     c->be = be;
     c->grad = p;
@@ -471,8 +477,8 @@ void dl_comm_grad_begin(dl_comm *c)
 static int launch(dl_comm *c, int i)
 {
     bucket *b = &c->buckets[i];
-    int rc = c->mpi.Iallreduce(MPI_IN_PLACE_, c->grad + b->lo, (int)(b->hi - b->lo),
-                               c->mpi.t_float, c->mpi.op_sum, c->mpi.world, &c->reqs[i]);
+    int rc = c->mpi.Iallreduce(MPI_IN_PLACE_, c->grad + b->lo, (int)(b->hi - b->lo), c->mpi.t_float,
+                               c->mpi.op_sum, c->mpi.world, &c->reqs[i]);
     return mpi_check(rc, "MPI_Iallreduce");
 }
 
@@ -508,8 +514,8 @@ int dl_comm_grad_finish(dl_comm *c)
             DL_TRY(ensure_host(c, c->grad_n));
             DL_TRY(c->be->ops->to_host(c->be, c->host, c->grad, bytes));
             busy_begin(c, "the gradient all-reduce");
-            rc = mpi_check(c->mpi.Allreduce(MPI_IN_PLACE_, c->host, (int)c->grad_n,
-                                            c->mpi.t_float, c->mpi.op_sum, c->mpi.world),
+            rc = mpi_check(c->mpi.Allreduce(MPI_IN_PLACE_, c->host, (int)c->grad_n, c->mpi.t_float,
+                                            c->mpi.op_sum, c->mpi.world),
                            "MPI_Allreduce");
             busy_end(c);
             if (rc == DL_OK)

@@ -95,8 +95,7 @@ void dl_nccl_close(dl_nccl *n)
 
 /* Rank 0 makes the unique id, every rank picks its device; a failure
  * anywhere is everyone's (ok = MIN). */
-static int make_id(dl_nccl *n, int rc, const dl_nccl_host *h, nccl_id *id, char *why,
-                   size_t size)
+static int make_id(dl_nccl *n, int rc, const dl_nccl_host *h, nccl_id *id, char *why, size_t size)
 {
     memset(id, 0, sizeof *id);
     if (rc == DL_OK && h->rank == 0) {

@@ -4,8 +4,7 @@
 static const char *describe(void *ctx) { return dl_comm_describe(ctx); }
 static const char *grad_path(void *ctx) { return dl_comm_grad_path(ctx); }
 
-static int grad_plan(void *ctx, dl_backend *be, float *p, size_t n, const size_t *cuts,
-                     int ncuts)
+static int grad_plan(void *ctx, dl_backend *be, float *p, size_t n, const size_t *cuts, int ncuts)
 {
     return dl_comm_grad_plan(ctx, be, p, n, cuts, ncuts);
 }

@@ -9,17 +9,17 @@
 #include "engine/observe/cost.h"
 
 /* Thresholds, in one place. */
-#define INPUT_SHARE_WARN 0.20     /* data wait share of step time */
+#define INPUT_SHARE_WARN 0.20 /* data wait share of step time */
 #define INPUT_SHARE_CRIT 0.50
-#define GPU_IDLE_PCT 50.0         /* utilisation under which the GPU waits */
-#define LAUNCH_MEAN_OP_MS 0.05    /* layer passes shorter than this are launch-dominated */
-#define LAUNCH_MIN_OPS 16         /* ... when a step has at least this many */
+#define GPU_IDLE_PCT 50.0      /* utilisation under which the GPU waits */
+#define LAUNCH_MEAN_OP_MS 0.05 /* layer passes shorter than this are launch-dominated */
+#define LAUNCH_MIN_OPS 16      /* ... when a step has at least this many */
 #define LAUNCH_MAX_DATA 0.10
-#define HEADROOM_FREE 0.50        /* share of GPU memory unused */
-#define EXPLODE_FACTOR 10.0       /* recent loss over the lowest seen */
+#define HEADROOM_FREE 0.50  /* share of GPU memory unused */
+#define EXPLODE_FACTOR 10.0 /* recent loss over the lowest seen */
 
-static const char *names[DL_ADV_NKINDS] = {"divergence",  "out of memory", "input-bound",
-                                           "launch-bound", "overfitting",   "precision",
+static const char *names[DL_ADV_NKINDS] = {"divergence",     "out of memory", "input-bound",
+                                           "launch-bound",   "overfitting",   "precision",
                                            "memory headroom"};
 
 const char *dl_advice_name(dl_advice_kind k)
@@ -83,13 +83,12 @@ static void rule_divergence(const dl_advisor_input *in, out_list *o)
     if (in->lr > 0)
         snprintf(lr, sizeof lr, " at learning rate %g", in->lr);
     if (bad)
-        snprintf(a->evidence, sizeof a->evidence,
-                 "the loss or the gradients became NaN/Inf%s%s", lr,
-                 in->skipped_steps > 0 ? " (steps were skipped)" : "");
+        snprintf(a->evidence, sizeof a->evidence, "the loss or the gradients became NaN/Inf%s%s",
+                 lr, in->skipped_steps > 0 ? " (steps were skipped)" : "");
     else
         snprintf(a->evidence, sizeof a->evidence,
-                 "the loss exploded: %.4g now against %.4g at best and %.4g at the start%s",
-                 last, lo, first, lr);
+                 "the loss exploded: %.4g now against %.4g at best and %.4g at the start%s", last,
+                 lo, first, lr);
     char try_lr[48] = "";
     if (in->lr > 0)
         snprintf(try_lr, sizeof try_lr, " (try %g)", in->lr / 10);
@@ -110,8 +109,8 @@ static void rule_oom(const dl_advisor_input *in, out_list *o)
         snprintf(a->evidence, sizeof a->evidence, "out of memory%s%.150s",
                  in->oom_text[0] ? ": " : "", in->oom_text);
     else
-        snprintf(a->evidence, sizeof a->evidence, "out of memory with batch %d%s%.150s",
-                 in->batch, in->oom_text[0] ? ": " : "", in->oom_text);
+        snprintf(a->evidence, sizeof a->evidence, "out of memory with batch %d%s%.150s", in->batch,
+                 in->oom_text[0] ? ": " : "", in->oom_text);
     int half = in->batch > 1 ? in->batch / 2 : 1;
     snprintf(a->remedy, sizeof a->remedy,
              "gradient accumulation (batch = %d, accumulate = %d: the same step), "
@@ -127,17 +126,16 @@ static void rule_input(const dl_advisor_input *in, out_list *o)
     if (!share_hit && !idle_hit)
         return;
     dl_advice *a = add(o, DL_ADV_INPUT_BOUND,
-                       in->data_wait_share >= INPUT_SHARE_CRIT ? DL_ADV_CRITICAL
-                                                               : DL_ADV_WARNING);
+                       in->data_wait_share >= INPUT_SHARE_CRIT ? DL_ADV_CRITICAL : DL_ADV_WARNING);
     if (!a)
         return;
     int len = 0;
     if (in->data_wait_share >= 0) {
         if (in->step_ms > 0)
-            len = snprintf(a->evidence, sizeof a->evidence,
-                           "data wait is %.0f%% of step time (%.2f of %.2f ms)",
-                           100 * in->data_wait_share, in->data_wait_share * in->step_ms,
-                           in->step_ms);
+            len =
+                snprintf(a->evidence, sizeof a->evidence,
+                         "data wait is %.0f%% of step time (%.2f of %.2f ms)",
+                         100 * in->data_wait_share, in->data_wait_share * in->step_ms, in->step_ms);
         else
             len = snprintf(a->evidence, sizeof a->evidence, "data wait is %.0f%% of step time",
                            100 * in->data_wait_share);

@@ -34,33 +34,33 @@ typedef struct dl_advice {
 
 typedef struct dl_advisor_input {
     /* step timing (profiler or trainer); < 0 unknown */
-    double step_ms;             /* mean step time */
-    double data_wait_share;     /* [0, 1] of step time spent waiting for batches */
-    double leaf_ops_per_step;   /* layer passes per step */
-    double mean_op_ms;          /* mean duration of a layer pass */
+    double step_ms;           /* mean step time */
+    double data_wait_share;   /* [0, 1] of step time spent waiting for batches */
+    double leaf_ops_per_step; /* layer passes per step */
+    double mean_op_ms;        /* mean duration of a layer pass */
     /* loader; < 0 unknown */
     int workers;                /* loader worker threads (0: synchronous) */
     int queue_fill, queue_size; /* ready batches at the last look */
     /* device */
-    int on_gpu;                 /* training runs on a GPU */
-    char gpu_name[64];          /* "" unknown */
-    double gpu_util_pct;        /* < 0 unknown */
+    int on_gpu;                               /* training runs on a GPU */
+    char gpu_name[64];                        /* "" unknown */
+    double gpu_util_pct;                      /* < 0 unknown */
     double gpu_mem_used_mb, gpu_mem_total_mb; /* < 0 unknown */
     dl_precision precision;
     int batch;
     int accumulate;
     /* failures */
-    int oom;                    /* an allocation failed */
-    char oom_text[160];         /* its message */
-    int nonfinite;              /* NaN/Inf seen (loss or gradients) */
+    int oom;            /* an allocation failed */
+    char oom_text[160]; /* its message */
+    int nonfinite;      /* NaN/Inf seen (loss or gradients) */
     long skipped_steps;
-    double lr;                  /* < 0 unknown */
+    double lr; /* < 0 unknown */
     /* curves: per-epoch losses (NaN where missing) and recent step losses */
     const double *train_loss, *val_loss;
     int nepochs;
     const double *step_loss;
     int nsteps;
-    int overfit_epochs;         /* epochs of rising val loss that count (0: 3) */
+    int overfit_epochs; /* epochs of rising val loss that count (0: 3) */
 } dl_advisor_input;
 
 /* Sets every figure to "unknown" (negative), the curves to none. */

@@ -14,10 +14,10 @@
 
 /* Dense peak throughput of a GPU in FLOP/s; 0 where the part lacks it. */
 typedef struct dl_gpu_peak {
-    const char *name;  /* the table's key, matched as a substring */
-    double f32;        /* plain FP32 (CUDA cores) */
-    double tf32;       /* tensor cores, TF32 */
-    double bf16;       /* tensor cores, BF16/FP16 */
+    const char *name; /* the table's key, matched as a substring */
+    double f32;       /* plain FP32 (CUDA cores) */
+    double tf32;      /* tensor cores, TF32 */
+    double bf16;      /* tensor cores, BF16/FP16 */
 } dl_gpu_peak;
 
 /* Looks up a GPU by its NVML/CUDA name ("NVIDIA H100 80GB HBM3"): returns
@@ -30,23 +30,23 @@ int dl_cost_gpu_peak(const char *device_name, dl_gpu_peak *out);
 int dl_cost_calibrate(dl_backend *be, int n, double seconds, double *flops_per_s);
 
 typedef struct dl_cost_input {
-    double elapsed_s;        /* wall time of the run so far */
-    double step_s;           /* time spent in training steps (profiler or wall) */
-    double flops_done;       /* model FLOPs done (forward + backward) */
-    double peak_flops;       /* 0: MFU unknown */
-    double progress;         /* share of the planned steps done, (0, 1] */
-    double price_per_hour;   /* 0: no money figures */
-    double energy_j;         /* from NVML; < 0 unknown */
-    double energy_epoch_j;   /* energy of the last epoch; < 0 unknown */
+    double elapsed_s;      /* wall time of the run so far */
+    double step_s;         /* time spent in training steps (profiler or wall) */
+    double flops_done;     /* model FLOPs done (forward + backward) */
+    double peak_flops;     /* 0: MFU unknown */
+    double progress;       /* share of the planned steps done, (0, 1] */
+    double price_per_hour; /* 0: no money figures */
+    double energy_j;       /* from NVML; < 0 unknown */
+    double energy_epoch_j; /* energy of the last epoch; < 0 unknown */
 } dl_cost_input;
 
 typedef struct dl_cost {
-    double achieved_flops;   /* flops_done / step_s */
-    double mfu;              /* achieved / peak, [0, 1]; < 0 unknown */
-    double cost_so_far;      /* price units; < 0 without a price */
-    double cost_projected;   /* to the end of the planned steps; < 0 unknown */
-    double eta_s;            /* seconds left; < 0 unknown */
-    double energy_j;         /* < 0 unknown */
+    double achieved_flops; /* flops_done / step_s */
+    double mfu;            /* achieved / peak, [0, 1]; < 0 unknown */
+    double cost_so_far;    /* price units; < 0 without a price */
+    double cost_projected; /* to the end of the planned steps; < 0 unknown */
+    double eta_s;          /* seconds left; < 0 unknown */
+    double energy_j;       /* < 0 unknown */
     double energy_kwh;
 } dl_cost;
 

@@ -67,10 +67,10 @@ static void *sym(void *lib, const char *const *names)
     return NULL;
 }
 
-#define SYM(field, ...)                                                         \
-    do {                                                                        \
-        static const char *const n_[] = {__VA_ARGS__, NULL};                    \
-        *(void **)&nv->field = sym(nv->lib, n_);                                \
+#define SYM(field, ...)                                                                            \
+    do {                                                                                           \
+        static const char *const n_[] = {__VA_ARGS__, NULL};                                       \
+        *(void **)&nv->field = sym(nv->lib, n_);                                                   \
     } while (0)
 
 static int nvml_open(nvml *nv, const char *libname, char *why, size_t size)
@@ -79,8 +79,10 @@ static int nvml_open(nvml *nv, const char *libname, char *why, size_t size)
     nv->lib = dlopen(libname, RTLD_NOW | RTLD_LOCAL);
     if (!nv->lib) {
         const char *e = dlerror();
-        snprintf(why, size, "no GPU data: %s could not be loaded (%s); no NVIDIA driver on this "
-                 "machine?", libname, e ? e : "not found");
+        snprintf(why, size,
+                 "no GPU data: %s could not be loaded (%s); no NVIDIA driver on this "
+                 "machine?",
+                 libname, e ? e : "not found");
         return -1;
     }
     SYM(init, "nvmlInit_v2", "nvmlInit");
@@ -198,7 +200,7 @@ typedef struct cpu_ticks {
 
 struct dl_monitor {
     dl_monitor_options opt;
-    FILE *jsonl;            /* system.jsonl; guarded by sample_lock */
+    FILE *jsonl; /* system.jsonl; guarded by sample_lock */
     nvml nv;
     char gpu_status[512];
     double t0;

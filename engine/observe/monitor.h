@@ -27,10 +27,10 @@ typedef dl_run_system dl_sys_sample;
 typedef struct dl_monitor dl_monitor;
 
 typedef struct dl_monitor_options {
-    int interval_ms;        /* default 500 */
-    int ring;               /* samples kept (default 240: two minutes) */
-    const char *jsonl_path; /* append samples here (NULL: no file) */
-    int use_nvml;           /* default 1 */
+    int interval_ms;          /* default 500 */
+    int ring;                 /* samples kept (default 240: two minutes) */
+    const char *jsonl_path;   /* append samples here (NULL: no file) */
+    int use_nvml;             /* default 1 */
     const char *nvml_library; /* NULL: "libnvidia-ml.so.1" (tests point it elsewhere) */
     /* Called on the monitor thread after each sample (may be NULL). */
     void (*sink)(void *user, const dl_sys_sample *s);

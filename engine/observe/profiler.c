@@ -14,7 +14,7 @@
 #include "engine/base/error.h"
 
 #define MAX_PHASES 32
-#define MAX_PENDING 64   /* event-timed spans per step */
+#define MAX_PENDING 64 /* event-timed spans per step */
 #define INITIAL_EVENTS 4096
 
 typedef struct layer_ent {
@@ -22,10 +22,10 @@ typedef struct layer_ent {
     char name[48];
     char kind[24];
     int depth, parent, leaf;
-    double flops_ps;      /* self forward FLOPs per sample */
+    double flops_ps; /* self forward FLOPs per sample */
     double in_numel, out_numel, params;
     long fcalls, bcalls;
-    double fms, bms;      /* inclusive */
+    double fms, bms; /* inclusive */
     double child_fms, child_bms;
     double frows, brows;
 } layer_ent;
@@ -76,7 +76,7 @@ struct dl_profiler {
     /* trace: events by absolute sequence number, buffer index seq % cap */
     tev *ev;
     size_t cap;
-    unsigned long long seq, trim; /* next seq; oldest kept seq */
+    unsigned long long seq, trim;   /* next seq; oldest kept seq */
     unsigned long long *step_start; /* ring of ring_steps step start seqs */
     long nstep_starts;
     long dropped;
@@ -167,10 +167,7 @@ void dl_profiler_set_enabled(dl_profiler *p, int on)
     if (p != &off_profiler)
         atomic_store(&p->enabled, on ? 1 : 0);
 }
-int dl_profiler_enabled(const dl_profiler *p)
-{
-    return atomic_load(&((dl_profiler *)p)->enabled);
-}
+int dl_profiler_enabled(const dl_profiler *p) { return atomic_load(&((dl_profiler *)p)->enabled); }
 
 int dl_profiler_wants_step(const dl_profiler *p, long step)
 {
@@ -242,8 +239,7 @@ int dl_profiler_attach(dl_profiler *p, dl_model *m, dl_backend *be)
         p->npend = 0;
         p->be = be;
         const dl_backend_ops *o = be ? be->ops : NULL;
-        int has = o && o->event_create && o->event_record && o->event_elapsed &&
-                  o->event_destroy;
+        int has = o && o->event_create && o->event_record && o->event_elapsed && o->event_destroy;
         p->use_events = has && (o->device != DL_DEVICE_CPU || p->opt.force_events);
     }
     return DL_OK;
@@ -551,12 +547,27 @@ static int cmp_rows(const void *a, const void *b)
     const dl_prof_row *x = a, *y = b;
     double u = 0, v = 0;
     switch (sort_key) {
-    case DL_PROF_SORT_SELF: u = x->self_ms; v = y->self_ms; break;
-    case DL_PROF_SORT_CALLS: u = (double)x->calls; v = (double)y->calls; break;
-    case DL_PROF_SORT_MEAN: u = x->mean_ms; v = y->mean_ms; break;
-    case DL_PROF_SORT_FLOPS: u = x->flops; v = y->flops; break;
+    case DL_PROF_SORT_SELF:
+        u = x->self_ms;
+        v = y->self_ms;
+        break;
+    case DL_PROF_SORT_CALLS:
+        u = (double)x->calls;
+        v = (double)y->calls;
+        break;
+    case DL_PROF_SORT_MEAN:
+        u = x->mean_ms;
+        v = y->mean_ms;
+        break;
+    case DL_PROF_SORT_FLOPS:
+        u = x->flops;
+        v = y->flops;
+        break;
     case DL_PROF_SORT_NAME: return strcmp(x->name, y->name);
-    default: u = x->total_ms; v = y->total_ms; break;
+    default:
+        u = x->total_ms;
+        v = y->total_ms;
+        break;
     }
     return u < v ? 1 : u > v ? -1 : strcmp(x->name, y->name);
 }
@@ -600,8 +611,8 @@ static int layer_rows(const dl_profiler *p, dl_prof_row *r)
             if (k > i && c->depth <= e->depth)
                 break;
             x->flops += layer_flops(c, 0, c->frows) + layer_flops(c, 1, c->brows);
-            x->bytes += layer_bytes(c, 0, c->frows, c->fcalls) +
-                        layer_bytes(c, 1, c->brows, c->bcalls);
+            x->bytes +=
+                layer_bytes(c, 0, c->frows, c->fcalls) + layer_bytes(c, 1, c->brows, c->bcalls);
         }
         finish_row(x, p->step_ms, 0);
     }
@@ -746,8 +757,8 @@ void dl_profiler_print(const dl_profiler *p, dl_prof_group g, dl_prof_sort sort,
                       "----------  ----------  ----------  ---------  --------\n";
     fputs(sep, f);
     fprintf(f, "%-35s  %9s  %6s  %10s  %10s  %10s  %10s  %9s  %8s\n",
-            g == DL_PROF_BY_LAYER ? "Layer" : "Name", "Self %", "Calls", "Self",
-            "Total", "Mean", "FLOPs", "GFLOP/s", "GB/s");
+            g == DL_PROF_BY_LAYER ? "Layer" : "Name", "Self %", "Calls", "Self", "Total", "Mean",
+            "FLOPs", "GFLOP/s", "GB/s");
     fputs(sep, f);
     for (int i = 0; i < shown; i++) {
         const dl_prof_row *r = &all[i];
@@ -776,8 +787,8 @@ void dl_profiler_print(const dl_profiler *p, dl_prof_group g, dl_prof_sort sort,
     char st[16], ms[16];
     fmt_ms(st, sizeof st, t.step_ms);
     fmt_ms(ms, sizeof ms, t.mean_step_ms);
-    fprintf(f, "Steps: %ld  step time total: %s  mean: %s  achieved: %.2f GFLOP/s", t.steps, st,
-            ms, t.achieved_flops_per_s * 1e-9);
+    fprintf(f, "Steps: %ld  step time total: %s  mean: %s  achieved: %.2f GFLOP/s", t.steps, st, ms,
+            t.achieved_flops_per_s * 1e-9);
     if (shown < n)
         fprintf(f, "  (%d more rows)", n - shown);
     fputc('\n', f);
@@ -852,8 +863,9 @@ int dl_profiler_write_trace(const dl_profiler *p, const char *path)
                      e->kind == 2 ? "backward" : "forward");
         fputs(",\n{\"name\":", f);
         put_json_string(f, name);
-        fprintf(f, ",\"cat\":\"%s\",\"ph\":\"X\",\"pid\":1,\"tid\":1,\"ts\":%.3f,\"dur\":%.3f,"
-                   "\"args\":{\"step\":%ld",
+        fprintf(f,
+                ",\"cat\":\"%s\",\"ph\":\"X\",\"pid\":1,\"tid\":1,\"ts\":%.3f,\"dur\":%.3f,"
+                "\"args\":{\"step\":%ld",
                 cat, (e->ts_ms - p->origin_ms) * 1e3, e->dur_ms * 1e3, e->step);
         if (e->kind == 1 || e->kind == 2) {
             fputs(",\"kind\":", f);

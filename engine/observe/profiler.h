@@ -40,9 +40,9 @@ typedef struct dl_prof_head {
 
 /* Phases of a step. */
 typedef enum {
-    DL_PROF_DATA,      /* waiting for the loader's next batch */
-    DL_PROF_COPY,      /* host-to-device copy and input conversion */
-    DL_PROF_FORWARD,   /* the whole model forward (layers nest inside) */
+    DL_PROF_DATA,    /* waiting for the loader's next batch */
+    DL_PROF_COPY,    /* host-to-device copy and input conversion */
+    DL_PROF_FORWARD, /* the whole model forward (layers nest inside) */
     DL_PROF_LOSS,
     DL_PROF_BACKWARD,  /* the whole model backward (layers nest inside) */
     DL_PROF_OPTIMIZER, /* gradient norm and clipping, update, low-precision refresh */
@@ -140,8 +140,8 @@ static inline dl_prof_span dl_prof_begin(dl_profiler *p)
  * is enabled. */
 dl_prof_span dl_prof_begin_aside(dl_profiler *p);
 
-static inline void dl_prof_end(dl_profiler *p, dl_prof_span s, dl_prof_cat cat,
-                               const char *name, double flops, double bytes)
+static inline void dl_prof_end(dl_profiler *p, dl_prof_span s, dl_prof_cat cat, const char *name,
+                               double flops, double bytes)
 {
     if (s.on)
         dl_profiler_end(p, s, cat, name, flops, bytes);
@@ -180,38 +180,38 @@ typedef enum {
     DL_PROF_SORT_MEAN,
     DL_PROF_SORT_FLOPS,
     DL_PROF_SORT_NAME,
-    DL_PROF_SORT_NONE   /* layer view: model order */
+    DL_PROF_SORT_NONE /* layer view: model order */
 } dl_prof_sort;
 
 /* "total", "self", "calls", "mean", "flops", "name", "none" -> key; -1 if unknown. */
 int dl_prof_sort_parse(const char *key);
 
 typedef struct dl_prof_row {
-    char name[64];     /* op: "Linear.forward", "optimizer step"; layer: "fc1" */
-    char kind[24];     /* layer kind ("Linear") or phase category ("optimizer") */
+    char name[64]; /* op: "Linear.forward", "optimizer step"; layer: "fc1" */
+    char kind[24]; /* layer kind ("Linear") or phase category ("optimizer") */
     dl_prof_cat cat;
-    int depth;         /* layer view: depth in the tree */
+    int depth; /* layer view: depth in the tree */
     long calls;
-    double total_ms;   /* including nested layers */
-    double self_ms;    /* excluding nested layers */
-    double mean_ms;    /* total / calls */
-    double pct_step;   /* self as % of the summed step time */
+    double total_ms;       /* including nested layers */
+    double self_ms;        /* excluding nested layers */
+    double mean_ms;        /* total / calls */
+    double pct_step;       /* self as % of the summed step time */
     double fwd_ms, bwd_ms; /* layer view */
-    double flops;      /* summed over calls */
+    double flops;          /* summed over calls */
     double bytes;
-    double gflops;     /* flops / self time */
+    double gflops; /* flops / self time */
     double gbps;
 } dl_prof_row;
 
 typedef struct dl_prof_totals {
-    long steps;        /* steps aggregated */
-    double step_ms;    /* summed step wall time */
+    long steps;     /* steps aggregated */
+    double step_ms; /* summed step wall time */
     double mean_step_ms;
-    double timed_ms;   /* summed self time of every row (excluding validation) */
-    double untimed_ms; /* step time outside any span */
-    double flops;      /* forward + backward FLOPs of the layers */
+    double timed_ms;             /* summed self time of every row (excluding validation) */
+    double untimed_ms;           /* step time outside any span */
+    double flops;                /* forward + backward FLOPs of the layers */
     double achieved_flops_per_s; /* flops / step time */
-    double data_ms;    /* time in DL_PROF_DATA */
+    double data_ms;              /* time in DL_PROF_DATA */
     double leaf_calls_per_step;  /* leaf layer passes per step (launch-bound rule) */
     double mean_leaf_ms;
     long events_kept, events_dropped;

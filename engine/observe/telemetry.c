@@ -17,9 +17,9 @@ struct dl_telemetry {
     pthread_mutex_t lock;
     dl_telemetry_snapshot st; /* events and sys are rings here: see ev_head, sys_head */
     int ev_head, sys_head;
-    double t_start, t_end;    /* monotonic seconds; t_end when frozen */
+    double t_start, t_end; /* monotonic seconds; t_end when frozen */
     int started, frozen;
-    double flops_per_sample;  /* forward + backward, for the cost */
+    double flops_per_sample; /* forward + backward, for the cost */
 };
 
 static const char *state_names[] = {"idle",     "preparing", "running", "paused",
@@ -648,10 +648,10 @@ static void on_profile(void *user, const cJSON *trace)
     tot->mean_step_ms = tot->steps ? tot->step_ms / (double)tot->steps : 0;
     tot->flops = num(meta, "flops", 0);
     tot->achieved_flops_per_s = tot->step_ms > 0 ? tot->flops / (tot->step_ms * 1e-3) : 0;
-    t->st.nops = rows_from_json(cJSON_GetObjectItemCaseSensitive(meta, "ops"), t->st.ops,
-                                DL_TELE_MAX_ROWS);
-    t->st.nlayers = rows_from_json(cJSON_GetObjectItemCaseSensitive(meta, "layers"),
-                                   t->st.layers, DL_TELE_MAX_ROWS);
+    t->st.nops =
+        rows_from_json(cJSON_GetObjectItemCaseSensitive(meta, "ops"), t->st.ops, DL_TELE_MAX_ROWS);
+    t->st.nlayers = rows_from_json(cJSON_GetObjectItemCaseSensitive(meta, "layers"), t->st.layers,
+                                   DL_TELE_MAX_ROWS);
     finish_rows(t->st.ops, t->st.nops, tot->step_ms, 1);
     finish_rows(t->st.layers, t->st.nlayers, tot->step_ms, 0);
     for (int i = 0; i < t->st.nops; i++)

@@ -45,7 +45,7 @@ typedef struct dl_tele_loader {
 #define DL_TELE_SYS_SAMPLES 120 /* one minute at 2 Hz */
 
 typedef enum {
-    DL_TELE_IDLE,     /* nothing published yet */
+    DL_TELE_IDLE, /* nothing published yet */
     DL_TELE_PREPARING,
     DL_TELE_RUNNING,
     DL_TELE_PAUSED,
@@ -60,46 +60,46 @@ const char *dl_tele_state_name(dl_tele_state s); /* "running", ... */
  * fields refreshed by dl_telemetry_step. */
 typedef struct dl_tele_run {
     char name[64];
-    char device[16];          /* "cpu", "cuda" */
-    char device_desc[128];    /* the backend's description */
-    char gpu_name[64];        /* "" on the CPU */
-    char run_dir[1024];       /* "" for a profile or a test */
+    char device[16];       /* "cpu", "cuda" */
+    char device_desc[128]; /* the backend's description */
+    char gpu_name[64];     /* "" on the CPU */
+    char run_dir[1024];    /* "" for a profile or a test */
     dl_precision precision;
-    char precision_name[8];   /* its name, for the views: set by the telemetry */
+    char precision_name[8];                 /* its name, for the views: set by the telemetry */
     int batch, accumulate, epochs, workers; /* workers < 0 unknown */
     long steps_per_epoch, total_steps;
     /* progress */
     dl_tele_state state;
-    char message[256];        /* why it failed or stopped */
+    char message[256]; /* why it failed or stopped */
     long step;
-    int epoch;                /* 0-based current epoch */
-    double elapsed_s;         /* wall time since start (frozen when done) */
+    int epoch;        /* 0-based current epoch */
+    double elapsed_s; /* wall time since start (frozen when done) */
     double samples_per_s, data_wait_share, lr, grad_norm;
     float loss_scale;
     long skipped_steps;
-    int nonfinite, oom;       /* failure flags the advisor reads */
+    int nonfinite, oom; /* failure flags the advisor reads */
     char oom_text[160];
 } dl_tele_run;
 
 typedef struct dl_tele_series {
     char name[32];
-    int n;          /* points held */
-    int stride;     /* 1 + points skipped between kept ones */
-    long offered;   /* points offered since the last decimation */
+    int n;        /* points held */
+    int stride;   /* 1 + points skipped between kept ones */
+    long offered; /* points offered since the last decimation */
     double x[DL_TELE_POINTS], y[DL_TELE_POINTS];
 } dl_tele_series;
 
 typedef struct dl_tele_event {
-    double t;       /* seconds since the run started (or unix time when watched) */
-    char kind[16];  /* "device", "note", "error", "checkpoint", ... */
+    double t;      /* seconds since the run started (or unix time when watched) */
+    char kind[16]; /* "device", "note", "error", "checkpoint", ... */
     char text[240];
-    double wall;    /* unix time it was published (watched: from events.log); 0 unknown */
+    double wall; /* unix time it was published (watched: from events.log); 0 unknown */
 } dl_tele_event;
 
 /* Everything a view draws. Large (about 0.6 MB): allocate it once with
  * dl_telemetry_snapshot_create and refresh it with dl_telemetry_read. */
 typedef struct dl_telemetry_snapshot {
-    unsigned long seq;         /* changes whenever anything was published */
+    unsigned long seq; /* changes whenever anything was published */
     dl_tele_run run;
 
     int nseries;
@@ -114,7 +114,7 @@ typedef struct dl_telemetry_snapshot {
     /* system: the last samples, oldest first */
     int nsys;
     dl_sys_sample sys[DL_TELE_SYS_SAMPLES];
-    char gpu_status[512];      /* "NVML: 1 GPU (...)" or why there is no GPU data */
+    char gpu_status[512]; /* "NVML: 1 GPU (...)" or why there is no GPU data */
 
     /* loader */
     int have_loader;
@@ -126,9 +126,9 @@ typedef struct dl_telemetry_snapshot {
     dl_tele_event events[DL_TELE_MAX_EVENTS];
 
     /* cost */
-    double price_per_hour;     /* 0: none */
-    double peak_flops;         /* 0: unknown */
-    char peak_source[64];      /* "sgemm calibration", "table: H100" */
+    double price_per_hour; /* 0: none */
+    double peak_flops;     /* 0: unknown */
+    char peak_source[64];  /* "sgemm calibration", "table: H100" */
     dl_cost cost;
 } dl_telemetry_snapshot;
 

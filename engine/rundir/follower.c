@@ -71,7 +71,8 @@ static void torn_line(const dl_follower_ops *ops, const char *dir, const char *n
     if (*torn_at != off + 1 && dl_runlog_check_free(dir) == DL_OK) {
         char msg[240];
         *torn_at = off + 1;
-        snprintf(msg, sizeof msg, "%s line %ld: cut short (%ld bytes without a newline: "
+        snprintf(msg, sizeof msg,
+                 "%s line %ld: cut short (%ld bytes without a newline: "
                  "its writer was killed mid-line): ignored",
                  name, line_number(path, off), n);
         warn(ops, msg);
@@ -81,8 +82,8 @@ static void torn_line(const dl_follower_ops *ops, const char *dir, const char *n
 
 /* Reads complete new lines of dir/name from *off; calls fn for each. A
  * line fn cannot read is skipped with a warning naming file and line. */
-static void follow_lines(const dl_follower_ops *ops, const char *dir, const char *name,
-                         long *off, long *torn_at, line_fn fn)
+static void follow_lines(const dl_follower_ops *ops, const char *dir, const char *name, long *off,
+                         long *torn_at, line_fn fn)
 {
     char path[1200];
     FILE *f = fopen(dl_rundir_path(dir, name, path, sizeof path), "r");
@@ -102,8 +103,10 @@ static void follow_lines(const dl_follower_ops *ops, const char *dir, const char
         }
         line[n - 1] = 0;
         if (fn(ops, line) < 0) {
-            snprintf(msg, sizeof msg, "%s line %ld: not a JSON object (a torn or damaged "
-                     "line): ignored", name, line_number(path, *off));
+            snprintf(msg, sizeof msg,
+                     "%s line %ld: not a JSON object (a torn or damaged "
+                     "line): ignored",
+                     name, line_number(path, *off));
             warn(ops, msg);
         }
         *off += (long)n;

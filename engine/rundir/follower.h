@@ -24,19 +24,19 @@ typedef struct dl_follower {
     /* metrics.jsonl as last read: a resume replaces it (rename) with the
      * records up to its checkpoint, so the records are read again */
     unsigned long long metrics_ino;
-    long torn_at[3];        /* offset + 1 of a torn last line reported, per file */
+    long torn_at[3]; /* offset + 1 of a torn last line reported, per file */
 } dl_follower;
 
 /* What the follower hands on; any slot may be NULL. Records are borrowed
  * for the call. */
 typedef struct dl_follower_ops {
     void *user;
-    void (*config)(void *user, const dl_run_config *c);   /* once, first */
-    void (*metrics_restart)(void *user);  /* metrics.jsonl was replaced: read again from the top */
+    void (*config)(void *user, const dl_run_config *c); /* once, first */
+    void (*metrics_restart)(void *user); /* metrics.jsonl was replaced: read again from the top */
     void (*metrics)(void *user, const dl_run_metrics *m);
     void (*event)(void *user, const dl_run_event *e);
-    void (*sample)(void *user, const dl_run_system *s);  /* a system.jsonl line */
-    void (*profile)(void *user, const cJSON *trace);      /* the profiler's trace, whole */
+    void (*sample)(void *user, const dl_run_system *s); /* a system.jsonl line */
+    void (*profile)(void *user, const cJSON *trace);    /* the profiler's trace, whole */
     void (*summary)(void *user, const dl_run_summary *s);
     /* a line that cannot be read, or a torn last line: "metrics.jsonl line 3: ..." */
     void (*warning)(void *user, const char *text);

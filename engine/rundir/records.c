@@ -53,12 +53,11 @@ double dl_records_value(const dl_run_value *v, int n, const char *name)
 int dl_records_system_format(const dl_run_system *s, char *buf, size_t size)
 {
     size_t n = 0;
-#define PUT(...)                                                                \
-    do {                                                                        \
-        int w_ = snprintf(buf + (n < size ? n : size), n < size ? size - n : 0, \
-                          __VA_ARGS__);                                         \
-        if (w_ > 0)                                                             \
-            n += (size_t)w_;                                                    \
+#define PUT(...)                                                                                   \
+    do {                                                                                           \
+        int w_ = snprintf(buf + (n < size ? n : size), n < size ? size - n : 0, __VA_ARGS__);      \
+        if (w_ > 0)                                                                                \
+            n += (size_t)w_;                                                                       \
     } while (0)
     PUT("{\"t\":%.3f,\"time\":%.3f,\"cpu_total\":%.1f,\"proc_cpu\":%.1f,\"rss_mb\":%.1f,"
         "\"ram_used_mb\":%.1f,\"ram_total_mb\":%.1f,\"cpu\":[",
@@ -79,8 +78,7 @@ int dl_records_system_format(const dl_run_system *s, char *buf, size_t size)
             "\"mem_total_mb\":%.0f,\"power_w\":%.1f,\"temp_c\":%.0f,\"sm_clock_mhz\":%.0f,"
             "\"pcie_rx_mbps\":%.1f,\"pcie_tx_mbps\":%.1f,\"energy_j\":%.1f}",
             i ? "," : "", name, g->util_pct, g->mem_util_pct, g->mem_used_mb, g->mem_total_mb,
-            g->power_w, g->temp_c, g->sm_clock_mhz, g->pcie_rx_mbps, g->pcie_tx_mbps,
-            g->energy_j);
+            g->power_w, g->temp_c, g->sm_clock_mhz, g->pcie_rx_mbps, g->pcie_tx_mbps, g->energy_j);
     }
     PUT("]}");
 #undef PUT
@@ -180,8 +178,8 @@ int dl_records_metrics_parse(const char *line, dl_run_metrics *m)
     return 1;
 }
 
-int dl_records_metrics_each(const char *run_dir,
-                            void (*fn)(void *user, const dl_run_metrics *m), void *user)
+int dl_records_metrics_each(const char *run_dir, void (*fn)(void *user, const dl_run_metrics *m),
+                            void *user)
 {
     char path[1400];
     FILE *f = fopen(dl_rundir_path(run_dir, DL_RUN_FILE_METRICS, path, sizeof path), "r");
@@ -211,8 +209,7 @@ void dl_records_event_parse(const char *line, dl_run_event *e)
     e->wall = 0;
     if (sp) {
         char stamp[64];
-        snprintf(stamp, sizeof stamp, "%.*s", (int)(sp - line) < 63 ? (int)(sp - line) : 63,
-                 line);
+        snprintf(stamp, sizeof stamp, "%.*s", (int)(sp - line) < 63 ? (int)(sp - line) : 63, line);
         struct tm tm;
         memset(&tm, 0, sizeof tm);
         const char *end = strptime(stamp, "%Y-%m-%dT%H:%M:%S", &tm);
@@ -291,8 +288,7 @@ int dl_records_config(const char *run_dir, dl_run_config *c)
     c->max_steps = num(j, "max_steps", 0);
     c->workers = num(cJSON_GetObjectItemCaseSensitive(j, "data"), "workers", -1);
     /* runs written before train_flops_per_sample: 3 x forward */
-    c->train_flops_per_sample =
-        num(j, "train_flops_per_sample", 3 * num(j, "flops_per_sample", 0));
+    c->train_flops_per_sample = num(j, "train_flops_per_sample", 3 * num(j, "flops_per_sample", 0));
     const cJSON *study = cJSON_GetObjectItemCaseSensitive(j, "study");
     str(c->study, sizeof c->study, study, "name");
     c->trial = num(study, "trial", NAN);

@@ -22,27 +22,27 @@
 /* --- system.jsonl: one sample per line ------------------------------------------- */
 
 typedef struct dl_run_gpu {
-    char name[64];          /* "NVIDIA H100 80GB HBM3" */
-    double util_pct;        /* SM busy, last sample period; -1 unknown */
-    double mem_util_pct;    /* memory controller busy; -1 unknown */
-    double mem_used_mb, mem_total_mb; /* -1 unknown */
-    double power_w;         /* -1 unknown */
-    double temp_c;          /* -1 unknown */
-    double sm_clock_mhz;    /* -1 unknown */
+    char name[64];                     /* "NVIDIA H100 80GB HBM3" */
+    double util_pct;                   /* SM busy, last sample period; -1 unknown */
+    double mem_util_pct;               /* memory controller busy; -1 unknown */
+    double mem_used_mb, mem_total_mb;  /* -1 unknown */
+    double power_w;                    /* -1 unknown */
+    double temp_c;                     /* -1 unknown */
+    double sm_clock_mhz;               /* -1 unknown */
     double pcie_rx_mbps, pcie_tx_mbps; /* MB/s; -1 unknown */
-    double energy_j;        /* since the monitor started; -1 unknown */
+    double energy_j;                   /* since the monitor started; -1 unknown */
 } dl_run_gpu;
 
 typedef struct dl_run_system {
-    double t;               /* seconds since the monitor started */
-    double unix_time;       /* wall clock */
-    int ncpu;               /* cores in cpu_pct (capped at DL_RUN_MAX_CPUS) */
+    double t;                       /* seconds since the monitor started */
+    double unix_time;               /* wall clock */
+    int ncpu;                       /* cores in cpu_pct (capped at DL_RUN_MAX_CPUS) */
     float cpu_pct[DL_RUN_MAX_CPUS]; /* busy % per core, [0, 100] */
-    double cpu_total_pct;   /* all cores, [0, 100] */
-    double proc_cpu_pct;    /* this process: 100 = one core busy */
+    double cpu_total_pct;           /* all cores, [0, 100] */
+    double proc_cpu_pct;            /* this process: 100 = one core busy */
     double rss_mb;
     double ram_used_mb, ram_total_mb; /* used = total - available */
-    int ngpu;               /* 0 without NVML */
+    int ngpu;                         /* 0 without NVML */
     dl_run_gpu gpu[DL_RUN_MAX_GPUS];
 } dl_run_system;
 
@@ -62,11 +62,11 @@ int dl_records_system_append(FILE *f, const dl_run_system *s);
 
 typedef struct dl_run_value {
     char name[48];
-    double v;               /* NaN: null, or not a number */
+    double v; /* NaN: null, or not a number */
 } dl_run_value;
 
 typedef struct dl_run_metrics {
-    char kind[16];          /* "step", "epoch", "stop"; "" when missing */
+    char kind[16];                     /* "step", "epoch", "stop"; "" when missing */
     int has_step, has_epoch, has_time; /* the member is a number */
     double step, epoch, time;          /* epoch from 1; time: seconds since start */
     int n;
@@ -80,8 +80,8 @@ int dl_records_metrics_parse(const char *line, dl_run_metrics *out);
 /* Calls fn for every record of RUN/metrics.jsonl, in order (unreadable
  * lines skipped). Returns the records seen, -1 when the file cannot be
  * opened. */
-int dl_records_metrics_each(const char *run_dir,
-                            void (*fn)(void *user, const dl_run_metrics *m), void *user);
+int dl_records_metrics_each(const char *run_dir, void (*fn)(void *user, const dl_run_metrics *m),
+                            void *user);
 
 /* The value called name in v[0..n), NaN when there is none. */
 double dl_records_value(const dl_run_value *v, int n, const char *name);
@@ -89,9 +89,9 @@ double dl_records_value(const dl_run_value *v, int n, const char *name);
 /* --- events.log: "<ISO time> <kind>: <text>" ------------------------------------- */
 
 typedef struct dl_run_event {
-    double wall;            /* unix time of the line's stamp; 0 when unreadable */
-    char kind[64];          /* "log" for a line not in the format */
-    char text[2048];        /* the whole line for a line not in the format */
+    double wall;     /* unix time of the line's stamp; 0 when unreadable */
+    char kind[64];   /* "log" for a line not in the format */
+    char text[2048]; /* the whole line for a line not in the format */
 } dl_run_event;
 
 /* Parses one line (without its newline) into *out; every line is an event. */
@@ -104,7 +104,7 @@ typedef struct dl_run_summary {
     int has_message;
     char message[256];
     double steps, epochs, wall_s, samples_per_s; /* NaN when missing */
-    double cost;            /* "cost": {"cost": ...}; NaN when missing */
+    double cost;                                 /* "cost": {"cost": ...}; NaN when missing */
     int nfinal, nbest;
     dl_run_value final[DL_RUN_MAX_VALUES]; /* "final": the last value of each metric */
     dl_run_value best[DL_RUN_MAX_VALUES];  /* "best": {"value"} of the loss and acc metrics */
@@ -118,12 +118,12 @@ void dl_records_summary_parse(const cJSON *j, dl_run_summary *out);
 
 typedef struct dl_run_config {
     char name[64], device[16], backend[128], precision[16]; /* "" when missing */
-    double batch, accumulate, epochs; /* 0, 1, 0 when missing */
-    double max_steps;       /* 0 when missing */
-    double workers;         /* data.workers; -1 when missing */
+    double batch, accumulate, epochs;                       /* 0, 1, 0 when missing */
+    double max_steps;                                       /* 0 when missing */
+    double workers;                                         /* data.workers; -1 when missing */
     double train_flops_per_sample; /* older runs: 3 x flops_per_sample; 0 unknown */
-    char study[128];        /* "study": {"name", "trial"} of a tuning trial; "" for a plain run */
-    double trial;           /* NaN when not a number */
+    char study[128]; /* "study": {"name", "trial"} of a tuning trial; "" for a plain run */
+    double trial;    /* NaN when not a number */
 } dl_run_config;
 
 /* Reads RUN/config.json into *out: DL_OK, or the read or parse error. */

@@ -12,19 +12,19 @@
 
 #include <cjson/cJSON.h>
 
-#define DL_RUN_FILE_CONFIG      "config.json"   /* resolved configuration, written once */
-#define DL_RUN_FILE_METRICS     "metrics.jsonl" /* one record per logged step or epoch */
-#define DL_RUN_FILE_EVENTS      "events.log"    /* "<ISO time> <kind>: <text>" lines */
-#define DL_RUN_FILE_SYSTEM      "system.jsonl"  /* one system sample per line */
-#define DL_RUN_FILE_PROFILE     "profile.json"  /* the profiler's Chrome trace */
-#define DL_RUN_FILE_SUMMARY     "summary.json"  /* status, totals, final and best metrics */
-#define DL_RUN_FILE_SCRIPT      "script.lua"    /* the experiment script's copy */
-#define DL_RUN_FILE_CHECKPOINT  "checkpoint.h5" /* the latest checkpoint (resume reads it) */
+#define DL_RUN_FILE_CONFIG "config.json"       /* resolved configuration, written once */
+#define DL_RUN_FILE_METRICS "metrics.jsonl"    /* one record per logged step or epoch */
+#define DL_RUN_FILE_EVENTS "events.log"        /* "<ISO time> <kind>: <text>" lines */
+#define DL_RUN_FILE_SYSTEM "system.jsonl"      /* one system sample per line */
+#define DL_RUN_FILE_PROFILE "profile.json"     /* the profiler's Chrome trace */
+#define DL_RUN_FILE_SUMMARY "summary.json"     /* status, totals, final and best metrics */
+#define DL_RUN_FILE_SCRIPT "script.lua"        /* the experiment script's copy */
+#define DL_RUN_FILE_CHECKPOINT "checkpoint.h5" /* the latest checkpoint (resume reads it) */
 #define DL_RUN_FILE_CHECKPOINT_BEST "checkpoint-best.h5"
-#define DL_RUN_FILE_CHECKPOINT_TAG  "checkpoint-%s.h5" /* printf format: a named checkpoint */
-#define DL_RUN_FILE_CONTROL     "control.sock"  /* the live run's command socket */
-#define DL_RUN_FILE_LOCK        "run.lock"      /* flock held by the run's writer */
-#define DL_RUN_FILE_OUTPUT      "output.log"    /* a detached workbench's stdout and stderr */
+#define DL_RUN_FILE_CHECKPOINT_TAG "checkpoint-%s.h5" /* printf format: a named checkpoint */
+#define DL_RUN_FILE_CONTROL "control.sock"            /* the live run's command socket */
+#define DL_RUN_FILE_LOCK "run.lock"                   /* flock held by the run's writer */
+#define DL_RUN_FILE_OUTPUT "output.log"               /* a detached workbench's stdout and stderr */
 
 /* Writes RUN_DIR/FILE into buf (truncated like snprintf) and returns buf,
  * so that it can be handed on at once: fopen(dl_rundir_path(...), "r"). */

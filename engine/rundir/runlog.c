@@ -206,7 +206,8 @@ int dl_runlog_metrics(dl_runlog *r, const char *kind, long step, int epoch,
     int ok = fprintf(r->metrics, "%s\n", line) > 0 && fflush(r->metrics) == 0;
     free(line);
     if (!ok)
-        return dl_error(DL_EIO, "%s/" DL_RUN_FILE_METRICS ": write failed: %s", r->dir, strerror(errno));
+        return dl_error(DL_EIO, "%s/" DL_RUN_FILE_METRICS ": write failed: %s", r->dir,
+                        strerror(errno));
     return DL_OK;
 }
 
@@ -234,15 +235,16 @@ int dl_runlog_event(dl_runlog *r, const char *kind, const char *fmt, ...)
     va_end(ap);
     event_line(line, sizeof line, kind, text);
     if (fputs(line, r->events) < 0 || fflush(r->events) != 0)
-        return dl_error(DL_EIO, "%s/" DL_RUN_FILE_EVENTS ": write failed: %s", r->dir, strerror(errno));
+        return dl_error(DL_EIO, "%s/" DL_RUN_FILE_EVENTS ": write failed: %s", r->dir,
+                        strerror(errno));
     return DL_OK;
 }
 
 int dl_runlog_append_event(const char *run_dir, const char *kind, const char *text)
 {
     char path[1100], line[2200];
-    int fd = open(dl_rundir_path(run_dir, DL_RUN_FILE_EVENTS, path, sizeof path),
-                  O_WRONLY | O_APPEND);
+    int fd =
+        open(dl_rundir_path(run_dir, DL_RUN_FILE_EVENTS, path, sizeof path), O_WRONLY | O_APPEND);
     if (fd < 0)
         return dl_error(DL_EIO, "%s: %s", path, strerror(errno));
     event_line(line, sizeof line, kind, text);
@@ -333,7 +335,8 @@ static int move_into_place(dl_runlog *r, const char *out_dir, const char *base, 
             return dl_error(DL_EIO, "%s/%s: path too long", out_dir, r->run);
         int rc = renameat2(AT_FDCWD, r->dir, AT_FDCWD, final, RENAME_NOREPLACE);
         if (rc != 0 && (errno == EINVAL || errno == ENOSYS))
-            rc = rename(r->dir, final); /* no RENAME_NOREPLACE here: a full folder is never replaced */
+            rc = rename(r->dir,
+                        final); /* no RENAME_NOREPLACE here: a full folder is never replaced */
         if (rc == 0) {
             snprintf(r->dir, sizeof r->dir, "%s", final);
             dl_fs_fsync_dir_of(final);
@@ -361,8 +364,7 @@ static void folder_base(char *base, size_t size, const char *name, const char *c
     size_t k = 0;
     for (const char *p = name; *p && k + 1 < sizeof clean; p++)
         clean[k++] = (char)((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
-                                    (*p >= '0' && *p <= '9') || *p == '-' || *p == '_' ||
-                                    *p == '.'
+                                    (*p >= '0' && *p <= '9') || *p == '-' || *p == '_' || *p == '.'
                                 ? *p
                                 : '_');
     clean[k] = 0;
@@ -376,8 +378,7 @@ static int make_temp_dir(dl_runlog *r, const char *out_dir, const char *base, in
 {
     static _Atomic int seq;
     for (int tries = 0;; tries++) {
-        snprintf(r->dir, sizeof r->dir, "%s/.%s.tmp-%ld-%d", out_dir, base, (long)getpid(),
-                 ++seq);
+        snprintf(r->dir, sizeof r->dir, "%s/.%s.tmp-%ld-%d", out_dir, base, (long)getpid(), ++seq);
         if (mkdir(r->dir, 0755) == 0) {
             *made = 1;
             return DL_OK;
@@ -406,7 +407,8 @@ static int fill_new_run(dl_runlog *r, const char *out_dir, const char *base,
     fault_in_create(2);
     char path[1100];
     if (script_path)
-        DL_TRY(copy_file(script_path, dl_rundir_path(r->dir, DL_RUN_FILE_SCRIPT, path, sizeof path)));
+        DL_TRY(
+            copy_file(script_path, dl_rundir_path(r->dir, DL_RUN_FILE_SCRIPT, path, sizeof path)));
     DL_TRY(open_logs(r, 1));
     dl_run_totals t = {0};
     DL_TRY(dl_runlog_summary(r, "running", &t, NULL, NULL));
@@ -454,7 +456,8 @@ int dl_runlog_create(dl_runlog **out, const char *out_dir, const char *name,
 static void read_earlier(dl_runlog *r)
 {
     char path[1100];
-    cJSON *sum = dl_rundir_read_json(dl_rundir_path(r->dir, DL_RUN_FILE_SUMMARY, path, sizeof path));
+    cJSON *sum =
+        dl_rundir_read_json(dl_rundir_path(r->dir, DL_RUN_FILE_SUMMARY, path, sizeof path));
     if (sum) {
         const cJSON *w = cJSON_GetObjectItemCaseSensitive(sum, "wall_s");
         const cJSON *st = cJSON_GetObjectItemCaseSensitive(sum, "started");
@@ -552,7 +555,7 @@ static int continue_run(dl_runlog *r, long resume_step)
     if (d.bad)
         dl_runlog_event(r, "warning",
                         DL_RUN_FILE_METRICS ": %ld unreadable line%s dropped (first: line %ld; a "
-                        "line cut by a killed writer)",
+                                            "line cut by a killed writer)",
                         d.bad, d.bad == 1 ? "" : "s", d.first_bad);
     if (cut_events)
         dl_runlog_event(r, "warning", DL_RUN_FILE_EVENTS ": a torn last line (%ld bytes) dropped",
@@ -568,8 +571,7 @@ int dl_runlog_reopen(dl_runlog **out, const char *run_dir, long resume_step)
     return dl_runlog_reopen_locked(out, run_dir, resume_step, -1);
 }
 
-int dl_runlog_reopen_locked(dl_runlog **out, const char *run_dir, long resume_step,
-                            int lock_fd)
+int dl_runlog_reopen_locked(dl_runlog **out, const char *run_dir, long resume_step, int lock_fd)
 {
     *out = NULL;
     dl_runlog *r = calloc(1, sizeof *r);
@@ -627,8 +629,8 @@ double dl_runlog_elapsed(const dl_runlog *r)
 
 /* --- summary ------------------------------------------------------------------- */
 
-int dl_runlog_summary(dl_runlog *r, const char *status, const dl_run_totals *t,
-                      const char *message, const cJSON *extra)
+int dl_runlog_summary(dl_runlog *r, const char *status, const dl_run_totals *t, const char *message,
+                      const cJSON *extra)
 {
     cJSON *s = cJSON_CreateObject();
     if (!s)
@@ -677,7 +679,8 @@ int dl_runlog_summary(dl_runlog *r, const char *status, const dl_run_totals *t,
 int dl_runlog_mark_failed(const char *run_dir, const char *message)
 {
     char path[1100];
-    cJSON *sum = dl_rundir_read_json(dl_rundir_path(run_dir, DL_RUN_FILE_SUMMARY, path, sizeof path));
+    cJSON *sum =
+        dl_rundir_read_json(dl_rundir_path(run_dir, DL_RUN_FILE_SUMMARY, path, sizeof path));
     if (!sum)
         return DL_EIO; /* the message names the file */
     cJSON *failed = cJSON_CreateString("failed");

@@ -55,8 +55,7 @@ int dl_runlog_reopen(dl_runlog **out, const char *run_dir, long resume_step);
  * it, and hands the lock to dl_runlog_reopen_locked, which keeps it (and
  * closes it on failure). *fd is the lock; errors as dl_runlog_reopen's. */
 int dl_runlog_lock(const char *run_dir, int *fd);
-int dl_runlog_reopen_locked(dl_runlog **out, const char *run_dir, long resume_step,
-                            int lock_fd);
+int dl_runlog_reopen_locked(dl_runlog **out, const char *run_dir, long resume_step, int lock_fd);
 
 /* Closes the files and releases the run's lock; accepts NULL. Does not
  * write a summary. */
@@ -79,15 +78,15 @@ int dl_runlog_event(dl_runlog *r, const char *kind, const char *fmt, ...)
 typedef struct dl_run_totals {
     long steps;
     int epochs;
-    double samples;        /* training samples processed (this run and before a resume) */
+    double samples; /* training samples processed (this run and before a resume) */
 } dl_run_totals;
 
 /* Writes summary.json atomically: status ("running", "finished",
  * "failed", "stopped"), the totals, wall time, samples_per_s, message
  * (NULL for none), the final and best value of every metric, and the
  * members of extra (borrowed, may be NULL). */
-int dl_runlog_summary(dl_runlog *r, const char *status, const dl_run_totals *t,
-                      const char *message, const cJSON *extra);
+int dl_runlog_summary(dl_runlog *r, const char *status, const dl_run_totals *t, const char *message,
+                      const cJSON *extra);
 
 /* Marks a run that its writer can no longer finish failed: summary.json
  * rewritten atomically with status "failed" and message (other members

@@ -57,8 +57,8 @@ int dl_runlog_resolve(const char *out_dir, const char *run, char *path, size_t s
     }
     DIR *dir = opendir(out_dir);
     if (!dir)
-        return dl_error(DL_EINVAL, "no run '%s': %s is not a run folder and %s cannot be read",
-                        run, run, out_dir);
+        return dl_error(DL_EINVAL, "no run '%s': %s is not a run folder and %s cannot be read", run,
+                        run, out_dir);
     int hits = 0;
     char names[512] = "";
     struct dirent *e;

@@ -114,8 +114,8 @@ int dl_runlog_take_lock(const char *dir, const char *run, int fresh, int *fd_out
 int dl_runlog_check_free(const char *run_dir)
 {
     char path[1100];
-    int fd = open(dl_rundir_path(run_dir, DL_RUN_FILE_LOCK, path, sizeof path),
-                  O_RDONLY | O_CLOEXEC);
+    int fd =
+        open(dl_rundir_path(run_dir, DL_RUN_FILE_LOCK, path, sizeof path), O_RDONLY | O_CLOEXEC);
     if (fd < 0)
         return DL_OK; /* never locked: a folder from before run locks, or none */
     int rc = DL_OK;

@@ -320,8 +320,8 @@ int dl_checkpoint_save(const char *path, dl_model *m, const dl_checkpoint_info *
 
 /* Opens and checks the file (format attribute); reads cursor, seed,
  * hashes, layout and, when want_arrays, the arrays into h. */
-static int read_checkpoint(const char *path, dl_checkpoint_info *info, char **layout,
-                           char sha[65], int *moments, host_state *h, int want_arrays)
+static int read_checkpoint(const char *path, dl_checkpoint_info *info, char **layout, char sha[65],
+                           int *moments, host_state *h, int want_arrays)
 {
     memset(h, 0, sizeof *h);
     *layout = NULL;
@@ -378,10 +378,10 @@ static int read_checkpoint(const char *path, dl_checkpoint_info *info, char **la
                 h->region[i] = malloc((size_t)n * sizeof(float) + 1);
                 if (!h->region[i])
                     rc = dl_error(DL_ENOMEM, "%s: out of memory", path);
-                else if (H5Dread(d, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT,
-                                 h->region[i]) < 0)
-                    rc = dl_error(DL_EIO, "%s: /%s cannot be read: the checkpoint is damaged",
-                                  path, region_names[i]);
+                else if (H5Dread(d, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, h->region[i]) <
+                         0)
+                    rc = dl_error(DL_EIO, "%s: /%s cannot be read: the checkpoint is damaged", path,
+                                  region_names[i]);
             }
         }
         if (space >= 0)
@@ -445,8 +445,7 @@ int dl_checkpoint_load(const char *path, dl_model *m, dl_checkpoint_info *info)
                       "optimizer keeps %d",
                       path, moments, st.moments);
     } else if (h.n[0] != st.count || h.n[3] != st.buffer_count ||
-               (st.moments >= 1 && h.n[1] != st.count) ||
-               (st.moments >= 2 && h.n[2] != st.count)) {
+               (st.moments >= 1 && h.n[1] != st.count) || (st.moments >= 2 && h.n[2] != st.count)) {
         rc = dl_error(DL_EINVAL, "%s: array sizes do not match the model", path);
     }
     float *dst[4] = {st.params, st.moment1, st.moment2, st.buffers};

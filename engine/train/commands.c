@@ -80,8 +80,8 @@ static void switch_command(dl_trainer *t, const char *device)
             dl_trainer_event(t, "error", "switch to %s failed, training stays on %s: %s",
                              be->ops->name, from, dl_error_message());
         else
-            dl_trainer_event(t, "device", "step %ld: moved from %s to %s in %.3f s", t->step,
-                             from, be->ops->name, dl_clock_mono_s() - t0);
+            dl_trainer_event(t, "device", "step %ld: moved from %s to %s in %.3f s", t->step, from,
+                             be->ops->name, dl_clock_mono_s() - t0);
     }
 }
 
@@ -127,8 +127,7 @@ static void parity_command(dl_trainer *t, const char *device, int steps)
         return;
     }
     if (other == t->be) {
-        dl_trainer_event(t, "error", "cannot check parity against %s: the training is on it",
-                         name);
+        dl_trainer_event(t, "error", "cannot check parity against %s: the training is on it", name);
         return;
     }
     dl_parity_report r;
@@ -138,14 +137,17 @@ static void parity_command(dl_trainer *t, const char *device, int steps)
         dl_trainer_event(t, "error", "parity check against %s failed: %s", name,
                          dl_error_message());
     } else {
-        double tol = t->cfg.precision == DL_PREC_F32 ? 1e-3 : t->cfg.precision == DL_PREC_F16 ? 1e-2
-                                                                                              : 2e-2;
+        double tol = t->cfg.precision == DL_PREC_F32   ? 1e-3
+                     : t->cfg.precision == DL_PREC_F16 ? 1e-2
+                                                       : 2e-2;
         double worst = fmax(r.max_loss_rel, r.max_param_rel);
-        dl_trainer_event(t, "parity", "step %ld, %d steps on %s and %s: largest relative "
+        dl_trainer_event(t, "parity",
+                         "step %ld, %d steps on %s and %s: largest relative "
                          "difference %.3g in loss, %.3g in parameters (%s); %s the default "
-                         "tolerance %g", t->step, r.steps, t->be->ops->name, name,
-                         r.max_loss_rel, r.max_param_rel, r.worst_param[0] ? r.worst_param : "-",
-                         worst <= tol ? "within" : "OVER", tol);
+                         "tolerance %g",
+                         t->step, r.steps, t->be->ops->name, name, r.max_loss_rel, r.max_param_rel,
+                         r.worst_param[0] ? r.worst_param : "-", worst <= tol ? "within" : "OVER",
+                         tol);
     }
     dl_parity_report_done(&r);
     if (own)

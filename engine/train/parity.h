@@ -11,18 +11,18 @@ typedef struct dl_trainer dl_trainer;
  * divided by max |a| (so a tensor of small weights is judged against its
  * own scale); exactly 0 when the values are bit-identical. */
 typedef struct dl_parity_report {
-    int steps;              /* steps run on each backend */
-    long first_step;        /* the step count the check started from */
+    int steps;               /* steps run on each backend */
+    long first_step;         /* the step count the check started from */
     double *loss_a, *loss_b; /* [steps]: each step's mean training loss */
     double max_loss_rel;
-    int worst_loss_step;    /* 1-based, within the check (0: none) */
+    int worst_loss_step; /* 1-based, within the check (0: none) */
     double max_param_rel;
-    double worst_param_abs; /* max |a - b| of the worst tensor */
-    char worst_param[64];   /* its name ("" when every tensor is identical) */
-    int params_identical;   /* 1: every parameter bit-identical */
-    int same_backend;       /* B was A: no move, the restore alone was checked */
+    double worst_param_abs;                /* max |a - b| of the worst tensor */
+    char worst_param[64];                  /* its name ("" when every tensor is identical) */
+    int params_identical;                  /* 1: every parameter bit-identical */
+    int same_backend;                      /* B was A: no move, the restore alone was checked */
     double seconds_a, seconds_b, switch_s; /* time of each leg and of the moves */
-    char device_a[128], device_b[128]; /* backend descriptions */
+    char device_a[128], device_b[128];     /* backend descriptions */
 } dl_parity_report;
 
 /* Runs `steps` optimizer steps from the current state on the trainer's

@@ -23,8 +23,7 @@ typedef struct dl_reducer {
     const char *(*grad_path)(void *ctx);
     /* Plans the sum of p[0..n) of be's memory; cuts[0..ncuts) are float
      * offsets, ascending, where a bucket may start (parameter starts). */
-    int (*grad_plan)(void *ctx, dl_backend *be, float *p, size_t n, const size_t *cuts,
-                     int ncuts);
+    int (*grad_plan)(void *ctx, dl_backend *be, float *p, size_t n, const size_t *cuts, int ncuts);
     /* A step starts: nothing is in flight. */
     void (*grad_begin)(void *ctx);
     /* Floats [from, n) are final on this rank (the bucket-ready hook,

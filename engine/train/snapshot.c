@@ -33,7 +33,7 @@ void dl_trainer_status_get(dl_trainer *t, dl_trainer_status *out)
 
 struct dl_trainer_snapshot {
     const dl_trainer *owner;
-    void *state;         /* the model's state arena, byte for byte */
+    void *state; /* the model's state arena, byte for byte */
     size_t state_bytes;
     dl_trainer_cursor cursor;
     double lr_now, grad_norm;
@@ -76,8 +76,10 @@ int dl_trainer_snapshot_restore(dl_trainer *t, const dl_trainer_snapshot *s)
     dl_model_state ms;
     dl_model_get_state(t->m, &ms);
     if (s->owner != t || s->state_bytes != ms.storage->bytes)
-        return dl_error(DL_EINVAL, "snapshot of another training (%zu state bytes, this one has "
-                        "%zu)", s->state_bytes, ms.storage->bytes);
+        return dl_error(DL_EINVAL,
+                        "snapshot of another training (%zu state bytes, this one has "
+                        "%zu)",
+                        s->state_bytes, ms.storage->bytes);
     dl_backend *be = ms.storage->be;
     DL_TRY(be->ops->to_device(be, ms.storage->ptr, s->state, s->state_bytes));
     DL_TRY(be->ops->sync(be));
@@ -95,4 +97,3 @@ void dl_trainer_snapshot_destroy(dl_trainer_snapshot *s)
     free(s->state);
     free(s);
 }
-

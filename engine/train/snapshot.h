@@ -11,23 +11,23 @@ typedef struct dl_trainer dl_trainer;
 
 /* What the trainer reports after a logged step. Losses are per sample. */
 typedef struct dl_step_info {
-    long step;          /* optimizer steps done */
-    int epoch;          /* 0-based */
-    long epoch_step;    /* steps done in this epoch */
+    long step;       /* optimizer steps done */
+    int epoch;       /* 0-based */
+    long epoch_step; /* steps done in this epoch */
     long steps_per_epoch;
-    double loss;        /* mean training loss since the last report */
-    double acc;         /* training accuracy since the last report (-1 if none) */
+    double loss; /* mean training loss since the last report */
+    double acc;  /* training accuracy since the last report (-1 if none) */
     double lr;
     double samples_per_s;
     double data_wait_share; /* time waiting for batches / wall time since last report */
-    float loss_scale;   /* 1 unless f16 */
-    long skipped_steps; /* overflowed or non-finite steps skipped so far */
-    double grad_norm;   /* last global gradient norm (unscaled) */
+    float loss_scale;       /* 1 unless f16 */
+    long skipped_steps;     /* overflowed or non-finite steps skipped so far */
+    double grad_norm;       /* last global gradient norm (unscaled) */
     /* data parallel (dl_trainer_set_reducer): loss, acc and samples_per_s
      * are the whole job's; ranks is 1 when training alone */
     int ranks;
-    double comm_s;      /* gradient all-reduce seconds per step, mean over ranks */
-    double comm_share;  /* comm_s over the step time */
+    double comm_s;                    /* gradient all-reduce seconds per step, mean over ranks */
+    double comm_share;                /* comm_s over the step time */
     const double *rank_samples_per_s; /* [ranks]: each rank's own rows/s (NULL alone) */
     /* A window cut short by a stop: reported so the stopped run shows its
      * last steps, but not consumed: the checkpoint keeps the window open

@@ -59,8 +59,7 @@ int dl_trainer_take_stats(dl_trainer *t, double *loss_sum, double *correct, int 
 
 double dl_trainer_per_sample(const dl_trainer *t)
 {
-    return t->loss.kind == DL_LOSS_XENT ? 1.0
-                                        : (double)dl_shape_numel(dl_model_output_shape(t->m));
+    return t->loss.kind == DL_LOSS_XENT ? 1.0 : (double)dl_shape_numel(dl_model_output_shape(t->m));
 }
 
 int dl_trainer_window_open(const dl_trainer *t)
@@ -134,8 +133,8 @@ int dl_trainer_set_cursor(dl_trainer *t, const dl_trainer_cursor *c)
     /* micro-batch counter (keys dropout): every finished epoch ran all its
      * batches, every step of this one `accumulate` of them */
     uint64_t per_epoch = t->train->ops->batches(t->train);
-    t->micro = (uint64_t)c->epoch * per_epoch +
-               (uint64_t)c->epoch_step * (uint64_t)t->cfg.accumulate;
+    t->micro =
+        (uint64_t)c->epoch * per_epoch + (uint64_t)c->epoch_step * (uint64_t)t->cfg.accumulate;
     t->lowp_dirty = 1;
     return DL_OK;
 }

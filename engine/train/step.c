@@ -58,11 +58,10 @@ static int apply_loss(dl_trainer *t, int n, const void *labels, float grad_scale
                                      dout, stats);
     case DL_LOSS_MSE:
         /* mean over the outputs of a sample, as PyTorch's reduction='mean' per row */
-        return be->ops->mse(be, (size_t)n * outs, y, labels, grad_scale / (float)outs, dout,
-                            stats);
+        return be->ops->mse(be, (size_t)n * outs, y, labels, grad_scale / (float)outs, dout, stats);
     case DL_LOSS_BCE:
-        return be->ops->bce_logits(be, (size_t)n * outs, y, labels, grad_scale / (float)outs,
-                                   dout, stats);
+        return be->ops->bce_logits(be, (size_t)n * outs, y, labels, grad_scale / (float)outs, dout,
+                                   stats);
     }
     return dl_error(DL_EINVAL, "unknown loss");
 }
@@ -175,8 +174,10 @@ static int skip_step(dl_trainer *t)
     if (t->cfg.precision == DL_PREC_F16) {
         t->loss_scale *= 0.5f;
         t->clean_steps = 0;
-        dl_trainer_event(t, "loss_scale", "step %ld: gradient overflow, step skipped, loss "
-                         "scale halved to %g", t->step + 1, (double)t->loss_scale);
+        dl_trainer_event(t, "loss_scale",
+                         "step %ld: gradient overflow, step skipped, loss "
+                         "scale halved to %g",
+                         t->step + 1, (double)t->loss_scale);
     } else if (t->cfg.nonfinite == DL_NONFINITE_SKIP) {
         dl_trainer_event(t, "nonfinite", "step %ld: non-finite gradient, step skipped",
                          t->step + 1);
@@ -221,8 +222,8 @@ static int update(dl_trainer *t, long rows)
     DL_TRY(isfinite(norm) ? apply_step(t, norm, grad_scale) : skip_step(t));
     /* w, g and the moments are read and written once */
     int moments = dl_optim_moments(&t->opt);
-    dl_prof_end(pf, sp, DL_PROF_OPTIMIZER, "optimizer step",
-                (moments == 2 ? 12.0 : 4.0) * nparam, 8.0 * (2 + moments) * nparam);
+    dl_prof_end(pf, sp, DL_PROF_OPTIMIZER, "optimizer step", (moments == 2 ? 12.0 : 4.0) * nparam,
+                8.0 * (2 + moments) * nparam);
     return DL_OK;
 }
 
@@ -257,8 +258,8 @@ int dl_trainer_step(dl_trainer *t)
 }
 
 /* The window's record: means per sample, throughput, the job's figures. */
-static void fill_info(dl_trainer *t, dl_step_info *info, double loss_sum, double correct,
-                      double dt, double comm_s)
+static void fill_info(dl_trainer *t, dl_step_info *info, double loss_sum, double correct, double dt,
+                      double comm_s)
 {
     memset(info, 0, sizeof *info);
     info->step = t->step;
@@ -267,8 +268,9 @@ static void fill_info(dl_trainer *t, dl_step_info *info, double loss_sum, double
     info->steps_per_epoch = t->steps_per_epoch;
     double n = t->rep_samples > 0 ? (double)t->rep_samples : 1;
     info->loss = loss_sum / n / dl_trainer_per_sample(t);
-    info->acc = t->loss.kind == DL_LOSS_MSE ? -1 : correct / n /
-                (t->loss.kind == DL_LOSS_BCE ? dl_trainer_per_sample(t) : 1);
+    info->acc = t->loss.kind == DL_LOSS_MSE
+                    ? -1
+                    : correct / n / (t->loss.kind == DL_LOSS_BCE ? dl_trainer_per_sample(t) : 1);
     info->lr = t->lr_now;
     info->samples_per_s = dt > 0 ? (double)t->rep_samples / dt : 0;
     info->data_wait_share = dt > 0 ? t->rep_wait / dt : 0;
@@ -298,8 +300,8 @@ int dl_trainer_report(dl_trainer *t, int stopped)
     double keep_comm = t->rep_comm;
     DL_TRY(dl_trainer_take_stats(t, &loss_sum, &correct, !stopped));
     if (t->dp)
-        DL_TRY(dl_trainer_sync_report(t, &loss_sum, &correct,
-                                      dl_clock_mono_s() - t->rep_t0, &comm_s));
+        DL_TRY(
+            dl_trainer_sync_report(t, &loss_sum, &correct, dl_clock_mono_s() - t->rep_t0, &comm_s));
     double now = dl_clock_mono_s();
     dl_step_info info;
     fill_info(t, &info, loss_sum, correct, now - t->rep_t0, comm_s);
@@ -360,9 +362,9 @@ int dl_trainer_evaluate(dl_trainer *t, dl_source *src, double *loss, double *acc
     correct += host[1];
     double d = n > 0 ? (double)n : 1;
     *loss = loss_sum / d / dl_trainer_per_sample(t);
-    *acc = t->loss.kind == DL_LOSS_MSE ? NAN
-                                       : correct / d /
-                                             (t->loss.kind == DL_LOSS_BCE ? dl_trainer_per_sample(t) : 1);
+    *acc = t->loss.kind == DL_LOSS_MSE
+               ? NAN
+               : correct / d / (t->loss.kind == DL_LOSS_BCE ? dl_trainer_per_sample(t) : 1);
     return DL_OK;
 }
 

@@ -33,8 +33,10 @@ static int check_data(dl_trainer *t, dl_source *src)
     int64_t outs = dl_shape_numel(dl_model_output_shape(t->m));
     if (t->loss.kind == DL_LOSS_XENT) {
         if (in->y_dtype != DL_I32)
-            return dl_error(DL_EINVAL, "%s: CrossEntropy needs integer class labels, the data "
-                                       "has %s targets", src->name, dl_dtype_name(in->y_dtype));
+            return dl_error(DL_EINVAL,
+                            "%s: CrossEntropy needs integer class labels, the data "
+                            "has %s targets",
+                            src->name, dl_dtype_name(in->y_dtype));
         if (in->classes > 0 && in->classes != outs)
             return dl_error(DL_ESHAPE, "%s: the data has %d classes but the model outputs %s",
                             src->name, in->classes,
@@ -44,17 +46,19 @@ static int check_data(dl_trainer *t, dl_source *src)
             return dl_error(DL_EINVAL, "%s: %s needs f32 targets, the data has %s", src->name,
                             dl_loss_name(t->loss.kind), dl_dtype_name(in->y_dtype));
         if (in->y_width != outs)
-            return dl_error(DL_ESHAPE, "%s: targets have %d values per sample but the model "
-                            "outputs %s", src->name, in->y_width,
+            return dl_error(DL_ESHAPE,
+                            "%s: targets have %d values per sample but the model "
+                            "outputs %s",
+                            src->name, in->y_width,
                             dl_shape_format(dl_model_output_shape(t->m), a, sizeof a));
     }
     return DL_OK;
 }
 
 /* The trainer's fields from its arguments; the statuses published. */
-static void init_fields(dl_trainer *t, dl_model *model, const dl_loss *loss,
-                        const dl_optim *optim, const dl_schedule *schedule, dl_source *train,
-                        dl_source *val, const dl_trainer_config *cfg, dl_backend *be)
+static void init_fields(dl_trainer *t, dl_model *model, const dl_loss *loss, const dl_optim *optim,
+                        const dl_schedule *schedule, dl_source *train, dl_source *val,
+                        const dl_trainer_config *cfg, dl_backend *be)
 {
     t->m = model;
     t->loss = *loss;
@@ -85,17 +89,16 @@ static int prepare(dl_trainer *t, dl_backend *be)
 {
     const dl_data_info *in = &t->train->info;
     int batch = t->cfg.batch;
-    t->x_bytes = (size_t)batch * (size_t)dl_shape_numel(&in->sample) *
-                 dl_dtype_size(in->x_dtype);
+    t->x_bytes = (size_t)batch * (size_t)dl_shape_numel(&in->sample) * dl_dtype_size(in->x_dtype);
     t->y_bytes = (size_t)batch * (size_t)(in->y_width > 0 ? in->y_width : 1) * 4;
     t->off_x = 0;
     t->off_y = (t->x_bytes + 63) & ~(size_t)63;
     t->off_stats = (t->off_y + t->y_bytes + 63) & ~(size_t)63;
     DL_TRY(dl_trainer_alloc_stage(t, be));
     if (dl_model_backend(t->m) != be)
-        DL_TRY(dl_model_backend(t->m) ? dl_model_move(t->m, be)
-                                      : dl_model_init_state(t->m, be, dl_optim_moments(&t->opt),
-                                                            t->cfg.seed));
+        DL_TRY(dl_model_backend(t->m)
+                   ? dl_model_move(t->m, be)
+                   : dl_model_init_state(t->m, be, dl_optim_moments(&t->opt), t->cfg.seed));
     DL_TRY(dl_model_plan(t->m, batch));
     size_t batches = t->train->ops->batches(t->train);
     size_t acc = (size_t)t->cfg.accumulate;
@@ -106,17 +109,16 @@ static int prepare(dl_trainer *t, dl_backend *be)
     return DL_OK;
 }
 
-int dl_trainer_create(dl_trainer **out, dl_model *model, const dl_loss *loss,
-                      const dl_optim *optim, const dl_schedule *schedule, dl_source *train,
-                      dl_source *val, const dl_trainer_config *cfg, dl_backend *be)
+int dl_trainer_create(dl_trainer **out, dl_model *model, const dl_loss *loss, const dl_optim *optim,
+                      const dl_schedule *schedule, dl_source *train, dl_source *val,
+                      const dl_trainer_config *cfg, dl_backend *be)
 {
     *out = NULL;
     if (cfg->epochs < 1 || cfg->batch < 1 || cfg->accumulate < 1)
         return dl_error(DL_EINVAL, "epochs (%d), batch (%d) and accumulate (%d) must be >= 1",
                         cfg->epochs, cfg->batch, cfg->accumulate);
     if (!(optim->lr > 0) || !isfinite(optim->lr))
-        return dl_error(DL_EINVAL, "learning rate %g must be a positive number",
-                        (double)optim->lr);
+        return dl_error(DL_EINVAL, "learning rate %g must be a positive number", (double)optim->lr);
     dl_trainer *t = calloc(1, sizeof *t);
     if (!t)
         return dl_error(DL_ENOMEM, "out of memory");

@@ -23,11 +23,11 @@ typedef struct dl_trainer_config {
     int accumulate;         /* micro-batches per optimizer step (>= 1) */
     dl_precision precision; /* f32, bf16 (no scaling), f16 (dynamic loss scaling) */
     uint64_t seed;
-    long max_steps;         /* stop after this many optimizer steps (0: no limit) */
-    int log_every;          /* steps between on_step callbacks (>= 1) */
+    long max_steps; /* stop after this many optimizer steps (0: no limit) */
+    int log_every;  /* steps between on_step callbacks (>= 1) */
     dl_nonfinite_policy nonfinite;
-    float loss_scale;       /* f16 initial scale (65536) */
-    int loss_scale_window;  /* clean steps before the scale doubles (2000) */
+    float loss_scale;      /* f16 initial scale (65536) */
+    int loss_scale_window; /* clean steps before the scale doubles (2000) */
 } dl_trainer_config;
 
 /* Sensible defaults: 1 epoch, batch 128, accumulate 1, f32, seed 0,
@@ -50,9 +50,9 @@ typedef struct dl_callbacks {
 /* Creates a trainer. The model must be built (dl_model_create); the
  * trainer allocates its state on be and plans activations. train and val
  * (val may be NULL) are borrowed and must outlive the trainer. */
-int dl_trainer_create(dl_trainer **out, dl_model *model, const dl_loss *loss,
-                      const dl_optim *optim, const dl_schedule *schedule, dl_source *train,
-                      dl_source *val, const dl_trainer_config *cfg, dl_backend *be);
+int dl_trainer_create(dl_trainer **out, dl_model *model, const dl_loss *loss, const dl_optim *optim,
+                      const dl_schedule *schedule, dl_source *train, dl_source *val,
+                      const dl_trainer_config *cfg, dl_backend *be);
 void dl_trainer_destroy(dl_trainer *t);
 void dl_trainer_set_callbacks(dl_trainer *t, const dl_callbacks *cb);
 /* The devices the switch and parity commands may open by name (borrowed;
@@ -102,11 +102,11 @@ typedef enum {
     DL_CMD_PAUSE,
     DL_CMD_RESUME,
     DL_CMD_STOP,
-    DL_CMD_SET_LR,    /* value: new base LR */
-    DL_CMD_SWITCH,    /* text: "cpu" or "cuda" */
+    DL_CMD_SET_LR, /* value: new base LR */
+    DL_CMD_SWITCH, /* text: "cpu" or "cuda" */
     DL_CMD_CHECKPOINT,
-    DL_CMD_NOTE,      /* text */
-    DL_CMD_PARITY     /* text: "cuda", "cpu", "cpu:T" or "" (the other device);
+    DL_CMD_NOTE,  /* text */
+    DL_CMD_PARITY /* text: "cuda", "cpu", "cpu:T" or "" (the other device);
                        * value: steps. dl_trainer_check_parity, reported as an
                        * event; training goes on where it was */
 } dl_command_kind;
@@ -143,9 +143,9 @@ void dl_trainer_request_stop(dl_trainer *t);
 typedef struct dl_trainer_cursor {
     long step;
     int epoch;
-    long epoch_step;   /* optimizer steps done in the epoch */
+    long epoch_step; /* optimizer steps done in the epoch */
     float loss_scale;
-    int clean_steps;   /* steps since the loss scale last changed */
+    int clean_steps; /* steps since the loss scale last changed */
     long skipped;
     float base_lr;
     float sched_scale; /* plateau state */

@@ -67,10 +67,10 @@ struct dl_trainer {
     const dl_reducer *dp;
     const dl_devices *devices; /* borrowed: where commands may move the training; NULL none */
     dl_reducer red;
-    dl_source *shard;  /* owned: this rank's slice of train, which it replaces */
-    dl_source *whole;  /* the source the trainer was given */
-    double *sync;      /* [4 + ranks]: the report's all-reduce */
-    double rep_comm;   /* all-reduce seconds in the window */
+    dl_source *shard; /* owned: this rank's slice of train, which it replaces */
+    dl_source *whole; /* the source the trainer was given */
+    double *sync;     /* [4 + ranks]: the report's all-reduce */
+    double rep_comm;  /* all-reduce seconds in the window */
 
     /* commands */
     pthread_mutex_t lock;

@@ -140,8 +140,7 @@ int dl_study_refresh(dl_study *s)
 
 static int name_ok(const char *name)
 {
-    if (!name || !*name || strlen(name) >= 128 || strcmp(name, ".") == 0 ||
-        strcmp(name, "..") == 0)
+    if (!name || !*name || strlen(name) >= 128 || strcmp(name, ".") == 0 || strcmp(name, "..") == 0)
         return 0;
     for (const char *p = name; *p; p++)
         if (*p == '/' || (unsigned char)*p < 32)
@@ -392,8 +391,7 @@ static int suggest(dl_trial *t, const dl_tune_param *dist, double *value)
 {
     dl_study *s = t->study;
     if (t->state != DL_TRIAL_RUNNING || !t->mine)
-        return dl_error(DL_EINVAL, "trial %d of study %s is not running here", t->number,
-                        s->name);
+        return dl_error(DL_EINVAL, "trial %d of study %s is not running here", t->number, s->name);
     const dl_tune_param *old = dl_trial_param_find(t, dist->name);
     if (old) {
         if (!dl_tune_history_same_dist(old, dist))
@@ -420,8 +418,8 @@ int dl_trial_suggest_float(dl_trial *t, const char *name, double lo, double hi, 
     if (!name || !*name)
         return dl_error(DL_EINVAL, "trial:float: expected a parameter name");
     if (!isfinite(lo) || !isfinite(hi) || lo > hi)
-        return dl_error(DL_EINVAL, "trial:float(\"%s\"): bounds [%g, %g]: expected lo <= hi",
-                        name, lo, hi);
+        return dl_error(DL_EINVAL, "trial:float(\"%s\"): bounds [%g, %g]: expected lo <= hi", name,
+                        lo, hi);
     if (log && lo <= 0)
         return dl_error(DL_EINVAL, "trial:float(\"%s\"): log scale needs lo > 0 (got %g)", name,
                         lo);
@@ -434,8 +432,8 @@ int dl_trial_suggest_int(dl_trial *t, const char *name, long lo, long hi, int lo
     if (!name || !*name)
         return dl_error(DL_EINVAL, "trial:int: expected a parameter name");
     if (lo > hi)
-        return dl_error(DL_EINVAL, "trial:int(\"%s\"): bounds [%ld, %ld]: expected lo <= hi",
-                        name, lo, hi);
+        return dl_error(DL_EINVAL, "trial:int(\"%s\"): bounds [%ld, %ld]: expected lo <= hi", name,
+                        lo, hi);
     if (log && lo < 1)
         return dl_error(DL_EINVAL, "trial:int(\"%s\"): log scale needs lo >= 1 (got %ld)", name,
                         lo);
@@ -491,8 +489,7 @@ int dl_trial_set_attr(dl_trial *t, const char *key, const char *value)
     return dl_tune_journal_commit(t->study, dl_tune_journal_attr(t->number, key, value), 0);
 }
 
-static int finish(dl_study *s, dl_trial *t, dl_trial_state state, double value,
-                  const char *reason)
+static int finish(dl_study *s, dl_trial *t, dl_trial_state state, double value, const char *reason)
 {
     if (!t->mine || t->study != s)
         return dl_error(DL_EINVAL, "trial %d was not asked by this study handle", t->number);
@@ -577,4 +574,3 @@ const dl_trial *dl_study_best(const dl_study *s)
     }
     return best;
 }
-

@@ -19,7 +19,11 @@ typedef enum dl_trial_state {
     DL_TRIAL_FAILED = 3
 } dl_trial_state;
 
-typedef enum dl_param_kind { DL_PARAM_FLOAT = 0, DL_PARAM_INT = 1, DL_PARAM_CHOICE = 2 } dl_param_kind;
+typedef enum dl_param_kind {
+    DL_PARAM_FLOAT = 0,
+    DL_PARAM_INT = 1,
+    DL_PARAM_CHOICE = 2
+} dl_param_kind;
 
 /* One suggested parameter: its distribution and value. For a choice,
  * value is the index into choices. */
@@ -42,7 +46,7 @@ typedef struct dl_tune_entry {
     long grid_slot;              /* -1 when not a grid trial */
     const dl_tune_param *params; /* nparams, in suggestion order */
     int nparams;
-    const long *steps;           /* nint intermediate values, in step order */
+    const long *steps; /* nint intermediate values, in step order */
     const double *values;
     int nint;
 } dl_tune_entry;

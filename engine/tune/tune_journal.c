@@ -597,4 +597,3 @@ int dl_tune_journal_fixed_value(const dl_trial *t, const dl_tune_param *dist, do
     }
     return 0;
 }
-

@@ -50,8 +50,7 @@ static double best_loss(const dl_tune_history *h, const dl_tune_entry *t)
     return best;
 }
 
-static int prune_median(const dl_pruner_config *c, const dl_tune_history *h,
-                        const dl_tune_entry *t)
+static int prune_median(const dl_pruner_config *c, const dl_tune_history *h, const dl_tune_entry *t)
 {
     long step = t->steps[t->nint - 1];
     if (step < c->warmup_steps)
@@ -85,7 +84,8 @@ static int prune_median(const dl_pruner_config *c, const dl_tune_history *h,
 
 static double rung_step(const dl_pruner_config *c, int k)
 {
-    return (double)c->min_resource * pow((double)c->reduction_factor, c->min_early_stopping_rate + k);
+    return (double)c->min_resource *
+           pow((double)c->reduction_factor, c->min_early_stopping_rate + k);
 }
 
 static int prune_asha(const dl_pruner_config *c, const dl_tune_history *h, const dl_tune_entry *t,
@@ -126,8 +126,7 @@ static int prune_asha(const dl_pruner_config *c, const dl_tune_history *h, const
     return rc;
 }
 
-int dl_tune_pruner_judge(const dl_pruner_config *c, const dl_tune_history *h, int trial,
-                         int *rungs)
+int dl_tune_pruner_judge(const dl_pruner_config *c, const dl_tune_history *h, int trial, int *rungs)
 {
     const dl_tune_entry *t = &h->trials[trial];
     if (t->nint == 0)

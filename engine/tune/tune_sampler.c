@@ -158,10 +158,10 @@ static double sample_grid(const dl_sampler_config *c, const dl_tune_entry *t,
 /* --- TPE ----------------------------------------------------------------------------------- */
 
 typedef struct obs {
-    double x;      /* internal-space value, or the choice index */
-    int pruned;    /* ranks after every complete trial */
-    double step;   /* pruned: last step reached (further is better) */
-    double loss;   /* lower is better */
+    double x;    /* internal-space value, or the choice index */
+    int pruned;  /* ranks after every complete trial */
+    double step; /* pruned: last step reached (further is better) */
+    double loss; /* lower is better */
     int number;
     int row; /* multivariate: the observation's row of values */
     double weight;
@@ -279,7 +279,8 @@ static int parzen_build(parzen *p, const obs *o, int m, double a, double b, doub
         p->logw[i] = safe_log(w);
         c += w;
         p->cum[i] = c;
-        p->logz[i] = safe_log(norm_mass((a - p->mu[i]) / p->sigma[i], (b - p->mu[i]) / p->sigma[i]));
+        p->logz[i] =
+            safe_log(norm_mass((a - p->mu[i]) / p->sigma[i], (b - p->mu[i]) / p->sigma[i]));
     }
     free(order);
     return DL_OK;
@@ -794,8 +795,8 @@ out:
 }
 
 /* The joint draw's value for d, when it has one for this distribution. */
-static int joint_value(const dl_tune_history *h, const dl_tune_joint *joint,
-                       const dl_tune_param *d, double *value)
+static int joint_value(const dl_tune_history *h, const dl_tune_joint *joint, const dl_tune_param *d,
+                       double *value)
 {
     for (int j = 0; j < joint->n; j++) {
         if (strcmp(joint->names[j], d->name) != 0)
@@ -822,8 +823,7 @@ void dl_tune_sampler_joint_done(dl_tune_joint *j)
 /* --- the sampler ---------------------------------------------------------------------- */
 
 int dl_tune_sampler_suggest(const dl_sampler_config *c, uint64_t seed, const dl_tune_history *h,
-                            int trial, dl_tune_joint *joint, const dl_tune_param *d,
-                            double *value)
+                            int trial, dl_tune_joint *joint, const dl_tune_param *d, double *value)
 {
     if (d->kind != DL_PARAM_CHOICE && d->lo == d->hi) {
         *value = d->lo;
@@ -847,8 +847,7 @@ int dl_tune_sampler_suggest(const dl_sampler_config *c, uint64_t seed, const dl_
         if (joint_value(h, joint, d, value))
             return DL_OK;
         return sample_tpe(c, h, trial, d, &dr, value);
-    default:
-        break;
+    default: break;
     }
     *value = sample_random(d, &dr);
     return DL_OK;

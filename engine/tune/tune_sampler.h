@@ -40,10 +40,10 @@ int dl_tune_sampler_parse(const char *name, dl_sampler_config *out);
  * trial), filled by dl_tune_sampler_suggest, freed by
  * dl_tune_sampler_joint_done. */
 typedef struct dl_tune_joint {
-    int done;      /* the draw was tried (it may have drawn nothing) */
-    int n;         /* parameters drawn */
-    int ref;       /* the finished trial whose distributions it used */
-    char **names;  /* n owned names */
+    int done;     /* the draw was tried (it may have drawn nothing) */
+    int n;        /* parameters drawn */
+    int ref;      /* the finished trial whose distributions it used */
+    char **names; /* n owned names */
     double *values;
 } dl_tune_joint;
 

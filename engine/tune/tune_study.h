@@ -25,14 +25,14 @@ struct dl_trial {
     long *steps; /* intermediate values, kept sorted by step */
     double *ivals;
     int nint, cap_int;
-    cJSON *attrs;   /* object of strings */
-    cJSON *fixed;   /* queued parameters (array of param objects) or NULL */
+    cJSON *attrs; /* object of strings */
+    cJSON *fixed; /* queued parameters (array of param objects) or NULL */
     char host[64];
     long pid;
     unsigned long long pstart; /* the owner's start time in clock ticks (0: unknown) */
     double t_start, t_end;
-    long grid_slot;  /* -1 when not a grid trial */
-    int mine;        /* started by this handle */
+    long grid_slot;      /* -1 when not a grid trial */
+    int mine;            /* started by this handle */
     int rung_checked;    /* ASHA: rungs already passed by this trial */
     dl_tune_joint joint; /* multivariate TPE: the parameters drawn jointly */
 };
@@ -51,9 +51,9 @@ struct dl_study {
     dl_pruner_config pruner;
     uint64_t seed;
     int fd_journal, fd_lock;
-    int locked;       /* flock held (LOCK_EX) */
-    off_t read_off;   /* journal bytes applied */
-    int created;      /* the "study" record has been seen */
+    int locked;     /* flock held (LOCK_EX) */
+    off_t read_off; /* journal bytes applied */
+    int created;    /* the "study" record has been seen */
     dl_trial **trials;
     int ntrials, cap_trials;
     tune_queued *queue;

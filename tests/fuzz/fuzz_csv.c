@@ -13,7 +13,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     snprintf(label, sizeof label, "%d", size ? data[size - 1] % 4 : 0);
     char *argv[] = {"import", (char *)csv, out, "--label", label, NULL};
     dl_cmd_import(dl_command_find("import"), 5, argv);
-    char *argv2[] = {"import", (char *)csv, out, "--label", "label", "--val-fraction", "0.25", NULL};
+    char *argv2[] = {"import", (char *)csv,      out,    "--label",
+                     "label",  "--val-fraction", "0.25", NULL};
     dl_cmd_import(dl_command_find("import"), 7, argv2);
     unlink(out);
     return 0;

@@ -125,8 +125,8 @@ static int load(import_job *job, int npos, char **pos)
     if (job->synthetic) {
         if (npos != 1)
             return fail_input("--synthetic takes only OUT.h5 (got %d paths)", npos);
-        rc = dl_import_synthetic(&job->im, job->synthetic, job->samples, job->classes,
-                                 job->noise, job->seed);
+        rc = dl_import_synthetic(&job->im, job->synthetic, job->samples, job->classes, job->noise,
+                                 job->seed);
     } else if (npos == 3) {
         const char *sp = job->split_name ? job->split_name : dl_import_idx_split_of(pos[0]);
         rc = dl_import_idx_pair(&job->im, sp, pos[0], pos[1]);

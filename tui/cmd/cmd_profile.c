@@ -89,8 +89,13 @@ static int take_option(profile_args *p, const dl_opt *o, const char *val)
  * p->ovs), else the exit status (help printed, or a usage error). */
 static int parse_args(int argc, char **argv, profile_args *p)
 {
-    *p = (profile_args){.trace = "trace.json", .by = "both", .steps = 50, .warmup = 5,
-                        .ring = 10, .sort = DL_PROF_SORT_TOTAL, .monitor_on = 1};
+    *p = (profile_args){.trace = "trace.json",
+                        .by = "both",
+                        .steps = 50,
+                        .warmup = 5,
+                        .ring = 10,
+                        .sort = DL_PROF_SORT_TOTAL,
+                        .monitor_on = 1};
     if (!(p->ovs = calloc((size_t)argc + 1, sizeof *p->ovs)))
         return DL_EXIT_FAILED;
     dl_opts o;
@@ -161,14 +166,14 @@ static void fmt_flops(char *b, size_t n, double f)
 typedef struct profile {
     const profile_args *a;
     dl_session *s;
-    dl_trainer *t;            /* the session's */
-    dl_backend *be;           /* the trainer's */
-    const dl_experiment *e;   /* the script's settings (the trainer runs them fitted) */
+    dl_trainer *t;          /* the session's */
+    dl_backend *be;         /* the trainer's */
+    const dl_experiment *e; /* the script's settings (the trainer runs them fitted) */
     dl_profiler *prof;
     dl_monitor *mon;
     prof_run pr;
     double wall;
-    dl_sys_sample sys;        /* the last system sample, when have_sys */
+    dl_sys_sample sys; /* the last system sample, when have_sys */
     int have_sys;
 } profile;
 
@@ -263,8 +268,8 @@ static void print_mfu(const profile *p, const dl_prof_totals *tot)
     fmt_flops(ach, sizeof ach, tot->achieved_flops_per_s);
     if (peak > 0) {
         fmt_flops(pk, sizeof pk, peak);
-        printf("MFU: %.1f%% (%s of %s peak, %s)\n", 100 * tot->achieved_flops_per_s / peak, ach,
-               pk, src);
+        printf("MFU: %.1f%% (%s of %s peak, %s)\n", 100 * tot->achieved_flops_per_s / peak, ach, pk,
+               src);
     } else {
         printf("MFU: unknown (achieved %s; no peak for this device)\n", ach);
     }
@@ -345,8 +350,8 @@ static int write_trace(const profile *p, const dl_prof_totals *tot)
         fprintf(stderr, "dlbench profile: %s\n", dl_error_message());
         return wr;
     }
-    printf("trace: %s (%ld events, %s; open in https://ui.perfetto.dev)\n", trace,
-           tot->events_kept, p->a->whole ? "whole run" : "ring of the last steps");
+    printf("trace: %s (%ld events, %s; open in https://ui.perfetto.dev)\n", trace, tot->events_kept,
+           p->a->whole ? "whole run" : "ring of the last steps");
     return DL_OK;
 }
 

@@ -32,8 +32,8 @@ static const dl_command *this_cmd;
 typedef struct progress {
     int tty;
     int quiet;
-    int line_open;     /* an updating line is on screen */
-    double last;       /* when the last progress line was written */
+    int line_open; /* an updating line is on screen */
+    double last;   /* when the last progress line was written */
     int epochs;
     long max_steps;
     double started;
@@ -102,7 +102,6 @@ static void on_event(void *user, const char *kind, const char *text)
     fflush(stdout);
 }
 
-
 /* The end of a run: what it cost and the advisor's top findings. */
 static void print_cost_and_advice(dl_telemetry *tele)
 {
@@ -165,13 +164,13 @@ static void on_sigint(int sig)
 
 typedef struct run_args {
     dl_session_options o;
-    char **ovs;                /* the k=v overrides: pointers into argv */
+    char **ovs; /* the k=v overrides: pointers into argv */
     int nov;
     int quiet;
-    int hparams;               /* --hparams: list them and exit */
-    long parity_steps;         /* --check-parity N */
+    int hparams;       /* --hparams: list them and exit */
+    long parity_steps; /* --check-parity N */
     const char *parity_device;
-    double parity_tol;         /* < 0: by precision */
+    double parity_tol; /* < 0: by precision */
 } run_args;
 
 static int parse_long(const char *s, long long *v)
@@ -205,13 +204,15 @@ static int take_parity(run_args *a, int id, const char *val)
     case DL_OPT_CHECK_PARITY:
         if (!parse_long(val, &n) || n < 1 || n > 1000000)
             return bad_usage("--check-parity expects a number of steps from 1 to 1000000, "
-                             "got '%s'", val);
+                             "got '%s'",
+                             val);
         a->parity_steps = (long)n;
         return -1;
     case DL_OPT_PARITY_DEVICE:
         if (dl_session_parity_device_parse(val, &threads) < 0)
             return bad_usage("--parity-device must be cuda, cpu or cpu:THREADS (1 to %d "
-                             "threads), got '%s'", DL_CPU_MAX_THREADS, val);
+                             "threads), got '%s'",
+                             DL_CPU_MAX_THREADS, val);
         a->parity_device = val;
         return -1;
     default:
@@ -406,8 +407,10 @@ static int agree_prepare(dl_comm *c, int rc)
         dl_comm_abort(c, 1, dl_error_message());
     if (rc >= 0 && v[0] > 0) {
         if (rank == 0)
-            fprintf(stderr, "dlbench run: %.0f of %d ranks could not start (their messages "
-                            "above)\n", v[0], dl_comm_size(c));
+            fprintf(stderr,
+                    "dlbench run: %.0f of %d ranks could not start (their messages "
+                    "above)\n",
+                    v[0], dl_comm_size(c));
         return 1;
     }
     if (rank > 0 && v[1] > 0)
@@ -448,8 +451,7 @@ static int run_parity(dl_session *s, const char *device, int steps, double tol)
         printf("  B: %-8s the same backend as A: no move, the check covers the restore (%.3f s)\n",
                other, r.seconds_b);
     else
-        printf("  B: %-8s %s (%.3f s; moves %.3f s)\n", other, r.device_b, r.seconds_b,
-               r.switch_s);
+        printf("  B: %-8s %s (%.3f s; moves %.3f s)\n", other, r.device_b, r.seconds_b, r.switch_s);
     if (r.steps < steps)
         printf("  (the training ends after %d of the %d steps asked for)\n", r.steps, steps);
     printf("  %5s  %-16s %-16s %s\n", "step", "loss A", "loss B", "relative difference");
@@ -479,7 +481,7 @@ static int run_parity(dl_session *s, const char *device, int steps, double tol)
 /* One `dlbench run`: what its steps share. */
 typedef struct run_cmd {
     run_args a;
-    dl_comm *comm;    /* a data-parallel job's ranks, or NULL alone */
+    dl_comm *comm; /* a data-parallel job's ranks, or NULL alone */
     progress p;
     dl_telemetry *tele;
     dl_session *s;
@@ -493,8 +495,8 @@ static int join_launcher(run_cmd *r)
     if (dl_comm_launched() <= 1)
         return -1;
     if (dl_comm_create(&r->comm, NULL) < 0) {
-        fprintf(stderr, "dlbench run: started as one of %d ranks, but: %s\n",
-                dl_comm_launched(), dl_error_message());
+        fprintf(stderr, "dlbench run: started as one of %d ranks, but: %s\n", dl_comm_launched(),
+                dl_error_message());
         return DL_EXIT_FAILED;
     }
     r->a.o.rank = dl_comm_rank(r->comm);
@@ -576,8 +578,7 @@ static int train(run_cmd *r)
     }
     char why[256];
     dl_control *ctl = NULL; /* RUN/control.sock for dlbench watch */
-    if (r->a.o.rank == 0 &&
-        dl_control_start(&ctl, dl_session_run_dir(s), t, why, sizeof why) < 0)
+    if (r->a.o.rank == 0 && dl_control_start(&ctl, dl_session_run_dir(s), t, why, sizeof why) < 0)
         fprintf(stderr, "dlbench run: no control socket: %s\n", why);
     dl_run_status st = dl_session_run(s);
     dl_control_stop(ctl);

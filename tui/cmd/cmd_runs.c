@@ -24,7 +24,10 @@ typedef struct run_row {
     cJSON *config, *summary;
 } run_row;
 
-static const cJSON *get(const cJSON *j, const char *k) { return cJSON_GetObjectItemCaseSensitive(j, k); }
+static const cJSON *get(const cJSON *j, const char *k)
+{
+    return cJSON_GetObjectItemCaseSensitive(j, k);
+}
 
 static const char *str_of(const cJSON *j, const char *k, const char *def)
 {
@@ -151,8 +154,9 @@ static int check_sort_key(const char *key, const run_row *rows, int n)
 {
     if (n == 0)
         return 0;
-    static const char *columns[] = {"id", "run", "name", "status", "device", "precision",
-                                    "duration", "steps", "epochs", "samples_per_s", "started"};
+    static const char *columns[] = {"id",     "run",           "name",     "status",
+                                    "device", "precision",     "duration", "steps",
+                                    "epochs", "samples_per_s", "started"};
     for (size_t i = 0; i < sizeof columns / sizeof *columns; i++)
         if (!strcmp(key, columns[i]))
             return 0;
@@ -221,7 +225,8 @@ static int matches(const run_row *r, char **filters, int nf)
             /* numbers compare by value: lr=0.05 matches 0.050 */
             char *end;
             double want = strtod(eq + 1, &end);
-            if (!v || !cJSON_IsNumber(v) || *end || fabs(v->valuedouble - want) > 1e-12 * fabs(want))
+            if (!v || !cJSON_IsNumber(v) || *end ||
+                fabs(v->valuedouble - want) > 1e-12 * fabs(want))
                 return 0;
         }
     }
@@ -279,7 +284,8 @@ static int diff_json(const char *name, const cJSON *a, const cJSON *b)
 static int runs_diff(const char *dir, const char *a, const char *b)
 {
     char pa[1100], pb[1100];
-    if (dl_runlog_resolve(dir, a, pa, sizeof pa) < 0 || dl_runlog_resolve(dir, b, pb, sizeof pb) < 0) {
+    if (dl_runlog_resolve(dir, a, pa, sizeof pa) < 0 ||
+        dl_runlog_resolve(dir, b, pb, sizeof pb) < 0) {
         fprintf(stderr, "dlbench runs diff: %s\n", dl_error_message());
         return 2;
     }
@@ -318,10 +324,10 @@ static int runs_diff(const char *dir, const char *a, const char *b)
             }
         }
     }
-    static const char *fields[] = {"model",     "optimizer", "schedule", "loss",    "batch",
-                                   "accumulate", "epochs",   "max_steps", "precision", "device",
-                                   "seed",      "data",      "callbacks", "script_sha256",
-                                   "version"};
+    static const char *fields[] = {"model",     "optimizer",     "schedule", "loss",
+                                   "batch",     "accumulate",    "epochs",   "max_steps",
+                                   "precision", "device",        "seed",     "data",
+                                   "callbacks", "script_sha256", "version"};
     for (size_t i = 0; i < sizeof fields / sizeof *fields; i++)
         diffs += diff_json(fields[i], get(r[0].config, fields[i]), get(r[1].config, fields[i]));
     if (!diffs)
@@ -379,8 +385,8 @@ static void print_json(const run_row *rows, int n, char **filters, int nf)
 /* `runs`: one line per matching run. */
 static void print_table(const run_row *rows, int n, char **filters, int nf, const char *dir)
 {
-    printf("%-40s %-10s %-8s %-5s %-5s %-20s %9s  %s\n", "id", "name", "status", "dev",
-           "prec", "best", "duration", "hyperparameters");
+    printf("%-40s %-10s %-8s %-5s %-5s %-20s %9s  %s\n", "id", "name", "status", "dev", "prec",
+           "best", "duration", "hyperparameters");
     int shown = 0;
     for (int i = 0; i < n; i++) {
         const run_row *r = &rows[i];
@@ -399,8 +405,8 @@ static void print_table(const run_row *rows, int n, char **filters, int nf, cons
         hparams_text(r, hp, sizeof hp);
         printf("%-40s %-10.10s %-8s %-5s %-5s %-20s %9s  %s\n", r->id,
                str_of(r->config, "name", "?"), str_of(r->summary, "status", "?"),
-               str_of(r->config, "device", "?"), str_of(r->config, "precision", "?"), bestcol,
-               dur, hp);
+               str_of(r->config, "device", "?"), str_of(r->config, "precision", "?"), bestcol, dur,
+               hp);
         shown++;
     }
     if (!shown)
@@ -489,7 +495,8 @@ int dl_cmd_runs(const dl_command *self, int argc, char **argv)
     char left[512];
     int nleft = dl_runlog_stale_temps(dir, 0, left, sizeof left);
     if (nleft > 0)
-        fprintf(stderr, "dlbench runs: note: %d half-made run folder%s left by a crash (not "
+        fprintf(stderr,
+                "dlbench runs: note: %d half-made run folder%s left by a crash (not "
                 "runs; the next run in %s removes %s): %s\n",
                 nleft, nleft == 1 ? "" : "s", dir, nleft == 1 ? "it" : "them", left);
     if (n > 1) /* rows is NULL when there are none */

@@ -39,7 +39,7 @@ typedef struct tune_args {
     long long trials; /* < 0: the study's own */
     long long seed;   /* < 0: the study's own */
     int jobs;
-    int worker;       /* > 0: a worker started by --jobs, its number */
+    int worker; /* > 0: a worker started by --jobs, its number */
     int report;
     int quiet;
     const char *out;
@@ -55,11 +55,11 @@ typedef struct tuner {
     char prefix[24]; /* "[job 2] " for workers */
     int tty;         /* an updating status line while a trial trains */
     int line_open;
-    int trial;       /* the trial training now, for the status line */
+    int trial; /* the trial training now, for the status line */
     int epochs;
     double last_hb;
-    dl_trial *current;  /* the trial being prepared or trained */
-    dl_session *sess;   /* its session (set by dl_session_prepare first thing) */
+    dl_trial *current; /* the trial being prepared or trained */
+    dl_session *sess;  /* its session (set by dl_session_prepare first thing) */
 } tuner;
 
 /* --- signals ------------------------------------------------------------------- */
@@ -130,8 +130,7 @@ static void shell_word(char *buf, size_t size, const char *w)
     size_t len = strlen(buf);
     int plain = *w != 0;
     for (const char *c = w; *c; c++)
-        if (!strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-./=:,+@%",
-                    *c))
+        if (!strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-./=:,+@%", *c))
             plain = 0;
     if (plain) {
         snprintf(buf + len, size > len ? size - len : 0, " %s", w);
@@ -289,7 +288,8 @@ static void counts(const dl_study *st, int c[4], int *reused)
 static const dl_trial *trial_of_run(const tuner *tu, const char *dir)
 {
     dl_run_config cfg;
-    if (dl_records_config(dir, &cfg) != DL_OK || strcmp(cfg.study, tu->spec.name) || isnan(cfg.trial))
+    if (dl_records_config(dir, &cfg) != DL_OK || strcmp(cfg.study, tu->spec.name) ||
+        isnan(cfg.trial))
         return NULL;
     return dl_study_trial(tu->st, (int)cfg.trial);
 }
@@ -348,10 +348,10 @@ static void on_epoch(void *user, const dl_epoch_info *i)
     if (!tu->tty)
         return;
     const char *m = tu->spec.metric;
-    double v = !strcmp(m, "val_acc")      ? i->val_acc
-               : !strcmp(m, "val_loss")   ? i->val_loss
-               : !strcmp(m, "train_acc")  ? i->train_acc
-                                          : i->train_loss;
+    double v = !strcmp(m, "val_acc")     ? i->val_acc
+               : !strcmp(m, "val_loss")  ? i->val_loss
+               : !strcmp(m, "train_acc") ? i->train_acc
+                                         : i->train_loss;
     printf("\r\033[Ktrial %d  epoch %d/%d  %s %.4f", tu->trial, i->epoch + 1, tu->epochs, m, v);
     tu->line_open = 1;
     fflush(stdout);

@@ -15,35 +15,65 @@ typedef struct dl_command dl_command;
  * is the subcommand itself; "dlbench" for the workbench), and returns the
  * process exit status (tui/cmd/exit.h): 0 success, 1 failed run, 2 bad
  * input, 3 refused as a duplicate, 130 interrupted. */
-int dl_cmd_import(const dl_command *self, int argc, char **argv);  /* import SRC OUT.h5 */
-int dl_cmd_run(const dl_command *self, int argc, char **argv);     /* run SCRIPT [k=v..] */
-int dl_cmd_runs(const dl_command *self, int argc, char **argv);    /* runs [diff A B] */
-int dl_cmd_note(const dl_command *self, int argc, char **argv);    /* note RUN "text" */
-int dl_cmd_watch(const dl_command *self, int argc, char **argv);   /* watch [RUN] */
-int dl_cmd_tune(const dl_command *self, int argc, char **argv);    /* tune SCRIPT */
-int dl_cmd_profile(const dl_command *self, int argc, char **argv); /* profile SCRIPT */
+int dl_cmd_import(const dl_command *self, int argc, char **argv);    /* import SRC OUT.h5 */
+int dl_cmd_run(const dl_command *self, int argc, char **argv);       /* run SCRIPT [k=v..] */
+int dl_cmd_runs(const dl_command *self, int argc, char **argv);      /* runs [diff A B] */
+int dl_cmd_note(const dl_command *self, int argc, char **argv);      /* note RUN "text" */
+int dl_cmd_watch(const dl_command *self, int argc, char **argv);     /* watch [RUN] */
+int dl_cmd_tune(const dl_command *self, int argc, char **argv);      /* tune SCRIPT */
+int dl_cmd_profile(const dl_command *self, int argc, char **argv);   /* profile SCRIPT */
 int dl_cmd_workbench(const dl_command *self, int argc, char **argv); /* [SCRIPT] */
 
 /* The options' ids (dl_opt.id): one per spelling, shared by the commands
  * that accept it. */
 enum {
     DL_OPT_HELP = 1,
-    DL_OPT_OUT, DL_OPT_DEVICE, DL_OPT_SEED, DL_OPT_FORCE, DL_OPT_QUIET, DL_OPT_PRICE,
+    DL_OPT_OUT,
+    DL_OPT_DEVICE,
+    DL_OPT_SEED,
+    DL_OPT_FORCE,
+    DL_OPT_QUIET,
+    DL_OPT_PRICE,
     /* run */
-    DL_OPT_RESUME, DL_OPT_STOP_AFTER, DL_OPT_HPARAMS, DL_OPT_CHECK_PARITY, DL_OPT_PARITY_DEVICE,
+    DL_OPT_RESUME,
+    DL_OPT_STOP_AFTER,
+    DL_OPT_HPARAMS,
+    DL_OPT_CHECK_PARITY,
+    DL_OPT_PARITY_DEVICE,
     DL_OPT_PARITY_TOL,
     /* the workbench, watch */
-    DL_OPT_START, DL_OPT_STUDY,
+    DL_OPT_START,
+    DL_OPT_STUDY,
     /* runs */
-    DL_OPT_JSON, DL_OPT_SORT, DL_OPT_DESC, DL_OPT_FILTER,
+    DL_OPT_JSON,
+    DL_OPT_SORT,
+    DL_OPT_DESC,
+    DL_OPT_FILTER,
     /* tune */
-    DL_OPT_TRIALS, DL_OPT_JOBS, DL_OPT_WORKER, DL_OPT_REPORT,
+    DL_OPT_TRIALS,
+    DL_OPT_JOBS,
+    DL_OPT_WORKER,
+    DL_OPT_REPORT,
     /* profile */
-    DL_OPT_STEPS, DL_OPT_WARMUP, DL_OPT_BY, DL_OPT_TRACE, DL_OPT_WHOLE_RUN, DL_OPT_RING,
-    DL_OPT_ROWS, DL_OPT_NO_MONITOR,
+    DL_OPT_STEPS,
+    DL_OPT_WARMUP,
+    DL_OPT_BY,
+    DL_OPT_TRACE,
+    DL_OPT_WHOLE_RUN,
+    DL_OPT_RING,
+    DL_OPT_ROWS,
+    DL_OPT_NO_MONITOR,
     /* import */
-    DL_OPT_LABEL, DL_OPT_VAL_FRACTION, DL_OPT_SPLIT, DL_OPT_CLASS_NAMES, DL_OPT_SYNTHETIC,
-    DL_OPT_SAMPLES, DL_OPT_CLASSES, DL_OPT_NOISE, DL_OPT_CHUNK, DL_OPT_GZIP
+    DL_OPT_LABEL,
+    DL_OPT_VAL_FRACTION,
+    DL_OPT_SPLIT,
+    DL_OPT_CLASS_NAMES,
+    DL_OPT_SYNTHETIC,
+    DL_OPT_SAMPLES,
+    DL_OPT_CLASSES,
+    DL_OPT_NOISE,
+    DL_OPT_CHUNK,
+    DL_OPT_GZIP
 };
 
 typedef int (*dl_command_fn)(const dl_command *self, int argc, char **argv);

@@ -21,15 +21,15 @@ enum { DL_OPTS_END = 0, DL_OPTS_ARG = -1, DL_OPTS_ERROR = -2 };
 
 /* A walk over argv[1..argc-1]; the caller owns the storage. */
 typedef struct dl_opts {
-    const char *prog;    /* "dlbench run": the errors' prefix (progbuf) */
+    const char *prog; /* "dlbench run": the errors' prefix (progbuf) */
     char progbuf[48];
-    const dl_opt *opts;  /* ends with an entry whose name is NULL */
+    const dl_opt *opts; /* ends with an entry whose name is NULL */
     int argc;
     char **argv;
-    int next;            /* the argv index read next */
-    int ended;           /* "--" was seen: the rest are positional */
-    const char *value;   /* the option's value, or the positional argument */
-    const dl_opt *opt;   /* the option matched (NULL for a positional) */
+    int next;          /* the argv index read next */
+    int ended;         /* "--" was seen: the rest are positional */
+    const char *value; /* the option's value, or the positional argument */
+    const dl_opt *opt; /* the option matched (NULL for a positional) */
 } dl_opts;
 
 /* Starts a walk over argv[1..argc-1] (argv[0] is the command's name). prog

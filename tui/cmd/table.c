@@ -17,10 +17,22 @@
 #pragma weak dl_cmd_profile
 #pragma weak dl_cmd_workbench
 
-#define HELP {DL_OPT_HELP, "--help", "-h", NULL, "show this help and exit", 0}
-#define END {0, NULL, NULL, NULL, NULL, 0}
-#define DEVICE(what) {DL_OPT_DEVICE, "--device", NULL, "cpu|cuda|auto", what, 0}
-#define PRICE(what) {DL_OPT_PRICE, "--price-per-hour", NULL, "P", what, 0}
+#define HELP                                                                                       \
+    {                                                                                              \
+        DL_OPT_HELP, "--help", "-h", NULL, "show this help and exit", 0                            \
+    }
+#define END                                                                                        \
+    {                                                                                              \
+        0, NULL, NULL, NULL, NULL, 0                                                               \
+    }
+#define DEVICE(what)                                                                               \
+    {                                                                                              \
+        DL_OPT_DEVICE, "--device", NULL, "cpu|cuda|auto", what, 0                                  \
+    }
+#define PRICE(what)                                                                                \
+    {                                                                                              \
+        DL_OPT_PRICE, "--price-per-hour", NULL, "P", what, 0                                       \
+    }
 
 static const dl_opt workbench_opts[] = {
     {0, "SCRIPT", NULL, NULL, "an experiment script (default: scripts/fmnist_mlp.lua)", 0},
@@ -29,8 +41,8 @@ static const dl_opt workbench_opts[] = {
     DEVICE("train on cpu, cuda or auto (default: the script's choice)"),
     {DL_OPT_SEED, "--seed", NULL, "N", "the random seed (default: the script's, else 0)", 0},
     {DL_OPT_START, "--start", NULL, NULL, "start the training at once (else press r)", 0},
-    {DL_OPT_FORCE, "--force", NULL, NULL,
-     "train even if a finished run has the same configuration", 0},
+    {DL_OPT_FORCE, "--force", NULL, NULL, "train even if a finished run has the same configuration",
+     0},
     PRICE("what the machine costs an hour (default: $DLBENCH_PRICE_PER_HOUR): cost in the "
           "status bar and summary.json"),
     HELP,
@@ -43,8 +55,8 @@ static const dl_opt run_opts[] = {
     {DL_OPT_OUT, "--out", NULL, "DIR", "where run folders go (default: runs)", 0},
     {DL_OPT_RESUME, "--resume", NULL, "RUN",
      "continue RUN (folder, name or hash) from its checkpoint", 0},
-    {DL_OPT_FORCE, "--force", NULL, NULL,
-     "run even if a finished run has the same configuration", 0},
+    {DL_OPT_FORCE, "--force", NULL, NULL, "run even if a finished run has the same configuration",
+     0},
     {DL_OPT_STOP_AFTER, "--stop-after", NULL, "N",
      "stop cleanly after N optimizer steps (checkpoint, \"stopped\")", 0},
     PRICE("the machine's price per hour (default: $DLBENCH_PRICE_PER_HOUR): cost in "
@@ -74,8 +86,10 @@ static const dl_opt tune_opts[] = {
     {0, "SCRIPT", NULL, NULL, "returns dl.study{...}: its objective(trial) returns an experiment",
      0},
     {0, "k=v", NULL, NULL, "override a hyperparameter the script declares with dl.hparams", 0},
-    {DL_OPT_TRIALS, "--trials", NULL, "N", "the study's total number of trials (default: the "
-                                           "script's)", 0},
+    {DL_OPT_TRIALS, "--trials", NULL, "N",
+     "the study's total number of trials (default: the "
+     "script's)",
+     0},
     {DL_OPT_JOBS, "--jobs", NULL, "N", "run N worker processes sharing the study (default 1)", 0},
     {DL_OPT_SEED, "--seed", NULL, "N", "the sampler's seed (default: the script's, else 0)", 0},
     {DL_OPT_OUT, "--out", NULL, "DIR",
@@ -89,8 +103,10 @@ static const dl_opt tune_opts[] = {
     END};
 
 static const dl_opt runs_opts[] = {
-    {0, "KEY, k", NULL, NULL, "a column (status, name, device, precision, duration), a "
-                              "hyperparameter (lr) or a metric (val_acc: its best value)", 0},
+    {0, "KEY, k", NULL, NULL,
+     "a column (status, name, device, precision, duration), a "
+     "hyperparameter (lr) or a metric (val_acc: its best value)",
+     0},
     {DL_OPT_OUT, "--out", NULL, "DIR", "where run folders are (default: runs)", 0},
     {DL_OPT_JSON, "--json", NULL, NULL, "print the runs' config and summary as a JSON array", 0},
     {DL_OPT_SORT, "--sort", NULL, "KEY", "sort by KEY (default: by folder name, oldest first)", 0},
@@ -126,8 +142,10 @@ static const dl_opt profile_opts[] = {
     END};
 
 static const dl_opt import_opts[] = {
-    {0, "SRC", NULL, NULL, "a folder of IDX files, an IDX images file (labels found by name) or "
-                           "a CSV file with a header row", 0},
+    {0, "SRC", NULL, NULL,
+     "a folder of IDX files, an IDX images file (labels found by name) or "
+     "a CSV file with a header row",
+     0},
     {DL_OPT_LABEL, "--label", NULL, "COLUMN", "CSV: the label column (name, or 0-based index)", 0},
     {DL_OPT_VAL_FRACTION, "--val-fraction", NULL, "F", "move a random fraction F of /train to /val",
      0},

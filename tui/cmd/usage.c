@@ -44,8 +44,8 @@ static void print_opt(const dl_opt *o, FILE *f)
     if (o->id == 0)
         snprintf(names, sizeof names, "%s", o->name);
     else
-        snprintf(names, sizeof names, "%s%s%s%s%s", o->alias ? o->alias : "",
-                 o->alias ? ", " : "", o->name, o->arg ? " " : "", o->arg ? o->arg : "");
+        snprintf(names, sizeof names, "%s%s%s%s%s", o->alias ? o->alias : "", o->alias ? ", " : "",
+                 o->name, o->arg ? " " : "", o->arg ? o->arg : "");
     if (strlen(names) > 20)
         fprintf(f, "  %s\n%24s", names, "");
     else
@@ -58,8 +58,8 @@ void dl_command_usage(const dl_command *c, FILE *f)
     const char *line = c->synopsis;
     for (int n = 0; *line; n++) {
         size_t len = strcspn(line, "\n");
-        fprintf(f, "%s dlbench%s%s %.*s\n", n ? "      " : "usage:", c->name[0] ? " " : "",
-                c->name, (int)len, line);
+        fprintf(f, "%s dlbench%s%s %.*s\n", n ? "      " : "usage:", c->name[0] ? " " : "", c->name,
+                (int)len, line);
         line += len + (line[len] == '\n');
     }
     fprintf(f, "%s\n\n", c->summary);
