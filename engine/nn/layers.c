@@ -192,8 +192,18 @@ static int conv_setup(dl_layer *l, dl_model *m, const dl_shape *in, dl_shape *ou
                  extent - 2 * C->pad, extent - 2 * C->pad, extent, C->pad);
         return shape_error(l, in, e);
     }
-    C->d = (dl_conv_desc){0,         C->cin, h, w, C->cout,   C->kernel,  C->kernel,
-                          C->stride, C->pad, p, q, C->groups, C->dilation};
+    C->d = (dl_conv_desc){.c = C->cin,
+                          .h = h,
+                          .w = w,
+                          .k = C->cout,
+                          .r = C->kernel,
+                          .s = C->kernel,
+                          .stride = C->stride,
+                          .pad = C->pad,
+                          .p = p,
+                          .q = q,
+                          .groups = C->groups,
+                          .dilation = C->dilation};
     *out = (dl_shape){3, {C->cout, p, q}};
     int cg = C->cin / C->groups;
     float bound = 1.0f / sqrtf((float)(cg * C->kernel * C->kernel));
