@@ -613,10 +613,9 @@ typedef void (*sp_fn)(float *out, size_t ostride, const float *base, size_t bstr
             _mm512_storeu_ps(out + (size_t)(a / (V)) * os + 16 * (a % (V)), acc[a]);               \
     }
 SP_DEF(1, 1)
-SP_DEF(1, 2)
-SP_DEF(1, 3) SP_DEF(1, 4) SP_DEF(1, 5) SP_DEF(1, 6) SP_DEF(1, 7) SP_DEF(1, 8) SP_DEF(1, 9)
-    SP_DEF(1, 10) SP_DEF(1, 11) SP_DEF(1, 12) SP_DEF(3, 1) SP_DEF(3, 2) SP_DEF(3, 3) SP_DEF(3, 4)
-        SP_DEF(3, 5) SP_DEF(3, 6) SP_DEF(3, 7) SP_DEF(3, 8)
+SP_DEF(1, 2) SP_DEF(1, 3) SP_DEF(1, 4) SP_DEF(1, 5) SP_DEF(1, 6) SP_DEF(1, 7) SP_DEF(1, 8)
+    SP_DEF(1, 9) SP_DEF(1, 10) SP_DEF(1, 11) SP_DEF(1, 12) SP_DEF(3, 1) SP_DEF(3, 2) SP_DEF(3, 3)
+        SP_DEF(3, 4) SP_DEF(3, 5) SP_DEF(3, 6) SP_DEF(3, 7) SP_DEF(3, 8)
 #undef SP_DEF
 
             static const sp_fn sp_rows1[13] = {NULL,    sp_1_1,  sp_1_2, sp_1_3, sp_1_4,
