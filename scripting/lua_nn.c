@@ -98,7 +98,8 @@ static int nn_linear(lua_State *L)
     return finish_layer(L, u, dl_nn_linear((int)in, (int)out, bias), fn, name);
 }
 
-/* nn.Conv2d(in, out, kernel [, stride [, pad]] [, {stride, pad, bias, name}]) */
+/* nn.Conv2d(in, out, kernel [, stride [, padding]] [, {stride, padding, pad,
+ * bias, groups, dilation, name}]): PyTorch's names, pad an alias of padding. */
 static int nn_conv2d(lua_State *L)
 {
     const char *fn = "nn.Conv2d";
@@ -114,19 +115,22 @@ static int nn_conv2d(lua_State *L)
     int oi = trailing_opts(L, arg);
     if (!oi && !lua_isnoneornil(L, arg))
         dl_lua_argerror(L, fn, arg, "options",
-                        "a table {stride = 1, pad = 0, bias = true, name = \"...\"}");
+                        "a table {stride = 1, padding = 0, bias = true, groups = 1, "
+                        "dilation = 1, name = \"...\"}");
     dl_lua_opts o;
     dl_lua_opt_begin(&o, L, fn, oi, 0);
-    stride = dl_lua_opt_integer(&o, "stride", stride, 1);
+    dl_conv2d_opts co = {0};
+    co.stride = dl_lua_opt_int(&o, "stride", (int)stride, 1);
     pad = dl_lua_opt_integer(&o, "pad", pad, 0);
-    pad = dl_lua_opt_integer(&o, "padding", pad, 0);
-    int bias = dl_lua_opt_boolean(&o, "bias", 1);
+    co.padding = dl_lua_opt_int(&o, "padding", (int)pad, 0);
+    co.bias = dl_lua_opt_boolean(&o, "bias", 1);
+    co.groups = dl_lua_opt_int(&o, "groups", 1, 1);
+    co.dilation = dl_lua_opt_int(&o, "dilation", 1, 1);
     char name[48];
     dl_lua_opt_string(&o, "name", "", name, sizeof name);
     dl_lua_opt_check(&o);
     lua_layer *u = push_layer(L);
-    return finish_layer(L, u, dl_nn_conv2d((int)in, (int)out, (int)k, (int)stride, (int)pad, bias),
-                        fn, name);
+    return finish_layer(L, u, dl_nn_conv2d_with((int)in, (int)out, (int)k, &co), fn, name);
 }
 
 static int pool(lua_State *L, const char *fn, int max)
@@ -169,6 +173,41 @@ static int name_only(lua_State *L, const char *fn, int idx, char *name, size_t s
     return 0;
 }
 
+/* nn.AdaptiveAvgPool2d(size | {h, w} [, {name}]): size 1 is global average
+ * pooling; nn.GlobalAvgPool2d() is AdaptiveAvgPool2d(1). */
+static int adaptive_pool(lua_State *L, const char *fn, int global)
+{
+    long h = 1, w = 1;
+    int arg = 1;
+    if (!global && lua_type(L, 1) == LUA_TTABLE && !lua_getmetatable(L, 1) && luaL_len(L, 1) == 2) {
+        lua_geti(L, 1, 1);
+        lua_geti(L, 1, 2);
+        if (!lua_isinteger(L, -2) || !lua_isinteger(L, -1) || lua_tointeger(L, -2) < 1 ||
+            lua_tointeger(L, -1) < 1)
+            dl_lua_argerror(L, fn, 1, "output_size", "a positive integer or {h, w} of them");
+        h = (long)lua_tointeger(L, -2);
+        w = (long)lua_tointeger(L, -1);
+        lua_pop(L, 2);
+        arg = 2;
+    } else if (!global) {
+        if (!lua_isinteger(L, 1) || lua_tointeger(L, 1) < 1)
+            dl_lua_argerror(L, fn, 1, "output_size",
+                            "a positive integer or {h, w} of them (1: global average pooling)");
+        h = w = (long)lua_tointeger(L, 1);
+        arg = 2;
+    }
+    char name[48];
+    name_only(L, fn, arg, name, sizeof name);
+    lua_layer *u = push_layer(L);
+    return finish_layer(L, u, dl_nn_adaptive_avgpool2d((int)h, (int)w), fn, name);
+}
+
+static int nn_adaptive_avgpool2d(lua_State *L)
+{
+    return adaptive_pool(L, "nn.AdaptiveAvgPool2d", 0);
+}
+static int nn_global_avgpool2d(lua_State *L) { return adaptive_pool(L, "nn.GlobalAvgPool2d", 1); }
+
 static int activation(lua_State *L, const char *fn, dl_act kind)
 {
     char name[48];
@@ -181,6 +220,7 @@ static int nn_relu(lua_State *L) { return activation(L, "nn.ReLU", DL_ACT_RELU);
 static int nn_gelu(lua_State *L) { return activation(L, "nn.GELU", DL_ACT_GELU); }
 static int nn_tanh(lua_State *L) { return activation(L, "nn.Tanh", DL_ACT_TANH); }
 static int nn_sigmoid(lua_State *L) { return activation(L, "nn.Sigmoid", DL_ACT_SIGMOID); }
+static int nn_silu(lua_State *L) { return activation(L, "nn.SiLU", DL_ACT_SILU); }
 
 static int nn_dropout(lua_State *L)
 {
@@ -232,6 +272,14 @@ static int nn_flatten(lua_State *L)
     name_only(L, "nn.Flatten", 1, name, sizeof name);
     lua_layer *u = push_layer(L);
     return finish_layer(L, u, dl_nn_flatten(), "nn.Flatten", name);
+}
+
+static int nn_identity(lua_State *L)
+{
+    char name[48];
+    name_only(L, "nn.Identity", 1, name, sizeof name);
+    lua_layer *u = push_layer(L);
+    return finish_layer(L, u, dl_nn_identity(), "nn.Identity", name);
 }
 
 static int nn_embedding(lua_State *L)
@@ -314,17 +362,39 @@ static int nn_sequential(lua_State *L)
     return 1;
 }
 
+/* nn.Residual(block [, {shortcut = layer, name}]): block(x) + shortcut(x),
+ * the identity when no shortcut is given. */
 static int nn_residual(lua_State *L)
 {
     const char *fn = "nn.Residual";
     lua_layer *b = check_free_layer(L, 1, fn, 1, "block");
+    int oi = trailing_opts(L, 2);
+    if (!oi && !lua_isnoneornil(L, 2))
+        dl_lua_argerror(L, fn, 2, "options", "a table {shortcut = layer, name = \"...\"}");
+    dl_lua_opts o;
+    dl_lua_opt_begin(&o, L, fn, oi, 0);
     char name[48];
-    name_only(L, fn, 2, name, sizeof name);
+    dl_lua_opt_string(&o, "name", "", name, sizeof name);
+    lua_layer *sc = NULL;
+    if (dl_lua_opt_push(&o, "shortcut") != LUA_TNIL) {
+        sc = luaL_testudata(L, -1, DL_LAYER_MT);
+        if (!sc)
+            dl_lua_fielderror(L, fn, "shortcut", "a layer (nn.Conv2d(...), nn.Sequential{...})");
+        if (!sc->l)
+            dl_lua_error(L, "%s: shortcut %s is already part of another container or model", fn,
+                         sc->text);
+        if (sc == b)
+            dl_lua_error(L, "%s: the block and the shortcut must be different layers", fn);
+    }
+    lua_pop(L, 1);
+    dl_lua_opt_check(&o);
     lua_layer *u = push_layer(L);
-    dl_layer *r = dl_nn_residual(b->l);
+    dl_layer *r = dl_nn_residual_shortcut(b->l, sc ? sc->l : NULL);
     if (!r)
         return dl_lua_error(L, "%s: %s", fn, dl_error_message());
     consume(b);
+    if (sc)
+        consume(sc);
     return finish_layer(L, u, r, fn, name);
 }
 
@@ -404,16 +474,20 @@ int dl_lua_open_nn(lua_State *L)
                                    {"Conv2d", nn_conv2d},
                                    {"MaxPool2d", nn_maxpool2d},
                                    {"AvgPool2d", nn_avgpool2d},
+                                   {"AdaptiveAvgPool2d", nn_adaptive_avgpool2d},
+                                   {"GlobalAvgPool2d", nn_global_avgpool2d},
                                    {"ReLU", nn_relu},
                                    {"GELU", nn_gelu},
                                    {"Tanh", nn_tanh},
                                    {"Sigmoid", nn_sigmoid},
+                                   {"SiLU", nn_silu},
                                    {"Dropout", nn_dropout},
                                    {"BatchNorm", nn_batchnorm},
                                    {"BatchNorm1d", nn_batchnorm},
                                    {"BatchNorm2d", nn_batchnorm},
                                    {"LayerNorm", nn_layernorm},
                                    {"Flatten", nn_flatten},
+                                   {"Identity", nn_identity},
                                    {"Embedding", nn_embedding},
                                    {"Sequential", nn_sequential},
                                    {"Residual", nn_residual},

@@ -238,17 +238,27 @@ static void test_gemm_edges(void)
 /* ---------------------------------------------------------------------- */
 /* convolution                                                             */
 
+/* A descriptor with groups and dilation (1: dense, adjacent taps). */
+static dl_conv_desc conv_desc_gd(int n, int c, int h, int w, int k, int r, int s, int stride,
+                                 int pad, int groups, int dilation)
+{
+    dl_conv_desc d = {n, c, h, w, k, r, s, stride, pad, 0, 0, groups, dilation};
+    d.p = (h + 2 * pad - dilation * (r - 1) - 1) / stride + 1;
+    d.q = (w + 2 * pad - dilation * (s - 1) - 1) / stride + 1;
+    return d;
+}
+
 static dl_conv_desc conv_desc(int n, int c, int h, int w, int k, int r, int s, int stride, int pad)
 {
-    dl_conv_desc d = {n, c, h, w, k, r, s, stride, pad, 0, 0};
-    d.p = (h + 2 * pad - r) / stride + 1;
-    d.q = (w + 2 * pad - s) / stride + 1;
-    return d;
+    return conv_desc_gd(n, c, h, w, k, r, s, stride, pad, 1, 1);
 }
 
 static size_t xsize(const dl_conv_desc *d) { return (size_t)d->n * d->c * d->h * d->w; }
 static size_t ysize(const dl_conv_desc *d) { return (size_t)d->n * d->k * d->p * d->q; }
-static size_t wsize(const dl_conv_desc *d) { return (size_t)d->k * d->c * d->r * d->s; }
+static size_t wsize(const dl_conv_desc *d)
+{
+    return (size_t)d->k * (d->c / dl_conv_groups(d)) * d->r * d->s;
+}
 
 /* Visits every (output, input, weight) triple of the convolution and
  * calls back with their flat indices: the one definition of the
@@ -256,20 +266,23 @@ static size_t wsize(const dl_conv_desc *d) { return (size_t)d->k * d->c * d->r *
 typedef void (*conv_visit)(void *ctx, size_t yi, size_t xi, size_t wi);
 static void conv_for_each(const dl_conv_desc *d, conv_visit fn, void *ctx)
 {
+    /* output channel kk sees the cg input channels of its group */
+    int cg = d->c / dl_conv_groups(d), kg = d->k / dl_conv_groups(d), dil = dl_conv_dilation(d);
     for (int i = 0; i < d->n; i++)
         for (int kk = 0; kk < d->k; kk++)
             for (int oh = 0; oh < d->p; oh++)
                 for (int ow = 0; ow < d->q; ow++)
-                    for (int ch = 0; ch < d->c; ch++)
+                    for (int cl = 0; cl < cg; cl++)
                         for (int kr = 0; kr < d->r; kr++)
                             for (int ks = 0; ks < d->s; ks++) {
-                                int ih = oh * d->stride - d->pad + kr;
-                                int iw = ow * d->stride - d->pad + ks;
+                                int ch = kk / kg * cg + cl;
+                                int ih = oh * d->stride - d->pad + kr * dil;
+                                int iw = ow * d->stride - d->pad + ks * dil;
                                 if (ih < 0 || ih >= d->h || iw < 0 || iw >= d->w)
                                     continue;
                                 size_t yi = (((size_t)i * d->k + kk) * d->p + oh) * d->q + ow;
                                 size_t xi = (((size_t)i * d->c + ch) * d->h + ih) * d->w + iw;
-                                size_t wi = (((size_t)kk * d->c + ch) * d->r + kr) * d->s + ks;
+                                size_t wi = (((size_t)kk * cg + cl) * d->r + kr) * d->s + ks;
                                 fn(ctx, yi, xi, wi);
                             }
 }
@@ -401,6 +414,34 @@ static void test_conv_reference(void)
     /* a batch larger than one workspace chunk (several GEMM passes) */
     d = conv_desc(40, 16, 24, 24, 8, 3, 3, 1, 1);
     conv_case(&d, DL_F32, 1);
+}
+
+/* Grouped, depthwise and dilated convolutions (cpu_conv_grouped.c)
+ * against the same double reference, in f32, bf16 and f16; more
+ * (image, group) pairs than the path's 16 parts. */
+static void test_conv_grouped(void)
+{
+    static const int cases[][11] = {
+        /* n, c, h, w, k, r, s, stride, pad, groups, dilation */
+        {2, 6, 7, 6, 4, 3, 3, 1, 1, 2, 1},   {3, 4, 8, 7, 4, 3, 3, 2, 1, 4, 1},
+        {2, 3, 6, 6, 6, 3, 3, 1, 1, 3, 1},   {1, 3, 9, 8, 6, 3, 3, 1, 2, 3, 2},
+        {2, 4, 10, 9, 5, 3, 2, 1, 2, 1, 2},  {5, 8, 5, 5, 8, 1, 1, 1, 0, 8, 1},
+        {9, 16, 6, 6, 32, 3, 3, 2, 1, 4, 1}, {2, 16, 12, 12, 16, 5, 5, 1, 2, 16, 1},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const int *c = cases[i];
+        dl_conv_desc d =
+            conv_desc_gd(c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7], c[8], c[9], c[10]);
+        conv_case(&d, DL_F32, (int)(i & 1));
+        conv_case(&d, i % 2 ? DL_BF16 : DL_F16, 1);
+    }
+    /* channels not divisible by the groups, dilation that leaves no output */
+    float buf[256] = {0};
+    dl_conv_desc d = conv_desc_gd(1, 6, 5, 5, 4, 3, 3, 1, 1, 4, 1);
+    CHECK(dl_cpu_conv_forward(cpu(), &d, buf, buf, buf, NULL, buf, DL_F32) == DL_EINVAL);
+    CHECK(strstr(dl_error_message(), "divisible") != NULL);
+    d = conv_desc_gd(1, 2, 5, 5, 2, 3, 3, 1, 0, 2, 3);
+    CHECK(dl_cpu_conv_backward_data(cpu(), &d, buf, buf, buf, buf, DL_F32) == DL_ESHAPE);
 }
 
 /* The sparse-dy backward (f32, channels a multiple of 16) against the
@@ -653,6 +694,47 @@ static void test_pool_fd(void)
         }
     }
     free(x), free(g), free(y), free(dx);
+}
+
+/* Adaptive average pooling against a reference that lists each window by
+ * PyTorch's formula (floor(i*h/p) .. ceil((i+1)*h/p)): global, windows
+ * that overlap (7 -> 3, 9 -> 4), an output larger than the input; the
+ * backward onto a random dx against the adjoint sum. */
+static void test_adaptive_pool(void)
+{
+    static const int cases[][6] = {
+        {2, 3, 7, 7, 1, 1}, {2, 2, 8, 6, 4, 3}, {1, 3, 7, 9, 3, 4}, {1, 2, 3, 2, 5, 4},
+    };
+    for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
+        const int *c = cases[ci];
+        dl_pool_desc d = {c[0], c[1], c[2], c[3], 0, 0, 0, c[4], c[5]};
+        size_t planes = (size_t)d.n * d.c, nx = planes * d.h * d.w, ny = planes * d.p * d.q;
+        float *x = frandv(nx), *y = frandv(ny), *dy = frandv(ny), *dx = frandv(nx);
+        float *dx0 = fcopy(dx, nx);
+        double *want_dx = calloc(nx, sizeof *want_dx);
+        CHECK_OK(dl_cpu_adaptive_avgpool_forward(cpu(), &d, y, x));
+        CHECK_OK(dl_cpu_adaptive_avgpool_backward(cpu(), &d, dx, dy));
+        for (size_t pl = 0; pl < planes; pl++)
+            for (int i = 0; i < d.p; i++)
+                for (int j = 0; j < d.q; j++) {
+                    int h0 = i * d.h / d.p, h1 = ((i + 1) * d.h + d.p - 1) / d.p;
+                    int w0 = j * d.w / d.q, w1 = ((j + 1) * d.w + d.q - 1) / d.q;
+                    double s = 0, area = (double)(h1 - h0) * (w1 - w0);
+                    size_t yi = (pl * d.p + i) * d.q + j;
+                    for (int r = h0; r < h1; r++)
+                        for (int cc = w0; cc < w1; cc++) {
+                            s += x[(pl * d.h + r) * d.w + cc];
+                            want_dx[(pl * d.h + r) * d.w + cc] += dy[yi] / area;
+                        }
+                    CHECK_NEAR(y[yi], s / area, 1e-6);
+                }
+        for (size_t i = 0; i < nx; i++)
+            CHECK_NEAR(dx[i], dx0[i] + want_dx[i], 1e-5);
+        free(x), free(y), free(dy), free(dx), free(dx0), free(want_dx);
+    }
+    dl_pool_desc bad = {1, 1, 4, 4, 0, 0, 0, 0, 1};
+    float buf[16];
+    CHECK(dl_cpu_adaptive_avgpool_forward(cpu(), &bad, buf, buf) == DL_EINVAL);
 }
 
 /* ---------------------------------------------------------------------- */
@@ -920,10 +1002,12 @@ int main(void)
     RUN(test_gemm_widened);
     RUN(test_gemm_edges);
     RUN(test_conv_reference);
+    RUN(test_conv_grouped);
     RUN(test_conv_sparse_dy);
     RUN(test_conv_fd);
     RUN(test_conv_errors);
     RUN(test_pool_reference);
+    RUN(test_adaptive_pool);
     RUN(test_pool_fd);
     RUN(test_relu_maxpool_fused);
     RUN(test_batchnorm);

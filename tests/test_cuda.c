@@ -321,9 +321,10 @@ static void test_gemm(void)
 
 static void conv_case(dl_conv_desc d, dl_dtype compute, int with_bias)
 {
-    d.p = (d.h + 2 * d.pad - d.r) / d.stride + 1;
-    d.q = (d.w + 2 * d.pad - d.s) / d.stride + 1;
-    size_t nx = (size_t)d.n * d.c * d.h * d.w, nw = (size_t)d.k * d.c * d.r * d.s;
+    int dil = dl_conv_dilation(&d), cg = d.c / dl_conv_groups(&d);
+    d.p = (d.h + 2 * d.pad - dil * (d.r - 1) - 1) / d.stride + 1;
+    d.q = (d.w + 2 * d.pad - dil * (d.s - 1) - 1) / d.stride + 1;
+    size_t nx = (size_t)d.n * d.c * d.h * d.w, nw = (size_t)d.k * cg * d.r * d.s;
     size_t ny = (size_t)d.n * d.k * d.p * d.q;
     pair x = pair_rand(nx, -1, 1, 21), w = pair_rand(nw, -1, 1, 22), b = pair_rand(d.k, -1, 1, 23);
     pair y = pair_const(ny, 0), dy = pair_rand(ny, -1, 1, 24);
@@ -343,9 +344,10 @@ static void conv_case(dl_conv_desc d, dl_dtype compute, int with_bias)
                                             compute));
     double rel = compute != DL_F32 ? 1e-4 : tf32 ? 2e-3 : 1e-5;
     char what[128];
-    snprintf(what, sizeof what, "conv %s n%d c%d %dx%d k%d %dx%d s%d p%d", dl_dtype_name(compute),
-             d.n, d.c, d.h, d.w, d.k, d.r, d.s, d.stride, d.pad);
-    double kf = sqrt((double)d.c * d.r * d.s), kd = sqrt((double)d.k * d.r * d.s),
+    snprintf(what, sizeof what, "conv %s n%d c%d %dx%d k%d %dx%d s%d p%d g%d d%d",
+             dl_dtype_name(compute), d.n, d.c, d.h, d.w, d.k, d.r, d.s, d.stride, d.pad,
+             dl_conv_groups(&d), dil);
+    double kf = sqrt((double)cg * d.r * d.s), kd = sqrt((double)d.k * d.r * d.s),
            kw = sqrt((double)d.n * d.p * d.q);
     compare_f32(&y, ny, rel * kf, rel, what);
     compare_f32(&dx, nx, rel * kd, rel, what);
@@ -369,6 +371,15 @@ static void test_conv(void)
         {.n = 3, .c = 8, .h = 12, .w = 11, .k = 16, .r = 3, .s = 3, .stride = 2, .pad = 1},
         {.n = 4, .c = 16, .h = 7, .w = 7, .k = 8, .r = 1, .s = 1, .stride = 1, .pad = 0},
         {.n = 2, .c = 1, .h = 28, .w = 28, .k = 6, .r = 5, .s = 5, .stride = 1, .pad = 2},
+        /* grouped, depthwise (groups == c, with a multiplier of 2), dilated */
+        {.n = 2, .c = 8, .h = 9, .w = 10, .k = 12, .r = 3, .s = 3, .stride = 1, .pad = 1,
+         .groups = 4},
+        {.n = 3, .c = 16, .h = 14, .w = 14, .k = 16, .r = 3, .s = 3, .stride = 2, .pad = 1,
+         .groups = 16},
+        {.n = 2, .c = 6, .h = 8, .w = 8, .k = 12, .r = 3, .s = 3, .stride = 1, .pad = 1,
+         .groups = 6},
+        {.n = 2, .c = 4, .h = 11, .w = 9, .k = 6, .r = 3, .s = 3, .stride = 1, .pad = 2,
+         .groups = 2, .dilation = 2},
     };
     dl_dtype types[] = {DL_F32, DL_BF16, DL_F16};
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
@@ -485,9 +496,9 @@ static void test_act(void)
 {
     NEED_GPU();
     size_t n = 10007;
-    dl_act kinds[] = {DL_ACT_RELU, DL_ACT_GELU, DL_ACT_TANH, DL_ACT_SIGMOID};
-    const char *names[] = {"relu", "gelu", "tanh", "sigmoid"};
-    for (int k = 0; k < 4; k++) {
+    dl_act kinds[] = {DL_ACT_RELU, DL_ACT_GELU, DL_ACT_TANH, DL_ACT_SIGMOID, DL_ACT_SILU};
+    const char *names[] = {"relu", "gelu", "tanh", "sigmoid", "silu"};
+    for (int k = 0; k < 5; k++) {
         pair x = pair_rand(n, -6, 6, 61), y = pair_const(n, 0), dy = pair_rand(n, -1, 1, 62);
         pair dx = pair_rand(n, -1, 1, 63);
         CHECK_OK(cpu->ops->act_forward(cpu, kinds[k], y.c, x.c, n));
@@ -579,6 +590,39 @@ static void test_pool(void)
     for (int i = 0; i < 3; i++) {
         pool_case(shapes[i], DL_POOL_MAX);
         pool_case(shapes[i], DL_POOL_AVG);
+    }
+}
+
+/* Adaptive average pooling: global (1x1), divisible and overlapping
+ * windows (9 -> 4), an output larger than the input. */
+static void test_adaptive_pool(void)
+{
+    NEED_GPU();
+    if (!gpu->ops->adaptive_avgpool_forward || !cpu->ops->adaptive_avgpool_forward) {
+        SKIP("a backend has no adaptive average pooling");
+        return;
+    }
+    dl_pool_desc shapes[] = {
+        {.n = 3, .c = 16, .h = 7, .w = 7, .p = 1, .q = 1},
+        {.n = 2, .c = 5, .h = 8, .w = 6, .p = 4, .q = 3},
+        {.n = 2, .c = 3, .h = 9, .w = 7, .p = 4, .q = 5},
+        {.n = 1, .c = 2, .h = 3, .w = 2, .p = 5, .q = 4},
+    };
+    for (int i = 0; i < 4; i++) {
+        dl_pool_desc d = shapes[i];
+        size_t nx = (size_t)d.n * d.c * d.h * d.w, ny = (size_t)d.n * d.c * d.p * d.q;
+        pair x = pair_rand(nx, -1, 1, 121), y = pair_const(ny, 0);
+        pair dy = pair_rand(ny, -1, 1, 122), dx = pair_rand(nx, -1, 1, 123);
+        CHECK_OK(cpu->ops->adaptive_avgpool_forward(cpu, &d, y.c, x.c));
+        CHECK_OK(gpu->ops->adaptive_avgpool_forward(gpu, &d, y.g, x.g));
+        compare_f32(&y, ny, 1e-6, TOL, "adaptive avgpool y");
+        CHECK_OK(cpu->ops->adaptive_avgpool_backward(cpu, &d, dx.c, dy.c));
+        CHECK_OK(gpu->ops->adaptive_avgpool_backward(gpu, &d, dx.g, dy.g));
+        compare_f32(&dx, nx, 1e-6, TOL, "adaptive avgpool dx");
+        pair_free(&x);
+        pair_free(&y);
+        pair_free(&dy);
+        pair_free(&dx);
     }
 }
 
@@ -869,6 +913,7 @@ int main(void)
     RUN(test_arith);
     RUN(test_dropout);
     RUN(test_pool);
+    RUN(test_adaptive_pool);
     RUN(test_batchnorm);
     RUN(test_layernorm);
     RUN(test_embedding);

@@ -1,5 +1,6 @@
 /* test_nn.c - layers and losses against finite differences; optimizers and schedules against hand-computed values */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -239,6 +240,262 @@ static void test_residual_grad(void)
     dl_nn_sequential_add(seq, dl_nn_activation(DL_ACT_TANH));
     gradcheck(dl_nn_residual(seq), (dl_shape){1, {6}}, 3, 1);
 }
+static dl_layer *conv_gd(int in, int out, int k, int stride, int pad, int groups, int dilation)
+{
+    dl_conv2d_opts o = {stride, pad, dilation, groups, 1};
+    return dl_nn_conv2d_with(in, out, k, &o);
+}
+static void test_conv_grouped_grad(void)
+{
+    gradcheck(conv_gd(4, 6, 3, 1, 1, 2, 1), (dl_shape){3, {4, 5, 6}}, 2, 1);
+}
+static void test_conv_depthwise_grad(void)
+{
+    gradcheck(conv_gd(3, 3, 3, 2, 1, 3, 1), (dl_shape){3, {3, 7, 6}}, 2, 1);
+    gradcheck(conv_gd(2, 4, 3, 1, 1, 2, 1), (dl_shape){3, {2, 5, 5}}, 2, 1); /* multiplier 2 */
+}
+static void test_conv_dilated_grad(void)
+{
+    gradcheck(conv_gd(2, 3, 3, 1, 2, 1, 2), (dl_shape){3, {2, 7, 6}}, 2, 1);
+}
+static void test_adaptive_pool_grad(void)
+{
+    gradcheck(dl_nn_adaptive_avgpool2d(1, 1), (dl_shape){3, {3, 5, 4}}, 2, 1);
+    gradcheck(dl_nn_adaptive_avgpool2d(3, 2), (dl_shape){3, {2, 7, 5}}, 2, 1);
+}
+static void test_silu_grad(void)
+{
+    gradcheck(dl_nn_activation(DL_ACT_SILU), (dl_shape){1, {9}}, 3, 1);
+    /* the values: x * sigmoid(x) */
+    harness h;
+    CHECK_OK(harness_init(&h, dl_nn_activation(DL_ACT_SILU), &(dl_shape){1, {4}}, 1));
+    dl_pass p;
+    dl_model_pass(h.m, &p, 1, 0, DL_PREC_F32, 0, 0);
+    float *y = dl_model_output(h.m);
+    CHECK_OK(h.l->vt->forward(h.l, &p, h.x, y));
+    for (int i = 0; i < 4; i++)
+        CHECK_NEAR(y[i], h.x[i] / (1.0 + exp(-(double)h.x[i])), 1e-6);
+    harness_done(&h);
+}
+static void test_identity_grad(void)
+{
+    gradcheck(dl_nn_identity(), (dl_shape){3, {2, 3, 2}}, 2, 1);
+    /* after a layer in a Sequential: its backward_set writes the gradient */
+    dl_layer *seq = dl_nn_sequential();
+    dl_nn_sequential_add(seq, dl_nn_linear(5, 4, 1));
+    dl_nn_sequential_add(seq, dl_nn_identity());
+    dl_nn_sequential_add(seq, dl_nn_linear(4, 3, 1));
+    gradcheck(seq, (dl_shape){1, {5}}, 3, 1);
+}
+
+/* conv 3x3 (stride) -> BN -> act -> conv 3x3 -> BN, the ResNet block
+ * (act ReLU; GELU for finite differences, which ReLU's kink would spoil). */
+static dl_layer *basic_block_act(int cin, int cout, int stride, dl_act act)
+{
+    dl_layer *b = dl_nn_sequential();
+    dl_conv2d_opts o1 = {stride, 1, 1, 1, 0}, o2 = {1, 1, 1, 1, 0};
+    dl_nn_sequential_add(b, dl_nn_conv2d_with(cin, cout, 3, &o1));
+    dl_nn_sequential_add(b, dl_nn_batchnorm(cout, 1e-5f, 0.1f));
+    dl_nn_sequential_add(b, dl_nn_activation(act));
+    dl_nn_sequential_add(b, dl_nn_conv2d_with(cout, cout, 3, &o2));
+    dl_nn_sequential_add(b, dl_nn_batchnorm(cout, 1e-5f, 0.1f));
+    return b;
+}
+
+static dl_layer *basic_block(int cin, int cout, int stride)
+{
+    return basic_block_act(cin, cout, stride, DL_ACT_RELU);
+}
+
+/* 1x1 conv (stride) -> BN: the projection shortcut. */
+static dl_layer *projection(int cin, int cout, int stride)
+{
+    dl_layer *s = dl_nn_sequential();
+    dl_conv2d_opts o = {stride, 0, 1, 1, 0};
+    dl_nn_sequential_add(s, dl_nn_conv2d_with(cin, cout, 1, &o));
+    dl_nn_sequential_add(s, dl_nn_batchnorm(cout, 1e-5f, 0.1f));
+    return s;
+}
+
+static void test_residual_projection_grad(void)
+{
+    /* a stride-2 block that doubles the channels, the shortcut projects */
+    gradcheck(dl_nn_residual_shortcut(basic_block_act(2, 4, 2, DL_ACT_GELU), projection(2, 4, 2)),
+              (dl_shape){3, {2, 6, 6}}, 3, 1);
+    /* inside a Sequential, after a layer: the residual writes its dx
+     * (backward_set) with and without a shortcut */
+    dl_layer *blk = dl_nn_sequential();
+    dl_nn_sequential_add(blk, dl_nn_linear(6, 6, 1));
+    dl_nn_sequential_add(blk, dl_nn_activation(DL_ACT_TANH));
+    dl_layer *seq = dl_nn_sequential();
+    dl_nn_sequential_add(seq, dl_nn_linear(5, 6, 1));
+    dl_nn_sequential_add(seq, dl_nn_residual_shortcut(blk, dl_nn_linear(6, 6, 0)));
+    dl_nn_sequential_add(seq, dl_nn_residual(dl_nn_linear(6, 6, 1)));
+    gradcheck(seq, (dl_shape){1, {5}}, 3, 1);
+}
+
+static void test_residual_shape_error(void)
+{
+    /* the block halves the image, the shortcut does not */
+    dl_model *m = NULL;
+    dl_layer *r = dl_nn_residual_shortcut(basic_block(2, 4, 2), projection(2, 4, 1));
+    int rc = dl_model_create(&m, r, &(dl_shape){3, {2, 8, 8}});
+    CHECK(rc == DL_ESHAPE && m == NULL);
+    const char *msg = dl_error_message();
+    CHECK_MSG(strstr(msg, "nn.Residual") && strstr(msg, "block Sequential1 gives [4, 4, 4]") &&
+                  strstr(msg, "shortcut Sequential7 gives [4, 8, 8]"),
+              "message: %s", msg);
+    /* an identity shortcut on a block that changes the shape */
+    rc = dl_model_create(&m, dl_nn_residual(dl_nn_linear(3, 4, 1)), &(dl_shape){1, {3}});
+    CHECK(rc == DL_ESHAPE);
+    CHECK_MSG(strstr(dl_error_message(), "gives [4] but the identity shortcut gives [3]"),
+              "message: %s", dl_error_message());
+    /* groups that do not divide the channels, a zero output size */
+    CHECK(conv_gd(6, 4, 3, 1, 1, 4, 1) == NULL);
+    CHECK_MSG(strstr(dl_error_message(), "divisible by groups 4"), "message: %s",
+              dl_error_message());
+    CHECK(dl_nn_adaptive_avgpool2d(0, 1) == NULL);
+}
+
+/* --- golden values from PyTorch (tests/golden/resnet_block.py) ------------ */
+
+typedef struct golden {
+    char name[16];
+    size_t n;
+    float *v;
+} golden;
+
+#define GOLDEN_MAX 32
+
+/* Reads case `name` of tests/golden/resnet_block.txt: its tensors and its
+ * meta integers. Returns the number of tensors (0: file or case missing). */
+static int golden_read(const char *name, golden *g, int *meta, int nmeta)
+{
+    FILE *f = fopen("tests/golden/resnet_block.txt", "r");
+    if (!f)
+        return 0;
+    char tok[64];
+    int in_case = 0, count = 0;
+    while (fscanf(f, "%63s", tok) == 1) {
+        if (tok[0] == '#') {
+            char line[256];
+            if (!fgets(line, sizeof line, f))
+                break;
+        } else if (!strcmp(tok, "case")) {
+            if (in_case || fscanf(f, "%63s", tok) != 1)
+                break;
+            in_case = !strcmp(tok, name);
+        } else if (!strcmp(tok, "meta")) {
+            for (int i = 0; i < nmeta; i++)
+                if (fscanf(f, "%d", &meta[i]) != 1 || !in_case)
+                    meta[i] = 0; /* another case's: skipped below as values */
+        } else if (!strcmp(tok, "tensor")) {
+            golden t = {{0}, 0, NULL};
+            if (fscanf(f, "%15s %zu", t.name, &t.n) != 2)
+                break;
+            t.v = malloc((t.n + 1) * sizeof *t.v);
+            for (size_t i = 0; i < t.n; i++)
+                if (fscanf(f, "%f", &t.v[i]) != 1)
+                    t.v[i] = NAN;
+            if (in_case && count < GOLDEN_MAX)
+                g[count++] = t;
+            else
+                free(t.v);
+        }
+    }
+    fclose(f);
+    return count;
+}
+
+static const golden *golden_find(const golden *g, int n, const char *name)
+{
+    for (int i = 0; i < n; i++)
+        if (!strcmp(g[i].name, name))
+            return &g[i];
+    return NULL;
+}
+
+/* got against want within 1e-4 of want's largest magnitude. */
+static void golden_compare(const char *what, const float *got, const golden *want)
+{
+    double mx = 1e-12, worst = 0;
+    for (size_t i = 0; i < want->n; i++)
+        mx = fmax(mx, fabs(want->v[i]));
+    for (size_t i = 0; i < want->n; i++)
+        worst = fmax(worst, fabs(got[i] - want->v[i]) / mx);
+    CHECK_MSG(worst <= 1e-4, "%s: worst error %.3g of its largest value (limit 1e-4)", what, worst);
+}
+
+/* Runs root (training mode) on the case's x and parameters; compares the
+ * output, the input gradient and every parameter gradient of sum(r * y). */
+static void golden_case(const char *name, dl_layer *root, dl_shape in, int n)
+{
+    golden g[GOLDEN_MAX];
+    int meta[1];
+    int ng = golden_read(name, g, meta, 0);
+    harness h;
+    CHECK_OK(harness_init(&h, root, &in, n));
+    if (check_current_failed)
+        return;
+    CHECK_MSG(ng > 0, "tests/golden/resnet_block.txt lacks case %s (run tests/golden/resnet_block.py)",
+              name);
+    const golden *x = golden_find(g, ng, "x"), *r = golden_find(g, ng, "r");
+    const golden *y = golden_find(g, ng, "y"), *dx = golden_find(g, ng, "dx");
+    CHECK(x && r && y && dx && x->n == h.nin && r->n == h.nout && y->n == h.nout);
+    dl_model_state s;
+    dl_model_get_state(h.m, &s);
+    int np = dl_model_num_params(h.m);
+    for (int k = 0; k < np && !check_current_failed; k++) {
+        char pn[16];
+        snprintf(pn, sizeof pn, "p%d", k);
+        const golden *pv = golden_find(g, ng, pn);
+        const dl_param *pp = dl_model_param(h.m, k);
+        CHECK_MSG(pv && pv->n == pp->count, "%s: parameter %s (%s)", name, pn, pp->name);
+        if (pv && pv->n == pp->count)
+            memcpy(s.params + pp->offset, pv->v, pv->n * 4);
+    }
+    if (!check_current_failed) {
+        memcpy(h.x, x->v, h.nin * 4);
+        memcpy(h.r, r->v, h.nout * 4);
+        memset(s.grads, 0, s.count * 4);
+        dl_pass p;
+        dl_model_pass(h.m, &p, h.n, 1, DL_PREC_F32, 5, 3);
+        float *out = dl_model_output(h.m);
+        CHECK_OK(h.l->vt->forward(h.l, &p, h.x, out));
+        golden_compare("y", out, y);
+        CHECK_OK(h.l->vt->backward(h.l, &p, h.x, out, h.r, h.dx));
+        golden_compare("dx", h.dx, dx);
+        for (int k = 0; k < np; k++) {
+            char gn[16];
+            snprintf(gn, sizeof gn, "g%d", k);
+            const golden *gv = golden_find(g, ng, gn);
+            const dl_param *pp = dl_model_param(h.m, k);
+            CHECK_MSG(gv && gv->n == pp->count, "%s: gradient %s", name, gn);
+            if (gv && gv->n == pp->count)
+                golden_compare(pp->name, s.grads + pp->offset, gv);
+        }
+    }
+    for (int i = 0; i < ng; i++)
+        free(g[i].v);
+    harness_done(&h);
+}
+
+static void test_golden_convs(void)
+{
+    golden_case("grouped_conv", conv_gd(6, 4, 3, 1, 1, 2, 1), (dl_shape){3, {6, 7, 6}}, 2);
+    golden_case("depthwise_conv", conv_gd(4, 4, 3, 2, 1, 4, 1), (dl_shape){3, {4, 8, 7}}, 2);
+    golden_case("dilated_conv", conv_gd(3, 6, 3, 1, 2, 3, 2), (dl_shape){3, {3, 9, 8}}, 1);
+}
+
+static void test_golden_basic_block(void)
+{
+    /* relu(block(x) + projection(x)), 4 -> 8 channels, stride 2 */
+    dl_layer *seq = dl_nn_sequential();
+    dl_nn_sequential_add(seq, dl_nn_residual_shortcut(basic_block(4, 8, 2), projection(4, 8, 2)));
+    dl_nn_sequential_add(seq, dl_nn_activation(DL_ACT_RELU));
+    golden_case("basic_block", seq, (dl_shape){3, {4, 8, 8}}, 3);
+}
+
 static void test_sequential_grad(void)
 {
     dl_layer *seq = dl_nn_sequential();
@@ -731,6 +988,16 @@ int main(void)
     RUN(test_embedding_grad);
     RUN(test_residual_grad);
     RUN(test_sequential_grad);
+    RUN(test_conv_grouped_grad);
+    RUN(test_conv_depthwise_grad);
+    RUN(test_conv_dilated_grad);
+    RUN(test_adaptive_pool_grad);
+    RUN(test_silu_grad);
+    RUN(test_identity_grad);
+    RUN(test_residual_projection_grad);
+    RUN(test_residual_shape_error);
+    RUN(test_golden_convs);
+    RUN(test_golden_basic_block);
     RUN(test_relu_pool_fusion);
     RUN(test_train_flops);
     RUN(test_batchnorm_eval);

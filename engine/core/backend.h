@@ -25,17 +25,32 @@
 
 typedef enum { DL_DEVICE_CPU = 0, DL_DEVICE_CUDA = 1 } dl_device;
 
-typedef enum { DL_ACT_RELU, DL_ACT_GELU, DL_ACT_TANH, DL_ACT_SIGMOID } dl_act;
+/* SILU is x * sigmoid(x). */
+typedef enum { DL_ACT_RELU, DL_ACT_GELU, DL_ACT_TANH, DL_ACT_SIGMOID, DL_ACT_SILU } dl_act;
 
 typedef enum { DL_POOL_MAX, DL_POOL_AVG } dl_pool_kind;
 
-/* Convolution of x [n, c, h, w] with w [k, c, r, s] -> y [n, k, p, q]. */
+/* Convolution of x [n, c, h, w] with w [k, c/groups, r, s] -> y [n, k, p, q]:
+ * output channel kk sees only the input channels of its group, g = kk /
+ * (k/groups), channels [g*c/groups, (g+1)*c/groups). A kernel tap (kr, ks)
+ * reads input row oh*stride - pad + kr*dilation (columns likewise), so
+ * p = (h + 2*pad - dilation*(r-1) - 1) / stride + 1. groups and dilation
+ * 0 mean 1 (descriptors written before they existed). */
 typedef struct dl_conv_desc {
     int n, c, h, w;    /* input */
     int k, r, s;       /* output channels, kernel height, width */
     int stride, pad;   /* same in both directions */
     int p, q;          /* output height, width */
+    int groups;        /* c and k divisible by it; 0 or 1: dense */
+    int dilation;      /* 0 or 1: adjacent taps */
 } dl_conv_desc;
+
+/* The effective groups and dilation of d (0 read as 1). */
+static inline int dl_conv_groups(const dl_conv_desc *d) { return d->groups > 1 ? d->groups : 1; }
+static inline int dl_conv_dilation(const dl_conv_desc *d)
+{
+    return d->dilation > 1 ? d->dilation : 1;
+}
 
 /* Pooling of x [n, c, h, w] -> y [n, c, p, q] with a square window. */
 typedef struct dl_pool_desc {
@@ -221,6 +236,18 @@ typedef struct dl_backend_ops {
      * (scratch, operand copies, convolution workspaces), taken again on
      * next use. The trainer calls it on the device a training leaves. */
     void (*trim)(dl_backend *be);
+
+    /* Optional: adaptive average pooling of x [n, c, h, w] -> y [n, c, p, q]
+     * (d->size, stride and pad unused): output (i, j) is the mean over
+     * rows [floor(i*h/p), ceil((i+1)*h/p)) and columns [floor(j*w/q),
+     * ceil((j+1)*w/q)), as PyTorch's AdaptiveAvgPool2d; p = q = 1 is global
+     * average pooling. NULL: AdaptiveAvgPool2d reports the backend lacks it. */
+    int (*adaptive_avgpool_forward)(dl_backend *be, const dl_pool_desc *d, float *y,
+                                    const float *x);
+    /* dx [n, c, h, w] += the share of dy [n, c, p, q] of each window that
+     * holds the input cell (dy / window area, summed over windows). */
+    int (*adaptive_avgpool_backward)(dl_backend *be, const dl_pool_desc *d, float *dx,
+                                     const float *dy);
 } dl_backend_ops;
 
 /* A backend instance: the op table plus its private context. */

@@ -51,6 +51,22 @@ int dl_cpu_conv_backward_data(dl_backend *be, const dl_conv_desc *d, float *dx, 
                               const float *w, void *ws, dl_dtype compute);
 int dl_cpu_conv_backward_filter(dl_backend *be, const dl_conv_desc *d, float *dw, float *db,
                                 const float *dy, const float *x, void *ws, dl_dtype compute);
+/* cpu_conv_grouped.c: descriptors with groups > 1 or dilation > 1 (the
+ * conv entry points above hand them over; same contracts). */
+int dl_cpu_conv_grouped_check(const dl_conv_desc *d, dl_dtype compute, const char *op);
+size_t dl_cpu_conv_grouped_workspace(const dl_conv_desc *d, dl_dtype compute);
+int dl_cpu_conv_grouped_forward(dl_backend *be, const dl_conv_desc *d, float *y, const float *x,
+                                const float *w, const float *b, void *ws, dl_dtype compute);
+int dl_cpu_conv_grouped_backward_data(dl_backend *be, const dl_conv_desc *d, float *dx,
+                                      const float *dy, const float *w, void *ws, dl_dtype compute);
+int dl_cpu_conv_grouped_backward_filter(dl_backend *be, const dl_conv_desc *d, float *dw, float *db,
+                                        const float *dy, const float *x, void *ws,
+                                        dl_dtype compute);
+/* cpu_adaptive_pool.c */
+int dl_cpu_adaptive_avgpool_forward(dl_backend *be, const dl_pool_desc *d, float *y,
+                                    const float *x);
+int dl_cpu_adaptive_avgpool_backward(dl_backend *be, const dl_pool_desc *d, float *dx,
+                                     const float *dy);
 int dl_cpu_pool_forward(dl_backend *be, dl_pool_kind kind, const dl_pool_desc *d, float *y,
                         const float *x);
 int dl_cpu_relu_maxpool_forward(dl_backend *be, const dl_pool_desc *d, float *y, const float *x);

@@ -111,6 +111,8 @@ static const dl_backend_ops cpu_ops = {
     .relu_maxpool_forward = dl_cpu_relu_maxpool_forward,
     .relu_maxpool_backward = dl_cpu_relu_maxpool_backward,
     .trim = cpu_trim,
+    .adaptive_avgpool_forward = dl_cpu_adaptive_avgpool_forward,
+    .adaptive_avgpool_backward = dl_cpu_adaptive_avgpool_backward,
 };
 
 /* Fills be as a CPU backend with its own context and `threads` workers

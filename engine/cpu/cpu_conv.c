@@ -25,6 +25,8 @@
  * channels a multiple of 16: a sparse path that visits only dy's nonzeros
  * (see "sparse dy backward" below), chosen per call by measured density.
  *
+ * Grouped, depthwise and dilated convolutions go to cpu_conv_grouped.c.
+ *
  * Workspace (dl_cpu_conv_workspace): col [crs, chunk*pq] and t [k, chunk*pq]
  * at 4 bytes an element, plus a low-precision copy of w [k*crs].
  */
@@ -79,9 +81,17 @@ static int check_desc(const dl_conv_desc *d, dl_dtype compute, const char *op)
 static int sparse_fits(const dl_conv_desc *d, dl_dtype compute);
 static size_t sparse_workspace(const dl_conv_desc *d);
 
+/* Grouped, depthwise or dilated: cpu_conv_grouped.c does those. */
+static int is_grouped(const dl_conv_desc *d)
+{
+    return d->groups > 1 || d->dilation > 1 || d->groups < 0 || d->dilation < 0;
+}
+
 /* Bytes of workspace the three conv ops need for d: see the file comment. */
 size_t dl_cpu_conv_workspace(dl_backend *be, const dl_conv_desc *d, dl_dtype compute)
 {
+    if (is_grouped(d))
+        return dl_cpu_conv_grouped_workspace(d, compute);
     if (check_desc(d, compute, "conv_workspace") < 0)
         return 0;
     size_t rows = (size_t)chunk_images(d) * d->p * d->q;
@@ -892,6 +902,8 @@ static void fwd_image_task(void *arg, size_t begin, size_t end)
 int dl_cpu_conv_forward(dl_backend *be, const dl_conv_desc *d, float *y, const float *x,
                         const float *w, const float *b, void *ws, dl_dtype compute)
 {
+    if (is_grouped(d))
+        return dl_cpu_conv_grouped_forward(be, d, y, x, w, b, ws, compute);
     DL_TRY(check_desc(d, compute, "conv_forward"));
     if (use_direct(d))
         return direct_forward(be, d, y, x, w, b, compute);
@@ -922,6 +934,8 @@ int dl_cpu_conv_forward(dl_backend *be, const dl_conv_desc *d, float *y, const f
 int dl_cpu_conv_backward_data(dl_backend *be, const dl_conv_desc *d, float *dx, const float *dy,
                               const float *w, void *ws, dl_dtype compute)
 {
+    if (is_grouped(d))
+        return dl_cpu_conv_grouped_backward_data(be, d, dx, dy, w, ws, compute);
     DL_TRY(check_desc(d, compute, "conv_backward_data"));
 #if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
     if (use_sparse(d, compute, dy)) {
@@ -981,6 +995,8 @@ static void db_task_fn(void *arg, size_t begin, size_t end)
 int dl_cpu_conv_backward_filter(dl_backend *be, const dl_conv_desc *d, float *dw, float *db,
                                 const float *dy, const float *x, void *ws, dl_dtype compute)
 {
+    if (is_grouped(d))
+        return dl_cpu_conv_grouped_backward_filter(be, d, dw, db, dy, x, ws, compute);
     DL_TRY(check_desc(d, compute, "conv_backward_filter"));
 #if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
     if (use_direct(d)) {

@@ -322,6 +322,10 @@ static void act_fwd_range(void *p, size_t b, size_t e)
         for (size_t i = b; i < e; i++)
             y[i] = 1.0f / (1.0f + expf(-x[i]));
         break;
+    case DL_ACT_SILU:
+        for (size_t i = b; i < e; i++)
+            y[i] = x[i] / (1.0f + expf(-x[i]));
+        break;
     }
 }
 
@@ -374,6 +378,12 @@ static void act_bwd_range(void *p, size_t b, size_t e)
     case DL_ACT_SIGMOID:
         for (size_t i = b; i < e; i++)
             dx[i] += dy[i] * y[i] * (1.0f - y[i]);
+        break;
+    case DL_ACT_SILU: /* d/dx x s(x) = s(x) (1 + x (1 - s(x))) */
+        for (size_t i = b; i < e; i++) {
+            float sg = 1.0f / (1.0f + expf(-x[i]));
+            dx[i] += dy[i] * sg * (1.0f + x[i] * (1.0f - sg));
+        }
         break;
     }
 }

@@ -417,6 +417,8 @@ static const dl_backend_ops cuda_ops = {
     NULL, /* relu_maxpool_forward: the layers run the two plain ops */
     NULL, /* relu_maxpool_backward */
     cu_trim,
+    cuda_adaptive_avgpool_forward,
+    cuda_adaptive_avgpool_backward,
 };
 
 /* Releases everything a (possibly half-built) context holds. */

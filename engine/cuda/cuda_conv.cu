@@ -4,7 +4,9 @@
  * forward, backward-data and backward-filter algorithms, chosen by
  * cudnnFind* the first time the shape is seen (conv_workspace or the first
  * op), falling back to cuDNN's heuristics (Get_v7) when Find fails.
- * DLBENCH_CUDNN_FIND=0 uses the heuristics only (quicker start).
+ * DLBENCH_CUDNN_FIND=0 uses the heuristics only (quicker start). Groups
+ * (cudnnSetConvolutionGroupCount, filter [k, c/groups, r, s]) and dilation
+ * are part of the descriptors and of the cache key.
  *
  * Precision. compute f32: f32 data; TF32 tensor cores allowed unless
  * DLBENCH_CUDA_TF32=0 (then FMA-only kernels). compute bf16/f16: the
@@ -72,11 +74,18 @@ void cuda_conv_cache_destroy(dl_backend *be)
     c->conv = NULL;
 }
 
+/* Floats of the filter w [k, c/groups, r, s]. */
+static size_t weight_count(const dl_conv_desc *d)
+{
+    return (size_t)d->k * (d->c / dl_conv_groups(d)) * d->r * d->s;
+}
+
 static int same_desc(const dl_conv_desc *a, const dl_conv_desc *b)
 {
     return a->n == b->n && a->c == b->c && a->h == b->h && a->w == b->w && a->k == b->k &&
            a->r == b->r && a->s == b->s && a->stride == b->stride && a->pad == b->pad &&
-           a->p == b->p && a->q == b->q;
+           a->p == b->p && a->q == b->q && dl_conv_groups(a) == dl_conv_groups(b) &&
+           dl_conv_dilation(a) == dl_conv_dilation(b);
 }
 
 /* The first result that ran, fits the workspace cap and keeps the
@@ -195,12 +204,15 @@ static int entry_init(dl_backend *be, conv_entry *e, int fma_only)
     CUDNN_TRY(cudnnCreateConvolutionDescriptor(&e->cbf));
     CUDNN_TRY(cudnnSetTensor4dDescriptor(e->xd, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, d->n, d->c,
                                          d->h, d->w));
-    CUDNN_TRY(cudnnSetFilter4dDescriptor(e->wd, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, d->k, d->c,
-                                         d->r, d->s));
+    /* grouped: the filter holds c/groups input channels per output channel */
+    int groups = dl_conv_groups(d), dil = dl_conv_dilation(d);
+    CUDNN_TRY(cudnnSetFilter4dDescriptor(e->wd, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, d->k,
+                                         d->c / groups, d->r, d->s));
     cudnnConvolutionDescriptor_t cds[3] = {e->cf, e->cbd, e->cbf};
     for (int i = 0; i < 3; i++) {
-        CUDNN_TRY(cudnnSetConvolution2dDescriptor(cds[i], d->pad, d->pad, d->stride, d->stride, 1,
-                                                  1, CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
+        CUDNN_TRY(cudnnSetConvolution2dDescriptor(cds[i], d->pad, d->pad, d->stride, d->stride, dil,
+                                                  dil, CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
+        CUDNN_TRY(cudnnSetConvolutionGroupCount(cds[i], groups));
         CUDNN_TRY(
             cudnnSetConvolutionMathType(cds[i], fma_only ? CUDNN_FMA_MATH : CUDNN_DEFAULT_MATH));
     }
@@ -208,10 +220,10 @@ static int entry_init(dl_backend *be, conv_entry *e, int fma_only)
     CUDNN_TRY(cudnnGetConvolution2dForwardOutputDim(e->cf, e->xd, e->wd, &on, &ok, &op, &oq));
     if (on != d->n || ok != d->k || op != d->p || oq != d->q)
         return cuda_error(DL_ESHAPE,
-                          "conv: %dx%d kernel, stride %d, pad %d on [%d, %d, %d, %d] gives "
-                          "[%d, %d, %d, %d], not [%d, %d, %d, %d]",
-                          d->r, d->s, d->stride, d->pad, d->n, d->c, d->h, d->w, on, ok, op, oq,
-                          d->n, d->k, d->p, d->q);
+                          "conv: %dx%d kernel, stride %d, pad %d, dilation %d on [%d, %d, %d, "
+                          "%d] gives [%d, %d, %d, %d], not [%d, %d, %d, %d]",
+                          d->r, d->s, d->stride, d->pad, dil, d->n, d->c, d->h, d->w, on, ok, op,
+                          oq, d->n, d->k, d->p, d->q);
     CUDNN_TRY(cudnnSetTensor4dDescriptor(e->yd, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, d->n, d->k,
                                          d->p, d->q));
     DL_TRY(choose_algos(be, e, fma_only));
@@ -227,7 +239,7 @@ static int entry_init(dl_backend *be, conv_entry *e, int fma_only)
     } else {
         e->off_x = ws;
         e->off_w = e->off_x + align256((size_t)d->n * d->c * d->h * d->w * sizeof(float));
-        e->off_dy = e->off_w + align256((size_t)d->k * d->c * d->r * d->s * sizeof(float));
+        e->off_dy = e->off_w + align256(weight_count(d) * sizeof(float));
         e->total = e->off_dy + align256((size_t)d->n * d->k * d->p * d->q * sizeof(float));
     }
     return DL_OK;
@@ -247,6 +259,10 @@ static int lookup(dl_backend *be, const dl_conv_desc *d, dl_dtype compute, conv_
                           "conv: bad shape (n %d, c %d, %dx%d, k %d, %dx%d, stride "
                           "%d, pad %d)",
                           d->n, d->c, d->h, d->w, d->k, d->r, d->s, d->stride, d->pad);
+    if (d->groups < 0 || d->dilation < 0 || d->c % dl_conv_groups(d) || d->k % dl_conv_groups(d))
+        return cuda_error(DL_EINVAL,
+                          "conv: %d input and %d output channels with groups %d, dilation %d", d->c,
+                          d->k, d->groups, d->dilation);
     if (!c->conv) {
         c->conv = (struct conv_cache *)calloc(1, sizeof *c->conv);
         if (!c->conv)
@@ -311,7 +327,7 @@ int cuda_conv_forward(dl_backend *be, const dl_conv_desc *d, float *y, const flo
     if (compute != DL_F32) {
         float *xr = (float *)(buf + e->off_x), *wr = (float *)(buf + e->off_w);
         DL_TRY(cuda_round_copy(be, xr, x, compute, (size_t)d->n * d->c * d->h * d->w));
-        DL_TRY(cuda_round_copy(be, wr, w, compute, (size_t)d->k * d->c * d->r * d->s));
+        DL_TRY(cuda_round_copy(be, wr, w, compute, weight_count(d)));
         x = xr;
         w = wr;
     }
@@ -334,7 +350,7 @@ int cuda_conv_backward_data(dl_backend *be, const dl_conv_desc *d, float *dx, co
     if (compute != DL_F32) {
         float *dyr = (float *)(buf + e->off_dy), *wr = (float *)(buf + e->off_w);
         DL_TRY(cuda_round_copy(be, dyr, dy, compute, (size_t)d->n * d->k * d->p * d->q));
-        DL_TRY(cuda_round_copy(be, wr, w, compute, (size_t)d->k * d->c * d->r * d->s));
+        DL_TRY(cuda_round_copy(be, wr, w, compute, weight_count(d)));
         dy = dyr;
         w = wr;
     }

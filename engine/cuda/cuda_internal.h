@@ -154,6 +154,9 @@ int cuda_pool_forward(dl_backend *be, dl_pool_kind kind, const dl_pool_desc *d, 
                       const float *x);
 int cuda_pool_backward(dl_backend *be, dl_pool_kind kind, const dl_pool_desc *d, float *dx,
                        const float *dy, const float *x, const float *y);
+int cuda_adaptive_avgpool_forward(dl_backend *be, const dl_pool_desc *d, float *y, const float *x);
+int cuda_adaptive_avgpool_backward(dl_backend *be, const dl_pool_desc *d, float *dx,
+                                   const float *dy);
 int cuda_batchnorm_forward(dl_backend *be, int training, int n, int c, int inner, float momentum,
                            float eps, float *y, const float *x, const float *gamma,
                            const float *beta, float *running_mean, float *running_var,

@@ -1,4 +1,4 @@
-/* cuda_kernels.cu - CUDA kernels: casts, elementwise ops, dropout, pooling, norms, embedding, losses, optimizers
+/* cuda_kernels.cu - CUDA kernels: casts, elementwise ops, dropout, pooling (adaptive too), norms, embedding, losses, optimizers
  *
  * Each op mirrors the CPU backend's arithmetic (engine/cpu/) so results
  * agree to rounding; nvcc contracts a*b+c into FMAs where the CPU does
@@ -334,6 +334,7 @@ __global__ void act_fwd_kernel(int kind, float *y, const float *x, size_t n)
         case DL_ACT_RELU: y[i] = v > 0 ? v : 0; break;
         case DL_ACT_GELU: y[i] = 0.5f * v * (1.0f + erff(v * 0.70710678118f)); break;
         case DL_ACT_TANH: y[i] = tanhf(v); break;
+        case DL_ACT_SILU: y[i] = v / (1.0f + expf(-v)); break;
         default: y[i] = 1.0f / (1.0f + expf(-v)); break;
         }
     }
@@ -354,6 +355,11 @@ __global__ void act_bwd_kernel(int kind, float *dx, const float *x, const float 
             break;
         }
         case DL_ACT_TANH: dx[i] += dy[i] * (1.0f - y[i] * y[i]); break;
+        case DL_ACT_SILU: { /* s(x) (1 + x (1 - s(x))) */
+            float v = x[i], sg = 1.0f / (1.0f + expf(-v));
+            dx[i] += dy[i] * sg * (1.0f + v * (1.0f - sg));
+            break;
+        }
         default: dx[i] += dy[i] * y[i] * (1.0f - y[i]); break;
         }
     }
@@ -361,7 +367,8 @@ __global__ void act_bwd_kernel(int kind, float *dx, const float *x, const float 
 
 static int check_act(dl_act kind)
 {
-    if (kind != DL_ACT_RELU && kind != DL_ACT_GELU && kind != DL_ACT_TANH && kind != DL_ACT_SIGMOID)
+    if (kind != DL_ACT_RELU && kind != DL_ACT_GELU && kind != DL_ACT_TANH &&
+        kind != DL_ACT_SIGMOID && kind != DL_ACT_SILU)
         return cuda_error(DL_EINVAL, "unknown activation %d", (int)kind);
     return DL_OK;
 }
@@ -619,6 +626,97 @@ int cuda_pool_backward(dl_backend *be, dl_pool_kind kind, const dl_pool_desc *d,
     pool_bwd_kernel<<<grid_for(be, total), THREADS, 0, CTX(be)->stream>>>(g, kind == DL_POOL_MAX,
                                                                           dx, dy, x, y);
     LAUNCH_CHECK("pool_backward");
+    return DL_OK;
+}
+
+/* --- adaptive average pooling --------------------------------------------------------- */
+
+/* PyTorch's window of output i over an input of `in` cells, out outputs. */
+__device__ __forceinline__ int awin_lo(int i, int in, int out)
+{
+    return (int)((long long)i * in / out);
+}
+__device__ __forceinline__ int awin_hi(int i, int in, int out)
+{
+    return (int)(((long long)(i + 1) * in + out - 1) / out);
+}
+
+/* One thread per output: the mean of its window. */
+__global__ void apool_fwd_kernel(pool_geom g, float *y, const float *x)
+{
+    size_t total = (size_t)g.n * g.c * g.p * g.q;
+    GRID_STRIDE(i, total)
+    {
+        int ow = (int)(i % g.q), oh = (int)(i / g.q % g.p);
+        size_t plane = i / ((size_t)g.p * g.q);
+        int h0 = awin_lo(oh, g.h, g.p), h1 = awin_hi(oh, g.h, g.p);
+        int w0 = awin_lo(ow, g.w, g.q), w1 = awin_hi(ow, g.w, g.q);
+        const float *xp = x + plane * g.h * g.w;
+        float s = 0;
+        for (int r = h0; r < h1; r++)
+            for (int c = w0; c < w1; c++)
+                s += xp[r * g.w + c];
+        y[i] = s / (float)((h1 - h0) * (w1 - w0));
+    }
+}
+
+/* One thread per input cell: the shares of the outputs whose windows hold
+ * it (rows [r*p/h - 1, (r+1)*p/h + 1] cover them; the test keeps the exact
+ * ones). */
+__global__ void apool_bwd_kernel(pool_geom g, float *dx, const float *dy)
+{
+    size_t total = (size_t)g.n * g.c * g.h * g.w;
+    GRID_STRIDE(i, total)
+    {
+        int iw = (int)(i % g.w), ih = (int)(i / g.w % g.h);
+        size_t plane = i / ((size_t)g.h * g.w);
+        const float *dyp = dy + plane * g.p * g.q;
+        int i0 = max(0, (int)((long long)ih * g.p / g.h) - 1);
+        int i1 = min(g.p - 1, (int)((long long)(ih + 1) * g.p / g.h) + 1);
+        int j0 = max(0, (int)((long long)iw * g.q / g.w) - 1);
+        int j1 = min(g.q - 1, (int)((long long)(iw + 1) * g.q / g.w) + 1);
+        float s = 0;
+        for (int oh = i0; oh <= i1; oh++) {
+            int h0 = awin_lo(oh, g.h, g.p), h1 = awin_hi(oh, g.h, g.p);
+            if (ih < h0 || ih >= h1)
+                continue;
+            for (int ow = j0; ow <= j1; ow++) {
+                int w0 = awin_lo(ow, g.w, g.q), w1 = awin_hi(ow, g.w, g.q);
+                if (iw >= w0 && iw < w1)
+                    s += dyp[oh * g.q + ow] / (float)((h1 - h0) * (w1 - w0));
+            }
+        }
+        dx[i] += s;
+    }
+}
+
+static int apool_check(const dl_pool_desc *d, pool_geom *g)
+{
+    if (d->n < 1 || d->c < 1 || d->h < 1 || d->w < 1 || d->p < 1 || d->q < 1)
+        return cuda_error(DL_EINVAL, "adaptive pool: bad descriptor n %d c %d %dx%d -> %dx%d", d->n,
+                          d->c, d->h, d->w, d->p, d->q);
+    *g = pool_geom{d->n, d->c, d->h, d->w, 0, 0, 0, d->p, d->q};
+    return DL_OK;
+}
+
+int cuda_adaptive_avgpool_forward(dl_backend *be, const dl_pool_desc *d, float *y, const float *x)
+{
+    pool_geom g;
+    DL_TRY(apool_check(d, &g));
+    size_t total = (size_t)d->n * d->c * d->p * d->q;
+    apool_fwd_kernel<<<grid_for(be, total), THREADS, 0, CTX(be)->stream>>>(g, y, x);
+    LAUNCH_CHECK("adaptive_avgpool_forward");
+    return DL_OK;
+}
+
+int cuda_adaptive_avgpool_backward(dl_backend *be, const dl_pool_desc *d, float *dx,
+                                   const float *dy)
+{
+    pool_geom g;
+    DL_TRY(apool_check(d, &g));
+    size_t total = (size_t)d->n * d->c * d->h * d->w;
+    apool_bwd_kernel<<<grid_for(be, total), THREADS, 0, CTX(be)->stream>>>(g, dx, dy);
+    LAUNCH_CHECK("adaptive_avgpool_backward");
     return DL_OK;
 }
 

@@ -1,4 +1,4 @@
-/* layers.c - leaf layers: Linear, Conv2d, pooling, activations, Dropout, norms, Flatten, Embedding */
+/* layers.c - leaf layers: Linear, Conv2d, pooling, activations, Dropout, norms, Flatten, Identity, Embedding */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -166,11 +166,11 @@ dl_layer *dl_nn_linear(int in, int out, int bias)
 }
 
 /* --- Conv2d ----------------------------------------------------------------- */
-/* x [c, h, w] -> y [k, p, q]; W [k, c, r, s]. */
+/* x [c, h, w] -> y [k, p, q]; W [k, c/groups, r, s]. */
 
 typedef struct {
     dl_layer base;
-    int cin, cout, kernel, stride, pad, bias;
+    int cin, cout, kernel, stride, pad, dilation, groups, bias;
     size_t w, b, ws;
     dl_conv_desc d;
     size_t ws_bytes;
@@ -184,21 +184,34 @@ static int conv_setup(dl_layer *l, dl_model *m, const dl_shape *in, dl_shape *ou
     if (in->ndim != 3 || in->dim[0] != C->cin)
         return shape_error(l, in, e);
     int h = (int)in->dim[1], w = (int)in->dim[2];
-    int p = (h + 2 * C->pad - C->kernel) / C->stride + 1;
-    int q = (w + 2 * C->pad - C->kernel) / C->stride + 1;
-    if (h + 2 * C->pad < C->kernel || w + 2 * C->pad < C->kernel || p < 1 || q < 1) {
+    int extent = C->dilation * (C->kernel - 1) + 1; /* the dilated kernel */
+    int p = (h + 2 * C->pad - extent) / C->stride + 1;
+    int q = (w + 2 * C->pad - extent) / C->stride + 1;
+    if (h + 2 * C->pad < extent || w + 2 * C->pad < extent || p < 1 || q < 1) {
         snprintf(e, sizeof e, "an image at least %dx%d (kernel %d, padding %d)",
-                 C->kernel - 2 * C->pad, C->kernel - 2 * C->pad, C->kernel, C->pad);
+                 extent - 2 * C->pad, extent - 2 * C->pad, extent, C->pad);
         return shape_error(l, in, e);
     }
-    C->d = (dl_conv_desc){0, C->cin, h, w, C->cout, C->kernel, C->kernel, C->stride, C->pad, p, q};
+    C->d = (dl_conv_desc){.c = C->cin,
+                          .h = h,
+                          .w = w,
+                          .k = C->cout,
+                          .r = C->kernel,
+                          .s = C->kernel,
+                          .stride = C->stride,
+                          .pad = C->pad,
+                          .p = p,
+                          .q = q,
+                          .groups = C->groups,
+                          .dilation = C->dilation};
     *out = (dl_shape){3, {C->cout, p, q}};
-    float bound = 1.0f / sqrtf((float)(C->cin * C->kernel * C->kernel));
-    dl_shape ws = {4, {C->cout, C->cin, C->kernel, C->kernel}}, bs = {1, {C->cout}};
+    int cg = C->cin / C->groups;
+    float bound = 1.0f / sqrtf((float)(cg * C->kernel * C->kernel));
+    dl_shape ws = {4, {C->cout, cg, C->kernel, C->kernel}}, bs = {1, {C->cout}};
     C->w = dl_model_add_param(m, l, "weight", &ws, DL_INIT_UNIFORM_FAN_IN, bound, 1);
     if (C->bias)
         C->b = dl_model_add_param(m, l, "bias", &bs, DL_INIT_UNIFORM_FAN_IN, bound, 0);
-    l->flops = 2.0 * C->cin * C->kernel * C->kernel * (double)C->cout * p * q;
+    l->flops = 2.0 * cg * C->kernel * C->kernel * (double)C->cout * p * q;
     return DL_OK;
 }
 
@@ -249,8 +262,13 @@ static int conv_backward(dl_layer *l, dl_pass *p, const float *x, const float *y
 static void conv_describe(const dl_layer *l, char *buf, size_t size)
 {
     const conv2d *C = (const conv2d *)l;
-    snprintf(buf, size, "Conv2d(%d, %d, %d, stride=%d, pad=%d)", C->cin, C->cout, C->kernel,
-             C->stride, C->pad);
+    char groups[24] = "", dilation[24] = "";
+    if (C->groups > 1)
+        snprintf(groups, sizeof groups, ", groups=%d", C->groups);
+    if (C->dilation > 1)
+        snprintf(dilation, sizeof dilation, ", dilation=%d", C->dilation);
+    snprintf(buf, size, "Conv2d(%d, %d, %d, stride=%d, pad=%d%s%s)", C->cin, C->cout, C->kernel,
+             C->stride, C->pad, groups, dilation);
 }
 
 static const dl_layer_vt conv_vt = {
@@ -262,13 +280,22 @@ static const dl_layer_vt conv_vt = {
     .describe = conv_describe,
 };
 
-dl_layer *dl_nn_conv2d(int in_ch, int out_ch, int kernel, int stride, int pad, int bias)
+dl_layer *dl_nn_conv2d_with(int in_ch, int out_ch, int kernel, const dl_conv2d_opts *o)
 {
-    if (in_ch < 1 || out_ch < 1 || kernel < 1 || stride < 1 || pad < 0) {
+    int groups = o->groups ? o->groups : 1, dilation = o->dilation ? o->dilation : 1;
+    if (in_ch < 1 || out_ch < 1 || kernel < 1 || o->stride < 1 || o->padding < 0 || groups < 1 ||
+        dilation < 1) {
         dl_error(DL_EINVAL,
-                 "Conv2d(%d, %d, %d, stride=%d, pad=%d): channels, kernel and stride must be "
-                 "positive and padding non-negative",
-                 in_ch, out_ch, kernel, stride, pad);
+                 "Conv2d(%d, %d, %d, stride=%d, padding=%d, groups=%d, dilation=%d): channels, "
+                 "kernel, stride, groups and dilation must be positive and padding non-negative",
+                 in_ch, out_ch, kernel, o->stride, o->padding, groups, dilation);
+        return NULL;
+    }
+    if (in_ch % groups || out_ch % groups) {
+        dl_error(DL_EINVAL,
+                 "Conv2d(%d, %d, %d, groups=%d): in_channels %d and out_channels %d must both be "
+                 "divisible by groups %d",
+                 in_ch, out_ch, kernel, groups, in_ch, out_ch, groups);
         return NULL;
     }
     conv2d *C = new_layer(sizeof *C, &conv_vt);
@@ -276,11 +303,19 @@ dl_layer *dl_nn_conv2d(int in_ch, int out_ch, int kernel, int stride, int pad, i
         C->cin = in_ch;
         C->cout = out_ch;
         C->kernel = kernel;
-        C->stride = stride;
-        C->pad = pad;
-        C->bias = bias;
+        C->stride = o->stride;
+        C->pad = o->padding;
+        C->dilation = dilation;
+        C->groups = groups;
+        C->bias = o->bias;
     }
     return (dl_layer *)C;
+}
+
+dl_layer *dl_nn_conv2d(int in_ch, int out_ch, int kernel, int stride, int pad, int bias)
+{
+    dl_conv2d_opts o = {stride, pad, 1, 1, bias};
+    return dl_nn_conv2d_with(in_ch, out_ch, kernel, &o);
 }
 
 /* --- pooling ------------------------------------------------------------------ */
@@ -419,6 +454,89 @@ dl_layer *dl_nn_avgpool2d(int kernel, int stride, int pad)
     return make_pool(&avgpool_vt, DL_POOL_AVG, kernel, stride, pad);
 }
 
+/* --- AdaptiveAvgPool2d ------------------------------------------------------ */
+/* x [c, h, w] -> y [c, out_h, out_w]: each output the mean of its window
+ * (see the backend's adaptive_avgpool_forward); 1, 1 is global average
+ * pooling. */
+
+typedef struct {
+    dl_layer base;
+    int out_h, out_w;
+    dl_pool_desc d;
+} adaptive_pool;
+
+static int apool_setup(dl_layer *l, dl_model *m, const dl_shape *in, dl_shape *out)
+{
+    adaptive_pool *A = (adaptive_pool *)l;
+    if (in->ndim != 3)
+        return shape_error(l, in, "[channels, height, width]");
+    int c = (int)in->dim[0], h = (int)in->dim[1], w = (int)in->dim[2];
+    A->d = (dl_pool_desc){0, c, h, w, 0, 0, 0, A->out_h, A->out_w};
+    *out = (dl_shape){3, {c, A->out_h, A->out_w}};
+    l->flops = (double)numel(in);
+    return DL_OK;
+}
+
+static int apool_missing(const dl_layer *l, const dl_pass *p)
+{
+    return dl_error(DL_EUNSUPPORTED, "%s: the %s backend has no adaptive average pooling", l->name,
+                    OPS(p)->name);
+}
+
+static int apool_forward(dl_layer *l, dl_pass *p, const float *x, float *y)
+{
+    if (!OPS(p)->adaptive_avgpool_forward)
+        return apool_missing(l, p);
+    dl_pool_desc d = ((adaptive_pool *)l)->d;
+    d.n = p->n;
+    return OPS(p)->adaptive_avgpool_forward(p->be, &d, y, x);
+}
+
+static int apool_backward(dl_layer *l, dl_pass *p, const float *x, const float *y, const float *dy,
+                          float *dx)
+{
+    if (!dx)
+        return DL_OK;
+    if (!OPS(p)->adaptive_avgpool_backward)
+        return apool_missing(l, p);
+    dl_pool_desc d = ((adaptive_pool *)l)->d;
+    d.n = p->n;
+    return OPS(p)->adaptive_avgpool_backward(p->be, &d, dx, dy);
+}
+
+static void apool_describe(const dl_layer *l, char *buf, size_t size)
+{
+    const adaptive_pool *A = (const adaptive_pool *)l;
+    if (A->out_h == A->out_w)
+        snprintf(buf, size, "AdaptiveAvgPool2d(%d)", A->out_h);
+    else
+        snprintf(buf, size, "AdaptiveAvgPool2d((%d, %d))", A->out_h, A->out_w);
+}
+
+static const dl_layer_vt apool_vt = {
+    .kind = "AdaptiveAvgPool2d",
+    .setup = apool_setup,
+    .plan = pool_plan,
+    .forward = apool_forward,
+    .backward = apool_backward,
+    .describe = apool_describe,
+};
+
+dl_layer *dl_nn_adaptive_avgpool2d(int out_h, int out_w)
+{
+    if (out_h < 1 || out_w < 1) {
+        dl_error(DL_EINVAL, "AdaptiveAvgPool2d(%d, %d): the output size must be positive", out_h,
+                 out_w);
+        return NULL;
+    }
+    adaptive_pool *A = new_layer(sizeof *A, &apool_vt);
+    if (A) {
+        A->out_h = out_h;
+        A->out_w = out_w;
+    }
+    return (dl_layer *)A;
+}
+
 /* --- activations ---------------------------------------------------------- */
 
 typedef struct {
@@ -460,14 +578,16 @@ ACT_VT(relu_vt, "ReLU");
 ACT_VT(gelu_vt, "GELU");
 ACT_VT(tanh_vt, "Tanh");
 ACT_VT(sigmoid_vt, "Sigmoid");
+ACT_VT(silu_vt, "SiLU");
 #undef ACT_VT
 
 dl_layer *dl_nn_activation(dl_act kind)
 {
-    const dl_layer_vt *vt = kind == DL_ACT_RELU   ? &relu_vt
-                            : kind == DL_ACT_GELU ? &gelu_vt
-                            : kind == DL_ACT_TANH ? &tanh_vt
-                                                  : &sigmoid_vt;
+    const dl_layer_vt *vt = kind == DL_ACT_RELU      ? &relu_vt
+                            : kind == DL_ACT_GELU    ? &gelu_vt
+                            : kind == DL_ACT_TANH    ? &tanh_vt
+                            : kind == DL_ACT_SIGMOID ? &sigmoid_vt
+                                                     : &silu_vt;
     activation *a = new_layer(sizeof *a, vt);
     if (a)
         a->kind = kind;
@@ -757,6 +877,26 @@ static const dl_layer_vt flatten_vt = {
 };
 
 dl_layer *dl_nn_flatten(void) { return new_layer(sizeof(dl_layer), &flatten_vt); }
+
+/* --- Identity ---------------------------------------------------------------- */
+/* y = x for any shape: the Flatten passes without the reshape. */
+
+static int identity_setup(dl_layer *l, dl_model *m, const dl_shape *in, dl_shape *out)
+{
+    *out = *in;
+    return DL_OK;
+}
+
+static const dl_layer_vt identity_vt = {
+    .kind = "Identity",
+    .setup = identity_setup,
+    .plan = no_plan,
+    .forward = flatten_forward,
+    .backward = flatten_backward,
+    .backward_set = flatten_backward_set,
+};
+
+dl_layer *dl_nn_identity(void) { return new_layer(sizeof(dl_layer), &identity_vt); }
 
 /* --- Embedding --------------------------------------------------------------- */
 /* x [t] of integral indices (as f32) -> y [t, dim]. */

@@ -327,59 +327,119 @@ int dl_nn_sequential_add(dl_layer *seq, dl_layer *child)
 }
 
 /* --- Residual ------------------------------------------------------------- */
+/* y = block(x) + shortcut(x): child 0 is the block, child 1 the shortcut
+ * when there is one (else the identity: y = x + block(x)). Both branches
+ * read the same x; their input gradients both add into dx. */
 
 typedef struct {
     dl_layer base;
-    size_t yb_off; /* the block's output */
+    size_t yb_off, ys_off; /* the block's and the shortcut's outputs */
 } residual;
+
+static dl_layer *shortcut_of(const dl_layer *l) { return l->nchild > 1 ? l->child[1] : NULL; }
+
+static int setup_child(dl_layer *c, dl_model *m, const dl_shape *in, dl_shape *out)
+{
+    DL_TRY(c->vt->setup(c, m, in, out));
+    c->in = *in;
+    c->out = *out;
+    return DL_OK;
+}
+
+static int same_shape(const dl_shape *a, const dl_shape *b)
+{
+    if (a->ndim != b->ndim)
+        return 0;
+    for (int i = 0; i < a->ndim; i++)
+        if (a->dim[i] != b->dim[i])
+            return 0;
+    return 1;
+}
 
 static int res_setup(dl_layer *l, dl_model *m, const dl_shape *in, dl_shape *out)
 {
-    dl_layer *b = l->child[0];
-    dl_shape bo = {0};
-    DL_TRY(b->vt->setup(b, m, in, &bo));
-    b->in = *in;
-    b->out = bo;
-    if (dl_shape_numel(&bo) != dl_shape_numel(in) || bo.ndim != in->ndim) {
-        char a[64], c[64];
-        return dl_error(DL_ESHAPE, "Residual: the block maps %s to %s; it must keep the shape",
-                        dl_shape_format(in, a, sizeof a), dl_shape_format(&bo, c, sizeof c));
+    dl_layer *b = l->child[0], *sc = shortcut_of(l);
+    dl_shape bo = {0}, so = *in;
+    DL_TRY(setup_child(b, m, in, &bo));
+    if (sc)
+        DL_TRY(setup_child(sc, m, in, &so));
+    if (!same_shape(&bo, &so)) {
+        char a[64], c[64], which[96] = "the identity shortcut";
+        if (sc)
+            snprintf(which, sizeof which, "shortcut %s", sc->name);
+        return dl_error(DL_ESHAPE, "nn.Residual %s: block %s gives %s but %s gives %s", l->name,
+                        b->name, dl_shape_format(&bo, a, sizeof a), which,
+                        dl_shape_format(&so, c, sizeof c));
     }
-    l->flops = b->flops + (double)dl_shape_numel(in);
-    *out = *in;
+    l->flops = b->flops + (sc ? sc->flops : 0) + (double)dl_shape_numel(&bo);
+    *out = bo;
     return DL_OK;
 }
 
 static int res_plan(dl_layer *l, dl_model *m, int n)
 {
     residual *r = (residual *)l;
-    r->yb_off = dl_model_reserve(m, 0, (size_t)n * (size_t)dl_shape_numel(&l->in) * 4);
+    size_t bytes = (size_t)n * (size_t)dl_shape_numel(&l->out) * sizeof(float);
+    r->yb_off = dl_model_reserve(m, 0, bytes);
+    if (shortcut_of(l)) {
+        r->ys_off = dl_model_reserve(m, 0, bytes);
+        DL_TRY(shortcut_of(l)->vt->plan(shortcut_of(l), m, n));
+    }
     return l->child[0]->vt->plan(l->child[0], m, n);
 }
 
 static int res_forward(dl_layer *l, dl_pass *p, const float *x, float *y)
 {
     residual *r = (residual *)l;
+    size_t count = (size_t)p->n * (size_t)dl_shape_numel(&l->out);
     float *yb = (float *)(p->act + r->yb_off);
     DL_TRY(child_forward(l->child[0], p, x, yb, 0));
-    return p->be->ops->add(p->be, y, x, yb, (size_t)p->n * (size_t)dl_shape_numel(&l->in));
+    dl_layer *sc = shortcut_of(l);
+    if (!sc)
+        return p->be->ops->add(p->be, y, x, yb, count);
+    float *ys = (float *)(p->act + r->ys_off);
+    DL_TRY(child_forward(sc, p, x, ys, 0));
+    return p->be->ops->add(p->be, y, yb, ys, count);
+}
+
+/* dx (+)= shortcut'(x)^T dy + block'(x)^T dy; the shortcut's share is
+ * added (RUN_ADD) or written (RUN_SET), the block's always added. */
+static int res_grads(dl_layer *l, dl_pass *p, const float *x, const float *dy, float *dx, int mode)
+{
+    residual *r = (residual *)l;
+    size_t count = (size_t)p->n * (size_t)dl_shape_numel(&l->in);
+    dl_layer *sc = shortcut_of(l);
+    if (sc)
+        DL_TRY(child_backward(sc, p, x, (const float *)(p->act + r->ys_off), dy, dx, mode));
+    else if (dx && mode == RUN_SET)
+        DL_TRY(p->be->ops->copy(p->be, dx, dy, count * sizeof(float)));
+    else if (dx)
+        DL_TRY(p->be->ops->axpy(p->be, dx, 1.0f, dy, count));
+    return child_backward(l->child[0], p, x, (const float *)(p->act + r->yb_off), dy, dx, RUN_ADD);
 }
 
 static int res_backward(dl_layer *l, dl_pass *p, const float *x, const float *y, const float *dy,
                         float *dx)
 {
-    residual *r = (residual *)l;
-    if (dx)
-        DL_TRY(
-            p->be->ops->axpy(p->be, dx, 1.0f, dy, (size_t)p->n * (size_t)dl_shape_numel(&l->in)));
-    return child_backward(l->child[0], p, x, (const float *)(p->act + r->yb_off), dy, dx, RUN_ADD);
+    return res_grads(l, p, x, dy, dx, RUN_ADD);
+}
+
+static int res_backward_set(dl_layer *l, dl_pass *p, const float *x, const float *y,
+                            const float *dy, float *dx)
+{
+    return res_grads(l, p, x, dy, dx, RUN_SET);
 }
 
 static void res_describe(const dl_layer *l, char *buf, size_t size)
 {
-    char inner[96];
+    char inner[96], sc[96];
     dl_layer_describe(l->child[0], inner, sizeof inner);
-    snprintf(buf, size, "Residual(%s)", inner);
+    if (!shortcut_of(l)) {
+        snprintf(buf, size, "Residual(%s)", inner);
+        return;
+    }
+    dl_layer_describe(shortcut_of(l), sc, sizeof sc);
+    snprintf(buf, size, "Residual(%s, shortcut=%s)", inner, sc);
 }
 
 static const dl_layer_vt residual_vt = {
@@ -389,12 +449,17 @@ static const dl_layer_vt residual_vt = {
     .forward = res_forward,
     .backward = res_backward,
     .describe = res_describe,
+    .backward_set = res_backward_set,
 };
 
-dl_layer *dl_nn_residual(dl_layer *block)
+dl_layer *dl_nn_residual_shortcut(dl_layer *block, dl_layer *shortcut)
 {
     if (!block) {
         dl_error(DL_EINVAL, "Residual needs a block");
+        return NULL;
+    }
+    if (block == shortcut) {
+        dl_error(DL_EINVAL, "Residual: the block and the shortcut must be different layers");
         return NULL;
     }
     residual *r = calloc(1, sizeof *r);
@@ -403,12 +468,15 @@ dl_layer *dl_nn_residual(dl_layer *block)
         return NULL;
     }
     r->base.vt = &residual_vt;
-    if (add_child(&r->base, block) < 0) {
+    if (add_child(&r->base, block) < 0 || (shortcut && add_child(&r->base, shortcut) < 0)) {
+        free(r->base.child); /* the caller keeps block and shortcut */
         free(r);
         return NULL;
     }
     return &r->base;
 }
+
+dl_layer *dl_nn_residual(dl_layer *block) { return dl_nn_residual_shortcut(block, NULL); }
 
 /* --- the model -------------------------------------------------------------- */
 

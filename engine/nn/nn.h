@@ -109,21 +109,38 @@ struct dl_layer {
 
 /* --- layer constructors: return NULL with dl_error() on bad arguments --- */
 dl_layer *dl_nn_linear(int in, int out, int bias);
+/* Conv2d(in, out, kernel, stride, pad, bias): groups 1, dilation 1. */
 dl_layer *dl_nn_conv2d(int in_ch, int out_ch, int kernel, int stride, int pad, int bias);
+/* Conv2d with PyTorch's options: weight [out, in/groups, k, k]; in and
+ * out must be divisible by groups (groups == in: depthwise); 0 for groups
+ * or dilation means 1. */
+typedef struct dl_conv2d_opts {
+    int stride, padding, dilation, groups, bias;
+} dl_conv2d_opts;
+dl_layer *dl_nn_conv2d_with(int in_ch, int out_ch, int kernel, const dl_conv2d_opts *o);
 dl_layer *dl_nn_maxpool2d(int kernel, int stride, int pad);
 dl_layer *dl_nn_avgpool2d(int kernel, int stride, int pad);
+/* Adaptive average pooling of [c, h, w] to [c, out_h, out_w] (PyTorch's
+ * windows); 1, 1 is global average pooling. */
+dl_layer *dl_nn_adaptive_avgpool2d(int out_h, int out_w);
 dl_layer *dl_nn_activation(dl_act kind);
 dl_layer *dl_nn_dropout(float p);
 /* BatchNorm over features (1-d input [f] or 2-d [c, h, w]: channels). */
 dl_layer *dl_nn_batchnorm(int features, float eps, float momentum);
 dl_layer *dl_nn_layernorm(int features, float eps);
 dl_layer *dl_nn_flatten(void);
+/* y = x, any shape. */
+dl_layer *dl_nn_identity(void);
 dl_layer *dl_nn_embedding(int vocab, int dim);
 /* Containers take ownership of their children. */
 dl_layer *dl_nn_sequential(void);
 int dl_nn_sequential_add(dl_layer *seq, dl_layer *child);
 /* y = x + block(x); block's output shape must equal its input shape. */
 dl_layer *dl_nn_residual(dl_layer *block);
+/* y = block(x) + shortcut(x) (shortcut NULL: the identity, as above); the
+ * two outputs must have the same shape (checked at setup, the error names
+ * both layers and both shapes). Gradients flow into both branches. */
+dl_layer *dl_nn_residual_shortcut(dl_layer *block, dl_layer *shortcut);
 /* Destroys a layer not (yet) owned by a model or container. */
 void dl_layer_destroy(dl_layer *l);
 void dl_layer_describe(const dl_layer *l, char *buf, size_t size);

@@ -1,0 +1,87 @@
+/* cpu_adaptive_pool.c - adaptive average pooling on the CPU (global average pooling when p = q = 1)
+ *
+ * Output (i, j) of a [h, w] plane averages rows [floor(i*h/p), ceil((i+1)*h/p))
+ * and columns [floor(j*w/q), ceil((j+1)*w/q)), PyTorch's windows. The
+ * planes (n*c of them) are independent: the pool splits them, and the
+ * backward scatters each output's share into its own plane only.
+ */
+#include "engine/base/error.h"
+#include "engine/cpu/cpu.h"
+
+static inline int win_lo(int i, int in, int out) { return (int)((long)i * in / out); }
+static inline int win_hi(int i, int in, int out)
+{
+    return (int)(((long)(i + 1) * in + out - 1) / out);
+}
+
+static int check(const dl_pool_desc *d, const char *op)
+{
+    if (d->n < 1 || d->c < 1 || d->h < 1 || d->w < 1 || d->p < 1 || d->q < 1)
+        return dl_error(DL_EINVAL, "%s: bad descriptor n %d c %d %dx%d -> %dx%d", op, d->n, d->c,
+                        d->h, d->w, d->p, d->q);
+    return DL_OK;
+}
+
+typedef struct aptask {
+    const dl_pool_desc *d;
+    float *out;
+    const float *in;
+} aptask;
+
+static void fwd_planes(void *arg, size_t begin, size_t end)
+{
+    const aptask *t = arg;
+    const dl_pool_desc *d = t->d;
+    for (size_t pl = begin; pl < end; pl++) {
+        const float *x = t->in + pl * (size_t)d->h * d->w;
+        float *y = t->out + pl * (size_t)d->p * d->q;
+        for (int i = 0; i < d->p; i++)
+            for (int j = 0; j < d->q; j++) {
+                int h0 = win_lo(i, d->h, d->p), h1 = win_hi(i, d->h, d->p);
+                int w0 = win_lo(j, d->w, d->q), w1 = win_hi(j, d->w, d->q);
+                double s = 0;
+                for (int r = h0; r < h1; r++)
+                    for (int c = w0; c < w1; c++)
+                        s += x[(size_t)r * d->w + c];
+                y[i * d->q + j] = (float)(s / ((double)(h1 - h0) * (w1 - w0)));
+            }
+    }
+}
+
+static void bwd_planes(void *arg, size_t begin, size_t end)
+{
+    const aptask *t = arg;
+    const dl_pool_desc *d = t->d;
+    for (size_t pl = begin; pl < end; pl++) {
+        float *dx = t->out + pl * (size_t)d->h * d->w;
+        const float *dy = t->in + pl * (size_t)d->p * d->q;
+        for (int i = 0; i < d->p; i++)
+            for (int j = 0; j < d->q; j++) {
+                int h0 = win_lo(i, d->h, d->p), h1 = win_hi(i, d->h, d->p);
+                int w0 = win_lo(j, d->w, d->q), w1 = win_hi(j, d->w, d->q);
+                float g = dy[i * d->q + j] / (float)((h1 - h0) * (w1 - w0));
+                for (int r = h0; r < h1; r++)
+                    for (int c = w0; c < w1; c++)
+                        dx[(size_t)r * d->w + c] += g;
+            }
+    }
+}
+
+/* y [n, c, p, q] = adaptive average pooling of x [n, c, h, w]. */
+int dl_cpu_adaptive_avgpool_forward(dl_backend *be, const dl_pool_desc *d, float *y, const float *x)
+{
+    DL_TRY(check(d, "adaptive_avgpool_forward"));
+    aptask t = {d, y, x};
+    dl_pool_for(dl_cpu(be)->pool, (size_t)d->n * d->c, 16, fwd_planes, &t);
+    return DL_OK;
+}
+
+/* dx [n, c, h, w] += each window's dy / window area. */
+int dl_cpu_adaptive_avgpool_backward(dl_backend *be, const dl_pool_desc *d, float *dx,
+                                     const float *dy)
+{
+    DL_TRY(check(d, "adaptive_avgpool_backward"));
+    aptask t = {d, dx, dy};
+    dl_pool_for(dl_cpu(be)->pool, (size_t)d->n * d->c, 16, bwd_planes, &t);
+    return DL_OK;
+}
