@@ -221,6 +221,34 @@ typedef struct dl_backend_ops {
      * (scratch, operand copies, convolution workspaces), taken again on
      * next use. The trainer calls it on the device a training leaves. */
     void (*trim)(dl_backend *be);
+
+    /* --- optional: attention and per-token losses (NULL: the layer or
+     * loss that needs one fails naming it) ----------------------------- */
+    /* Scaled dot-product attention of every (sample, head) of qkv
+     * [n, t, 3 * d] (queries in columns [0, d), keys [d, 2d), values
+     * [2d, 3d); head h takes the dh = d / heads columns h * dh of each):
+     * o [n, t, d] = softmax(scale * q k^T (+ causal mask)) v, head h in
+     * columns h * dh; lse [n, heads, t] gets each query's log-sum-exp of
+     * its scaled scores, for the backward. causal: query i sees keys 0..i.
+     * The T x T scores are never stored whole. */
+    int (*attention_forward)(dl_backend *be, int n, int t, int heads, int d, int causal,
+                             float scale, const float *qkv, float *o, float *lse);
+    /* dqkv [n, t, 3d] += the gradient of that o for the output gradient
+     * do_ [n, t, d], recomputing the scores from qkv and lse. */
+    int (*attention_backward)(dl_backend *be, int n, int t, int heads, int d, int causal,
+                              float scale, const float *qkv, const float *o, const float *lse,
+                              const float *do_, float *dqkv);
+    /* Softmax cross-entropy over logits [rows, classes] (rows = tokens)
+     * with integer labels, where rows labelled ignore_index count for
+     * nothing. With c the number of rows kept: stats[0] += summed loss of
+     * the kept rows, stats[1] += their correct argmax predictions, stats[2]
+     * += c (device floats); dlogits += grad_scale / max(c, 1) *
+     * d(summed loss)/dlogits, the gradient of grad_scale times the mean
+     * over kept rows (dlogits may be NULL; ignored rows are untouched).
+     * A kept label outside [0, classes) is an error. */
+    int (*softmax_xent_tokens)(dl_backend *be, int rows, int classes, const float *logits,
+                               const int32_t *labels, int ignore_index, float smoothing,
+                               float grad_scale, float *dlogits, float *stats);
 } dl_backend_ops;
 
 /* A backend instance: the op table plus its private context. */

@@ -111,6 +111,9 @@ static const dl_backend_ops cpu_ops = {
     .relu_maxpool_forward = dl_cpu_relu_maxpool_forward,
     .relu_maxpool_backward = dl_cpu_relu_maxpool_backward,
     .trim = cpu_trim,
+    .attention_forward = dl_cpu_attention_forward,
+    .attention_backward = dl_cpu_attention_backward,
+    .softmax_xent_tokens = dl_cpu_softmax_xent_tokens,
 };
 
 /* Fills be as a CPU backend with its own context and `threads` workers

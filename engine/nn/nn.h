@@ -119,6 +119,13 @@ dl_layer *dl_nn_batchnorm(int features, float eps, float momentum);
 dl_layer *dl_nn_layernorm(int features, float eps);
 dl_layer *dl_nn_flatten(void);
 dl_layer *dl_nn_embedding(int vocab, int dim);
+/* Multi-head self-attention over a [t, d_model] sample (engine/nn/attention.c):
+ * fused QKV product (in_proj_weight [3 d_model, d_model]), scaled
+ * dot-product attention per head (causal: position i sees 0..i), output
+ * projection. heads must divide d_model; dropout must be 0 for now. */
+dl_layer *dl_nn_multihead_attention(int d_model, int heads, int causal, float dropout, int bias);
+/* y [t, dim] = x [t, dim] + a learned position vector per row, t <= max_len. */
+dl_layer *dl_nn_positional_embedding(int max_len, int dim);
 /* Containers take ownership of their children. */
 dl_layer *dl_nn_sequential(void);
 int dl_nn_sequential_add(dl_layer *seq, dl_layer *child);
@@ -132,9 +139,23 @@ void dl_layer_describe(const dl_layer *l, char *buf, size_t size);
 typedef enum { DL_LOSS_XENT, DL_LOSS_MSE, DL_LOSS_BCE } dl_loss_kind;
 typedef struct dl_loss {
     dl_loss_kind kind;
-    float smoothing; /* cross-entropy label smoothing */
+    float smoothing;  /* cross-entropy label smoothing */
+    int has_ignore;   /* cross-entropy: targets equal to ignore_index count for nothing */
+    int ignore_index; /* used when has_ignore (else PyTorch's -100) */
 } dl_loss;
 const char *dl_loss_name(dl_loss_kind k);
+
+/* Cross-entropy over per-token logits (engine/nn/loss.c): logits [rows,
+ * classes] for rows = samples * tokens, targets [rows] (i32, device
+ * pointers of be). The loss is the mean over the tokens whose target is
+ * not the loss's ignore_index, with its label smoothing: stats[0] +=
+ * summed loss of the kept tokens, stats[1] += their correct argmax,
+ * stats[2] += their count (3 device floats; loss = stats[0] / stats[2]);
+ * dlogits (may be NULL) += grad_scale * d(mean)/dlogits. Errors name
+ * CrossEntropy: a backend without the op, a target out of range. */
+int dl_loss_xent_tokens(dl_backend *be, const dl_loss *loss, int rows, int classes,
+                        const float *logits, const int32_t *targets, float grad_scale,
+                        float *dlogits, float *stats);
 
 /* --- parameters ------------------------------------------------------------ */
 typedef enum { DL_INIT_ZERO, DL_INIT_ONE, DL_INIT_UNIFORM_FAN_IN, DL_INIT_NORMAL } dl_init;

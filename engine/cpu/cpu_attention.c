@@ -1,0 +1,281 @@
+/* cpu_attention.c - scaled dot-product attention on the CPU, flash style: tiles of queries and keys, online softmax, scores recomputed in backward
+ *
+ * Per (sample, head), queries go in tiles of BQ rows against tiles of BK
+ * keys. The forward keeps, per query, the running maximum m and sum l of
+ * exp(score - m) and rescales its output accumulator when m grows (the
+ * online softmax of flash attention); only the log-sum-exp m + log l is
+ * saved. The backward recomputes each BQ x BK tile of probabilities from
+ * it, P = exp(S - lse), with D_i = do_i . o_i:
+ *   dV_j += sum_i P_ij do_i        dP_ij = do_i . v_j
+ *   dS_ij = P_ij (dP_ij - D_i)     dQ_i += scale sum_j dS_ij k_j
+ *   dK_j += scale sum_i dS_ij q_i
+ * So no thread ever holds more than a BQ x BK tile of the T x T scores:
+ * per task the scratch is tile_floats() floats (K and V tiles transposed,
+ * so the products' inner loops run over contiguous memory and vectorise).
+ * The forward runs in parallel over (sample, head, query tile), the
+ * backward over (sample, head): its dK and dV sum over query tiles, and
+ * distinct heads write distinct columns of dqkv.
+ */
+#include <math.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/cpu/cpu.h"
+#include "engine/base/error.h"
+
+#define BQ 32 /* queries per tile */
+#define BK 32 /* keys per tile */
+
+typedef struct attn_task {
+    int n, t, heads, d, dh, causal, tiles;
+    float scale;
+    const float *qkv, *o, *lse, *dout;
+    float *out, *lse_out, *dqkv;
+    atomic_int failed;
+} attn_task;
+
+/* Scratch of one task: kt, vt [dh, BK]; s, dp [BQ, BK]; acc [BQ, dh];
+ * m, l [BQ]. */
+static size_t tile_floats(int dh)
+{
+    return 2 * (size_t)dh * BK + 2 * (size_t)BQ * BK + (size_t)BQ * dh + 2 * BQ;
+}
+
+/* dst [dh, nk] = rows j0.. of src (row stride ld), transposed. */
+static void transpose_tile(float *dst, const float *src, int ld, int nk, int dh)
+{
+    for (int j = 0; j < nk; j++)
+        for (int c = 0; c < dh; c++)
+            dst[c * BK + j] = src[(size_t)j * ld + c];
+}
+
+/* s [nq, BK] = scale * q [nq, dh] kt [dh, nk]; masked (causal, key after
+ * query) entries get -INFINITY. */
+static void scores(float *s, const float *q, int ld, const float *kt, int nq, int nk, int dh,
+                   float scale, int causal, int i0, int j0)
+{
+    for (int i = 0; i < nq; i++) {
+        float *si = s + i * BK;
+        for (int j = 0; j < nk; j++)
+            si[j] = 0;
+        const float *qi = q + (size_t)i * ld;
+        for (int c = 0; c < dh; c++) {
+            float qc = qi[c];
+            const float *kc = kt + c * BK;
+            for (int j = 0; j < nk; j++)
+                si[j] += qc * kc[j];
+        }
+        int last = causal ? i0 + i - j0 : nk - 1; /* last visible key in the tile */
+        for (int j = 0; j < nk; j++)
+            si[j] = j <= last ? si[j] * scale : -INFINITY;
+    }
+}
+
+/* Keys a query tile [i0, i0 + nq) looks at: all, or up to its last query. */
+static int key_end(const attn_task *a, int i0, int nq) { return a->causal ? i0 + nq : a->t; }
+
+/* One query tile of one (sample, head): online softmax over key tiles. */
+static void fwd_tile(const attn_task *a, float *w, int b, int h, int i0)
+{
+    int dh = a->dh, ld = 3 * a->d, nq = a->t - i0 < BQ ? a->t - i0 : BQ;
+    float *kt = w, *vt = kt + dh * BK, *s = vt + dh * BK, *acc = s + 2 * BQ * BK;
+    float *m = acc + BQ * dh, *l = m + BQ;
+    const float *base = a->qkv + (size_t)b * a->t * ld + h * dh;
+    for (int i = 0; i < nq; i++) {
+        m[i] = -INFINITY;
+        l[i] = 0;
+    }
+    memset(acc, 0, (size_t)BQ * dh * sizeof *acc);
+    int jend = key_end(a, i0, nq);
+    for (int j0 = 0; j0 < jend; j0 += BK) {
+        int nk = jend - j0 < BK ? jend - j0 : BK;
+        const float *k = base + (size_t)j0 * ld + a->d, *v = k + a->d;
+        transpose_tile(kt, k, ld, nk, dh);
+        scores(s, base + (size_t)i0 * ld, ld, kt, nq, nk, dh, a->scale, a->causal, i0, j0);
+        for (int i = 0; i < nq; i++) {
+            float *si = s + i * BK, *ai = acc + i * dh, mx = m[i];
+            for (int j = 0; j < nk; j++)
+                mx = si[j] > mx ? si[j] : mx;
+            if (mx == -INFINITY)
+                continue; /* every key of this tile is masked for query i */
+            float corr = expf(m[i] - mx), sum = 0;
+            for (int j = 0; j < nk; j++) {
+                si[j] = expf(si[j] - mx);
+                sum += si[j];
+            }
+            l[i] = l[i] * corr + sum;
+            m[i] = mx;
+            for (int c = 0; c < dh; c++)
+                ai[c] *= corr;
+            for (int j = 0; j < nk; j++) {
+                float p = si[j];
+                const float *vj = v + (size_t)j * ld;
+                for (int c = 0; c < dh; c++)
+                    ai[c] += p * vj[c];
+            }
+        }
+    }
+    for (int i = 0; i < nq; i++) {
+        float *oi = a->out + ((size_t)b * a->t + i0 + i) * a->d + h * dh, inv = 1.0f / l[i];
+        for (int c = 0; c < dh; c++)
+            oi[c] = acc[i * dh + c] * inv;
+        a->lse_out[((size_t)b * a->heads + h) * a->t + i0 + i] = m[i] + logf(l[i]);
+    }
+}
+
+/* Tasks [begin, end) of (sample, head, query tile). */
+static void fwd_task(void *arg, size_t begin, size_t end)
+{
+    attn_task *a = arg;
+    float *w = malloc(tile_floats(a->dh) * sizeof *w);
+    if (!w) {
+        atomic_store(&a->failed, 1);
+        return;
+    }
+    for (size_t k = begin; k < end; k++) {
+        int tile = (int)(k % (size_t)a->tiles), bh = (int)(k / (size_t)a->tiles);
+        fwd_tile(a, w, bh / a->heads, bh % a->heads, tile * BQ);
+    }
+    free(w);
+}
+
+/* For one query tile against one key tile: s holds P on entry (0 where
+ * masked), dp holds dO V^T; adds to dV, dK (rows j0..) and dq [nq, dh]. */
+static void bwd_accumulate(const attn_task *a, float *s, float *dp, const float *dsum,
+                           const float *q, const float *dout_rows, float *dk, float *dv,
+                           const float *k, float *dq, int nq, int nk)
+{
+    int dh = a->dh, ld = 3 * a->d;
+    for (int i = 0; i < nq; i++) {
+        const float *doi = dout_rows + (size_t)i * a->d, *qi = q + (size_t)i * ld;
+        float *si = s + i * BK, *dpi = dp + i * BK, *dqi = dq + i * dh;
+        for (int j = 0; j < nk; j++) {
+            float p = si[j];
+            if (p == 0)
+                continue;
+            float ds = p * (dpi[j] - dsum[i]) * a->scale;
+            float *dvj = dv + (size_t)j * ld, *dkj = dk + (size_t)j * ld;
+            const float *kj = k + (size_t)j * ld;
+            for (int c = 0; c < dh; c++) {
+                dvj[c] += p * doi[c];
+                dkj[c] += ds * qi[c];
+                dqi[c] += ds * kj[c];
+            }
+        }
+    }
+}
+
+/* One (sample, head): every query tile against its key tiles. */
+static void bwd_head(const attn_task *a, float *w, int b, int h)
+{
+    int dh = a->dh, ld = 3 * a->d;
+    float *kt = w, *vt = kt + dh * BK, *s = vt + dh * BK, *dp = s + BQ * BK, *dq = dp + BQ * BK;
+    float *dsum = dq + BQ * dh, *lse_rows = dsum + BQ;
+    size_t row0 = (size_t)b * a->t;
+    const float *base = a->qkv + row0 * ld + h * dh;
+    float *dbase = a->dqkv + row0 * ld + h * dh;
+    for (int i0 = 0; i0 < a->t; i0 += BQ) {
+        int nq = a->t - i0 < BQ ? a->t - i0 : BQ;
+        const float *dout_rows = a->dout + (row0 + i0) * a->d + h * dh;
+        for (int i = 0; i < nq; i++) {
+            const float *oi = a->o + (row0 + i0 + i) * a->d + h * dh;
+            float acc = 0;
+            for (int c = 0; c < dh; c++)
+                acc += dout_rows[(size_t)i * a->d + c] * oi[c];
+            dsum[i] = acc;
+            lse_rows[i] = a->lse[((size_t)b * a->heads + h) * a->t + i0 + i];
+        }
+        memset(dq, 0, (size_t)BQ * dh * sizeof *dq);
+        int jend = key_end(a, i0, nq);
+        for (int j0 = 0; j0 < jend; j0 += BK) {
+            int nk = jend - j0 < BK ? jend - j0 : BK;
+            const float *k = base + (size_t)j0 * ld + a->d, *v = k + a->d;
+            transpose_tile(kt, k, ld, nk, dh);
+            transpose_tile(vt, v, ld, nk, dh);
+            scores(s, base + (size_t)i0 * ld, ld, kt, nq, nk, dh, a->scale, a->causal, i0, j0);
+            /* P = exp(S - lse); dP = dO V^T, as scores() with no scale or mask */
+            scores(dp, dout_rows, a->d, vt, nq, nk, dh, 1.0f, 0, 0, 0);
+            for (int i = 0; i < nq; i++)
+                for (int j = 0; j < nk; j++)
+                    s[i * BK + j] = expf(s[i * BK + j] - lse_rows[i]);
+            bwd_accumulate(a, s, dp, dsum, base + (size_t)i0 * ld, dout_rows,
+                           dbase + (size_t)j0 * ld + a->d, dbase + (size_t)j0 * ld + 2 * a->d, k,
+                           dq, nq, nk);
+        }
+        for (int i = 0; i < nq; i++)
+            for (int c = 0; c < dh; c++)
+                dbase[(size_t)(i0 + i) * ld + c] += dq[i * dh + c];
+    }
+}
+
+/* Tasks [begin, end) of (sample, head). */
+static void bwd_task(void *arg, size_t begin, size_t end)
+{
+    attn_task *a = arg;
+    float *w = malloc(tile_floats(a->dh) * sizeof *w);
+    if (!w) {
+        atomic_store(&a->failed, 1);
+        return;
+    }
+    for (size_t k = begin; k < end; k++)
+        bwd_head(a, w, (int)(k / (size_t)a->heads), (int)(k % (size_t)a->heads));
+    free(w);
+}
+
+static int check_dims(int n, int t, int heads, int d)
+{
+    if (n < 0 || t < 1 || heads < 1 || d < 1 || d % heads)
+        return dl_error(DL_EINVAL, "attention over n %d, t %d, %d heads, d %d: heads must divide d",
+                        n, t, heads, d);
+    return DL_OK;
+}
+
+/* See backend.h (attention_forward). */
+int dl_cpu_attention_forward(dl_backend *be, int n, int t, int heads, int d, int causal,
+                             float scale, const float *qkv, float *o, float *lse)
+{
+    DL_TRY(check_dims(n, t, heads, d));
+    attn_task a = {.n = n,
+                   .t = t,
+                   .heads = heads,
+                   .d = d,
+                   .dh = d / heads,
+                   .causal = causal,
+                   .tiles = (t + BQ - 1) / BQ,
+                   .scale = scale,
+                   .qkv = qkv,
+                   .out = o,
+                   .lse_out = lse};
+    atomic_init(&a.failed, 0);
+    dl_pool_for(dl_cpu(be)->pool, (size_t)n * heads * a.tiles, 1, fwd_task, &a);
+    if (atomic_load(&a.failed))
+        return dl_error(DL_ENOMEM, "attention: out of memory for a %dx%d score tile", BQ, BK);
+    return DL_OK;
+}
+
+/* See backend.h (attention_backward). */
+int dl_cpu_attention_backward(dl_backend *be, int n, int t, int heads, int d, int causal,
+                              float scale, const float *qkv, const float *o, const float *lse,
+                              const float *do_, float *dqkv)
+{
+    DL_TRY(check_dims(n, t, heads, d));
+    attn_task a = {.n = n,
+                   .t = t,
+                   .heads = heads,
+                   .d = d,
+                   .dh = d / heads,
+                   .causal = causal,
+                   .tiles = (t + BQ - 1) / BQ,
+                   .scale = scale,
+                   .qkv = qkv,
+                   .o = o,
+                   .lse = lse,
+                   .dout = do_,
+                   .dqkv = dqkv};
+    atomic_init(&a.failed, 0);
+    dl_pool_for(dl_cpu(be)->pool, (size_t)n * heads, 1, bwd_task, &a);
+    if (atomic_load(&a.failed))
+        return dl_error(DL_ENOMEM, "attention: out of memory for a %dx%d score tile", BQ, BK);
+    return DL_OK;
+}
