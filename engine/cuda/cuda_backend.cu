@@ -1,6 +1,7 @@
 /* cuda_backend.cu - the CUDA backend module: entry point, op table, memory, copies, events, GEMM */
 #include <stdarg.h>
 
+#include "engine/cuda/cuda_attention.h"
 #include "engine/cuda/cuda_internal.h"
 
 /* --- error recording -------------------------------------------------------- */
@@ -417,6 +418,9 @@ static const dl_backend_ops cuda_ops = {
     NULL, /* relu_maxpool_forward: the layers run the two plain ops */
     NULL, /* relu_maxpool_backward */
     cu_trim,
+    cuda_attention_forward,
+    cuda_attention_backward,
+    cuda_softmax_xent_tokens,
 };
 
 /* Releases everything a (possibly half-built) context holds. */
