@@ -1020,6 +1020,8 @@ static void test_attention_reference(void)
     attention_reference_case(2, 33, 2, 8, 1);
     attention_reference_case(1, 100, 4, 64, 1); /* 4 query tiles, the last partial */
     attention_reference_case(3, 64, 3, 48, 0);
+    attention_reference_case(2, 70, 2, 128, 1); /* heads of 64: two register strips */
+    attention_reference_case(1, 45, 1, 40, 0);  /* a strip and a scalar tail of 8 */
 }
 
 /* The kernel's results do not depend on the thread count: each task's

@@ -10,8 +10,10 @@
  *   dS_ij = P_ij (dP_ij - D_i)     dQ_i += scale sum_j dS_ij k_j
  *   dK_j += scale sum_i dS_ij q_i
  * So no thread ever holds more than a BQ x BK tile of the T x T scores:
- * per task the scratch is tile_floats() floats (K and V tiles transposed,
- * so the products' inner loops run over contiguous memory and vectorise).
+ * per task the scratch is tile_floats() floats. Every tile product goes
+ * through one small kernel, mm_acc, that keeps 32-column strips of its
+ * output in AVX2 registers (K and V are transposed per tile for the
+ * products that take them as columns).
  * The forward runs in parallel over (sample, head, query tile), the
  * backward over (sample, head): its dK and dV sum over query tiles, and
  * distinct heads write distinct columns of dqkv.
@@ -20,6 +22,9 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#ifdef __AVX2__
+#include <immintrin.h>
+#endif
 
 #include "engine/cpu/cpu.h"
 #include "engine/base/error.h"
@@ -50,22 +55,70 @@ static void transpose_tile(float *dst, const float *src, int ld, int nk, int dh)
             dst[c * BK + j] = src[(size_t)j * ld + c];
 }
 
+#if defined(__AVX2__) && defined(__FMA__)
+/* Columns [j0, j0 + 32) of rows i, i + 1 (rows2: both) of mm_acc. */
+static void mm_strip32(float *restrict c, int ldc, const float *restrict a, int ars, int acs,
+                       const float *restrict b, int ldb, int kk, int i, int j0, int rows2)
+{
+    float *c0 = c + (size_t)i * ldc + j0, *c1 = c0 + (rows2 ? ldc : 0);
+    __m256 x0 = _mm256_loadu_ps(c0), x1 = _mm256_loadu_ps(c0 + 8);
+    __m256 x2 = _mm256_loadu_ps(c0 + 16), x3 = _mm256_loadu_ps(c0 + 24);
+    __m256 y0 = _mm256_loadu_ps(c1), y1 = _mm256_loadu_ps(c1 + 8);
+    __m256 y2 = _mm256_loadu_ps(c1 + 16), y3 = _mm256_loadu_ps(c1 + 24);
+    const float *a0 = a + (size_t)i * ars, *a1 = a0 + (rows2 ? ars : 0);
+    for (int k = 0; k < kk; k++) {
+        const float *bk = b + (size_t)k * ldb + j0;
+        __m256 b0 = _mm256_loadu_ps(bk), b1 = _mm256_loadu_ps(bk + 8);
+        __m256 b2 = _mm256_loadu_ps(bk + 16), b3 = _mm256_loadu_ps(bk + 24);
+        __m256 u = _mm256_broadcast_ss(a0 + (size_t)k * acs);
+        __m256 v = _mm256_broadcast_ss(a1 + (size_t)k * acs);
+        x0 = _mm256_fmadd_ps(u, b0, x0), x1 = _mm256_fmadd_ps(u, b1, x1);
+        x2 = _mm256_fmadd_ps(u, b2, x2), x3 = _mm256_fmadd_ps(u, b3, x3);
+        y0 = _mm256_fmadd_ps(v, b0, y0), y1 = _mm256_fmadd_ps(v, b1, y1);
+        y2 = _mm256_fmadd_ps(v, b2, y2), y3 = _mm256_fmadd_ps(v, b3, y3);
+    }
+    if (rows2) { /* row i + 1 first: with one row, c1 is c0 and x wins */
+        _mm256_storeu_ps(c1, y0), _mm256_storeu_ps(c1 + 8, y1);
+        _mm256_storeu_ps(c1 + 16, y2), _mm256_storeu_ps(c1 + 24, y3);
+    }
+    _mm256_storeu_ps(c0, x0), _mm256_storeu_ps(c0 + 8, x1);
+    _mm256_storeu_ps(c0 + 16, x2), _mm256_storeu_ps(c0 + 24, x3);
+}
+#endif
+
+/* c [m, n] += A [m, kk] b [kk, n], A(i, k) = a[i * ars + k * acs] (acs 1:
+ * row-major; ars 1: a transposed), row strides ldc and ldb. */
+static void mm_acc(float *restrict c, int ldc, const float *restrict a, int ars, int acs,
+                   const float *restrict b, int ldb, int m, int n, int kk)
+{
+    int j0 = 0;
+#if defined(__AVX2__) && defined(__FMA__)
+    for (; j0 + 32 <= n; j0 += 32)
+        for (int i = 0; i < m; i += 2)
+            mm_strip32(c, ldc, a, ars, acs, b, ldb, kk, i, j0, i + 1 < m);
+#endif
+    for (int i = 0; i < m; i++) {
+        float *ci = c + (size_t)i * ldc;
+        const float *ai = a + (size_t)i * ars;
+        for (int k = 0; k < kk; k++) {
+            float av = ai[(size_t)k * acs];
+            const float *bk = b + (size_t)k * ldb;
+            for (int j = j0; j < n; j++)
+                ci[j] += av * bk[j];
+        }
+    }
+}
+
 /* s [nq, BK] = scale * q [nq, dh] kt [dh, nk]; masked (causal, key after
  * query) entries get -INFINITY. */
 static void scores(float *s, const float *q, int ld, const float *kt, int nq, int nk, int dh,
                    float scale, int causal, int i0, int j0)
 {
+    for (int i = 0; i < nq; i++)
+        memset(s + i * BK, 0, (size_t)nk * sizeof *s);
+    mm_acc(s, BK, q, ld, 1, kt, BK, nq, nk, dh);
     for (int i = 0; i < nq; i++) {
         float *si = s + i * BK;
-        for (int j = 0; j < nk; j++)
-            si[j] = 0;
-        const float *qi = q + (size_t)i * ld;
-        for (int c = 0; c < dh; c++) {
-            float qc = qi[c];
-            const float *kc = kt + c * BK;
-            for (int j = 0; j < nk; j++)
-                si[j] += qc * kc[j];
-        }
         int last = causal ? i0 + i - j0 : nk - 1; /* last visible key in the tile */
         for (int j = 0; j < nk; j++)
             si[j] = j <= last ? si[j] * scale : -INFINITY;
@@ -74,6 +127,28 @@ static void scores(float *s, const float *q, int ld, const float *kt, int nq, in
 
 /* Keys a query tile [i0, i0 + nq) looks at: all, or up to its last query. */
 static int key_end(const attn_task *a, int i0, int nq) { return a->causal ? i0 + nq : a->t; }
+
+/* Online softmax step for row si [nk] of scores: si becomes exp(si - m'),
+ * m and l move to the new maximum; returns the factor the row's output
+ * accumulator must be scaled by. A row with every key masked adds 0. */
+static float online_row(float *si, int nk, float *m, float *l)
+{
+    float mx = *m;
+    for (int j = 0; j < nk; j++)
+        mx = si[j] > mx ? si[j] : mx;
+    if (mx == -INFINITY) {
+        memset(si, 0, (size_t)nk * sizeof *si);
+        return 1.0f;
+    }
+    float corr = expf(*m - mx), sum = 0;
+    for (int j = 0; j < nk; j++) {
+        si[j] = expf(si[j] - mx);
+        sum += si[j];
+    }
+    *l = *l * corr + sum;
+    *m = mx;
+    return corr;
+}
 
 /* One query tile of one (sample, head): online softmax over key tiles. */
 static void fwd_tile(const attn_task *a, float *w, int b, int h, int i0)
@@ -94,27 +169,12 @@ static void fwd_tile(const attn_task *a, float *w, int b, int h, int i0)
         transpose_tile(kt, k, ld, nk, dh);
         scores(s, base + (size_t)i0 * ld, ld, kt, nq, nk, dh, a->scale, a->causal, i0, j0);
         for (int i = 0; i < nq; i++) {
-            float *si = s + i * BK, *ai = acc + i * dh, mx = m[i];
-            for (int j = 0; j < nk; j++)
-                mx = si[j] > mx ? si[j] : mx;
-            if (mx == -INFINITY)
-                continue; /* every key of this tile is masked for query i */
-            float corr = expf(m[i] - mx), sum = 0;
-            for (int j = 0; j < nk; j++) {
-                si[j] = expf(si[j] - mx);
-                sum += si[j];
-            }
-            l[i] = l[i] * corr + sum;
-            m[i] = mx;
-            for (int c = 0; c < dh; c++)
-                ai[c] *= corr;
-            for (int j = 0; j < nk; j++) {
-                float p = si[j];
-                const float *vj = v + (size_t)j * ld;
+            float corr = online_row(s + i * BK, nk, m + i, l + i);
+            if (corr != 1.0f)
                 for (int c = 0; c < dh; c++)
-                    ai[c] += p * vj[c];
-            }
+                    acc[i * dh + c] *= corr;
         }
+        mm_acc(acc, dh, s, BK, 1, v, ld, nq, dh, nk); /* acc [nq, dh] += P V */
     }
     for (int i = 0; i < nq; i++) {
         float *oi = a->out + ((size_t)b * a->t + i0 + i) * a->d + h * dh, inv = 1.0f / l[i];
@@ -141,29 +201,20 @@ static void fwd_task(void *arg, size_t begin, size_t end)
 }
 
 /* For one query tile against one key tile: s holds P on entry (0 where
- * masked), dp holds dO V^T; adds to dV, dK (rows j0..) and dq [nq, dh]. */
-static void bwd_accumulate(const attn_task *a, float *s, float *dp, const float *dsum,
+ * masked), dp holds dO V^T; s becomes scale * dS = scale * P (dP - D),
+ * then dV [nk, dh] += P^T dO, dK += (scale dS)^T Q, dq [nq, dh] +=
+ * (scale dS) K. */
+static void bwd_accumulate(const attn_task *a, float *s, const float *dp, const float *dsum,
                            const float *q, const float *dout_rows, float *dk, float *dv,
                            const float *k, float *dq, int nq, int nk)
 {
     int dh = a->dh, ld = 3 * a->d;
-    for (int i = 0; i < nq; i++) {
-        const float *doi = dout_rows + (size_t)i * a->d, *qi = q + (size_t)i * ld;
-        float *si = s + i * BK, *dpi = dp + i * BK, *dqi = dq + i * dh;
-        for (int j = 0; j < nk; j++) {
-            float p = si[j];
-            if (p == 0)
-                continue;
-            float ds = p * (dpi[j] - dsum[i]) * a->scale;
-            float *dvj = dv + (size_t)j * ld, *dkj = dk + (size_t)j * ld;
-            const float *kj = k + (size_t)j * ld;
-            for (int c = 0; c < dh; c++) {
-                dvj[c] += p * doi[c];
-                dkj[c] += ds * qi[c];
-                dqi[c] += ds * kj[c];
-            }
-        }
-    }
+    mm_acc(dv, ld, s, 1, BK, dout_rows, a->d, nk, dh, nq);
+    for (int i = 0; i < nq; i++)
+        for (int j = 0; j < nk; j++)
+            s[i * BK + j] *= (dp[i * BK + j] - dsum[i]) * a->scale;
+    mm_acc(dk, ld, s, 1, BK, q, ld, nk, dh, nq);
+    mm_acc(dq, dh, s, BK, 1, k, ld, nq, dh, nk);
 }
 
 /* One (sample, head): every query tile against its key tiles. */
