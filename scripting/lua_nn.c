@@ -373,12 +373,20 @@ static int nn_residual(lua_State *L)
 
 /* --- losses --------------------------------------------------------------- */
 
+/* The loss userdata: a dl_loss first (dl_lua_get_loss copies it), then
+ * the per-token options the trainer's dl_loss does not carry. */
+typedef struct lua_loss {
+    dl_loss loss;
+    int has_ignore, ignore_index;
+} lua_loss;
+
 static int loss_tostring(lua_State *L)
 {
-    dl_loss *l = luaL_checkudata(L, 1, DL_LOSS_MT);
-    if (l->kind == DL_LOSS_XENT && l->has_ignore)
+    lua_loss *u = luaL_checkudata(L, 1, DL_LOSS_MT);
+    dl_loss *l = &u->loss;
+    if (l->kind == DL_LOSS_XENT && u->has_ignore)
         lua_pushfstring(L, "CrossEntropy{smoothing = %f, ignore_index = %d}", (double)l->smoothing,
-                        l->ignore_index);
+                        u->ignore_index);
     else if (l->kind == DL_LOSS_XENT && l->smoothing > 0)
         lua_pushfstring(L, "CrossEntropy{smoothing = %f}", (double)l->smoothing);
     else
@@ -386,14 +394,15 @@ static int loss_tostring(lua_State *L)
     return 1;
 }
 
-static dl_loss *push_loss(lua_State *L, dl_loss_kind kind, float smoothing)
+static lua_loss *push_loss(lua_State *L, dl_loss_kind kind, float smoothing)
 {
-    dl_loss *l = lua_newuserdatauv(L, sizeof *l, 0);
-    memset(l, 0, sizeof *l);
-    l->kind = kind;
-    l->smoothing = smoothing;
+    lua_loss *u = lua_newuserdatauv(L, sizeof *u, 0);
+    memset(u, 0, sizeof *u);
+    u->loss.kind = kind;
+    u->loss.smoothing = smoothing;
+    u->ignore_index = DL_IGNORE_NONE;
     luaL_setmetatable(L, DL_LOSS_MT);
-    return l;
+    return u;
 }
 
 /* nn.CrossEntropy { smoothing (label_smoothing) = 0, ignore_index = none } */
@@ -411,10 +420,19 @@ static int nn_cross_entropy(lua_State *L)
         dl_lua_fielderror(L, fn, which, "a number in [0, 1)");
     }
     dl_lua_opt_check(&o);
-    dl_loss *l = push_loss(L, DL_LOSS_XENT, (float)s);
-    l->has_ignore = ignore != INT_MIN;
-    l->ignore_index = l->has_ignore ? ignore : 0;
+    lua_loss *u = push_loss(L, DL_LOSS_XENT, (float)s);
+    u->has_ignore = ignore != INT_MIN;
+    if (u->has_ignore)
+        u->ignore_index = ignore;
     return 1;
+}
+
+/* The ignore_index of the loss at idx for dl_loss_xent_tokens:
+ * DL_IGNORE_NONE when the script set none (or idx is no loss). */
+int dl_lua_loss_ignore_index(lua_State *L, int idx)
+{
+    lua_loss *u = luaL_testudata(L, idx, DL_LOSS_MT);
+    return u ? u->ignore_index : DL_IGNORE_NONE;
 }
 
 static int nn_mse(lua_State *L)

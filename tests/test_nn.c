@@ -779,8 +779,8 @@ static void test_xent_tokens(void)
     float z[ROWS * CLASSES], d[ROWS * CLASSES] = {0}, stats[3] = {0};
     int32_t y[ROWS] = {0, -1, 4, 2, -1, 3};
     fill_random(z, ROWS * CLASSES, 19, 2.0f);
-    dl_loss loss = {DL_LOSS_XENT, 0.1f, 1, -1};
-    CHECK_OK(dl_loss_xent_tokens(be, &loss, ROWS, CLASSES, z, y, 1.0f, d, stats));
+    dl_loss loss = {DL_LOSS_XENT, 0.1f};
+    CHECK_OK(dl_loss_xent_tokens(be, &loss, -1, ROWS, CLASSES, z, y, 1.0f, d, stats));
     CHECK_NEAR(stats[2], 4, 0);
     double ref = xent_mean_ref(z, y, ROWS, CLASSES, -1, 0.1f);
     CHECK_NEAR(stats[0] / stats[2], ref, 1e-5);
@@ -796,14 +796,14 @@ static void test_xent_tokens(void)
             CHECK(d[i] == 0);
     }
     /* without ignore_index (PyTorch's -100): -1 is an out-of-range target */
-    dl_loss plain = {DL_LOSS_XENT, 0, 0, 0};
-    CHECK(dl_loss_xent_tokens(be, &plain, ROWS, CLASSES, z, y, 1.0f, NULL, stats) == DL_EINVAL);
+    dl_loss plain = {DL_LOSS_XENT, 0};
+    CHECK(dl_loss_xent_tokens(be, &plain, DL_IGNORE_NONE, ROWS, CLASSES, z, y, 1.0f, NULL, stats) == DL_EINVAL);
     CHECK_MSG(strstr(dl_error_message(), "CrossEntropy") && strstr(dl_error_message(), "-1"),
               "message: %s", dl_error_message());
     /* every token ignored: no loss, no gradient, no division by zero */
     int32_t all[ROWS] = {-1, -1, -1, -1, -1, -1};
     float s3[3] = {0}, g[ROWS * CLASSES] = {0};
-    CHECK_OK(dl_loss_xent_tokens(be, &loss, ROWS, CLASSES, z, all, 1.0f, g, s3));
+    CHECK_OK(dl_loss_xent_tokens(be, &loss, -1, ROWS, CLASSES, z, all, 1.0f, g, s3));
     CHECK(s3[0] == 0 && s3[2] == 0 && g[0] == 0);
 }
 

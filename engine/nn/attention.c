@@ -248,7 +248,7 @@ static int pos_setup(dl_layer *l, dl_model *m, const dl_shape *in, dl_shape *out
     P->t = (int)in->dim[0];
     *out = *in;
     dl_shape s = {2, {P->max_len, P->d}};
-    P->table = dl_model_add_param(m, l, "weight", &s, DL_INIT_NORMAL, 0.02f, 0);
+    P->table = dl_model_add_param(m, l, "weight", &s, DL_INIT_NORMAL, 0.02f, 1);
     l->flops = (double)P->t * P->d;
     return DL_OK;
 }

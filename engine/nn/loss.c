@@ -2,12 +2,9 @@
 #include "engine/base/error.h"
 #include "engine/nn/nn.h"
 
-/* PyTorch's default ignore_index: no class id, so nothing is ignored. */
-#define DEFAULT_IGNORE (-100)
-
 /* See nn.h. */
-int dl_loss_xent_tokens(dl_backend *be, const dl_loss *loss, int rows, int classes,
-                        const float *logits, const int32_t *targets, float grad_scale,
+int dl_loss_xent_tokens(dl_backend *be, const dl_loss *loss, int ignore_index, int rows,
+                        int classes, const float *logits, const int32_t *targets, float grad_scale,
                         float *dlogits, float *stats)
 {
     if (loss->kind != DL_LOSS_XENT)
@@ -18,8 +15,7 @@ int dl_loss_xent_tokens(dl_backend *be, const dl_loss *loss, int rows, int class
                         be->ops->name);
     if (rows < 0 || classes < 1)
         return dl_error(DL_EINVAL, "CrossEntropy over %d tokens of %d classes", rows, classes);
-    int ignore = loss->has_ignore ? loss->ignore_index : DEFAULT_IGNORE;
-    int rc = be->ops->softmax_xent_tokens(be, rows, classes, logits, targets, ignore,
+    int rc = be->ops->softmax_xent_tokens(be, rows, classes, logits, targets, ignore_index,
                                           loss->smoothing, grad_scale, dlogits, stats);
     if (rc < 0)
         return dl_error(rc, "CrossEntropy: %s", dl_error_message());

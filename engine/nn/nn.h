@@ -139,22 +139,24 @@ void dl_layer_describe(const dl_layer *l, char *buf, size_t size);
 typedef enum { DL_LOSS_XENT, DL_LOSS_MSE, DL_LOSS_BCE } dl_loss_kind;
 typedef struct dl_loss {
     dl_loss_kind kind;
-    float smoothing;  /* cross-entropy label smoothing */
-    int has_ignore;   /* cross-entropy: targets equal to ignore_index count for nothing */
-    int ignore_index; /* used when has_ignore (else PyTorch's -100) */
+    float smoothing; /* cross-entropy label smoothing */
 } dl_loss;
 const char *dl_loss_name(dl_loss_kind k);
+
+/* PyTorch's default ignore_index: no class id, so no token is ignored. */
+#define DL_IGNORE_NONE (-100)
 
 /* Cross-entropy over per-token logits (engine/nn/loss.c): logits [rows,
  * classes] for rows = samples * tokens, targets [rows] (i32, device
  * pointers of be). The loss is the mean over the tokens whose target is
- * not the loss's ignore_index, with its label smoothing: stats[0] +=
- * summed loss of the kept tokens, stats[1] += their correct argmax,
- * stats[2] += their count (3 device floats; loss = stats[0] / stats[2]);
- * dlogits (may be NULL) += grad_scale * d(mean)/dlogits. Errors name
- * CrossEntropy: a backend without the op, a target out of range. */
-int dl_loss_xent_tokens(dl_backend *be, const dl_loss *loss, int rows, int classes,
-                        const float *logits, const int32_t *targets, float grad_scale,
+ * not ignore_index (DL_IGNORE_NONE: PyTorch's default), with the loss's
+ * label smoothing: stats[0] += summed loss of the kept tokens, stats[1] +=
+ * their correct argmax, stats[2] += their count (3 device floats; loss =
+ * stats[0] / stats[2]); dlogits (may be NULL) += grad_scale *
+ * d(mean)/dlogits. Errors name CrossEntropy: a backend without the op, a
+ * target out of range. */
+int dl_loss_xent_tokens(dl_backend *be, const dl_loss *loss, int ignore_index, int rows,
+                        int classes, const float *logits, const int32_t *targets, float grad_scale,
                         float *dlogits, float *stats);
 
 /* --- parameters ------------------------------------------------------------ */
