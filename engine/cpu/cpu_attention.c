@@ -125,6 +125,55 @@ static void scores(float *s, const float *q, int ld, const float *kt, int nq, in
     }
 }
 
+#if defined(__AVX2__) && defined(__FMA__)
+/* exp of 8 floats (the Cephes polynomial of avx_mathfun, within 2 ulp of
+ * expf); arguments below -87.3 (masked scores, -INFINITY) give 0. */
+static __m256 exp8(__m256 x)
+{
+    __m256 tiny = _mm256_cmp_ps(x, _mm256_set1_ps(-87.3f), _CMP_LT_OQ);
+    x = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(-87.3f)), _mm256_set1_ps(88.3f));
+    __m256 fx = _mm256_floor_ps(
+        _mm256_fmadd_ps(x, _mm256_set1_ps(1.44269504088896341f), _mm256_set1_ps(0.5f)));
+    x = _mm256_fnmadd_ps(fx, _mm256_set1_ps(0.693359375f), x);
+    x = _mm256_fnmadd_ps(fx, _mm256_set1_ps(-2.12194440e-4f), x);
+    __m256 y = _mm256_set1_ps(1.9875691500e-4f);
+    y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(1.3981999507e-3f));
+    y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(8.3334519073e-3f));
+    y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(4.1665795894e-2f));
+    y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(1.6666665459e-1f));
+    y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(5.0000001201e-1f));
+    y = _mm256_fmadd_ps(y, _mm256_mul_ps(x, x), _mm256_add_ps(x, _mm256_set1_ps(1.0f)));
+    __m256i e =
+        _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(fx), _mm256_set1_epi32(127)), 23);
+    y = _mm256_mul_ps(y, _mm256_castsi256_ps(e));
+    return _mm256_andnot_ps(tiny, y);
+}
+#endif
+
+/* x[j] = exp(x[j] - sub) for j < n; returns the sum of the results. */
+static float exp_sub(float *x, int n, float sub)
+{
+    int j = 0;
+    float sum = 0;
+#if defined(__AVX2__) && defined(__FMA__)
+    __m256 acc = _mm256_setzero_ps(), s8 = _mm256_set1_ps(sub);
+    for (; j + 8 <= n; j += 8) {
+        __m256 e = exp8(_mm256_sub_ps(_mm256_loadu_ps(x + j), s8));
+        _mm256_storeu_ps(x + j, e);
+        acc = _mm256_add_ps(acc, e);
+    }
+    float part[8];
+    _mm256_storeu_ps(part, acc);
+    for (int k = 0; k < 8; k++)
+        sum += part[k];
+#endif
+    for (; j < n; j++) {
+        x[j] = expf(x[j] - sub);
+        sum += x[j];
+    }
+    return sum;
+}
+
 /* Keys a query tile [i0, i0 + nq) looks at: all, or up to its last query. */
 static int key_end(const attn_task *a, int i0, int nq) { return a->causal ? i0 + nq : a->t; }
 
@@ -140,11 +189,7 @@ static float online_row(float *si, int nk, float *m, float *l)
         memset(si, 0, (size_t)nk * sizeof *si);
         return 1.0f;
     }
-    float corr = expf(*m - mx), sum = 0;
-    for (int j = 0; j < nk; j++) {
-        si[j] = expf(si[j] - mx);
-        sum += si[j];
-    }
+    float corr = expf(*m - mx), sum = exp_sub(si, nk, mx);
     *l = *l * corr + sum;
     *m = mx;
     return corr;
@@ -248,8 +293,7 @@ static void bwd_head(const attn_task *a, float *w, int b, int h)
             /* P = exp(S - lse); dP = dO V^T, as scores() with no scale or mask */
             scores(dp, dout_rows, a->d, vt, nq, nk, dh, 1.0f, 0, 0, 0);
             for (int i = 0; i < nq; i++)
-                for (int j = 0; j < nk; j++)
-                    s[i * BK + j] = expf(s[i * BK + j] - lse_rows[i]);
+                exp_sub(s + i * BK, nk, lse_rows[i]);
             bwd_accumulate(a, s, dp, dsum, base + (size_t)i0 * ld, dout_rows,
                            dbase + (size_t)j0 * ld + a->d, dbase + (size_t)j0 * ld + 2 * a->d, k,
                            dq, nq, nk);
