@@ -1,4 +1,5 @@
 /* lua_nn.c - dl.nn: layers, containers and losses as Lua userdata */
+#include <limits.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -293,6 +294,48 @@ static int nn_embedding(lua_State *L)
     return finish_layer(L, u, dl_nn_embedding((int)vocab, (int)dim), fn, name);
 }
 
+/* nn.MultiheadAttention(embed_dim, num_heads [, {causal, dropout, bias, batch_first, name}]):
+ * self-attention over per-sample [t, embed_dim] inputs (batch_first, as
+ * every dlbench sample is). */
+static int nn_multihead_attention(lua_State *L)
+{
+    const char *fn = "nn.MultiheadAttention";
+    long d = dl_lua_check_int(L, fn, 1, "embed_dim", 1);
+    long heads = dl_lua_check_int(L, fn, 2, "num_heads", 1);
+    int oi = trailing_opts(L, 3);
+    if (!oi && !lua_isnoneornil(L, 3))
+        dl_lua_argerror(L, fn, 3, "options",
+                        "a table {causal = false, dropout = 0, bias = true, name = \"...\"}");
+    dl_lua_opts o;
+    dl_lua_opt_begin(&o, L, fn, oi, 0);
+    int causal = dl_lua_opt_boolean(&o, "causal", 0);
+    double dropout = dl_lua_opt_positive(&o, "dropout", 0, 1);
+    int bias = dl_lua_opt_boolean(&o, "bias", 1);
+    int batch_first = dl_lua_opt_boolean(&o, "batch_first", 1);
+    char name[48];
+    dl_lua_opt_string(&o, "name", "", name, sizeof name);
+    dl_lua_opt_check(&o);
+    if (!batch_first) {
+        lua_getfield(L, oi, "batch_first");
+        dl_lua_fielderror(L, fn, "batch_first", "true (samples are [t, embed_dim])");
+    }
+    lua_layer *u = push_layer(L);
+    dl_layer *l = dl_nn_multihead_attention((int)d, (int)heads, causal, (float)dropout, bias);
+    return finish_layer(L, u, l, fn, name);
+}
+
+/* nn.PositionalEmbedding(max_len, embedding_dim [, {name}]) */
+static int nn_positional_embedding(lua_State *L)
+{
+    const char *fn = "nn.PositionalEmbedding";
+    long max_len = dl_lua_check_int(L, fn, 1, "max_len", 1);
+    long dim = dl_lua_check_int(L, fn, 2, "embedding_dim", 1);
+    char name[48];
+    name_only(L, fn, 3, name, sizeof name);
+    lua_layer *u = push_layer(L);
+    return finish_layer(L, u, dl_nn_positional_embedding((int)max_len, (int)dim), fn, name);
+}
+
 /* nn.Sequential { l1, l2, ... } or nn.Sequential(l1, l2, ...). The children
  * are checked before any is taken, so an error leaves them all usable. */
 static int nn_sequential(lua_State *L)
@@ -400,37 +443,66 @@ static int nn_residual(lua_State *L)
 
 /* --- losses --------------------------------------------------------------- */
 
+/* The loss userdata: a dl_loss first (dl_lua_get_loss copies it), then
+ * the per-token options the trainer's dl_loss does not carry. */
+typedef struct lua_loss {
+    dl_loss loss;
+    int has_ignore, ignore_index;
+} lua_loss;
+
 static int loss_tostring(lua_State *L)
 {
-    dl_loss *l = luaL_checkudata(L, 1, DL_LOSS_MT);
-    if (l->kind == DL_LOSS_XENT && l->smoothing > 0)
+    lua_loss *u = luaL_checkudata(L, 1, DL_LOSS_MT);
+    dl_loss *l = &u->loss;
+    if (l->kind == DL_LOSS_XENT && u->has_ignore)
+        lua_pushfstring(L, "CrossEntropy{smoothing = %f, ignore_index = %d}", (double)l->smoothing,
+                        u->ignore_index);
+    else if (l->kind == DL_LOSS_XENT && l->smoothing > 0)
         lua_pushfstring(L, "CrossEntropy{smoothing = %f}", (double)l->smoothing);
     else
         lua_pushfstring(L, "%s()", dl_loss_name(l->kind));
     return 1;
 }
 
-static int push_loss(lua_State *L, dl_loss_kind kind, float smoothing)
+static lua_loss *push_loss(lua_State *L, dl_loss_kind kind, float smoothing)
 {
-    dl_loss *l = lua_newuserdatauv(L, sizeof *l, 0);
-    l->kind = kind;
-    l->smoothing = smoothing;
+    lua_loss *u = lua_newuserdatauv(L, sizeof *u, 0);
+    memset(u, 0, sizeof *u);
+    u->loss.kind = kind;
+    u->loss.smoothing = smoothing;
+    u->ignore_index = DL_IGNORE_NONE;
     luaL_setmetatable(L, DL_LOSS_MT);
-    return 1;
+    return u;
 }
 
+/* nn.CrossEntropy { smoothing (label_smoothing) = 0, ignore_index = none } */
 static int nn_cross_entropy(lua_State *L)
 {
     const char *fn = "nn.CrossEntropy";
     dl_lua_opts o;
     dl_lua_opt_begin(&o, L, fn, 1, 0);
     double s = dl_lua_opt_positive(&o, "smoothing", 0, 1);
+    const char *which = s > 0 ? "smoothing" : "label_smoothing";
+    s = dl_lua_opt_positive(&o, "label_smoothing", s, 1);
+    int ignore = dl_lua_opt_int(&o, "ignore_index", INT_MIN, INT_MIN + 1);
     if (s >= 1) {
-        lua_getfield(L, 1, "smoothing");
-        dl_lua_fielderror(L, fn, "smoothing", "a number in [0, 1)");
+        lua_getfield(L, 1, which);
+        dl_lua_fielderror(L, fn, which, "a number in [0, 1)");
     }
     dl_lua_opt_check(&o);
-    return push_loss(L, DL_LOSS_XENT, (float)s);
+    lua_loss *u = push_loss(L, DL_LOSS_XENT, (float)s);
+    u->has_ignore = ignore != INT_MIN;
+    if (u->has_ignore)
+        u->ignore_index = ignore;
+    return 1;
+}
+
+/* The ignore_index of the loss at idx for dl_loss_xent_tokens:
+ * DL_IGNORE_NONE when the script set none (or idx is no loss). */
+int dl_lua_loss_ignore_index(lua_State *L, int idx)
+{
+    lua_loss *u = luaL_testudata(L, idx, DL_LOSS_MT);
+    return u ? u->ignore_index : DL_IGNORE_NONE;
 }
 
 static int nn_mse(lua_State *L)
@@ -438,7 +510,8 @@ static int nn_mse(lua_State *L)
     dl_lua_opts o;
     dl_lua_opt_begin(&o, L, "nn.MSE", 1, 0);
     dl_lua_opt_check(&o);
-    return push_loss(L, DL_LOSS_MSE, 0);
+    push_loss(L, DL_LOSS_MSE, 0);
+    return 1;
 }
 
 static int nn_bce(lua_State *L)
@@ -446,7 +519,8 @@ static int nn_bce(lua_State *L)
     dl_lua_opts o;
     dl_lua_opt_begin(&o, L, "nn.BCEWithLogits", 1, 0);
     dl_lua_opt_check(&o);
-    return push_loss(L, DL_LOSS_BCE, 0);
+    push_loss(L, DL_LOSS_BCE, 0);
+    return 1;
 }
 
 int dl_lua_get_loss(lua_State *L, int idx, dl_loss *out)
@@ -489,6 +563,8 @@ int dl_lua_open_nn(lua_State *L)
                                    {"Flatten", nn_flatten},
                                    {"Identity", nn_identity},
                                    {"Embedding", nn_embedding},
+                                   {"MultiheadAttention", nn_multihead_attention},
+                                   {"PositionalEmbedding", nn_positional_embedding},
                                    {"Sequential", nn_sequential},
                                    {"Residual", nn_residual},
                                    {"CrossEntropy", nn_cross_entropy},

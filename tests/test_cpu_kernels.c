@@ -703,7 +703,10 @@ static void test_pool_fd(void)
 static void test_adaptive_pool(void)
 {
     static const int cases[][6] = {
-        {2, 3, 7, 7, 1, 1}, {2, 2, 8, 6, 4, 3}, {1, 3, 7, 9, 3, 4}, {1, 2, 3, 2, 5, 4},
+        {2, 3, 7, 7, 1, 1},
+        {2, 2, 8, 6, 4, 3},
+        {1, 3, 7, 9, 3, 4},
+        {1, 2, 3, 2, 5, 4},
     };
     for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
         const int *c = cases[ci];
@@ -994,6 +997,144 @@ static void test_norm_fd_own_forward(void)
     free(x), free(g);
 }
 
+/* ---------------------------------------------------------------------- */
+/* attention (cpu_attention.c)                                              */
+
+/* Naive attention of one (sample, head) in double: o and lse, then, with
+ * dout, dqkv += the gradient. The T x T probabilities are held whole. */
+static void attn_reference(int n, int t, int heads, int d, int causal, const float *qkv,
+                           const float *dout, double *o, double *lse, double *dqkv)
+{
+    int dh = d / heads, ld = 3 * d;
+    double scale = 1.0 / sqrt((double)dh);
+    double *p = malloc((size_t)t * t * sizeof *p), *dp = malloc((size_t)t * t * sizeof *dp);
+    for (int b = 0; b < n; b++)
+        for (int h = 0; h < heads; h++) {
+            const float *base = qkv + (size_t)b * t * ld + h * dh;
+#define Q(i, c) base[(size_t)(i)*ld + (c)]
+#define K(j, c) base[(size_t)(j)*ld + d + (c)]
+#define V(j, c) base[(size_t)(j)*ld + 2 * d + (c)]
+            for (int i = 0; i < t; i++) {
+                double mx = -INFINITY, sum = 0;
+                int jend = causal ? i + 1 : t;
+                for (int j = 0; j < jend; j++) {
+                    double s = 0;
+                    for (int c = 0; c < dh; c++)
+                        s += (double)Q(i, c) * K(j, c);
+                    p[(size_t)i * t + j] = s * scale;
+                    mx = fmax(mx, s * scale);
+                }
+                for (int j = 0; j < jend; j++)
+                    sum += exp(p[(size_t)i * t + j] - mx);
+                for (int j = 0; j < t; j++)
+                    p[(size_t)i * t + j] = j < jend ? exp(p[(size_t)i * t + j] - mx) / sum : 0;
+                lse[((size_t)b * heads + h) * t + i] = mx + log(sum);
+                for (int c = 0; c < dh; c++) {
+                    double acc = 0;
+                    for (int j = 0; j < t; j++)
+                        acc += p[(size_t)i * t + j] * V(j, c);
+                    o[((size_t)b * t + i) * d + h * dh + c] = acc;
+                }
+            }
+            if (!dout)
+                continue;
+            double *db = dqkv + (size_t)b * t * ld + h * dh;
+            const float *dob = dout + (size_t)b * t * d + h * dh;
+            for (int i = 0; i < t; i++) {
+                double dsum = 0;
+                for (int j = 0; j < t; j++) {
+                    double s = 0;
+                    for (int c = 0; c < dh; c++)
+                        s += (double)dob[(size_t)i * d + c] * V(j, c);
+                    dp[(size_t)i * t + j] = s;
+                    dsum += p[(size_t)i * t + j] * s;
+                }
+                for (int j = 0; j < t; j++) {
+                    double pij = p[(size_t)i * t + j], ds = pij * (dp[(size_t)i * t + j] - dsum);
+                    for (int c = 0; c < dh; c++) {
+                        db[(size_t)j * ld + 2 * d + c] += pij * dob[(size_t)i * d + c];
+                        db[(size_t)i * ld + c] += ds * scale * K(j, c);
+                        db[(size_t)j * ld + d + c] += ds * scale * Q(i, c);
+                    }
+                }
+            }
+#undef Q
+#undef K
+#undef V
+        }
+    free(p);
+    free(dp);
+}
+
+static double max_rel(const float *got, const double *want, size_t n)
+{
+    double num = 0, den = 1e-30;
+    for (size_t i = 0; i < n; i++) {
+        num = fmax(num, fabs(got[i] - want[i]));
+        den = fmax(den, fabs(want[i]));
+    }
+    return num / den;
+}
+
+static void attention_reference_case(int n, int t, int heads, int d, int causal)
+{
+    size_t nq = (size_t)n * t * 3 * d, no = (size_t)n * t * d, nl = (size_t)n * heads * t;
+    float *qkv = frandv(nq), *dout = frandv(no), *dq0 = frandv(nq);
+    float *o = calloc(no, 4), *lse = calloc(nl, 4), *dqkv = fcopy(dq0, nq);
+    double *ro = calloc(no, 8), *rl = calloc(nl, 8), *rdq = calloc(nq, 8);
+    for (size_t i = 0; i < nq; i++)
+        rdq[i] = dq0[i];
+    dl_backend *be = cpu();
+    float scale = 1.0f / sqrtf((float)(d / heads));
+    CHECK_OK(be->ops->attention_forward(be, n, t, heads, d, causal, scale, qkv, o, lse));
+    CHECK_OK(
+        be->ops->attention_backward(be, n, t, heads, d, causal, scale, qkv, o, lse, dout, dqkv));
+    attn_reference(n, t, heads, d, causal, qkv, dout, ro, rl, rdq);
+    double eo = max_rel(o, ro, no), el = max_rel(lse, rl, nl), eg = max_rel(dqkv, rdq, nq);
+    CHECK_MSG(eo < 1e-5 && el < 1e-5 && eg < 1e-5,
+              "t %d d %d heads %d causal %d: o %.3g, lse %.3g, dqkv %.3g", t, d, heads, causal, eo,
+              el, eg);
+    free(qkv), free(dout), free(dq0), free(o), free(lse), free(dqkv);
+    free(ro), free(rl), free(rdq);
+}
+
+static void test_attention_reference(void)
+{
+    attention_reference_case(2, 1, 1, 4, 1);
+    attention_reference_case(2, 31, 2, 8, 0);
+    attention_reference_case(2, 33, 2, 8, 1);
+    attention_reference_case(1, 100, 4, 64, 1); /* 4 query tiles, the last partial */
+    attention_reference_case(3, 64, 3, 48, 0);
+    attention_reference_case(2, 70, 2, 128, 1); /* heads of 64: two register strips */
+    attention_reference_case(1, 45, 1, 40, 0);  /* a strip and a scalar tail of 8 */
+}
+
+/* The kernel's results do not depend on the thread count: each task's
+ * sums run in a fixed order. */
+static void test_attention_threads(void)
+{
+    int n = 3, t = 90, heads = 4, d = 32;
+    size_t nq = (size_t)n * t * 3 * d, no = (size_t)n * t * d, nl = (size_t)n * heads * t;
+    float *qkv = frandv(nq), *dout = frandv(no);
+    float *o[2], *lse[2], *dq[2];
+    for (int k = 0; k < 2; k++) {
+        dl_backend *be = dl_backend_cpu_create(k == 0 ? 1 : 3);
+        o[k] = calloc(no, 4), lse[k] = calloc(nl, 4), dq[k] = calloc(nq, 4);
+        CHECK_OK(be->ops->attention_forward(be, n, t, heads, d, 1, 0.3f, qkv, o[k], lse[k]));
+        CHECK_OK(be->ops->attention_backward(be, n, t, heads, d, 1, 0.3f, qkv, o[k], lse[k], dout,
+                                             dq[k]));
+        dl_backend_cpu_destroy(be);
+    }
+    CHECK(memcmp(o[0], o[1], no * 4) == 0);
+    CHECK(memcmp(lse[0], lse[1], nl * 4) == 0);
+    CHECK(memcmp(dq[0], dq[1], nq * 4) == 0);
+    for (int k = 0; k < 2; k++)
+        free(o[k]), free(lse[k]), free(dq[k]);
+    dl_backend *be = cpu(); /* 3 heads do not divide 8 */
+    CHECK(be->ops->attention_forward(be, 1, 4, 3, 8, 0, 1, qkv, NULL, NULL) == DL_EINVAL);
+    free(qkv), free(dout);
+}
+
 int main(void)
 {
     RUN(test_pool_each_index_once);
@@ -1014,5 +1155,7 @@ int main(void)
     RUN(test_batchnorm_large);
     RUN(test_layernorm);
     RUN(test_norm_fd_own_forward);
+    RUN(test_attention_reference);
+    RUN(test_attention_threads);
     CHECK_EXIT();
 }

@@ -372,14 +372,47 @@ static void test_conv(void)
         {.n = 4, .c = 16, .h = 7, .w = 7, .k = 8, .r = 1, .s = 1, .stride = 1, .pad = 0},
         {.n = 2, .c = 1, .h = 28, .w = 28, .k = 6, .r = 5, .s = 5, .stride = 1, .pad = 2},
         /* grouped, depthwise (groups == c, with a multiplier of 2), dilated */
-        {.n = 2, .c = 8, .h = 9, .w = 10, .k = 12, .r = 3, .s = 3, .stride = 1, .pad = 1,
+        {.n = 2,
+         .c = 8,
+         .h = 9,
+         .w = 10,
+         .k = 12,
+         .r = 3,
+         .s = 3,
+         .stride = 1,
+         .pad = 1,
          .groups = 4},
-        {.n = 3, .c = 16, .h = 14, .w = 14, .k = 16, .r = 3, .s = 3, .stride = 2, .pad = 1,
+        {.n = 3,
+         .c = 16,
+         .h = 14,
+         .w = 14,
+         .k = 16,
+         .r = 3,
+         .s = 3,
+         .stride = 2,
+         .pad = 1,
          .groups = 16},
-        {.n = 2, .c = 6, .h = 8, .w = 8, .k = 12, .r = 3, .s = 3, .stride = 1, .pad = 1,
+        {.n = 2,
+         .c = 6,
+         .h = 8,
+         .w = 8,
+         .k = 12,
+         .r = 3,
+         .s = 3,
+         .stride = 1,
+         .pad = 1,
          .groups = 6},
-        {.n = 2, .c = 4, .h = 11, .w = 9, .k = 6, .r = 3, .s = 3, .stride = 1, .pad = 2,
-         .groups = 2, .dilation = 2},
+        {.n = 2,
+         .c = 4,
+         .h = 11,
+         .w = 9,
+         .k = 6,
+         .r = 3,
+         .s = 3,
+         .stride = 1,
+         .pad = 2,
+         .groups = 2,
+         .dilation = 2},
     };
     dl_dtype types[] = {DL_F32, DL_BF16, DL_F16};
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
@@ -893,6 +926,95 @@ static void test_events(void)
     pair_free(&x);
 }
 
+/* --- attention and the per-token loss ---------------------------------------------------- */
+
+static void attention_case(int n, int t, int heads, int d, int causal)
+{
+    char what[96];
+    size_t nq = (size_t)n * t * 3 * d, no = (size_t)n * t * d, nl = (size_t)n * heads * t;
+    float scale = 1.0f / sqrtf((float)(d / heads));
+    pair qkv = pair_rand(nq, -1, 1, 191), o = pair_const(no, 0), lse = pair_const(nl, 0);
+    pair dout = pair_rand(no, -1, 1, 192), dqkv = pair_rand(nq, -1, 1, 193);
+    CHECK_OK(cpu->ops->attention_forward(cpu, n, t, heads, d, causal, scale, qkv.c, o.c, lse.c));
+    CHECK_OK(gpu->ops->attention_forward(gpu, n, t, heads, d, causal, scale, qkv.g, o.g, lse.g));
+    snprintf(what, sizeof what, "attention t %d d %d heads %d causal %d: o", t, d, heads, causal);
+    compare_f32(&o, no, 1e-5, 1e-4, what);
+    snprintf(what, sizeof what, "attention t %d causal %d: lse", t, causal);
+    compare_f32(&lse, nl, 1e-5, 1e-5, what);
+    /* backward accumulates into a non-zero dqkv, from the CPU's o and lse on both sides */
+    CHECK_OK(gpu->ops->to_device(gpu, o.g, o.c, no * 4));
+    CHECK_OK(gpu->ops->to_device(gpu, lse.g, lse.c, nl * 4));
+    CHECK_OK(cpu->ops->attention_backward(cpu, n, t, heads, d, causal, scale, qkv.c, o.c, lse.c,
+                                          dout.c, dqkv.c));
+    CHECK_OK(gpu->ops->attention_backward(gpu, n, t, heads, d, causal, scale, qkv.g, o.g, lse.g,
+                                          dout.g, dqkv.g));
+    snprintf(what, sizeof what, "attention t %d causal %d: dqkv", t, causal);
+    compare_f32(&dqkv, nq, 1e-5, 1e-4, what);
+    pair *all[] = {&qkv, &o, &lse, &dout, &dqkv};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        pair_free(all[i]);
+}
+
+static void test_attention(void)
+{
+    NEED_GPU();
+    CHECK(gpu->ops->attention_forward && gpu->ops->attention_backward);
+    if (!gpu->ops->attention_forward || !gpu->ops->attention_backward)
+        return;
+    attention_case(2, 5, 2, 8, 0);
+    attention_case(2, 37, 2, 16, 1); /* a full and a partial CPU tile */
+    attention_case(1, 70, 4, 128, 0);
+    attention_case(3, 70, 2, 64, 1);
+    /* a head over the GPU kernel's limit is an error, not a wrong answer */
+    pair q = pair_const(3 * 512, 0), o = pair_const(512, 0), l = pair_const(1, 0);
+    CHECK(gpu->ops->attention_forward(gpu, 1, 1, 1, 512, 0, 1.0f, q.g, o.g, l.g) == DL_EINVAL);
+    pair_free(&q);
+    pair_free(&o);
+    pair_free(&l);
+}
+
+static void test_xent_tokens(void)
+{
+    NEED_GPU();
+    CHECK(gpu->ops->softmax_xent_tokens != NULL);
+    if (!gpu->ops->softmax_xent_tokens)
+        return;
+    int rows = 300, classes = 65, ignore = -1;
+    int32_t *lab = malloc(rows * sizeof *lab);
+    for (int r = 0; r < rows; r++)
+        lab[r] = r % 7 == 3 ? ignore : (int32_t)((r * 11 + 5) % classes);
+    float *hz = rand_host((size_t)rows * classes, -4, 4, 201);
+    pair z = pair_new(hz, (size_t)rows * classes * 4), l = pair_new(lab, rows * sizeof *lab);
+    pair d = pair_rand((size_t)rows * classes, -1, 1, 202);
+    float st[3] = {1.0f, 2.0f, 3.0f};
+    pair stats = pair_new(st, sizeof st);
+    CHECK_OK(cpu->ops->softmax_xent_tokens(cpu, rows, classes, z.c, l.c, ignore, 0.1f, 2.0f, d.c,
+                                           stats.c));
+    CHECK_OK(gpu->ops->softmax_xent_tokens(gpu, rows, classes, z.g, l.g, ignore, 0.1f, 2.0f, d.g,
+                                           stats.g));
+    compare_f32(&d, (size_t)rows * classes, 1e-7, TOL, "softmax_xent_tokens dlogits");
+    compare_f32(&stats, 3, 1e-5, TOL, "softmax_xent_tokens stats");
+    CHECK_OK(cpu->ops->softmax_xent_tokens(cpu, rows, classes, z.c, l.c, ignore, 0, 1.0f, NULL,
+                                           stats.c));
+    CHECK_OK(gpu->ops->softmax_xent_tokens(gpu, rows, classes, z.g, l.g, ignore, 0, 1.0f, NULL,
+                                           stats.g));
+    compare_f32(&stats, 3, 1e-5, TOL, "softmax_xent_tokens stats (no grad)");
+    /* a kept target out of range is an error at the next synchronisation */
+    lab[0] = classes;
+    CHECK_OK(gpu->ops->to_device(gpu, l.g, lab, rows * sizeof *lab));
+    int rc =
+        gpu->ops->softmax_xent_tokens(gpu, rows, classes, z.g, l.g, ignore, 0, 1.0f, NULL, stats.g);
+    if (rc == DL_OK)
+        rc = gpu->ops->sync(gpu);
+    CHECK(rc == DL_EINVAL);
+    CHECK_OK(gpu->ops->sync(gpu));
+    pair *all[] = {&z, &l, &d, &stats};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        pair_free(all[i]);
+    free(lab);
+    free(hz);
+}
+
 int main(void)
 {
     /* f32 products at full precision unless the caller chose */
@@ -923,5 +1045,7 @@ int main(void)
     RUN(test_adam);
     RUN(test_sumsq);
     RUN(test_events);
+    RUN(test_attention);
+    RUN(test_xent_tokens);
     CHECK_EXIT();
 }

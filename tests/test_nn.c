@@ -437,7 +437,8 @@ static void golden_case(const char *name, dl_layer *root, dl_shape in, int n)
     CHECK_OK(harness_init(&h, root, &in, n));
     if (check_current_failed)
         return;
-    CHECK_MSG(ng > 0, "tests/golden/resnet_block.txt lacks case %s (run tests/golden/resnet_block.py)",
+    CHECK_MSG(ng > 0,
+              "tests/golden/resnet_block.txt lacks case %s (run tests/golden/resnet_block.py)",
               name);
     const golden *x = golden_find(g, ng, "x"), *r = golden_find(g, ng, "r");
     const golden *y = golden_find(g, ng, "y"), *dx = golden_find(g, ng, "dx");
@@ -966,6 +967,278 @@ static void test_rng(void)
     CHECK_NEAR(n2 / N, 1.0, 0.02);
 }
 
+/* --- transformer layers (engine/nn/attention.c) and the per-token loss ------- */
+
+static dl_layer *seq_of(dl_layer **layers, int n)
+{
+    dl_layer *seq = dl_nn_sequential();
+    for (int i = 0; i < n; i++)
+        dl_nn_sequential_add(seq, layers[i]);
+    return seq;
+}
+
+static void test_mha_grad(void)
+{
+    gradcheck(dl_nn_multihead_attention(8, 2, 0, 0, 1), (dl_shape){2, {5, 8}}, 2, 1);
+}
+static void test_mha_causal_grad(void)
+{
+    gradcheck(dl_nn_multihead_attention(8, 4, 1, 0, 0), (dl_shape){2, {6, 8}}, 2, 1);
+}
+static void test_mha_tiles_grad(void)
+{
+    /* 37 positions: a full 32-query tile and a partial one, causal across both */
+    gradcheck(dl_nn_multihead_attention(4, 2, 1, 0, 1), (dl_shape){2, {37, 4}}, 1, 1);
+}
+static void test_posemb_grad(void)
+{
+    gradcheck(dl_nn_positional_embedding(6, 4), (dl_shape){2, {5, 4}}, 2, 1);
+}
+static void test_token_model_grad(void)
+{
+    /* ids [t] -> Embedding -> PositionalEmbedding -> causal MHA -> Linear [t, vocab] */
+    dl_layer *l[] = {dl_nn_embedding(11, 8), dl_nn_positional_embedding(8, 8),
+                     dl_nn_multihead_attention(8, 2, 1, 0, 1), dl_nn_linear(8, 11, 1)};
+    harness h;
+    CHECK_OK(harness_init(&h, seq_of(l, 4), &(dl_shape){1, {6}}, 2));
+    for (size_t i = 0; i < h.nin; i++)
+        h.x[i] = (float)((i * 5) % 11);
+    CHECK(dl_shape_numel(dl_model_output_shape(h.m)) == 6 * 11);
+    check_gradients(&h, 1e-2f, TOL, 0, 1);
+    harness_done(&h);
+}
+
+/* Reference mean over kept rows of the smoothed cross-entropy. */
+static double xent_mean_ref(const float *z, const int32_t *y, int rows, int classes, int ignore,
+                            float smooth)
+{
+    double sum = 0;
+    int kept = 0;
+    for (int r = 0; r < rows; r++) {
+        if (y[r] == ignore)
+            continue;
+        double mx = -1e30, s = 0;
+        for (int c = 0; c < classes; c++)
+            mx = fmax(mx, z[r * classes + c]);
+        for (int c = 0; c < classes; c++)
+            s += exp(z[r * classes + c] - mx);
+        for (int c = 0; c < classes; c++) {
+            double t = smooth / classes + (c == y[r] ? 1 - smooth : 0);
+            sum -= t * (z[r * classes + c] - mx - log(s));
+        }
+        kept++;
+    }
+    return sum / (kept ? kept : 1);
+}
+
+static void test_xent_tokens(void)
+{
+    enum { ROWS = 6, CLASSES = 5 };
+    float z[ROWS * CLASSES], d[ROWS * CLASSES] = {0}, stats[3] = {0};
+    int32_t y[ROWS] = {0, -1, 4, 2, -1, 3};
+    fill_random(z, ROWS * CLASSES, 19, 2.0f);
+    dl_loss loss = {DL_LOSS_XENT, 0.1f};
+    CHECK_OK(dl_loss_xent_tokens(be, &loss, -1, ROWS, CLASSES, z, y, 1.0f, d, stats));
+    CHECK_NEAR(stats[2], 4, 0);
+    double ref = xent_mean_ref(z, y, ROWS, CLASSES, -1, 0.1f);
+    CHECK_NEAR(stats[0] / stats[2], ref, 1e-5);
+    for (int i = 0; i < ROWS * CLASSES; i++) {
+        float keep = z[i];
+        z[i] = keep + 1e-2f;
+        double lp = xent_mean_ref(z, y, ROWS, CLASSES, -1, 0.1f);
+        z[i] = keep - 1e-2f;
+        double lm = xent_mean_ref(z, y, ROWS, CLASSES, -1, 0.1f);
+        z[i] = keep;
+        CHECK_NEAR(d[i], (lp - lm) / 2e-2, 1e-4);
+        if (y[i / CLASSES] == -1)
+            CHECK(d[i] == 0);
+    }
+    /* without ignore_index (PyTorch's -100): -1 is an out-of-range target */
+    dl_loss plain = {DL_LOSS_XENT, 0};
+    CHECK(dl_loss_xent_tokens(be, &plain, DL_IGNORE_NONE, ROWS, CLASSES, z, y, 1.0f, NULL, stats) ==
+          DL_EINVAL);
+    CHECK_MSG(strstr(dl_error_message(), "CrossEntropy") && strstr(dl_error_message(), "-1"),
+              "message: %s", dl_error_message());
+    /* every token ignored: no loss, no gradient, no division by zero */
+    int32_t all[ROWS] = {-1, -1, -1, -1, -1, -1};
+    float s3[3] = {0}, g[ROWS * CLASSES] = {0};
+    CHECK_OK(dl_loss_xent_tokens(be, &loss, -1, ROWS, CLASSES, z, all, 1.0f, g, s3));
+    CHECK(s3[0] == 0 && s3[2] == 0 && g[0] == 0);
+}
+
+static void test_transformer_errors(void)
+{
+    CHECK(dl_nn_multihead_attention(10, 3, 0, 0, 1) == NULL);
+    CHECK_MSG(strstr(dl_error_message(), "MultiheadAttention(10, 3)") &&
+                  strstr(dl_error_message(), "divide"),
+              "message: %s", dl_error_message());
+    CHECK(dl_nn_multihead_attention(8, 2, 0, 0.1f, 1) == NULL);
+    CHECK(strstr(dl_error_message(), "dropout") != NULL);
+    dl_model *m = NULL;
+    CHECK(dl_model_create(&m, dl_nn_positional_embedding(4, 8), &(dl_shape){2, {6, 8}}) ==
+          DL_ESHAPE);
+    CHECK_MSG(strstr(dl_error_message(), "PositionalEmbedding(4, 8)") &&
+                  strstr(dl_error_message(), "max_len 4"),
+              "message: %s", dl_error_message());
+    CHECK(dl_model_create(&m, dl_nn_multihead_attention(8, 2, 0, 0, 1), &(dl_shape){1, {8}}) ==
+          DL_ESHAPE);
+    CHECK(strstr(dl_error_message(), "MultiheadAttention(8, 2)") != NULL);
+    /* a token id at the vocabulary size */
+    harness h;
+    CHECK_OK(harness_init(&h, dl_nn_embedding(5, 4), &(dl_shape){1, {3}}, 1));
+    h.x[0] = 1, h.x[1] = 5, h.x[2] = 0;
+    CHECK(isnan(harness_loss(&h, 0)));
+    CHECK_MSG(strstr(dl_error_message(), "Embedding(5, 4)") && strstr(dl_error_message(), "5"),
+              "message: %s", dl_error_message());
+    harness_done(&h);
+}
+
+/* --- against PyTorch (tests/golden/attention.py writes attention.txt) --------- */
+
+/* Reads the array header "name count" and count values into dst (floats
+ * of the expected count); 0 on success. */
+static int golden_read(FILE *f, const char *name, float *dst, size_t count)
+{
+    char got[96];
+    size_t n = 0;
+    if (fscanf(f, "%95s %zu", got, &n) != 2 || strcmp(got, name) || n != count) {
+        printf("  golden: expected %s (%zu values), found %s (%zu)\n", name, count, got, n);
+        return -1;
+    }
+    for (size_t i = 0; i < n; i++) {
+        double v;
+        if (fscanf(f, "%lf", &v) != 1)
+            return -1;
+        dst[i] = (float)v;
+    }
+    return 0;
+}
+
+/* max |a - b| / max |b|: the relative error of a whole array. */
+static double rel_err(const float *a, const float *b, size_t n)
+{
+    double num = 0, den = 1e-30;
+    for (size_t i = 0; i < n; i++) {
+        num = fmax(num, fabs((double)a[i] - b[i]));
+        den = fmax(den, fabs((double)b[i]));
+    }
+    return num / den;
+}
+
+static dl_layer *golden_model(int d, int heads, int causal, int block)
+{
+    if (!block)
+        return dl_nn_multihead_attention(d, heads, causal, 0, 1);
+    dl_layer *a[] = {dl_nn_layernorm(d, 1e-5f), dl_nn_multihead_attention(d, heads, causal, 0, 1)};
+    dl_layer *b[] = {dl_nn_layernorm(d, 1e-5f), dl_nn_linear(d, 4 * d, 1),
+                     dl_nn_activation(DL_ACT_GELU), dl_nn_linear(4 * d, d, 1)};
+    dl_layer *top[] = {dl_nn_residual(seq_of(a, 2)), dl_nn_residual(seq_of(b, 4))};
+    return seq_of(top, 2);
+}
+
+/* Compares the golden array `name` (count values) with got. */
+static void golden_compare(FILE *f, const char *cname, const char *name, const float *got,
+                           size_t count)
+{
+    float *want = malloc(count * sizeof *want);
+    CHECK(golden_read(f, name, want, count) == 0);
+    double e = rel_err(got, want, count);
+    CHECK_MSG(e <= 1e-4, "%s %s: relative error %.3g > 1e-4", cname, name, e);
+    free(want);
+}
+
+/* One case: loads x, the parameters and r, runs forward and backward,
+ * compares y, dx and every parameter gradient. */
+static int golden_case(FILE *f)
+{
+    char cname[64];
+    int n, t, d, heads, causal, block;
+    if (fscanf(f, " case %63s %d %d %d %d %d %d", cname, &n, &t, &d, &heads, &causal, &block) != 7)
+        return 0;
+    harness h;
+    CHECK_OK(harness_init(&h, golden_model(d, heads, causal, block), &(dl_shape){2, {t, d}}, n));
+    dl_model_state s;
+    dl_model_get_state(h.m, &s);
+    int np = dl_model_num_params(h.m);
+    CHECK(golden_read(f, "x", h.x, h.nin) == 0);
+    char pname[96];
+    for (int k = 0; k < np; k++) {
+        const dl_param *pp = dl_model_param(h.m, k);
+        CHECK(fscanf(f, "%95s", pname) == 1); /* torch's name; the order is the contract */
+        fseek(f, -(long)strlen(pname), SEEK_CUR);
+        CHECK(golden_read(f, pname, s.params + pp->offset, pp->count) == 0);
+    }
+    CHECK(golden_read(f, "r", h.r, h.nout) == 0);
+    CHECK(isfinite(harness_loss(&h, 1)));
+    golden_compare(f, cname, "y", dl_model_output(h.m), h.nout);
+    memset(s.grads, 0, s.count * 4);
+    memset(h.dx, 0, h.nin * 4);
+    dl_pass p;
+    dl_model_pass(h.m, &p, n, 1, DL_PREC_F32, 5, 3);
+    CHECK_OK(h.l->vt->backward(h.l, &p, h.x, dl_model_output(h.m), h.r, h.dx));
+    golden_compare(f, cname, "dx", h.dx, h.nin);
+    for (int k = 0; k < np; k++) {
+        const dl_param *pp = dl_model_param(h.m, k);
+        CHECK(fscanf(f, "%95s", pname) == 1);
+        fseek(f, -(long)strlen(pname), SEEK_CUR);
+        golden_compare(f, cname, pname, s.grads + pp->offset, pp->count);
+    }
+    harness_done(&h);
+    return 1;
+}
+
+static void test_attention_golden(void)
+{
+    FILE *f = fopen("tests/golden/attention.txt", "r");
+    CHECK_MSG(f != NULL, "tests/golden/attention.txt: run from the repository root");
+    if (!f)
+        return;
+    char line[256];
+    CHECK(fgets(line, sizeof line, f) != NULL); /* the comment line */
+    int cases = 0;
+    while (golden_case(f))
+        cases++;
+    CHECK(cases == 3);
+    fclose(f);
+}
+
+/* MultiheadAttention in bf16: the products take the low-precision copies
+ * of x, ctx, dy, dqkv and the weights; outputs and gradients stay near
+ * the f32 ones (bf16 keeps 8 bits of mantissa). */
+static void test_mha_bf16(void)
+{
+    harness h;
+    CHECK_OK(
+        harness_init(&h, dl_nn_multihead_attention(32, 4, 1, 0, 1), &(dl_shape){2, {20, 32}}, 3));
+    dl_model_state s;
+    dl_model_get_state(h.m, &s);
+    float *y32 = malloc(h.nout * 4), *g32 = malloc(s.count * 4), *dx32 = malloc(h.nin * 4);
+    for (int pass = 0; pass < 2; pass++) {
+        dl_precision prec = pass ? DL_PREC_BF16 : DL_PREC_F32;
+        CHECK_OK(dl_model_refresh_lowp(h.m, pass ? DL_BF16 : DL_F32));
+        dl_pass p;
+        dl_model_pass(h.m, &p, h.n, 1, prec, 5, 3);
+        float *y = dl_model_output(h.m);
+        CHECK_OK(h.l->vt->forward(h.l, &p, h.x, y));
+        memset(s.grads, 0, s.count * 4);
+        memset(h.dx, 0, h.nin * 4);
+        CHECK_OK(h.l->vt->backward(h.l, &p, h.x, y, h.r, h.dx));
+        if (!pass) {
+            memcpy(y32, y, h.nout * 4);
+            memcpy(g32, s.grads, s.count * 4);
+            memcpy(dx32, h.dx, h.nin * 4);
+            continue;
+        }
+        double ey = rel_err(y, y32, h.nout), eg = rel_err(s.grads, g32, s.count);
+        double ex = rel_err(h.dx, dx32, h.nin);
+        CHECK_MSG(ey < 2e-2 && eg < 3e-2 && ex < 3e-2,
+                  "bf16 against f32: y %.3g, grads %.3g, dx %.3g", ey, eg, ex);
+        CHECK(ey > 0); /* the bf16 path ran */
+    }
+    free(y32), free(g32), free(dx32);
+    harness_done(&h);
+}
+
 int main(void)
 {
     be = dl_backend_cpu(0);
@@ -1011,5 +1284,14 @@ int main(void)
     RUN(test_schedules);
     RUN(test_half_roundtrip);
     RUN(test_rng);
+    RUN(test_mha_grad);
+    RUN(test_mha_causal_grad);
+    RUN(test_mha_tiles_grad);
+    RUN(test_posemb_grad);
+    RUN(test_token_model_grad);
+    RUN(test_xent_tokens);
+    RUN(test_transformer_errors);
+    RUN(test_attention_golden);
+    RUN(test_mha_bf16);
     CHECK_EXIT();
 }

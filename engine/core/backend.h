@@ -21,7 +21,7 @@
 
 /* Bumped whenever the table below changes; a CUDA module built against
  * another version is refused. */
-#define DL_BACKEND_API_VERSION 3
+#define DL_BACKEND_API_VERSION 4
 
 typedef enum { DL_DEVICE_CPU = 0, DL_DEVICE_CUDA = 1 } dl_device;
 
@@ -37,12 +37,12 @@ typedef enum { DL_POOL_MAX, DL_POOL_AVG } dl_pool_kind;
  * p = (h + 2*pad - dilation*(r-1) - 1) / stride + 1. groups and dilation
  * 0 mean 1 (descriptors written before they existed). */
 typedef struct dl_conv_desc {
-    int n, c, h, w;    /* input */
-    int k, r, s;       /* output channels, kernel height, width */
-    int stride, pad;   /* same in both directions */
-    int p, q;          /* output height, width */
-    int groups;        /* c and k divisible by it; 0 or 1: dense */
-    int dilation;      /* 0 or 1: adjacent taps */
+    int n, c, h, w;  /* input */
+    int k, r, s;     /* output channels, kernel height, width */
+    int stride, pad; /* same in both directions */
+    int p, q;        /* output height, width */
+    int groups;      /* c and k divisible by it; 0 or 1: dense */
+    int dilation;    /* 0 or 1: adjacent taps */
 } dl_conv_desc;
 
 /* The effective groups and dilation of d (0 read as 1). */
@@ -87,21 +87,21 @@ typedef struct dl_backend_ops {
      * accumulation; A and B are both of dtype ab (f32, bf16 or f16).
      * op(A) is [m,k]: A is [m,k] (lda >= k) or, transposed, [k,m]. */
     int (*gemm)(dl_backend *be, int trans_a, int trans_b, int m, int n, int k, float alpha,
-                const void *a, int lda, const void *b, int ldb, dl_dtype ab, float beta,
-                float *c, int ldc);
+                const void *a, int lda, const void *b, int ldb, dl_dtype ab, float beta, float *c,
+                int ldc);
 
     /* --- conversions ------------------------------------------------- */
     /* dst[i] = (dst_type) src[i]; f32 <-> bf16/f16 round to nearest even. */
-    int (*cast)(dl_backend *be, void *dst, dl_dtype dst_type, const void *src,
-                dl_dtype src_type, size_t n);
+    int (*cast)(dl_backend *be, void *dst, dl_dtype dst_type, const void *src, dl_dtype src_type,
+                size_t n);
     /* Round f32 values through a low-precision type and back, in place. */
     int (*round_through)(dl_backend *be, float *x, dl_dtype via, size_t n);
     /* Input batch conversion: dst = (src * scale - mean[ch]) / std[ch] for
      * src of dtype src_type (u8, f32 or i32) laid out [rows, channels,
      * plane]. mean/std are host arrays of `channels` values or NULL. */
-    int (*input_to_f32)(dl_backend *be, float *dst, const void *src, dl_dtype src_type,
-                        size_t rows, int channels, size_t plane, float scale,
-                        const float *mean, const float *std);
+    int (*input_to_f32)(dl_backend *be, float *dst, const void *src, dl_dtype src_type, size_t rows,
+                        int channels, size_t plane, float scale, const float *mean,
+                        const float *std);
 
     /* --- elementwise ------------------------------------------------- */
     /* y[r, c, i] += b[c] for y [rows, cols, inner]. */
@@ -111,8 +111,8 @@ typedef struct dl_backend_ops {
     /* y = act(x). */
     int (*act_forward)(dl_backend *be, dl_act kind, float *y, const float *x, size_t n);
     /* dx += act'(x) * dy (y is act(x), for kinds cheaper from it). */
-    int (*act_backward)(dl_backend *be, dl_act kind, float *dx, const float *x,
-                        const float *y, const float *dy, size_t n);
+    int (*act_backward)(dl_backend *be, dl_act kind, float *dx, const float *x, const float *y,
+                        const float *dy, size_t n);
     /* y = a + b. */
     int (*add)(dl_backend *be, float *y, const float *a, const float *b, size_t n);
     /* y += alpha * x. */
@@ -135,47 +135,44 @@ typedef struct dl_backend_ops {
     int (*conv_forward)(dl_backend *be, const dl_conv_desc *d, float *y, const float *x,
                         const float *w, const float *b, void *ws, dl_dtype compute);
     /* dx += conv_transpose(dy, w). */
-    int (*conv_backward_data)(dl_backend *be, const dl_conv_desc *d, float *dx,
-                              const float *dy, const float *w, void *ws, dl_dtype compute);
+    int (*conv_backward_data)(dl_backend *be, const dl_conv_desc *d, float *dx, const float *dy,
+                              const float *w, void *ws, dl_dtype compute);
     /* dw += correlation of x and dy; db += sum of dy (db may be NULL). */
     int (*conv_backward_filter)(dl_backend *be, const dl_conv_desc *d, float *dw, float *db,
-                                const float *dy, const float *x, void *ws,
-                                dl_dtype compute);
+                                const float *dy, const float *x, void *ws, dl_dtype compute);
     int (*pool_forward)(dl_backend *be, dl_pool_kind kind, const dl_pool_desc *d, float *y,
                         const float *x);
     /* dx += pool'(dy); max pooling routes to the first maximum, found again
      * by comparing x with y. */
-    int (*pool_backward)(dl_backend *be, dl_pool_kind kind, const dl_pool_desc *d,
-                         float *dx, const float *dy, const float *x, const float *y);
+    int (*pool_backward)(dl_backend *be, dl_pool_kind kind, const dl_pool_desc *d, float *dx,
+                         const float *dy, const float *x, const float *y);
 
     /* --- normalisation ----------------------------------------------- */
     /* BatchNorm over x [n, c, inner] per channel. Training: batch
      * statistics, saves mean and 1/sqrt(var+eps) to save_mean/save_invstd,
      * updates running stats with momentum (PyTorch convention, unbiased
      * running variance). Eval: uses the running stats. */
-    int (*batchnorm_forward)(dl_backend *be, int training, int n, int c, int inner,
-                             float momentum, float eps, float *y, const float *x,
-                             const float *gamma, const float *beta, float *running_mean,
-                             float *running_var, float *save_mean, float *save_invstd);
+    int (*batchnorm_forward)(dl_backend *be, int training, int n, int c, int inner, float momentum,
+                             float eps, float *y, const float *x, const float *gamma,
+                             const float *beta, float *running_mean, float *running_var,
+                             float *save_mean, float *save_invstd);
     /* Training-mode backward: dx, dgamma, dbeta all accumulate. */
-    int (*batchnorm_backward)(dl_backend *be, int n, int c, int inner, float *dx,
-                              float *dgamma, float *dbeta, const float *dy, const float *x,
-                              const float *gamma, const float *save_mean,
-                              const float *save_invstd);
+    int (*batchnorm_backward)(dl_backend *be, int n, int c, int inner, float *dx, float *dgamma,
+                              float *dbeta, const float *dy, const float *x, const float *gamma,
+                              const float *save_mean, const float *save_invstd);
     /* LayerNorm over the last dimension of x [rows, cols]. */
     int (*layernorm_forward)(dl_backend *be, int rows, int cols, float eps, float *y,
                              const float *x, const float *gamma, const float *beta,
                              float *save_mean, float *save_invstd);
     int (*layernorm_backward)(dl_backend *be, int rows, int cols, float *dx, float *dgamma,
-                              float *dbeta, const float *dy, const float *x,
-                              const float *gamma, const float *save_mean,
-                              const float *save_invstd);
+                              float *dbeta, const float *dy, const float *x, const float *gamma,
+                              const float *save_mean, const float *save_invstd);
 
     /* --- embedding --------------------------------------------------- */
     /* y[i, :] = table[idx[i], :]; idx holds integral values stored as f32.
      * Out-of-range indices are an error. */
-    int (*embedding_forward)(dl_backend *be, int n, int vocab, int dim, float *y,
-                             const float *idx, const float *table);
+    int (*embedding_forward)(dl_backend *be, int n, int vocab, int dim, float *y, const float *idx,
+                             const float *table);
     int (*embedding_backward)(dl_backend *be, int n, int vocab, int dim, float *dtable,
                               const float *idx, const float *dy);
 
@@ -185,12 +182,12 @@ typedef struct dl_backend_ops {
      * of correct argmax predictions to stats[1] (device floats), and
      * dlogits += grad_scale * d(loss_row)/dlogits (dlogits may be NULL). */
     int (*softmax_xent)(dl_backend *be, int rows, int classes, const float *logits,
-                        const int32_t *labels, float smoothing, float grad_scale,
-                        float *dlogits, float *stats);
+                        const int32_t *labels, float smoothing, float grad_scale, float *dlogits,
+                        float *stats);
     /* Mean-squared error per element: stats[0] += sum (p - t)^2,
      * dpred += grad_scale * 2 (p - t). */
-    int (*mse)(dl_backend *be, size_t n, const float *pred, const float *target,
-               float grad_scale, float *dpred, float *stats);
+    int (*mse)(dl_backend *be, size_t n, const float *pred, const float *target, float grad_scale,
+               float *dpred, float *stats);
     /* Binary cross-entropy with logits: stats[0] += sum loss, stats[1] +=
      * count of (logit > 0) == (target > 0.5), dlogits += grad_scale *
      * (sigmoid(z) - t). */
@@ -204,9 +201,9 @@ typedef struct dl_backend_ops {
                       float momentum, float wd, int nesterov, float grad_scale);
     /* Adam (decoupled == 0: wd added to the gradient) or AdamW
      * (decoupled: w -= lr * wd * w). step counts from 1. */
-    int (*adam_update)(dl_backend *be, size_t n, float *w, float *g, float *m, float *v,
-                       float lr, float beta1, float beta2, float eps, float wd,
-                       int decoupled, long step, float grad_scale);
+    int (*adam_update)(dl_backend *be, size_t n, float *w, float *g, float *m, float *v, float lr,
+                       float beta1, float beta2, float eps, float wd, int decoupled, long step,
+                       float grad_scale);
     /* *host_result = sum of x[i]^2 in double (Inf or NaN if any x is). */
     int (*sumsq)(dl_backend *be, const float *x, size_t n, double *host_result);
 
@@ -223,14 +220,13 @@ typedef struct dl_backend_ops {
     /* --- optional fused ops (NULL: the layers run the plain ops) ------- */
     /* y = max pooling of relu(x): the same values as act_forward(RELU)
      * then pool_forward(MAX), without writing relu(x). */
-    int (*relu_maxpool_forward)(dl_backend *be, const dl_pool_desc *d, float *y,
-                                const float *x);
+    int (*relu_maxpool_forward)(dl_backend *be, const dl_pool_desc *d, float *y, const float *x);
     /* The gradient of that y with respect to x, WRITTEN over all of dx
      * (not accumulated): each dy goes to the first cell whose relu(x)
      * equals y, when that x > 0; every other cell gets 0. Bit-identical
      * to pool_backward then act_backward into a zeroed dx. */
-    int (*relu_maxpool_backward)(dl_backend *be, const dl_pool_desc *d, float *dx,
-                                 const float *dy, const float *x, const float *y);
+    int (*relu_maxpool_backward)(dl_backend *be, const dl_pool_desc *d, float *dx, const float *dy,
+                                 const float *x, const float *y);
 
     /* Optional: frees the memory the backend keeps cached between ops
      * (scratch, operand copies, convolution workspaces), taken again on
@@ -248,6 +244,33 @@ typedef struct dl_backend_ops {
      * holds the input cell (dy / window area, summed over windows). */
     int (*adaptive_avgpool_backward)(dl_backend *be, const dl_pool_desc *d, float *dx,
                                      const float *dy);
+    /* --- optional: attention and per-token losses (NULL: the layer or
+     * loss that needs one fails naming it) ----------------------------- */
+    /* Scaled dot-product attention of every (sample, head) of qkv
+     * [n, t, 3 * d] (queries in columns [0, d), keys [d, 2d), values
+     * [2d, 3d); head h takes the dh = d / heads columns h * dh of each):
+     * o [n, t, d] = softmax(scale * q k^T (+ causal mask)) v, head h in
+     * columns h * dh; lse [n, heads, t] gets each query's log-sum-exp of
+     * its scaled scores, for the backward. causal: query i sees keys 0..i.
+     * The T x T scores are never stored whole. */
+    int (*attention_forward)(dl_backend *be, int n, int t, int heads, int d, int causal,
+                             float scale, const float *qkv, float *o, float *lse);
+    /* dqkv [n, t, 3d] += the gradient of that o for the output gradient
+     * do_ [n, t, d], recomputing the scores from qkv and lse. */
+    int (*attention_backward)(dl_backend *be, int n, int t, int heads, int d, int causal,
+                              float scale, const float *qkv, const float *o, const float *lse,
+                              const float *do_, float *dqkv);
+    /* Softmax cross-entropy over logits [rows, classes] (rows = tokens)
+     * with integer labels, where rows labelled ignore_index count for
+     * nothing. With c the number of rows kept: stats[0] += summed loss of
+     * the kept rows, stats[1] += their correct argmax predictions, stats[2]
+     * += c (device floats); dlogits += grad_scale / max(c, 1) *
+     * d(summed loss)/dlogits, the gradient of grad_scale times the mean
+     * over kept rows (dlogits may be NULL; ignored rows are untouched).
+     * A kept label outside [0, classes) is an error. */
+    int (*softmax_xent_tokens)(dl_backend *be, int rows, int classes, const float *logits,
+                               const int32_t *labels, int ignore_index, float smoothing,
+                               float grad_scale, float *dlogits, float *stats);
 } dl_backend_ops;
 
 /* A backend instance: the op table plus its private context. */

@@ -88,6 +88,13 @@ int dl_cpu_layernorm_backward(dl_backend *be, int rows, int cols, float *dx, flo
                               float *dbeta, const float *dy, const float *x, const float *gamma,
                               const float *save_mean, const float *save_invstd);
 
+/* cpu_attention.c */
+int dl_cpu_attention_forward(dl_backend *be, int n, int t, int heads, int d, int causal,
+                             float scale, const float *qkv, float *o, float *lse);
+int dl_cpu_attention_backward(dl_backend *be, int n, int t, int heads, int d, int causal,
+                              float scale, const float *qkv, const float *o, const float *lse,
+                              const float *do_, float *dqkv);
+
 /* cpu_elementwise.c */
 int dl_cpu_cast(dl_backend *be, void *dst, dl_dtype dt, const void *src, dl_dtype st, size_t n);
 int dl_cpu_round_through(dl_backend *be, float *x, dl_dtype via, size_t n);
@@ -114,6 +121,9 @@ int dl_cpu_embedding_backward(dl_backend *be, int n, int vocab, int dim, float *
 int dl_cpu_softmax_xent(dl_backend *be, int rows, int classes, const float *logits,
                         const int32_t *labels, float smoothing, float grad_scale, float *dlogits,
                         float *stats);
+int dl_cpu_softmax_xent_tokens(dl_backend *be, int rows, int classes, const float *logits,
+                               const int32_t *labels, int ignore_index, float smoothing,
+                               float grad_scale, float *dlogits, float *stats);
 int dl_cpu_mse(dl_backend *be, size_t n, const float *pred, const float *target, float grad_scale,
                float *dpred, float *stats);
 int dl_cpu_bce_logits(dl_backend *be, size_t n, const float *logits, const float *target,

@@ -113,6 +113,9 @@ static const dl_backend_ops cpu_ops = {
     .trim = cpu_trim,
     .adaptive_avgpool_forward = dl_cpu_adaptive_avgpool_forward,
     .adaptive_avgpool_backward = dl_cpu_adaptive_avgpool_backward,
+    .attention_forward = dl_cpu_attention_forward,
+    .attention_backward = dl_cpu_attention_backward,
+    .softmax_xent_tokens = dl_cpu_softmax_xent_tokens,
 };
 
 /* Fills be as a CPU backend with its own context and `threads` workers

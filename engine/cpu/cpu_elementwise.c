@@ -557,48 +557,83 @@ int dl_cpu_embedding_backward(dl_backend *be, int n, int vocab, int dim, float *
 
 /* --- losses --------------------------------------------------------------- */
 
+/* Loss of one row of logits z [classes] with label y and smoothing;
+ * d (may be NULL) += grad_scale * dloss/dz; *correct += argmax == y. */
+static double xent_row(const float *z, int classes, int y, float smoothing, float grad_scale,
+                       float *d, int *correct)
+{
+    float mx = z[0];
+    int arg = 0;
+    for (int c = 1; c < classes; c++)
+        if (z[c] > mx) {
+            mx = z[c];
+            arg = c;
+        }
+    double sum = 0, zsum = 0;
+    for (int c = 0; c < classes; c++) {
+        sum += exp((double)(z[c] - mx));
+        zsum += z[c] - mx;
+    }
+    double lse = log(sum); /* log-sum-exp minus mx */
+    /* -log p_y = lse - (z_y - mx); the smoothed part averages -log p_c */
+    double nll = lse - (z[y] - mx);
+    double mean_nll = lse - zsum / classes;
+    *correct += arg == y;
+    if (d) {
+        float inv = (float)(1.0 / sum), off = smoothing / (float)classes;
+        for (int c = 0; c < classes; c++) {
+            float pc = expf(z[c] - mx) * inv;
+            float target = off + (c == y ? 1.0f - smoothing : 0.0f);
+            d[c] += grad_scale * (pc - target);
+        }
+    }
+    return (1.0 - smoothing) * nll + smoothing * mean_nll;
+}
+
 int dl_cpu_softmax_xent(dl_backend *be, int rows, int classes, const float *logits,
                         const int32_t *labels, float smoothing, float grad_scale, float *dlogits,
                         float *stats)
 {
     double loss = 0;
     int correct = 0;
-    float off = smoothing / (float)classes;
     for (int r = 0; r < rows; r++) {
-        const float *z = logits + (size_t)r * classes;
         int y = labels[r];
         if (y < 0 || y >= classes)
             return dl_error(DL_EINVAL, "label %d of row %d is outside [0, %d)", y, r, classes);
-        float mx = z[0];
-        int arg = 0;
-        for (int c = 1; c < classes; c++)
-            if (z[c] > mx) {
-                mx = z[c];
-                arg = c;
-            }
-        double sum = 0, zsum = 0;
-        for (int c = 0; c < classes; c++) {
-            sum += exp((double)(z[c] - mx));
-            zsum += z[c] - mx;
-        }
-        double lse = log(sum); /* log-sum-exp minus mx */
-        /* -log p_y = lse - (z_y - mx); the smoothed part averages -log p_c */
-        double nll = lse - (z[y] - mx);
-        double mean_nll = lse - zsum / classes;
-        loss += (1.0 - smoothing) * nll + smoothing * mean_nll;
-        correct += arg == y;
-        if (dlogits) {
-            float *d = dlogits + (size_t)r * classes;
-            float inv = (float)(1.0 / sum);
-            for (int c = 0; c < classes; c++) {
-                float pc = expf(z[c] - mx) * inv;
-                float target = off + (c == y ? 1.0f - smoothing : 0.0f);
-                d[c] += grad_scale * (pc - target);
-            }
-        }
+        loss += xent_row(logits + (size_t)r * classes, classes, y, smoothing, grad_scale,
+                         dlogits ? dlogits + (size_t)r * classes : NULL, &correct);
     }
     stats[0] += (float)loss;
     stats[1] += (float)correct;
+    return DL_OK;
+}
+
+/* See backend.h (softmax_xent_tokens): labels are checked and counted
+ * first, so the gradient can be scaled by the count of kept rows. */
+int dl_cpu_softmax_xent_tokens(dl_backend *be, int rows, int classes, const float *logits,
+                               const int32_t *labels, int ignore_index, float smoothing,
+                               float grad_scale, float *dlogits, float *stats)
+{
+    int kept = 0, correct = 0;
+    for (int r = 0; r < rows; r++) {
+        int y = labels[r];
+        if (y == ignore_index)
+            continue;
+        if (y < 0 || y >= classes)
+            return dl_error(DL_EINVAL,
+                            "target %d of token %d is outside [0, %d) and not the ignore_index %d",
+                            y, r, classes, ignore_index);
+        kept++;
+    }
+    float scale = grad_scale / (float)(kept > 0 ? kept : 1);
+    double loss = 0;
+    for (int r = 0; r < rows; r++)
+        if (labels[r] != ignore_index)
+            loss += xent_row(logits + (size_t)r * classes, classes, labels[r], smoothing, scale,
+                             dlogits ? dlogits + (size_t)r * classes : NULL, &correct);
+    stats[0] += (float)loss;
+    stats[1] += (float)correct;
+    stats[2] += (float)kept;
     return DL_OK;
 }
 

@@ -1,6 +1,7 @@
 /* cuda_backend.cu - the CUDA backend module: entry point, op table, memory, copies, events, GEMM */
 #include <stdarg.h>
 
+#include "engine/cuda/cuda_attention.h"
 #include "engine/cuda/cuda_internal.h"
 
 /* --- error recording -------------------------------------------------------- */
@@ -419,6 +420,9 @@ static const dl_backend_ops cuda_ops = {
     cu_trim,
     cuda_adaptive_avgpool_forward,
     cuda_adaptive_avgpool_backward,
+    cuda_attention_forward,
+    cuda_attention_backward,
+    cuda_softmax_xent_tokens,
 };
 
 /* Releases everything a (possibly half-built) context holds. */

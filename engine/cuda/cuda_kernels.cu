@@ -9,6 +9,7 @@
 #include <cuda_fp16.h>
 
 #include "engine/cuda/cuda_internal.h"
+#include "engine/cuda/cuda_attention.h"
 
 extern "C" {
 #include "engine/base/rng.h"
@@ -1044,29 +1045,13 @@ int cuda_embedding_backward(dl_backend *be, int n, int vocab, int dim, float *dt
 
 /* --- losses ------------------------------------------------------------------------------------ */
 
-/* A warp per row: max and first argmax, then the sums, then the gradient.
- * part[row] = row loss, part[rows + row] = 1 when the argmax is the label. */
-__global__ void xent_kernel(int rows, int classes, const float *logits, const int32_t *labels,
-                            float smoothing, float grad_scale, float *dlogits, double *part,
-                            int *flags, float *badf)
+/* One row of logits z [classes] with label y, by the 32 lanes of a warp:
+ * max and first argmax, then the sums, then the gradient d (may be NULL)
+ * += grad_scale * dloss/dz. Returns the row's loss to every lane and sets
+ * *hit when the argmax is the label. */
+__device__ double xent_row_warp(const float *z, int classes, int y, float smoothing,
+                                float grad_scale, float *d, int lane, int *hit)
 {
-    int warp = (int)((blockIdx.x * (size_t)blockDim.x + threadIdx.x) >> 5);
-    int lane = threadIdx.x & 31;
-    if (warp >= rows)
-        return;
-    const float *z = logits + (size_t)warp * classes;
-    int y = labels[warp];
-    if (y < 0 || y >= classes) {
-        if (lane == 0) {
-            flags[1] = classes;
-            *badf = (float)y;
-            __threadfence_system();
-            flags[0] = FLAG_LABEL;
-            part[warp] = 0;
-            part[rows + warp] = 0;
-        }
-        return;
-    }
     /* each lane scans its strided elements keeping the first maximum */
     float mx = -INFINITY;
     int arg = 0x7fffffff;
@@ -1089,21 +1074,16 @@ __global__ void xent_kernel(int rows, int classes, const float *logits, const in
     }
     double sum = 0, zsum = 0;
     for (int c = lane; c < classes; c += 32) {
-        float d = z[c] - mx;
-        sum += exp((double)d);
-        zsum += d;
+        float dz = z[c] - mx;
+        sum += exp((double)dz);
+        zsum += dz;
     }
     sum = warp_sum(sum);
     zsum = warp_sum(zsum);
     double lse = log(sum);
-    if (lane == 0) {
-        double nll = lse - (z[y] - mx);
-        double mean_nll = lse - zsum / classes;
-        part[warp] = (1.0 - smoothing) * nll + smoothing * mean_nll;
-        part[rows + warp] = arg == y ? 1.0 : 0.0;
-    }
-    if (dlogits) {
-        float *d = dlogits + (size_t)warp * classes;
+    double nll = lse - (z[y] - mx);
+    double mean_nll = lse - zsum / classes;
+    if (d) {
         float inv = (float)(1.0 / sum);
         float off = smoothing / (float)classes;
         for (int c = lane; c < classes; c += 32) {
@@ -1111,6 +1091,45 @@ __global__ void xent_kernel(int rows, int classes, const float *logits, const in
             float target = off + (c == y ? 1.0f - smoothing : 0.0f);
             d[c] += grad_scale * (pc - target);
         }
+    }
+    *hit = arg == y;
+    return (1.0 - smoothing) * nll + smoothing * mean_nll;
+}
+
+/* Raises the bad-label flag for label y (one lane). */
+__device__ void flag_label(int y, int classes, int *flags, float *badf)
+{
+    flags[1] = classes;
+    *badf = (float)y;
+    __threadfence_system();
+    flags[0] = FLAG_LABEL;
+}
+
+/* A warp per row. part[row] = row loss, part[rows + row] = 1 when the
+ * argmax is the label. */
+__global__ void xent_kernel(int rows, int classes, const float *logits, const int32_t *labels,
+                            float smoothing, float grad_scale, float *dlogits, double *part,
+                            int *flags, float *badf)
+{
+    int warp = (int)((blockIdx.x * (size_t)blockDim.x + threadIdx.x) >> 5);
+    int lane = threadIdx.x & 31;
+    if (warp >= rows)
+        return;
+    int y = labels[warp];
+    if (y < 0 || y >= classes) {
+        if (lane == 0) {
+            flag_label(y, classes, flags, badf);
+            part[warp] = 0;
+            part[rows + warp] = 0;
+        }
+        return;
+    }
+    int hit = 0;
+    double loss = xent_row_warp(logits + (size_t)warp * classes, classes, y, smoothing, grad_scale,
+                                dlogits ? dlogits + (size_t)warp * classes : NULL, lane, &hit);
+    if (lane == 0) {
+        part[warp] = loss;
+        part[rows + warp] = hit ? 1.0 : 0.0;
     }
 }
 
@@ -1134,6 +1153,89 @@ int cuda_softmax_xent(dl_backend *be, int rows, int classes, const float *logits
     LAUNCH_CHECK("softmax_xent");
     finish_stats_kernel<<<1, 1024, 0, c->stream>>>(part, rows, 2, stats);
     LAUNCH_CHECK("softmax_xent");
+    return DL_OK;
+}
+
+/* part[2 rows + r] = 1 for a kept row (label != ignore), else 0; a kept
+ * label out of range raises the flag. */
+__global__ void xent_keep_kernel(int rows, int classes, const int32_t *labels, int ignore,
+                                 double *part, int *flags, float *badf)
+{
+    GRID_STRIDE(r, (size_t)rows)
+    {
+        int y = labels[r];
+        int keep = y != ignore;
+        if (keep && (y < 0 || y >= classes))
+            flag_label(y, classes, flags, badf);
+        part[2 * (size_t)rows + r] = keep ? 1.0 : 0.0;
+    }
+}
+
+/* *count = the number of kept rows, summed in a fixed order (one block). */
+__global__ void xent_count_kernel(int rows, const double *part, float *count)
+{
+    double acc = 0;
+    for (int i = threadIdx.x; i < rows; i += blockDim.x)
+        acc += part[2 * (size_t)rows + i];
+    acc = block_sum(acc);
+    if (threadIdx.x == 0)
+        *count = (float)acc;
+}
+
+/* A warp per row as xent_kernel, skipping ignored rows; the gradient is
+ * scaled by grad_scale / max(count, 1). */
+__global__ void xent_tokens_kernel(int rows, int classes, const float *logits,
+                                   const int32_t *labels, int ignore, float smoothing,
+                                   float grad_scale, const float *count, float *dlogits,
+                                   double *part)
+{
+    int warp = (int)((blockIdx.x * (size_t)blockDim.x + threadIdx.x) >> 5);
+    int lane = threadIdx.x & 31;
+    if (warp >= rows)
+        return;
+    int y = labels[warp];
+    if (y == ignore || y < 0 || y >= classes) { /* ignored, or flagged by xent_keep_kernel */
+        if (lane == 0)
+            part[warp] = part[rows + warp] = 0;
+        return;
+    }
+    float scale = grad_scale / fmaxf(*count, 1.0f);
+    int hit = 0;
+    double loss = xent_row_warp(logits + (size_t)warp * classes, classes, y, smoothing, scale,
+                                dlogits ? dlogits + (size_t)warp * classes : NULL, lane, &hit);
+    if (lane == 0) {
+        part[warp] = loss;
+        part[rows + warp] = hit ? 1.0 : 0.0;
+    }
+}
+
+/* See backend.h (softmax_xent_tokens). */
+int cuda_softmax_xent_tokens(dl_backend *be, int rows, int classes, const float *logits,
+                             const int32_t *labels, int ignore_index, float smoothing,
+                             float grad_scale, float *dlogits, float *stats)
+{
+    if (rows <= 0)
+        return DL_OK;
+    if (classes <= 0)
+        return cuda_error(DL_EINVAL, "softmax cross-entropy over %d classes", classes);
+    cuda_ctx *c = CTX(be);
+    /* part [3, rows] (loss, hit, kept), then the count */
+    double *part = (double *)cuda_scratch(be, (3 * (size_t)rows + 1) * sizeof(double));
+    if (!part)
+        return DL_ENOMEM;
+    float *count = (float *)(part + 3 * (size_t)rows);
+    xent_keep_kernel<<<grid_for(be, (size_t)rows), THREADS, 0, c->stream>>>(
+        rows, classes, labels, ignore_index, part, c->dev_flags, c->dev_badf);
+    LAUNCH_CHECK("softmax_xent_tokens");
+    xent_count_kernel<<<1, 1024, 0, c->stream>>>(rows, part, count);
+    LAUNCH_CHECK("softmax_xent_tokens");
+    int per_block = THREADS / 32;
+    unsigned blocks = (unsigned)((rows + per_block - 1) / per_block);
+    xent_tokens_kernel<<<blocks, THREADS, 0, c->stream>>>(
+        rows, classes, logits, labels, ignore_index, smoothing, grad_scale, count, dlogits, part);
+    LAUNCH_CHECK("softmax_xent_tokens");
+    finish_stats_kernel<<<1, 1024, 0, c->stream>>>(part, rows, 3, stats);
+    LAUNCH_CHECK("softmax_xent_tokens");
     return DL_OK;
 }
 

@@ -922,8 +922,12 @@ static int emb_setup(dl_layer *l, dl_model *m, const dl_shape *in, dl_shape *out
 static int emb_forward(dl_layer *l, dl_pass *p, const float *x, float *y)
 {
     embedding *E = (embedding *)l;
-    return OPS(p)->embedding_forward(p->be, p->n * E->tokens, E->vocab, E->dim, y, x,
-                                     p->params + E->table);
+    int rc = OPS(p)->embedding_forward(p->be, p->n * E->tokens, E->vocab, E->dim, y, x,
+                                       p->params + E->table);
+    if (rc < 0) /* a token id out of range: name the layer */
+        return dl_error(rc, "%s (Embedding(%d, %d)): %s", l->name, E->vocab, E->dim,
+                        dl_error_message());
+    return DL_OK;
 }
 
 static int emb_backward(dl_layer *l, dl_pass *p, const float *x, const float *y, const float *dy,

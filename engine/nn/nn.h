@@ -132,6 +132,13 @@ dl_layer *dl_nn_flatten(void);
 /* y = x, any shape. */
 dl_layer *dl_nn_identity(void);
 dl_layer *dl_nn_embedding(int vocab, int dim);
+/* Multi-head self-attention over a [t, d_model] sample (engine/nn/attention.c):
+ * fused QKV product (in_proj_weight [3 d_model, d_model]), scaled
+ * dot-product attention per head (causal: position i sees 0..i), output
+ * projection. heads must divide d_model; dropout must be 0 for now. */
+dl_layer *dl_nn_multihead_attention(int d_model, int heads, int causal, float dropout, int bias);
+/* y [t, dim] = x [t, dim] + a learned position vector per row, t <= max_len. */
+dl_layer *dl_nn_positional_embedding(int max_len, int dim);
 /* Containers take ownership of their children. */
 dl_layer *dl_nn_sequential(void);
 int dl_nn_sequential_add(dl_layer *seq, dl_layer *child);
@@ -152,6 +159,22 @@ typedef struct dl_loss {
     float smoothing; /* cross-entropy label smoothing */
 } dl_loss;
 const char *dl_loss_name(dl_loss_kind k);
+
+/* PyTorch's default ignore_index: no class id, so no token is ignored. */
+#define DL_IGNORE_NONE (-100)
+
+/* Cross-entropy over per-token logits (engine/nn/loss.c): logits [rows,
+ * classes] for rows = samples * tokens, targets [rows] (i32, device
+ * pointers of be). The loss is the mean over the tokens whose target is
+ * not ignore_index (DL_IGNORE_NONE: PyTorch's default), with the loss's
+ * label smoothing: stats[0] += summed loss of the kept tokens, stats[1] +=
+ * their correct argmax, stats[2] += their count (3 device floats; loss =
+ * stats[0] / stats[2]); dlogits (may be NULL) += grad_scale *
+ * d(mean)/dlogits. Errors name CrossEntropy: a backend without the op, a
+ * target out of range. */
+int dl_loss_xent_tokens(dl_backend *be, const dl_loss *loss, int ignore_index, int rows,
+                        int classes, const float *logits, const int32_t *targets, float grad_scale,
+                        float *dlogits, float *stats);
 
 /* --- parameters ------------------------------------------------------------ */
 typedef enum { DL_INIT_ZERO, DL_INIT_ONE, DL_INIT_UNIFORM_FAN_IN, DL_INIT_NORMAL } dl_init;
