@@ -1097,7 +1097,7 @@ static void test_transformer_errors(void)
 
 /* Reads the array header "name count" and count values into dst (floats
  * of the expected count); 0 on success. */
-static int golden_read(FILE *f, const char *name, float *dst, size_t count)
+static int attn_golden_read(FILE *f, const char *name, float *dst, size_t count)
 {
     char got[96];
     size_t n = 0;
@@ -1137,11 +1137,11 @@ static dl_layer *golden_model(int d, int heads, int causal, int block)
 }
 
 /* Compares the golden array `name` (count values) with got. */
-static void golden_compare(FILE *f, const char *cname, const char *name, const float *got,
-                           size_t count)
+static void attn_golden_compare(FILE *f, const char *cname, const char *name, const float *got,
+                                size_t count)
 {
     float *want = malloc(count * sizeof *want);
-    CHECK(golden_read(f, name, want, count) == 0);
+    CHECK(attn_golden_read(f, name, want, count) == 0);
     double e = rel_err(got, want, count);
     CHECK_MSG(e <= 1e-4, "%s %s: relative error %.3g > 1e-4", cname, name, e);
     free(want);
@@ -1149,7 +1149,7 @@ static void golden_compare(FILE *f, const char *cname, const char *name, const f
 
 /* One case: loads x, the parameters and r, runs forward and backward,
  * compares y, dx and every parameter gradient. */
-static int golden_case(FILE *f)
+static int attn_golden_case(FILE *f)
 {
     char cname[64];
     int n, t, d, heads, causal, block;
@@ -1160,28 +1160,28 @@ static int golden_case(FILE *f)
     dl_model_state s;
     dl_model_get_state(h.m, &s);
     int np = dl_model_num_params(h.m);
-    CHECK(golden_read(f, "x", h.x, h.nin) == 0);
+    CHECK(attn_golden_read(f, "x", h.x, h.nin) == 0);
     char pname[96];
     for (int k = 0; k < np; k++) {
         const dl_param *pp = dl_model_param(h.m, k);
         CHECK(fscanf(f, "%95s", pname) == 1); /* torch's name; the order is the contract */
         fseek(f, -(long)strlen(pname), SEEK_CUR);
-        CHECK(golden_read(f, pname, s.params + pp->offset, pp->count) == 0);
+        CHECK(attn_golden_read(f, pname, s.params + pp->offset, pp->count) == 0);
     }
-    CHECK(golden_read(f, "r", h.r, h.nout) == 0);
+    CHECK(attn_golden_read(f, "r", h.r, h.nout) == 0);
     CHECK(isfinite(harness_loss(&h, 1)));
-    golden_compare(f, cname, "y", dl_model_output(h.m), h.nout);
+    attn_golden_compare(f, cname, "y", dl_model_output(h.m), h.nout);
     memset(s.grads, 0, s.count * 4);
     memset(h.dx, 0, h.nin * 4);
     dl_pass p;
     dl_model_pass(h.m, &p, n, 1, DL_PREC_F32, 5, 3);
     CHECK_OK(h.l->vt->backward(h.l, &p, h.x, dl_model_output(h.m), h.r, h.dx));
-    golden_compare(f, cname, "dx", h.dx, h.nin);
+    attn_golden_compare(f, cname, "dx", h.dx, h.nin);
     for (int k = 0; k < np; k++) {
         const dl_param *pp = dl_model_param(h.m, k);
         CHECK(fscanf(f, "%95s", pname) == 1);
         fseek(f, -(long)strlen(pname), SEEK_CUR);
-        golden_compare(f, cname, pname, s.grads + pp->offset, pp->count);
+        attn_golden_compare(f, cname, pname, s.grads + pp->offset, pp->count);
     }
     harness_done(&h);
     return 1;
@@ -1196,7 +1196,7 @@ static void test_attention_golden(void)
     char line[256];
     CHECK(fgets(line, sizeof line, f) != NULL); /* the comment line */
     int cases = 0;
-    while (golden_case(f))
+    while (attn_golden_case(f))
         cases++;
     CHECK(cases == 3);
     fclose(f);
