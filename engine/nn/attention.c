@@ -4,50 +4,8 @@
 #include <stdlib.h>
 
 #include "engine/base/error.h"
+#include "engine/nn/layer_impl.h"
 #include "engine/nn/nn.h"
-
-#define OPS(p) ((p)->be->ops)
-
-static void *new_layer(size_t size, const dl_layer_vt *vt)
-{
-    dl_layer *l = calloc(1, size);
-    if (!l) {
-        dl_error(DL_ENOMEM, "out of memory creating a layer");
-        return NULL;
-    }
-    l->vt = vt;
-    return l;
-}
-
-static int shape_error(const dl_layer *l, const dl_shape *in, const char *expected)
-{
-    char d[96], s[64];
-    dl_layer_describe(l, d, sizeof d);
-    return dl_error(DL_ESHAPE, "%s expects %s, got per-sample input %s", d, expected,
-                    dl_shape_format(in, s, sizeof s));
-}
-
-/* The parameter pointer for products: the low-precision copy when the
- * pass computes in bf16/f16. */
-static const void *weights(const dl_pass *p, size_t off)
-{
-    if (p->compute == DL_F32)
-        return p->params + off;
-    return (const uint16_t *)p->params_lp + off;
-}
-
-/* An f32 activation as a product operand: itself, or its copy cast to the
- * pass's compute type in the scratch at byte offset lp. */
-static int operand(const dl_pass *p, const float *x, size_t count, size_t lp, const void **out)
-{
-    *out = x;
-    if (p->compute == DL_F32)
-        return DL_OK;
-    void *dst = p->act + lp;
-    DL_TRY(OPS(p)->cast(p->be, dst, p->compute, x, DL_F32, count));
-    *out = dst;
-    return DL_OK;
-}
 
 /* --- MultiheadAttention ------------------------------------------------------ */
 /* x [t, d] -> y [t, d], as PyTorch's nn.MultiheadAttention(d, heads,
@@ -73,7 +31,7 @@ static int mha_setup(dl_layer *l, dl_model *m, const dl_shape *in, dl_shape *out
     if (in->ndim != 2 || in->dim[1] != A->d) {
         char e[64];
         snprintf(e, sizeof e, "[t, %d] (positions, features)", A->d);
-        return shape_error(l, in, e);
+        return dl_layer_shape_error(l, in, e);
     }
     A->t = (int)in->dim[0];
     *out = *in;
@@ -118,16 +76,16 @@ static int mha_forward(dl_layer *l, dl_pass *p, const float *x, float *y)
     int rows = p->n * A->t, d = A->d;
     float *qkv = (float *)(p->act + A->qkv), *ctx = (float *)(p->act + A->ctx);
     const void *xa, *ca;
-    DL_TRY(operand(p, x, (size_t)rows * d, A->lp_b, &xa));
-    DL_TRY(OPS(p)->gemm(p->be, 0, 1, rows, 3 * d, d, 1.0f, xa, d, weights(p, A->w_in), d,
+    DL_TRY(dl_layer_operand(p, x, (size_t)rows * d, A->lp_b, &xa));
+    DL_TRY(OPS(p)->gemm(p->be, 0, 1, rows, 3 * d, d, 1.0f, xa, d, dl_layer_weights(p, A->w_in), d,
                         p->compute, 0.0f, qkv, 3 * d));
     if (A->bias)
         DL_TRY(OPS(p)->bias_add(p->be, qkv, p->params + A->b_in, rows, 3 * d, 1));
     DL_TRY(OPS(p)->attention_forward(p->be, p->n, A->t, A->heads, d, A->causal, mha_scale(A), qkv,
                                      ctx, (float *)(p->act + A->lse)));
-    DL_TRY(operand(p, ctx, (size_t)rows * d, A->lp_b, &ca));
-    DL_TRY(OPS(p)->gemm(p->be, 0, 1, rows, d, d, 1.0f, ca, d, weights(p, A->w_out), d, p->compute,
-                        0.0f, y, d));
+    DL_TRY(dl_layer_operand(p, ctx, (size_t)rows * d, A->lp_b, &ca));
+    DL_TRY(OPS(p)->gemm(p->be, 0, 1, rows, d, d, 1.0f, ca, d, dl_layer_weights(p, A->w_out), d,
+                        p->compute, 0.0f, y, d));
     if (A->bias)
         DL_TRY(OPS(p)->bias_add(p->be, y, p->params + A->b_out, rows, d, 1));
     return DL_OK;
@@ -138,14 +96,14 @@ static int mha_out_grads(mha *A, dl_pass *p, const float *dy, float *dctx)
 {
     int rows = p->n * A->t, d = A->d;
     const void *dya, *ca;
-    DL_TRY(operand(p, dy, (size_t)rows * d, A->lp_a, &dya));
-    DL_TRY(operand(p, (const float *)(p->act + A->ctx), (size_t)rows * d, A->lp_b, &ca));
+    DL_TRY(dl_layer_operand(p, dy, (size_t)rows * d, A->lp_a, &dya));
+    DL_TRY(dl_layer_operand(p, (const float *)(p->act + A->ctx), (size_t)rows * d, A->lp_b, &ca));
     DL_TRY(OPS(p)->gemm(p->be, 1, 0, d, d, rows, 1.0f, dya, d, ca, d, p->compute, 1.0f,
                         p->grads + A->w_out, d));
     if (A->bias)
         DL_TRY(OPS(p)->bias_grad(p->be, p->grads + A->b_out, dy, rows, d, 1));
-    return OPS(p)->gemm(p->be, 0, 0, rows, d, d, 1.0f, dya, d, weights(p, A->w_out), d, p->compute,
-                        0.0f, dctx, d);
+    return OPS(p)->gemm(p->be, 0, 0, rows, d, d, 1.0f, dya, d, dl_layer_weights(p, A->w_out), d,
+                        p->compute, 0.0f, dctx, d);
 }
 
 /* dW_in [3d, d] += dqkv^T x; dx [rows, d] (+)= dqkv W_in (dx_beta 1 or 0). */
@@ -161,15 +119,15 @@ static int mha_grads(dl_layer *l, dl_pass *p, const float *x, const float *dy, f
         p->be, p->n, A->t, A->heads, d, A->causal, mha_scale(A), (const float *)(p->act + A->qkv),
         (const float *)(p->act + A->ctx), (const float *)(p->act + A->lse), dctx, dqkv));
     const void *dqa, *xa;
-    DL_TRY(operand(p, dqkv, (size_t)rows * 3 * d, A->lp_a, &dqa));
-    DL_TRY(operand(p, x, (size_t)rows * d, A->lp_b, &xa));
+    DL_TRY(dl_layer_operand(p, dqkv, (size_t)rows * 3 * d, A->lp_a, &dqa));
+    DL_TRY(dl_layer_operand(p, x, (size_t)rows * d, A->lp_b, &xa));
     DL_TRY(OPS(p)->gemm(p->be, 1, 0, 3 * d, d, rows, 1.0f, dqa, 3 * d, xa, d, p->compute, 1.0f,
                         p->grads + A->w_in, d));
     if (A->bias)
         DL_TRY(OPS(p)->bias_grad(p->be, p->grads + A->b_in, dqkv, rows, 3 * d, 1));
     if (dx)
-        DL_TRY(OPS(p)->gemm(p->be, 0, 0, rows, d, 3 * d, 1.0f, dqa, 3 * d, weights(p, A->w_in), d,
-                            p->compute, dx_beta, dx, d));
+        DL_TRY(OPS(p)->gemm(p->be, 0, 0, rows, d, 3 * d, 1.0f, dqa, 3 * d,
+                            dl_layer_weights(p, A->w_in), d, p->compute, dx_beta, dx, d));
     return DL_OK;
 }
 
@@ -219,7 +177,7 @@ dl_layer *dl_nn_multihead_attention(int d_model, int heads, int causal, float dr
                  d_model, heads, (double)dropout);
         return NULL;
     }
-    mha *A = new_layer(sizeof *A, &mha_vt);
+    mha *A = dl_layer_new(sizeof *A, &mha_vt);
     if (A) {
         A->d = d_model;
         A->heads = heads;
@@ -244,7 +202,7 @@ static int pos_setup(dl_layer *l, dl_model *m, const dl_shape *in, dl_shape *out
     char e[96];
     snprintf(e, sizeof e, "[t, %d] (positions, features) with t <= max_len %d", P->d, P->max_len);
     if (in->ndim != 2 || in->dim[1] != P->d || in->dim[0] < 1 || in->dim[0] > P->max_len)
-        return shape_error(l, in, e);
+        return dl_layer_shape_error(l, in, e);
     P->t = (int)in->dim[0];
     *out = *in;
     dl_shape s = {2, {P->max_len, P->d}};
@@ -310,7 +268,7 @@ dl_layer *dl_nn_positional_embedding(int max_len, int dim)
         dl_error(DL_EINVAL, "PositionalEmbedding(%d, %d): sizes must be positive", max_len, dim);
         return NULL;
     }
-    posemb *P = new_layer(sizeof *P, &pos_vt);
+    posemb *P = dl_layer_new(sizeof *P, &pos_vt);
     if (P) {
         P->max_len = max_len;
         P->d = dim;

@@ -5,40 +5,11 @@
 #include <string.h>
 
 #include "engine/base/error.h"
+#include "engine/nn/layer_impl.h"
 #include "engine/nn/nn.h"
 #include "engine/base/rng.h"
 
-#define OPS(p) ((p)->be->ops)
-
-static void *new_layer(size_t size, const dl_layer_vt *vt)
-{
-    dl_layer *l = calloc(1, size);
-    if (!l) {
-        dl_error(DL_ENOMEM, "out of memory creating a layer");
-        return NULL;
-    }
-    l->vt = vt;
-    return l;
-}
-
 static size_t numel(const dl_shape *s) { return (size_t)dl_shape_numel(s); }
-
-static int shape_error(const dl_layer *l, const dl_shape *in, const char *expected)
-{
-    char d[96], s[64];
-    dl_layer_describe(l, d, sizeof d);
-    return dl_error(DL_ESHAPE, "%s expects %s, got per-sample input %s", d, expected,
-                    dl_shape_format(in, s, sizeof s));
-}
-
-/* The parameter pointer to use in products: the low-precision copy when
- * the pass computes in bf16/f16. */
-static const void *weights(const dl_pass *p, size_t off)
-{
-    if (p->compute == DL_F32)
-        return p->params + off;
-    return (const uint16_t *)p->params_lp + off;
-}
 
 /* --- Linear ----------------------------------------------------------------- */
 /* x [rows, in] -> y [rows, out] = x W^T + b; W [out, in]. rows = n * (numel / in)
@@ -58,7 +29,7 @@ static int linear_setup(dl_layer *l, dl_model *m, const dl_shape *in, dl_shape *
     if (in->ndim < 1 || in->dim[in->ndim - 1] != L->in) {
         char e[64];
         snprintf(e, sizeof e, "%d features in its last dimension", L->in);
-        return shape_error(l, in, e);
+        return dl_layer_shape_error(l, in, e);
     }
     L->rows_per_sample = (int)(numel(in) / (size_t)L->in);
     *out = *in;
@@ -91,8 +62,8 @@ static int linear_forward(dl_layer *l, dl_pass *p, const float *x, float *y)
         DL_TRY(OPS(p)->cast(p->be, xl, p->compute, x, DL_F32, (size_t)rows * L->in));
         xa = xl;
     }
-    DL_TRY(OPS(p)->gemm(p->be, 0, 1, rows, L->out, L->in, 1.0f, xa, L->in, weights(p, L->w), L->in,
-                        p->compute, 0.0f, y, L->out));
+    DL_TRY(OPS(p)->gemm(p->be, 0, 1, rows, L->out, L->in, 1.0f, xa, L->in,
+                        dl_layer_weights(p, L->w), L->in, p->compute, 0.0f, y, L->out));
     if (L->bias)
         DL_TRY(OPS(p)->bias_add(p->be, y, p->params + L->b, rows, L->out, 1));
     return DL_OK;
@@ -117,8 +88,8 @@ static int linear_grads(dl_layer *l, dl_pass *p, const float *x, const float *dy
         DL_TRY(OPS(p)->bias_grad(p->be, p->grads + L->b, dy, rows, L->out, 1));
     /* dx [rows, in] (+)= dy [rows, out] W [out, in] */
     if (dx)
-        DL_TRY(OPS(p)->gemm(p->be, 0, 0, rows, L->in, L->out, 1.0f, dya, L->out, weights(p, L->w),
-                            L->in, p->compute, dx_beta, dx, L->in));
+        DL_TRY(OPS(p)->gemm(p->be, 0, 0, rows, L->in, L->out, 1.0f, dya, L->out,
+                            dl_layer_weights(p, L->w), L->in, p->compute, dx_beta, dx, L->in));
     return DL_OK;
 }
 
@@ -156,7 +127,7 @@ dl_layer *dl_nn_linear(int in, int out, int bias)
         dl_error(DL_EINVAL, "Linear(%d, %d): sizes must be positive", in, out);
         return NULL;
     }
-    linear *L = new_layer(sizeof *L, &linear_vt);
+    linear *L = dl_layer_new(sizeof *L, &linear_vt);
     if (L) {
         L->in = in;
         L->out = out;
@@ -182,7 +153,7 @@ static int conv_setup(dl_layer *l, dl_model *m, const dl_shape *in, dl_shape *ou
     char e[96];
     snprintf(e, sizeof e, "[%d, h, w] (channels, height, width)", C->cin);
     if (in->ndim != 3 || in->dim[0] != C->cin)
-        return shape_error(l, in, e);
+        return dl_layer_shape_error(l, in, e);
     int h = (int)in->dim[1], w = (int)in->dim[2];
     int extent = C->dilation * (C->kernel - 1) + 1; /* the dilated kernel */
     int p = (h + 2 * C->pad - extent) / C->stride + 1;
@@ -190,7 +161,7 @@ static int conv_setup(dl_layer *l, dl_model *m, const dl_shape *in, dl_shape *ou
     if (h + 2 * C->pad < extent || w + 2 * C->pad < extent || p < 1 || q < 1) {
         snprintf(e, sizeof e, "an image at least %dx%d (kernel %d, padding %d)",
                  extent - 2 * C->pad, extent - 2 * C->pad, extent, C->pad);
-        return shape_error(l, in, e);
+        return dl_layer_shape_error(l, in, e);
     }
     C->d = (dl_conv_desc){.c = C->cin,
                           .h = h,
@@ -298,7 +269,7 @@ dl_layer *dl_nn_conv2d_with(int in_ch, int out_ch, int kernel, const dl_conv2d_o
                  in_ch, out_ch, kernel, groups, in_ch, out_ch, groups);
         return NULL;
     }
-    conv2d *C = new_layer(sizeof *C, &conv_vt);
+    conv2d *C = dl_layer_new(sizeof *C, &conv_vt);
     if (C) {
         C->cin = in_ch;
         C->cout = out_ch;
@@ -331,16 +302,16 @@ static int pool_setup(dl_layer *l, dl_model *m, const dl_shape *in, dl_shape *ou
 {
     pool2d *P = (pool2d *)l;
     if (in->ndim != 3)
-        return shape_error(l, in, "[channels, height, width]");
+        return dl_layer_shape_error(l, in, "[channels, height, width]");
     int h = (int)in->dim[1], w = (int)in->dim[2];
     if (P->pad * 2 > P->size)
-        return shape_error(l, in, "padding at most half the window");
+        return dl_layer_shape_error(l, in, "padding at most half the window");
     int p = (h + 2 * P->pad - P->size) / P->stride + 1;
     int q = (w + 2 * P->pad - P->size) / P->stride + 1;
     if (h + 2 * P->pad < P->size || w + 2 * P->pad < P->size || p < 1 || q < 1) {
         char e[64];
         snprintf(e, sizeof e, "an image at least %dx%d", P->size, P->size);
-        return shape_error(l, in, e);
+        return dl_layer_shape_error(l, in, e);
     }
     P->d = (dl_pool_desc){0, (int)in->dim[0], h, w, P->size, P->stride, P->pad, p, q};
     *out = (dl_shape){3, {in->dim[0], p, q}};
@@ -434,7 +405,7 @@ static dl_layer *make_pool(const dl_layer_vt *vt, dl_pool_kind kind, int size, i
                  stride, pad);
         return NULL;
     }
-    pool2d *P = new_layer(sizeof *P, vt);
+    pool2d *P = dl_layer_new(sizeof *P, vt);
     if (P) {
         P->kind = kind;
         P->size = size;
@@ -469,7 +440,7 @@ static int apool_setup(dl_layer *l, dl_model *m, const dl_shape *in, dl_shape *o
 {
     adaptive_pool *A = (adaptive_pool *)l;
     if (in->ndim != 3)
-        return shape_error(l, in, "[channels, height, width]");
+        return dl_layer_shape_error(l, in, "[channels, height, width]");
     int c = (int)in->dim[0], h = (int)in->dim[1], w = (int)in->dim[2];
     A->d = (dl_pool_desc){0, c, h, w, 0, 0, 0, A->out_h, A->out_w};
     *out = (dl_shape){3, {c, A->out_h, A->out_w}};
@@ -529,7 +500,7 @@ dl_layer *dl_nn_adaptive_avgpool2d(int out_h, int out_w)
                  out_w);
         return NULL;
     }
-    adaptive_pool *A = new_layer(sizeof *A, &apool_vt);
+    adaptive_pool *A = dl_layer_new(sizeof *A, &apool_vt);
     if (A) {
         A->out_h = out_h;
         A->out_w = out_w;
@@ -588,7 +559,7 @@ dl_layer *dl_nn_activation(dl_act kind)
                             : kind == DL_ACT_TANH    ? &tanh_vt
                             : kind == DL_ACT_SIGMOID ? &sigmoid_vt
                                                      : &silu_vt;
-    activation *a = new_layer(sizeof *a, vt);
+    activation *a = dl_layer_new(sizeof *a, vt);
     if (a)
         a->kind = kind;
     return (dl_layer *)a;
@@ -644,7 +615,7 @@ dl_layer *dl_nn_dropout(float p)
         dl_error(DL_EINVAL, "Dropout(%g): p must be in [0, 1)", (double)p);
         return NULL;
     }
-    dropout *D = new_layer(sizeof *D, &dropout_vt);
+    dropout *D = dl_layer_new(sizeof *D, &dropout_vt);
     if (D)
         D->p = p;
     return (dl_layer *)D;
@@ -668,7 +639,7 @@ static int bn_setup(dl_layer *l, dl_model *m, const dl_shape *in, dl_shape *out)
     char e[64];
     snprintf(e, sizeof e, "[%d] or [%d, h, w]", B->features, B->features);
     if (in->ndim < 1 || in->dim[0] != B->features || in->ndim == 2)
-        return shape_error(l, in, e);
+        return dl_layer_shape_error(l, in, e);
     B->inner = (int)(numel(in) / (size_t)B->features);
     dl_shape s = {1, {B->features}};
     B->gamma = dl_model_add_param(m, l, "weight", &s, DL_INIT_ONE, 0, 0);
@@ -744,7 +715,7 @@ dl_layer *dl_nn_batchnorm(int features, float eps, float momentum)
                  features, (double)eps, (double)momentum);
         return NULL;
     }
-    batchnorm *B = new_layer(sizeof *B, &bn_vt);
+    batchnorm *B = dl_layer_new(sizeof *B, &bn_vt);
     if (B) {
         B->features = features;
         B->eps = eps;
@@ -770,7 +741,7 @@ static int ln_setup(dl_layer *l, dl_model *m, const dl_shape *in, dl_shape *out)
     if (in->ndim < 1 || in->dim[in->ndim - 1] != N->features) {
         char e[64];
         snprintf(e, sizeof e, "%d features in its last dimension", N->features);
-        return shape_error(l, in, e);
+        return dl_layer_shape_error(l, in, e);
     }
     N->rows_per_sample = (int)(numel(in) / (size_t)N->features);
     dl_shape s = {1, {N->features}};
@@ -834,7 +805,7 @@ dl_layer *dl_nn_layernorm(int features, float eps)
                  (double)eps);
         return NULL;
     }
-    layernorm *N = new_layer(sizeof *N, &ln_vt);
+    layernorm *N = dl_layer_new(sizeof *N, &ln_vt);
     if (N) {
         N->features = features;
         N->eps = eps;
@@ -876,7 +847,7 @@ static const dl_layer_vt flatten_vt = {
     .backward_set = flatten_backward_set,
 };
 
-dl_layer *dl_nn_flatten(void) { return new_layer(sizeof(dl_layer), &flatten_vt); }
+dl_layer *dl_nn_flatten(void) { return dl_layer_new(sizeof(dl_layer), &flatten_vt); }
 
 /* --- Identity ---------------------------------------------------------------- */
 /* y = x for any shape: the Flatten passes without the reshape. */
@@ -896,7 +867,7 @@ static const dl_layer_vt identity_vt = {
     .backward_set = flatten_backward_set,
 };
 
-dl_layer *dl_nn_identity(void) { return new_layer(sizeof(dl_layer), &identity_vt); }
+dl_layer *dl_nn_identity(void) { return dl_layer_new(sizeof(dl_layer), &identity_vt); }
 
 /* --- Embedding --------------------------------------------------------------- */
 /* x [t] of integral indices (as f32) -> y [t, dim]. */
@@ -911,7 +882,7 @@ static int emb_setup(dl_layer *l, dl_model *m, const dl_shape *in, dl_shape *out
 {
     embedding *E = (embedding *)l;
     if (in->ndim != 1)
-        return shape_error(l, in, "a 1-d sequence of token indices");
+        return dl_layer_shape_error(l, in, "a 1-d sequence of token indices");
     E->tokens = (int)in->dim[0];
     *out = (dl_shape){2, {in->dim[0], E->dim}};
     dl_shape s = {2, {E->vocab, E->dim}};
@@ -960,7 +931,7 @@ dl_layer *dl_nn_embedding(int vocab, int dim)
         dl_error(DL_EINVAL, "Embedding(%d, %d): sizes must be positive", vocab, dim);
         return NULL;
     }
-    embedding *E = new_layer(sizeof *E, &emb_vt);
+    embedding *E = dl_layer_new(sizeof *E, &emb_vt);
     if (E) {
         E->vocab = vocab;
         E->dim = dim;
