@@ -9,6 +9,7 @@
 #include "tests/check.h"
 #include "engine/data/data.h"
 #include "engine/base/error.h"
+#include "engine/base/h5util.h"
 #include "engine/data/h5write.h"
 #include "engine/data/import_csv.h"
 #include "engine/data/import_text.h"
@@ -611,6 +612,92 @@ static void test_text_source_validation(void)
     dl_source_destroy(s);
 }
 
+/* Streaming reads each window from the file: the same batches as in
+ * memory, for training (and after a resume) and validation; auto mode
+ * streams a split over the budget. */
+static void test_text_source_streaming(void)
+{
+    const char *path = tmp_path("text.h5");
+    enum { T = 16, B = 8, W = (TEXT_TRAIN - 1) / T };
+    static float mem[W * T], str[W * T];
+    for (int split = 0; split < 2; split++) {
+        const char *g = split ? "/test" : "/train";
+        dl_text_options o = {.path = path,
+                             .group = g,
+                             .context = T,
+                             .batch = B,
+                             .shuffle = !split,
+                             .seed = 9,
+                             .mode = DL_TEXT_MEMORY};
+        dl_source *m = NULL, *st = NULL;
+        CHECK_OK(dl_source_text(&m, &o));
+        o.mode = DL_TEXT_STREAM;
+        CHECK_OK(dl_source_text(&st, &o));
+        if (!m || !st) {
+            dl_source_destroy(m);
+            dl_source_destroy(st);
+            return;
+        }
+        CHECK(!strcmp(dl_source_text_mode(m), "memory"));
+        CHECK(!strcmp(dl_source_text_mode(st), "streaming"));
+        CHECK(m->info.count == st->info.count && m->ops->batches(m) == st->ops->batches(st));
+        const unsigned char *base = split ? text_bytes + TEXT_TRAIN : text_bytes;
+        size_t len = split ? TEXT_TEST : TEXT_TRAIN, n = m->info.count;
+        size_t skip = split ? 1 : 3;
+        CHECK_OK(m->ops->start_epoch(m, 2, skip));
+        CHECK_OK(st->ops->start_epoch(st, 2, skip));
+        size_t a = drain_windows(m, T, mem, W, base, len),
+               b = drain_windows(st, T, str, W, base, len);
+        CHECK(a == n - skip * B && a == b && memcmp(mem, str, a * T * sizeof *mem) == 0);
+        dl_source_destroy(m);
+        dl_source_destroy(st);
+    }
+    CHECK(dl_source_text_mode(NULL) == NULL);
+    dl_text_options o = {.path = path,
+                         .group = "/train",
+                         .context = T,
+                         .batch = B,
+                         .memory_budget = 2 * TEXT_TRAIN - 2};
+    dl_source *s = NULL;
+    CHECK_OK(dl_source_text(&s, &o));
+    CHECK(s && !strcmp(dl_source_text_mode(s), "streaming"));
+    dl_source_destroy(s);
+    o.memory_budget = 2 * TEXT_TRAIN;
+    CHECK_OK(dl_source_text(&s, &o));
+    CHECK(s && !strcmp(dl_source_text_mode(s), "memory"));
+    dl_source_destroy(s);
+}
+
+/* A file whose ids reach past vocab_size: refused when the split is read
+ * whole, reported by next() when streaming. */
+static void test_text_source_ids_beyond_vocab(void)
+{
+    const char *good = tmp_path("text.h5"), *bad = tmp_path("badvocab.h5");
+    char cmd[1200];
+    snprintf(cmd, sizeof cmd, "cp '%s' '%s'", good, bad);
+    CHECK(system(cmd) == 0);
+    int32_t v = 100; /* the text's letters are ids 97..122: 'a', then 'h' */
+    dl_hdf5_lock();
+    hid_t f = H5Fopen(bad, H5F_ACC_RDWR, H5P_DEFAULT);
+    CHECK(f >= 0 && H5Adelete(f, "vocab_size") >= 0);
+    CHECK(dl_h5_attr_write(f, "vocab_size", H5T_NATIVE_INT32, 0, &v) >= 0);
+    H5Fclose(f);
+    dl_hdf5_unlock();
+    dl_text_options o = {
+        .path = bad, .group = "/train", .context = 4, .batch = 2, .mode = DL_TEXT_MEMORY};
+    dl_source *s = NULL;
+    CHECK(dl_source_text(&s, &o) == DL_EINVAL && !s);
+    CHECK_MSG(strstr(dl_error_message(), "badvocab.h5:/train/tokens: id 104 at position 1 is not "
+                                         "below vocab_size 100"),
+              "%s", dl_error_message());
+    o.mode = DL_TEXT_STREAM;
+    CHECK_OK(dl_source_text(&s, &o));
+    dl_batch b;
+    CHECK(s && s->ops->next(s, &b) == DL_EINVAL);
+    CHECK_MSG(strstr(dl_error_message(), "is not below vocab_size 100"), "%s", dl_error_message());
+    dl_source_destroy(s);
+}
+
 /* chars: the code points seen, sorted, as ids (a multibyte character
  * among them); the vocabulary read back, encoded and decoded. */
 static void test_text_import_chars(void)
@@ -812,6 +899,8 @@ int main(void)
     RUN(test_text_source_windows);
     RUN(test_text_source_resume);
     RUN(test_text_source_validation);
+    RUN(test_text_source_streaming);
+    RUN(test_text_source_ids_beyond_vocab);
     RUN(test_text_import_chars);
     RUN(test_text_import_folder_and_bad_input);
     RUN(test_text_source_bad_input);

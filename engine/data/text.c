@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "engine/base/clock.h"
 #include "engine/base/error.h"
@@ -215,9 +216,14 @@ long dl_text_vocab_encode(const dl_text_vocab *v, const char *text, size_t len, 
 
 typedef struct text_source {
     dl_source base;
-    uint16_t *tok; /* [len] the split's ids */
-    size_t len;
-    int T, batch, shuffle, drop_last;
+    size_t len;    /* the split's tokens */
+    uint16_t *tok; /* memory mode: [len] the split's ids */
+    /* streaming: the file and dataset stay open; each window is one
+     * hyperslab read of T + 1 ids into win (the HDF5 lock held per batch) */
+    int streaming;
+    hid_t file, ds, fspace, mspace;
+    uint16_t *win; /* [T + 1] */
+    int T, batch, shuffle, drop_last, vocab;
     uint64_t seed;
     int epoch;
     size_t windows; /* per epoch */
@@ -256,18 +262,35 @@ static int text_start_epoch(dl_source *s, int epoch, size_t skip)
     return DL_OK;
 }
 
-static int text_next(dl_source *s, dl_batch *out)
+/* Streaming: ids p .. p+T into t->win (the lock held), checked against
+ * the vocabulary (memory mode checked them all when it opened). */
+static int read_window(text_source *t, size_t p)
 {
-    text_source *t = (text_source *)s;
-    double t0 = dl_clock_mono_s();
-    size_t left = t->windows - (t->pos < t->windows ? t->pos : t->windows);
-    if (left == 0 || (t->drop_last && left < (size_t)t->batch))
-        return 0;
-    int n = left < (size_t)t->batch ? (int)left : t->batch, T = t->T;
-    for (int k = 0; k < n; k++) {
+    hsize_t start = p, count = (hsize_t)t->T + 1;
+    if (H5Sselect_hyperslab(t->fspace, H5S_SELECT_SET, &start, NULL, &count, NULL) < 0 ||
+        H5Dread(t->ds, H5T_NATIVE_UINT16, t->mspace, t->fspace, H5P_DEFAULT, t->win) < 0)
+        return dl_h5_fail(DL_EIO, __FILE__, __LINE__, "H5Dread", "%s: reading tokens %zu..%zu",
+                          t->base.name, p, p + (size_t)t->T);
+    for (int j = 0; j <= t->T; j++)
+        if (t->win[j] >= t->vocab)
+            return dl_error(DL_EINVAL,
+                            "%s/tokens: id %u at position %zu is not below vocab_size %d",
+                            t->base.name, t->win[j], p + (size_t)j, t->vocab);
+    return DL_OK;
+}
+
+/* Windows pos .. pos+n of the epoch into x (ids as floats) and y (the next ids). */
+static int fill(text_source *t, int n)
+{
+    int T = t->T, rc = DL_OK;
+    if (t->streaming)
+        dl_hdf5_lock();
+    for (int k = 0; k < n && rc == DL_OK; k++) {
         size_t i = t->pos + (size_t)k;
         size_t p = t->shuffle ? dl_text_position(t->seed, t->epoch, i, t->len, T) : i * (size_t)T;
-        const uint16_t *w = t->tok + p;
+        if (t->streaming && (rc = read_window(t, p)) < 0)
+            break;
+        const uint16_t *w = t->streaming ? t->win : t->tok + p;
         float *x = t->x + (size_t)k * (size_t)T;
         int32_t *y = t->y + (size_t)k * (size_t)T;
         for (int j = 0; j < T; j++) {
@@ -275,6 +298,20 @@ static int text_next(dl_source *s, dl_batch *out)
             y[j] = w[j + 1];
         }
     }
+    if (t->streaming)
+        dl_hdf5_unlock();
+    return rc;
+}
+
+static int text_next(dl_source *s, dl_batch *out)
+{
+    text_source *t = (text_source *)s;
+    double t0 = dl_clock_mono_s();
+    size_t left = t->windows - (t->pos < t->windows ? t->pos : t->windows);
+    if (left == 0 || (t->drop_last && left < (size_t)t->batch))
+        return 0;
+    int n = left < (size_t)t->batch ? (int)left : t->batch;
+    DL_TRY(fill(t, n));
     t->pos += (size_t)n;
     out->n = n;
     out->x = t->x;
@@ -282,7 +319,7 @@ static int text_next(dl_source *s, dl_batch *out)
     out->wait_s = dl_clock_mono_s() - t0;
     t->st.wait_s += out->wait_s;
     t->st.batches++;
-    t->st.bytes_read += (double)n * (double)(T + 1) * sizeof *t->tok;
+    t->st.bytes_read += (double)n * (double)(t->T + 1) * sizeof(uint16_t);
     return 1;
 }
 
@@ -320,11 +357,31 @@ static int text_retarget(dl_source *s, dl_backend *be)
     return DL_OK;
 }
 
+/* Closes what the source holds open in HDF5 (the lock taken here). */
+static void close_h5(text_source *t)
+{
+    if (t->file <= 0 && t->ds <= 0)
+        return;
+    dl_hdf5_lock();
+    if (t->mspace > 0)
+        H5Sclose(t->mspace);
+    if (t->fspace > 0)
+        H5Sclose(t->fspace);
+    if (t->ds > 0)
+        H5Dclose(t->ds);
+    if (t->file > 0)
+        H5Fclose(t->file);
+    dl_hdf5_unlock();
+    t->file = t->ds = t->fspace = t->mspace = 0;
+}
+
 static void text_destroy(dl_source *s)
 {
     text_source *t = (text_source *)s;
+    close_h5(t);
     free_buffers(t->be, t->x, t->y);
     free(t->tok);
+    free(t->win);
     free(t);
 }
 
@@ -336,6 +393,13 @@ static const dl_source_ops text_ops = {
     .retarget = text_retarget,
     .destroy = text_destroy,
 };
+
+const char *dl_source_text_mode(const dl_source *s)
+{
+    if (!s || s->ops != &text_ops)
+        return NULL;
+    return ((const text_source *)s)->streaming ? "streaming" : "memory";
+}
 
 /* --- opening ---------------------------------------------------------------------- */
 
@@ -356,24 +420,26 @@ static int link_exists(hid_t f, const char *path)
         }
 }
 
-/* group/tokens: 1-D unsigned 8 or 16 bits, read whole into t->tok (the lock held). */
-static int read_tokens(text_source *t, const char *path, const char *group, hid_t f)
+/* group/tokens: 1-D unsigned 8 or 16 bits; its length into t->len. The
+ * dataset is opened into t->ds (the lock held). */
+static int open_tokens(text_source *t, const char *path, const char *group, char *dpath,
+                       size_t size)
 {
-    char dpath[300];
     if (group[0] != '/' || strlen(group) > 200)
         return dl_error(DL_EINVAL, "%s: group \"%s\": expected an absolute path like \"/train\"",
                         path, group);
-    snprintf(dpath, sizeof dpath, "%s/tokens", strcmp(group, "/") ? group : "");
-    if (!link_exists(f, group))
+    snprintf(dpath, size, "%s/tokens", strcmp(group, "/") ? group : "");
+    if (!link_exists(t->file, group))
         return dl_error(DL_EINVAL, "%s: no group %s", path, group);
-    if (!link_exists(f, dpath))
+    if (!link_exists(t->file, dpath))
         return dl_error(DL_EINVAL, "%s: no dataset %s (not a text split)", path, dpath);
     int rc = DL_OK;
-    hid_t ds = -1, sp = -1, ty = -1;
+    hid_t sp = -1, ty = -1;
     hsize_t n = 0;
-    DL_H5_CHECK(ds = H5Dopen2(f, dpath, H5P_DEFAULT), "%s: %s is not a dataset", path, dpath);
-    DL_H5_CHECK(sp = H5Dget_space(ds), "%s:%s", path, dpath);
-    DL_H5_CHECK(ty = H5Dget_type(ds), "%s:%s", path, dpath);
+    DL_H5_CHECK(t->ds = H5Dopen2(t->file, dpath, H5P_DEFAULT), "%s: %s is not a dataset", path,
+                dpath);
+    DL_H5_CHECK(sp = H5Dget_space(t->ds), "%s:%s", path, dpath);
+    DL_H5_CHECK(ty = H5Dget_type(t->ds), "%s:%s", path, dpath);
     if (H5Sget_simple_extent_ndims(sp) != 1 || H5Tget_class(ty) != H5T_INTEGER ||
         H5Tget_sign(ty) != H5T_SGN_NONE || H5Tget_size(ty) > 2) {
         rc = dl_error(DL_EINVAL, "%s:%s: expected a 1-D dataset of u8 or u16 token ids", path,
@@ -382,25 +448,59 @@ static int read_tokens(text_source *t, const char *path, const char *group, hid_
     }
     H5Sget_simple_extent_dims(sp, &n, NULL);
     t->len = (size_t)n;
-    if (!(t->tok = malloc((t->len ? t->len : 1) * sizeof *t->tok))) {
-        rc = dl_error(DL_ENOMEM, "%s:%s: out of memory for %zu tokens", path, dpath, t->len);
-        goto fail;
-    }
-    if (t->len > 0)
-        DL_H5_CHECK(H5Dread(ds, H5T_NATIVE_UINT16, H5S_ALL, H5S_ALL, H5P_DEFAULT, t->tok),
-                    "%s: reading %s", path, dpath);
 fail:
     if (ty >= 0)
         H5Tclose(ty);
     if (sp >= 0)
         H5Sclose(sp);
-    if (ds >= 0)
-        H5Dclose(ds);
     return rc;
 }
 
-/* Context, ids below the vocabulary, windows per epoch, info. */
-static int check_split(text_source *t, const dl_text_options *o, int vocab)
+/* Memory mode: every id read into t->tok (the lock held). */
+static int read_all_tokens(text_source *t, const char *path, const char *dpath)
+{
+    int rc = DL_OK;
+    if (!(t->tok = malloc((t->len ? t->len : 1) * sizeof *t->tok)))
+        return dl_error(DL_ENOMEM, "%s:%s: out of memory for %zu tokens", path, dpath, t->len);
+    if (t->len > 0)
+        DL_H5_CHECK(H5Dread(t->ds, H5T_NATIVE_UINT16, H5S_ALL, H5S_ALL, H5P_DEFAULT, t->tok),
+                    "%s: reading %s", path, dpath);
+fail:
+    return rc;
+}
+
+/* Streaming: the dataset reopened without a chunk cache (a window's
+ * bytes are read directly instead of its whole chunk), its space and a
+ * [T + 1] memory space kept for the windows (the lock held). */
+static int prepare_streaming(text_source *t, const char *path, const char *dpath, int T)
+{
+    int rc = DL_OK;
+    hsize_t n = (hsize_t)T + 1;
+    hid_t dapl = H5Pcreate(H5P_DATASET_ACCESS);
+    DL_H5_CHECK(dapl, "%s:%s", path, dpath);
+    H5Pset_chunk_cache(dapl, H5D_CHUNK_CACHE_NSLOTS_DEFAULT, 0, H5D_CHUNK_CACHE_W0_DEFAULT);
+    H5Dclose(t->ds);
+    t->ds = H5Dopen2(t->file, dpath, dapl);
+    H5Pclose(dapl);
+    DL_H5_CHECK(t->ds, "%s: reopening %s", path, dpath);
+    DL_H5_CHECK(t->fspace = H5Dget_space(t->ds), "%s:%s", path, dpath);
+    DL_H5_CHECK(t->mspace = H5Screate_simple(1, &n, NULL), "%s:%s", path, dpath);
+    if (!(t->win = malloc((size_t)n * sizeof *t->win)))
+        rc = dl_error(DL_ENOMEM, "%s: out of memory", path);
+fail:
+    return rc;
+}
+
+static size_t default_budget(void)
+{
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    if (pages <= 0 || page <= 0)
+        return (size_t)1 << 30;
+    return (size_t)pages * (size_t)page / 2;
+}
+
+/* Context, ids below the vocabulary (memory mode), windows per epoch, info. */
+static int check_split(text_source *t, const dl_text_options *o)
 {
     const char *path = o->path, *g = o->group;
     if (o->context < 1)
@@ -410,11 +510,11 @@ static int check_split(text_source *t, const dl_text_options *o, int vocab)
                         "%s:%s: context %d is longer than the split allows: %zu tokens, a window "
                         "needs context + 1 = %d",
                         path, g, o->context, t->len, o->context + 1);
-    for (size_t i = 0; i < t->len; i++)
-        if (t->tok[i] >= vocab)
+    for (size_t i = 0; t->tok && i < t->len; i++)
+        if (t->tok[i] >= t->vocab)
             return dl_error(DL_EINVAL,
                             "%s:%s/tokens: id %u at position %zu is not below vocab_size %d", path,
-                            g, t->tok[i], i, vocab);
+                            g, t->tok[i], i, t->vocab);
     t->T = o->context;
     size_t fixed = (t->len - 1) / (size_t)t->T;
     t->windows = o->limit > 0 ? o->limit : fixed;
@@ -426,26 +526,36 @@ static int check_split(text_source *t, const dl_text_options *o, int vocab)
     in->x_dtype = DL_F32;
     in->y_dtype = DL_I32;
     in->y_width = t->T;
-    in->classes = vocab;
+    in->classes = t->vocab;
     in->count = t->windows;
     in->scale = 1.0f;
     return DL_OK;
 }
 
-/* The vocabulary and the split's tokens (takes and releases the lock). */
-static int load(text_source *t, const dl_text_options *o, int *vocab)
+/* The vocabulary, then the split's tokens read whole or (streaming) the
+ * dataset kept open. Takes and releases the lock; in memory mode the file
+ * is closed again. */
+static int load(text_source *t, const dl_text_options *o)
 {
-    hid_t f;
-    DL_TRY(open_file(o->path, &f));
+    DL_TRY(open_file(o->path, &t->file));
     dl_text_vocab v;
     memset(&v, 0, sizeof v);
-    int rc = read_vocab(&v, o->path, f);
-    *vocab = v.size;
+    char dpath[300];
+    int rc = read_vocab(&v, o->path, t->file);
+    t->vocab = v.size;
     dl_text_vocab_done(&v);
     if (rc == DL_OK)
-        rc = read_tokens(t, o->path, o->group, f);
-    H5Fclose(f);
+        rc = open_tokens(t, o->path, o->group, dpath, sizeof dpath);
+    size_t budget = o->memory_budget ? o->memory_budget : default_budget();
+    t->streaming =
+        o->mode == DL_TEXT_STREAM || (o->mode == DL_TEXT_AUTO && t->len > budget / sizeof *t->tok);
+    if (rc == DL_OK && t->streaming && o->context >= 1 && t->len > (size_t)o->context)
+        rc = prepare_streaming(t, o->path, dpath, o->context);
+    else if (rc == DL_OK && !t->streaming)
+        rc = read_all_tokens(t, o->path, dpath);
     dl_hdf5_unlock();
+    if (rc < 0 || !t->streaming)
+        close_h5(t);
     return rc;
 }
 
@@ -463,10 +573,9 @@ int dl_source_text(dl_source **out, const dl_text_options *o)
     t->shuffle = o->shuffle;
     t->drop_last = o->drop_last;
     t->seed = o->seed;
-    int vocab = 0;
-    int rc = load(t, o, &vocab);
+    int rc = load(t, o);
     if (rc == DL_OK)
-        rc = check_split(t, o, vocab);
+        rc = check_split(t, o);
     if (rc == DL_OK)
         rc = text_retarget(&t->base, o->be);
     if (rc < 0) {

@@ -13,10 +13,16 @@
  * without shuffle (validation) the windows are the split's non-overlapping
  * windows p = k*T in order.
  *
- * The split's tokens are read into memory (2 bytes a token) under the HDF5
- * lock when the source opens; batches are assembled in the caller's thread
- * (a copy and a conversion of batch*T values: no worker is worth its
- * start-up).
+ * Two modes, the same windows in both. In memory: the split's ids are read
+ * once (2 bytes a token) under the HDF5 lock when the source opens, and
+ * checked against the vocabulary. Streaming (a split larger than the
+ * memory budget): the dataset stays open and each window is one hyperslab
+ * read of T + 1 ids, with no chunk cache (a random window costs its own
+ * bytes, not its chunk's), the lock held for a batch; ids are checked as
+ * they are read. Batches are assembled in the caller's thread: in memory a
+ * copy and a conversion of batch*T values, which no worker thread would
+ * pay for; streaming, a read per window (a worker that reads ahead is what
+ * a split on a slow disk would want next).
  */
 #ifndef DL_TEXT_H
 #define DL_TEXT_H
@@ -64,6 +70,12 @@ int dl_utf8_decode(const unsigned char *s, size_t n, uint32_t *cp);
 /* Encodes cp (<= U+10FFFF) as UTF-8 into out; returns the length (1-4). */
 int dl_utf8_encode(uint32_t cp, char out[4]);
 
+typedef enum {
+    DL_TEXT_AUTO = 0, /* in memory when the split fits memory_budget, else streaming */
+    DL_TEXT_MEMORY,
+    DL_TEXT_STREAM
+} dl_text_mode;
+
 typedef struct dl_text_options {
     const char *path;  /* the .h5 file */
     const char *group; /* "/train" */
@@ -73,7 +85,9 @@ typedef struct dl_text_options {
     int drop_last;     /* skip a short last batch */
     uint64_t seed;     /* the positions' key */
     size_t limit;      /* > 0: windows per epoch (fixed windows: at most that many) */
-    dl_backend *be;    /* batch buffers from be->ops->host_alloc; NULL: malloc */
+    dl_text_mode mode;
+    size_t memory_budget; /* bytes the split's ids may take; 0: half the physical memory */
+    dl_backend *be;       /* batch buffers from be->ops->host_alloc; NULL: malloc */
 } dl_text_options;
 
 /* Opens o->path:o->group and returns a source over it in *out (epoch 0
@@ -83,9 +97,13 @@ typedef struct dl_text_options {
  * classes = vocab_size, scale 1. Errors (DL_EINVAL, naming the file and
  * the group or field): a file that is not a text file, a missing group or
  * tokens dataset, a tokens dataset that is not 1-D u8/u16, an id at or
- * above vocab_size, context < 1 or longer than the split allows; *out is
- * then NULL. */
+ * above vocab_size (streaming: met by next(), DL_EINVAL with the same
+ * message), context < 1 or longer than the split allows; *out is then
+ * NULL. A read error while streaming is DL_EIO from next(). */
 int dl_source_text(dl_source **out, const dl_text_options *o);
+
+/* "memory" or "streaming" for a text source, NULL for another source. */
+const char *dl_source_text_mode(const dl_source *s);
 
 /* The position of sample k of an epoch of a shuffled source: Philox block
  * (seed, DL_STREAM_SHUFFLE + 1, epoch, k) mapped onto [0, tokens - T).
