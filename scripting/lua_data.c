@@ -146,7 +146,7 @@ static int data_synthetic(lua_State *L)
  * dlbench import --text. Its vocab_size is read now (data.vocab for the
  * script's nn.Embedding); the splits are read when the run opens them.
  * workers is accepted for symmetry with dl.data.hdf5: windows are
- * assembled in the trainer's thread. */
+ * assembled in the trainer's thread. val = "" for no validation. */
 static int data_text(lua_State *L)
 {
     dl_lua_opts o;
@@ -160,7 +160,10 @@ static int data_text(lua_State *L)
     d->val_limit = dl_lua_opt_integer(&o, "val_limit", 0, 0);
     d->shuffle = dl_lua_opt_boolean(&o, "shuffle", 1);
     d->drop_last = dl_lua_opt_boolean(&o, "drop_last", 0);
-    d->workers = dl_lua_opt_int(&o, "workers", -1, -1);
+    /* accepted like dl.data.hdf5's, but no thread assembles text windows:
+     * 0 is what the loader really uses (telemetry and the advisor read it) */
+    dl_lua_opt_int(&o, "workers", -1, -1);
+    d->workers = 0;
     d->scale = 1;
     dl_lua_opt_check(&o);
     if (!d->path[0])

@@ -29,7 +29,7 @@ typedef struct import_job {
     double val_fraction;
     long samples, chunk;
     int classes, gzip;
-    int text, chars; /* --text, --vocab chars */
+    int text, chars, vocab_given; /* --text, --vocab chars, --vocab seen */
     float noise;
     uint64_t seed;
     dl_import im;
@@ -253,6 +253,7 @@ static int take_option(import_job *job, const dl_opt *o, const char *val)
         if (strcmp(val, "bytes") && strcmp(val, "chars"))
             return fail_input("--vocab \"%s\": expected bytes or chars", val);
         job->chars = !strcmp(val, "chars");
+        job->vocab_given = 1;
         break;
     case DL_OPT_SYNTHETIC: job->synthetic = val; break;
     case DL_OPT_CLASS_NAMES: job->class_names_arg = val; break;
@@ -323,6 +324,8 @@ int dl_cmd_import(const dl_command *self, int argc, char **argv)
         status = job->synthetic ? fail_input("--text and --synthetic exclude each other")
                  : npos < 2     ? (dl_command_usage(this_cmd, stderr), DL_EXIT_USAGE)
                                 : run_text(job, npos, pos);
+    } else if (status < 0 && job->vocab_given) {
+        status = fail_input("--vocab applies to --text");
     } else if (status < 0) {
         if (npos < 1 || npos > 3 || (npos == 1 && !job->synthetic) ||
             (job->synthetic && npos != 1)) {
