@@ -56,6 +56,18 @@ else
     skip text_bytes_read_back "no h5dump (package hdf5-tools)"
 fi
 
+# compressed chunks hold the same ids
+imp text_bytes_gzip 0 "11 tokens" --text "$W/t1.txt" "$W/t2.txt" "$W/bz.h5" --vocab bytes \
+    --val-fraction 0.3 --gzip 6
+if [ $have_h5dump = 1 ] && [ -f "$W/bz.h5" ]; then
+    if [ "$(raw "$W/bz.h5" /train/tokens -d | od -An -c)" = "$(raw "$W/b.h5" /train/tokens -d | od -An -c)" ] &&
+        h5dump -p -H -d /train/tokens "$W/bz.h5" | grep -q DEFLATE; then
+        pass text_bytes_gzip_read_back
+    else
+        fail text_bytes_gzip_read_back "$(h5dump -p -H -d /train/tokens "$W/bz.h5" | head -c 400)"
+    fi
+fi
+
 # --- chars: a multibyte vocabulary, ids by code point ------------------------------------
 printf '\xc3\xa9\xe2\x82\xaca\n\xc3\xa9' >"$W/u.txt" # "é€a\né", a newline added
 imp text_chars 0 "6 tokens (train 4, test 2), vocab 4 chars, from 1 file" \

@@ -653,6 +653,27 @@ static void test_text_source_streaming(void)
         dl_source_destroy(st);
     }
     CHECK(dl_source_text_mode(NULL) == NULL);
+    /* compressed chunks stream through a small chunk cache: the same windows */
+    const char *in[1] = {tmp_path("text.txt")}, *gz = tmp_path("text_gz.h5");
+    dl_text_import_options io = {.chars = 0, .val_fraction = 0.1, .gzip = 6};
+    dl_text_import_summary sum;
+    CHECK_OK(dl_import_text(in, 1, gz, &io, &sum));
+    dl_text_options go = {.path = gz,
+                          .group = "/train",
+                          .context = T,
+                          .batch = B,
+                          .shuffle = 1,
+                          .seed = 9,
+                          .mode = DL_TEXT_STREAM};
+    dl_source *zs = NULL, *ms = open_text_split(path, "/train", T, B, 1, 9, 0);
+    CHECK_OK(dl_source_text(&zs, &go));
+    if (zs && ms) {
+        CHECK(drain_windows(zs, T, str, W, text_bytes, TEXT_TRAIN) == W);
+        CHECK(drain_windows(ms, T, mem, W, text_bytes, TEXT_TRAIN) == W);
+        CHECK(memcmp(mem, str, sizeof mem) == 0);
+    }
+    dl_source_destroy(zs);
+    dl_source_destroy(ms);
     dl_text_options o = {.path = path,
                          .group = "/train",
                          .context = T,

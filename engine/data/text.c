@@ -469,16 +469,33 @@ fail:
     return rc;
 }
 
-/* Streaming: the dataset reopened without a chunk cache (a window's
- * bytes are read directly instead of its whole chunk), its space and a
- * [T + 1] memory space kept for the windows (the lock held). */
+/* Chunk cache bytes for streaming: none for raw chunks (a window's bytes
+ * are read directly instead of its whole chunk); 4 chunks when they are
+ * compressed, which must be inflated whole (the lock held). */
+static size_t stream_cache_bytes(hid_t ds)
+{
+    hid_t dcpl = H5Dget_create_plist(ds), ty = H5Dget_type(ds);
+    hsize_t chunk = 0;
+    size_t bytes = 0;
+    if (dcpl >= 0 && H5Pget_nfilters(dcpl) > 0 && H5Pget_chunk(dcpl, 1, &chunk) == 1 && ty >= 0)
+        bytes = 4 * (size_t)chunk * H5Tget_size(ty);
+    if (ty >= 0)
+        H5Tclose(ty);
+    if (dcpl >= 0)
+        H5Pclose(dcpl);
+    return bytes;
+}
+
+/* Streaming: the dataset reopened with the chunk cache above, its space
+ * and a [T + 1] memory space kept for the windows (the lock held). */
 static int prepare_streaming(text_source *t, const char *path, const char *dpath, int T)
 {
     int rc = DL_OK;
     hsize_t n = (hsize_t)T + 1;
     hid_t dapl = H5Pcreate(H5P_DATASET_ACCESS);
     DL_H5_CHECK(dapl, "%s:%s", path, dpath);
-    H5Pset_chunk_cache(dapl, H5D_CHUNK_CACHE_NSLOTS_DEFAULT, 0, H5D_CHUNK_CACHE_W0_DEFAULT);
+    H5Pset_chunk_cache(dapl, H5D_CHUNK_CACHE_NSLOTS_DEFAULT, stream_cache_bytes(t->ds),
+                       H5D_CHUNK_CACHE_W0_DEFAULT);
     H5Dclose(t->ds);
     t->ds = H5Dopen2(t->file, dpath, dapl);
     H5Pclose(dapl);

@@ -17,9 +17,10 @@
  * once (2 bytes a token) under the HDF5 lock when the source opens, and
  * checked against the vocabulary. Streaming (a split larger than the
  * memory budget): the dataset stays open and each window is one hyperslab
- * read of T + 1 ids, with no chunk cache (a random window costs its own
- * bytes, not its chunk's), the lock held for a batch; ids are checked as
- * they are read. Batches are assembled in the caller's thread: in memory a
+ * read of T + 1 ids, with no chunk cache for raw chunks (a random window
+ * costs its own bytes, not its chunk's; compressed chunks get a cache of 4,
+ * and a random window then costs a chunk's inflation), the lock held for
+ * a batch; ids are checked as they are read. Batches are assembled in the caller's thread: in memory a
  * copy and a conversion of batch*T values, which no worker thread would
  * pay for; streaming, a read per window (a worker that reads ahead is what
  * a split on a slow disk would want next).

@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "engine/base/clock.h"
 #include "engine/base/error.h"
 #include "engine/base/fsutil.h"
 #include "engine/data/data.h"
@@ -188,9 +189,15 @@ static int run_import(import_job *job, int npos, char **pos)
     return 0;
 }
 
-/* "\rreading 2.1 of 2.6 MB" on stderr while the files are read (a terminal only). */
+/* "\rreading 2.1 of 2.6 MB" on stderr while the files are read (a terminal
+ * only), at most ten times a second. */
 static void text_progress(void *ctx, const char *what, size_t done, size_t total)
 {
+    static double last;
+    double now = dl_clock_mono_s();
+    if (now - last < 0.1 && done < total)
+        return;
+    last = now;
     fprintf(stderr, "\r%s %.1f of %.1f MB ", what, (double)done / 1e6, (double)total / 1e6);
     fflush(stderr);
 }
