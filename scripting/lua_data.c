@@ -1,8 +1,10 @@
-/* lua_data.c - dl.data: dataset descriptions (HDF5, Fashion-MNIST IDX, synthetic) read into a dl_data_desc (engine/data/open.h) */
+/* lua_data.c - dl.data: dataset descriptions (HDF5, Fashion-MNIST IDX, synthetic, text) read into a dl_data_desc (engine/data/open.h) */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/base/error.h"
+#include "engine/data/text.h"
 #include "scripting/lua_internal.h"
 
 #define FMNIST_DIR "/usr/share/datasets/fashion-mnist"
@@ -139,12 +141,68 @@ static int data_synthetic(lua_State *L)
     return 1;
 }
 
+/* dl.data.text { path, train = "/train", val = "/test", context, limit,
+ * val_limit, shuffle = true, drop_last, workers }: a token file written by
+ * dlbench import --text. Its vocab_size is read now (data.vocab for the
+ * script's nn.Embedding); the splits are read when the run opens them.
+ * workers is accepted for symmetry with dl.data.hdf5: windows are
+ * assembled in the trainer's thread. val = "" for no validation. */
+static int data_text(lua_State *L)
+{
+    dl_lua_opts o;
+    dl_lua_opt_begin(&o, L, "dl.data.text", 1, 1);
+    dl_data_desc *d = push_spec(L, DL_DATA_TEXT);
+    dl_lua_opt_string(&o, "path", NULL, d->path, sizeof d->path);
+    dl_lua_opt_string(&o, "train", "/train", d->train, sizeof d->train);
+    dl_lua_opt_string(&o, "val", "/test", d->val, sizeof d->val);
+    d->context = dl_lua_opt_int(&o, "context", 0, 0);
+    d->limit = dl_lua_opt_integer(&o, "limit", 0, 0);
+    d->val_limit = dl_lua_opt_integer(&o, "val_limit", 0, 0);
+    d->shuffle = dl_lua_opt_boolean(&o, "shuffle", 1);
+    d->drop_last = dl_lua_opt_boolean(&o, "drop_last", 0);
+    /* accepted like dl.data.hdf5's, but no thread assembles text windows:
+     * 0 is what the loader really uses (telemetry and the advisor read it) */
+    dl_lua_opt_int(&o, "workers", -1, -1);
+    d->workers = 0;
+    d->scale = 1;
+    dl_lua_opt_check(&o);
+    if (!d->path[0])
+        dl_lua_error(L, "dl.data.text: path (the .h5 file from dlbench import --text) is required");
+    if (d->context < 1)
+        dl_lua_fielderror(L, "dl.data.text", "context",
+                          "the tokens per window, an integer >= 1 (context = 64)");
+    dl_text_vocab v;
+    if (dl_text_vocab_read(&v, d->path) < 0)
+        dl_lua_error(L, "dl.data.text: path: %s", dl_error_message());
+    d->vocab = v.size;
+    dl_text_vocab_done(&v);
+    return 1;
+}
+
+/* data.vocab (text: the vocabulary size) and data.context; nil otherwise. */
+static int data_index(lua_State *L)
+{
+    dl_data_desc *d = luaL_checkudata(L, 1, DL_DATA_MT);
+    const char *k = lua_tostring(L, 2);
+    if (d->kind == DL_DATA_TEXT && k && !strcmp(k, "vocab"))
+        lua_pushinteger(L, d->vocab);
+    else if (d->kind == DL_DATA_TEXT && k && !strcmp(k, "context"))
+        lua_pushinteger(L, d->context);
+    else
+        lua_pushnil(L);
+    return 1;
+}
+
 static int data_tostring(lua_State *L)
 {
     dl_data_desc *d = luaL_checkudata(L, 1, DL_DATA_MT);
     switch (d->kind) {
     case DL_DATA_HDF5: lua_pushfstring(L, "data.hdf5(%s:%s)", d->path, d->train); break;
     case DL_DATA_FASHION_MNIST: lua_pushfstring(L, "data.fashion_mnist(%s)", d->path); break;
+    case DL_DATA_TEXT:
+        lua_pushfstring(L, "data.text(%s:%s, context = %d, vocab = %d)", d->path, d->train,
+                        d->context, d->vocab);
+        break;
     default: lua_pushfstring(L, "data.synthetic(%s, n = %d)", d->synth, (int)d->n); break;
     }
     return 1;
@@ -164,10 +222,13 @@ int dl_lua_open_data(lua_State *L)
     luaL_newmetatable(L, DL_DATA_MT);
     lua_pushcfunction(L, data_tostring);
     lua_setfield(L, -2, "__tostring");
+    lua_pushcfunction(L, data_index);
+    lua_setfield(L, -2, "__index");
     lua_pop(L, 1);
     static const luaL_Reg fns[] = {{"hdf5", data_hdf5},
                                    {"fashion_mnist", data_fmnist},
                                    {"synthetic", data_synthetic},
+                                   {"text", data_text},
                                    {NULL, NULL}};
     luaL_newlib(L, fns);
     return 1;

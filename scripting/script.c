@@ -450,11 +450,13 @@ static int l_experiment(lua_State *L)
     dl_lua_opt_string(&o, "name", "", buf, sizeof buf);
     if (dl_lua_opt_push(&o, "data") == LUA_TNIL)
         dl_lua_error(L,
-                     "%s: data is required (dl.data.hdf5{...}, dl.data.fashion_mnist{...} or "
-                     "dl.data.synthetic{...})",
+                     "%s: data is required (dl.data.hdf5{...}, dl.data.fashion_mnist{...}, "
+                     "dl.data.synthetic{...} or dl.data.text{...})",
                      fn);
     if (!luaL_testudata(L, -1, DL_DATA_MT))
-        dl_lua_fielderror(L, fn, "data", "a dataset (dl.data.hdf5{...}, dl.data.synthetic{...})");
+        dl_lua_fielderror(
+            L, fn, "data",
+            "a dataset (dl.data.hdf5{...}, dl.data.synthetic{...}, dl.data.text{...})");
     lua_pop(L, 1);
     if (dl_lua_opt_push(&o, "model") == LUA_TNIL)
         dl_lua_error(L, "%s: model is required (nn.Sequential{...})", fn);

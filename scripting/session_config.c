@@ -87,7 +87,7 @@ static cJSON *schedule_json(const dl_schedule *s)
 
 static cJSON *data_json(const dl_data_desc *d, const char *fingerprint)
 {
-    static const char *kinds[] = {"synthetic", "fashion_mnist", "hdf5"};
+    static const char *kinds[] = {"synthetic", "fashion_mnist", "hdf5", "text"};
     cJSON *j = cJSON_CreateObject();
     cJSON_AddStringToObject(j, "kind", kinds[d->kind]);
     if (d->kind == DL_DATA_SYNTHETIC) {
@@ -101,6 +101,10 @@ static cJSON *data_json(const dl_data_desc *d, const char *fingerprint)
         cJSON_AddStringToObject(j, "path", d->path);
         cJSON_AddStringToObject(j, "train", d->train);
         cJSON_AddStringToObject(j, "val", d->val);
+    }
+    if (d->kind == DL_DATA_TEXT) {
+        cJSON_AddNumberToObject(j, "context", d->context);
+        cJSON_AddNumberToObject(j, "vocab", d->vocab);
     }
     cJSON_AddNumberToObject(j, "limit", (double)d->limit);
     cJSON_AddNumberToObject(j, "val_limit", (double)d->val_limit);

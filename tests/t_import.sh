@@ -154,4 +154,25 @@ if [ -n "$before" ] && [ "$before" = "$after" ] && [ ! -e "$tmp/keep.h5.tmp" ]; 
 else
     fail import_failure_keeps_old_output "keep.h5 changed or a .tmp was left"
 fi
+# --text: the help names the options; a bad text file leaves an existing output untouched
+# (the round trips and the rest of the bad inputs are in t_text.sh)
+if "$DLBENCH" import --help | grep -q -- "--vocab bytes|chars"; then
+    pass import_help_text_options
+else
+    fail import_help_text_options "import --help lacks --text / --vocab"
+fi
+printf 'caf\xc3\xa9 cr\xc3\xa8me\n' >"$tmp/ok.txt"
+t_status import_text_ok 0 "" --text "$tmp/ok.txt" "$tmp/keep_text.h5" --val-fraction 0.2
+grep -q "11 tokens (train 9, test 2), vocab 10 chars, from 1 file" "$tmp/out" &&
+    pass import_text_summary || fail import_text_summary "summary: $(cat "$tmp/out")"
+before=$(sha256sum "$tmp/keep_text.h5" 2>/dev/null)
+printf 'caf\xe9\n' >"$tmp/latin1.txt"
+t_status import_text_latin1 2 "latin1.txt: not UTF-8 text: invalid byte 0xe9 at byte offset 3" \
+    --text "$tmp/latin1.txt" "$tmp/keep_text.h5"
+after=$(sha256sum "$tmp/keep_text.h5" 2>/dev/null)
+if [ -n "$before" ] && [ "$before" = "$after" ] && [ ! -e "$tmp/keep_text.h5.tmp" ]; then
+    pass import_text_failure_keeps_old_output
+else
+    fail import_text_failure_keeps_old_output "keep_text.h5 changed or a .tmp was left"
+fi
 [ $fails -eq 0 ]

@@ -1,15 +1,20 @@
-/* test_data.c - IDX loading, epoch permutations, the in-memory batch source, opening a description, CSV import */
+/* test_data.c - IDX loading, epoch permutations, the in-memory batch source, opening a description, CSV and text import, the text source */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
 
 #include "tests/check.h"
 #include "engine/data/data.h"
 #include "engine/base/error.h"
+#include "engine/base/h5util.h"
+#include "engine/data/h5write.h"
 #include "engine/data/import_csv.h"
+#include "engine/data/import_text.h"
 #include "engine/data/open.h"
+#include "engine/data/text.h"
 
 static char tmpdir[256];
 
@@ -438,6 +443,465 @@ static void test_data_open_synthetic_and_missing(void)
               dl_error_message());
 }
 
+/* --- text: the importer and the window source ---------------------------------- */
+
+enum { TEXT_N = 3000, TEXT_TRAIN = 2700, TEXT_TEST = 300 };
+static unsigned char text_bytes[TEXT_N];
+
+/* A 3000-byte ASCII text (lines of 60 letters) imported as bytes with
+ * the default 10% tail: /train = its first 2700 bytes, /test the last 300. */
+static const char *make_text_file(void)
+{
+    for (int i = 0; i < TEXT_N; i++)
+        text_bytes[i] = i % 61 == 60 ? '\n' : (unsigned char)('a' + (i * 7 + i / 13) % 26);
+    text_bytes[TEXT_N - 1] = '\n';
+    write_file(tmp_path("text.txt"), text_bytes, TEXT_N, 0);
+    const char *in[1] = {tmp_path("text.txt")}, *out = tmp_path("text.h5");
+    dl_text_import_options o = {.chars = 0, .val_fraction = 0.1};
+    dl_text_import_summary sum;
+    CHECK_OK(dl_import_text(in, 1, out, &o, &sum));
+    CHECK(sum.tokens == TEXT_N && sum.train == TEXT_TRAIN && sum.test == TEXT_TEST);
+    CHECK(sum.vocab == 256 && sum.files == 1 && !sum.chars);
+    return out;
+}
+
+static dl_source *open_text_split(const char *path, const char *group, int T, int batch,
+                                  int shuffle, uint64_t seed, size_t limit)
+{
+    dl_text_options o = {.path = path,
+                         .group = group,
+                         .context = T,
+                         .batch = batch,
+                         .shuffle = shuffle,
+                         .seed = seed,
+                         .limit = limit};
+    dl_source *s = NULL;
+    CHECK_OK(dl_source_text(&s, &o));
+    return s;
+}
+
+/* Reads the rest of the epoch's x windows (T floats each) into xs; checks
+ * that every y is its x shifted by one and that x is the text at `base`
+ * from some position; returns the windows read. */
+static size_t drain_windows(dl_source *s, int T, float *xs, size_t max, const unsigned char *base,
+                            size_t len)
+{
+    dl_batch b;
+    size_t got = 0;
+    int rc;
+    while ((rc = s->ops->next(s, &b)) == 1) {
+        for (int k = 0; k < b.n && got < max; k++, got++) {
+            const float *x = (const float *)b.x + (size_t)k * T;
+            const int32_t *y = (const int32_t *)b.y + (size_t)k * T;
+            memcpy(xs + got * T, x, (size_t)T * sizeof *x);
+            /* y is x shifted by one, and x then y[T-1] is the text somewhere */
+            for (int j = 0; j + 1 < T; j++)
+                CHECK(y[j] == (int32_t)x[j + 1]);
+            int found = 0;
+            for (size_t p = 0; !found && p + T < len; p++) {
+                found = base[p + T] == (unsigned char)y[T - 1];
+                for (int j = 0; j < T && found; j++)
+                    found = x[j] == (float)base[p + j];
+            }
+            CHECK(found);
+        }
+    }
+    CHECK(rc == 0);
+    return got;
+}
+
+/* Training windows: the text at the drawn position, y the next tokens, the
+ * same for the same (seed, epoch), another epoch or seed moves them. */
+static void test_text_source_windows(void)
+{
+    const char *path = make_text_file();
+    enum { T = 16, B = 8, W = (TEXT_TRAIN - 1) / T };
+    dl_source *s = open_text_split(path, "/train", T, B, 1, 42, 0);
+    if (!s)
+        return;
+    CHECK(s->info.count == W && s->ops->batches(s) == (W + B - 1) / B);
+    CHECK(s->info.sample.ndim == 1 && s->info.sample.dim[0] == T);
+    CHECK(s->info.x_dtype == DL_F32 && s->info.y_dtype == DL_I32 && s->info.y_width == T);
+    CHECK(s->info.classes == 256 && s->info.scale == 1.0f);
+    static float e0[W * T], e0b[W * T], e1[W * T];
+    CHECK(drain_windows(s, T, e0, W, text_bytes, TEXT_TRAIN) == W);
+    /* window k is the text at dl_text_position(seed, epoch, k) */
+    int at_position = 1;
+    for (int k = 0; k < W; k++) {
+        size_t p = dl_text_position(42, 0, (size_t)k, TEXT_TRAIN, T);
+        at_position &= p + T < TEXT_TRAIN;
+        for (int j = 0; j < T && p + T < TEXT_TRAIN; j++)
+            at_position &= e0[k * T + j] == (float)text_bytes[p + j];
+    }
+    CHECK(at_position);
+    CHECK_OK(s->ops->start_epoch(s, 1, 0));
+    CHECK(drain_windows(s, T, e1, W, text_bytes, TEXT_TRAIN) == W);
+    CHECK(memcmp(e0, e1, sizeof e0) != 0);
+    CHECK_OK(s->ops->start_epoch(s, 0, 0));
+    CHECK(drain_windows(s, T, e0b, W, text_bytes, TEXT_TRAIN) == W);
+    CHECK(memcmp(e0, e0b, sizeof e0) == 0);
+    dl_source_destroy(s);
+    /* another source with the same seed: the same windows; another seed: others */
+    s = open_text_split(path, "/train", T, B, 1, 42, 0);
+    CHECK(s && drain_windows(s, T, e0b, W, text_bytes, TEXT_TRAIN) == W);
+    CHECK(memcmp(e0, e0b, sizeof e0) == 0);
+    dl_source_destroy(s);
+    s = open_text_split(path, "/train", T, B, 1, 43, 0);
+    CHECK(s && drain_windows(s, T, e0b, W, text_bytes, TEXT_TRAIN) == W);
+    CHECK(memcmp(e0, e0b, sizeof e0) != 0);
+    dl_source_destroy(s);
+    /* limit: that many windows an epoch, more than the non-overlapping count too */
+    s = open_text_split(path, "/train", T, B, 1, 42, 500);
+    CHECK(s && s->info.count == 500 && s->ops->batches(s) == 63);
+    dl_source_destroy(s);
+}
+
+/* A resumed epoch (start_epoch(e, skip)) yields the batches an
+ * uninterrupted one does from batch skip on. */
+static void test_text_source_resume(void)
+{
+    const char *path = tmp_path("text.h5");
+    enum { T = 8, B = 5, W = (TEXT_TRAIN - 1) / T };
+    dl_source *a = open_text_split(path, "/train", T, B, 1, 7, 0);
+    dl_source *b = open_text_split(path, "/train", T, B, 1, 7, 0);
+    if (!a || !b) {
+        dl_source_destroy(a);
+        dl_source_destroy(b);
+        return;
+    }
+    static float full[W * T], rest[W * T];
+    CHECK_OK(a->ops->start_epoch(a, 3, 0));
+    CHECK(drain_windows(a, T, full, W, text_bytes, TEXT_TRAIN) == W);
+    for (size_t skip = 0; skip <= b->ops->batches(b); skip += 7) {
+        CHECK_OK(b->ops->start_epoch(b, 3, skip));
+        size_t from = skip * B < W ? skip * B : W;
+        CHECK(drain_windows(b, T, rest, W, text_bytes, TEXT_TRAIN) == W - from);
+        CHECK(memcmp(rest, full + from * T, (W - from) * T * sizeof *rest) == 0);
+    }
+    CHECK(b->ops->start_epoch(b, 3, b->ops->batches(b) + 1) == DL_EINVAL);
+    dl_source_destroy(a);
+    dl_source_destroy(b);
+}
+
+/* Validation: the non-overlapping windows k*T of /test, in order, every epoch. */
+static void test_text_source_validation(void)
+{
+    const char *path = tmp_path("text.h5");
+    const unsigned char *test = text_bytes + TEXT_TRAIN;
+    enum { T = 16, W = (TEXT_TEST - 1) / T };
+    dl_source *s = open_text_split(path, "/test", T, 4, 0, 42, 0);
+    if (!s)
+        return;
+    CHECK(s->info.count == W);
+    static float e0[W * T], e1[W * T];
+    CHECK(drain_windows(s, T, e0, W, test, TEXT_TEST) == W);
+    int fixed = 1;
+    for (int k = 0; k < W * T; k++)
+        fixed &= e0[k] == (float)test[k];
+    CHECK(fixed);
+    CHECK_OK(s->ops->start_epoch(s, 5, 0));
+    CHECK(drain_windows(s, T, e1, W, test, TEXT_TEST) == W);
+    CHECK(memcmp(e0, e1, sizeof e0) == 0);
+    dl_source_destroy(s);
+    /* a limit takes the first windows; above their number, all of them */
+    s = open_text_split(path, "/test", T, 4, 0, 42, 5);
+    CHECK(s && s->info.count == 5);
+    dl_source_destroy(s);
+    s = open_text_split(path, "/test", T, 4, 0, 42, 1000);
+    CHECK(s && s->info.count == W);
+    dl_source_destroy(s);
+}
+
+/* Streaming reads each window from the file: the same batches as in
+ * memory, for training (and after a resume) and validation; auto mode
+ * streams a split over the budget. */
+static void test_text_source_streaming(void)
+{
+    const char *path = tmp_path("text.h5");
+    enum { T = 16, B = 8, W = (TEXT_TRAIN - 1) / T };
+    static float mem[W * T], str[W * T];
+    for (int split = 0; split < 2; split++) {
+        const char *g = split ? "/test" : "/train";
+        dl_text_options o = {.path = path,
+                             .group = g,
+                             .context = T,
+                             .batch = B,
+                             .shuffle = !split,
+                             .seed = 9,
+                             .mode = DL_TEXT_MEMORY};
+        dl_source *m = NULL, *st = NULL;
+        CHECK_OK(dl_source_text(&m, &o));
+        o.mode = DL_TEXT_STREAM;
+        CHECK_OK(dl_source_text(&st, &o));
+        if (!m || !st) {
+            dl_source_destroy(m);
+            dl_source_destroy(st);
+            return;
+        }
+        CHECK(!strcmp(dl_source_text_mode(m), "memory"));
+        CHECK(!strcmp(dl_source_text_mode(st), "streaming"));
+        CHECK(m->info.count == st->info.count && m->ops->batches(m) == st->ops->batches(st));
+        const unsigned char *base = split ? text_bytes + TEXT_TRAIN : text_bytes;
+        size_t len = split ? TEXT_TEST : TEXT_TRAIN, n = m->info.count;
+        size_t skip = split ? 1 : 3;
+        CHECK_OK(m->ops->start_epoch(m, 2, skip));
+        CHECK_OK(st->ops->start_epoch(st, 2, skip));
+        size_t a = drain_windows(m, T, mem, W, base, len),
+               b = drain_windows(st, T, str, W, base, len);
+        CHECK(a == n - skip * B && a == b && memcmp(mem, str, a * T * sizeof *mem) == 0);
+        dl_source_destroy(m);
+        dl_source_destroy(st);
+    }
+    CHECK(dl_source_text_mode(NULL) == NULL);
+    /* compressed chunks stream through a small chunk cache: the same windows */
+    const char *in[1] = {tmp_path("text.txt")}, *gz = tmp_path("text_gz.h5");
+    dl_text_import_options io = {.chars = 0, .val_fraction = 0.1, .gzip = 6};
+    dl_text_import_summary sum;
+    CHECK_OK(dl_import_text(in, 1, gz, &io, &sum));
+    dl_text_options go = {.path = gz,
+                          .group = "/train",
+                          .context = T,
+                          .batch = B,
+                          .shuffle = 1,
+                          .seed = 9,
+                          .mode = DL_TEXT_STREAM};
+    dl_source *zs = NULL, *ms = open_text_split(path, "/train", T, B, 1, 9, 0);
+    CHECK_OK(dl_source_text(&zs, &go));
+    if (zs && ms) {
+        CHECK(drain_windows(zs, T, str, W, text_bytes, TEXT_TRAIN) == W);
+        CHECK(drain_windows(ms, T, mem, W, text_bytes, TEXT_TRAIN) == W);
+        CHECK(memcmp(mem, str, sizeof mem) == 0);
+    }
+    dl_source_destroy(zs);
+    dl_source_destroy(ms);
+    dl_text_options o = {.path = path,
+                         .group = "/train",
+                         .context = T,
+                         .batch = B,
+                         .memory_budget = 2 * TEXT_TRAIN - 2};
+    dl_source *s = NULL;
+    CHECK_OK(dl_source_text(&s, &o));
+    CHECK(s && !strcmp(dl_source_text_mode(s), "streaming"));
+    dl_source_destroy(s);
+    o.memory_budget = 2 * TEXT_TRAIN;
+    CHECK_OK(dl_source_text(&s, &o));
+    CHECK(s && !strcmp(dl_source_text_mode(s), "memory"));
+    dl_source_destroy(s);
+}
+
+/* A file whose ids reach past vocab_size: refused when the split is read
+ * whole, reported by next() when streaming. */
+static void test_text_source_ids_beyond_vocab(void)
+{
+    const char *good = tmp_path("text.h5"), *bad = tmp_path("badvocab.h5");
+    char cmd[1200];
+    snprintf(cmd, sizeof cmd, "cp '%s' '%s'", good, bad);
+    CHECK(system(cmd) == 0);
+    int32_t v = 100; /* the text's letters are ids 97..122: 'a', then 'h' */
+    dl_hdf5_lock();
+    hid_t f = H5Fopen(bad, H5F_ACC_RDWR, H5P_DEFAULT);
+    CHECK(f >= 0 && H5Adelete(f, "vocab_size") >= 0);
+    CHECK(dl_h5_attr_write(f, "vocab_size", H5T_NATIVE_INT32, 0, &v) >= 0);
+    H5Fclose(f);
+    dl_hdf5_unlock();
+    dl_text_options o = {
+        .path = bad, .group = "/train", .context = 4, .batch = 2, .mode = DL_TEXT_MEMORY};
+    dl_source *s = NULL;
+    CHECK(dl_source_text(&s, &o) == DL_EINVAL && !s);
+    CHECK_MSG(strstr(dl_error_message(), "badvocab.h5:/train/tokens: id 104 at position 1 is not "
+                                         "below vocab_size 100"),
+              "%s", dl_error_message());
+    o.mode = DL_TEXT_STREAM;
+    CHECK_OK(dl_source_text(&s, &o));
+    dl_batch b;
+    CHECK(s && s->ops->next(s, &b) == DL_EINVAL);
+    CHECK_MSG(strstr(dl_error_message(), "is not below vocab_size 100"), "%s", dl_error_message());
+    dl_source_destroy(s);
+}
+
+/* chars: the code points seen, sorted, as ids (a multibyte character
+ * among them); the vocabulary read back, encoded and decoded. */
+static void test_text_import_chars(void)
+{
+    const char *txt = "h\xc3\xa9llo \xe2\x82\xac"; /* "héllo €", no final newline */
+    write_file(tmp_path("chars.txt"), txt, strlen(txt), 0);
+    const char *in[1] = {tmp_path("chars.txt")}, *out = tmp_path("chars.h5");
+    dl_text_import_options o = {.chars = 1, .val_fraction = 0.25};
+    dl_text_import_summary sum;
+    CHECK_OK(dl_import_text(in, 1, out, &o, &sum));
+    /* h é l l o ' ' € '\n' -> ids 2 5 3 3 4 1 6 0: /train the first 6, /test the last 2 */
+    CHECK(sum.tokens == 8 && sum.train == 6 && sum.test == 2 && sum.vocab == 7 && sum.chars);
+    dl_text_vocab v;
+    CHECK_OK(dl_text_vocab_read(&v, out));
+    static const uint32_t want[7] = {0x0A, 0x20, 0x68, 0x6C, 0x6F, 0xE9, 0x20AC};
+    CHECK(v.chars && v.size == 7 && v.cp && memcmp(v.cp, want, sizeof want) == 0);
+    int32_t ids[8];
+    CHECK(dl_text_vocab_encode(&v, "h\xc3\xa9\xe2\x82\xac", 6, ids, 8) == 3);
+    CHECK(ids[0] == 2 && ids[1] == 5 && ids[2] == 6);
+    CHECK(dl_text_vocab_encode(&v, "hx", 2, ids, 8) == DL_EINVAL);
+    CHECK_MSG(strstr(dl_error_message(), "byte 1 (U+0078) is not in the vocabulary"), "%s",
+              dl_error_message());
+    char ch[4];
+    CHECK(dl_text_vocab_decode(&v, 6, ch) == 3 && !memcmp(ch, "\xe2\x82\xac", 3));
+    CHECK(dl_text_vocab_decode(&v, 7, ch) == 0);
+    dl_text_vocab_done(&v);
+
+    dl_source *s = open_text_split(out, "/train", 5, 2, 0, 1, 0);
+    dl_batch b;
+    CHECK(s && s->info.classes == 7 && s->info.count == 1 && s->ops->next(s, &b) == 1);
+    if (s && b.n == 1) {
+        const float *x = b.x;
+        const int32_t *y = b.y;
+        CHECK(x[0] == 2 && x[1] == 5 && x[2] == 3 && x[3] == 3 && x[4] == 4);
+        CHECK(y[0] == 5 && y[1] == 3 && y[2] == 3 && y[3] == 4 && y[4] == 1);
+    }
+    dl_source_destroy(s);
+    s = open_text_split(out, "/test", 1, 2, 0, 1, 0);
+    CHECK(s && s->ops->next(s, &b) == 1 && b.n == 1);
+    if (s && b.n == 1)
+        CHECK(((const float *)b.x)[0] == 6 && ((const int32_t *)b.y)[0] == 0);
+    dl_source_destroy(s);
+}
+
+static void expect_text_error(const char *const *in, int n, int chars, int code, const char *what)
+{
+    dl_text_import_options o = {.chars = chars, .val_fraction = 0.1};
+    dl_text_import_summary sum;
+    CHECK(dl_import_text(in, n, tmp_path("bad.h5"), &o, &sum) == code);
+    CHECK_MSG(strstr(dl_error_message(), what), "wanted \"%s\", got \"%s\"", what,
+              dl_error_message());
+    CHECK(access(tmp_path("bad.h5"), F_OK) != 0 && access(tmp_path("bad.h5.tmp"), F_OK) != 0);
+}
+
+/* A folder: regular files by name, not *.dat, not a link to a file taken;
+ * the bad inputs named with the file (and the byte offset). */
+static void test_text_import_folder_and_bad_input(void)
+{
+    char dir[600], p[700], one[600]; /* tmp_path's buffers rotate: keep copies */
+    snprintf(dir, sizeof dir, "%s", tmp_path("corpus"));
+    mkdir(dir, 0755);
+    snprintf(p, sizeof p, "%s/b", dir);
+    write_file(p, "bbbb\n", 5, 0);
+    snprintf(p, sizeof p, "%s/a", dir);
+    write_file(p, "aaaaaaaaa", 9, 0);
+    snprintf(p, sizeof p, "%s/a.dat", dir);
+    write_file(p, "\0\0\0\x02", 4, 0);
+    snprintf(p, sizeof p, "%s/a.u8", dir);
+    CHECK(symlink("a", p) == 0);
+    const char *in[1] = {dir};
+    dl_text_import_options o = {.chars = 1, .val_fraction = 0.2};
+    dl_text_import_summary sum;
+    CHECK_OK(dl_import_text(in, 1, tmp_path("corpus.h5"), &o, &sum));
+    /* a: 9 + newline = 10 tokens (tail 2), b: 5 (tail 1) */
+    CHECK(sum.files == 2 && sum.tokens == 15 && sum.test == 3 && sum.train == 12);
+    CHECK(sum.vocab == 3);
+    dl_source *s = open_text_split(tmp_path("corpus.h5"), "/train", 11, 1, 0, 0, 0);
+    dl_batch b;
+    CHECK(s && s->ops->next(s, &b) == 1);
+    if (s) /* ids: '\n' 0, a 1, b 2: a's head then b's head */
+        CHECK(((const float *)b.x)[7] == 1 && ((const float *)b.x)[8] == 2 &&
+              ((const int32_t *)b.y)[10] == 2);
+    dl_source_destroy(s);
+
+    snprintf(dir, sizeof dir, "%s", tmp_path("empty_corpus"));
+    mkdir(dir, 0755);
+    expect_text_error(in, 1, 1, DL_EINVAL, "empty_corpus: no text files in the folder");
+    expect_text_error(in, 0, 1, DL_EINVAL, "no text files given");
+    write_file(tmp_path("nul.txt"), "abc\0def", 7, 0);
+    snprintf(one, sizeof one, "%s", tmp_path("nul.txt"));
+    in[0] = one;
+    expect_text_error(in, 1, 0, DL_EINVAL, "nul.txt: not a text file: a NUL byte at byte offset 3");
+    write_file(tmp_path("latin1.txt"), "ab\xff cd\n", 6, 0);
+    snprintf(one, sizeof one, "%s", tmp_path("latin1.txt"));
+    in[0] = one;
+    expect_text_error(in, 1, 1, DL_EINVAL,
+                      "latin1.txt: not UTF-8 text: invalid byte 0xff at byte offset 2");
+    o.chars = 0; /* bytes take any byte but NUL; the newline is added */
+    o.val_fraction = 0.3;
+    CHECK_OK(dl_import_text(in, 1, tmp_path("latin1.h5"), &o, &sum));
+    CHECK(sum.tokens == 7 && sum.test == 2 && sum.vocab == 256);
+    write_file(tmp_path("overlong.txt"), "a\xc0\xafz\n", 5, 0);
+    snprintf(one, sizeof one, "%s", tmp_path("overlong.txt"));
+    in[0] = one;
+    expect_text_error(in, 1, 1, DL_EINVAL, "overlong.txt: not UTF-8 text: invalid byte 0xc0");
+    write_file(tmp_path("empty.txt"), "", 0, 0);
+    snprintf(one, sizeof one, "%s", tmp_path("empty.txt"));
+    in[0] = one;
+    expect_text_error(in, 1, 1, DL_EINVAL, "empty.txt: empty file");
+    snprintf(one, sizeof one, "%s", tmp_path("absent.txt"));
+    in[0] = one;
+    expect_text_error(in, 1, 1, DL_EINVAL, "absent.txt: no such file or folder");
+    write_file(tmp_path("tiny.txt"), "ab\n", 3, 0);
+    snprintf(one, sizeof one, "%s", tmp_path("tiny.txt"));
+    in[0] = one;
+    expect_text_error(in, 1, 1, DL_EINVAL, "leaves /test with 0");
+}
+
+/* Opening errors name the file and the group or field. */
+static void test_text_source_bad_input(void)
+{
+    const char *path = tmp_path("text.h5");
+    dl_text_options o = {.path = path, .group = "/train", .context = 0, .batch = 4};
+    dl_source *s = (dl_source *)&o;
+    CHECK(dl_source_text(&s, &o) == DL_EINVAL && s == NULL);
+    CHECK_MSG(strstr(dl_error_message(), "text.h5:/train: context 0, expected at least 1"), "%s",
+              dl_error_message());
+    o.context = TEXT_TRAIN;
+    CHECK(dl_source_text(&s, &o) == DL_EINVAL);
+    CHECK_MSG(strstr(dl_error_message(), "context 2700 is longer than the split allows: 2700 "
+                                         "tokens"),
+              "%s", dl_error_message());
+    o.context = TEXT_TRAIN - 1; /* exactly one window */
+    CHECK_OK(dl_source_text(&s, &o));
+    CHECK(s && s->info.count == 1);
+    dl_source_destroy(s);
+    o.context = 4;
+    o.group = "/nosuch";
+    CHECK(dl_source_text(&s, &o) == DL_EINVAL);
+    CHECK_MSG(strstr(dl_error_message(), "text.h5: no group /nosuch"), "%s", dl_error_message());
+    /* an x/y data file is not a text file */
+    dl_import im;
+    memset(&im, 0, sizeof im);
+    CHECK_OK(dl_import_synthetic(&im, "spirals", 40, 2, 0.1f, 1));
+    CHECK_OK(dl_h5write_import(tmp_path("xy.h5"), &im, 0, 0));
+    dl_import_done(&im);
+    o.path = tmp_path("xy.h5");
+    o.group = "/train";
+    CHECK(dl_source_text(&s, &o) == DL_EINVAL);
+    CHECK_MSG(strstr(dl_error_message(), "xy.h5: not a text data file"), "%s", dl_error_message());
+    dl_text_vocab v;
+    CHECK(dl_text_vocab_read(&v, tmp_path("absent.h5")) == DL_EINVAL && v.size == 0);
+    CHECK_MSG(strstr(dl_error_message(), "absent.h5: no such file"), "%s", dl_error_message());
+    CHECK(dl_text_vocab_read(&v, tmp_path("text.txt")) == DL_EINVAL);
+    CHECK_MSG(strstr(dl_error_message(), "text.txt: not an HDF5 file"), "%s", dl_error_message());
+}
+
+/* A text description opens both splits with a fingerprint naming the context. */
+static void test_data_open_text(void)
+{
+    dl_data_desc d;
+    memset(&d, 0, sizeof d);
+    d.kind = DL_DATA_TEXT;
+    snprintf(d.path, sizeof d.path, "%s", tmp_path("text.h5"));
+    snprintf(d.train, sizeof d.train, "/train");
+    snprintf(d.val, sizeof d.val, "/test");
+    d.context = 16;
+    d.shuffle = 1;
+    dl_source *tr = NULL, *va = NULL;
+    char fp[1400], want[1100];
+    CHECK_OK(dl_data_open(&d, 32, 5, NULL, &tr, &va, fp, sizeof fp));
+    CHECK(tr && va && tr->info.count == 168 && va->info.count == 18);
+    snprintf(want, sizeof want,
+             "text:%s:/train:/test:context=16:vocab=256:train=168:val=18:sha256=", d.path);
+    CHECK_MSG(!strncmp(fp, want, strlen(want)) && strlen(fp) == strlen(want) + 64, "%s", fp);
+    dl_source_destroy(tr);
+    dl_source_destroy(va);
+    snprintf(d.path, sizeof d.path, "%s", tmp_path("absent.h5"));
+    CHECK(dl_data_open(&d, 32, 5, NULL, &tr, &va, fp, sizeof fp) == DL_EINVAL);
+    CHECK_MSG(strstr(dl_error_message(), "absent.h5: text file not found: make it with"), "%s",
+              dl_error_message());
+}
+
 int main(void)
 {
     snprintf(tmpdir, sizeof tmpdir, "/tmp/dl-test-data-XXXXXX");
@@ -453,6 +917,15 @@ int main(void)
     RUN(test_memory_source_resume);
     RUN(test_csv_import_many_lines);
     RUN(test_data_open_synthetic_and_missing);
+    RUN(test_text_source_windows);
+    RUN(test_text_source_resume);
+    RUN(test_text_source_validation);
+    RUN(test_text_source_streaming);
+    RUN(test_text_source_ids_beyond_vocab);
+    RUN(test_text_import_chars);
+    RUN(test_text_import_folder_and_bad_input);
+    RUN(test_text_source_bad_input);
+    RUN(test_data_open_text);
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
     if (system(cmd) != 0)

@@ -8,6 +8,7 @@
 #include "engine/base/sha256.h"
 #include "engine/data/h5data.h"
 #include "engine/data/synthetic.h"
+#include "engine/data/text.h"
 
 static int file_exists(const char *p)
 {
@@ -56,6 +57,41 @@ static int open_hdf5(const dl_data_desc *d, int batch, uint64_t seed, dl_backend
     DL_TRY(dl_sha256_file(d->path, hex));
     snprintf(fp, fp_size, "hdf5:%s:%s:%s:train=%zu:val=%zu:sha256=%s", d->path, d->train, d->val,
              (*train)->info.count, *val ? (*val)->info.count : (size_t)0, hex);
+    return DL_OK;
+}
+
+/* A token file's two splits: random windows for training, the fixed
+ * windows in order for validation. */
+static int open_text(const dl_data_desc *d, int batch, uint64_t seed, dl_backend *be,
+                     dl_source **train, dl_source **val, char *fp, size_t fp_size)
+{
+    if (!file_exists(d->path))
+        return dl_error(DL_EINVAL,
+                        "%s: text file not found: make it with `dlbench import --text "
+                        "FILE|DIR... %s`",
+                        d->path, d->path);
+    dl_text_options o = {.path = d->path,
+                         .group = d->train,
+                         .context = d->context,
+                         .batch = batch,
+                         .shuffle = d->shuffle,
+                         .drop_last = d->drop_last,
+                         .seed = seed,
+                         .limit = d->limit > 0 ? (size_t)d->limit : 0,
+                         .be = be};
+    DL_TRY(dl_source_text(train, &o));
+    if (d->val[0]) {
+        o.group = d->val;
+        o.shuffle = 0;
+        o.drop_last = 0;
+        o.limit = d->val_limit > 0 ? (size_t)d->val_limit : 0;
+        DL_TRY(dl_source_text(val, &o));
+    }
+    char hex[65];
+    DL_TRY(dl_sha256_file(d->path, hex));
+    snprintf(fp, fp_size, "text:%s:%s:%s:context=%d:vocab=%d:train=%zu:val=%zu:sha256=%s", d->path,
+             d->train, d->val, d->context, (*train)->info.classes, (*train)->info.count,
+             *val ? (*val)->info.count : (size_t)0, hex);
     return DL_OK;
 }
 
@@ -157,8 +193,9 @@ int dl_data_open(const dl_data_desc *d, int batch, uint64_t seed, dl_backend *be
                  dl_source **val, char *fp, size_t fp_size)
 {
     *train = *val = NULL;
-    int rc = d->kind == DL_DATA_HDF5 ? open_hdf5(d, batch, seed, be, train, val, fp, fp_size)
-                                     : open_memory(d, batch, seed, be, train, val, fp, fp_size);
+    int rc = d->kind == DL_DATA_HDF5   ? open_hdf5(d, batch, seed, be, train, val, fp, fp_size)
+             : d->kind == DL_DATA_TEXT ? open_text(d, batch, seed, be, train, val, fp, fp_size)
+                                       : open_memory(d, batch, seed, be, train, val, fp, fp_size);
     if (rc == DL_OK && d->flatten) {
         dl_source *srcs[2] = {*train, *val};
         for (int i = 0; i < 2; i++)

@@ -8,12 +8,17 @@
 #include "engine/core/backend.h"
 #include "engine/data/data.h"
 
-typedef enum { DL_DATA_SYNTHETIC, DL_DATA_FASHION_MNIST, DL_DATA_HDF5 } dl_data_kind;
+typedef enum {
+    DL_DATA_SYNTHETIC,
+    DL_DATA_FASHION_MNIST,
+    DL_DATA_HDF5,
+    DL_DATA_TEXT /* a token file (dlbench import --text): context windows */
+} dl_data_kind;
 
 /* A training and an optional validation split, and how to read them. */
 typedef struct dl_data_desc {
     dl_data_kind kind;
-    char path[1024];           /* hdf5 file, or the IDX folder */
+    char path[1024];           /* hdf5 or text file, or the IDX folder */
     char train[128], val[128]; /* hdf5 groups; val "" for none */
     char synth[32];            /* "spirals", "blobs" */
     long n, n_val;             /* synthetic sizes */
@@ -26,17 +31,21 @@ typedef struct dl_data_desc {
     float mean[DL_MAX_CHANNELS], std[DL_MAX_CHANNELS];
     int workers, prefetch, shuffle, drop_last;
     int flatten; /* present samples as [features] */
+    int context; /* text: tokens per window (T) */
+    int vocab;   /* text: vocab_size, read from the file by dl.data.text */
 } dl_data_desc;
 
 /* Opens the sources d describes, batches of `batch`, shuffled by seed:
  * an HDF5 file's two groups through dl_source_hdf5 (workers, prefetch), or
  * Fashion-MNIST IDX files and synthetic data loaded into memory and served
- * by dl_source_memory_own (the sources own their data). The validation
+ * by dl_source_memory_own (the sources own their data), or a text file's
+ * two splits through dl_source_text (windows of d->context tokens; the
+ * validation windows fixed). The validation
  * source has neither shuffle nor drop_last; *val is NULL without one.
  * limit, scale, mean/std and flatten apply to both. be (NULL: malloc):
  * where batch buffers come from (pinned memory on CUDA). fp receives a
- * text identifying the data: the file's name, groups, sample counts and
- * SHA-256, or the generator's parameters and a SHA-256 of the samples
+ * text identifying the data: the file's name, groups (and the context for
+ * text), sample counts and SHA-256, or the generator's parameters and a SHA-256 of the samples
  * used. Errors: a missing HDF5 file is DL_EINVAL with a message that says
  * how to make it; the rest as the sources' own; *train and *val are then
  * NULL. */

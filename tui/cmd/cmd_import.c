@@ -1,12 +1,14 @@
 /* cmd_import.c - `dlbench import`: arguments, the choice of importer, the summary */
 #include <errno.h>
 #include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "engine/base/clock.h"
 #include "engine/base/error.h"
 #include "engine/base/fsutil.h"
 #include "engine/data/data.h"
@@ -14,6 +16,7 @@
 #include "engine/data/import.h"
 #include "engine/data/import_csv.h"
 #include "engine/data/import_idx.h"
+#include "engine/data/import_text.h"
 #include "tui/cmd/commands.h"
 #include "tui/cmd/exit.h"
 #include "tui/cmd/opts.h"
@@ -27,6 +30,7 @@ typedef struct import_job {
     double val_fraction;
     long samples, chunk;
     int classes, gzip;
+    int text, chars, vocab_given; /* --text, --vocab chars, --vocab seen */
     float noise;
     uint64_t seed;
     dl_import im;
@@ -185,6 +189,44 @@ static int run_import(import_job *job, int npos, char **pos)
     return 0;
 }
 
+/* "\rreading 2.1 of 2.6 MB" on stderr while the files are read (a terminal
+ * only), at most ten times a second. */
+static void text_progress(void *ctx, const char *what, size_t done, size_t total)
+{
+    static double last;
+    double now = dl_clock_mono_s();
+    if (now - last < 0.1 && done < total)
+        return;
+    last = now;
+    fprintf(stderr, "\r%s %.1f of %.1f MB ", what, (double)done / 1e6, (double)total / 1e6);
+    fflush(stderr);
+}
+
+/* --text FILE|DIR... OUT.h5: the text importer writes OUT.h5 atomically. */
+static int run_text(const import_job *job, int npos, char **pos)
+{
+    const char *out = pos[npos - 1];
+    int rc = check_output(out);
+    if (rc != 0)
+        return rc;
+    if (npos < 2)
+        return fail_input("--text needs FILE|DIR... and OUT.h5");
+    dl_text_import_options o = {.chars = job->chars,
+                                .val_fraction = job->val_fraction > 0 ? job->val_fraction : 0.1,
+                                .gzip = job->gzip,
+                                .progress = isatty(2) ? text_progress : NULL};
+    dl_text_import_summary sum;
+    rc = dl_import_text((const char *const *)pos, npos - 1, out, &o, &sum);
+    if (o.progress)
+        fprintf(stderr, "\r\033[K");
+    if (rc < 0)
+        return report(rc);
+    printf("wrote %s: %zu tokens (train %zu, test %zu), vocab %d %s, from %d file%s\n", out,
+           sum.tokens, sum.train, sum.test, sum.vocab, sum.chars ? "chars" : "bytes", sum.files,
+           sum.files == 1 ? "" : "s");
+    return 0;
+}
+
 /* The command line into job and pos[0..*npos): returns -1 to go on, else
  * the exit status (0 for --help). */
 static int parse_fraction(import_job *job, const char *val)
@@ -213,6 +255,13 @@ static int take_option(import_job *job, const dl_opt *o, const char *val)
     switch (o->id) {
     case DL_OPT_HELP: dl_command_usage(this_cmd, stdout); return DL_EXIT_OK;
     case DL_OPT_LABEL: job->label = val; break;
+    case DL_OPT_TEXT: job->text = 1; break;
+    case DL_OPT_VOCAB:
+        if (strcmp(val, "bytes") && strcmp(val, "chars"))
+            return fail_input("--vocab \"%s\": expected bytes or chars", val);
+        job->chars = !strcmp(val, "chars");
+        job->vocab_given = 1;
+        break;
     case DL_OPT_SYNTHETIC: job->synthetic = val; break;
     case DL_OPT_CLASS_NAMES: job->class_names_arg = val; break;
     case DL_OPT_SPLIT:
@@ -241,8 +290,9 @@ static int take_option(import_job *job, const dl_opt *o, const char *val)
     return bad ? DL_EXIT_USAGE : -1;
 }
 
-/* Reads the command line into *job and up to 4 paths into pos. Returns -1
- * to go on, else the exit status (help printed, or a usage error). */
+/* Reads the command line into *job and the paths into pos (room for
+ * argc). Returns -1 to go on, else the exit status (help printed, or a
+ * usage error). */
 static int parse_args(import_job *job, int argc, char **argv, char **pos, int *npos_out)
 {
     int npos = 0, status = -1, id;
@@ -253,16 +303,15 @@ static int parse_args(import_job *job, int argc, char **argv, char **pos, int *n
             status = DL_EXIT_USAGE;
         else if (id != DL_OPTS_ARG)
             status = take_option(job, o.opt, o.value);
-        else if (npos < 4)
-            pos[npos++] = (char *)o.value;
         else
-            status = fail_input("too many paths");
+            pos[npos++] = (char *)o.value;
     }
     *npos_out = npos;
     return status;
 }
 
-/* dlbench import [options] SRC OUT.h5 | IMAGES LABELS OUT.h5 | --synthetic NAME OUT.h5.
+/* dlbench import [options] SRC OUT.h5 | IMAGES LABELS OUT.h5 | --synthetic NAME OUT.h5
+ * | --text FILE|DIR... OUT.h5.
  * Exit status 0, 2 for bad input (arguments or source data), 1 when the
  * output cannot be written. The output appears only when complete. */
 int dl_cmd_import(const dl_command *self, int argc, char **argv)
@@ -274,10 +323,17 @@ int dl_cmd_import(const dl_command *self, int argc, char **argv)
     job->samples = 2000;
     job->classes = 2;
     job->noise = 0.1f;
-    char *pos[4];
+    job->chars = 1;
+    char **pos = calloc((size_t)argc + 1, sizeof *pos);
     int npos = 0;
-    int status = parse_args(job, argc, argv, pos, &npos);
-    if (status < 0) {
+    int status = pos ? parse_args(job, argc, argv, pos, &npos) : 1;
+    if (status < 0 && job->text) {
+        status = job->synthetic ? fail_input("--text and --synthetic exclude each other")
+                 : npos < 2     ? (dl_command_usage(this_cmd, stderr), DL_EXIT_USAGE)
+                                : run_text(job, npos, pos);
+    } else if (status < 0 && job->vocab_given) {
+        status = fail_input("--vocab applies to --text");
+    } else if (status < 0) {
         if (npos < 1 || npos > 3 || (npos == 1 && !job->synthetic) ||
             (job->synthetic && npos != 1)) {
             dl_command_usage(this_cmd, stderr);
@@ -287,6 +343,7 @@ int dl_cmd_import(const dl_command *self, int argc, char **argv)
         }
     }
     dl_import_done(&job->im);
+    free(pos);
     free(job);
     return status;
 }

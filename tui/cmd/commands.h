@@ -65,6 +65,8 @@ enum {
     DL_OPT_NO_MONITOR,
     /* import */
     DL_OPT_LABEL,
+    DL_OPT_TEXT,
+    DL_OPT_VOCAB,
     DL_OPT_VAL_FRACTION,
     DL_OPT_SPLIT,
     DL_OPT_CLASS_NAMES,

@@ -146,8 +146,14 @@ static const dl_opt import_opts[] = {
      "a folder of IDX files, an IDX images file (labels found by name) or "
      "a CSV file with a header row",
      0},
+    {DL_OPT_TEXT, "--text", NULL, NULL,
+     "the paths are text files or folders of them: token ids for a language model", 0},
+    {DL_OPT_VOCAB, "--vocab", NULL, "bytes|chars",
+     "--text: ids are the bytes, or the UTF-8 characters seen (default chars)", 0},
     {DL_OPT_LABEL, "--label", NULL, "COLUMN", "CSV: the label column (name, or 0-based index)", 0},
-    {DL_OPT_VAL_FRACTION, "--val-fraction", NULL, "F", "move a random fraction F of /train to /val",
+    {DL_OPT_VAL_FRACTION, "--val-fraction", NULL, "F",
+     "move a random fraction F of /train to /val (--text: the last F of each file's tokens "
+     "to /test, default 0.1)",
      0},
     {DL_OPT_SPLIT, "--split", NULL, "train|test|val",
      "group for a single IDX pair (default: from the name)", 0},
@@ -158,7 +164,8 @@ static const dl_opt import_opts[] = {
     {DL_OPT_SAMPLES, "--samples", NULL, "N", "--synthetic: samples in /train (default 2000)", 0},
     {DL_OPT_CLASSES, "--classes", NULL, "K", "--synthetic: classes (default 2)", 0},
     {DL_OPT_NOISE, "--noise", NULL, "F", "--synthetic: noise (default 0.1)", 0},
-    {DL_OPT_SEED, "--seed", NULL, "S", "for --val-fraction and --synthetic (default 0)", 0},
+    {DL_OPT_SEED, "--seed", NULL, "S",
+     "for --val-fraction and --synthetic (default 0; --text draws nothing at random)", 0},
     {DL_OPT_CHUNK, "--chunk", NULL, "ROWS", "rows per HDF5 chunk (default: about 1 MiB)", 0},
     {DL_OPT_GZIP, "--gzip", NULL, "LEVEL", "compress chunks (0-9, default 0: fastest to read)", 0},
     HELP,
@@ -204,9 +211,13 @@ static const dl_command table[] = {
     {"import", dl_cmd_import, "SRC OUT.h5",
      "[options] SRC OUT.h5\n"
      "[options] IMAGES.idx LABELS.idx OUT.h5\n"
-     "--synthetic spirals|blobs [options] OUT.h5",
-     "IDX or CSV into HDF5 (--synthetic NAME too)", import_opts,
+     "--synthetic spirals|blobs [options] OUT.h5\n"
+     "--text FILE|DIR... OUT.h5 [--vocab bytes|chars] [--val-fraction F]",
+     "IDX, CSV or text into HDF5 (--synthetic NAME too)", import_opts,
      "IDX files are train-/t10k-images-idx3-ubyte and -labels-idx1-ubyte, gzipped or not. "
+     "--text reads every regular file of a folder in name order (not *.dat, dot-files or "
+     "links to a file already read), each ending with a newline; /test is the last F of each "
+     "file's tokens, /train the rest (dl.data.text reads them). "
      "OUT.h5 appears only when it is complete.\n"
      "exit status: 0 done, 1 the output could not be written, 2 bad input",
      DL_COMPLETE_FILE},
