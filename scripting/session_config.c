@@ -87,7 +87,7 @@ static cJSON *schedule_json(const dl_schedule *s)
 
 static cJSON *data_json(const dl_data_desc *d, const char *fingerprint)
 {
-    static const char *kinds[] = {"synthetic", "fashion_mnist", "hdf5"};
+    static const char *kinds[] = {"synthetic", "fashion_mnist", "hdf5", "text"};
     cJSON *j = cJSON_CreateObject();
     cJSON_AddStringToObject(j, "kind", kinds[d->kind]);
     if (d->kind == DL_DATA_SYNTHETIC) {
