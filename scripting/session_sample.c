@@ -17,6 +17,7 @@
 #include "engine/rundir/runlog.h"
 #include "engine/train/checkpoint.h"
 #include "scripting/script.h"
+#include "scripting/session.h"
 
 #define SAMPLE_STREAM 0x73616d70ULL /* "samp": the draws' RNG stream */
 
@@ -38,6 +39,7 @@ typedef struct sampler {
     int32_t *ids;
     size_t nids, cap;
     float *probs; /* [V] */
+    float *host;  /* [max(T, V)]: the input ids, the logits */
 } sampler;
 
 /* --- the run's configuration ---------------------------------------------- */
@@ -306,9 +308,7 @@ static int load_model(sampler *s)
     DL_TRY(dl_model_init_state(s->m, cpu, dl_optim_moments(&e->optim), s->seed));
     dl_checkpoint_info info;
     DL_TRY(dl_checkpoint_load(path, s->m, &info));
-    DL_TRY(dl_model_plan(s->m, 1));
-    s->probs = malloc((size_t)s->V * sizeof *s->probs);
-    return s->probs ? DL_OK : dl_error(DL_ENOMEM, "out of memory");
+    return dl_model_plan(s->m, 1);
 }
 
 /* --- drawing ----------------------------------------------------------------- */
@@ -351,13 +351,17 @@ static int draw(sampler *s, const float *z, long i)
 static int next_token(sampler *s, long i)
 {
     size_t n = s->nids < (size_t)s->T ? s->nids : (size_t)s->T;
-    float *x = dl_model_input(s->m);
+    float *x = s->host; /* [T] in, then the [V] logits of the last position */
     for (int k = 0; k < s->T; k++)
         x[k] = (size_t)k < n ? (float)s->ids[s->nids - n + (size_t)k] : 0.0f;
+    dl_backend *be = dl_model_backend(s->m);
+    DL_TRY(be->ops->to_device(be, dl_model_input(s->m), x, (size_t)s->T * sizeof *x));
     dl_pass p;
     dl_model_pass(s->m, &p, 1, 0, DL_PREC_F32, s->seed, 0);
     DL_TRY(dl_model_forward(s->m, &p));
-    int id = draw(s, dl_model_output(s->m) + (n - 1) * (size_t)s->V, i);
+    DL_TRY(be->ops->to_host(be, x, dl_model_output(s->m) + (n - 1) * (size_t)s->V,
+                            (size_t)s->V * sizeof *x));
+    int id = draw(s, x, i);
     DL_TRY(push_id(s, id));
     char text[4];
     int len = decode(s, id, text);
@@ -378,25 +382,41 @@ static void sampler_done(sampler *s)
     free(s->cp);
     free(s->ids);
     free(s->probs);
+    free(s->host);
+}
+
+static int check_options(const dl_sample_options *o)
+{
+    if (o->tokens < 0 || !(o->temperature >= 0) || o->top_k < 0)
+        return dl_error(DL_EINVAL,
+                        "sample: tokens (%d) and top_k (%d) must be >= 0, temperature "
+                        "(%g) a number >= 0",
+                        o->tokens, o->top_k, o->temperature);
+    return DL_OK;
+}
+
+/* The prompt encoded, then o->tokens tokens drawn and emitted. */
+static int generate(sampler *s)
+{
+    s->probs = malloc((size_t)s->V * sizeof *s->probs);
+    s->host = malloc((size_t)(s->T > s->V ? s->T : s->V) * sizeof *s->host);
+    if (!s->probs || !s->host)
+        return dl_error(DL_ENOMEM, "out of memory");
+    DL_TRY(encode_prompt(s, s->o->prompt));
+    for (long i = 0; i < s->o->tokens; i++)
+        DL_TRY(next_token(s, i));
+    return DL_OK;
 }
 
 static int sample_steps(sampler *s)
 {
     const dl_sample_options *o = s->o;
-    if (o->tokens < 0 || !(o->temperature >= 0) || o->top_k < 0)
-        return dl_error(DL_EINVAL,
-                        "sample: --tokens (%d) and --top-k (%d) must be >= 0, --temperature "
-                        "(%g) a number >= 0",
-                        o->tokens, o->top_k, o->temperature);
     DL_TRY(
         dl_runlog_resolve(o->out_dir ? o->out_dir : "runs", o->run, s->run_dir, sizeof s->run_dir));
     DL_TRY(read_config(s));
     DL_TRY(read_vocab(s));
     DL_TRY(load_model(s));
-    DL_TRY(encode_prompt(s, o->prompt));
-    for (long i = 0; i < o->tokens; i++)
-        DL_TRY(next_token(s, i));
-    return DL_OK;
+    return generate(s);
 }
 
 int dl_session_sample(const dl_sample_options *o)
@@ -404,7 +424,35 @@ int dl_session_sample(const dl_sample_options *o)
     sampler s;
     memset(&s, 0, sizeof s);
     s.o = o;
-    int rc = sample_steps(&s);
+    int rc = check_options(o);
+    if (rc == DL_OK)
+        rc = sample_steps(&s);
+    sampler_done(&s);
+    return rc;
+}
+
+int dl_session_sample_live(dl_session *ses, const dl_sample_options *o)
+{
+    sampler s;
+    memset(&s, 0, sizeof s);
+    s.o = o;
+    dl_trainer *t = dl_session_trainer(ses);
+    dl_script *sc = dl_session_script(ses);
+    int rc = t && sc ? check_options(o) : dl_error(DL_EINVAL, "run.sample: no live training");
+    if (rc == DL_OK) {
+        snprintf(s.run_dir, sizeof s.run_dir, "%s",
+                 dl_session_run_dir(ses) ? dl_session_run_dir(ses) : "this training");
+        snprintf(s.data_path, sizeof s.data_path, "%s", dl_script_experiment(sc)->data.path);
+        s.seed = dl_trainer_config_of(t)->seed;
+        rc = read_vocab(&s);
+    }
+    if (rc == DL_OK) {
+        s.m = dl_trainer_model(t); /* borrowed: its buffers hold no state between steps */
+        rc = check_lm(&s);
+        if (rc == DL_OK)
+            rc = generate(&s);
+        s.m = NULL;
+    }
     sampler_done(&s);
     return rc;
 }

@@ -36,4 +36,12 @@ typedef struct dl_sample_options {
  * own errors otherwise. Tokens already emitted stay emitted. */
 int dl_session_sample(const dl_sample_options *o);
 
+typedef struct dl_session dl_session; /* scripting/session.h */
+
+/* The same from a live training's model as it is now (run.sample at the
+ * workbench's prompt: between two steps, on the training thread), on the
+ * training's own device; o->run, out_dir and checkpoint are not read. The
+ * vocabulary comes from the experiment's data file. */
+int dl_session_sample_live(dl_session *s, const dl_sample_options *o);
+
 #endif
