@@ -235,12 +235,12 @@ static int encode_prompt(sampler *s, const char *prompt)
         const unsigned char *at = p;
         long c = s->bytes ? *p++ : utf8_next(&p, end);
         if (c < 0)
-            return dl_error(DL_EINVAL, "--prompt: not UTF-8 text at byte %ld",
+            return dl_error(DL_EINVAL, "prompt: not UTF-8 text at byte %ld",
                             (long)(at - (const unsigned char *)prompt));
         int id = s->bytes ? (int)c : char_id(s, (uint32_t)c);
         if (id < 0 || id >= s->vocab_size)
             return dl_error(DL_EINVAL,
-                            "--prompt: the character '%.*s' (U+%04lX) is not in the "
+                            "prompt: the character '%.*s' (U+%04lX) is not in the "
                             "vocabulary of %s",
                             (int)(p - at), (const char *)at, c, s->data_path);
         DL_TRY(push_id(s, id));
