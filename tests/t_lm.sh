@@ -73,7 +73,8 @@ if run sample1 0 sample "$d" --tokens 40 --seed 7 && run sample2 0 sample "$d" -
     fi
 fi
 if run sample_prompt 0 sample "$d" --prompt "the cat" --tokens 20 --top-k 3 --temperature 0.5 \
-    --checkpoint best && [ "$(head -c -1 "$OUT/sample_prompt.log" | wc -m)" -eq 20 ]; then
+    --checkpoint best && [ "$(head -c -1 "$OUT/sample_prompt.log" | wc -m)" -eq 27 ] &&
+    [ "$(head -c 7 "$OUT/sample_prompt.log")" = "the cat" ]; then
     pass lm_sample_prompt
 else
     fail lm_sample_prompt "$(head -3 "$OUT/sample_prompt.log")"

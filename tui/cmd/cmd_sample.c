@@ -63,10 +63,18 @@ static int take(dl_sample_options *o, const dl_opt *opt, const char *val)
     return bad_usage("%s%s: not an option of sample", opt->name, "");
 }
 
-/* user: the bytes written so far (a size_t) */
+/* What stdout has had: the prompt goes first, before the first token. */
+typedef struct out_state {
+    const char *prompt;
+    size_t written;
+} out_state;
+
 static void emit_stdout(void *user, const char *text, size_t len)
 {
-    *(size_t *)user += len;
+    out_state *st = user;
+    if (st->written == 0 && st->prompt)
+        fputs(st->prompt, stdout);
+    st->written += len;
     fwrite(text, 1, len, stdout);
     fflush(stdout);
 }
@@ -77,9 +85,9 @@ int dl_cmd_sample(const dl_command *self, int argc, char **argv)
     dl_sample_options o = {0};
     o.tokens = 200;
     o.temperature = 1.0;
-    size_t written = 0;
+    out_state st = {NULL, 0};
     o.emit = emit_stdout;
-    o.user = &written;
+    o.user = &st;
     dl_opts p;
     dl_command_opts(&p, this_cmd, argc, argv);
     int id;
@@ -104,8 +112,9 @@ int dl_cmd_sample(const dl_command *self, int argc, char **argv)
         dl_command_usage(this_cmd, stderr);
         return DL_EXIT_USAGE;
     }
+    st.prompt = o.prompt;
     int rc = dl_session_sample(&o);
-    if (written > 0)
+    if (st.written > 0)
         fputc('\n', stdout);
     fflush(stdout);
     if (rc < 0) {

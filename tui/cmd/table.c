@@ -217,7 +217,7 @@ static const dl_command table[] = {
     {"sample", dl_cmd_sample, "RUN", "RUN [--prompt TEXT] [--tokens N] [options]",
      "text from a trained language model", sample_opts,
      "Loads the run's script copy, checkpoint and the vocabulary of its token file, and prints "
-     "the generated text as it is produced (on the CPU).\n"
+     "the prompt and the generated text as it is produced (on the CPU).\n"
      "exit status: 0 done, 1 failed, 2 bad input or not a language model",
      DL_COMPLETE_RUN},
     {"profile", dl_cmd_profile, "SCRIPT", "SCRIPT [k=v ...] [options]",
