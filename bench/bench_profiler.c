@@ -80,7 +80,8 @@ int main(int argc, char **argv)
     dl_optim o = dl_optim_sgd(0.01f, 0.9f, 0, 0);
     if (dl_source_memory(&src, &d, 128, 1, 0, 1) < 0 ||
         dl_model_create(&m, s, &d.info.sample) < 0 ||
-        dl_trainer_create(&t, m, &(dl_loss){DL_LOSS_XENT, 0}, &o, NULL, src, NULL, &cfg, be) < 0 ||
+        dl_trainer_create(&t, m, &(dl_loss){DL_LOSS_XENT, 0, DL_IGNORE_NONE}, &o, NULL, src, NULL,
+                          &cfg, be) < 0 ||
         dl_profiler_create(&p, NULL) < 0) {
         fprintf(stderr, "bench_profiler: %s\n", dl_error_message());
         return 1;

@@ -142,7 +142,7 @@ static int make_trainer(const model_spec *spec, data *d, dl_backend *be, int epo
     cfg.seed = 1;
     cfg.precision = spec->precision;
     cfg.log_every = 1 << 30; /* no per-step reports inside the timed windows */
-    dl_loss loss = {DL_LOSS_XENT, 0};
+    dl_loss loss = {DL_LOSS_XENT, 0, DL_IGNORE_NONE};
     if (dl_trainer_create(t, *m, &loss, &opt, sched, *src, NULL, &cfg, be) < 0)
         return fail(spec->name);
     return 0;

@@ -203,7 +203,7 @@ static int bench_model(const gpu_model *spec, dl_backend *be, int reps, int quic
         /* random labels on a wide net: a stray overflow skips a step
          * (counted and printed) rather than ending the benchmark */
         cfg.nonfinite = DL_NONFINITE_SKIP;
-        dl_loss loss = {DL_LOSS_XENT, 0};
+        dl_loss loss = {DL_LOSS_XENT, 0, DL_IGNORE_NONE};
         rc = dl_trainer_create(&t, m, &loss, &opt, NULL, src, NULL, &cfg, be);
     }
     if (rc == DL_OK) {

@@ -444,10 +444,10 @@ static int nn_residual(lua_State *L)
 /* --- losses --------------------------------------------------------------- */
 
 /* The loss userdata: a dl_loss first (dl_lua_get_loss copies it), then
- * the per-token options the trainer's dl_loss does not carry. */
+ * whether the script named an ignore_index (for its printed form). */
 typedef struct lua_loss {
     dl_loss loss;
-    int has_ignore, ignore_index;
+    int has_ignore;
 } lua_loss;
 
 static int loss_tostring(lua_State *L)
@@ -456,7 +456,7 @@ static int loss_tostring(lua_State *L)
     dl_loss *l = &u->loss;
     if (l->kind == DL_LOSS_XENT && u->has_ignore)
         lua_pushfstring(L, "CrossEntropy{smoothing = %f, ignore_index = %d}", (double)l->smoothing,
-                        u->ignore_index);
+                        l->ignore_index);
     else if (l->kind == DL_LOSS_XENT && l->smoothing > 0)
         lua_pushfstring(L, "CrossEntropy{smoothing = %f}", (double)l->smoothing);
     else
@@ -470,7 +470,7 @@ static lua_loss *push_loss(lua_State *L, dl_loss_kind kind, float smoothing)
     memset(u, 0, sizeof *u);
     u->loss.kind = kind;
     u->loss.smoothing = smoothing;
-    u->ignore_index = DL_IGNORE_NONE;
+    u->loss.ignore_index = DL_IGNORE_NONE;
     luaL_setmetatable(L, DL_LOSS_MT);
     return u;
 }
@@ -493,7 +493,7 @@ static int nn_cross_entropy(lua_State *L)
     lua_loss *u = push_loss(L, DL_LOSS_XENT, (float)s);
     u->has_ignore = ignore != INT_MIN;
     if (u->has_ignore)
-        u->ignore_index = ignore;
+        u->loss.ignore_index = ignore;
     return 1;
 }
 
@@ -502,7 +502,7 @@ static int nn_cross_entropy(lua_State *L)
 int dl_lua_loss_ignore_index(lua_State *L, int idx)
 {
     lua_loss *u = luaL_testudata(L, idx, DL_LOSS_MT);
-    return u ? u->ignore_index : DL_IGNORE_NONE;
+    return u ? u->loss.ignore_index : DL_IGNORE_NONE;
 }
 
 static int nn_mse(lua_State *L)

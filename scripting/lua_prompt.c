@@ -3,6 +3,7 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <lauxlib.h>
@@ -10,9 +11,11 @@
 
 #include "engine/base/error.h"
 #include "scripting/lua_internal.h"
+#include "scripting/session_sample.h"
 
 #define PROMPT_BUDGET 50000000L
 #define TRAINER_KEY "dlbench.prompt.trainer"
+#define SESSION_KEY "dlbench.prompt.session"
 
 /* The trainer of the line being run; raises outside it (a closure kept
  * in a global and called later from a script callback). */
@@ -134,13 +137,69 @@ static int p_profiler(lua_State *L)
     return 1;
 }
 
+/* The text run.sample collects. */
+typedef struct text_buf {
+    char *p;
+    size_t n, cap;
+    int failed;
+} text_buf;
+
+static void collect(void *user, const char *text, size_t len)
+{
+    text_buf *b = user;
+    if (b->n + len + 1 > b->cap) {
+        size_t cap = (b->cap ? 2 * b->cap : 256) + len;
+        char *p = realloc(b->p, cap);
+        if (!p) {
+            b->failed = 1;
+            return;
+        }
+        b->p = p;
+        b->cap = cap;
+    }
+    memcpy(b->p + b->n, text, len);
+    b->n += len;
+}
+
+/* run.sample { prompt = "", tokens = 100, temperature = 1, top_k = 0,
+ * seed = 0 }: text from the model as it is now (a language model). */
+static int p_sample(lua_State *L)
+{
+    trainer_of(L, "sample");
+    lua_getfield(L, LUA_REGISTRYINDEX, SESSION_KEY);
+    dl_session *ses = lua_touserdata(L, -1);
+    lua_pop(L, 1);
+    char prompt[4096];
+    dl_lua_opts o;
+    dl_lua_opt_begin(&o, L, "run.sample", 1, 0);
+    dl_sample_options so = {0};
+    so.prompt = dl_lua_opt_string(&o, "prompt", "", prompt, sizeof prompt);
+    so.tokens = dl_lua_opt_int(&o, "tokens", 100, 0);
+    so.temperature = dl_lua_opt_positive(&o, "temperature", 1.0, 1);
+    so.top_k = dl_lua_opt_int(&o, "top_k", 0, 0);
+    so.seed = (uint64_t)dl_lua_opt_integer(&o, "seed", 0, 0);
+    dl_lua_opt_check(&o);
+    text_buf b = {0};
+    so.emit = collect;
+    so.user = &b;
+    int rc = dl_session_sample_live(ses, &so);
+    if (rc == DL_OK && b.failed)
+        rc = dl_error(DL_ENOMEM, "out of memory");
+    if (rc == DL_OK)
+        lua_pushlstring(L, b.p ? b.p : "", b.n);
+    free(b.p);
+    if (rc < 0)
+        return dl_lua_error(L, "run.sample: %s", dl_error_message());
+    return 1;
+}
+
 static void push_run(lua_State *L, dl_trainer *t)
 {
     static const luaL_Reg fns[] = {
         {"set_lr", p_set_lr}, {"note", p_note}, {"checkpoint", p_checkpoint},
         {"pause", p_pause},   {"stop", p_stop}, {"params", p_params},
         {"param", p_param},   {"norm", p_norm}, {"profiler", p_profiler},
-        {NULL, NULL}};
+        {"sample", p_sample}, {NULL, NULL}};
     luaL_newlib(L, fns);
     lua_pushinteger(L, dl_trainer_step_count(t));
     lua_setfield(L, -2, "step");
@@ -174,6 +233,8 @@ int dl_session_eval(dl_session *s, const char *line, char *out, size_t size)
     int top = lua_gettop(L);
     lua_pushlightuserdata(L, t);
     lua_setfield(L, LUA_REGISTRYINDEX, TRAINER_KEY);
+    lua_pushlightuserdata(L, s);
+    lua_setfield(L, LUA_REGISTRYINDEX, SESSION_KEY);
     push_run(L, t);
     lua_setglobal(L, "run");
 
@@ -207,5 +268,7 @@ int dl_session_eval(dl_session *s, const char *line, char *out, size_t size)
     lua_settop(L, top);
     lua_pushnil(L);
     lua_setfield(L, LUA_REGISTRYINDEX, TRAINER_KEY);
+    lua_pushnil(L);
+    lua_setfield(L, LUA_REGISTRYINDEX, SESSION_KEY);
     return ok;
 }

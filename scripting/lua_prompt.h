@@ -12,7 +12,9 @@
  * `run` gives: step, epoch, lr, base_lr, device (values), set_lr(x),
  * note(text), checkpoint([name]), pause(), stop(), params() (names),
  * norm(name) (L2 norm of a parameter), param(name) (a tensor copy),
- * profiler([on]) (toggle or set; returns the new state). The script's own
+ * profiler([on]) (toggle or set; returns the new state), sample{prompt,
+ * tokens, temperature, top_k, seed} (a language model's text, from the
+ * model as it is now: scripting/session_sample.h). The script's own
  * globals are there too. Runs under an instruction budget; any error is
  * caught. Returns 0 with the results (tostring, tab separated; "" for
  * none) in out, or -1 with the error message in out. Never stops the

@@ -757,6 +757,7 @@ static int read_experiment(dl_script *s, int idx)
     dl_lua_get_data(L, -1, &e->data);
     lua_pop(L, 1);
     e->loss.kind = DL_LOSS_XENT;
+    e->loss.ignore_index = DL_IGNORE_NONE;
     lua_getfield(L, idx, "loss");
     dl_lua_get_loss(L, -1, &e->loss);
     lua_pop(L, 1);

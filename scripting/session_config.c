@@ -173,6 +173,8 @@ static cJSON *result_config(dl_session *s, const char *script_sha)
     cJSON *loss = cJSON_AddObjectToObject(c, "loss");
     cJSON_AddStringToObject(loss, "kind", dl_loss_name(e->loss.kind));
     cJSON_AddNumberToObject(loss, "smoothing", session_f7(e->loss.smoothing));
+    if (e->loss.ignore_index != DL_IGNORE_NONE) /* absent: the hashes of older runs hold */
+        cJSON_AddNumberToObject(loss, "ignore_index", e->loss.ignore_index);
     cJSON_AddItemToObject(c, "optimizer", optim_json(&e->optim));
     cJSON_AddItemToObject(c, "schedule", schedule_json(&e->schedule));
     cJSON_AddNumberToObject(c, "batch", e->cfg.batch);

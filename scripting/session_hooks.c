@@ -202,8 +202,8 @@ static int report_trial(dl_session *s, int epoch, const char *const *names, cons
 static int on_epoch(void *user, dl_trainer *t, const dl_epoch_info *i)
 {
     dl_session *s = user;
-    const char *names[6];
-    double values[6];
+    const char *names[8];
+    double values[8];
     int n = 0;
     names[n] = "train_loss", values[n++] = i->train_loss;
     if (isfinite(i->train_acc))
@@ -212,6 +212,10 @@ static int on_epoch(void *user, dl_trainer *t, const dl_epoch_info *i)
         names[n] = "val_loss", values[n++] = i->val_loss;
     if (isfinite(i->val_acc))
         names[n] = "val_acc", values[n++] = i->val_acc;
+    if (dl_trainer_tokens(t) > 0 && isfinite(i->val_loss)) { /* a language model, in nats/token */
+        names[n] = "val_ppl", values[n++] = exp(i->val_loss);
+        names[n] = "val_bpc", values[n++] = i->val_loss / log(2.0);
+    }
     names[n] = "lr", values[n++] = session_f7((float)dl_trainer_current_lr(t));
     names[n] = "seconds", values[n++] = i->seconds;
     if (s->log && dl_runlog_metrics(s->log, "epoch", i->step, i->epoch + 1, names, values, n) < 0)

@@ -153,7 +153,8 @@ static int train_and_advise(dl_source *src, float lr, int steps, int workers, dl
     dl_optim o = dl_optim_sgd(lr, 0.9f, 0, 0);
     int rc = dl_model_create(&m, mlp(), &src->info.sample);
     if (rc == DL_OK)
-        rc = dl_trainer_create(&t, m, &(dl_loss){DL_LOSS_XENT, 0}, &o, NULL, src, NULL, &cfg, be);
+        rc = dl_trainer_create(&t, m, &(dl_loss){DL_LOSS_XENT, 0, DL_IGNORE_NONE}, &o, NULL, src,
+                               NULL, &cfg, be);
     if (rc == DL_OK)
         rc = dl_profiler_create(&p, NULL);
     if (rc == DL_OK)

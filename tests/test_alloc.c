@@ -154,7 +154,7 @@ static long count_steps(dl_layer *model, const dl_dataset *d, const dl_dataset *
     cfg.precision = prec;
     cfg.log_every = 7;
     dl_model_init_state(m, be, dl_optim_moments(&opt), 3);
-    dl_loss loss = {DL_LOSS_XENT, 0};
+    dl_loss loss = {DL_LOSS_XENT, 0, DL_IGNORE_NONE};
     dl_trainer *t;
     long result = -1;
     /* 20 steps an epoch: the window crosses epoch ends and validation */

@@ -1037,7 +1037,7 @@ static void test_xent_tokens(void)
     float z[ROWS * CLASSES], d[ROWS * CLASSES] = {0}, stats[3] = {0};
     int32_t y[ROWS] = {0, -1, 4, 2, -1, 3};
     fill_random(z, ROWS * CLASSES, 19, 2.0f);
-    dl_loss loss = {DL_LOSS_XENT, 0.1f};
+    dl_loss loss = {DL_LOSS_XENT, 0.1f, DL_IGNORE_NONE};
     CHECK_OK(dl_loss_xent_tokens(be, &loss, -1, ROWS, CLASSES, z, y, 1.0f, d, stats));
     CHECK_NEAR(stats[2], 4, 0);
     double ref = xent_mean_ref(z, y, ROWS, CLASSES, -1, 0.1f);
@@ -1054,7 +1054,7 @@ static void test_xent_tokens(void)
             CHECK(d[i] == 0);
     }
     /* without ignore_index (PyTorch's -100): -1 is an out-of-range target */
-    dl_loss plain = {DL_LOSS_XENT, 0};
+    dl_loss plain = {DL_LOSS_XENT, 0, DL_IGNORE_NONE};
     CHECK(dl_loss_xent_tokens(be, &plain, DL_IGNORE_NONE, ROWS, CLASSES, z, y, 1.0f, NULL, stats) ==
           DL_EINVAL);
     CHECK_MSG(strstr(dl_error_message(), "CrossEntropy") && strstr(dl_error_message(), "-1"),

@@ -47,8 +47,8 @@ static int setup(fixture *f, dl_layer *root, int flat, int batch, size_t count,
     cfg.batch = batch;
     cfg.epochs = 100;
     dl_optim o = dl_optim_sgd(0.05f, 0.9f, 0, 0);
-    DL_TRY(dl_trainer_create(&f->t, f->model, &(dl_loss){DL_LOSS_XENT, 0}, &o, NULL, f->src, NULL,
-                             &cfg, be));
+    DL_TRY(dl_trainer_create(&f->t, f->model, &(dl_loss){DL_LOSS_XENT, 0, DL_IGNORE_NONE}, &o, NULL,
+                             f->src, NULL, &cfg, be));
     DL_TRY(dl_profiler_create(&f->prof, po));
     return dl_trainer_set_profiler(f->t, f->prof);
 }

@@ -331,7 +331,7 @@ static void run_plan(plan *p, const variant *v, long steps)
     if (v->window > 0)
         cfg.loss_scale_window = v->window;
     dl_optim opt = dl_optim_adam(1e-2f, 1e-4f);
-    dl_loss loss = {DL_LOSS_XENT, 0};
+    dl_loss loss = {DL_LOSS_XENT, 0, DL_IGNORE_NONE};
     if (p->rc == DL_OK)
         p->rc = dl_trainer_create(&t, m, &loss, &opt, NULL, tr, va, &cfg, p->start);
     if (p->rc == DL_OK) {
@@ -568,7 +568,7 @@ static void test_snapshot_restore(void)
     cfg.epochs = 100;
     cfg.seed = 3;
     dl_optim opt = dl_optim_adam(1e-2f, 0);
-    dl_loss loss = {DL_LOSS_XENT, 0};
+    dl_loss loss = {DL_LOSS_XENT, 0, DL_IGNORE_NONE};
     CHECK_OK(dl_trainer_create(&t, m, &loss, &opt, NULL, tr, NULL, &cfg, &a->be));
     for (int i = 0; i < K; i++)
         CHECK(dl_trainer_step(t) == 0);
@@ -621,7 +621,7 @@ static void test_parity_same_kernels(void)
     cfg.epochs = 100;
     cfg.seed = 3;
     dl_optim opt = dl_optim_adam(1e-2f, 0);
-    dl_loss loss = {DL_LOSS_XENT, 0};
+    dl_loss loss = {DL_LOSS_XENT, 0, DL_IGNORE_NONE};
     CHECK_OK(dl_trainer_create(&t, m, &loss, &opt, NULL, tr, va, &cfg, &a->be));
     for (int i = 0; i < 3; i++)
         CHECK(dl_trainer_step(t) == 0);
@@ -769,7 +769,7 @@ static void test_cuda_switch_100m(void)
     cfg.batch = 16;
     cfg.epochs = 100;
     dl_optim opt = dl_optim_adam(1e-4f, 0);
-    dl_loss loss = {DL_LOSS_XENT, 0};
+    dl_loss loss = {DL_LOSS_XENT, 0, DL_IGNORE_NONE};
     CHECK_OK(dl_trainer_create(&t, m, &loss, &opt, NULL, src, NULL, &cfg, cpu));
     printf("  %.1fM parameters\n", (double)dl_model_param_count(m) / 1e6);
     if (t) {

@@ -156,7 +156,8 @@ void dl_layer_describe(const dl_layer *l, char *buf, size_t size);
 typedef enum { DL_LOSS_XENT, DL_LOSS_MSE, DL_LOSS_BCE } dl_loss_kind;
 typedef struct dl_loss {
     dl_loss_kind kind;
-    float smoothing; /* cross-entropy label smoothing */
+    float smoothing;  /* cross-entropy label smoothing */
+    int ignore_index; /* per-token cross-entropy: targets not counted (DL_IGNORE_NONE: none) */
 } dl_loss;
 const char *dl_loss_name(dl_loss_kind k);
 

@@ -20,18 +20,18 @@ void dl_trainer_event(dl_trainer *t, const char *kind, const char *fmt, ...)
 
 float *dl_trainer_stats(dl_trainer *t, int slot)
 {
-    return (float *)((char *)t->stage->ptr + t->off_stats) + 2 * slot;
+    return (float *)((char *)t->stage->ptr + t->off_stats) + DL_TRAINER_NSTATS * slot;
 }
 
 int dl_trainer_alloc_stage(dl_trainer *t, dl_backend *be)
 {
-    size_t bytes = t->off_stats + 4 * sizeof(float);
+    size_t bytes = t->off_stats + 2 * DL_TRAINER_NSTATS * sizeof(float);
     dl_storage *s = dl_storage_create(be, bytes);
     if (!s)
         return DL_ENOMEM;
     if (t->stage) {
         /* carry the statistics of the window in flight */
-        float host[4];
+        float host[2 * DL_TRAINER_NSTATS];
         dl_backend *old = t->stage->be;
         int rc = old->ops->to_host(old, host, dl_trainer_stats(t, 0), sizeof host);
         if (rc == DL_OK)
@@ -46,14 +46,27 @@ int dl_trainer_alloc_stage(dl_trainer *t, dl_backend *be)
     return DL_OK;
 }
 
+/* The window's sums from the device floats: per token, the means over
+ * the kept tokens scaled to the window's rows. */
+static void window_sums(const dl_trainer *t, const float *host, double *loss_sum, double *correct)
+{
+    double rows = (double)t->rep_samples;
+    if (t->tokens && host[2] > 0) {
+        *loss_sum = (double)host[0] / host[2] * rows;
+        *correct = (double)host[1] / host[2] * rows;
+    } else {
+        *loss_sum = t->tokens ? 0 : host[0];
+        *correct = t->tokens ? 0 : host[1];
+    }
+}
+
 int dl_trainer_take_stats(dl_trainer *t, double *loss_sum, double *correct, int consume)
 {
-    float host[2];
+    float host[DL_TRAINER_NSTATS];
     DL_TRY(t->be->ops->to_host(t->be, host, dl_trainer_stats(t, 0), sizeof host));
     if (consume)
         DL_TRY(t->be->ops->memset0(t->be, dl_trainer_stats(t, 0), sizeof host));
-    *loss_sum = host[0];
-    *correct = host[1];
+    window_sums(t, host, loss_sum, correct);
     return DL_OK;
 }
 
@@ -71,6 +84,7 @@ void dl_trainer_params_changed(dl_trainer *t) { t->lowp_dirty = 1; }
 dl_model *dl_trainer_model(dl_trainer *t) { return t->m; }
 dl_backend *dl_trainer_backend(dl_trainer *t) { return t->be; }
 long dl_trainer_step_count(const dl_trainer *t) { return t->step; }
+int dl_trainer_tokens(const dl_trainer *t) { return t->tokens; }
 int dl_trainer_epoch(const dl_trainer *t) { return t->epoch; }
 long dl_trainer_epoch_step(const dl_trainer *t) { return t->epoch_step; }
 int dl_trainer_stopped(const dl_trainer *t) { return t->stop; }
@@ -99,10 +113,12 @@ void dl_trainer_get_cursor(dl_trainer *t, dl_trainer_cursor *c)
     c->ep_samples = t->ep_samples;
     c->rep_samples = t->rep_samples;
     c->rep_steps = t->rep_steps;
-    float host[2] = {0, 0};
+    float host[DL_TRAINER_NSTATS] = {0};
     if (t->be->ops->to_host(t->be, host, dl_trainer_stats(t, 0), sizeof host) == DL_OK) {
-        c->rep_loss = host[0];
-        c->rep_correct = host[1];
+        double loss_sum, correct;
+        window_sums(t, host, &loss_sum, &correct);
+        c->rep_loss = (float)loss_sum;
+        c->rep_correct = (float)correct;
     }
 }
 
@@ -112,7 +128,9 @@ int dl_trainer_set_cursor(dl_trainer *t, const dl_trainer_cursor *c)
         c->ep_samples < 0 || c->rep_samples < 0 || c->rep_steps < 0)
         return dl_error(DL_EINVAL, "invalid trainer cursor (step %ld, epoch %d)", c->step,
                         c->epoch);
-    float host[2] = {c->rep_loss, c->rep_correct};
+    /* per token: the sums as means over the window's rows (see window_sums) */
+    float host[DL_TRAINER_NSTATS] = {c->rep_loss, c->rep_correct,
+                                     t->tokens ? (float)c->rep_samples : 0, 0};
     DL_TRY(t->be->ops->to_device(t->be, dl_trainer_stats(t, 0), host, sizeof host));
     t->step = c->step;
     t->epoch = c->epoch;

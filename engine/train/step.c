@@ -52,6 +52,10 @@ static int apply_loss(dl_trainer *t, int n, const void *labels, float grad_scale
     dl_backend *be = t->be;
     size_t outs = (size_t)dl_shape_numel(dl_model_output_shape(t->m));
     float *y = dl_model_output(t->m);
+    if (t->tokens) /* the op averages over kept tokens; the update divides by rows */
+        return dl_loss_xent_tokens(be, &t->loss, t->loss.ignore_index, n * t->tokens,
+                                   (int)(outs / (size_t)t->tokens), y, labels,
+                                   grad_scale * (float)n, dout, stats);
     switch (t->loss.kind) {
     case DL_LOSS_XENT:
         return be->ops->softmax_xent(be, n, (int)outs, y, labels, t->loss.smoothing, grad_scale,
@@ -321,14 +325,15 @@ int dl_trainer_report(dl_trainer *t, int stopped)
     return t->cb.on_step ? callback_rc(t, t->cb.on_step(t->cb.user, t, &info)) : DL_OK;
 }
 
-/* Folds the device's evaluation sums into *loss_sum and *correct; resets them. */
-static int fold_eval(dl_trainer *t, float *stats, double *loss_sum, double *correct)
+/* Folds the device's evaluation sums into sums (loss, correct, tokens);
+ * resets them. */
+static int fold_eval(dl_trainer *t, float *stats, double sums[3])
 {
-    float host[2];
+    float host[3];
     DL_TRY(t->be->ops->to_host(t->be, host, stats, sizeof host));
     DL_TRY(t->be->ops->memset0(t->be, stats, sizeof host));
-    *loss_sum += host[0];
-    *correct += host[1];
+    for (int i = 0; i < 3; i++)
+        sums[i] += host[i];
     return DL_OK;
 }
 
@@ -336,9 +341,9 @@ int dl_trainer_evaluate(dl_trainer *t, dl_source *src, double *loss, double *acc
 {
     DL_TRY(src->ops->start_epoch(src, 0, 0));
     float *stats = dl_trainer_stats(t, 1);
-    DL_TRY(t->be->ops->memset0(t->be, stats, 2 * sizeof(float)));
+    DL_TRY(t->be->ops->memset0(t->be, stats, DL_TRAINER_NSTATS * sizeof(float)));
     long n = 0;
-    double loss_sum = 0, correct = 0;
+    double sums[3] = {0, 0, 0}; /* loss, correct, kept tokens */
     for (;;) {
         dl_batch b;
         int rc = src->ops->next(src, &b);
@@ -353,18 +358,18 @@ int dl_trainer_evaluate(dl_trainer *t, dl_source *src, double *loss, double *acc
         DL_TRY(dl_model_forward(t->m, &p));
         DL_TRY(apply_loss(t, b.n, labels, 0, NULL, stats));
         n += b.n;
-        if (n % (1L << 14) < b.n) /* fold into double now and then */
-            DL_TRY(fold_eval(t, stats, &loss_sum, &correct));
+        if (t->tokens || n % (1L << 14) < b.n) /* fold into double now and then */
+            DL_TRY(fold_eval(t, stats, sums));
     }
-    float host[2];
-    DL_TRY(t->be->ops->to_host(t->be, host, stats, sizeof host));
-    loss_sum += host[0];
-    correct += host[1];
-    double d = n > 0 ? (double)n : 1;
-    *loss = loss_sum / d / dl_trainer_per_sample(t);
+    DL_TRY(fold_eval(t, stats, sums));
+    /* per token: means over the kept tokens; else over the rows */
+    double d = t->tokens ? sums[2] : (double)n;
+    if (!(d > 0))
+        d = 1;
+    *loss = sums[0] / d / dl_trainer_per_sample(t);
     *acc = t->loss.kind == DL_LOSS_MSE
                ? NAN
-               : correct / d / (t->loss.kind == DL_LOSS_BCE ? dl_trainer_per_sample(t) : 1);
+               : sums[1] / d / (t->loss.kind == DL_LOSS_BCE ? dl_trainer_per_sample(t) : 1);
     return DL_OK;
 }
 

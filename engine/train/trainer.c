@@ -1,6 +1,7 @@
 /* trainer.c - the trainer's life (create, destroy, attachments) and the run loop: commands, steps, reports, epoch ends */
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "engine/base/clock.h"
 #include "engine/base/error.h"
@@ -21,6 +22,62 @@ dl_trainer_config dl_trainer_config_default(void)
     return c;
 }
 
+/* Per-token cross-entropy: the model outputs [T, V] and the data gives T
+ * integer targets per sample (a language model). */
+static int is_token_task(const dl_trainer *t, const dl_data_info *in)
+{
+    const dl_shape *o = dl_model_output_shape(t->m);
+    return t->loss.kind == DL_LOSS_XENT && in->y_dtype == DL_I32 && o->ndim == 2 &&
+           in->y_width >= 1 && in->y_width == o->dim[0];
+}
+
+/* The model's first Embedding (the layer that reads the token ids): its
+ * vocabulary, and its name; 0 when the model has none. */
+static int first_embedding(const dl_model *m, const char **name)
+{
+    for (int i = 0; i < dl_model_num_params(m); i++) {
+        const dl_param *p = dl_model_param(m, i);
+        if (strcmp(p->layer->vt->kind, "Embedding") == 0 && p->shape.ndim == 2) {
+            *name = p->layer->name;
+            return (int)p->shape.dim[0];
+        }
+    }
+    return 0;
+}
+
+/* Token ids the data may hold (0 .. classes-1) against the vocabulary of
+ * the Embedding that reads them, before a step runs. */
+static int check_vocab(dl_trainer *t, dl_source *src)
+{
+    const char *layer = NULL;
+    int vocab = first_embedding(t->m, &layer);
+    if (vocab > 0 && src->info.classes > vocab)
+        return dl_error(DL_ESHAPE,
+                        "%s: token ids run up to %d but %s (Embedding(%d, ...)) has a "
+                        "vocabulary of %d: give it data.vocab",
+                        src->name, src->info.classes - 1, layer, vocab, vocab);
+    return DL_OK;
+}
+
+/* Cross-entropy's checks: integer labels, their classes against the
+ * model's outputs (per token: the last dimension). */
+static int check_xent(dl_trainer *t, dl_source *src)
+{
+    const dl_data_info *in = &src->info;
+    char a[64];
+    if (in->y_dtype != DL_I32)
+        return dl_error(DL_EINVAL,
+                        "%s: CrossEntropy needs integer class labels, the data "
+                        "has %s targets",
+                        src->name, dl_dtype_name(in->y_dtype));
+    const dl_shape *o = dl_model_output_shape(t->m);
+    int64_t classes = is_token_task(t, in) ? o->dim[1] : dl_shape_numel(o);
+    if (in->classes > 0 && in->classes != classes)
+        return dl_error(DL_ESHAPE, "%s: the data has %d classes but the model outputs %s",
+                        src->name, in->classes, dl_shape_format(o, a, sizeof a));
+    return is_token_task(t, in) ? check_vocab(t, src) : DL_OK;
+}
+
 /* Checks the data against the model and loss before anything runs. */
 static int check_data(dl_trainer *t, dl_source *src)
 {
@@ -31,27 +88,17 @@ static int check_data(dl_trainer *t, dl_source *src)
                         src->name, dl_shape_format(&in->sample, a, sizeof a),
                         dl_shape_format(dl_model_input_shape(t->m), b, sizeof b));
     int64_t outs = dl_shape_numel(dl_model_output_shape(t->m));
-    if (t->loss.kind == DL_LOSS_XENT) {
-        if (in->y_dtype != DL_I32)
-            return dl_error(DL_EINVAL,
-                            "%s: CrossEntropy needs integer class labels, the data "
-                            "has %s targets",
-                            src->name, dl_dtype_name(in->y_dtype));
-        if (in->classes > 0 && in->classes != outs)
-            return dl_error(DL_ESHAPE, "%s: the data has %d classes but the model outputs %s",
-                            src->name, in->classes,
-                            dl_shape_format(dl_model_output_shape(t->m), a, sizeof a));
-    } else {
-        if (in->y_dtype != DL_F32)
-            return dl_error(DL_EINVAL, "%s: %s needs f32 targets, the data has %s", src->name,
-                            dl_loss_name(t->loss.kind), dl_dtype_name(in->y_dtype));
-        if (in->y_width != outs)
-            return dl_error(DL_ESHAPE,
-                            "%s: targets have %d values per sample but the model "
-                            "outputs %s",
-                            src->name, in->y_width,
-                            dl_shape_format(dl_model_output_shape(t->m), a, sizeof a));
-    }
+    if (t->loss.kind == DL_LOSS_XENT)
+        return check_xent(t, src);
+    if (in->y_dtype != DL_F32)
+        return dl_error(DL_EINVAL, "%s: %s needs f32 targets, the data has %s", src->name,
+                        dl_loss_name(t->loss.kind), dl_dtype_name(in->y_dtype));
+    if (in->y_width != outs)
+        return dl_error(DL_ESHAPE,
+                        "%s: targets have %d values per sample but the model "
+                        "outputs %s",
+                        src->name, in->y_width,
+                        dl_shape_format(dl_model_output_shape(t->m), a, sizeof a));
     return DL_OK;
 }
 
@@ -126,6 +173,8 @@ int dl_trainer_create(dl_trainer **out, dl_model *model, const dl_loss *loss, co
     int rc = check_data(t, train);
     if (rc == DL_OK && val)
         rc = check_data(t, val);
+    if (rc == DL_OK && is_token_task(t, &train->info))
+        t->tokens = train->info.y_width;
     if (rc == DL_OK)
         rc = prepare(t, be);
     if (rc < 0) {

@@ -134,6 +134,10 @@ float dl_trainer_base_lr(const dl_trainer *t);
 void dl_trainer_set_base_lr(dl_trainer *t, float lr);
 double dl_trainer_current_lr(const dl_trainer *t);
 const dl_trainer_config *dl_trainer_config_of(const dl_trainer *t);
+/* Per-token cross-entropy (a language model): the tokens T per sample of
+ * the model's [T, V] output, whose losses are means per kept token; 0 when
+ * the loss is per sample. */
+int dl_trainer_tokens(const dl_trainer *t);
 void dl_trainer_request_stop(dl_trainer *t);
 
 /* Resume support: the cursor and counters a checkpoint must hold. Setting

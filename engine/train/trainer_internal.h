@@ -50,6 +50,7 @@ struct dl_trainer {
     double grad_norm;
     int lowp_dirty;
     uint64_t micro; /* micro-batches run: keys dropout */
+    int tokens;     /* per-token cross-entropy: T of the [T, V] output; 0: per sample */
 
     /* device staging: raw x, targets, statistics (train window, eval) */
     dl_storage *stage;
@@ -85,11 +86,15 @@ struct dl_trainer {
 /* An event to on_event (if any), the text formatted. */
 void dl_trainer_event(dl_trainer *t, const char *kind, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
-/* The device statistics slot: 0 the training window, 1 evaluation. */
+/* The device statistics slot: 0 the training window, 1 evaluation; each
+ * DL_TRAINER_NSTATS floats (loss sum, correct, and per token the count). */
+#define DL_TRAINER_NSTATS 4
 float *dl_trainer_stats(dl_trainer *t, int slot);
 /* (Re)allocates the staging area on be, carrying the statistics over. */
 int dl_trainer_alloc_stage(dl_trainer *t, dl_backend *be);
-/* The training window's loss and correct-count sums; consume: reset them. */
+/* The training window's loss and correct-count sums; consume: reset them.
+ * Per token: the means over the kept tokens times the window's rows, so
+ * that dividing by the rows gives the per-token figures. */
 int dl_trainer_take_stats(dl_trainer *t, double *loss_sum, double *correct, int consume);
 /* What a summed loss is divided by, besides the rows, to be per sample. */
 double dl_trainer_per_sample(const dl_trainer *t);

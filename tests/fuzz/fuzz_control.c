@@ -37,7 +37,7 @@ static dl_trainer *trainer(void)
     dl_optim opt = dl_optim_sgd(0.1f, 0, 0, 0);
     dl_trainer_config cfg = dl_trainer_config_default();
     cfg.batch = 8;
-    dl_loss loss = {DL_LOSS_XENT, 0};
+    dl_loss loss = {DL_LOSS_XENT, 0, DL_IGNORE_NONE};
     if (dl_model_create(&m, s, &d.info.sample) < 0 || dl_source_memory(&src, &d, 8, 0, 0, 1) < 0 ||
         dl_model_init_state(m, be, 0, 1) < 0 ||
         dl_trainer_create(&t, m, &loss, &opt, NULL, src, NULL, &cfg, be) < 0)

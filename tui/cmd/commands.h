@@ -19,6 +19,7 @@ int dl_cmd_import(const dl_command *self, int argc, char **argv);    /* import S
 int dl_cmd_run(const dl_command *self, int argc, char **argv);       /* run SCRIPT [k=v..] */
 int dl_cmd_runs(const dl_command *self, int argc, char **argv);      /* runs [diff A B] */
 int dl_cmd_note(const dl_command *self, int argc, char **argv);      /* note RUN "text" */
+int dl_cmd_sample(const dl_command *self, int argc, char **argv);    /* sample RUN */
 int dl_cmd_watch(const dl_command *self, int argc, char **argv);     /* watch [RUN] */
 int dl_cmd_tune(const dl_command *self, int argc, char **argv);      /* tune SCRIPT */
 int dl_cmd_profile(const dl_command *self, int argc, char **argv);   /* profile SCRIPT */
@@ -63,6 +64,12 @@ enum {
     DL_OPT_RING,
     DL_OPT_ROWS,
     DL_OPT_NO_MONITOR,
+    /* sample */
+    DL_OPT_PROMPT,
+    DL_OPT_TOKENS,
+    DL_OPT_TEMPERATURE,
+    DL_OPT_TOP_K,
+    DL_OPT_CHECKPOINT,
     /* import */
     DL_OPT_LABEL,
     DL_OPT_TEXT,

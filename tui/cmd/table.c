@@ -12,6 +12,7 @@
 #pragma weak dl_cmd_run
 #pragma weak dl_cmd_runs
 #pragma weak dl_cmd_note
+#pragma weak dl_cmd_sample
 #pragma weak dl_cmd_watch
 #pragma weak dl_cmd_tune
 #pragma weak dl_cmd_profile
@@ -122,6 +123,21 @@ static const dl_opt note_opts[] = {
     HELP,
     END};
 
+static const dl_opt sample_opts[] = {
+    {0, "RUN", NULL, NULL, "a language model's run folder, its name or a unique part of it", 0},
+    {DL_OPT_PROMPT, "--prompt", NULL, "TEXT", "the text to continue (default: a newline)", 0},
+    {DL_OPT_TOKENS, "--tokens", NULL, "N", "how many tokens to generate (default: 200)", 0},
+    {DL_OPT_TEMPERATURE, "--temperature", NULL, "X",
+     "divide the logits by X (default: 1; 0: always the likeliest token)", 0},
+    {DL_OPT_TOP_K, "--top-k", NULL, "K", "draw among the K likeliest tokens (default: 0, all)", 0},
+    {DL_OPT_SEED, "--seed", NULL, "N",
+     "the draws' seed: the same seed gives the same text (default 0)", 0},
+    {DL_OPT_CHECKPOINT, "--checkpoint", NULL, "best|last|NAME",
+     "which checkpoint of the run (default: last)", 0},
+    {DL_OPT_OUT, "--out", NULL, "DIR", "where run folders are (default: runs)", 0},
+    HELP,
+    END};
+
 static const dl_opt profile_opts[] = {
     {0, "k=v", NULL, NULL, "override a hyperparameter the script declares", 0},
     {DL_OPT_STEPS, "--steps", NULL, "N", "optimizer steps to profile (default 50)", 0},
@@ -205,6 +221,12 @@ static const dl_command table[] = {
      "the experiment table; differences of two runs", runs_opts, NULL, DL_COMPLETE_RUNS},
     {"note", dl_cmd_note, "RUN TEXT", "RUN TEXT [--out DIR]", "add a note to a run's events.log",
      note_opts, NULL, DL_COMPLETE_RUN},
+    {"sample", dl_cmd_sample, "RUN", "RUN [--prompt TEXT] [--tokens N] [options]",
+     "text from a trained language model", sample_opts,
+     "Loads the run's script copy, checkpoint and the vocabulary of its token file, and prints "
+     "the prompt and the generated text as it is produced (on the CPU).\n"
+     "exit status: 0 done, 1 failed, 2 bad input or not a language model",
+     DL_COMPLETE_RUN},
     {"profile", dl_cmd_profile, "SCRIPT", "SCRIPT [k=v ...] [options]",
      "profile N steps, print the table, write a trace", profile_opts,
      "exit status: 0 done, 1 failed, 2 bad input", DL_COMPLETE_SCRIPT},
