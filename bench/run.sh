@@ -14,7 +14,7 @@
 # workbench overhead), BENCH_TUNE=0 (no tuner comparison),
 # BENCH_MODELS ("mlp-sgd mlp-adam tiny-mlp cnn mlp-bf16 resnet char-gpt"; resnet is
 # scripts/resnet_fmnist.lua's network, char-gpt scripts/char_gpt.lua's on synthetic
-# tokens at batch 32, ~1 minute each), BENCH_THREADS ("1 2"),
+# tokens at batch 32, ~1.5 minutes each at 1 and 2 threads), BENCH_THREADS ("1 2"),
 # BENCH_REPS (3 timed windows per measurement; the best counts).
 set -u
 cd "$(dirname "$0")/.."
