@@ -51,8 +51,100 @@ static inline dl_layer *bench_build_cnn(void)
     return s;
 }
 
+/* --- the small ResNet of scripts/resnet_fmnist.lua (width 16) ----------- */
+
+/* Conv2d(cin -> cout, k x k, no bias) followed by BatchNorm2d(cout). */
+static inline void bench_conv_bn(dl_layer *s, int cin, int cout, int k, int stride)
+{
+    dl_conv2d_opts o = {stride, k / 2, 1, 1, 0};
+    dl_nn_sequential_add(s, dl_nn_conv2d_with(cin, cout, k, &o));
+    dl_nn_sequential_add(s, dl_nn_batchnorm(cout, 1e-5f, 0.1f));
+}
+
+/* conv3x3-BN-ReLU-conv3x3-BN plus the shortcut (a 1x1 conv + BN where the
+ * shape changes, else the identity), then ReLU. */
+static inline dl_layer *bench_basic_block(int cin, int cout, int stride)
+{
+    dl_layer *block = dl_nn_sequential();
+    bench_conv_bn(block, cin, cout, 3, stride);
+    dl_nn_sequential_add(block, dl_nn_activation(DL_ACT_RELU));
+    bench_conv_bn(block, cout, cout, 3, 1);
+    dl_layer *shortcut = NULL;
+    if (stride != 1 || cin != cout) {
+        shortcut = dl_nn_sequential();
+        bench_conv_bn(shortcut, cin, cout, 1, stride);
+    }
+    dl_layer *s = dl_nn_sequential();
+    dl_nn_sequential_add(s, dl_nn_residual_shortcut(block, shortcut));
+    dl_nn_sequential_add(s, dl_nn_activation(DL_ACT_RELU));
+    return s;
+}
+
+/* stem conv3x3(1->16)-BN-ReLU; stages of two basic blocks at 16, 32, 64
+ * channels (stride 2 entering stages 2 and 3: 28, 14, 7); global average
+ * pooling; Linear(64 -> 10). */
+static inline dl_layer *bench_build_resnet(void)
+{
+    dl_layer *s = dl_nn_sequential();
+    bench_conv_bn(s, 1, 16, 3, 1);
+    dl_nn_sequential_add(s, dl_nn_activation(DL_ACT_RELU));
+    int cin = 16;
+    for (int stage = 0; stage < 3; stage++)
+        for (int b = 0; b < 2; b++) {
+            int cout = 16 << stage;
+            dl_nn_sequential_add(s, bench_basic_block(cin, cout, stage > 0 && b == 0 ? 2 : 1));
+            cin = cout;
+        }
+    dl_nn_sequential_add(s, dl_nn_adaptive_avgpool2d(1, 1));
+    dl_nn_sequential_add(s, dl_nn_flatten());
+    dl_nn_sequential_add(s, dl_nn_linear(cin, 10, 1));
+    return s;
+}
+
+/* --- the character GPT of scripts/char_gpt.lua --------------------------- */
+
+#define BENCH_GPT_VOCAB 96
+#define BENCH_GPT_CONTEXT 64
+#define BENCH_GPT_D 128
+#define BENCH_GPT_HEADS 4
+#define BENCH_GPT_LAYERS 4
+
+/* Residual(LayerNorm -> causal MultiheadAttention), then
+ * Residual(LayerNorm -> Linear(d, 4d) -> GELU -> Linear(4d, d)). */
+static inline dl_layer *bench_gpt_block(int d, int heads)
+{
+    dl_layer *att = dl_nn_sequential();
+    dl_nn_sequential_add(att, dl_nn_layernorm(d, 1e-5f));
+    dl_nn_sequential_add(att, dl_nn_multihead_attention(d, heads, 1, 0.0f, 1));
+    dl_layer *mlp = dl_nn_sequential();
+    dl_nn_sequential_add(mlp, dl_nn_layernorm(d, 1e-5f));
+    dl_nn_sequential_add(mlp, dl_nn_linear(d, 4 * d, 1));
+    dl_nn_sequential_add(mlp, dl_nn_activation(DL_ACT_GELU));
+    dl_nn_sequential_add(mlp, dl_nn_linear(4 * d, d, 1));
+    dl_layer *s = dl_nn_sequential();
+    dl_nn_sequential_add(s, dl_nn_residual(att));
+    dl_nn_sequential_add(s, dl_nn_residual(mlp));
+    return s;
+}
+
+/* Embedding(vocab, 128) + PositionalEmbedding(64, 128), 4 pre-norm blocks,
+ * LayerNorm, Linear(128 -> vocab): [64] ids -> [64, vocab] logits. */
+static inline dl_layer *bench_build_char_gpt(void)
+{
+    dl_layer *s = dl_nn_sequential();
+    dl_nn_sequential_add(s, dl_nn_embedding(BENCH_GPT_VOCAB, BENCH_GPT_D));
+    dl_nn_sequential_add(s, dl_nn_positional_embedding(BENCH_GPT_CONTEXT, BENCH_GPT_D));
+    for (int i = 0; i < BENCH_GPT_LAYERS; i++)
+        dl_nn_sequential_add(s, bench_gpt_block(BENCH_GPT_D, BENCH_GPT_HEADS));
+    dl_nn_sequential_add(s, dl_nn_layernorm(BENCH_GPT_D, 1e-5f));
+    dl_nn_sequential_add(s, dl_nn_linear(BENCH_GPT_D, BENCH_GPT_VOCAB, 1));
+    return s;
+}
+
 /* Matrix-product FLOPs per training sample: forward + weight gradient for
- * every Linear/Conv2d, input gradient for all but the first. */
+ * every Linear/Conv2d/MultiheadAttention (its products: QKV, scores,
+ * weighted values, output projection), input gradient for all but the
+ * first unless a layer with parameters (an Embedding) comes before it. */
 typedef struct bench_flop_count {
     double flops;
     int weighted;
@@ -61,7 +153,12 @@ typedef struct bench_flop_count {
 static inline void bench_count_layer(dl_layer *l, int depth, void *arg)
 {
     bench_flop_count *c = arg;
-    if (strcmp(l->vt->kind, "Linear") && strcmp(l->vt->kind, "Conv2d"))
+    if (!strcmp(l->vt->kind, "Embedding") || !strcmp(l->vt->kind, "PositionalEmbedding")) {
+        c->weighted++;
+        return;
+    }
+    if (strcmp(l->vt->kind, "Linear") && strcmp(l->vt->kind, "Conv2d") &&
+        strcmp(l->vt->kind, "MultiheadAttention"))
         return;
     c->flops += (c->weighted ? 3.0 : 2.0) * l->flops;
     c->weighted++;

@@ -1,18 +1,25 @@
-/* bench_train.c - training throughput of the benchmark models on Fashion-MNIST, the sgemm ceiling, bf16 accuracy
+/* bench_train.c - training throughput of the benchmark models (Fashion-MNIST, synthetic tokens), the sgemm ceiling, bf16 accuracy
  *
  * One process, one thread count (the CPU backend fixes it at first use):
  *
  *   bench_train [--threads N] [--model NAME|all] [--warmup W] [--steps S]
  *               [--reps R] [--ceiling] [--accuracy EPOCHS]
  *
- * Throughput: each model trains at batch 128 for W warm-up steps, then R
- * windows of S steps (each window, warm-up included, cut short after 1.5 s);
- * the best window gives samples/s (the machine is shared, so the best is
- * the least disturbed). Printed as
+ * Throughput: each model trains at its batch (128; char-gpt 32) for W
+ * warm-up steps, then R windows of S steps (each window, warm-up included,
+ * cut short after 1.5 s); the best window gives samples/s (the machine is
+ * shared, so the best is the least disturbed). Printed as
  *   dlbench <model> threads=T samples_per_s=X median=X gflops=G gemm_mflop_per_sample=F
+ * (char-gpt adds tokens_per_s=X, samples/s x its 64-token context).
  * gflops counts the matrix-product FLOPs exactly: forward, weight
- * gradients and input gradients of every Linear/Conv2d except the first
- * layer's input gradient (2.41 MFLOP per sample for the MLP).
+ * gradients and input gradients of every Linear/Conv2d/MultiheadAttention
+ * except the first layer's input gradient (2.41 MFLOP per sample for the
+ * MLP).
+ *
+ * The models: the MLPs and the CNN on Fashion-MNIST; resnet, the small
+ * ResNet of scripts/resnet_fmnist.lua, on Fashion-MNIST; char-gpt, the
+ * model of scripts/char_gpt.lua (vocabulary 96, context 64) on random
+ * token windows held in memory (next-token targets, y_width 64).
  *
  * --ceiling: OpenBLAS sgemm on the MLP's own products at batch 128 (the
  * same shapes, transpositions and beta as engine/nn/layers.c), with this
@@ -42,33 +49,53 @@
 #include "bench/bench_models.h"
 
 #define FMNIST "/usr/share/datasets/fashion-mnist"
-#define BATCH 128
+#define BATCH 128          /* all models but char-gpt; and the ceiling and accuracy runs */
+#define TOKEN_WINDOWS 4096 /* char-gpt's synthetic training windows */
 
 /* --- models (bench_models.h, shared with gpu_train.c) -------------------- */
+
+typedef enum {
+    OPT_SGD,      /* lr 0.05 (cnn 0.01), momentum 0.9 */
+    OPT_ADAM,     /* lr 1e-3 */
+    OPT_NESTEROV, /* resnet_fmnist.lua: lr 0.1, Nesterov momentum 0.9, weight decay 5e-4 */
+    OPT_ADAMW,    /* char_gpt.lua: lr 1e-3, betas 0.9/0.99, decay 0.1, clip 1.0 */
+} opt_kind;
 
 typedef struct model_spec {
     const char *name;
     dl_layer *(*build)(void);
-    int adam; /* else SGD lr 0.05 (cnn 0.01), momentum 0.9 */
+    opt_kind opt;
     dl_precision precision;
     long warmup, steps; /* defaults, ~1 s per window on one core */
+    int batch;
+    int tokens; /* trains on the synthetic token windows, not Fashion-MNIST */
 } model_spec;
 
-/* bench_torch.py uses the same names, optimizers and step counts. */
+/* bench_torch.py uses the same names, optimizers, batches and step counts. */
 static const model_spec models[] = {
-    {"mlp-sgd", bench_build_mlp, 0, DL_PREC_F32, 30, 200},
-    {"mlp-adam", bench_build_mlp, 1, DL_PREC_F32, 30, 200},
-    {"tiny-mlp", bench_build_tiny, 0, DL_PREC_F32, 300, 3000},
-    {"cnn", bench_build_cnn, 0, DL_PREC_F32, 5, 40},
-    {"mlp-bf16", bench_build_mlp, 0, DL_PREC_BF16, 30, 300},
+    {"mlp-sgd", bench_build_mlp, OPT_SGD, DL_PREC_F32, 30, 200, BATCH, 0},
+    {"mlp-adam", bench_build_mlp, OPT_ADAM, DL_PREC_F32, 30, 200, BATCH, 0},
+    {"tiny-mlp", bench_build_tiny, OPT_SGD, DL_PREC_F32, 300, 3000, BATCH, 0},
+    {"cnn", bench_build_cnn, OPT_SGD, DL_PREC_F32, 5, 40, BATCH, 0},
+    {"mlp-bf16", bench_build_mlp, OPT_SGD, DL_PREC_BF16, 30, 300, BATCH, 0},
+    {"resnet", bench_build_resnet, OPT_NESTEROV, DL_PREC_F32, 2, 6, BATCH, 0},
+    {"char-gpt", bench_build_char_gpt, OPT_ADAMW, DL_PREC_F32, 2, 8, 32, 1},
 };
 #define NMODELS ((int)(sizeof models / sizeof models[0]))
 
 static dl_optim spec_optim(const model_spec *s)
 {
-    if (s->adam)
-        return dl_optim_adam(1e-3f, 0);
-    return dl_optim_sgd(strcmp(s->name, "cnn") ? 0.05f : 0.01f, 0.9f, 0, 0);
+    dl_optim o;
+    switch (s->opt) {
+    case OPT_ADAM: return dl_optim_adam(1e-3f, 0);
+    case OPT_NESTEROV: return dl_optim_sgd(0.1f, 0.9f, 1, 5e-4f);
+    case OPT_ADAMW:
+        o = dl_optim_adamw(1e-3f, 0.1f);
+        o.beta2 = 0.99f;
+        o.clip_norm = 1.0f;
+        return o;
+    default: return dl_optim_sgd(strcmp(s->name, "cnn") ? 0.05f : 0.01f, 0.9f, 0, 0);
+    }
 }
 
 /* --- timing windows through the trainer's idle hook -------------------- */
@@ -79,6 +106,7 @@ static dl_optim spec_optim(const model_spec *s)
 
 typedef struct windows {
     long warmup, steps;
+    int batch;
     int reps, done; /* done: timed windows closed (-1 while warming up) */
     long first;     /* step count when the current window opened */
     double t0;
@@ -99,7 +127,7 @@ static int on_idle(void *user, dl_trainer *t)
         return 0;
     }
     if (w->done >= 0 && n > 0)
-        w->rate[w->done] = (double)n * BATCH / (tn - w->t0);
+        w->rate[w->done] = (double)n * w->batch / (tn - w->t0);
     if (++w->done == w->reps)
         return 1;
     w->first = s;
@@ -115,6 +143,7 @@ static int cmp_double(const void *a, const void *b)
 
 typedef struct data {
     dl_dataset train, test;
+    dl_dataset tokens; /* char-gpt's windows (count 0 until made) */
 } data;
 
 static int fail(const char *what)
@@ -123,21 +152,59 @@ static int fail(const char *what)
     return -1;
 }
 
-/* Builds spec's model and a trainer over d's training split; the caller
+/* Fills d with TOKEN_WINDOWS windows of context ids drawn uniformly from
+ * vocab (a fixed LCG): x the ids as floats [context] (what Embedding
+ * reads), y the next ids as i32 [context]. */
+static int make_tokens(dl_dataset *d, int vocab, int context)
+{
+    memset(d, 0, sizeof *d);
+    size_t n = (size_t)TOKEN_WINDOWS * (size_t)context;
+    float *x = malloc(n * sizeof *x);
+    int32_t *y = malloc(n * sizeof *y);
+    if (!x || !y) {
+        free(x), free(y);
+        fprintf(stderr, "bench_train: out of memory for the token windows\n");
+        return -1;
+    }
+    uint64_t r = 0x9e3779b97f4a7c15u;
+    for (size_t w = 0; w < TOKEN_WINDOWS; w++) {
+        int prev = (int)((r >> 33) % (uint64_t)vocab);
+        for (int i = 0; i < context; i++) {
+            r = r * 6364136223846793005u + 1442695040888963407u;
+            int next = (int)((r >> 33) % (uint64_t)vocab);
+            x[w * context + i] = (float)prev;
+            y[w * context + i] = next;
+            prev = next;
+        }
+    }
+    d->info.sample = (dl_shape){1, {context}};
+    d->info.x_dtype = DL_F32;
+    d->info.y_dtype = DL_I32;
+    d->info.y_width = context;
+    d->info.classes = vocab;
+    d->info.count = TOKEN_WINDOWS;
+    d->info.scale = 1;
+    d->x = x, d->y = y;
+    snprintf(d->name, sizeof d->name, "synthetic tokens");
+    return 0;
+}
+
+/* Builds spec's model and a trainer over its training data; the caller
  * destroys all three. */
 static int make_trainer(const model_spec *spec, data *d, dl_backend *be, int epochs,
                         const dl_schedule *sched, dl_model **m, dl_source **src, dl_trainer **t)
 {
     *m = NULL, *src = NULL, *t = NULL;
-    if (dl_model_create(m, spec->build(), &d->train.info.sample) < 0)
+    const dl_dataset *train = spec->tokens ? &d->tokens : &d->train;
+    if (dl_model_create(m, spec->build(), &train->info.sample) < 0)
         return fail(spec->name);
     dl_optim opt = spec_optim(spec);
     if (dl_model_init_state(*m, be, dl_optim_moments(&opt), 1) < 0)
         return fail(spec->name);
-    if (dl_source_memory(src, &d->train, BATCH, 1, 1, 1) < 0)
+    if (dl_source_memory(src, train, spec->batch, 1, 1, 1) < 0)
         return fail("source");
     dl_trainer_config cfg = dl_trainer_config_default();
-    cfg.batch = BATCH;
+    cfg.batch = spec->batch;
     cfg.epochs = epochs;
     cfg.seed = 1;
     cfg.precision = spec->precision;
@@ -163,7 +230,7 @@ static int bench_model(const model_spec *spec, data *d, dl_backend *be, long war
     dl_trainer *t;
     int rc = make_trainer(spec, d, be, 1 << 20, NULL, &m, &src, &t);
     if (rc == 0) {
-        windows w = {warmup, steps, reps, -1, 0, 0, {0}};
+        windows w = {warmup, steps, spec->batch, reps, -1, 0, 0, {0}};
         dl_callbacks cb = {&w, NULL, NULL, NULL, on_idle};
         dl_trainer_set_callbacks(t, &cb);
         if (dl_trainer_run(t) < 0 || w.done < reps) {
@@ -175,8 +242,11 @@ static int bench_model(const model_spec *spec, data *d, dl_backend *be, long war
             double best = sorted[reps - 1], med = sorted[reps / 2];
             double f = bench_gemm_flops(m);
             printf("dlbench %s threads=%d samples_per_s=%.0f median=%.0f gflops=%.2f "
-                   "gemm_mflop_per_sample=%.4f steps=%ld reps=%d\n",
+                   "gemm_mflop_per_sample=%.4f steps=%ld reps=%d",
                    spec->name, be->threads, best, med, best * f * 1e-9, f * 1e-6, steps, reps);
+            if (spec->tokens)
+                printf(" tokens_per_s=%.0f batch=%d", best * BENCH_GPT_CONTEXT, spec->batch);
+            printf("\n");
             fflush(stdout);
         }
     }
@@ -337,6 +407,26 @@ static int bench_accuracy(data *d, dl_backend *be, int epochs)
     return rc;
 }
 
+/* Loads what the run needs: Fashion-MNIST for its models (pick: a model
+ * index, -1 all, -2 none) and the accuracy run, the token windows for
+ * char-gpt. */
+static int load_data(data *d, int pick, int accuracy)
+{
+    memset(d, 0, sizeof *d);
+    int fmnist = accuracy > 0, tokens = 0;
+    for (int i = 0; i < NMODELS; i++)
+        if (pick == -1 || pick == i) {
+            tokens |= models[i].tokens;
+            fmnist |= !models[i].tokens;
+        }
+    if (fmnist && (dl_dataset_load_fashion_mnist(&d->train, FMNIST, "train") < 0 ||
+                   dl_dataset_load_fashion_mnist(&d->test, FMNIST, "t10k") < 0))
+        return fail("Fashion-MNIST (apt-get install dataset-fashion-mnist)");
+    if (tokens && make_tokens(&d->tokens, BENCH_GPT_VOCAB, BENCH_GPT_CONTEXT) < 0)
+        return -1;
+    return 0;
+}
+
 static void usage(void)
 {
     fprintf(stderr, "usage: bench_train [--threads N] [--model NAME|all] [--warmup W] "
@@ -396,15 +486,11 @@ int main(int argc, char **argv)
     dl_backend *be = dl_backend_cpu(threads);
     printf("# %s\n", be->description);
     data d;
-    memset(&d, 0, sizeof d);
-    int need_data = model || accuracy || !ceiling;
-    if (need_data && (dl_dataset_load_fashion_mnist(&d.train, FMNIST, "train") < 0 ||
-                      dl_dataset_load_fashion_mnist(&d.test, FMNIST, "t10k") < 0)) {
-        fail("Fashion-MNIST (apt-get install dataset-fashion-mnist)");
+    int run_models = model || (!ceiling && !accuracy);
+    if (load_data(&d, run_models ? pick : -2, accuracy) < 0)
         return 1;
-    }
     int rc = 0;
-    if (model || (!ceiling && !accuracy))
+    if (run_models)
         for (int i = 0; i < NMODELS && rc == 0; i++)
             if (pick < 0 || pick == i)
                 rc = bench_model(&models[i], &d, be, warmup >= 0 ? warmup : models[i].warmup,
@@ -415,5 +501,6 @@ int main(int argc, char **argv)
         rc = bench_accuracy(&d, be, accuracy);
     dl_dataset_done(&d.train);
     dl_dataset_done(&d.test);
+    dl_dataset_done(&d.tokens);
     return rc ? 1 : 0;
 }

@@ -12,14 +12,16 @@
 #
 # Environment: BUILD (build), BENCH_QUICK=1 (no accuracy run), BENCH_WB=0 (no
 # workbench overhead), BENCH_TUNE=0 (no tuner comparison),
-# BENCH_MODELS ("mlp-sgd mlp-adam tiny-mlp cnn mlp-bf16"), BENCH_THREADS ("1 2"),
+# BENCH_MODELS ("mlp-sgd mlp-adam tiny-mlp cnn mlp-bf16 resnet char-gpt"; resnet is
+# scripts/resnet_fmnist.lua's network, char-gpt scripts/char_gpt.lua's on synthetic
+# tokens at batch 32, ~1.5 minutes each at 1 and 2 threads), BENCH_THREADS ("1 2"),
 # BENCH_REPS (3 timed windows per measurement; the best counts).
 set -u
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
 PY=/usr/bin/python3
 TRAIN=$BUILD/bench/bench_train
-MODELS=${BENCH_MODELS:-mlp-sgd mlp-adam tiny-mlp cnn mlp-bf16}
+MODELS=${BENCH_MODELS:-mlp-sgd mlp-adam tiny-mlp cnn mlp-bf16 resnet char-gpt}
 THREADS=${BENCH_THREADS:-1 2}
 REPS=${BENCH_REPS:-3}
 QUICK=${BENCH_QUICK:-0}
@@ -71,7 +73,7 @@ record() {
     return 0
 }
 
-echo "== throughput: batch 128, Fashion-MNIST, best of $REPS windows; $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "== throughput: batch 128, Fashion-MNIST (char-gpt: batch 32, synthetic tokens), best of $REPS windows; $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg)"
 for t in $THREADS; do
     for m in $MODELS; do
         echo "-- $m, $t thread(s)"
@@ -151,7 +153,7 @@ function field(line, key,    n, i, kv, parts) {
     t = field($0, "threads")
     if ($1 == "dlbench") {
         s = field($0, "samples_per_s") + 0
-        if (s > dl[$2, t]) { dl[$2, t] = s; gf[$2, t] = field($0, "gflops") + 0 }
+        if (s > dl[$2, t]) { dl[$2, t] = s; gf[$2, t] = field($0, "gflops") + 0; dtok[$2, t] = field($0, "tokens_per_s") }
         if (!($2 in seen)) { order[++nm] = $2; seen[$2] = 1 }
         if (!(t in tseen)) { tord[++nt] = t; tseen[t] = 1 }
     } else if ($1 == "torch") {
@@ -159,7 +161,7 @@ function field(line, key,    n, i, kv, parts) {
         setup = field($0, "setup")
         all[$2, t, setup] = s
         if (!(setup in sseen)) { sord[++ns] = setup; sseen[setup] = 1 }
-        if (s > pt[$2, t]) { pt[$2, t] = s; ps[$2, t] = setup }
+        if (s > pt[$2, t]) { pt[$2, t] = s; ps[$2, t] = setup; ptok[$2, t] = field($0, "tokens_per_s") }
     } else if ($1 == "dlbench-ceiling") {
         ceil[t] = field($0, "sgemm_gflops") + 0
         bceil[t] = field($0, "bf16_gemm_gflops") + 0
@@ -201,6 +203,12 @@ END {
     print "  (ratio = dlbench / PyTorch best set-up; %ceil = achieved GFLOP/s, 2.41 MFLOP/sample counted"
     print "   exactly, over OpenBLAS sgemm at the same 8 shapes and threads, same process; for mlp-bf16"
     print "   over the backend bf16 GEMM on those shapes; MLP target at 2 threads also >= 85% of sgemm)"
+    for (j = 1; j <= nt; j++) {
+        t = tord[j]
+        if (("char-gpt", t) in dl && dtok["char-gpt", t] != "")
+            printf "  char-gpt at %s thread(s): dlbench %s tokens/s, PyTorch %s tokens/s (64 per sample)\n", t,
+                dtok["char-gpt", t], ((("char-gpt", t) in ptok) && ptok["char-gpt", t] != "") ? ptok["char-gpt", t] : "-"
+    }
     if (torch_why != "") print "  PyTorch peer skipped: " torch_why
     if (ns > 1) {
         printf "\nPyTorch thread set-ups at 2 threads (samples/s):\n%-9s", "model"
