@@ -9,7 +9,7 @@
 #include <cjson/cJSON.h>
 
 #include "engine/base/error.h"
-#include "engine/base/h5util.h"
+#include "engine/data/text.h"
 #include "engine/base/rng.h"
 #include "engine/core/backend.h"
 #include "engine/nn/optim.h"
@@ -32,9 +32,7 @@ typedef struct sampler {
     dl_model *m;
     dl_source *train, *val;
     int T, V;
-    /* the vocabulary: bytes (id = byte) or chars (cp[id] = code point) */
-    int bytes, vocab_size;
-    uint32_t *cp;
+    dl_text_vocab vocab; /* the token file's, through engine/data/text.h */
     /* the token history: prompt, then what was drawn */
     int32_t *ids;
     size_t nids, cap;
@@ -86,117 +84,10 @@ static int read_config(sampler *s)
 
 /* --- the vocabulary --------------------------------------------------------- */
 
-/* The next code point of UTF-8 text at *p (advanced); -1 for invalid UTF-8. */
-static long utf8_next(const unsigned char **p, const unsigned char *end)
-{
-    const unsigned char *q = *p;
-    int len = q[0] < 0x80             ? 1
-              : (q[0] & 0xe0) == 0xc0 ? 2
-              : (q[0] & 0xf0) == 0xe0 ? 3
-              : (q[0] & 0xf8) == 0xf0 ? 4
-                                      : 0;
-    if (len == 0 || q + len > end)
-        return -1;
-    long c = len == 1 ? q[0] : q[0] & (0x7f >> len);
-    for (int i = 1; i < len; i++) {
-        if ((q[i] & 0xc0) != 0x80)
-            return -1;
-        c = (c << 6) | (q[i] & 0x3f);
-    }
-    *p = q + len;
-    return c;
-}
-
-static int utf8_put(uint32_t c, char out[4])
-{
-    if (c < 0x80)
-        return out[0] = (char)c, 1;
-    if (c < 0x800)
-        return out[0] = (char)(0xc0 | c >> 6), out[1] = (char)(0x80 | (c & 0x3f)), 2;
-    if (c < 0x10000) {
-        out[0] = (char)(0xe0 | c >> 12);
-        out[1] = (char)(0x80 | ((c >> 6) & 0x3f));
-        out[2] = (char)(0x80 | (c & 0x3f));
-        return 3;
-    }
-    out[0] = (char)(0xf0 | c >> 18);
-    out[1] = (char)(0x80 | ((c >> 12) & 0x3f));
-    out[2] = (char)(0x80 | ((c >> 6) & 0x3f));
-    out[3] = (char)(0x80 | (c & 0x3f));
-    return 4;
-}
-
-/* The chars vocabulary: one code point per id, vocab_size of them. */
-static int split_chars(sampler *s, const char *vocab)
-{
-    size_t len = strlen(vocab);
-    s->cp = calloc((size_t)s->vocab_size + 1, sizeof *s->cp);
-    if (!s->cp)
-        return dl_error(DL_ENOMEM, "out of memory");
-    const unsigned char *p = (const unsigned char *)vocab, *end = p + len;
-    int n = 0;
-    while (p < end) {
-        long c = utf8_next(&p, end);
-        if (c < 0 || n >= s->vocab_size)
-            return dl_error(DL_EINVAL, "%s: the vocab attribute is %s, not %d characters",
-                            s->data_path, c < 0 ? "not UTF-8" : "longer", s->vocab_size);
-        s->cp[n++] = (uint32_t)c;
-    }
-    if (n != s->vocab_size)
-        return dl_error(DL_EINVAL, "%s: the vocab attribute holds %d characters, vocab_size is %d",
-                        s->data_path, n, s->vocab_size);
-    return DL_OK;
-}
-
-/* The token file's root attributes: vocab_kind, vocab_size, vocab. */
-static int read_vocab_attrs(sampler *s, hid_t f, char **vocab)
-{
-    char *kind = dl_h5_attr_read_string(f, "kind");
-    char *vk = dl_h5_attr_read_string(f, "vocab_kind");
-    int rc = DL_OK;
-    if (!kind || strcmp(kind, "text"))
-        rc = dl_error(DL_EINVAL,
-                      "sample %s: not a language model: %s is not a token file (no kind = "
-                      "\"text\" attribute; make one with dlbench import --text)",
-                      s->run_dir, s->data_path);
-    else if (!vk || (strcmp(vk, "bytes") && strcmp(vk, "chars")))
-        rc = dl_error(DL_EINVAL, "%s: vocab_kind is %s, expected bytes or chars", s->data_path,
-                      vk ? vk : "absent");
-    else if (dl_h5_attr_read(f, "vocab_size", H5T_NATIVE_INT, 1, &s->vocab_size) != 1 ||
-             s->vocab_size < 1 || s->vocab_size > 65536)
-        rc = dl_error(DL_EINVAL, "%s: no vocab_size attribute between 1 and 65536", s->data_path);
-    else if (!(s->bytes = !strcmp(vk, "bytes")) && !(*vocab = dl_h5_attr_read_string(f, "vocab")))
-        rc = dl_error(DL_EINVAL, "%s: vocab_kind chars but no vocab attribute", s->data_path);
-    free(kind);
-    free(vk);
-    return rc;
-}
-
 static int read_vocab(sampler *s)
 {
-    dl_hdf5_lock();
-    hid_t f = H5Fopen(s->data_path, H5F_ACC_RDONLY, H5P_DEFAULT);
-    char *vocab = NULL;
-    int rc = f < 0 ? dl_h5_fail(DL_EINVAL, __FILE__, __LINE__, "H5Fopen", "sample %s: %s",
-                                s->run_dir, s->data_path)
-                   : read_vocab_attrs(s, f, &vocab);
-    if (f >= 0)
-        H5Fclose(f);
-    dl_hdf5_unlock();
-    if (rc == DL_OK && !s->bytes)
-        rc = split_chars(s, vocab);
-    free(vocab);
-    return rc;
-}
-
-/* The text of token id (0 bytes for an id outside the vocabulary). */
-static int decode(const sampler *s, int id, char out[4])
-{
-    if (id < 0 || id >= s->vocab_size)
-        return 0;
-    if (s->bytes)
-        return out[0] = (char)id, 1;
-    return utf8_put(s->cp[id], out);
+    int rc = dl_text_vocab_read(&s->vocab, s->data_path);
+    return rc < 0 ? dl_error(rc, "sample %s: %s", s->run_dir, dl_error_message()) : DL_OK;
 }
 
 static int push_id(sampler *s, int32_t id)
@@ -213,39 +104,23 @@ static int push_id(sampler *s, int32_t id)
     return DL_OK;
 }
 
-/* The char's id, or -1. */
-static int char_id(const sampler *s, uint32_t c)
-{
-    for (int i = 0; i < s->vocab_size; i++)
-        if (s->cp[i] == c)
-            return i;
-    return -1;
-}
-
 /* The prompt as token ids; an empty prompt starts from a newline (or id 0
  * where the vocabulary has none). */
 static int encode_prompt(sampler *s, const char *prompt)
 {
-    if (!prompt || !prompt[0]) {
-        int nl = s->bytes ? '\n' : char_id(s, '\n');
-        return push_id(s, nl >= 0 && nl < s->vocab_size ? nl : 0);
-    }
-    const unsigned char *p = (const unsigned char *)prompt, *end = p + strlen(prompt);
-    while (p < end) {
-        const unsigned char *at = p;
-        long c = s->bytes ? *p++ : utf8_next(&p, end);
-        if (c < 0)
-            return dl_error(DL_EINVAL, "prompt: not UTF-8 text at byte %ld",
-                            (long)(at - (const unsigned char *)prompt));
-        int id = s->bytes ? (int)c : char_id(s, (uint32_t)c);
-        if (id < 0 || id >= s->vocab_size)
-            return dl_error(DL_EINVAL,
-                            "prompt: the character '%.*s' (U+%04lX) is not in the "
-                            "vocabulary of %s",
-                            (int)(p - at), (const char *)at, c, s->data_path);
-        DL_TRY(push_id(s, id));
-    }
-    return DL_OK;
+    int32_t nl;
+    if (!prompt || !prompt[0])
+        return push_id(s, dl_text_vocab_encode(&s->vocab, "\n", 1, &nl, 1) == 1 ? nl : 0);
+    size_t len = strlen(prompt);
+    int32_t *ids = malloc((len + 1) * sizeof *ids);
+    if (!ids)
+        return dl_error(DL_ENOMEM, "out of memory");
+    long n = dl_text_vocab_encode(&s->vocab, prompt, len, ids, len);
+    int rc = n < 0 ? dl_error((int)n, "prompt: %s of %s", dl_error_message(), s->data_path) : DL_OK;
+    for (long i = 0; rc == DL_OK && i < n; i++)
+        rc = push_id(s, ids[i]);
+    free(ids);
+    return rc;
 }
 
 /* --- the model --------------------------------------------------------------- */
@@ -271,9 +146,9 @@ static int check_lm(sampler *s)
                         s->run_dir, dl_shape_format(out, a, sizeof a), (long long)in->dim[0]);
     s->T = (int)in->dim[0];
     s->V = (int)out->dim[1];
-    if (s->V < s->vocab_size)
+    if (s->V < s->vocab.size)
         return dl_error(DL_EINVAL, "sample %s: the model outputs %d classes, the vocabulary has %d",
-                        s->run_dir, s->V, s->vocab_size);
+                        s->run_dir, s->V, s->vocab.size);
     return DL_OK;
 }
 
@@ -323,7 +198,7 @@ static int cmp_desc(const void *a, const void *b)
  * temperature 0, else a draw among the top_k likeliest. */
 static int draw(sampler *s, const float *z, long i)
 {
-    int n = s->vocab_size, best = 0;
+    int n = s->vocab.size, best = 0;
     for (int k = 1; k < n; k++)
         if (z[k] > z[best])
             best = k;
@@ -364,7 +239,7 @@ static int next_token(sampler *s, long i)
     int id = draw(s, x, i);
     DL_TRY(push_id(s, id));
     char text[4];
-    int len = decode(s, id, text);
+    int len = dl_text_vocab_decode(&s->vocab, id, text);
     if (s->o->emit && len > 0)
         s->o->emit(s->o->user, text, (size_t)len);
     return DL_OK;
@@ -379,7 +254,7 @@ static void sampler_done(sampler *s)
     dl_source_destroy(s->train);
     dl_source_destroy(s->val);
     dl_script_destroy(s->script);
-    free(s->cp);
+    dl_text_vocab_done(&s->vocab);
     free(s->ids);
     free(s->probs);
     free(s->host);

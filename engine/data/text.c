@@ -202,8 +202,8 @@ long dl_text_vocab_encode(const dl_text_vocab *v, const char *text, size_t len, 
             id = v->cp[k] == cp ? k : -1;
         if (id < 0)
             return dl_error(DL_EINVAL,
-                            "the character at byte %zu (U+%04X) is not in the vocabulary", i,
-                            (unsigned)cp);
+                            "the character '%.*s' (U+%04X) is not in the vocabulary (byte %zu)", l,
+                            text + i, (unsigned)cp, i);
         if (n == max)
             return dl_error(DL_EINVAL, "more than %zu tokens (at byte %zu)", max, i);
         ids[n++] = id;
