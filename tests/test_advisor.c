@@ -214,13 +214,14 @@ static int advise_slow(slow_kind kind, double seconds, int workers, dl_advice ad
     return n;
 }
 
-/* A loader that sleeps 4 ms a batch: the model needs far less, so the
+/* A loader that sleeps 20 ms a batch (10 ms with its two workers): the
+ * model needs far less even on a loaded machine, so the
  * advisor names input-bound with the share and suggests more workers. */
 static void test_slow_loader_input_bound(void)
 {
     dl_advice adv[8];
     double share = 0;
-    int n = advise_slow(SLOW_SLEEP, 0.004, 2, adv, &share);
+    int n = advise_slow(SLOW_SLEEP, 0.020, 2, adv, &share);
     const dl_advice *a = has(adv, n, DL_ADV_INPUT_BOUND);
     CHECK_MSG(a != NULL, "data share %.2f, %d advices", share, n);
     CHECK(share > 0.5);
