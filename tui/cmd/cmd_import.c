@@ -14,6 +14,7 @@
 #include "engine/data/data.h"
 #include "engine/data/h5write.h"
 #include "engine/data/import.h"
+#include "engine/data/import_cifar.h"
 #include "engine/data/import_csv.h"
 #include "engine/data/import_idx.h"
 #include "engine/data/import_text.h"
@@ -106,10 +107,12 @@ static int check_output(const char *out)
     return 0;
 }
 
-/* SRC: a folder of IDX files, a CSV file or an IDX images file. */
+/* SRC: a folder of CIFAR batches or IDX files, a CSV file or an IDX images file. */
 static int load_source(import_job *job, const char *src)
 {
     dl_import *im = &job->im;
+    if (is_dir(src) && dl_import_cifar_kind(src))
+        return dl_import_cifar_dir(im, src, job->label);
     if (is_dir(src))
         return dl_import_idx_dir(im, src);
     if (!is_file(src))
