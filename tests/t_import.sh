@@ -268,4 +268,41 @@ if command -v h5dump >/dev/null; then
 else
     skip import_cifar "needs h5dump (hdf5-tools)"
 fi
+
+# --- --inspect: what a file holds -------------------------------------------------
+# inspect NAME FILE PATTERN...: exit 0 and every pattern (grep -F) in the description
+inspect() {
+    local name=$1 file=$2; shift 2
+    if ! "$DLBENCH" import --inspect "$file" >"$tmp/insp" 2>"$tmp/err"; then
+        fail "$name" "status $?: $(head -c 300 "$tmp/err")"; return
+    fi
+    for p in "$@"; do
+        grep -qF -- "$p" "$tmp/insp" || { fail "$name" "lacks '$p': $(head -c 600 "$tmp/insp")"; return; }
+    done
+    pass "$name"
+}
+# a small IDX pair: 3 images 2x2, labels 0 1 4
+printf '\x00\x00\x08\x03\x00\x00\x00\x03\x00\x00\x00\x02\x00\x00\x00\x02' >"$tmp/s-images-idx3-ubyte"
+head -c 12 /dev/zero >>"$tmp/s-images-idx3-ubyte"
+printf '\x00\x00\x08\x01\x00\x00\x00\x03\x00\x01\x04' >"$tmp/s-labels-idx1-ubyte"
+t_status import_small_idx 0 "" "$tmp/s-images-idx3-ubyte" "$tmp/s.h5"
+inspect import_inspect_idx "$tmp/s.h5" "kind: labelled samples, 5 classes" "/train" \
+    "  x        [3, 1, 2, 2] u8" "  y        [3] i32" "classes = 5" \
+    'source = ["'"$tmp"'/s-images-idx3-ubyte", "'"$tmp"'/s-labels-idx1-ubyte"]' \
+    'origin = "IDX '"$tmp"'/s-images-idx3-ubyte"'
+inspect import_inspect_csv "$tmp/keep.h5" "kind: labelled samples" "  x        [1, 1] f32" "count = 1"
+"$DLBENCH" import --synthetic blobs --classes 3 --samples 40 "$tmp/syn.h5" >/dev/null 2>&1
+inspect import_inspect_synthetic "$tmp/syn.h5" "kind: labelled samples, 3 classes" \
+    "/test" "  x        [10, 2] f32" "/train" "  x        [40, 2] f32" "origin = \"synthetic blobs"
+inspect import_inspect_text "$tmp/keep_text.h5" "kind: text, vocabulary chars, 10 ids" \
+    "vocab_size = 10" "  tokens   [9] " "(9 tokens)" "(2 tokens)" 'vocab_kind = "chars"'
+if [ -f "$tmp/c10.h5" ]; then
+    inspect import_inspect_cifar "$tmp/c10.h5" "kind: labelled samples, 10 classes" \
+        "  x        [5, 3, 32, 32] u8" "  x        [2, 3, 32, 32] u8" '"airplane", "automobile"' \
+        'origin = "CIFAR-10 '"$tmp"'/c10"'
+    inspect import_inspect_cifar100 "$tmp/c100c.h5" "20 classes" '"coarse0", "coarse1"' "(coarse labels)"
+fi
+t_status import_inspect_missing 2 "nope.h5: No such file or directory" --inspect "$tmp/nope.h5"
+t_status import_inspect_not_hdf5 2 "one.csv: not an HDF5 file" --inspect "$tmp/one.csv"
+t_status import_inspect_two_paths 2 "--inspect takes one FILE.h5" --inspect "$tmp/s.h5" "$tmp/syn.h5"
 [ $fails -eq 0 ]

@@ -162,6 +162,10 @@ static const dl_opt import_opts[] = {
      "a folder of IDX files or CIFAR-10/100 binary batches, an IDX images file (labels found "
      "by name) or a CSV file with a header row",
      0},
+    {DL_OPT_INSPECT, "--inspect", NULL, NULL,
+     "print what FILE.h5 holds (splits, datasets, shapes, dtypes, classes, vocabulary, "
+     "sources) and write nothing",
+     0},
     {DL_OPT_TEXT, "--text", NULL, NULL,
      "the paths are text files or folders of them: token ids for a language model", 0},
     {DL_OPT_VOCAB, "--vocab", NULL, "bytes|chars",
@@ -235,7 +239,8 @@ static const dl_command table[] = {
      "[options] SRC OUT.h5\n"
      "[options] IMAGES.idx LABELS.idx OUT.h5\n"
      "--synthetic spirals|blobs [options] OUT.h5\n"
-     "--text FILE|DIR... OUT.h5 [--vocab bytes|chars] [--val-fraction F]",
+     "--text FILE|DIR... OUT.h5 [--vocab bytes|chars] [--val-fraction F]\n"
+     "--inspect FILE.h5",
      "IDX, CIFAR, CSV or text into HDF5 (--synthetic NAME too)", import_opts,
      "IDX files are train-/t10k-images-idx3-ubyte and -labels-idx1-ubyte, gzipped or not. "
      "CIFAR-10 is data_batch_1..5.bin and test_batch.bin, CIFAR-100 train.bin and test.bin "
