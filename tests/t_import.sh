@@ -175,4 +175,134 @@ if [ -n "$before" ] && [ "$before" = "$after" ] && [ ! -e "$tmp/keep_text.h5.tmp
 else
     fail import_text_failure_keeps_old_output "keep_text.h5 changed or a .tmp was left"
 fi
+
+# --- CIFAR-10 / CIFAR-100 binary batches written here in the documented format ---------
+# mk_cifar DIR KIND: CIFAR-10 (data_batch_1.bin 3 records, data_batch_2.bin 2, test_batch.bin 2)
+# or CIFAR-100 (train.bin 4, test.bin 2, name files); expected pixels and labels beside them
+mk_cifar() {
+    mkdir -p "$1" && /usr/bin/python3 - "$1" "$2" <<'PYEOF'
+import sys, random, struct
+d, kind = sys.argv[1], sys.argv[2]
+r = random.Random(7)
+def batch(name, n, split):
+    recs, px, lab, coarse = b"", b"", [], []
+    for i in range(n):
+        p = bytes(r.randrange(256) for _ in range(3072))
+        fine, co = r.randrange(100 if kind == "100" else 10), r.randrange(20)
+        recs += (bytes([co, fine]) if kind == "100" else bytes([fine])) + p
+        px += p; lab.append(fine); coarse.append(co)
+    open(f"{d}/{name}", "wb").write(recs)
+    return px, lab, coarse
+sp = {"train": [], "test": []}
+files = {"10": [("data_batch_1.bin", 3, "train"), ("data_batch_2.bin", 2, "train"),
+                ("test_batch.bin", 2, "test")],
+         "100": [("train.bin", 4, "train"), ("test.bin", 2, "test")]}[kind]
+for name, n, split in files:
+    sp[split].append(batch(name, n, split))
+for split, parts in sp.items():
+    open(f"{d}/want_{split}_x", "wb").write(b"".join(p[0] for p in parts))
+    fine = [v for p in parts for v in p[1]]; co = [v for p in parts for v in p[2]]
+    open(f"{d}/want_{split}_fine", "wb").write(struct.pack(f"<{len(fine)}i", *fine))
+    open(f"{d}/want_{split}_coarse", "wb").write(struct.pack(f"<{len(co)}i", *co))
+if kind == "100":
+    open(f"{d}/fine_label_names.txt", "w").write("".join(f"fine{i}\n" for i in range(100)))
+    open(f"{d}/coarse_label_names.txt", "w").write("".join(f"coarse{i}\n" for i in range(20)))
+PYEOF
+}
+# same_h5 NAME FILE DATASET WANT: the dataset's raw little-endian bytes equal WANT
+same_h5() {
+    rm -f "$tmp/raw"
+    if h5dump -d "$3" -b LE -o "$tmp/raw" "$2" >/dev/null 2>&1 && cmp -s "$tmp/raw" "$4"; then
+        pass "$1"
+    else
+        fail "$1" "$3 of $2 differs from $4"
+    fi
+}
+if command -v h5dump >/dev/null; then
+    mk_cifar "$tmp/c10" 10
+    t_status import_cifar10 0 "" "$tmp/c10" "$tmp/c10.h5"
+    grep -q "CIFAR-10" "$tmp/out" && grep -q "/train        5 x \[3, 32, 32\] u8, y i32, 10 classes" "$tmp/out" &&
+        pass import_cifar10_summary || fail import_cifar10_summary "$(cat "$tmp/out")"
+    h5dump -H -d /train/x "$tmp/c10.h5" 2>/dev/null | grep -q "H5T_STD_U8LE" &&
+        h5dump -H -d /train/x "$tmp/c10.h5" | grep -q "( 5, 3, 32, 32 )" &&
+        h5dump -H -d /test/x "$tmp/c10.h5" | grep -q "( 2, 3, 32, 32 )" &&
+        pass import_cifar10_shape || fail import_cifar10_shape "$(h5dump -H -d /train/x "$tmp/c10.h5" 2>&1 | head -8)"
+    same_h5 import_cifar10_train_pixels "$tmp/c10.h5" /train/x "$tmp/c10/want_train_x"
+    same_h5 import_cifar10_train_labels "$tmp/c10.h5" /train/y "$tmp/c10/want_train_fine"
+    same_h5 import_cifar10_test_pixels "$tmp/c10.h5" /test/x "$tmp/c10/want_test_x"
+    same_h5 import_cifar10_test_labels "$tmp/c10.h5" /test/y "$tmp/c10/want_test_fine"
+    h5dump -a /train/class_names "$tmp/c10.h5" | grep -q "SIMPLE { ( 10 )" &&
+        h5dump -a /train/class_names "$tmp/c10.h5" | grep -q "\"airplane\", \"automobile\"" &&
+        h5dump -a /train/class_names "$tmp/c10.h5" | grep -q "\"truck\"" &&
+        h5dump -a /train/classes "$tmp/c10.h5" | grep -q "(0): 10" &&
+        pass import_cifar10_names || fail import_cifar10_names "$(h5dump -a /train/class_names "$tmp/c10.h5" 2>&1 | head)"
+    printf 'a\nb\nc\nd\ne\nf\ng\nh\ni\nj\n\n' >"$tmp/c10/batches.meta.txt"
+    t_status import_cifar10_meta 0 "" "$tmp/c10" "$tmp/c10m.h5"
+    h5dump -a /test/class_names "$tmp/c10m.h5" | grep -q "SIMPLE { ( 10 )" && h5dump -a /test/class_names "$tmp/c10m.h5" | grep -q "\"a\", \"b\"" &&
+        pass import_cifar10_meta_names || fail import_cifar10_meta_names "batches.meta.txt not used"
+    t_status import_cifar10_no_label 2 "CIFAR-10 has one label" --label coarse "$tmp/c10" "$tmp/o.h5"
+
+    mk_cifar "$tmp/c100" 100
+    t_status import_cifar100_fine 0 "" "$tmp/c100" "$tmp/c100f.h5"
+    same_h5 import_cifar100_fine_labels "$tmp/c100f.h5" /train/y "$tmp/c100/want_train_fine"
+    same_h5 import_cifar100_pixels "$tmp/c100f.h5" /train/x "$tmp/c100/want_train_x"
+    h5dump -a /train/classes "$tmp/c100f.h5" | grep -q "(0): 100" &&
+        h5dump -a /train/class_names "$tmp/c100f.h5" | grep -q '"fine0"' &&
+        pass import_cifar100_fine_names || fail import_cifar100_fine_names "classes or names"
+    t_status import_cifar100_coarse 0 "" --label coarse "$tmp/c100" "$tmp/c100c.h5"
+    same_h5 import_cifar100_coarse_labels "$tmp/c100c.h5" /train/y "$tmp/c100/want_train_coarse"
+    same_h5 import_cifar100_coarse_test "$tmp/c100c.h5" /test/y "$tmp/c100/want_test_coarse"
+    h5dump -a /train/classes "$tmp/c100c.h5" | grep -q "(0): 20" &&
+        h5dump -a /test/class_names "$tmp/c100c.h5" | grep -q '"coarse19"' &&
+        pass import_cifar100_coarse_names || fail import_cifar100_coarse_names "classes or names"
+    t_status import_cifar100_bad_label 2 'expected fine or coarse' --label medium "$tmp/c100" "$tmp/o.h5"
+
+    # a truncated batch: the file and its byte count, no output
+    mkdir -p "$tmp/ctrunc"
+    head -c 6246 /dev/zero >"$tmp/ctrunc/data_batch_1.bin"
+    t_status import_cifar_truncated 2 \
+        'data_batch_1.bin: 6246 bytes, not a whole number of 3073-byte CIFAR records' \
+        "$tmp/ctrunc" "$tmp/ctrunc.h5"
+    [ ! -e "$tmp/ctrunc.h5" ] && [ ! -e "$tmp/ctrunc.h5.tmp" ] &&
+        pass import_cifar_truncated_no_output || fail import_cifar_truncated_no_output "output left"
+else
+    skip import_cifar "needs h5dump (hdf5-tools)"
+fi
+
+# --- --inspect: what a file holds -------------------------------------------------
+# inspect NAME FILE PATTERN...: exit 0 and every pattern (grep -F) in the description
+inspect() {
+    local name=$1 file=$2; shift 2
+    if ! "$DLBENCH" import --inspect "$file" >"$tmp/insp" 2>"$tmp/err"; then
+        fail "$name" "status $?: $(head -c 300 "$tmp/err")"; return
+    fi
+    for p in "$@"; do
+        grep -qF -- "$p" "$tmp/insp" || { fail "$name" "lacks '$p': $(head -c 600 "$tmp/insp")"; return; }
+    done
+    pass "$name"
+}
+# a small IDX pair: 3 images 2x2, labels 0 1 4
+printf '\x00\x00\x08\x03\x00\x00\x00\x03\x00\x00\x00\x02\x00\x00\x00\x02' >"$tmp/s-images-idx3-ubyte"
+head -c 12 /dev/zero >>"$tmp/s-images-idx3-ubyte"
+printf '\x00\x00\x08\x01\x00\x00\x00\x03\x00\x01\x04' >"$tmp/s-labels-idx1-ubyte"
+t_status import_small_idx 0 "" "$tmp/s-images-idx3-ubyte" "$tmp/s.h5"
+inspect import_inspect_idx "$tmp/s.h5" "kind: labelled samples, 5 classes" "/train" \
+    "  x        [3, 1, 2, 2] u8" "  y        [3] i32" "classes = 5" \
+    'source = ["'"$tmp"'/s-images-idx3-ubyte", "'"$tmp"'/s-labels-idx1-ubyte"]' \
+    'origin = "IDX '"$tmp"'/s-images-idx3-ubyte"'
+inspect import_inspect_csv "$tmp/keep.h5" "kind: labelled samples" "  x        [1, 1] f32" "count = 1"
+"$DLBENCH" import --synthetic blobs --classes 3 --samples 40 "$tmp/syn.h5" >/dev/null 2>&1
+inspect import_inspect_synthetic "$tmp/syn.h5" "kind: labelled samples, 3 classes" \
+    "/test" "  x        [10, 2] f32" "/train" "  x        [40, 2] f32" "origin = \"synthetic blobs"
+inspect import_inspect_text "$tmp/keep_text.h5" "kind: text, vocabulary chars, 10 ids" \
+    "vocab_size = 10" "  tokens   [9] " "(9 tokens)" "(2 tokens)" 'vocab_kind = "chars"'
+if [ -f "$tmp/c10.h5" ]; then
+    inspect import_inspect_cifar "$tmp/c10.h5" "kind: labelled samples, 10 classes" \
+        "  x        [5, 3, 32, 32] u8" "  x        [2, 3, 32, 32] u8" '"airplane", "automobile"' \
+        'origin = "CIFAR-10 '"$tmp"'/c10"'
+    inspect import_inspect_cifar100 "$tmp/c100c.h5" "20 classes" '"coarse0", "coarse1"' "(coarse labels)"
+fi
+t_status import_inspect_missing 2 "nope.h5: No such file or directory" --inspect "$tmp/nope.h5"
+t_status import_inspect_not_hdf5 2 "one.csv: not an HDF5 file" --inspect "$tmp/one.csv"
+t_status import_inspect_two_paths 2 "--inspect takes one FILE.h5" --inspect "$tmp/s.h5" "$tmp/syn.h5"
 [ $fails -eq 0 ]

@@ -14,9 +14,11 @@
 #include "engine/data/data.h"
 #include "engine/data/h5write.h"
 #include "engine/data/import.h"
+#include "engine/data/import_cifar.h"
 #include "engine/data/import_csv.h"
 #include "engine/data/import_idx.h"
 #include "engine/data/import_text.h"
+#include "engine/data/inspect.h"
 #include "tui/cmd/commands.h"
 #include "tui/cmd/exit.h"
 #include "tui/cmd/opts.h"
@@ -31,6 +33,7 @@ typedef struct import_job {
     long samples, chunk;
     int classes, gzip;
     int text, chars, vocab_given; /* --text, --vocab chars, --vocab seen */
+    int inspect;                  /* --inspect */
     float noise;
     uint64_t seed;
     dl_import im;
@@ -106,10 +109,12 @@ static int check_output(const char *out)
     return 0;
 }
 
-/* SRC: a folder of IDX files, a CSV file or an IDX images file. */
+/* SRC: a folder of CIFAR batches or IDX files, a CSV file or an IDX images file. */
 static int load_source(import_job *job, const char *src)
 {
     dl_import *im = &job->im;
+    if (is_dir(src) && dl_import_cifar_kind(src))
+        return dl_import_cifar_dir(im, src, job->label);
     if (is_dir(src))
         return dl_import_idx_dir(im, src);
     if (!is_file(src))
@@ -227,6 +232,17 @@ static int run_text(const import_job *job, int npos, char **pos)
     return 0;
 }
 
+/* --inspect FILE.h5: what it holds, on stdout. */
+static int run_inspect(const import_job *job, int npos, char **pos)
+{
+    if (job->text || job->synthetic)
+        return fail_input("--inspect takes only FILE.h5 (not --text or --synthetic)");
+    if (npos != 1)
+        return fail_input("--inspect takes one FILE.h5 (got %d paths)", npos);
+    int rc = dl_data_inspect(pos[0], stdout);
+    return rc < 0 ? report(rc) : 0;
+}
+
 /* The command line into job and pos[0..*npos): returns -1 to go on, else
  * the exit status (0 for --help). */
 static int parse_fraction(import_job *job, const char *val)
@@ -256,6 +272,7 @@ static int take_option(import_job *job, const dl_opt *o, const char *val)
     case DL_OPT_HELP: dl_command_usage(this_cmd, stdout); return DL_EXIT_OK;
     case DL_OPT_LABEL: job->label = val; break;
     case DL_OPT_TEXT: job->text = 1; break;
+    case DL_OPT_INSPECT: job->inspect = 1; break;
     case DL_OPT_VOCAB:
         if (strcmp(val, "bytes") && strcmp(val, "chars"))
             return fail_input("--vocab \"%s\": expected bytes or chars", val);
@@ -327,7 +344,9 @@ int dl_cmd_import(const dl_command *self, int argc, char **argv)
     char **pos = calloc((size_t)argc + 1, sizeof *pos);
     int npos = 0;
     int status = pos ? parse_args(job, argc, argv, pos, &npos) : 1;
-    if (status < 0 && job->text) {
+    if (status < 0 && job->inspect) {
+        status = run_inspect(job, npos, pos);
+    } else if (status < 0 && job->text) {
         status = job->synthetic ? fail_input("--text and --synthetic exclude each other")
                  : npos < 2     ? (dl_command_usage(this_cmd, stderr), DL_EXIT_USAGE)
                                 : run_text(job, npos, pos);

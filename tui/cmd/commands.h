@@ -82,7 +82,8 @@ enum {
     DL_OPT_CLASSES,
     DL_OPT_NOISE,
     DL_OPT_CHUNK,
-    DL_OPT_GZIP
+    DL_OPT_GZIP,
+    DL_OPT_INSPECT
 };
 
 typedef int (*dl_command_fn)(const dl_command *self, int argc, char **argv);

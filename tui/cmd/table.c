@@ -159,14 +159,19 @@ static const dl_opt profile_opts[] = {
 
 static const dl_opt import_opts[] = {
     {0, "SRC", NULL, NULL,
-     "a folder of IDX files, an IDX images file (labels found by name) or "
-     "a CSV file with a header row",
+     "a folder of IDX files or CIFAR-10/100 binary batches, an IDX images file (labels found "
+     "by name) or a CSV file with a header row",
+     0},
+    {DL_OPT_INSPECT, "--inspect", NULL, NULL,
+     "print what FILE.h5 holds (splits, datasets, shapes, dtypes, classes, vocabulary, "
+     "sources) and write nothing",
      0},
     {DL_OPT_TEXT, "--text", NULL, NULL,
      "the paths are text files or folders of them: token ids for a language model", 0},
     {DL_OPT_VOCAB, "--vocab", NULL, "bytes|chars",
      "--text: ids are the bytes, or the UTF-8 characters seen (default chars)", 0},
-    {DL_OPT_LABEL, "--label", NULL, "COLUMN", "CSV: the label column (name, or 0-based index)", 0},
+    {DL_OPT_LABEL, "--label", NULL, "COLUMN",
+     "CSV: the label column (name, or 0-based index); CIFAR-100: fine|coarse (default fine)", 0},
     {DL_OPT_VAL_FRACTION, "--val-fraction", NULL, "F",
      "move a random fraction F of /train to /val (--text: the last F of each file's tokens "
      "to /test, default 0.1)",
@@ -234,9 +239,12 @@ static const dl_command table[] = {
      "[options] SRC OUT.h5\n"
      "[options] IMAGES.idx LABELS.idx OUT.h5\n"
      "--synthetic spirals|blobs [options] OUT.h5\n"
-     "--text FILE|DIR... OUT.h5 [--vocab bytes|chars] [--val-fraction F]",
-     "IDX, CSV or text into HDF5 (--synthetic NAME too)", import_opts,
+     "--text FILE|DIR... OUT.h5 [--vocab bytes|chars] [--val-fraction F]\n"
+     "--inspect FILE.h5",
+     "IDX, CIFAR, CSV or text into HDF5 (--synthetic NAME too)", import_opts,
      "IDX files are train-/t10k-images-idx3-ubyte and -labels-idx1-ubyte, gzipped or not. "
+     "CIFAR-10 is data_batch_1..5.bin and test_batch.bin, CIFAR-100 train.bin and test.bin "
+     "(class names from batches.meta.txt, fine_label_names.txt or coarse_label_names.txt). "
      "--text reads every regular file of a folder in name order (not *.dat, dot-files or "
      "links to a file already read), each ending with a newline; /test is the last F of each "
      "file's tokens, /train the rest (dl.data.text reads them). "
