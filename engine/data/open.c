@@ -37,6 +37,15 @@ static int open_hdf5(const dl_data_desc *d, int batch, uint64_t seed, dl_backend
     o.prefetch = d->prefetch;
     o.scale = d->scale;
     o.be = be;
+    o.mode = (dl_hdf5_mode)d->mode;
+    o.memory_budget = d->memory_budget > 0 ? (size_t)d->memory_budget : 0;
+    o.shuffle_window = d->shuffle_window > 0 ? (size_t)d->shuffle_window : 0;
+    if (d->x_name[0])
+        o.x_name = d->x_name;
+    if (d->y_name[0])
+        o.y_name = d->y_name;
+    o.crop_pad = d->crop_pad;
+    o.hflip = d->hflip;
     if (d->channels > 0) {
         o.normalize = 1;
         o.channels = d->channels;
@@ -50,6 +59,8 @@ static int open_hdf5(const dl_data_desc *d, int batch, uint64_t seed, dl_backend
         o.group = d->val;
         o.shuffle = 0;
         o.drop_last = 0;
+        o.crop_pad = 0; /* validation sees the images as they are */
+        o.hflip = 0;
         o.limit = d->val_limit > 0 ? (size_t)d->val_limit : 0;
         DL_TRY(dl_source_hdf5(val, &o));
     }
