@@ -284,8 +284,28 @@ static int data_text(lua_State *L)
     return 1;
 }
 
+/* data.classes: the training group's class_names attribute as an array
+ * of strings, read from the file now; nil without one. */
+static void push_class_names(lua_State *L, const dl_data_desc *d)
+{
+    char *buf;
+    size_t len;
+    int n = dl_data_class_names(d->path, d->train, &buf, &len);
+    if (n == 0) {
+        lua_pushnil(L);
+        return;
+    }
+    lua_createtable(L, n, 0);
+    for (int i = 0; i < n; i++) {
+        lua_pushstring(L, buf + (size_t)i * len);
+        lua_rawseti(L, -2, i + 1);
+    }
+    free(buf);
+}
+
 /* data.vocab (text: the vocabulary size) and data.context; data.mode
- * (hdf5: the mode asked for, "auto" until the run opens the file); nil
+ * (hdf5: the mode asked for, "auto" until the run opens the file) and
+ * data.classes (hdf5); nil
  * otherwise. */
 static int data_index(lua_State *L)
 {
@@ -297,6 +317,8 @@ static int data_index(lua_State *L)
         lua_pushinteger(L, d->context);
     else if (d->kind == DL_DATA_HDF5 && k && !strcmp(k, "mode"))
         lua_pushstring(L, d->mode == 1 ? "memory" : d->mode == 2 ? "streaming" : "auto");
+    else if (d->kind == DL_DATA_HDF5 && k && !strcmp(k, "classes"))
+        push_class_names(L, d);
     else
         lua_pushnil(L);
     return 1;

@@ -60,4 +60,11 @@ typedef struct dl_data_desc {
 int dl_data_open(const dl_data_desc *d, int batch, uint64_t seed, dl_backend *be, dl_source **train,
                  dl_source **val, char *fp, size_t fp_size);
 
+/* Reads the "class_names" attribute of path:group (a 1-D array of
+ * fixed-length strings, as dlbench import writes it) into *buf, one
+ * malloc'd block of n names of *len bytes each, NUL-padded; the caller
+ * frees it. Returns n, or 0 (*buf NULL) when the file, group or attribute
+ * is missing or unreadable: class names are optional. */
+int dl_data_class_names(const char *path, const char *group, char **buf, size_t *len);
+
 #endif

@@ -41,3 +41,11 @@ test("did you mean", function ()
   expect_error("unknown option 'modee' (known: ", dl.data.hdf5, { path = F, modee = "auto" })
   expect_error("shuffle_window", dl.data.hdf5, { path = F, modee = "auto" })
 end)
+
+test("class names", function ()
+  local c = dl.data.hdf5 { path = F }.classes
+  assert(type(c) == "table" and #c == 10, tostring(c))
+  assert(c[1] == "T-shirt/top" and c[10] == "Ankle boot", tostring(c[1]) .. " / " .. tostring(c[10]))
+  assert(dl.data.hdf5 { path = "data/does-not-exist.h5" }.classes == nil)
+  assert(dl.data.hdf5 { path = F, train = "/nope" }.classes == nil)
+end)
