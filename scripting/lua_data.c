@@ -75,8 +75,105 @@ static void read_common(dl_lua_opts *o, dl_data_desc *d)
     read_norm(o, d);
 }
 
-/* dl.data.hdf5 { path, train = "/train", val = "/test", scale, workers,
- * prefetch, shuffle, mean, std, limit, val_limit } */
+/* PyTorch / Keras names with the dl.data.* name that means the same. */
+static const char *const hints[][2] = {
+    {"num_workers", "workers"},
+    {"prefetch_factor", "prefetch"},
+    {"batch_size", "set batch in dl.experiment { batch = ... }"},
+    {"transform", "augment = { crop = 4, flip = true }"},
+    {"budget", "memory_budget"},
+    {"window", "shuffle_window"},
+};
+
+/* Before dl_lua_opt_check: a known alias gets "did you mean" with the
+ * known options listed. */
+static void check_hints(dl_lua_opts *o)
+{
+    lua_State *L = o->L;
+    if (!o->idx)
+        return;
+    for (size_t i = 0; i < sizeof hints / sizeof hints[0]; i++) {
+        if (lua_getfield(L, o->idx, hints[i][0]) == LUA_TNIL) {
+            lua_pop(L, 1);
+            continue;
+        }
+        char list[512] = "";
+        size_t len = 0;
+        for (int k = 0; k < o->nknown; k++)
+            len += (size_t)snprintf(list + len, len < sizeof list ? sizeof list - len : 0, "%s%s",
+                                    k ? ", " : "", o->known[k]);
+        dl_lua_error(L, "%s: unknown option '%s' (did you mean %s?) (known: %s)", o->fn,
+                     hints[i][0], hints[i][1], list);
+    }
+}
+
+/* memory_budget: bytes, or a string "512MiB" (B, KiB, MiB, GiB, TiB). */
+static double read_budget(dl_lua_opts *o)
+{
+    lua_State *L = o->L;
+    const char *want = "a number of bytes or a size such as \"512MiB\" or \"2GiB\"";
+    int t = dl_lua_opt_push(o, "memory_budget");
+    double v = 0;
+    if (t == LUA_TNUMBER) {
+        v = lua_tonumber(L, -1);
+    } else if (t == LUA_TSTRING) {
+        const char *str = lua_tostring(L, -1);
+        char *end;
+        v = strtod(str, &end);
+        while (*end == ' ')
+            end++;
+        static const char *units[] = {"", "B", "KiB", "MiB", "GiB", "TiB"};
+        static const double mul[] = {1, 1, 1024.0, 1048576.0, 1073741824.0, 1099511627776.0};
+        int u = -1;
+        for (int i = 0; i < 6 && u < 0; i++)
+            if (!strcmp(end, units[i]))
+                u = i;
+        if (end == str || u < 0)
+            dl_lua_fielderror(L, o->fn, "memory_budget", want);
+        v *= mul[u];
+    } else if (t != LUA_TNIL) {
+        dl_lua_fielderror(L, o->fn, "memory_budget", want);
+    }
+    if (!(v >= 0) || v > 1e18 || (t != LUA_TNIL && v < 1))
+        dl_lua_fielderror(L, o->fn, "memory_budget", want); /* the value on the stack */
+    lua_pop(L, 1);
+    return v;
+}
+
+/* augment = { crop = pixels, flip = true }: training-split augmentation. */
+static void read_augment(dl_lua_opts *o, dl_data_desc *d)
+{
+    lua_State *L = o->L;
+    int t = dl_lua_opt_push(o, "augment");
+    if (t == LUA_TTABLE) {
+        dl_lua_opts a;
+        dl_lua_opt_begin(&a, L, "dl.data.hdf5 augment", -1, 1);
+        d->crop_pad = dl_lua_opt_int(&a, "crop", 0, 0);
+        d->hflip = dl_lua_opt_boolean(&a, "flip", 0);
+        dl_lua_opt_check(&a);
+    } else if (t != LUA_TNIL) {
+        dl_lua_fielderror(L, o->fn, "augment", "a table { crop = 4, flip = true }");
+    }
+    lua_pop(L, 1);
+}
+
+static void read_mode(dl_lua_opts *o, dl_data_desc *d)
+{
+    static const char *modes[] = {"auto", "memory", "streaming"};
+    int t = dl_lua_opt_push(o, "mode");
+    d->mode = t == LUA_TNIL ? 0 : -1;
+    for (int i = 0; i < 3 && t == LUA_TSTRING; i++)
+        if (!strcmp(lua_tostring(o->L, -1), modes[i]))
+            d->mode = i;
+    if (d->mode < 0) /* the value still on the stack: the message shows it */
+        dl_lua_fielderror(o->L, o->fn, "mode", "\"memory\", \"streaming\" or \"auto\"");
+    lua_pop(o->L, 1);
+}
+
+/* dl.data.hdf5 { path, train = "/train", val = "/test", x = "x", y = "y",
+ * scale, workers, prefetch, shuffle, drop_last, flatten, mean, std, limit,
+ * val_limit, augment = { crop, flip }, mode = "auto", memory_budget,
+ * shuffle_window } */
 static int data_hdf5(lua_State *L)
 {
     dl_lua_opts o;
@@ -85,11 +182,18 @@ static int data_hdf5(lua_State *L)
     dl_lua_opt_string(&o, "path", NULL, d->path, sizeof d->path);
     dl_lua_opt_string(&o, "train", "/train", d->train, sizeof d->train);
     dl_lua_opt_string(&o, "val", "", d->val, sizeof d->val);
+    dl_lua_opt_string(&o, "x", "", d->x_name, sizeof d->x_name);
+    dl_lua_opt_string(&o, "y", "", d->y_name, sizeof d->y_name);
     d->workers = dl_lua_opt_int(&o, "workers", -1, -1);
     d->prefetch = dl_lua_opt_int(&o, "prefetch", 4, 1);
     d->limit = dl_lua_opt_integer(&o, "limit", 0, 0);
     d->val_limit = dl_lua_opt_integer(&o, "val_limit", 0, 0);
     read_common(&o, d);
+    read_augment(&o, d);
+    read_mode(&o, d);
+    d->memory_budget = read_budget(&o);
+    d->shuffle_window = dl_lua_opt_integer(&o, "shuffle_window", 0, 0);
+    check_hints(&o);
     dl_lua_opt_check(&o);
     if (!d->path[0])
         dl_lua_error(L, "dl.data.hdf5: path (the .h5 file) is required");
@@ -165,6 +269,7 @@ static int data_text(lua_State *L)
     dl_lua_opt_int(&o, "workers", -1, -1);
     d->workers = 0;
     d->scale = 1;
+    check_hints(&o);
     dl_lua_opt_check(&o);
     if (!d->path[0])
         dl_lua_error(L, "dl.data.text: path (the .h5 file from dlbench import --text) is required");
@@ -179,7 +284,29 @@ static int data_text(lua_State *L)
     return 1;
 }
 
-/* data.vocab (text: the vocabulary size) and data.context; nil otherwise. */
+/* data.classes: the training group's class_names attribute as an array
+ * of strings, read from the file now; nil without one. */
+static void push_class_names(lua_State *L, const dl_data_desc *d)
+{
+    char *buf;
+    size_t len;
+    int n = dl_data_class_names(d->path, d->train, &buf, &len);
+    if (n == 0) {
+        lua_pushnil(L);
+        return;
+    }
+    lua_createtable(L, n, 0);
+    for (int i = 0; i < n; i++) {
+        lua_pushstring(L, buf + (size_t)i * len);
+        lua_rawseti(L, -2, i + 1);
+    }
+    free(buf);
+}
+
+/* data.vocab (text: the vocabulary size) and data.context; data.mode
+ * (hdf5: the mode asked for, "auto" until the run opens the file) and
+ * data.classes (hdf5); nil
+ * otherwise. */
 static int data_index(lua_State *L)
 {
     dl_data_desc *d = luaL_checkudata(L, 1, DL_DATA_MT);
@@ -188,6 +315,10 @@ static int data_index(lua_State *L)
         lua_pushinteger(L, d->vocab);
     else if (d->kind == DL_DATA_TEXT && k && !strcmp(k, "context"))
         lua_pushinteger(L, d->context);
+    else if (d->kind == DL_DATA_HDF5 && k && !strcmp(k, "mode"))
+        lua_pushstring(L, d->mode == 1 ? "memory" : d->mode == 2 ? "streaming" : "auto");
+    else if (d->kind == DL_DATA_HDF5 && k && !strcmp(k, "classes"))
+        push_class_names(L, d);
     else
         lua_pushnil(L);
     return 1;

@@ -85,6 +85,28 @@ static cJSON *schedule_json(const dl_schedule *s)
     return j;
 }
 
+/* The HDF5 options that change the batches (dataset names, mode, budget,
+ * window, augmentation), each only when it is not the default. */
+static void hdf5_json(cJSON *j, const dl_data_desc *d)
+{
+    static const char *modes[] = {"auto", "memory", "streaming"};
+    if (d->x_name[0])
+        cJSON_AddStringToObject(j, "x", d->x_name);
+    if (d->y_name[0])
+        cJSON_AddStringToObject(j, "y", d->y_name);
+    if (d->mode)
+        cJSON_AddStringToObject(j, "mode", modes[d->mode]);
+    if (d->memory_budget > 0)
+        cJSON_AddNumberToObject(j, "memory_budget", d->memory_budget);
+    if (d->shuffle_window > 0)
+        cJSON_AddNumberToObject(j, "shuffle_window", (double)d->shuffle_window);
+    if (d->crop_pad > 0 || d->hflip) {
+        cJSON *a = cJSON_AddObjectToObject(j, "augment");
+        cJSON_AddNumberToObject(a, "crop", d->crop_pad);
+        cJSON_AddBoolToObject(a, "flip", d->hflip);
+    }
+}
+
 static cJSON *data_json(const dl_data_desc *d, const char *fingerprint)
 {
     static const char *kinds[] = {"synthetic", "fashion_mnist", "hdf5", "text"};
@@ -112,6 +134,8 @@ static cJSON *data_json(const dl_data_desc *d, const char *fingerprint)
     cJSON_AddBoolToObject(j, "shuffle", d->shuffle);
     cJSON_AddBoolToObject(j, "drop_last", d->drop_last);
     cJSON_AddBoolToObject(j, "flatten", d->flatten);
+    if (d->kind == DL_DATA_HDF5) /* only what differs from the defaults: old hashes hold */
+        hdf5_json(j, d);
     if (d->channels > 0) {
         cJSON_AddItemToObject(j, "mean", cJSON_CreateFloatArray(d->mean, d->channels));
         cJSON_AddItemToObject(j, "std", cJSON_CreateFloatArray(d->std, d->channels));

@@ -703,6 +703,89 @@ static void test_h5util_attributes(void)
     dl_hdf5_unlock();
 }
 
+/* Reads (dy, dx, flip) back from an augmented ramp image (pixel (i, j) =
+ * 1 + i * w + j, padding 0). Returns 0 when out is no crop/flip of it. */
+static int read_offsets(const uint8_t *out, int h, int w, int *dy, int *dx, int *flip)
+{
+    for (int i = 0; i < h; i++)
+        for (int j = 0; j + 1 < w; j++) {
+            int a = out[i * w + j], b = out[i * w + j + 1];
+            if (!a || !b)
+                continue;
+            int si = (a - 1) / w, sj = (a - 1) % w;
+            *flip = b == a - 1;
+            *dy = si - i;
+            *dx = *flip ? sj - (w - 1 - j) : sj - j;
+            return b == a + 1 || b == a - 1;
+        }
+    return 0;
+}
+
+/* Crop offsets cover all of [-pad, pad] on both axes about evenly, flips
+ * land near half, and a resume in the middle of an augmented epoch gives
+ * the batches (pixels and labels) of the uninterrupted run. */
+static void test_augmentation_statistics_and_resume(void)
+{
+    enum { SN = 4000, SH = 9, SW = 9, PAD = 3, SB = 50 };
+    id_data d = {malloc((size_t)SN * SH * SW), malloc(SN * sizeof(int32_t)), SN, SH * SW};
+    for (int i = 0; i < SN; i++) {
+        for (int p = 0; p < SH * SW; p++)
+            d.x[(size_t)i * SH * SW + p] = (uint8_t)(1 + p);
+        d.y[i] = i;
+    }
+    const char *path = tmp_path("augstats.h5");
+    write_ids(path, &d, SH, SW, 256, 0);
+    dl_hdf5_options o = opts(path, SB, 2);
+    o.crop_pad = PAD;
+    o.hflip = 1;
+    dl_source *s;
+    CHECK_OK(dl_source_hdf5(&s, &o));
+    if (!s)
+        return;
+    CHECK_OK(s->ops->start_epoch(s, 1, 0));
+    static uint8_t ref[SN * SH * SW];
+    static int32_t ref_y[SN];
+    int cy[2 * PAD + 1] = {0}, cx[2 * PAD + 1] = {0}, flips = 0, bad = 0;
+    dl_batch b;
+    size_t n = 0;
+    while (s->ops->next(s, &b) == 1 && n + (size_t)b.n <= SN) {
+        memcpy(ref + n * SH * SW, b.x, (size_t)b.n * SH * SW);
+        memcpy(ref_y + n, b.y, (size_t)b.n * sizeof(int32_t));
+        for (int k = 0; k < b.n; k++) {
+            int dy, dx, f;
+            if (!read_offsets(ref + (n + k) * SH * SW, SH, SW, &dy, &dx, &f) || dy < -PAD ||
+                dy > PAD || dx < -PAD || dx > PAD) {
+                bad++;
+                continue;
+            }
+            cy[dy + PAD]++;
+            cx[dx + PAD]++;
+            flips += f;
+        }
+        n += (size_t)b.n;
+    }
+    CHECK(n == SN && bad == 0);
+    /* each of the 7 offsets expects SN / 7 = 571 (sd ~22): within 20% */
+    for (int k = 0; k < 2 * PAD + 1; k++)
+        CHECK_MSG(cy[k] > SN / 7 * 8 / 10 && cy[k] < SN / 7 * 12 / 10 && cx[k] > SN / 7 * 8 / 10 &&
+                      cx[k] < SN / 7 * 12 / 10,
+                  "offset %d: dy %d, dx %d times of %d", k - PAD, cy[k], cx[k], SN);
+    CHECK_MSG(flips > SN * 45 / 100 && flips < SN * 55 / 100, "%d flips of %d", flips, SN);
+    /* resume epoch 1 at batch 31: the same pixels and labels */
+    CHECK_OK(s->ops->start_epoch(s, 1, 31));
+    n = 31 * SB;
+    int same = 1;
+    while (s->ops->next(s, &b) == 1 && n + (size_t)b.n <= SN) {
+        same &= memcmp(ref + n * SH * SW, b.x, (size_t)b.n * SH * SW) == 0;
+        same &= memcmp(ref_y + n, b.y, (size_t)b.n * sizeof(int32_t)) == 0;
+        n += (size_t)b.n;
+    }
+    CHECK(n == SN && same);
+    dl_source_destroy(s);
+    free(d.x);
+    free(d.y);
+}
+
 int main(void)
 {
     snprintf(tmpdir, sizeof tmpdir, "/tmp/dl-test-h5data-XXXXXX");
@@ -719,6 +802,7 @@ int main(void)
     RUN(test_bad_input);
     RUN(test_concurrent_sources);
     RUN(test_h5util_attributes);
+    RUN(test_augmentation_statistics_and_resume);
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
     if (getenv("KEEP"))

@@ -2,9 +2,11 @@
 #include "engine/data/open.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "engine/base/error.h"
+#include "engine/base/h5util.h"
 #include "engine/base/sha256.h"
 #include "engine/data/h5data.h"
 #include "engine/data/synthetic.h"
@@ -37,6 +39,15 @@ static int open_hdf5(const dl_data_desc *d, int batch, uint64_t seed, dl_backend
     o.prefetch = d->prefetch;
     o.scale = d->scale;
     o.be = be;
+    o.mode = (dl_hdf5_mode)d->mode;
+    o.memory_budget = d->memory_budget > 0 ? (size_t)d->memory_budget : 0;
+    o.shuffle_window = d->shuffle_window > 0 ? (size_t)d->shuffle_window : 0;
+    if (d->x_name[0])
+        o.x_name = d->x_name;
+    if (d->y_name[0])
+        o.y_name = d->y_name;
+    o.crop_pad = d->crop_pad;
+    o.hflip = d->hflip;
     if (d->channels > 0) {
         o.normalize = 1;
         o.channels = d->channels;
@@ -50,6 +61,8 @@ static int open_hdf5(const dl_data_desc *d, int batch, uint64_t seed, dl_backend
         o.group = d->val;
         o.shuffle = 0;
         o.drop_last = 0;
+        o.crop_pad = 0; /* validation sees the images as they are */
+        o.hflip = 0;
         o.limit = d->val_limit > 0 ? (size_t)d->val_limit : 0;
         DL_TRY(dl_source_hdf5(val, &o));
     }
@@ -210,4 +223,66 @@ int dl_data_open(const dl_data_desc *d, int batch, uint64_t seed, dl_backend *be
         *train = *val = NULL;
     }
     return rc;
+}
+
+static int read_names(hid_t g, char **buf, size_t *len)
+{
+    if (H5Aexists(g, "class_names") <= 0)
+        return 0;
+    hid_t a = H5Aopen(g, "class_names", H5P_DEFAULT);
+    hid_t ft = a >= 0 ? H5Aget_type(a) : -1, sp = a >= 0 ? H5Aget_space(a) : -1;
+    int n = 0;
+    if (ft >= 0 && sp >= 0 && H5Tget_class(ft) == H5T_STRING && !H5Tis_variable_str(ft) &&
+        H5Sget_simple_extent_ndims(sp) == 1) {
+        hsize_t count;
+        H5Sget_simple_extent_dims(sp, &count, NULL);
+        size_t w = H5Tget_size(ft);
+        hid_t mt = H5Tcopy(H5T_C_S1);
+        H5Tset_size(mt, w);
+        H5Tset_cset(mt, H5Tget_cset(ft));
+        char *b = count > 0 && count <= 100000 ? calloc(count, w + 1) : NULL;
+        char *tmp = b ? calloc(count, w) : NULL;
+        if (tmp && H5Aread(a, mt, tmp) >= 0) {
+            for (hsize_t i = 0; i < count; i++) /* each name NUL-terminated */
+                memcpy(b + i * (w + 1), tmp + i * w, w);
+            *buf = b;
+            *len = w + 1;
+            n = (int)count;
+            b = NULL;
+        }
+        free(tmp);
+        free(b);
+        H5Tclose(mt);
+    }
+    if (sp >= 0)
+        H5Sclose(sp);
+    if (ft >= 0)
+        H5Tclose(ft);
+    if (a >= 0)
+        H5Aclose(a);
+    return n;
+}
+
+int dl_data_class_names(const char *path, const char *group, char **buf, size_t *len)
+{
+    *buf = NULL;
+    *len = 0;
+    if (!file_exists(path))
+        return 0;
+    dl_hdf5_lock();
+    int n = 0;
+    if (H5Fis_hdf5(path) > 0) {
+        hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+        hid_t g =
+            f >= 0 && H5Lexists(f, group, H5P_DEFAULT) > 0 ? H5Gopen2(f, group, H5P_DEFAULT) : -1;
+        if (g >= 0) {
+            n = read_names(g, buf, len);
+            H5Gclose(g);
+        }
+        if (f >= 0)
+            H5Fclose(f);
+    }
+    H5Eclear2(H5E_DEFAULT);
+    dl_hdf5_unlock();
+    return n;
 }

@@ -33,6 +33,13 @@ typedef struct dl_data_desc {
     int flatten; /* present samples as [features] */
     int context; /* text: tokens per window (T) */
     int vocab;   /* text: vocab_size, read from the file by dl.data.text */
+    /* hdf5 only (dl_hdf5_options): training-split augmentation, loading
+     * mode, budget, window and dataset names ("" for "x" and "y") */
+    int crop_pad, hflip;
+    int mode;             /* dl_hdf5_mode: 0 auto, 1 memory, 2 streaming */
+    double memory_budget; /* bytes; 0: half the physical memory */
+    long shuffle_window;  /* samples; 0: from the budget */
+    char x_name[64], y_name[64];
 } dl_data_desc;
 
 /* Opens the sources d describes, batches of `batch`, shuffled by seed:
@@ -42,7 +49,8 @@ typedef struct dl_data_desc {
  * two splits through dl_source_text (windows of d->context tokens; the
  * validation windows fixed). The validation
  * source has neither shuffle nor drop_last; *val is NULL without one.
- * limit, scale, mean/std and flatten apply to both. be (NULL: malloc):
+ * limit, scale, mean/std, flatten, mode, memory_budget and the dataset
+ * names apply to both; crop and flip to the training split only. be (NULL: malloc):
  * where batch buffers come from (pinned memory on CUDA). fp receives a
  * text identifying the data: the file's name, groups (and the context for
  * text), sample counts and SHA-256, or the generator's parameters and a SHA-256 of the samples
@@ -51,5 +59,12 @@ typedef struct dl_data_desc {
  * NULL. */
 int dl_data_open(const dl_data_desc *d, int batch, uint64_t seed, dl_backend *be, dl_source **train,
                  dl_source **val, char *fp, size_t fp_size);
+
+/* Reads the "class_names" attribute of path:group (a 1-D array of
+ * fixed-length strings, as dlbench import writes it) into *buf, one
+ * malloc'd block of n names of *len bytes each, NUL-padded; the caller
+ * frees it. Returns n, or 0 (*buf NULL) when the file, group or attribute
+ * is missing or unreadable: class names are optional. */
+int dl_data_class_names(const char *path, const char *group, char **buf, size_t *len);
 
 #endif
