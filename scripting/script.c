@@ -1250,9 +1250,12 @@ int dl_script_call_hooks(dl_script *s, dl_hook hook, dl_script_run *run)
 static const char *test_prelude =
     "local counts = ...\n"
     "local function where(name) return (counts.file .. ':' .. name) end\n"
+    "function skip(why) error({skip = why}, 0) end\n"
     "function test(name, fn)\n"
     "  local ok, err = xpcall(fn, debug.traceback)\n"
     "  if ok then counts.passed = counts.passed + 1; print('PASS ' .. where(name))\n"
+    "  elseif type(err) == 'table' and err.skip then print('SKIP ' .. where(name) .. ': ' .. "
+    "err.skip)\n"
     "  else counts.failed = counts.failed + 1\n"
     "    print('FAIL ' .. where(name) .. ': ' .. tostring(err):gsub('\\n', '\\n    ')) end\n"
     "  io.stdout:flush()\n"
