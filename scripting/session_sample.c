@@ -6,16 +6,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <cjson/cJSON.h>
-
 #include "engine/base/error.h"
 #include "engine/data/text.h"
 #include "engine/base/rng.h"
-#include "engine/core/backend.h"
-#include "engine/nn/optim.h"
-#include "engine/rundir/rundir.h"
-#include "engine/rundir/runlog.h"
-#include "engine/train/checkpoint.h"
+#include "scripting/run_model.h"
 #include "scripting/script.h"
 #include "scripting/session.h"
 
@@ -23,14 +17,11 @@
 
 typedef struct sampler {
     const dl_sample_options *o;
-    char run_dir[1024];
-    char data_path[1024];
-    char **ovs; /* the run's k=v overrides */
-    int nov;
+    dl_run_model run; /* dlbench sample: the run opened (unused live) */
+    const char *run_dir;
+    const char *data_path;
     uint64_t seed; /* the run's */
-    dl_script *script;
-    dl_model *m;
-    dl_source *train, *val;
+    dl_model *m;   /* run.model, or the live training's (borrowed) */
     int T, V;
     dl_text_vocab vocab; /* the token file's, through engine/data/text.h */
     /* the token history: prompt, then what was drawn */
@@ -39,48 +30,6 @@ typedef struct sampler {
     float *probs; /* [V] */
     float *host;  /* [max(T, V)]: the input ids, the logits */
 } sampler;
-
-/* --- the run's configuration ---------------------------------------------- */
-
-static int read_overrides(sampler *s, const cJSON *c)
-{
-    const cJSON *ov = cJSON_GetObjectItemCaseSensitive(c, "overrides");
-    int n = cJSON_GetArraySize(ov);
-    s->ovs = calloc((size_t)n + 1, sizeof *s->ovs);
-    if (!s->ovs)
-        return dl_error(DL_ENOMEM, "out of memory");
-    for (const cJSON *x = ov ? ov->child : NULL; x; x = x->next)
-        if (cJSON_IsString(x) && (s->ovs[s->nov] = strdup(x->valuestring)))
-            s->nov++;
-    return DL_OK;
-}
-
-/* config.json: the overrides, the seed and the data file (a token file). */
-static int read_config(sampler *s)
-{
-    char path[1200];
-    snprintf(path, sizeof path, "%s/" DL_RUN_FILE_CONFIG, s->run_dir);
-    cJSON *c = dl_runlog_read_json(path);
-    if (!c)
-        return dl_error(DL_EINVAL, "sample %s: %s", s->o->run, dl_error_message());
-    int rc = read_overrides(s, c);
-    const cJSON *seed = cJSON_GetObjectItemCaseSensitive(c, "seed");
-    if (cJSON_IsNumber(seed) && seed->valuedouble >= 0 && seed->valuedouble < 0x1p63)
-        s->seed = (uint64_t)seed->valuedouble;
-    const cJSON *data = cJSON_GetObjectItemCaseSensitive(c, "data");
-    const cJSON *kind = cJSON_GetObjectItemCaseSensitive(data, "kind");
-    const cJSON *dpath = cJSON_GetObjectItemCaseSensitive(data, "path");
-    if (rc == DL_OK &&
-        !(cJSON_IsString(kind) && !strcmp(kind->valuestring, "text") && cJSON_IsString(dpath)))
-        rc = dl_error(DL_EINVAL,
-                      "sample %s: not a language model: its data is %s, not a token file "
-                      "(dl.data.text)",
-                      s->run_dir, cJSON_IsString(kind) ? kind->valuestring : "unnamed");
-    if (rc == DL_OK)
-        snprintf(s->data_path, sizeof s->data_path, "%s", dpath->valuestring);
-    cJSON_Delete(c);
-    return rc;
-}
 
 /* --- the vocabulary --------------------------------------------------------- */
 
@@ -152,40 +101,6 @@ static int check_lm(sampler *s)
     return DL_OK;
 }
 
-static int checkpoint_path(const sampler *s, char *path, size_t size)
-{
-    const char *c = s->o->checkpoint;
-    if (!c || !strcmp(c, "last"))
-        snprintf(path, size, "%s/" DL_RUN_FILE_CHECKPOINT, s->run_dir);
-    else if (!strcmp(c, "best"))
-        snprintf(path, size, "%s/" DL_RUN_FILE_CHECKPOINT_BEST, s->run_dir);
-    else if (strchr(c, '/') || c[0] == '.')
-        return dl_error(DL_EINVAL, "--checkpoint %s: expected best, last or a checkpoint name", c);
-    else
-        snprintf(path, size, "%s/" DL_RUN_FILE_CHECKPOINT_TAG, s->run_dir, c);
-    return DL_OK;
-}
-
-/* The script copy with the run's overrides, the model on the data's
- * sample shape, its checkpoint on the CPU backend. */
-static int load_model(sampler *s)
-{
-    char script[1200], fp[512], path[1200];
-    snprintf(script, sizeof script, "%s/" DL_RUN_FILE_SCRIPT, s->run_dir);
-    dl_script_options so = {script, s->ovs, s->nov, 0};
-    DL_TRY(dl_script_load_study(&s->script, &so, NULL, 0));
-    dl_experiment *e = dl_script_experiment(s->script);
-    dl_backend *cpu = dl_backend_cpu(0);
-    DL_TRY(dl_script_open_data(s->script, 1, s->seed, cpu, &s->train, &s->val, fp, sizeof fp));
-    DL_TRY(dl_model_create(&s->m, dl_script_take_model(s->script), &s->train->info.sample));
-    DL_TRY(check_lm(s));
-    DL_TRY(checkpoint_path(s, path, sizeof path));
-    DL_TRY(dl_model_init_state(s->m, cpu, dl_optim_moments(&e->optim), s->seed));
-    dl_checkpoint_info info;
-    DL_TRY(dl_checkpoint_load(path, s->m, &info));
-    return dl_model_plan(s->m, 1);
-}
-
 /* --- drawing ----------------------------------------------------------------- */
 
 static int cmp_desc(const void *a, const void *b)
@@ -247,13 +162,7 @@ static int next_token(sampler *s, long i)
 
 static void sampler_done(sampler *s)
 {
-    for (int i = 0; i < s->nov; i++)
-        free(s->ovs[i]);
-    free(s->ovs);
-    dl_model_destroy(s->m);
-    dl_source_destroy(s->train);
-    dl_source_destroy(s->val);
-    dl_script_destroy(s->script);
+    dl_run_model_close(&s->run);
     dl_text_vocab_done(&s->vocab);
     free(s->ids);
     free(s->probs);
@@ -283,14 +192,28 @@ static int generate(sampler *s)
     return DL_OK;
 }
 
-static int sample_steps(sampler *s)
+/* The run's data must be a token file (its vocabulary decodes the ids). */
+static int open_run(sampler *s)
 {
     const dl_sample_options *o = s->o;
-    DL_TRY(
-        dl_runlog_resolve(o->out_dir ? o->out_dir : "runs", o->run, s->run_dir, sizeof s->run_dir));
-    DL_TRY(read_config(s));
+    dl_run_model_options ro = {o->run, o->out_dir, o->checkpoint, "sample", 1};
+    DL_TRY(dl_run_model_open(&s->run, &ro));
+    s->run_dir = s->run.dir;
+    s->data_path = s->run.data_path;
+    s->seed = s->run.seed;
+    s->m = s->run.model;
+    if (strcmp(s->run.data_kind, "text"))
+        return dl_error(DL_EINVAL,
+                        "sample %s: not a language model: its data is %s, not a token file "
+                        "(dl.data.text)",
+                        s->run_dir, s->run.data_kind[0] ? s->run.data_kind : "unnamed");
     DL_TRY(read_vocab(s));
-    DL_TRY(load_model(s));
+    return check_lm(s);
+}
+
+static int sample_steps(sampler *s)
+{
+    DL_TRY(open_run(s));
     return generate(s);
 }
 
@@ -315,9 +238,8 @@ int dl_session_sample_live(dl_session *ses, const dl_sample_options *o)
     dl_script *sc = dl_session_script(ses);
     int rc = t && sc ? check_options(o) : dl_error(DL_EINVAL, "run.sample: no live training");
     if (rc == DL_OK) {
-        snprintf(s.run_dir, sizeof s.run_dir, "%s",
-                 dl_session_run_dir(ses) ? dl_session_run_dir(ses) : "this training");
-        snprintf(s.data_path, sizeof s.data_path, "%s", dl_script_experiment(sc)->data.path);
+        s.run_dir = dl_session_run_dir(ses) ? dl_session_run_dir(ses) : "this training";
+        s.data_path = dl_script_experiment(sc)->data.path;
         s.seed = dl_trainer_config_of(t)->seed;
         rc = read_vocab(&s);
     }

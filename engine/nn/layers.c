@@ -644,8 +644,8 @@ static int bn_setup(dl_layer *l, dl_model *m, const dl_shape *in, dl_shape *out)
     dl_shape s = {1, {B->features}};
     B->gamma = dl_model_add_param(m, l, "weight", &s, DL_INIT_ONE, 0, 0);
     B->beta = dl_model_add_param(m, l, "bias", &s, DL_INIT_ZERO, 0, 0);
-    B->run_mean = dl_model_add_buffer(m, (size_t)B->features, 0.0f);
-    B->run_var = dl_model_add_buffer(m, (size_t)B->features, 1.0f);
+    B->run_mean = dl_model_add_buffer(m, l, "running_mean", &s, 0.0f);
+    B->run_var = dl_model_add_buffer(m, l, "running_var", &s, 1.0f);
     *out = *in;
     l->flops = 4.0 * (double)numel(in);
     return DL_OK;

@@ -13,11 +13,6 @@
 #define ALIGN_BYTES 64
 #define ALIGN_FLOATS 16
 
-typedef struct buffer_init {
-    size_t offset, count;
-    float value;
-} buffer_init;
-
 struct dl_model {
     dl_layer *root;
     dl_shape input, output;
@@ -26,8 +21,8 @@ struct dl_model {
     dl_param **params;
     int nparams, cap_params;
     size_t pcount, bcount;
-    buffer_init *binit;
-    int nbinit, cap_binit;
+    dl_buffer *buffers;
+    int nbuffers, cap_buffers;
     /* state arena */
     dl_storage *state;
     int moments;
@@ -527,7 +522,7 @@ void dl_model_destroy(dl_model *m)
     for (int i = 0; i < m->nparams; i++)
         free(m->params[i]);
     free(m->params);
-    free(m->binit);
+    free(m->buffers);
     dl_storage_release(m->state);
     dl_storage_release(m->act);
     free(m);
@@ -559,19 +554,26 @@ size_t dl_model_add_param(dl_model *m, dl_layer *l, const char *name, const dl_s
     return p->offset;
 }
 
-size_t dl_model_add_buffer(dl_model *m, size_t count, float value)
+size_t dl_model_add_buffer(dl_model *m, dl_layer *l, const char *name, const dl_shape *shape,
+                           float value)
 {
-    if (m->nbinit == m->cap_binit) {
-        int cap = m->cap_binit ? m->cap_binit * 2 : 8;
-        buffer_init *grown = realloc(m->binit, (size_t)cap * sizeof *grown);
+    if (m->nbuffers == m->cap_buffers) {
+        int cap = m->cap_buffers ? m->cap_buffers * 2 : 8;
+        dl_buffer *grown = realloc(m->buffers, (size_t)cap * sizeof *grown);
         DL_ASSERT(grown);
-        m->binit = grown;
-        m->cap_binit = cap;
+        m->buffers = grown;
+        m->cap_buffers = cap;
     }
-    size_t off = m->bcount;
-    m->binit[m->nbinit++] = (buffer_init){off, count, value};
-    m->bcount += (count + ALIGN_FLOATS - 1) / ALIGN_FLOATS * ALIGN_FLOATS;
-    return off;
+    dl_buffer *b = &m->buffers[m->nbuffers++];
+    memset(b, 0, sizeof *b);
+    b->layer = l;
+    snprintf(b->name, sizeof b->name, "%s.%s", l->name, name);
+    b->shape = *shape;
+    b->count = (size_t)dl_shape_numel(shape);
+    b->offset = m->bcount;
+    b->value = value;
+    m->bcount += (b->count + ALIGN_FLOATS - 1) / ALIGN_FLOATS * ALIGN_FLOATS;
+    return b->offset;
 }
 
 size_t dl_model_reserve(dl_model *m, int region, size_t bytes)
@@ -636,9 +638,9 @@ int dl_model_init_state(dl_model *m, dl_backend *be, int moments, uint64_t seed)
             }
         }
     }
-    for (int i = 0; i < m->nbinit; i++)
-        for (size_t k = 0; k < m->binit[i].count; k++)
-            host[m->P + m->binit[i].offset + k] = m->binit[i].value;
+    for (int i = 0; i < m->nbuffers; i++)
+        for (size_t k = 0; k < m->buffers[i].count; k++)
+            host[m->P + m->buffers[i].offset + k] = m->buffers[i].value;
     int rc = be->ops->to_device(be, m->state->ptr, host, m->P * sizeof(float));
     if (rc == DL_OK && m->B)
         rc = be->ops->to_device(be, (float *)m->state->ptr + region_buffers(m), host + m->P,
@@ -761,6 +763,11 @@ int dl_model_num_params(const dl_model *m) { return m->nparams; }
 const dl_param *dl_model_param(const dl_model *m, int i)
 {
     return i >= 0 && i < m->nparams ? m->params[i] : NULL;
+}
+int dl_model_num_buffers(const dl_model *m) { return m->nbuffers; }
+const dl_buffer *dl_model_buffer(const dl_model *m, int i)
+{
+    return i >= 0 && i < m->nbuffers ? &m->buffers[i] : NULL;
 }
 const dl_shape *dl_model_output_shape(const dl_model *m) { return &m->output; }
 const dl_shape *dl_model_input_shape(const dl_model *m) { return &m->input; }

@@ -191,6 +191,16 @@ typedef struct dl_param {
     int decay;        /* weight decay applies (weights yes, biases and norms no) */
 } dl_param;
 
+/* A buffer: state that is not trained (BatchNorm's running statistics). */
+typedef struct dl_buffer {
+    dl_layer *layer;
+    char name[64]; /* "BatchNorm3.running_mean" */
+    size_t offset; /* floats into the buffers region */
+    size_t count;
+    dl_shape shape;
+    float value; /* at init */
+} dl_buffer;
+
 /* --- the model ---------------------------------------------------------- */
 
 /* Builds a model around root (taking ownership) for per-sample inputs of
@@ -204,8 +214,11 @@ void dl_model_destroy(dl_model *m);
  * its offset in floats. */
 size_t dl_model_add_param(dl_model *m, dl_layer *l, const char *name, const dl_shape *shape,
                           dl_init init, float init_scale, int decay);
-/* Called by layers' setup: a buffer of count floats set to value at init. */
-size_t dl_model_add_buffer(dl_model *m, size_t count, float value);
+/* Called by layers' setup: a buffer (running statistic) of shape's floats,
+ * named "<layer>.<name>" like a parameter, set to value at init; returns
+ * its offset in floats into the buffers region. */
+size_t dl_model_add_buffer(dl_model *m, dl_layer *l, const char *name, const dl_shape *shape,
+                           float value);
 /* Called by layers' plan: reserves bytes of activation memory (region 0:
  * values, region 1: gradients); returns the byte offset from p->act
  * (region 0) or p->act_grad (region 1). Region 1 is not zeroed: each
@@ -244,6 +257,9 @@ int dl_model_refresh_lowp(dl_model *m, dl_dtype t);
 size_t dl_model_param_count(const dl_model *m); /* floats in the params region */
 int dl_model_num_params(const dl_model *m);
 const dl_param *dl_model_param(const dl_model *m, int i);
+/* Buffers in registration order (NULL out of range). */
+int dl_model_num_buffers(const dl_model *m);
+const dl_buffer *dl_model_buffer(const dl_model *m, int i);
 const dl_shape *dl_model_output_shape(const dl_model *m);
 const dl_shape *dl_model_input_shape(const dl_model *m);
 dl_layer *dl_model_root(const dl_model *m);

@@ -1,0 +1,111 @@
+/* run_model.c - a finished run opened for use: config.json, the script copy with its overrides, the data, the model and its checkpoint */
+#include "scripting/run_model.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+
+#include "engine/base/error.h"
+#include "engine/core/backend.h"
+#include "engine/nn/optim.h"
+#include "engine/rundir/rundir.h"
+#include "engine/rundir/runlog.h"
+#include "scripting/script.h"
+
+int dl_run_model_checkpoint_path(const char *dir, const char *name, char *path, size_t size)
+{
+    if (!name || !strcmp(name, "last"))
+        snprintf(path, size, "%s/" DL_RUN_FILE_CHECKPOINT, dir);
+    else if (!strcmp(name, "best"))
+        snprintf(path, size, "%s/" DL_RUN_FILE_CHECKPOINT_BEST, dir);
+    else if (!name[0] || strchr(name, '/') || name[0] == '.')
+        return dl_error(DL_EINVAL, "--checkpoint %s: expected best, last or a checkpoint name",
+                        name);
+    else
+        snprintf(path, size, "%s/" DL_RUN_FILE_CHECKPOINT_TAG, dir, name);
+    return DL_OK;
+}
+
+static int read_overrides(dl_run_model *r, const cJSON *c)
+{
+    const cJSON *ov = cJSON_GetObjectItemCaseSensitive(c, "overrides");
+    int n = cJSON_GetArraySize(ov);
+    r->overrides = calloc((size_t)n + 1, sizeof *r->overrides);
+    if (!r->overrides)
+        return dl_error(DL_ENOMEM, "out of memory");
+    for (const cJSON *x = ov ? ov->child : NULL; x; x = x->next)
+        if (cJSON_IsString(x) && (r->overrides[r->noverrides] = strdup(x->valuestring)))
+            r->noverrides++;
+    return DL_OK;
+}
+
+/* config.json: the overrides, the seed, the data's kind and path. */
+static int read_config(dl_run_model *r, const char *verb)
+{
+    char path[1200];
+    snprintf(path, sizeof path, "%s/" DL_RUN_FILE_CONFIG, r->dir);
+    cJSON *c = dl_runlog_read_json(path);
+    if (!c)
+        return dl_error(DL_EINVAL, "%s %s: %s", verb, r->dir, dl_error_message());
+    int rc = read_overrides(r, c);
+    const cJSON *seed = cJSON_GetObjectItemCaseSensitive(c, "seed");
+    if (cJSON_IsNumber(seed) && seed->valuedouble >= 0 && seed->valuedouble < 0x1p63)
+        r->seed = (uint64_t)seed->valuedouble;
+    const cJSON *data = cJSON_GetObjectItemCaseSensitive(c, "data");
+    const cJSON *kind = cJSON_GetObjectItemCaseSensitive(data, "kind");
+    const cJSON *dpath = cJSON_GetObjectItemCaseSensitive(data, "path");
+    if (cJSON_IsString(kind))
+        snprintf(r->data_kind, sizeof r->data_kind, "%s", kind->valuestring);
+    if (cJSON_IsString(dpath))
+        snprintf(r->data_path, sizeof r->data_path, "%s", dpath->valuestring);
+    cJSON_Delete(c);
+    return rc;
+}
+
+/* The script copy with the run's overrides, the model on the data's
+ * sample shape, the checkpoint on the CPU backend. */
+static int load_model(dl_run_model *r, const dl_run_model_options *o)
+{
+    char script[1200], fp[512];
+    snprintf(script, sizeof script, "%s/" DL_RUN_FILE_SCRIPT, r->dir);
+    dl_script_options so = {script, r->overrides, r->noverrides, 0};
+    DL_TRY(dl_script_load_study(&r->script, &so, NULL, 0));
+    dl_experiment *e = dl_script_experiment(r->script);
+    dl_backend *cpu = dl_backend_cpu(0);
+    int batch = o->batch > 0 ? o->batch : 1;
+    DL_TRY(dl_script_open_data(r->script, batch, r->seed, cpu, &r->train, &r->val, fp, sizeof fp));
+    DL_TRY(dl_model_create(&r->model, dl_script_take_model(r->script), &r->train->info.sample));
+    DL_TRY(
+        dl_run_model_checkpoint_path(r->dir, o->checkpoint, r->checkpoint, sizeof r->checkpoint));
+    DL_TRY(dl_model_init_state(r->model, cpu, dl_optim_moments(&e->optim), r->seed));
+    DL_TRY(dl_checkpoint_load(r->checkpoint, r->model, &r->info));
+    return dl_model_plan(r->model, batch);
+}
+
+int dl_run_model_open(dl_run_model *r, const dl_run_model_options *o)
+{
+    memset(r, 0, sizeof *r);
+    const char *verb = o->verb ? o->verb : "run";
+    int rc = dl_runlog_resolve(o->out_dir ? o->out_dir : "runs", o->run, r->dir, sizeof r->dir);
+    if (rc == DL_OK)
+        rc = read_config(r, verb);
+    if (rc == DL_OK)
+        rc = load_model(r, o);
+    if (rc < 0)
+        dl_run_model_close(r);
+    return rc;
+}
+
+void dl_run_model_close(dl_run_model *r)
+{
+    for (int i = 0; i < r->noverrides; i++)
+        free(r->overrides[i]);
+    free(r->overrides);
+    dl_model_destroy(r->model);
+    dl_source_destroy(r->train);
+    dl_source_destroy(r->val);
+    dl_script_destroy(r->script);
+    memset(r, 0, sizeof *r);
+}
