@@ -334,14 +334,14 @@ static void conv_case(dl_conv_desc d, dl_dtype compute, int with_bias)
     size_t wsg = gpu->ops->conv_workspace(gpu, &d, compute);
     void *bc = wsc ? cpu->ops->alloc(cpu, wsc) : NULL, *bg = wsg ? gpu->ops->alloc(gpu, wsg) : NULL;
     const float *bias_c = with_bias ? b.c : NULL, *bias_g = with_bias ? b.g : NULL;
-    CHECK_OK(cpu->ops->conv_forward(cpu, &d, y.c, x.c, w.c, bias_c, bc, compute));
-    CHECK_OK(gpu->ops->conv_forward(gpu, &d, y.g, x.g, w.g, bias_g, bg, compute));
-    CHECK_OK(cpu->ops->conv_backward_data(cpu, &d, dx.c, dy.c, w.c, bc, compute));
-    CHECK_OK(gpu->ops->conv_backward_data(gpu, &d, dx.g, dy.g, w.g, bg, compute));
+    CHECK_OK(cpu->ops->conv_forward(cpu, &d, y.c, x.c, w.c, bias_c, bc, wsc, compute));
+    CHECK_OK(gpu->ops->conv_forward(gpu, &d, y.g, x.g, w.g, bias_g, bg, wsg, compute));
+    CHECK_OK(cpu->ops->conv_backward_data(cpu, &d, dx.c, dy.c, w.c, bc, wsc, compute));
+    CHECK_OK(gpu->ops->conv_backward_data(gpu, &d, dx.g, dy.g, w.g, bg, wsg, compute));
     CHECK_OK(cpu->ops->conv_backward_filter(cpu, &d, dw.c, with_bias ? db.c : NULL, dy.c, x.c, bc,
-                                            compute));
+                                            wsc, compute));
     CHECK_OK(gpu->ops->conv_backward_filter(gpu, &d, dw.g, with_bias ? db.g : NULL, dy.g, x.g, bg,
-                                            compute));
+                                            wsg, compute));
     double rel = compute != DL_F32 ? 1e-4 : tf32 ? 2e-3 : 1e-5;
     char what[128];
     snprintf(what, sizeof what, "conv %s n%d c%d %dx%d k%d %dx%d s%d p%d g%d d%d",
@@ -354,8 +354,20 @@ static void conv_case(dl_conv_desc d, dl_dtype compute, int with_bias)
     compare_f32(&dw, nw, rel * kw, rel, what);
     compare_f32(&db, d.k, TOL * kw, TOL, what);
     /* a second call reuses the cached algorithms, without a workspace */
-    CHECK_OK(gpu->ops->conv_forward(gpu, &d, y.g, x.g, w.g, bias_g, NULL, compute));
+    CHECK_OK(gpu->ops->conv_forward(gpu, &d, y.g, x.g, w.g, bias_g, NULL, 0, compute));
     compare_f32(&y, ny, rel * kf, rel, what);
+    /* a workspace one byte short is refused, naming both sizes */
+    if (wsg > 0) {
+        CHECK(gpu->ops->conv_forward(gpu, &d, y.g, x.g, w.g, bias_g, bg, wsg - 1, compute) ==
+              DL_EINVAL);
+        CHECK_MSG(strstr(dl_error_message(), "needed"), "%s", dl_error_message());
+    }
+    /* low precision chooses matrix-product algorithms only (exact in TF32) */
+    char algo[256] = "";
+    CHECK_OK(gpu->ops->conv_algo(gpu, &d, compute, algo, sizeof algo));
+    if (compute != DL_F32)
+        CHECK_MSG(!strstr(algo, "FFT") && !strstr(algo, "WINOGRAD") && !strstr(algo, "DIRECT"),
+                  "%s: %s", what, algo);
     cpu->ops->free(cpu, bc);
     gpu->ops->free(gpu, bg);
     pair *all[] = {&x, &w, &b, &y, &dy, &dx, &dw, &db};

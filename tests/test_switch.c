@@ -45,6 +45,15 @@ typedef struct test_backend {
     size_t live_bytes, live_host_bytes;
     long allocs, host_allocs;   /* made so far (successful) */
     long fail_alloc, fail_host; /* > 0: that many calls from now, the last one fails */
+    /* convolution workspace: this backend asks ws_extra bytes more than
+     * its base, and small_extra more again for batches under small_n rows
+     * (as a new algorithm search for a short batch may); each conv op
+     * checks what it is handed against that and fills all of it */
+    size_t ws_extra, small_extra;
+    int small_n;
+    long ws_asked, conv_ops, ws_short;
+    size_t ws_need_max, ws_given_max;
+    char ws_msg[256];
 } test_backend;
 
 static test_backend *tb_of(dl_backend *be) { return (test_backend *)be; }
@@ -136,6 +145,84 @@ static void tb_free(dl_backend *be, void *p) { tb_give(be, p, 0); }
 static void *tb_host_alloc(dl_backend *be, size_t bytes) { return tb_take(be, bytes, 1); }
 static void tb_host_free(dl_backend *be, void *p) { tb_give(be, p, 1); }
 
+/* The workspace this backend needs for d: its base's, plus the extras. */
+static size_t tb_ws_need(test_backend *tb, const dl_conv_desc *d, dl_dtype compute)
+{
+    size_t need = tb->base->ops->conv_workspace(tb->base, d, compute) + tb->ws_extra;
+    return d->n < tb->small_n ? need + tb->small_extra : need;
+}
+
+static size_t tb_conv_workspace(dl_backend *be, const dl_conv_desc *d, dl_dtype compute)
+{
+    test_backend *tb = tb_of(be);
+    tb->ws_asked++;
+    size_t need = tb_ws_need(tb, d, compute);
+    if (need > tb->ws_need_max)
+        tb->ws_need_max = need;
+    return need;
+}
+
+/* 0 when [ws, ws + bytes) lies inside one live device block of tb. */
+static int tb_ws_ours(const test_backend *tb, const void *ws, size_t bytes)
+{
+    const char *p = ws;
+    for (int i = 0; i < tb->nblocks; i++) {
+        const char *b = tb->blocks[i].p;
+        if (!tb->blocks[i].host && p >= b && p + bytes <= b + tb->blocks[i].bytes)
+            return 0;
+    }
+    return -1;
+}
+
+/* A conv op is handed at least what this backend asked for d, in memory
+ * of its own: else the call is counted and refused. The whole workspace
+ * is written first, as a backend that uses all it asked for would. */
+static int tb_ws_check(dl_backend *be, const dl_conv_desc *d, void *ws, size_t bytes,
+                       dl_dtype compute, const char *op)
+{
+    test_backend *tb = tb_of(be);
+    size_t need = tb_ws_need(tb, d, compute);
+    tb->conv_ops++;
+    if (bytes > tb->ws_given_max)
+        tb->ws_given_max = bytes;
+    if (bytes < need || (need > 0 && (!ws || tb_ws_ours(tb, ws, bytes) != 0))) {
+        tb->ws_short++;
+        snprintf(tb->ws_msg, sizeof tb->ws_msg, "%s %s: n %d, %zu bytes given, %zu needed%s",
+                 tb->name, op, d->n, bytes, need, ws && bytes >= need ? " (not ours)" : "");
+        return dl_error(DL_EINVAL, "%s", tb->ws_msg);
+    }
+    if (ws && tb->base->ops->device == DL_DEVICE_CPU)
+        memset(ws, 0xA5, bytes);
+    else if (ws)
+        DL_TRY(tb->base->ops->memset0(be, ws, bytes));
+    return DL_OK;
+}
+
+static int tb_conv_forward(dl_backend *be, const dl_conv_desc *d, float *y, const float *x,
+                           const float *w, const float *b, void *ws, size_t bytes, dl_dtype compute)
+{
+    DL_TRY(tb_ws_check(be, d, ws, bytes, compute, "conv_forward"));
+    dl_backend *base = tb_of(be)->base;
+    return base->ops->conv_forward(be, d, y, x, w, b, ws, bytes, compute);
+}
+
+static int tb_conv_backward_data(dl_backend *be, const dl_conv_desc *d, float *dx, const float *dy,
+                                 const float *w, void *ws, size_t bytes, dl_dtype compute)
+{
+    DL_TRY(tb_ws_check(be, d, ws, bytes, compute, "conv_backward_data"));
+    dl_backend *base = tb_of(be)->base;
+    return base->ops->conv_backward_data(be, d, dx, dy, w, ws, bytes, compute);
+}
+
+static int tb_conv_backward_filter(dl_backend *be, const dl_conv_desc *d, float *dw, float *db,
+                                   const float *dy, const float *x, void *ws, size_t bytes,
+                                   dl_dtype compute)
+{
+    DL_TRY(tb_ws_check(be, d, ws, bytes, compute, "conv_backward_filter"));
+    dl_backend *base = tb_of(be)->base;
+    return base->ops->conv_backward_filter(be, d, dw, db, dy, x, ws, bytes, compute);
+}
+
 /* A counting backend over base (taken over when own_base). */
 static test_backend *tb_wrap(const char *name, dl_backend *base, int own_base)
 {
@@ -150,6 +237,10 @@ static test_backend *tb_wrap(const char *name, dl_backend *base, int own_base)
     tb->ops.free = tb_free;
     tb->ops.host_alloc = tb_host_alloc;
     tb->ops.host_free = tb_host_free;
+    tb->ops.conv_workspace = tb_conv_workspace;
+    tb->ops.conv_forward = tb_conv_forward;
+    tb->ops.conv_backward_data = tb_conv_backward_data;
+    tb->ops.conv_backward_filter = tb_conv_backward_filter;
     tb->ops.destroy = NULL; /* the base is released by tb_destroy */
     tb->be.ops = &tb->ops;
     tb->be.ctx = base->ctx; /* the kernels find their context here */
@@ -235,6 +326,11 @@ typedef struct plan {
     int nswitch;
     long at[MAX_SWITCH];
     dl_backend *to[MAX_SWITCH];
+    /* the task (NULL / 0: bn_net on blobs, 256 + 96 samples, batch 32) */
+    dl_layer *(*net)(void);
+    void (*data)(dl_dataset *d, size_t count, uint64_t seed);
+    size_t ntrain, nvalset;
+    int batch;
     /* on_idle hook for a test (NULL: the plain switch above) */
     void (*idle)(struct plan *p, dl_trainer *t);
     void *user;
@@ -308,18 +404,20 @@ static int plan_idle(void *user, dl_trainer *t)
 static void run_plan(plan *p, const variant *v, long steps)
 {
     dl_dataset train, val;
-    blobs(&train, 256, 1);
-    blobs(&val, 96, 2);
+    void (*data)(dl_dataset *, size_t, uint64_t) = p->data ? p->data : blobs;
+    int batch = p->batch ? p->batch : 32;
+    data(&train, p->ntrain ? p->ntrain : 256, 1);
+    data(&val, p->nvalset ? p->nvalset : 96, 2);
     dl_model *m = NULL;
     dl_source *tr = NULL, *va = NULL;
     dl_trainer *t = NULL;
-    p->rc = dl_model_create(&m, bn_net(8, 32, 3, 0.1f), &train.info.sample);
+    p->rc = dl_model_create(&m, p->net ? p->net() : bn_net(8, 32, 3, 0.1f), &train.info.sample);
     if (p->rc == DL_OK)
-        p->rc = dl_source_memory(&tr, &train, 32, 1, 0, 5);
+        p->rc = dl_source_memory(&tr, &train, batch, 1, 0, 5);
     if (p->rc == DL_OK)
-        p->rc = dl_source_memory(&va, &val, 32, 0, 0, 5);
+        p->rc = dl_source_memory(&va, &val, batch, 0, 0, 5);
     dl_trainer_config cfg = dl_trainer_config_default();
-    cfg.batch = 32;
+    cfg.batch = batch;
     cfg.accumulate = v->accumulate;
     cfg.epochs = 100;
     cfg.max_steps = steps;
@@ -685,6 +783,132 @@ static void test_parity_same_kernels(void)
     tb_destroy(b);
 }
 
+/* --- convolution workspaces ------------------------------------------------------------ */
+
+/* 1x8x8 images of three classes: a bright row, column or diagonal, plus noise. */
+static void stripes(dl_dataset *d, size_t count, uint64_t seed)
+{
+    memset(d, 0, sizeof *d);
+    d->info.sample = (dl_shape){3, {1, 8, 8}};
+    d->info.x_dtype = DL_F32;
+    d->info.y_dtype = DL_I32;
+    d->info.y_width = 1;
+    d->info.classes = 3;
+    d->info.count = count;
+    d->info.scale = 1;
+    float *x = malloc(count * 64 * sizeof *x);
+    int32_t *y = malloc(count * sizeof *y);
+    DL_ASSERT(x && y);
+    for (size_t i = 0; i < count; i++) {
+        y[i] = (int32_t)(i % 3);
+        int at = (int)(i / 3 % 8);
+        for (int r = 0; r < 8; r++)
+            for (int c = 0; c < 8; c++) {
+                int on = y[i] == 0 ? r == at : y[i] == 1 ? c == at : r == c;
+                x[i * 64 + r * 8 + c] =
+                    (float)on + 0.3f * dl_rng_normal(seed, 9, i, (uint64_t)(r * 8 + c));
+            }
+    }
+    d->x = x;
+    d->y = y;
+    snprintf(d->name, sizeof d->name, "stripes-%llu", (unsigned long long)seed);
+}
+
+/* Conv-ReLU-Conv(stride 2)-ReLU-Flatten-Linear: two convolutions of
+ * different shapes share the model's workspace. */
+static dl_layer *small_cnn(void)
+{
+    dl_layer *s = dl_nn_sequential();
+    dl_nn_sequential_add(s, dl_nn_conv2d(1, 4, 3, 1, 1, 1));
+    dl_nn_sequential_add(s, dl_nn_activation(DL_ACT_RELU));
+    dl_nn_sequential_add(s, dl_nn_conv2d(4, 6, 3, 2, 1, 1));
+    dl_nn_sequential_add(s, dl_nn_activation(DL_ACT_RELU));
+    dl_nn_sequential_add(s, dl_nn_flatten());
+    dl_nn_sequential_add(s, dl_nn_linear(6 * 4 * 4, 3, 1));
+    return s;
+}
+
+static void workspace_case(dl_precision prec)
+{
+    /* 100 samples in batches of 12: 8 full batches and one of 4 each
+     * epoch; validation 30: 2 of 12 and one of 6. B asks 4 KiB more than
+     * the CPU for every shape and 256 KiB more again under 8 rows, so the
+     * workspace planned on A is too small on B, and B's planned one too
+     * small for the short batches. */
+    test_backend *a = tb_cpu("cpuA", 2), *b = tb_cpu("cpuB", 2);
+    b->ws_extra = 4096;
+    b->small_extra = (size_t)256 << 10;
+    b->small_n = 8;
+    variant v = {"ws", prec, 1, 0, 0};
+    plan base = {.net = small_cnn, .data = stripes, .ntrain = 100, .nvalset = 30, .batch = 12};
+    plan ref = base, sw = base;
+    ref.start = &a->be;
+    run_plan(&ref, &v, 22);
+    /* to B at step 3: steps 4-9 (the short batch 9) and validation on B,
+     * back to A at step 11 */
+    sw.start = &a->be;
+    sw.nswitch = 2;
+    sw.at[0] = 3;
+    sw.at[1] = 11;
+    sw.to[0] = &b->be;
+    sw.to[1] = &a->be;
+    run_plan(&sw, &v, 22);
+    CHECK_MSG(sw.done == 2 && sw.switch_rc[0] == DL_OK && sw.switch_rc[1] == DL_OK, "%s", sw.msg);
+    CHECK_MSG(b->ws_short == 0 && a->ws_short == 0, "short workspaces: %s%s", b->ws_msg, a->ws_msg);
+    /* B was asked for its own figures and ran every conv op with them */
+    CHECK_MSG(b->ws_asked > 0 && b->conv_ops > 0, "B asked %ld times, ran %ld conv ops",
+              b->ws_asked, b->conv_ops);
+    CHECK_MSG(b->ws_given_max >= b->small_extra && b->ws_need_max >= b->small_extra,
+              "B was handed at most %zu bytes, needed at most %zu (short batch +%zu)",
+              b->ws_given_max, b->ws_need_max, b->small_extra);
+    /* A's workspace went with the training: nothing left on it after the move */
+    CHECK_MSG(sw.left_bytes[0] == 0 && sw.left_bytes[1] == 0,
+              "left behind: %zu bytes on A, %zu on B", sw.left_bytes[0], sw.left_bytes[1]);
+    /* the workspace holds no state: the same training as one that never moved */
+    check_identical(&ref, &sw);
+    CHECK(a->live_bytes == 0 && b->live_bytes == 0 && foreign_frees == 0);
+    plan_done(&ref);
+    plan_done(&sw);
+    tb_destroy(a);
+    tb_destroy(b);
+}
+
+static void test_workspace_switch_f32(void) { workspace_case(DL_PREC_F32); }
+
+static void test_workspace_switch_bf16(void) { workspace_case(DL_PREC_BF16); }
+
+static void test_workspace_refused(void)
+{
+    /* a conv op handed less than conv_workspace fails naming both sizes */
+    dl_backend *cpu = dl_backend_cpu(0);
+    dl_conv_desc d = {.n = 2,
+                      .c = 3,
+                      .h = 6,
+                      .w = 6,
+                      .k = 4,
+                      .r = 3,
+                      .s = 3,
+                      .stride = 1,
+                      .pad = 1,
+                      .p = 6,
+                      .q = 6};
+    size_t need = cpu->ops->conv_workspace(cpu, &d, DL_F32);
+    CHECK(need > 0);
+    float *x = calloc(2 * 3 * 36, sizeof *x), *w = calloc(4 * 27, sizeof *w);
+    float *y = calloc(2 * 4 * 36, sizeof *y);
+    char *ws = malloc(need);
+    CHECK(cpu->ops->conv_forward(cpu, &d, y, x, w, NULL, ws, need - 1, DL_F32) == DL_EINVAL);
+    char want[64];
+    snprintf(want, sizeof want, "%zu bytes given, %zu needed", need - 1, need);
+    CHECK_MSG(strstr(dl_error_message(), want), "%s", dl_error_message());
+    CHECK(cpu->ops->conv_backward_data(cpu, &d, x, y, w, NULL, 0, DL_F32) == DL_EINVAL);
+    CHECK_OK(cpu->ops->conv_forward(cpu, &d, y, x, w, NULL, ws, need, DL_F32));
+    free(x);
+    free(w);
+    free(y);
+    free(ws);
+}
+
 /* --- CUDA ----------------------------------------------------------------------------- */
 
 static char cuda_why[512];
@@ -809,6 +1033,9 @@ int main(void)
     RUN(test_out_of_memory);
     RUN(test_snapshot_restore);
     RUN(test_parity_same_kernels);
+    RUN(test_workspace_switch_f32);
+    RUN(test_workspace_switch_bf16);
+    RUN(test_workspace_refused);
     RUN(test_cuda_round_trip);
     RUN(test_cuda_switch_100m);
     CHECK_EXIT();

@@ -21,7 +21,7 @@
 
 /* Bumped whenever the table below changes; a CUDA module built against
  * another version is refused. */
-#define DL_BACKEND_API_VERSION 4
+#define DL_BACKEND_API_VERSION 5
 
 typedef enum { DL_DEVICE_CPU = 0, DL_DEVICE_CUDA = 1 } dl_device;
 
@@ -128,18 +128,28 @@ typedef struct dl_backend_ops {
                             uint64_t seed, uint64_t stream, uint64_t counter);
 
     /* --- convolution and pooling ------------------------------------- */
-    /* Bytes of scratch the conv ops below need for d (0 allowed). */
+    /* Bytes of scratch the conv ops below need for d computed in compute
+     * (0 allowed). The figure belongs to this backend and this d (batch
+     * size included): it is asked again after a move and for a shorter
+     * batch. */
     size_t (*conv_workspace)(dl_backend *be, const dl_conv_desc *d, dl_dtype compute);
+    /* Each conv op is handed ws, ws_bytes bytes of scratch of this
+     * backend. When ws_bytes is less than conv_workspace(d, compute) the
+     * op fails with DL_EINVAL naming both sizes and writes nothing; ws NULL
+     * (ws_bytes 0) lets a backend use scratch of its own where it keeps
+     * one (CUDA), otherwise the same error. */
     /* y = conv(x, w) + b (b may be NULL). compute is f32, bf16 or f16: the
      * operand precision of the products. */
     int (*conv_forward)(dl_backend *be, const dl_conv_desc *d, float *y, const float *x,
-                        const float *w, const float *b, void *ws, dl_dtype compute);
+                        const float *w, const float *b, void *ws, size_t ws_bytes,
+                        dl_dtype compute);
     /* dx += conv_transpose(dy, w). */
     int (*conv_backward_data)(dl_backend *be, const dl_conv_desc *d, float *dx, const float *dy,
-                              const float *w, void *ws, dl_dtype compute);
+                              const float *w, void *ws, size_t ws_bytes, dl_dtype compute);
     /* dw += correlation of x and dy; db += sum of dy (db may be NULL). */
     int (*conv_backward_filter)(dl_backend *be, const dl_conv_desc *d, float *dw, float *db,
-                                const float *dy, const float *x, void *ws, dl_dtype compute);
+                                const float *dy, const float *x, void *ws, size_t ws_bytes,
+                                dl_dtype compute);
     int (*pool_forward)(dl_backend *be, dl_pool_kind kind, const dl_pool_desc *d, float *y,
                         const float *x);
     /* dx += pool'(dy); max pooling routes to the first maximum, found again
@@ -271,6 +281,13 @@ typedef struct dl_backend_ops {
     int (*softmax_xent_tokens)(dl_backend *be, int rows, int classes, const float *logits,
                                const int32_t *labels, int ignore_index, float smoothing,
                                float grad_scale, float *dlogits, float *stats);
+
+    /* Optional: writes into buf the algorithms the conv ops use for (d,
+     * compute), e.g. "fwd IMPLICIT_PRECOMP_GEMM, data ALGO_1, filter
+     * ALGO_1" (choosing them first if d is new); NULL: the backend has one
+     * way, named by nothing. Returns DL_OK or the error of the choice. */
+    int (*conv_algo)(dl_backend *be, const dl_conv_desc *d, dl_dtype compute, char *buf,
+                     size_t size);
 } dl_backend_ops;
 
 /* A backend instance: the op table plus its private context. */

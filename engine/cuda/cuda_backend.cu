@@ -73,13 +73,51 @@ int cuda_fail_blas(cublasStatus_t s, const char *file, int line, const char *cal
                       blas_status_name(s), (int)s);
 }
 
+/* cuDNN 9 status codes are a category (x000) plus a specific error:
+ * sorted by category (CUDNN_STATUS_CATEGORY), never compared whole, so
+ * that every allocation failure reads as one. */
+static int dnn_code(cudnnStatus_t s)
+{
+    if (s == CUDNN_STATUS_INTERNAL_ERROR_HOST_ALLOCATION_FAILED ||
+        s == CUDNN_STATUS_INTERNAL_ERROR_DEVICE_ALLOCATION_FAILED)
+        return DL_ENOMEM;
+    switch (CUDNN_STATUS_CATEGORY((int)s)) {
+    case CUDNN_STATUS_NOT_SUPPORTED: return DL_EUNSUPPORTED;
+    default: return DL_ERR;
+    }
+}
+
+static const char *fmt_bytes(char *buf, size_t size, size_t bytes);
+
+int cuda_fail_dnn_sized(cudnnStatus_t s, const char *file, int line, const char *call, size_t asked)
+{
+    char detail[256] = "";
+    cudnnGetLastErrorString(detail, sizeof detail);
+    int code = dnn_code(s);
+    if (code != DL_ENOMEM)
+        return cuda_error(code, "cudnn: %s:%d: %s: %s (status %d)%s%.240s", base_name(file), line,
+                          call, cudnnGetErrorString(s), (int)s, detail[0] ? ": " : "", detail);
+    /* out of memory: what was asked (when the caller knows) and what is free */
+    size_t free_b = 0, total_b = 0;
+    char a[32] = "an unknown amount", f[32] = "?", t[32] = "?";
+    if (asked)
+        fmt_bytes(a, sizeof a, asked);
+    if (cudaMemGetInfo(&free_b, &total_b) == cudaSuccess) {
+        fmt_bytes(f, sizeof f, free_b);
+        fmt_bytes(t, sizeof t, total_b);
+    } else {
+        (void)cudaGetLastError();
+    }
+    return cuda_error(DL_ENOMEM,
+                      "cudnn: %s:%d: %s: out of memory (%s, status %d): asked for %s of "
+                      "workspace, %s free of %s; try a smaller batch, gradient accumulation or "
+                      "DLBENCH_CUDNN_FIND=0",
+                      base_name(file), line, call, cudnnGetErrorString(s), (int)s, a, f, t);
+}
+
 int cuda_fail_dnn(cudnnStatus_t s, const char *file, int line, const char *call)
 {
-    int code = s == CUDNN_STATUS_ALLOC_FAILED    ? DL_ENOMEM
-               : s == CUDNN_STATUS_NOT_SUPPORTED ? DL_EUNSUPPORTED
-                                                 : DL_ERR;
-    return cuda_error(code, "cudnn: %s:%d: %s: %s", base_name(file), line, call,
-                      cudnnGetErrorString(s));
+    return cuda_fail_dnn_sized(s, file, line, call, 0);
 }
 
 /* "1.50 GiB" / "512.0 MiB" / "123 bytes". */
@@ -423,6 +461,7 @@ static const dl_backend_ops cuda_ops = {
     cuda_attention_forward,
     cuda_attention_backward,
     cuda_softmax_xent_tokens,
+    cuda_conv_algo,
 };
 
 /* Releases everything a (possibly half-built) context holds. */
@@ -514,8 +553,8 @@ static int ctx_init(dl_backend *be, const cudaDeviceProp *prop)
     CUBLAS_TRY(cublasSetWorkspace(c->blas, c->blas_ws, blas_ws));
     CUBLAS_TRY(
         cublasSetMathMode(c->blas, c->tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
-    CUDNN_TRY(cudnnCreate(&c->dnn));
-    CUDNN_TRY(cudnnSetStream(c->dnn, c->stream));
+    /* cuDNN is created by the first convolution (cuda_dnn): an MLP never
+     * loads its kernels */
     CUDA_TRY(cudaHostAlloc((void **)&c->host_result, sizeof(double), cudaHostAllocDefault));
     /* kernels raise flags with plain stores into mapped pinned memory, read
      * by the host after a stream synchronisation */

@@ -48,6 +48,10 @@ int cuda_error(int code, const char *fmt, ...) __attribute__((format(printf, 2, 
 int cuda_fail_rt(cudaError_t e, const char *file, int line, const char *call);
 int cuda_fail_blas(cublasStatus_t s, const char *file, int line, const char *call);
 int cuda_fail_dnn(cudnnStatus_t s, const char *file, int line, const char *call);
+/* As cuda_fail_dnn; an out-of-memory status says asked bytes were asked
+ * for (0: unknown) and how much device memory is free. */
+int cuda_fail_dnn_sized(cudnnStatus_t s, const char *file, int line, const char *call,
+                        size_t asked);
 
 /* Each returns from the calling function with a negative code and a
  * message naming file, line and the call's text. */
@@ -69,6 +73,13 @@ int cuda_fail_dnn(cudnnStatus_t s, const char *file, int line, const char *call)
         if (cudnn_try_s_ != CUDNN_STATUS_SUCCESS)                                                  \
             return cuda_fail_dnn(cudnn_try_s_, __FILE__, __LINE__, #call);                         \
     } while (0)
+/* CUDNN_TRY for a call handed a workspace of ws bytes. */
+#define CUDNN_TRY_WS(call, ws)                                                                     \
+    do {                                                                                           \
+        cudnnStatus_t cudnn_try_s_ = (call);                                                       \
+        if (cudnn_try_s_ != CUDNN_STATUS_SUCCESS)                                                  \
+            return cuda_fail_dnn_sized(cudnn_try_s_, __FILE__, __LINE__, #call, (ws));             \
+    } while (0)
 /* After a kernel launch: configuration errors show up here, faults at the
  * next synchronising call. what (a string literal) names the op. */
 #define LAUNCH_CHECK(what)                                                                         \
@@ -88,8 +99,8 @@ typedef struct cuda_ctx {
     int tf32; /* f32 products may use TF32 tensor cores */
     cudaStream_t stream;
     cublasHandle_t blas;
-    cudnnHandle_t dnn;
-    void *blas_ws; /* cuBLAS workspace bound to the stream */
+    cudnnHandle_t dnn; /* NULL until the first convolution: see cuda_dnn */
+    void *blas_ws;     /* cuBLAS workspace bound to the stream */
     /* grown-on-demand device scratch for reductions and staging; reused
      * in stream order, so one op's use never overlaps another's */
     void *scratch;
@@ -194,11 +205,13 @@ int cuda_round_copy(dl_backend *be, float *dst, const float *src, dl_dtype via, 
 /* cuda_conv.cu */
 size_t cuda_conv_workspace(dl_backend *be, const dl_conv_desc *d, dl_dtype compute);
 int cuda_conv_forward(dl_backend *be, const dl_conv_desc *d, float *y, const float *x,
-                      const float *w, const float *b, void *ws, dl_dtype compute);
+                      const float *w, const float *b, void *ws, size_t ws_bytes, dl_dtype compute);
 int cuda_conv_backward_data(dl_backend *be, const dl_conv_desc *d, float *dx, const float *dy,
-                            const float *w, void *ws, dl_dtype compute);
+                            const float *w, void *ws, size_t ws_bytes, dl_dtype compute);
 int cuda_conv_backward_filter(dl_backend *be, const dl_conv_desc *d, float *dw, float *db,
-                              const float *dy, const float *x, void *ws, dl_dtype compute);
+                              const float *dy, const float *x, void *ws, size_t ws_bytes,
+                              dl_dtype compute);
+int cuda_conv_algo(dl_backend *be, const dl_conv_desc *d, dl_dtype compute, char *buf, size_t size);
 void cuda_conv_cache_destroy(dl_backend *be);
 
 #endif

@@ -213,6 +213,23 @@ size_t dl_model_add_buffer(dl_model *m, size_t count, float value);
  * the one child that writes it. */
 size_t dl_model_reserve(dl_model *m, int region, size_t bytes);
 
+/* Called by layers' plan: the scratch the layers share (convolution
+ * workspaces: layers run one at a time, so one buffer serves all) must
+ * hold at least bytes. dl_model_plan allocates the largest need on the
+ * model's backend; after a move the layers plan again, sized by the new
+ * backend. */
+void dl_model_need_workspace(dl_model *m, size_t bytes);
+/* For a pass: the shared scratch, grown first when it holds fewer than
+ * bytes (a shorter batch, another precision); *ws and its *size (>=
+ * bytes). DL_ENOMEM with the backend's message when it cannot grow. */
+int dl_model_workspace(dl_model *m, size_t bytes, void **ws, size_t *size);
+/* Bytes of the shared scratch now allocated (0: none). */
+size_t dl_model_workspace_bytes(const dl_model *m);
+/* The precision plans are sized for (default fp32): layers ask the
+ * backend's workspace for that compute type only. */
+void dl_model_set_precision(dl_model *m, dl_precision p);
+dl_dtype dl_model_compute(const dl_model *m);
+
 /* Allocates the state arena on be with `moments` optimizer moments per
  * parameter (0, 1 or 2) and initialises parameters from seed. */
 int dl_model_init_state(dl_model *m, dl_backend *be, int moments, uint64_t seed);

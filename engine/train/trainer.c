@@ -146,6 +146,7 @@ static int prepare(dl_trainer *t, dl_backend *be)
         DL_TRY(dl_model_backend(t->m)
                    ? dl_model_move(t->m, be)
                    : dl_model_init_state(t->m, be, dl_optim_moments(&t->opt), t->cfg.seed));
+    dl_model_set_precision(t->m, t->cfg.precision); /* workspaces sized for it alone */
     DL_TRY(dl_model_plan(t->m, batch));
     size_t batches = t->train->ops->batches(t->train);
     size_t acc = (size_t)t->cfg.accumulate;
