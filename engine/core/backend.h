@@ -315,8 +315,11 @@ dl_backend *dl_backend_cpu_create(int threads);
 void dl_backend_cpu_destroy(dl_backend *be);
 
 /* Opens the CUDA backend module (dlbench-cuda.so next to the executable,
- * or $DLBENCH_CUDA_MODULE). On failure returns NULL and writes why (no
- * module built, no driver, no device, API mismatch) into why. */
+ * or $DLBENCH_CUDA_MODULE), searching for the CUDA libraries it needs
+ * where the loader does not look ($CUDNN_HOME, pip wheels: see
+ * backend.c). On failure returns NULL and writes why (no module built, a
+ * file that did not load and dlerror's reason, no driver, no device, API
+ * mismatch) into why. */
 dl_backend *dl_backend_cuda(char *why, size_t why_size);
 
 /* The devices a running training may move to, by name: handed to the

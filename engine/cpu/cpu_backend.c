@@ -153,6 +153,7 @@ static const dl_backend_ops cpu_ops = {
     .attention_forward = dl_cpu_attention_forward,
     .attention_backward = dl_cpu_attention_backward,
     .softmax_xent_tokens = dl_cpu_softmax_xent_tokens,
+    .conv_algo = dl_cpu_conv_algo,
 };
 
 /* Fills be as a CPU backend with its own context and `threads` workers

@@ -149,6 +149,7 @@ typedef struct {
     int ws_n;
     dl_dtype ws_compute;
     size_t ws_need;
+    char algo[192]; /* the backend's algorithms for the planned batch ("": not said) */
 } conv2d;
 
 static int conv_setup(dl_layer *l, dl_model *m, const dl_shape *in, dl_shape *out)
@@ -218,8 +219,22 @@ static int conv_plan(dl_layer *l, dl_model *m, int n)
     conv2d *C = (conv2d *)l;
     C->d.n = n;
     C->ws_be = NULL; /* asked again: the backend may be new at an old address */
-    dl_model_need_workspace(m, conv_need(C, dl_model_backend(m), n, dl_model_compute(m)));
+    dl_backend *be = dl_model_backend(m);
+    dl_dtype compute = dl_model_compute(m);
+    dl_model_need_workspace(m, conv_need(C, be, n, compute));
+    C->algo[0] = '\0';
+    if (be->ops->conv_algo && be->ops->conv_algo(be, &C->d, compute, C->algo, sizeof C->algo) < 0)
+        C->algo[0] = '\0'; /* a shape the backend refuses: the first op says why */
     return DL_OK;
+}
+
+static int conv_note(const dl_layer *l, char *buf, size_t size)
+{
+    const conv2d *C = (const conv2d *)l;
+    if (!C->algo[0])
+        return 0;
+    snprintf(buf, size, "%s", C->algo);
+    return 1;
 }
 
 /* The shared workspace for this pass (grown when this batch size or
@@ -282,6 +297,7 @@ static const dl_layer_vt conv_vt = {
     .forward = conv_forward,
     .backward = conv_backward,
     .describe = conv_describe,
+    .note = conv_note,
 };
 
 dl_layer *dl_nn_conv2d_with(int in_ch, int out_ch, int kernel, const dl_conv2d_opts *o)

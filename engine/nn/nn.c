@@ -89,6 +89,13 @@ void dl_layer_destroy(dl_layer *l)
     free(l);
 }
 
+int dl_layer_note(const dl_layer *l, char *buf, size_t size)
+{
+    if (size)
+        buf[0] = '\0';
+    return l->vt->note ? l->vt->note(l, buf, size) : 0;
+}
+
 void dl_layer_describe(const dl_layer *l, char *buf, size_t size)
 {
     if (l->vt->describe)

@@ -91,6 +91,10 @@ typedef struct dl_layer_vt {
     int (*forward_fused)(dl_layer *l, dl_pass *p, const float *x, float *y);
     int (*backward_fused)(dl_layer *l, dl_pass *p, const float *x, const float *y, const float *dy,
                           float *dx);
+    /* Optional: writes a line about how the layer runs on its backend
+     * (Conv2d: the algorithms chosen when it was planned) and returns 1;
+     * 0: nothing to say. Reads what plan kept, calls no backend. */
+    int (*note)(const dl_layer *l, char *buf, size_t size);
 } dl_layer_vt;
 
 struct dl_layer {
@@ -151,6 +155,8 @@ dl_layer *dl_nn_residual_shortcut(dl_layer *block, dl_layer *shortcut);
 /* Destroys a layer not (yet) owned by a model or container. */
 void dl_layer_destroy(dl_layer *l);
 void dl_layer_describe(const dl_layer *l, char *buf, size_t size);
+/* The layer's note (see dl_layer_vt.note) into buf: 1 when it has one. */
+int dl_layer_note(const dl_layer *l, char *buf, size_t size);
 
 /* --- losses ------------------------------------------------------------- */
 typedef enum { DL_LOSS_XENT, DL_LOSS_MSE, DL_LOSS_BCE } dl_loss_kind;
