@@ -916,6 +916,49 @@ static void test_sumsq(void)
     pair_free(&x);
 }
 
+static void test_grad_guard(void)
+{
+    /* the gradient check on the GPU against dl_clip_grad_norm's host
+     * arithmetic on the CPU: norm, clip factor, clipped g; a NaN skips
+     * the guarded update (g zeroed, w and the moments kept) and counts */
+    NEED_GPU();
+    CHECK(gpu->ops->grad_guard && gpu->ops->sgd_update_guarded && gpu->ops->adam_update_guarded);
+    if (!gpu->ops->grad_guard)
+        return;
+    size_t n = 1000003;
+    pair g = pair_rand(n, -1, 1, 191), w = pair_rand(n, -1, 1, 192);
+    pair m = pair_const(n, 0), v = pair_const(n, 0), cells = pair_const(4, 0);
+    double ss = 0;
+    CHECK_OK(cpu->ops->sumsq(cpu, g.c, n, &ss));
+    float grad_scale = 0.25f, max_norm = 10.0f;
+    double norm = sqrt(ss) * grad_scale;
+    float f = norm > max_norm ? (float)(max_norm / norm) : 1.0f;
+    CHECK(f < 1.0f); /* sqrt(n / 3) / 4 = 144 > 10: clipped */
+    CHECK_OK(cpu->ops->scale(cpu, g.c, f, n));
+    CHECK_OK(gpu->ops->grad_guard(gpu, g.g, n, grad_scale, max_norm, cells.g));
+    float c[4];
+    CHECK_OK(gpu->ops->to_host(gpu, c, cells.g, sizeof c));
+    CHECK_NEAR(c[0], norm, 1e-6 * norm);
+    CHECK_NEAR(c[1], f, 1e-6 * f);
+    CHECK(c[2] == 0 && c[3] == 0);
+    compare_f32(&g, n, 1e-6, 1e-6, "grad_guard clipped g");
+    /* a NaN: flagged and counted, g and the norm cell left */
+    float nan = NAN;
+    CHECK_OK(gpu->ops->to_device(gpu, (float *)g.g + 777, &nan, 4));
+    CHECK_OK(gpu->ops->grad_guard(gpu, g.g, n, grad_scale, max_norm, cells.g));
+    CHECK_OK(gpu->ops->to_host(gpu, c, cells.g, sizeof c));
+    CHECK(c[2] == 1 && c[3] == 1 && c[1] == 0);
+    CHECK_NEAR(c[0], norm, 1e-6 * norm);
+    CHECK_OK(gpu->ops->adam_update_guarded(gpu, n, w.g, g.g, m.g, v.g, 1e-3f, 0.9f, 0.999f, 1e-8f,
+                                           0, 0, 1, 1.0f, cells.g));
+    compare_f32(&w, n, 0, 0, "skipped adam: w kept");
+    CHECK_OK(cpu->ops->fill(cpu, g.c, 0, n));
+    compare_f32(&g, n, 0, 0, "skipped adam: g zeroed");
+    pair *all[] = {&g, &w, &m, &v, &cells};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        pair_free(all[i]);
+}
+
 static void test_events(void)
 {
     NEED_GPU();
@@ -1056,6 +1099,7 @@ int main(void)
     RUN(test_sgd);
     RUN(test_adam);
     RUN(test_sumsq);
+    RUN(test_grad_guard);
     RUN(test_events);
     RUN(test_attention);
     RUN(test_xent_tokens);

@@ -54,6 +54,7 @@ typedef struct test_backend {
     long ws_asked, conv_ops, ws_short;
     size_t ws_need_max, ws_given_max;
     char ws_msg[256];
+    long guard_calls; /* grad_guard calls (tb_enable_guard) */
 } test_backend;
 
 static test_backend *tb_of(dl_backend *be) { return (test_backend *)be; }
@@ -223,6 +224,57 @@ static int tb_conv_backward_filter(dl_backend *be, const dl_conv_desc *d, float 
     return base->ops->conv_backward_filter(be, d, dw, db, dy, x, ws, bytes, compute);
 }
 
+/* The gradient check "on the device" (backend.h, grad_guard) over the
+ * base's ops, with dl_clip_grad_norm's arithmetic: a CPU stand-in for the
+ * CUDA backend's, so the trainer's device-side path runs here. */
+static int tb_grad_guard(dl_backend *be, float *g, size_t n, float grad_scale, float max_norm,
+                         float *cells)
+{
+    dl_backend *base = tb_of(be)->base;
+    tb_of(be)->guard_calls++;
+    double ss = 0;
+    DL_TRY(base->ops->sumsq(be, g, n, &ss));
+    double norm = sqrt(ss) * grad_scale;
+    if (!isfinite(norm)) {
+        cells[1] = 0;
+        cells[2] = 1;
+        cells[3] += 1;
+        return DL_OK;
+    }
+    cells[0] = (float)norm;
+    cells[1] = max_norm > 0 && norm > max_norm ? (float)(max_norm / norm) : 1.0f;
+    cells[2] = 0;
+    return cells[1] != 1.0f ? base->ops->scale(be, g, cells[1], n) : DL_OK;
+}
+
+static int tb_sgd_guarded(dl_backend *be, size_t n, float *w, float *g, float *m, float lr,
+                          float momentum, float wd, int nesterov, float grad_scale,
+                          const float *cells)
+{
+    dl_backend *base = tb_of(be)->base;
+    if (cells[2] != 0)
+        return base->ops->memset0(be, g, n * sizeof *g);
+    return base->ops->sgd_update(be, n, w, g, m, lr, momentum, wd, nesterov, grad_scale);
+}
+
+static int tb_adam_guarded(dl_backend *be, size_t n, float *w, float *g, float *m, float *v,
+                           float lr, float beta1, float beta2, float eps, float wd, int decoupled,
+                           long step, float grad_scale, const float *cells)
+{
+    dl_backend *base = tb_of(be)->base;
+    if (cells[2] != 0)
+        return base->ops->memset0(be, g, n * sizeof *g);
+    return base->ops->adam_update(be, n, w, g, m, v, lr, beta1, beta2, eps, wd, decoupled, step,
+                                  grad_scale);
+}
+
+static void tb_enable_guard(test_backend *tb)
+{
+    tb->ops.grad_guard = tb_grad_guard;
+    tb->ops.sgd_update_guarded = tb_sgd_guarded;
+    tb->ops.adam_update_guarded = tb_adam_guarded;
+}
+
 /* A counting backend over base (taken over when own_base). */
 static test_backend *tb_wrap(const char *name, dl_backend *base, int own_base)
 {
@@ -331,6 +383,9 @@ typedef struct plan {
     void (*data)(dl_dataset *d, size_t count, uint64_t seed);
     size_t ntrain, nvalset;
     int batch;
+    float clip;         /* gradient clipping norm (0: none) */
+    int sgd;            /* SGD with momentum instead of Adam */
+    int nonfinite_skip; /* DL_NONFINITE_SKIP instead of STOP */
     /* on_idle hook for a test (NULL: the plain switch above) */
     void (*idle)(struct plan *p, dl_trainer *t);
     void *user;
@@ -343,6 +398,8 @@ typedef struct plan {
     size_t left_scratch[MAX_SWITCH];
     float scale_at[MAX_SWITCH];
     double loss[MAX_STEPS];
+    double grad_norm[MAX_STEPS];
+    long skipped; /* at the last report */
     float scale[MAX_STEPS];
     int nsteps;
     double val_loss[MAX_STEPS];
@@ -359,8 +416,10 @@ static int is_test_backend(dl_backend *be) { return be->ops->alloc == tb_alloc; 
 static int plan_step(void *user, dl_trainer *t, const dl_step_info *i)
 {
     plan *p = user;
+    p->skipped = i->skipped_steps;
     if (p->nsteps < MAX_STEPS) {
         p->loss[p->nsteps] = i->loss;
+        p->grad_norm[p->nsteps] = i->grad_norm;
         p->scale[p->nsteps] = i->loss_scale;
         p->nsteps++;
     }
@@ -428,7 +487,10 @@ static void run_plan(plan *p, const variant *v, long steps)
         cfg.loss_scale = v->loss_scale;
     if (v->window > 0)
         cfg.loss_scale_window = v->window;
-    dl_optim opt = dl_optim_adam(1e-2f, 1e-4f);
+    if (p->nonfinite_skip)
+        cfg.nonfinite = DL_NONFINITE_SKIP;
+    dl_optim opt = p->sgd ? dl_optim_sgd(0.05f, 0.9f, 1, 1e-4f) : dl_optim_adam(1e-2f, 1e-4f);
+    opt.clip_norm = p->clip;
     dl_loss loss = {DL_LOSS_XENT, 0, DL_IGNORE_NONE};
     if (p->rc == DL_OK)
         p->rc = dl_trainer_create(&t, m, &loss, &opt, NULL, tr, va, &cfg, p->start);
@@ -909,6 +971,104 @@ static void test_workspace_refused(void)
     free(ws);
 }
 
+/* --- the gradient check on the device ------------------------------------------------- */
+
+/* x == y, or both NaN. */
+static int same(double x, double y) { return x == y || (isnan(x) && isnan(y)); }
+
+/* Blobs whose training sample 101 holds an infinity: each batch that draws
+ * it has a non-finite gradient. */
+static void blobs_inf(dl_dataset *d, size_t count, uint64_t seed)
+{
+    blobs(d, count, seed);
+    if (seed == 1)
+        ((float *)d->x)[101 * 8 + 2] = INFINITY;
+}
+
+static dl_layer *plain_net(void)
+{
+    dl_layer *s = dl_nn_sequential();
+    dl_nn_sequential_add(s, dl_nn_linear(8, 16, 1));
+    dl_nn_sequential_add(s, dl_nn_activation(DL_ACT_RELU));
+    dl_nn_sequential_add(s, dl_nn_linear(16, 3, 1));
+    return s;
+}
+
+/* The same training on a host-checked and a device-checked backend. */
+static void guard_case(plan base, const variant *v, long steps)
+{
+    test_backend *a = tb_cpu("cpuA", 2), *g = tb_cpu("cpuG", 2);
+    tb_enable_guard(g);
+    plan host = base, dev = base;
+    host.start = &a->be;
+    dev.start = &g->be;
+    run_plan(&host, v, steps);
+    run_plan(&dev, v, steps);
+    CHECK_MSG(g->guard_calls > 0 && a->guard_calls == 0, "device checks: %ld on G, %ld on A",
+              g->guard_calls, a->guard_calls);
+    CHECK_MSG(host.rc == dev.rc, "host path: %d (%s), device path: %d (%s)", host.rc, host.msg,
+              dev.rc, dev.msg);
+    CHECK_MSG(host.nsteps == dev.nsteps && (host.nsteps > 0 || host.rc < 0),
+              "%d steps on the host path, %d on the device path", host.nsteps, dev.nsteps);
+    if (host.rc < 0)
+        CHECK_MSG(host.rc == DL_ENONFINITE && strstr(host.msg, "non-finite gradient") &&
+                      strstr(dev.msg, "non-finite gradient"),
+                  "host: %s; device: %s", host.msg, dev.msg);
+    for (int i = 0; i < host.nsteps && i < dev.nsteps; i++) {
+        CHECK_MSG(same(host.loss[i], dev.loss[i]), "step %d: loss %.9g vs %.9g", i + 1,
+                  host.loss[i], dev.loss[i]);
+        /* the device keeps the norm as a float */
+        CHECK_MSG(same(host.grad_norm[i], dev.grad_norm[i]) ||
+                      fabs(host.grad_norm[i] - dev.grad_norm[i]) <= 1e-7 * fabs(host.grad_norm[i]),
+                  "step %d: grad norm %.9g vs %.9g", i + 1, host.grad_norm[i], dev.grad_norm[i]);
+    }
+    CHECK_MSG(host.skipped == dev.skipped, "skipped %ld vs %ld", host.skipped, dev.skipped);
+    printf("  %d steps, %ld skipped, %s\n", dev.nsteps, dev.skipped,
+           dev.rc < 0 ? dev.msg : "finished");
+    if (host.rc == DL_OK) {
+        CHECK(host.state && dev.state && host.state_bytes == dev.state_bytes);
+        if (host.state && dev.state && host.state_bytes == dev.state_bytes)
+            CHECK_MSG(memcmp(host.state, dev.state, host.state_bytes) == 0, "final states differ");
+    }
+    plan_done(&host);
+    plan_done(&dev);
+    tb_destroy(a);
+    tb_destroy(g);
+}
+
+static void test_guard_clip_adam(void)
+{
+    /* clipped at 0.5 (every step here): the device path, bit for bit */
+    variant v = {"f32", DL_PREC_F32, 1, 0, 0};
+    plan p = {.clip = 0.5f};
+    guard_case(p, &v, 20);
+}
+
+static void test_guard_sgd_bf16(void)
+{
+    variant v = {"bf16", DL_PREC_BF16, 2, 0, 0};
+    plan p = {.sgd = 1, .clip = 1.0f};
+    guard_case(p, &v, 12);
+}
+
+static void test_guard_nonfinite_skip(void)
+{
+    /* the batches with the infinity are skipped on both paths alike; the
+     * host learns of them at the report */
+    variant v = {"f32", DL_PREC_F32, 1, 0, 0};
+    plan p = {.net = plain_net, .data = blobs_inf, .nonfinite_skip = 1};
+    guard_case(p, &v, 20);
+}
+
+static void test_guard_nonfinite_stop(void)
+{
+    /* DL_NONFINITE_STOP: both fail at the step with the infinity (the
+     * device path at its report, which follows every step here) */
+    variant v = {"f32", DL_PREC_F32, 1, 0, 0};
+    plan p = {.net = plain_net, .data = blobs_inf};
+    guard_case(p, &v, 20);
+}
+
 /* --- CUDA ----------------------------------------------------------------------------- */
 
 static char cuda_why[512];
@@ -1036,6 +1196,10 @@ int main(void)
     RUN(test_workspace_switch_f32);
     RUN(test_workspace_switch_bf16);
     RUN(test_workspace_refused);
+    RUN(test_guard_clip_adam);
+    RUN(test_guard_sgd_bf16);
+    RUN(test_guard_nonfinite_skip);
+    RUN(test_guard_nonfinite_stop);
     RUN(test_cuda_round_trip);
     RUN(test_cuda_switch_100m);
     CHECK_EXIT();

@@ -288,6 +288,26 @@ typedef struct dl_backend_ops {
      * way, named by nothing. Returns DL_OK or the error of the choice. */
     int (*conv_algo)(dl_backend *be, const dl_conv_desc *d, dl_dtype compute, char *buf,
                      size_t size);
+
+    /* --- optional: the step's gradient check on the device (all three or
+     * none; NULL: the trainer reads the norm back with sumsq) ------------ */
+    /* cells: 4 device floats. With norm = sqrt(sum of g[i]^2 in double) *
+     * grad_scale: finite, cells[0] = norm, cells[1] = the clip factor f =
+     * max_norm / norm (as a float, computed in double) when max_norm > 0
+     * and norm > max_norm, else 1, g *= f (in place, as scale does), and
+     * cells[2] = 0; not finite, cells[0] and g are left, cells[1] = 0,
+     * cells[2] = 1 and cells[3] += 1 (the skips since the host last
+     * cleared it). Nothing waits for the device. */
+    int (*grad_guard)(dl_backend *be, float *g, size_t n, float grad_scale, float max_norm,
+                      float *cells);
+    /* sgd_update and adam_update, skipped (only g zeroed) when cells[2] of
+     * a grad_guard is set. */
+    int (*sgd_update_guarded)(dl_backend *be, size_t n, float *w, float *g, float *m, float lr,
+                              float momentum, float wd, int nesterov, float grad_scale,
+                              const float *cells);
+    int (*adam_update_guarded)(dl_backend *be, size_t n, float *w, float *g, float *m, float *v,
+                               float lr, float beta1, float beta2, float eps, float wd,
+                               int decoupled, long step, float grad_scale, const float *cells);
 } dl_backend_ops;
 
 /* A backend instance: the op table plus its private context. */

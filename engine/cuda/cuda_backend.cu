@@ -462,6 +462,9 @@ static const dl_backend_ops cuda_ops = {
     cuda_attention_backward,
     cuda_softmax_xent_tokens,
     cuda_conv_algo,
+    cuda_grad_guard,
+    cuda_sgd_update_guarded,
+    cuda_adam_update_guarded,
 };
 
 /* Releases everything a (possibly half-built) context holds. */

@@ -198,6 +198,14 @@ int cuda_adam_update(dl_backend *be, size_t n, float *w, float *g, float *m, flo
                      float beta1, float beta2, float eps, float wd, int decoupled, long step,
                      float grad_scale);
 int cuda_sumsq(dl_backend *be, const float *x, size_t n, double *host_result);
+int cuda_grad_guard(dl_backend *be, float *g, size_t n, float grad_scale, float max_norm,
+                    float *cells);
+int cuda_sgd_update_guarded(dl_backend *be, size_t n, float *w, float *g, float *m, float lr,
+                            float momentum, float wd, int nesterov, float grad_scale,
+                            const float *cells);
+int cuda_adam_update_guarded(dl_backend *be, size_t n, float *w, float *g, float *m, float *v,
+                             float lr, float beta1, float beta2, float eps, float wd, int decoupled,
+                             long step, float grad_scale, const float *cells);
 
 /* dst = src rounded through bf16/f16 (cuda_kernels.cu). */
 int cuda_round_copy(dl_backend *be, float *dst, const float *src, dl_dtype via, size_t n);

@@ -211,12 +211,48 @@ static int apply_step(dl_trainer *t, double norm, float grad_scale)
     return DL_OK;
 }
 
+/* Whether the step's check runs on the device: a backend that can, and
+ * no host decision needed at once (fp16's loss scale, data parallelism). */
+static int guard_on_device(const dl_trainer *t)
+{
+    return !t->dp && t->cfg.precision != DL_PREC_F16 && dl_guard_available(t->be);
+}
+
+/* update() with nothing read back: the norm, the clipping and the skip
+ * are decided on the device (dl_guard_grads), the host learns them at
+ * the next report (dl_trainer_fold_guard). */
+static int update_on_device(dl_trainer *t, float grad_scale)
+{
+    dl_profiler *pf = t->prof;
+    double nparam = (double)dl_model_param_count(t->m);
+    float *cells = dl_trainer_guard_cells(t);
+    if (!t->guard_used) {
+        t->guard_used = 1;
+        t->guard_from = t->step + 1;
+    }
+    dl_prof_span sp = dl_prof_begin(pf);
+    DL_TRY(dl_guard_grads(t->m, t->opt.clip_norm, grad_scale, cells));
+    dl_prof_end(pf, sp, DL_PROF_OPTIMIZER, "grad norm + clip", 2 * nparam, 4 * nparam);
+    sp = dl_prof_begin(pf);
+    dl_dtype lowp = lowp_dtype(t->cfg.precision);
+    t->lr_now = dl_schedule_lr(&t->sched, t->base_lr, t->step, t->total_steps);
+    DL_TRY(dl_optim_step_guarded(&t->opt, t->m, (float)t->lr_now, t->step + 1, grad_scale, cells));
+    if (lowp != DL_F32)
+        DL_TRY(dl_model_refresh_lowp(t->m, lowp));
+    int moments = dl_optim_moments(&t->opt);
+    dl_prof_end(pf, sp, DL_PROF_OPTIMIZER, "optimizer step", (moments == 2 ? 12.0 : 4.0) * nparam,
+                8.0 * (2 + moments) * nparam);
+    return DL_OK;
+}
+
 /* Gradient norm and clipping, then the update (or the skip) for a step of
  * rows rows: the mean over them, undoing the loss scale. */
 static int update(dl_trainer *t, long rows)
 {
     dl_profiler *pf = t->prof;
     float grad_scale = (float)t->cfg.batch / (t->loss_scale * (float)rows);
+    if (guard_on_device(t))
+        return update_on_device(t, grad_scale);
     double norm = 0;
     double nparam = (double)dl_model_param_count(t->m);
     dl_prof_span sp = dl_prof_begin(pf);
@@ -299,6 +335,7 @@ static int callback_rc(dl_trainer *t, int rc)
 
 int dl_trainer_report(dl_trainer *t, int stopped)
 {
+    DL_TRY(dl_trainer_fold_guard(t));
     double loss_sum, correct, comm_s = 0;
     long keep_samples = t->rep_samples;
     double keep_comm = t->rep_comm;
