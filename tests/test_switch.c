@@ -55,6 +55,18 @@ typedef struct test_backend {
     size_t ws_need_max, ws_given_max;
     char ws_msg[256];
     long guard_calls; /* grad_guard calls (tb_enable_guard) */
+    /* overlapped uploads (tb_enable_overlap): when each event was last
+     * recorded and each destination last written, on one clock */
+    long seq, after_ok, after_bad, first_uploads;
+    struct {
+        const dl_event *ev;
+        long at;
+    } recs[8];
+    struct {
+        const void *dst;
+        long at;
+    } ups[8];
+    int nrecs, nups;
 } test_backend;
 
 static test_backend *tb_of(dl_backend *be) { return (test_backend *)be; }
@@ -128,11 +140,15 @@ static void *tb_take(dl_backend *be, size_t bytes, int host)
     return p;
 }
 
+static void tb_forget_uploads(test_backend *tb, const void *p);
+
 static void tb_give(dl_backend *be, void *p, int host)
 {
     test_backend *tb = tb_of(be);
     if (!p)
         return;
+    if (!host)
+        tb_forget_uploads(tb, p);
     if (!tb_untrack(tb, p, host))
         foreign_frees++;
     if (host)
@@ -273,6 +289,74 @@ static void tb_enable_guard(test_backend *tb)
     tb->ops.grad_guard = tb_grad_guard;
     tb->ops.sgd_update_guarded = tb_sgd_guarded;
     tb->ops.adam_update_guarded = tb_adam_guarded;
+}
+
+static int tb_event_record(dl_backend *be, dl_event *ev)
+{
+    test_backend *tb = tb_of(be);
+    int i = 0;
+    while (i < tb->nrecs && tb->recs[i].ev != ev)
+        i++;
+    if (i == tb->nrecs && tb->nrecs < 8)
+        tb->recs[tb->nrecs++].ev = ev;
+    if (i < 8)
+        tb->recs[i].at = ++tb->seq;
+    return tb->base->ops->event_record(be, ev);
+}
+
+/* The block at p is freed: its destinations are new when taken again. */
+static void tb_forget_uploads(test_backend *tb, const void *p)
+{
+    size_t bytes = 0;
+    for (int i = 0; i < tb->nblocks; i++)
+        if (tb->blocks[i].p == p && !tb->blocks[i].host)
+            bytes = tb->blocks[i].bytes;
+    const char *b = p;
+    for (int u = 0; u < tb->nups;) {
+        const char *d = tb->ups[u].dst;
+        if (d >= b && d < b + bytes)
+            tb->ups[u] = tb->ups[--tb->nups];
+        else
+            u++;
+    }
+}
+
+/* An upload that may overlap earlier work: legal when dst is new, or when
+ * `after` was recorded after dst was last written (its reader is done). */
+static int tb_to_device_after(dl_backend *be, void *dst, const void *src, size_t bytes,
+                              dl_event *after)
+{
+    test_backend *tb = tb_of(be);
+    int u = 0;
+    while (u < tb->nups && tb->ups[u].dst != dst)
+        u++;
+    if (u == tb->nups) {
+        if (tb->nups < 8)
+            tb->ups[tb->nups++].dst = dst;
+        tb->first_uploads++;
+        tb->after_bad += after != NULL; /* a fresh slot waits for nothing */
+    } else {
+        long rec = -1;
+        for (int i = 0; i < tb->nrecs; i++)
+            if (after && tb->recs[i].ev == after)
+                rec = tb->recs[i].at;
+        if (rec > tb->ups[u].at)
+            tb->after_ok++;
+        else
+            tb->after_bad++;
+    }
+    if (u < 8)
+        tb->ups[u].at = ++tb->seq;
+    return tb->base->ops->to_device(be, dst, src, bytes);
+}
+
+/* A stand-in for a GPU with a copy engine: device memory is the CPU's, but
+ * the trainer stages its batches as for a GPU and overlaps the uploads. */
+static void tb_enable_overlap(test_backend *tb)
+{
+    tb->ops.device = DL_DEVICE_CUDA;
+    tb->ops.to_device_after = tb_to_device_after;
+    tb->ops.event_record = tb_event_record;
 }
 
 /* A counting backend over base (taken over when own_base). */
@@ -1069,6 +1153,35 @@ static void test_guard_nonfinite_stop(void)
     guard_case(p, &v, 20);
 }
 
+/* --- overlapped uploads ----------------------------------------------------------------- */
+
+static void test_overlapped_uploads(void)
+{
+    /* on a backend that overlaps uploads: the two stage slots alternate,
+     * each copy waits for the last reader of its slot (never for nothing,
+     * never for an older reader), training and validation alike, through
+     * a switch away and back (fresh slots); the run is the plain one */
+    test_backend *a = tb_cpu("cpuA", 2), *g = tb_cpu("gpuG", 2);
+    tb_enable_overlap(g);
+    variant v = {"f32", DL_PREC_F32, 2, 0, 0};
+    plan ref = {.start = &a->be};
+    run_plan(&ref, &v, 3 * K);
+    plan sw = {.start = &g->be, .nswitch = 2, .at = {K, 2 * K}, .to = {&a->be, &g->be}};
+    run_plan(&sw, &v, 3 * K);
+    CHECK_MSG(sw.done == 2 && sw.switch_rc[0] == DL_OK && sw.switch_rc[1] == DL_OK, "%s", sw.msg);
+    check_identical(&ref, &sw);
+    printf("  %ld overlapped uploads waited for their slot's reader, %ld to fresh slots\n",
+           g->after_ok, g->first_uploads);
+    CHECK_MSG(g->after_bad == 0, "%ld uploads waited for the wrong event", g->after_bad);
+    /* x and y of two slots, twice (the stage is made anew on the way back) */
+    CHECK_MSG(g->first_uploads == 8 && g->after_ok > 20, "%ld fresh, %ld waited", g->first_uploads,
+              g->after_ok);
+    plan_done(&ref);
+    plan_done(&sw);
+    tb_destroy(a);
+    tb_destroy(g);
+}
+
 /* --- CUDA ----------------------------------------------------------------------------- */
 
 static char cuda_why[512];
@@ -1200,6 +1313,7 @@ int main(void)
     RUN(test_guard_sgd_bf16);
     RUN(test_guard_nonfinite_skip);
     RUN(test_guard_nonfinite_stop);
+    RUN(test_overlapped_uploads);
     RUN(test_cuda_round_trip);
     RUN(test_cuda_switch_100m);
     CHECK_EXIT();

@@ -308,6 +308,16 @@ typedef struct dl_backend_ops {
     int (*adam_update_guarded)(dl_backend *be, size_t n, float *w, float *g, float *m, float *v,
                                float lr, float beta1, float beta2, float eps, float wd,
                                int decoupled, long step, float grad_scale, const float *cells);
+
+    /* Optional: to_device on a copy engine that waits only for after (an
+     * event recorded earlier with event_record: the last use of what dst
+     * held; NULL: nothing), not for all the work queued before it; work
+     * queued after the call sees the data. Returns once src may be reused,
+     * as to_device does (for a pinned src: when the copy has read it).
+     * With two destinations used in turn, the next batch's copy overlaps
+     * the current step. NULL: the caller uses to_device. */
+    int (*to_device_after)(dl_backend *be, void *dst, const void *src, size_t bytes,
+                           dl_event *after);
 } dl_backend_ops;
 
 /* A backend instance: the op table plus its private context. */

@@ -239,6 +239,22 @@ int cuda_check_flags(dl_backend *be)
 
 /* --- copies ------------------------------------------------------------------- */
 
+struct dl_event {
+    cudaEvent_t ev;
+};
+
+/* Whether p is page-locked host memory (host_alloc, cudaHostRegister). */
+static int is_pinned(const void *p)
+{
+    cudaPointerAttributes attr;
+    memset(&attr, 0, sizeof attr);
+    if (cudaPointerGetAttributes(&attr, p) != cudaSuccess) {
+        (void)cudaGetLastError(); /* not CUDA memory: pageable */
+        return 0;
+    }
+    return attr.type == cudaMemoryTypeHost;
+}
+
 /* Returns when the host may reuse src, as on the CPU. A pageable source is
  * staged by the driver before cudaMemcpyAsync returns. A pinned one
  * (host_alloc, cudaHostRegister) is read by the copy engine only when the
@@ -252,13 +268,7 @@ static int cu_to_device(dl_backend *be, void *dst, const void *src, size_t bytes
         return DL_OK;
     cudaStream_t s = CTX(be)->stream;
     CUDA_TRY(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, s));
-    cudaPointerAttributes attr;
-    memset(&attr, 0, sizeof attr);
-    if (cudaPointerGetAttributes(&attr, src) != cudaSuccess) {
-        (void)cudaGetLastError(); /* not CUDA memory: pageable */
-        attr.type = cudaMemoryTypeUnregistered;
-    }
-    if (attr.type == cudaMemoryTypeHost)
+    if (is_pinned(src))
         CUDA_TRY(cudaStreamSynchronize(s));
     return DL_OK;
 }
@@ -271,6 +281,44 @@ static int cu_to_host(dl_backend *be, void *dst, const void *src, size_t bytes)
         CUDA_TRY(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, s));
     CUDA_TRY(cudaStreamSynchronize(s));
     return cuda_check_flags(be);
+}
+
+/* to_device on the copy stream: it waits for `after` only, the compute
+ * stream waits for the copy (on the device: the host is not held), and
+ * the host waits for the copy alone when src is pinned (the loader reuses
+ * it at its next batch), not for the work queued on the compute stream. */
+
+/* The copy stream and its event, made on first use. */
+static int copy_engine(cuda_ctx *c)
+{
+    if (c->copy_stream)
+        return DL_OK;
+    CUDA_TRY(cudaEventCreateWithFlags(&c->copy_done, cudaEventDisableTiming));
+    cudaError_t e = cudaStreamCreateWithFlags(&c->copy_stream, cudaStreamNonBlocking);
+    if (e != cudaSuccess) {
+        (void)cudaEventDestroy(c->copy_done);
+        c->copy_done = NULL;
+        c->copy_stream = NULL;
+        return cuda_fail_rt(e, __FILE__, __LINE__, "cudaStreamCreateWithFlags(copy stream)");
+    }
+    return DL_OK;
+}
+
+static int cu_to_device_after(dl_backend *be, void *dst, const void *src, size_t bytes,
+                              dl_event *after)
+{
+    if (!bytes)
+        return DL_OK;
+    cuda_ctx *c = CTX(be);
+    DL_TRY(copy_engine(c));
+    if (after)
+        CUDA_TRY(cudaStreamWaitEvent(c->copy_stream, after->ev, 0));
+    CUDA_TRY(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, c->copy_stream));
+    CUDA_TRY(cudaEventRecord(c->copy_done, c->copy_stream));
+    CUDA_TRY(cudaStreamWaitEvent(c->stream, c->copy_done, 0));
+    if (is_pinned(src))
+        CUDA_TRY(cudaEventSynchronize(c->copy_done));
+    return DL_OK;
 }
 
 static int cu_copy(dl_backend *be, void *dst, const void *src, size_t bytes)
@@ -296,10 +344,6 @@ static int cu_sync(dl_backend *be)
 }
 
 /* --- events ----------------------------------------------------------------------- */
-
-struct dl_event {
-    cudaEvent_t ev;
-};
 
 static dl_event *cu_event_create(dl_backend *be)
 {
@@ -465,6 +509,7 @@ static const dl_backend_ops cuda_ops = {
     cuda_grad_guard,
     cuda_sgd_update_guarded,
     cuda_adam_update_guarded,
+    cu_to_device_after,
 };
 
 /* Releases everything a (possibly half-built) context holds. */
@@ -485,6 +530,12 @@ static void ctx_release(dl_backend *be)
     cu_free(be, c->conv_ws);
     cu_host_free(be, c->host_result);
     cu_host_free(be, c->host_flags);
+    if (c->copy_stream) {
+        (void)cudaStreamSynchronize(c->copy_stream);
+        (void)cudaStreamDestroy(c->copy_stream);
+    }
+    if (c->copy_done)
+        (void)cudaEventDestroy(c->copy_done);
     if (c->stream)
         (void)cudaStreamDestroy(c->stream);
     free(c);

@@ -112,6 +112,10 @@ typedef struct cuda_ctx {
     float *host_badf; /* the offending value as written by the kernel */
     int *dev_flags;   /* device alias of host_flags */
     float *dev_badf;
+    /* to_device_after: the copy engine's stream and its last copy (made
+     * on first use) */
+    cudaStream_t copy_stream;
+    cudaEvent_t copy_done;
     struct conv_cache *conv;
     void *conv_ws; /* used when a conv op is handed no workspace */
     size_t conv_ws_size;

@@ -80,10 +80,29 @@ int dl_trainer_alloc_stage(dl_trainer *t, dl_backend *be)
             dl_storage_release(s);
             return rc;
         }
-        dl_storage_release(t->stage);
     }
+    dl_trainer_free_stage(t);
     t->stage = s;
+    /* the slots' events, where the backend overlaps uploads */
+    if (be->ops->to_device_after && be->ops->event_create && be->ops->event_record)
+        for (int i = 0; i < 2; i++)
+            t->slot_free[i] = be->ops->event_create(be); /* NULL: that slot waits for all */
     return DL_OK;
+}
+
+void dl_trainer_free_stage(dl_trainer *t)
+{
+    if (!t->stage)
+        return;
+    dl_backend *be = t->stage->be;
+    for (int i = 0; i < 2; i++) {
+        if (t->slot_free[i])
+            be->ops->event_destroy(be, t->slot_free[i]);
+        t->slot_free[i] = NULL;
+        t->slot_armed[i] = 0;
+    }
+    dl_storage_release(t->stage);
+    t->stage = NULL;
 }
 
 /* The window's sums from the device floats: per token, the means over

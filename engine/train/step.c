@@ -16,8 +16,41 @@ static double batch_bytes(const dl_source *src, int n)
                         4.0 * (in->y_width > 0 ? in->y_width : 1));
 }
 
-/* Uploads a batch and converts x to f32 in the model input. */
-static int load_batch(dl_trainer *t, dl_source *src, const dl_batch *b, const void **labels)
+/* Copies x and y of a batch into the next stage slot; its index into
+ * *slot. Where the backend overlaps uploads (to_device_after) the copy
+ * waits only for the last reader of that slot, two batches back. */
+static int upload(dl_trainer *t, const dl_batch *b, size_t xb, size_t yb, int *slot)
+{
+    dl_backend *be = t->be;
+    int s = t->slot;
+    t->slot ^= 1;
+    *slot = s;
+    char *base = t->stage->ptr;
+    dl_event *ev = t->slot_free[s];
+    if (!ev) {
+        DL_TRY(be->ops->to_device(be, base + t->off_x[s], b->x, xb));
+        return be->ops->to_device(be, base + t->off_y[s], b->y, yb);
+    }
+    dl_event *after = t->slot_armed[s] ? ev : NULL;
+    DL_TRY(be->ops->to_device_after(be, base + t->off_x[s], b->x, xb, after));
+    return be->ops->to_device_after(be, base + t->off_y[s], b->y, yb, after);
+}
+
+/* The batch in stage slot s is read (its x converted, its labels taken by
+ * the loss): the slot may take the next copy once the device is here. */
+static int release_slot(dl_trainer *t, int s)
+{
+    if (s < 0 || !t->slot_free[s])
+        return DL_OK;
+    DL_TRY(t->be->ops->event_record(t->be, t->slot_free[s]));
+    t->slot_armed[s] = 1;
+    return DL_OK;
+}
+
+/* Uploads a batch and converts x to f32 in the model input; *slot: the
+ * stage slot it used (-1: none, on the CPU), for release_slot. */
+static int load_batch(dl_trainer *t, dl_source *src, const dl_batch *b, const void **labels,
+                      int *slot)
 {
     dl_backend *be = t->be;
     const dl_data_info *in = &src->info;
@@ -28,12 +61,12 @@ static int load_batch(dl_trainer *t, dl_source *src, const dl_batch *b, const vo
         return dl_error(DL_EINVAL, "%s yielded a batch of %d rows, more than the planned %d",
                         src->name, b->n, t->cfg.batch);
     const void *x = b->x, *y = b->y;
+    *slot = -1;
     if (be->ops->device != DL_DEVICE_CPU) {
+        DL_TRY(upload(t, b, xb, yb, slot));
         char *base = t->stage->ptr;
-        DL_TRY(be->ops->to_device(be, base + t->off_x, b->x, xb));
-        DL_TRY(be->ops->to_device(be, base + t->off_y, b->y, yb));
-        x = base + t->off_x;
-        y = base + t->off_y;
+        x = base + t->off_x[*slot];
+        y = base + t->off_y[*slot];
     }
     /* channels for normalisation: the first dimension of an image sample */
     int ch = in->channels;
@@ -104,7 +137,7 @@ typedef struct step_rows {
 } step_rows;
 
 /* Forward, loss and backward of the micro-batch in the model input. */
-static int passes(dl_trainer *t, dl_pass *p, const void *labels, float micro_scale)
+static int passes(dl_trainer *t, dl_pass *p, const void *labels, float micro_scale, int slot)
 {
     dl_profiler *pf = t->prof;
     dl_prof_arm_pass(pf, p);
@@ -114,6 +147,7 @@ static int passes(dl_trainer *t, dl_pass *p, const void *labels, float micro_sca
     sp = dl_prof_begin(pf);
     DL_TRY(apply_loss(t, p->n, labels, micro_scale, dl_model_output_grad(t->m),
                       dl_trainer_stats(t, 0)));
+    DL_TRY(release_slot(t, slot)); /* x was converted, the labels are read */
     double outs = (double)p->n * (double)dl_shape_numel(dl_model_output_shape(t->m));
     dl_prof_end(pf, sp, DL_PROF_LOSS, dl_loss_name(t->loss.kind), 5 * outs, 8 * outs);
     sp = dl_prof_begin(pf);
@@ -143,8 +177,9 @@ static int micro_batch(dl_trainer *t, int last, float micro_scale, step_rows *ro
         return 1;
     }
     const void *labels;
+    int slot;
     sp = dl_prof_begin(pf);
-    DL_TRY(load_batch(t, t->train, &b, &labels));
+    DL_TRY(load_batch(t, t->train, &b, &labels, &slot));
     dl_prof_end(pf, sp, DL_PROF_COPY, "input copy + convert", 0, batch_bytes(t->train, b.n));
     dl_pass p;
     dl_model_pass(t->m, &p, b.n, 1, t->cfg.precision, t->cfg.seed, t->micro++);
@@ -152,7 +187,7 @@ static int micro_batch(dl_trainer *t, int last, float micro_scale, step_rows *ro
         p.grad_hook = dl_trainer_grad_ready;
         p.grad_user = t;
     }
-    DL_TRY(passes(t, &p, labels, micro_scale));
+    DL_TRY(passes(t, &p, labels, micro_scale, slot));
     rows->local += b.n;
     return 1;
 }
@@ -389,11 +424,13 @@ int dl_trainer_evaluate(dl_trainer *t, dl_source *src, double *loss, double *acc
         if (rc == 0)
             break;
         const void *labels;
-        DL_TRY(load_batch(t, src, &b, &labels));
+        int slot;
+        DL_TRY(load_batch(t, src, &b, &labels, &slot));
         dl_pass p;
         dl_model_pass(t->m, &p, b.n, 0, t->cfg.precision, t->cfg.seed, 0);
         DL_TRY(dl_model_forward(t->m, &p));
         DL_TRY(apply_loss(t, b.n, labels, 0, NULL, stats));
+        DL_TRY(release_slot(t, slot));
         n += b.n;
         if (t->tokens || n % (1L << 14) < b.n) /* fold into double now and then */
             DL_TRY(fold_eval(t, stats, sums));
