@@ -458,8 +458,10 @@ elif gpu_step memcheck; then
     if [ "$t" = 0 ]; then
         row memcheck SKIP "time budget spent"
     else
-        timed memcheck "$t" "$SANITIZER" --tool memcheck --error-exitcode 99 \
-            env DLBENCH_CUDA_TF32=0 "$BUILD/tests/test_cuda" | tail -20
+        # the variable set here, not through env(1): the sanitizer watches the
+        # process it starts, test_cuda itself
+        DLBENCH_CUDA_TF32=0 timed memcheck "$t" "$SANITIZER" --tool memcheck --error-exitcode 99 \
+            "$BUILD/tests/test_cuda" | tail -20
         rc=${PIPESTATUS[0]}
         errs=$(grep -oE 'ERROR SUMMARY: [0-9]+ error' "$LOG/memcheck.log" | tail -1)
         if [ "$rc" -eq 124 ]; then
