@@ -795,11 +795,13 @@ static void test_out_of_memory(void)
     tb_destroy(b);
 }
 
-static void test_snapshot_restore(void)
+static void snapshot_case(int guard)
 {
     /* a snapshot taken at step K and restored after 2K more steps gives
      * the same next K steps again, bit for bit */
     test_backend *a = tb_cpu("cpuA", 2);
+    if (guard)
+        tb_enable_guard(a);
     dl_dataset train;
     blobs(&train, 1024, 1); /* 32 steps an epoch: no epoch end below */
     dl_model *m;
@@ -845,6 +847,11 @@ static void test_snapshot_restore(void)
     dl_dataset_done(&train);
     tb_destroy(a);
 }
+
+static void test_snapshot_restore(void) { snapshot_case(0); }
+
+/* the same with the gradient check on the device (its cells restart) */
+static void test_snapshot_restore_guarded(void) { snapshot_case(1); }
 
 static void test_parity_same_kernels(void)
 {
@@ -1305,6 +1312,7 @@ int main(void)
     RUN(test_round_trip_accumulate);
     RUN(test_out_of_memory);
     RUN(test_snapshot_restore);
+    RUN(test_snapshot_restore_guarded);
     RUN(test_parity_same_kernels);
     RUN(test_workspace_switch_f32);
     RUN(test_workspace_switch_bf16);

@@ -199,6 +199,10 @@ int dl_trainer_set_cursor(dl_trainer *t, const dl_trainer_cursor *c)
     t->loss_scale = c->loss_scale;
     t->clean_steps = c->clean_steps;
     t->skipped = c->skipped;
+    if (t->guard_used) { /* the cursor's count includes the check's: start it afresh */
+        DL_TRY(t->be->ops->memset0(t->be, dl_trainer_guard_cells(t) + 3, sizeof(float)));
+        t->guard_from = t->step + 1;
+    }
     t->base_lr = c->base_lr;
     t->sched.scale = c->sched_scale;
     t->sched.best = c->sched_best;
