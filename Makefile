@@ -39,7 +39,9 @@ TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 BENCH_SRC := $(wildcard bench/*.c)
 BENCH_BIN := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
 
-# CUDA: nvcc on PATH or in /usr/local/cuda/bin.
+# CUDA: nvcc on PATH or in /usr/local/cuda/bin. The module's RUNPATH names
+# the toolkit it was built with; engine/core/backend.c searches further
+# ($CUDNN_HOME, pip wheels) for a library the loader does not find there.
 NVCC     ?= $(shell command -v nvcc 2>/dev/null || (test -x /usr/local/cuda/bin/nvcc && echo /usr/local/cuda/bin/nvcc))
 CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(NVCC))
 CUDA_SRC := $(wildcard engine/cuda/*.cu)
@@ -93,7 +95,8 @@ $(BUILD)/bench/%: bench/%.c $(BUILD)/libdlbench.a
 $(BUILD)/dlbench-cuda.so: $(CUDA_SRC) $(wildcard engine/cuda/*.h) engine/core/backend.h engine/core/tensor.h \
                           engine/base/rng.h engine/base/error.h engine/base/half.h
 	@mkdir -p $(@D)
-	$(NVCC) $(NVFLAGS) -shared -o $@ $(CUDA_SRC) -L$(CUDA_HOME)/lib64 -lcublasLt -lcublas -lcudnn -lcudart
+	$(NVCC) $(NVFLAGS) -shared -o $@ $(CUDA_SRC) -L$(CUDA_HOME)/lib64 -Xlinker -rpath=$(CUDA_HOME)/lib64 \
+	    -lcublasLt -lcublas -lcudnn -lcudart
 
 # The dependency rules of the design, from every #include and every symbol
 # the library's objects leave undefined (scripts/check-layers.py says which).

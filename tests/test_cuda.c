@@ -334,14 +334,14 @@ static void conv_case(dl_conv_desc d, dl_dtype compute, int with_bias)
     size_t wsg = gpu->ops->conv_workspace(gpu, &d, compute);
     void *bc = wsc ? cpu->ops->alloc(cpu, wsc) : NULL, *bg = wsg ? gpu->ops->alloc(gpu, wsg) : NULL;
     const float *bias_c = with_bias ? b.c : NULL, *bias_g = with_bias ? b.g : NULL;
-    CHECK_OK(cpu->ops->conv_forward(cpu, &d, y.c, x.c, w.c, bias_c, bc, compute));
-    CHECK_OK(gpu->ops->conv_forward(gpu, &d, y.g, x.g, w.g, bias_g, bg, compute));
-    CHECK_OK(cpu->ops->conv_backward_data(cpu, &d, dx.c, dy.c, w.c, bc, compute));
-    CHECK_OK(gpu->ops->conv_backward_data(gpu, &d, dx.g, dy.g, w.g, bg, compute));
+    CHECK_OK(cpu->ops->conv_forward(cpu, &d, y.c, x.c, w.c, bias_c, bc, wsc, compute));
+    CHECK_OK(gpu->ops->conv_forward(gpu, &d, y.g, x.g, w.g, bias_g, bg, wsg, compute));
+    CHECK_OK(cpu->ops->conv_backward_data(cpu, &d, dx.c, dy.c, w.c, bc, wsc, compute));
+    CHECK_OK(gpu->ops->conv_backward_data(gpu, &d, dx.g, dy.g, w.g, bg, wsg, compute));
     CHECK_OK(cpu->ops->conv_backward_filter(cpu, &d, dw.c, with_bias ? db.c : NULL, dy.c, x.c, bc,
-                                            compute));
+                                            wsc, compute));
     CHECK_OK(gpu->ops->conv_backward_filter(gpu, &d, dw.g, with_bias ? db.g : NULL, dy.g, x.g, bg,
-                                            compute));
+                                            wsg, compute));
     double rel = compute != DL_F32 ? 1e-4 : tf32 ? 2e-3 : 1e-5;
     char what[128];
     snprintf(what, sizeof what, "conv %s n%d c%d %dx%d k%d %dx%d s%d p%d g%d d%d",
@@ -354,8 +354,20 @@ static void conv_case(dl_conv_desc d, dl_dtype compute, int with_bias)
     compare_f32(&dw, nw, rel * kw, rel, what);
     compare_f32(&db, d.k, TOL * kw, TOL, what);
     /* a second call reuses the cached algorithms, without a workspace */
-    CHECK_OK(gpu->ops->conv_forward(gpu, &d, y.g, x.g, w.g, bias_g, NULL, compute));
+    CHECK_OK(gpu->ops->conv_forward(gpu, &d, y.g, x.g, w.g, bias_g, NULL, 0, compute));
     compare_f32(&y, ny, rel * kf, rel, what);
+    /* a workspace one byte short is refused, naming both sizes */
+    if (wsg > 0) {
+        CHECK(gpu->ops->conv_forward(gpu, &d, y.g, x.g, w.g, bias_g, bg, wsg - 1, compute) ==
+              DL_EINVAL);
+        CHECK_MSG(strstr(dl_error_message(), "needed"), "%s", dl_error_message());
+    }
+    /* low precision chooses matrix-product algorithms only (exact in TF32) */
+    char algo[256] = "";
+    CHECK_OK(gpu->ops->conv_algo(gpu, &d, compute, algo, sizeof algo));
+    if (compute != DL_F32)
+        CHECK_MSG(!strstr(algo, "FFT") && !strstr(algo, "WINOGRAD") && !strstr(algo, "DIRECT"),
+                  "%s: %s", what, algo);
     cpu->ops->free(cpu, bc);
     gpu->ops->free(gpu, bg);
     pair *all[] = {&x, &w, &b, &y, &dy, &dx, &dw, &db};
@@ -904,6 +916,49 @@ static void test_sumsq(void)
     pair_free(&x);
 }
 
+static void test_grad_guard(void)
+{
+    /* the gradient check on the GPU against dl_clip_grad_norm's host
+     * arithmetic on the CPU: norm, clip factor, clipped g; a NaN skips
+     * the guarded update (g zeroed, w and the moments kept) and counts */
+    NEED_GPU();
+    CHECK(gpu->ops->grad_guard && gpu->ops->sgd_update_guarded && gpu->ops->adam_update_guarded);
+    if (!gpu->ops->grad_guard)
+        return;
+    size_t n = 1000003;
+    pair g = pair_rand(n, -1, 1, 191), w = pair_rand(n, -1, 1, 192);
+    pair m = pair_const(n, 0), v = pair_const(n, 0), cells = pair_const(4, 0);
+    double ss = 0;
+    CHECK_OK(cpu->ops->sumsq(cpu, g.c, n, &ss));
+    float grad_scale = 0.25f, max_norm = 10.0f;
+    double norm = sqrt(ss) * grad_scale;
+    float f = norm > max_norm ? (float)(max_norm / norm) : 1.0f;
+    CHECK(f < 1.0f); /* sqrt(n / 3) / 4 = 144 > 10: clipped */
+    CHECK_OK(cpu->ops->scale(cpu, g.c, f, n));
+    CHECK_OK(gpu->ops->grad_guard(gpu, g.g, n, grad_scale, max_norm, cells.g));
+    float c[4];
+    CHECK_OK(gpu->ops->to_host(gpu, c, cells.g, sizeof c));
+    CHECK_NEAR(c[0], norm, 1e-6 * norm);
+    CHECK_NEAR(c[1], f, 1e-6 * f);
+    CHECK(c[2] == 0 && c[3] == 0);
+    compare_f32(&g, n, 1e-6, 1e-6, "grad_guard clipped g");
+    /* a NaN: flagged and counted, g and the norm cell left */
+    float nan = NAN;
+    CHECK_OK(gpu->ops->to_device(gpu, (float *)g.g + 777, &nan, 4));
+    CHECK_OK(gpu->ops->grad_guard(gpu, g.g, n, grad_scale, max_norm, cells.g));
+    CHECK_OK(gpu->ops->to_host(gpu, c, cells.g, sizeof c));
+    CHECK(c[2] == 1 && c[3] == 1 && c[1] == 0);
+    CHECK_NEAR(c[0], norm, 1e-6 * norm);
+    CHECK_OK(gpu->ops->adam_update_guarded(gpu, n, w.g, g.g, m.g, v.g, 1e-3f, 0.9f, 0.999f, 1e-8f,
+                                           0, 0, 1, 1.0f, cells.g));
+    compare_f32(&w, n, 0, 0, "skipped adam: w kept");
+    CHECK_OK(cpu->ops->fill(cpu, g.c, 0, n));
+    compare_f32(&g, n, 0, 0, "skipped adam: g zeroed");
+    pair *all[] = {&g, &w, &m, &v, &cells};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        pair_free(all[i]);
+}
+
 static void test_events(void)
 {
     NEED_GPU();
@@ -1044,6 +1099,7 @@ int main(void)
     RUN(test_sgd);
     RUN(test_adam);
     RUN(test_sumsq);
+    RUN(test_grad_guard);
     RUN(test_events);
     RUN(test_attention);
     RUN(test_xent_tokens);

@@ -197,6 +197,33 @@ static void test_flops_linear_conv(void)
     double conv = 2.0 * 1 * 9 * 4 * 64 * 16; /* per batch */
     CHECK(!strcmp(lr[1].kind, "Conv2d"));
     CHECK_NEAR(lr[1].flops, 5 * 3 * conv, 1e-6 * conv);
+    /* the table ends with the algorithm the backend chose for the conv,
+     * as the backend words it for the planned batch of 16 */
+    dl_backend *cpu = dl_backend_cpu(0);
+    dl_conv_desc d = {.n = 16,
+                      .c = 1,
+                      .h = 8,
+                      .w = 8,
+                      .k = 4,
+                      .r = 3,
+                      .s = 3,
+                      .stride = 1,
+                      .pad = 1,
+                      .p = 8,
+                      .q = 8,
+                      .groups = 1,
+                      .dilation = 1};
+    char algo[192], want[320];
+    CHECK_OK(cpu->ops->conv_algo(cpu, &d, DL_F32, algo, sizeof algo));
+    snprintf(want, sizeof want, "Algorithms:\n  %s (Conv2d): %s\n", lr[1].name, algo);
+    char *text = NULL;
+    size_t len = 0;
+    FILE *mf = open_memstream(&text, &len);
+    dl_profiler_print(f.prof, DL_PROF_BY_LAYER, DL_PROF_SORT_NONE, 0, mf);
+    fclose(mf);
+    CHECK_MSG(text && strstr(text, want) && strstr(algo, "im2col"), "want \"%s\" in:\n%s", want,
+              text ? text : "");
+    free(text);
     teardown(&f);
 }
 

@@ -45,6 +45,28 @@ typedef struct test_backend {
     size_t live_bytes, live_host_bytes;
     long allocs, host_allocs;   /* made so far (successful) */
     long fail_alloc, fail_host; /* > 0: that many calls from now, the last one fails */
+    /* convolution workspace: this backend asks ws_extra bytes more than
+     * its base, and small_extra more again for batches under small_n rows
+     * (as a new algorithm search for a short batch may); each conv op
+     * checks what it is handed against that and fills all of it */
+    size_t ws_extra, small_extra;
+    int small_n;
+    long ws_asked, conv_ops, ws_short;
+    size_t ws_need_max, ws_given_max;
+    char ws_msg[256];
+    long guard_calls; /* grad_guard calls (tb_enable_guard) */
+    /* overlapped uploads (tb_enable_overlap): when each event was last
+     * recorded and each destination last written, on one clock */
+    long seq, after_ok, after_bad, first_uploads;
+    struct {
+        const dl_event *ev;
+        long at;
+    } recs[8];
+    struct {
+        const void *dst;
+        long at;
+    } ups[8];
+    int nrecs, nups;
 } test_backend;
 
 static test_backend *tb_of(dl_backend *be) { return (test_backend *)be; }
@@ -118,11 +140,15 @@ static void *tb_take(dl_backend *be, size_t bytes, int host)
     return p;
 }
 
+static void tb_forget_uploads(test_backend *tb, const void *p);
+
 static void tb_give(dl_backend *be, void *p, int host)
 {
     test_backend *tb = tb_of(be);
     if (!p)
         return;
+    if (!host)
+        tb_forget_uploads(tb, p);
     if (!tb_untrack(tb, p, host))
         foreign_frees++;
     if (host)
@@ -135,6 +161,203 @@ static void *tb_alloc(dl_backend *be, size_t bytes) { return tb_take(be, bytes, 
 static void tb_free(dl_backend *be, void *p) { tb_give(be, p, 0); }
 static void *tb_host_alloc(dl_backend *be, size_t bytes) { return tb_take(be, bytes, 1); }
 static void tb_host_free(dl_backend *be, void *p) { tb_give(be, p, 1); }
+
+/* The workspace this backend needs for d: its base's, plus the extras. */
+static size_t tb_ws_need(test_backend *tb, const dl_conv_desc *d, dl_dtype compute)
+{
+    size_t need = tb->base->ops->conv_workspace(tb->base, d, compute) + tb->ws_extra;
+    return d->n < tb->small_n ? need + tb->small_extra : need;
+}
+
+static size_t tb_conv_workspace(dl_backend *be, const dl_conv_desc *d, dl_dtype compute)
+{
+    test_backend *tb = tb_of(be);
+    tb->ws_asked++;
+    size_t need = tb_ws_need(tb, d, compute);
+    if (need > tb->ws_need_max)
+        tb->ws_need_max = need;
+    return need;
+}
+
+/* 0 when [ws, ws + bytes) lies inside one live device block of tb. */
+static int tb_ws_ours(const test_backend *tb, const void *ws, size_t bytes)
+{
+    const char *p = ws;
+    for (int i = 0; i < tb->nblocks; i++) {
+        const char *b = tb->blocks[i].p;
+        if (!tb->blocks[i].host && p >= b && p + bytes <= b + tb->blocks[i].bytes)
+            return 0;
+    }
+    return -1;
+}
+
+/* A conv op is handed at least what this backend asked for d, in memory
+ * of its own: else the call is counted and refused. The whole workspace
+ * is written first, as a backend that uses all it asked for would. */
+static int tb_ws_check(dl_backend *be, const dl_conv_desc *d, void *ws, size_t bytes,
+                       dl_dtype compute, const char *op)
+{
+    test_backend *tb = tb_of(be);
+    size_t need = tb_ws_need(tb, d, compute);
+    tb->conv_ops++;
+    if (bytes > tb->ws_given_max)
+        tb->ws_given_max = bytes;
+    if (bytes < need || (need > 0 && (!ws || tb_ws_ours(tb, ws, bytes) != 0))) {
+        tb->ws_short++;
+        snprintf(tb->ws_msg, sizeof tb->ws_msg, "%s %s: n %d, %zu bytes given, %zu needed%s",
+                 tb->name, op, d->n, bytes, need, ws && bytes >= need ? " (not ours)" : "");
+        return dl_error(DL_EINVAL, "%s", tb->ws_msg);
+    }
+    if (ws && tb->base->ops->device == DL_DEVICE_CPU)
+        memset(ws, 0xA5, bytes);
+    else if (ws)
+        DL_TRY(tb->base->ops->memset0(be, ws, bytes));
+    return DL_OK;
+}
+
+static int tb_conv_forward(dl_backend *be, const dl_conv_desc *d, float *y, const float *x,
+                           const float *w, const float *b, void *ws, size_t bytes, dl_dtype compute)
+{
+    DL_TRY(tb_ws_check(be, d, ws, bytes, compute, "conv_forward"));
+    dl_backend *base = tb_of(be)->base;
+    return base->ops->conv_forward(be, d, y, x, w, b, ws, bytes, compute);
+}
+
+static int tb_conv_backward_data(dl_backend *be, const dl_conv_desc *d, float *dx, const float *dy,
+                                 const float *w, void *ws, size_t bytes, dl_dtype compute)
+{
+    DL_TRY(tb_ws_check(be, d, ws, bytes, compute, "conv_backward_data"));
+    dl_backend *base = tb_of(be)->base;
+    return base->ops->conv_backward_data(be, d, dx, dy, w, ws, bytes, compute);
+}
+
+static int tb_conv_backward_filter(dl_backend *be, const dl_conv_desc *d, float *dw, float *db,
+                                   const float *dy, const float *x, void *ws, size_t bytes,
+                                   dl_dtype compute)
+{
+    DL_TRY(tb_ws_check(be, d, ws, bytes, compute, "conv_backward_filter"));
+    dl_backend *base = tb_of(be)->base;
+    return base->ops->conv_backward_filter(be, d, dw, db, dy, x, ws, bytes, compute);
+}
+
+/* The gradient check "on the device" (backend.h, grad_guard) over the
+ * base's ops, with dl_clip_grad_norm's arithmetic: a CPU stand-in for the
+ * CUDA backend's, so the trainer's device-side path runs here. */
+static int tb_grad_guard(dl_backend *be, float *g, size_t n, float grad_scale, float max_norm,
+                         float *cells)
+{
+    dl_backend *base = tb_of(be)->base;
+    tb_of(be)->guard_calls++;
+    double ss = 0;
+    DL_TRY(base->ops->sumsq(be, g, n, &ss));
+    double norm = sqrt(ss) * grad_scale;
+    if (!isfinite(norm)) {
+        cells[1] = 0;
+        cells[2] = 1;
+        cells[3] += 1;
+        return DL_OK;
+    }
+    cells[0] = (float)norm;
+    cells[1] = max_norm > 0 && norm > max_norm ? (float)(max_norm / norm) : 1.0f;
+    cells[2] = 0;
+    return cells[1] != 1.0f ? base->ops->scale(be, g, cells[1], n) : DL_OK;
+}
+
+static int tb_sgd_guarded(dl_backend *be, size_t n, float *w, float *g, float *m, float lr,
+                          float momentum, float wd, int nesterov, float grad_scale,
+                          const float *cells)
+{
+    dl_backend *base = tb_of(be)->base;
+    if (cells[2] != 0)
+        return base->ops->memset0(be, g, n * sizeof *g);
+    return base->ops->sgd_update(be, n, w, g, m, lr, momentum, wd, nesterov, grad_scale);
+}
+
+static int tb_adam_guarded(dl_backend *be, size_t n, float *w, float *g, float *m, float *v,
+                           float lr, float beta1, float beta2, float eps, float wd, int decoupled,
+                           long step, float grad_scale, const float *cells)
+{
+    dl_backend *base = tb_of(be)->base;
+    if (cells[2] != 0)
+        return base->ops->memset0(be, g, n * sizeof *g);
+    return base->ops->adam_update(be, n, w, g, m, v, lr, beta1, beta2, eps, wd, decoupled, step,
+                                  grad_scale);
+}
+
+static void tb_enable_guard(test_backend *tb)
+{
+    tb->ops.grad_guard = tb_grad_guard;
+    tb->ops.sgd_update_guarded = tb_sgd_guarded;
+    tb->ops.adam_update_guarded = tb_adam_guarded;
+}
+
+static int tb_event_record(dl_backend *be, dl_event *ev)
+{
+    test_backend *tb = tb_of(be);
+    int i = 0;
+    while (i < tb->nrecs && tb->recs[i].ev != ev)
+        i++;
+    if (i == tb->nrecs && tb->nrecs < 8)
+        tb->recs[tb->nrecs++].ev = ev;
+    if (i < 8)
+        tb->recs[i].at = ++tb->seq;
+    return tb->base->ops->event_record(be, ev);
+}
+
+/* The block at p is freed: its destinations are new when taken again. */
+static void tb_forget_uploads(test_backend *tb, const void *p)
+{
+    size_t bytes = 0;
+    for (int i = 0; i < tb->nblocks; i++)
+        if (tb->blocks[i].p == p && !tb->blocks[i].host)
+            bytes = tb->blocks[i].bytes;
+    const char *b = p;
+    for (int u = 0; u < tb->nups;) {
+        const char *d = tb->ups[u].dst;
+        if (d >= b && d < b + bytes)
+            tb->ups[u] = tb->ups[--tb->nups];
+        else
+            u++;
+    }
+}
+
+/* An upload that may overlap earlier work: legal when dst is new, or when
+ * `after` was recorded after dst was last written (its reader is done). */
+static int tb_to_device_after(dl_backend *be, void *dst, const void *src, size_t bytes,
+                              dl_event *after)
+{
+    test_backend *tb = tb_of(be);
+    int u = 0;
+    while (u < tb->nups && tb->ups[u].dst != dst)
+        u++;
+    if (u == tb->nups) {
+        if (tb->nups < 8)
+            tb->ups[tb->nups++].dst = dst;
+        tb->first_uploads++;
+        tb->after_bad += after != NULL; /* a fresh slot waits for nothing */
+    } else {
+        long rec = -1;
+        for (int i = 0; i < tb->nrecs; i++)
+            if (after && tb->recs[i].ev == after)
+                rec = tb->recs[i].at;
+        if (rec > tb->ups[u].at)
+            tb->after_ok++;
+        else
+            tb->after_bad++;
+    }
+    if (u < 8)
+        tb->ups[u].at = ++tb->seq;
+    return tb->base->ops->to_device(be, dst, src, bytes);
+}
+
+/* A stand-in for a GPU with a copy engine: device memory is the CPU's, but
+ * the trainer stages its batches as for a GPU and overlaps the uploads. */
+static void tb_enable_overlap(test_backend *tb)
+{
+    tb->ops.device = DL_DEVICE_CUDA;
+    tb->ops.to_device_after = tb_to_device_after;
+    tb->ops.event_record = tb_event_record;
+}
 
 /* A counting backend over base (taken over when own_base). */
 static test_backend *tb_wrap(const char *name, dl_backend *base, int own_base)
@@ -150,6 +373,10 @@ static test_backend *tb_wrap(const char *name, dl_backend *base, int own_base)
     tb->ops.free = tb_free;
     tb->ops.host_alloc = tb_host_alloc;
     tb->ops.host_free = tb_host_free;
+    tb->ops.conv_workspace = tb_conv_workspace;
+    tb->ops.conv_forward = tb_conv_forward;
+    tb->ops.conv_backward_data = tb_conv_backward_data;
+    tb->ops.conv_backward_filter = tb_conv_backward_filter;
     tb->ops.destroy = NULL; /* the base is released by tb_destroy */
     tb->be.ops = &tb->ops;
     tb->be.ctx = base->ctx; /* the kernels find their context here */
@@ -235,6 +462,14 @@ typedef struct plan {
     int nswitch;
     long at[MAX_SWITCH];
     dl_backend *to[MAX_SWITCH];
+    /* the task (NULL / 0: bn_net on blobs, 256 + 96 samples, batch 32) */
+    dl_layer *(*net)(void);
+    void (*data)(dl_dataset *d, size_t count, uint64_t seed);
+    size_t ntrain, nvalset;
+    int batch;
+    float clip;         /* gradient clipping norm (0: none) */
+    int sgd;            /* SGD with momentum instead of Adam */
+    int nonfinite_skip; /* DL_NONFINITE_SKIP instead of STOP */
     /* on_idle hook for a test (NULL: the plain switch above) */
     void (*idle)(struct plan *p, dl_trainer *t);
     void *user;
@@ -247,6 +482,8 @@ typedef struct plan {
     size_t left_scratch[MAX_SWITCH];
     float scale_at[MAX_SWITCH];
     double loss[MAX_STEPS];
+    double grad_norm[MAX_STEPS];
+    long skipped; /* at the last report */
     float scale[MAX_STEPS];
     int nsteps;
     double val_loss[MAX_STEPS];
@@ -263,8 +500,10 @@ static int is_test_backend(dl_backend *be) { return be->ops->alloc == tb_alloc; 
 static int plan_step(void *user, dl_trainer *t, const dl_step_info *i)
 {
     plan *p = user;
+    p->skipped = i->skipped_steps;
     if (p->nsteps < MAX_STEPS) {
         p->loss[p->nsteps] = i->loss;
+        p->grad_norm[p->nsteps] = i->grad_norm;
         p->scale[p->nsteps] = i->loss_scale;
         p->nsteps++;
     }
@@ -308,18 +547,20 @@ static int plan_idle(void *user, dl_trainer *t)
 static void run_plan(plan *p, const variant *v, long steps)
 {
     dl_dataset train, val;
-    blobs(&train, 256, 1);
-    blobs(&val, 96, 2);
+    void (*data)(dl_dataset *, size_t, uint64_t) = p->data ? p->data : blobs;
+    int batch = p->batch ? p->batch : 32;
+    data(&train, p->ntrain ? p->ntrain : 256, 1);
+    data(&val, p->nvalset ? p->nvalset : 96, 2);
     dl_model *m = NULL;
     dl_source *tr = NULL, *va = NULL;
     dl_trainer *t = NULL;
-    p->rc = dl_model_create(&m, bn_net(8, 32, 3, 0.1f), &train.info.sample);
+    p->rc = dl_model_create(&m, p->net ? p->net() : bn_net(8, 32, 3, 0.1f), &train.info.sample);
     if (p->rc == DL_OK)
-        p->rc = dl_source_memory(&tr, &train, 32, 1, 0, 5);
+        p->rc = dl_source_memory(&tr, &train, batch, 1, 0, 5);
     if (p->rc == DL_OK)
-        p->rc = dl_source_memory(&va, &val, 32, 0, 0, 5);
+        p->rc = dl_source_memory(&va, &val, batch, 0, 0, 5);
     dl_trainer_config cfg = dl_trainer_config_default();
-    cfg.batch = 32;
+    cfg.batch = batch;
     cfg.accumulate = v->accumulate;
     cfg.epochs = 100;
     cfg.max_steps = steps;
@@ -330,7 +571,10 @@ static void run_plan(plan *p, const variant *v, long steps)
         cfg.loss_scale = v->loss_scale;
     if (v->window > 0)
         cfg.loss_scale_window = v->window;
-    dl_optim opt = dl_optim_adam(1e-2f, 1e-4f);
+    if (p->nonfinite_skip)
+        cfg.nonfinite = DL_NONFINITE_SKIP;
+    dl_optim opt = p->sgd ? dl_optim_sgd(0.05f, 0.9f, 1, 1e-4f) : dl_optim_adam(1e-2f, 1e-4f);
+    opt.clip_norm = p->clip;
     dl_loss loss = {DL_LOSS_XENT, 0, DL_IGNORE_NONE};
     if (p->rc == DL_OK)
         p->rc = dl_trainer_create(&t, m, &loss, &opt, NULL, tr, va, &cfg, p->start);
@@ -551,11 +795,13 @@ static void test_out_of_memory(void)
     tb_destroy(b);
 }
 
-static void test_snapshot_restore(void)
+static void snapshot_case(int guard)
 {
     /* a snapshot taken at step K and restored after 2K more steps gives
      * the same next K steps again, bit for bit */
     test_backend *a = tb_cpu("cpuA", 2);
+    if (guard)
+        tb_enable_guard(a);
     dl_dataset train;
     blobs(&train, 1024, 1); /* 32 steps an epoch: no epoch end below */
     dl_model *m;
@@ -601,6 +847,11 @@ static void test_snapshot_restore(void)
     dl_dataset_done(&train);
     tb_destroy(a);
 }
+
+static void test_snapshot_restore(void) { snapshot_case(0); }
+
+/* the same with the gradient check on the device (its cells restart) */
+static void test_snapshot_restore_guarded(void) { snapshot_case(1); }
 
 static void test_parity_same_kernels(void)
 {
@@ -683,6 +934,259 @@ static void test_parity_same_kernels(void)
     CHECK(a->live_bytes == 0 && a->live_host_bytes == 0);
     tb_destroy(a);
     tb_destroy(b);
+}
+
+/* --- convolution workspaces ------------------------------------------------------------ */
+
+/* 1x8x8 images of three classes: a bright row, column or diagonal, plus noise. */
+static void stripes(dl_dataset *d, size_t count, uint64_t seed)
+{
+    memset(d, 0, sizeof *d);
+    d->info.sample = (dl_shape){3, {1, 8, 8}};
+    d->info.x_dtype = DL_F32;
+    d->info.y_dtype = DL_I32;
+    d->info.y_width = 1;
+    d->info.classes = 3;
+    d->info.count = count;
+    d->info.scale = 1;
+    float *x = malloc(count * 64 * sizeof *x);
+    int32_t *y = malloc(count * sizeof *y);
+    DL_ASSERT(x && y);
+    for (size_t i = 0; i < count; i++) {
+        y[i] = (int32_t)(i % 3);
+        int at = (int)(i / 3 % 8);
+        for (int r = 0; r < 8; r++)
+            for (int c = 0; c < 8; c++) {
+                int on = y[i] == 0 ? r == at : y[i] == 1 ? c == at : r == c;
+                x[i * 64 + r * 8 + c] =
+                    (float)on + 0.3f * dl_rng_normal(seed, 9, i, (uint64_t)(r * 8 + c));
+            }
+    }
+    d->x = x;
+    d->y = y;
+    snprintf(d->name, sizeof d->name, "stripes-%llu", (unsigned long long)seed);
+}
+
+/* Conv-ReLU-Conv(stride 2)-ReLU-Flatten-Linear: two convolutions of
+ * different shapes share the model's workspace. */
+static dl_layer *small_cnn(void)
+{
+    dl_layer *s = dl_nn_sequential();
+    dl_nn_sequential_add(s, dl_nn_conv2d(1, 4, 3, 1, 1, 1));
+    dl_nn_sequential_add(s, dl_nn_activation(DL_ACT_RELU));
+    dl_nn_sequential_add(s, dl_nn_conv2d(4, 6, 3, 2, 1, 1));
+    dl_nn_sequential_add(s, dl_nn_activation(DL_ACT_RELU));
+    dl_nn_sequential_add(s, dl_nn_flatten());
+    dl_nn_sequential_add(s, dl_nn_linear(6 * 4 * 4, 3, 1));
+    return s;
+}
+
+static void workspace_case(dl_precision prec)
+{
+    /* 100 samples in batches of 12: 8 full batches and one of 4 each
+     * epoch; validation 30: 2 of 12 and one of 6. B asks 4 KiB more than
+     * the CPU for every shape and 256 KiB more again under 8 rows, so the
+     * workspace planned on A is too small on B, and B's planned one too
+     * small for the short batches. */
+    test_backend *a = tb_cpu("cpuA", 2), *b = tb_cpu("cpuB", 2);
+    b->ws_extra = 4096;
+    b->small_extra = (size_t)256 << 10;
+    b->small_n = 8;
+    variant v = {"ws", prec, 1, 0, 0};
+    plan base = {.net = small_cnn, .data = stripes, .ntrain = 100, .nvalset = 30, .batch = 12};
+    plan ref = base, sw = base;
+    ref.start = &a->be;
+    run_plan(&ref, &v, 22);
+    /* to B at step 3: steps 4-9 (the short batch 9) and validation on B,
+     * back to A at step 11 */
+    sw.start = &a->be;
+    sw.nswitch = 2;
+    sw.at[0] = 3;
+    sw.at[1] = 11;
+    sw.to[0] = &b->be;
+    sw.to[1] = &a->be;
+    run_plan(&sw, &v, 22);
+    CHECK_MSG(sw.done == 2 && sw.switch_rc[0] == DL_OK && sw.switch_rc[1] == DL_OK, "%s", sw.msg);
+    CHECK_MSG(b->ws_short == 0 && a->ws_short == 0, "short workspaces: %s%s", b->ws_msg, a->ws_msg);
+    /* B was asked for its own figures and ran every conv op with them */
+    CHECK_MSG(b->ws_asked > 0 && b->conv_ops > 0, "B asked %ld times, ran %ld conv ops",
+              b->ws_asked, b->conv_ops);
+    CHECK_MSG(b->ws_given_max >= b->small_extra && b->ws_need_max >= b->small_extra,
+              "B was handed at most %zu bytes, needed at most %zu (short batch +%zu)",
+              b->ws_given_max, b->ws_need_max, b->small_extra);
+    /* A's workspace went with the training: nothing left on it after the move */
+    CHECK_MSG(sw.left_bytes[0] == 0 && sw.left_bytes[1] == 0,
+              "left behind: %zu bytes on A, %zu on B", sw.left_bytes[0], sw.left_bytes[1]);
+    /* the workspace holds no state: the same training as one that never moved */
+    check_identical(&ref, &sw);
+    CHECK(a->live_bytes == 0 && b->live_bytes == 0 && foreign_frees == 0);
+    plan_done(&ref);
+    plan_done(&sw);
+    tb_destroy(a);
+    tb_destroy(b);
+}
+
+static void test_workspace_switch_f32(void) { workspace_case(DL_PREC_F32); }
+
+static void test_workspace_switch_bf16(void) { workspace_case(DL_PREC_BF16); }
+
+static void test_workspace_refused(void)
+{
+    /* a conv op handed less than conv_workspace fails naming both sizes */
+    dl_backend *cpu = dl_backend_cpu(0);
+    dl_conv_desc d = {.n = 2,
+                      .c = 3,
+                      .h = 6,
+                      .w = 6,
+                      .k = 4,
+                      .r = 3,
+                      .s = 3,
+                      .stride = 1,
+                      .pad = 1,
+                      .p = 6,
+                      .q = 6};
+    size_t need = cpu->ops->conv_workspace(cpu, &d, DL_F32);
+    CHECK(need > 0);
+    float *x = calloc(2 * 3 * 36, sizeof *x), *w = calloc(4 * 27, sizeof *w);
+    float *y = calloc(2 * 4 * 36, sizeof *y);
+    char *ws = malloc(need);
+    CHECK(cpu->ops->conv_forward(cpu, &d, y, x, w, NULL, ws, need - 1, DL_F32) == DL_EINVAL);
+    char want[64];
+    snprintf(want, sizeof want, "%zu bytes given, %zu needed", need - 1, need);
+    CHECK_MSG(strstr(dl_error_message(), want), "%s", dl_error_message());
+    CHECK(cpu->ops->conv_backward_data(cpu, &d, x, y, w, NULL, 0, DL_F32) == DL_EINVAL);
+    CHECK_OK(cpu->ops->conv_forward(cpu, &d, y, x, w, NULL, ws, need, DL_F32));
+    free(x);
+    free(w);
+    free(y);
+    free(ws);
+}
+
+/* --- the gradient check on the device ------------------------------------------------- */
+
+/* x == y, or both NaN. */
+static int same(double x, double y) { return x == y || (isnan(x) && isnan(y)); }
+
+/* Blobs whose training sample 101 holds an infinity: each batch that draws
+ * it has a non-finite gradient. */
+static void blobs_inf(dl_dataset *d, size_t count, uint64_t seed)
+{
+    blobs(d, count, seed);
+    if (seed == 1)
+        ((float *)d->x)[101 * 8 + 2] = INFINITY;
+}
+
+static dl_layer *plain_net(void)
+{
+    dl_layer *s = dl_nn_sequential();
+    dl_nn_sequential_add(s, dl_nn_linear(8, 16, 1));
+    dl_nn_sequential_add(s, dl_nn_activation(DL_ACT_RELU));
+    dl_nn_sequential_add(s, dl_nn_linear(16, 3, 1));
+    return s;
+}
+
+/* The same training on a host-checked and a device-checked backend. */
+static void guard_case(plan base, const variant *v, long steps)
+{
+    test_backend *a = tb_cpu("cpuA", 2), *g = tb_cpu("cpuG", 2);
+    tb_enable_guard(g);
+    plan host = base, dev = base;
+    host.start = &a->be;
+    dev.start = &g->be;
+    run_plan(&host, v, steps);
+    run_plan(&dev, v, steps);
+    CHECK_MSG(g->guard_calls > 0 && a->guard_calls == 0, "device checks: %ld on G, %ld on A",
+              g->guard_calls, a->guard_calls);
+    CHECK_MSG(host.rc == dev.rc, "host path: %d (%s), device path: %d (%s)", host.rc, host.msg,
+              dev.rc, dev.msg);
+    CHECK_MSG(host.nsteps == dev.nsteps && (host.nsteps > 0 || host.rc < 0),
+              "%d steps on the host path, %d on the device path", host.nsteps, dev.nsteps);
+    if (host.rc < 0)
+        CHECK_MSG(host.rc == DL_ENONFINITE && strstr(host.msg, "non-finite gradient") &&
+                      strstr(dev.msg, "non-finite gradient"),
+                  "host: %s; device: %s", host.msg, dev.msg);
+    for (int i = 0; i < host.nsteps && i < dev.nsteps; i++) {
+        CHECK_MSG(same(host.loss[i], dev.loss[i]), "step %d: loss %.9g vs %.9g", i + 1,
+                  host.loss[i], dev.loss[i]);
+        /* the device keeps the norm as a float */
+        CHECK_MSG(same(host.grad_norm[i], dev.grad_norm[i]) ||
+                      fabs(host.grad_norm[i] - dev.grad_norm[i]) <= 1e-7 * fabs(host.grad_norm[i]),
+                  "step %d: grad norm %.9g vs %.9g", i + 1, host.grad_norm[i], dev.grad_norm[i]);
+    }
+    CHECK_MSG(host.skipped == dev.skipped, "skipped %ld vs %ld", host.skipped, dev.skipped);
+    printf("  %d steps, %ld skipped, %s\n", dev.nsteps, dev.skipped,
+           dev.rc < 0 ? dev.msg : "finished");
+    if (host.rc == DL_OK) {
+        CHECK(host.state && dev.state && host.state_bytes == dev.state_bytes);
+        if (host.state && dev.state && host.state_bytes == dev.state_bytes)
+            CHECK_MSG(memcmp(host.state, dev.state, host.state_bytes) == 0, "final states differ");
+    }
+    plan_done(&host);
+    plan_done(&dev);
+    tb_destroy(a);
+    tb_destroy(g);
+}
+
+static void test_guard_clip_adam(void)
+{
+    /* clipped at 0.5 (every step here): the device path, bit for bit */
+    variant v = {"f32", DL_PREC_F32, 1, 0, 0};
+    plan p = {.clip = 0.5f};
+    guard_case(p, &v, 20);
+}
+
+static void test_guard_sgd_bf16(void)
+{
+    variant v = {"bf16", DL_PREC_BF16, 2, 0, 0};
+    plan p = {.sgd = 1, .clip = 1.0f};
+    guard_case(p, &v, 12);
+}
+
+static void test_guard_nonfinite_skip(void)
+{
+    /* the batches with the infinity are skipped on both paths alike; the
+     * host learns of them at the report */
+    variant v = {"f32", DL_PREC_F32, 1, 0, 0};
+    plan p = {.net = plain_net, .data = blobs_inf, .nonfinite_skip = 1};
+    guard_case(p, &v, 20);
+}
+
+static void test_guard_nonfinite_stop(void)
+{
+    /* DL_NONFINITE_STOP: both fail at the step with the infinity (the
+     * device path at its report, which follows every step here) */
+    variant v = {"f32", DL_PREC_F32, 1, 0, 0};
+    plan p = {.net = plain_net, .data = blobs_inf};
+    guard_case(p, &v, 20);
+}
+
+/* --- overlapped uploads ----------------------------------------------------------------- */
+
+static void test_overlapped_uploads(void)
+{
+    /* on a backend that overlaps uploads: the two stage slots alternate,
+     * each copy waits for the last reader of its slot (never for nothing,
+     * never for an older reader), training and validation alike, through
+     * a switch away and back (fresh slots); the run is the plain one */
+    test_backend *a = tb_cpu("cpuA", 2), *g = tb_cpu("gpuG", 2);
+    tb_enable_overlap(g);
+    variant v = {"f32", DL_PREC_F32, 2, 0, 0};
+    plan ref = {.start = &a->be};
+    run_plan(&ref, &v, 3 * K);
+    plan sw = {.start = &g->be, .nswitch = 2, .at = {K, 2 * K}, .to = {&a->be, &g->be}};
+    run_plan(&sw, &v, 3 * K);
+    CHECK_MSG(sw.done == 2 && sw.switch_rc[0] == DL_OK && sw.switch_rc[1] == DL_OK, "%s", sw.msg);
+    check_identical(&ref, &sw);
+    printf("  %ld overlapped uploads waited for their slot's reader, %ld to fresh slots\n",
+           g->after_ok, g->first_uploads);
+    CHECK_MSG(g->after_bad == 0, "%ld uploads waited for the wrong event", g->after_bad);
+    /* x and y of two slots, twice (the stage is made anew on the way back) */
+    CHECK_MSG(g->first_uploads == 8 && g->after_ok > 20, "%ld fresh, %ld waited", g->first_uploads,
+              g->after_ok);
+    plan_done(&ref);
+    plan_done(&sw);
+    tb_destroy(a);
+    tb_destroy(g);
 }
 
 /* --- CUDA ----------------------------------------------------------------------------- */
@@ -808,7 +1312,16 @@ int main(void)
     RUN(test_round_trip_accumulate);
     RUN(test_out_of_memory);
     RUN(test_snapshot_restore);
+    RUN(test_snapshot_restore_guarded);
     RUN(test_parity_same_kernels);
+    RUN(test_workspace_switch_f32);
+    RUN(test_workspace_switch_bf16);
+    RUN(test_workspace_refused);
+    RUN(test_guard_clip_adam);
+    RUN(test_guard_sgd_bf16);
+    RUN(test_guard_nonfinite_skip);
+    RUN(test_guard_nonfinite_stop);
+    RUN(test_overlapped_uploads);
     RUN(test_cuda_round_trip);
     RUN(test_cuda_switch_100m);
     CHECK_EXIT();

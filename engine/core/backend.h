@@ -21,7 +21,7 @@
 
 /* Bumped whenever the table below changes; a CUDA module built against
  * another version is refused. */
-#define DL_BACKEND_API_VERSION 4
+#define DL_BACKEND_API_VERSION 5
 
 typedef enum { DL_DEVICE_CPU = 0, DL_DEVICE_CUDA = 1 } dl_device;
 
@@ -128,18 +128,28 @@ typedef struct dl_backend_ops {
                             uint64_t seed, uint64_t stream, uint64_t counter);
 
     /* --- convolution and pooling ------------------------------------- */
-    /* Bytes of scratch the conv ops below need for d (0 allowed). */
+    /* Bytes of scratch the conv ops below need for d computed in compute
+     * (0 allowed). The figure belongs to this backend and this d (batch
+     * size included): it is asked again after a move and for a shorter
+     * batch. */
     size_t (*conv_workspace)(dl_backend *be, const dl_conv_desc *d, dl_dtype compute);
+    /* Each conv op is handed ws, ws_bytes bytes of scratch of this
+     * backend. When ws_bytes is less than conv_workspace(d, compute) the
+     * op fails with DL_EINVAL naming both sizes and writes nothing; ws NULL
+     * (ws_bytes 0) lets a backend use scratch of its own where it keeps
+     * one (CUDA), otherwise the same error. */
     /* y = conv(x, w) + b (b may be NULL). compute is f32, bf16 or f16: the
      * operand precision of the products. */
     int (*conv_forward)(dl_backend *be, const dl_conv_desc *d, float *y, const float *x,
-                        const float *w, const float *b, void *ws, dl_dtype compute);
+                        const float *w, const float *b, void *ws, size_t ws_bytes,
+                        dl_dtype compute);
     /* dx += conv_transpose(dy, w). */
     int (*conv_backward_data)(dl_backend *be, const dl_conv_desc *d, float *dx, const float *dy,
-                              const float *w, void *ws, dl_dtype compute);
+                              const float *w, void *ws, size_t ws_bytes, dl_dtype compute);
     /* dw += correlation of x and dy; db += sum of dy (db may be NULL). */
     int (*conv_backward_filter)(dl_backend *be, const dl_conv_desc *d, float *dw, float *db,
-                                const float *dy, const float *x, void *ws, dl_dtype compute);
+                                const float *dy, const float *x, void *ws, size_t ws_bytes,
+                                dl_dtype compute);
     int (*pool_forward)(dl_backend *be, dl_pool_kind kind, const dl_pool_desc *d, float *y,
                         const float *x);
     /* dx += pool'(dy); max pooling routes to the first maximum, found again
@@ -271,6 +281,43 @@ typedef struct dl_backend_ops {
     int (*softmax_xent_tokens)(dl_backend *be, int rows, int classes, const float *logits,
                                const int32_t *labels, int ignore_index, float smoothing,
                                float grad_scale, float *dlogits, float *stats);
+
+    /* Optional: writes into buf the algorithms the conv ops use for (d,
+     * compute), e.g. "fwd IMPLICIT_PRECOMP_GEMM, data ALGO_1, filter
+     * ALGO_1" (choosing them first if d is new); NULL: the backend has one
+     * way, named by nothing. Returns DL_OK or the error of the choice. */
+    int (*conv_algo)(dl_backend *be, const dl_conv_desc *d, dl_dtype compute, char *buf,
+                     size_t size);
+
+    /* --- optional: the step's gradient check on the device (all three or
+     * none; NULL: the trainer reads the norm back with sumsq) ------------ */
+    /* cells: 4 device floats. With norm = sqrt(sum of g[i]^2 in double) *
+     * grad_scale: finite, cells[0] = norm, cells[1] = the clip factor f =
+     * max_norm / norm (as a float, computed in double) when max_norm > 0
+     * and norm > max_norm, else 1, g *= f (in place, as scale does), and
+     * cells[2] = 0; not finite, cells[0] and g are left, cells[1] = 0,
+     * cells[2] = 1 and cells[3] += 1 (the skips since the host last
+     * cleared it). Nothing waits for the device. */
+    int (*grad_guard)(dl_backend *be, float *g, size_t n, float grad_scale, float max_norm,
+                      float *cells);
+    /* sgd_update and adam_update, skipped (only g zeroed) when cells[2] of
+     * a grad_guard is set. */
+    int (*sgd_update_guarded)(dl_backend *be, size_t n, float *w, float *g, float *m, float lr,
+                              float momentum, float wd, int nesterov, float grad_scale,
+                              const float *cells);
+    int (*adam_update_guarded)(dl_backend *be, size_t n, float *w, float *g, float *m, float *v,
+                               float lr, float beta1, float beta2, float eps, float wd,
+                               int decoupled, long step, float grad_scale, const float *cells);
+
+    /* Optional: to_device on a copy engine that waits only for after (an
+     * event recorded earlier with event_record: the last use of what dst
+     * held; NULL: nothing), not for all the work queued before it; work
+     * queued after the call sees the data. Returns once src may be reused,
+     * as to_device does (for a pinned src: when the copy has read it).
+     * With two destinations used in turn, the next batch's copy overlaps
+     * the current step. NULL: the caller uses to_device. */
+    int (*to_device_after)(dl_backend *be, void *dst, const void *src, size_t bytes,
+                           dl_event *after);
 } dl_backend_ops;
 
 /* A backend instance: the op table plus its private context. */
@@ -298,8 +345,11 @@ dl_backend *dl_backend_cpu_create(int threads);
 void dl_backend_cpu_destroy(dl_backend *be);
 
 /* Opens the CUDA backend module (dlbench-cuda.so next to the executable,
- * or $DLBENCH_CUDA_MODULE). On failure returns NULL and writes why (no
- * module built, no driver, no device, API mismatch) into why. */
+ * or $DLBENCH_CUDA_MODULE), searching for the CUDA libraries it needs
+ * where the loader does not look ($CUDNN_HOME, pip wheels: see
+ * backend.c). On failure returns NULL and writes why (no module built, a
+ * file that did not load and dlerror's reason, no driver, no device, API
+ * mismatch) into why. */
 dl_backend *dl_backend_cuda(char *why, size_t why_size);
 
 /* The devices a running training may move to, by name: handed to the

@@ -45,6 +45,8 @@ int dl_cpu_gemm(dl_backend *be, int trans_a, int trans_b, int m, int n, int k, f
                 const void *a, int lda, const void *b, int ldb, dl_dtype ab, float beta, float *c,
                 int ldc);
 size_t dl_cpu_conv_workspace(dl_backend *be, const dl_conv_desc *d, dl_dtype compute);
+int dl_cpu_conv_algo(dl_backend *be, const dl_conv_desc *d, dl_dtype compute, char *buf,
+                     size_t size);
 int dl_cpu_conv_forward(dl_backend *be, const dl_conv_desc *d, float *y, const float *x,
                         const float *w, const float *b, void *ws, dl_dtype compute);
 int dl_cpu_conv_backward_data(dl_backend *be, const dl_conv_desc *d, float *dx, const float *dy,

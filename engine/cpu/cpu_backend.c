@@ -58,6 +58,43 @@ static void cpu_destroy(dl_backend *be)
 
 static void cpu_trim(dl_backend *be) { dl_cpu_scratch_free(be); }
 
+/* The workspace handed to a conv op holds what dl_cpu_conv_workspace
+ * asks for d: 0 when it does, the error naming both sizes when not. */
+static int check_ws(dl_backend *be, const dl_conv_desc *d, size_t given, dl_dtype compute,
+                    const char *op)
+{
+    size_t need = dl_cpu_conv_workspace(be, d, compute);
+    if (given >= need)
+        return DL_OK;
+    return dl_error(DL_EINVAL,
+                    "cpu %s: workspace of %zu bytes given, %zu needed for x [%d, %d, %d, %d], "
+                    "%d filters %dx%d (size it with conv_workspace for this batch)",
+                    op, given, need, d->n, d->c, d->h, d->w, d->k, d->r, d->s);
+}
+
+static int conv_forward_op(dl_backend *be, const dl_conv_desc *d, float *y, const float *x,
+                           const float *w, const float *b, void *ws, size_t ws_bytes,
+                           dl_dtype compute)
+{
+    DL_TRY(check_ws(be, d, ws ? ws_bytes : 0, compute, "conv_forward"));
+    return dl_cpu_conv_forward(be, d, y, x, w, b, ws, compute);
+}
+
+static int conv_backward_data_op(dl_backend *be, const dl_conv_desc *d, float *dx, const float *dy,
+                                 const float *w, void *ws, size_t ws_bytes, dl_dtype compute)
+{
+    DL_TRY(check_ws(be, d, ws ? ws_bytes : 0, compute, "conv_backward_data"));
+    return dl_cpu_conv_backward_data(be, d, dx, dy, w, ws, compute);
+}
+
+static int conv_backward_filter_op(dl_backend *be, const dl_conv_desc *d, float *dw, float *db,
+                                   const float *dy, const float *x, void *ws, size_t ws_bytes,
+                                   dl_dtype compute)
+{
+    DL_TRY(check_ws(be, d, ws ? ws_bytes : 0, compute, "conv_backward_filter"));
+    return dl_cpu_conv_backward_filter(be, d, dw, db, dy, x, ws, compute);
+}
+
 static const dl_backend_ops cpu_ops = {
     .api_version = DL_BACKEND_API_VERSION,
     .name = "cpu",
@@ -86,9 +123,9 @@ static const dl_backend_ops cpu_ops = {
     .dropout_forward = dl_cpu_dropout_forward,
     .dropout_backward = dl_cpu_dropout_backward,
     .conv_workspace = dl_cpu_conv_workspace,
-    .conv_forward = dl_cpu_conv_forward,
-    .conv_backward_data = dl_cpu_conv_backward_data,
-    .conv_backward_filter = dl_cpu_conv_backward_filter,
+    .conv_forward = conv_forward_op,
+    .conv_backward_data = conv_backward_data_op,
+    .conv_backward_filter = conv_backward_filter_op,
     .pool_forward = dl_cpu_pool_forward,
     .pool_backward = dl_cpu_pool_backward,
     .batchnorm_forward = dl_cpu_batchnorm_forward,
@@ -116,6 +153,7 @@ static const dl_backend_ops cpu_ops = {
     .attention_forward = dl_cpu_attention_forward,
     .attention_backward = dl_cpu_attention_backward,
     .softmax_xent_tokens = dl_cpu_softmax_xent_tokens,
+    .conv_algo = dl_cpu_conv_algo,
 };
 
 /* Fills be as a CPU backend with its own context and `threads` workers

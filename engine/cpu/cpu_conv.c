@@ -32,6 +32,7 @@
  */
 #include <cblas.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #ifdef __AVX2__
@@ -102,6 +103,19 @@ size_t dl_cpu_conv_workspace(dl_backend *be, const dl_conv_desc *d, dl_dtype com
     if (sparse_fits(d, compute) && sparse_workspace(d) > bytes)
         bytes = sparse_workspace(d);
     return bytes;
+}
+
+int dl_cpu_conv_algo(dl_backend *be, const dl_conv_desc *d, dl_dtype compute, char *buf,
+                     size_t size)
+{
+    if (is_grouped(d)) {
+        snprintf(buf, size, "cpu grouped im2col + GEMM per group");
+        return DL_OK;
+    }
+    DL_TRY(check_desc(d, compute, "conv_algo"));
+    snprintf(buf, size, "cpu im2col + GEMM, %d images a chunk%s", chunk_images(d),
+             sparse_fits(d, compute) ? "; direct kernels when dy is sparse" : "");
+    return DL_OK;
 }
 
 typedef struct conv_work {

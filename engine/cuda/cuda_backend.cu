@@ -73,13 +73,51 @@ int cuda_fail_blas(cublasStatus_t s, const char *file, int line, const char *cal
                       blas_status_name(s), (int)s);
 }
 
+/* cuDNN 9 status codes are a category (x000) plus a specific error:
+ * sorted by category (CUDNN_STATUS_CATEGORY), never compared whole, so
+ * that every allocation failure reads as one. */
+static int dnn_code(cudnnStatus_t s)
+{
+    if (s == CUDNN_STATUS_INTERNAL_ERROR_HOST_ALLOCATION_FAILED ||
+        s == CUDNN_STATUS_INTERNAL_ERROR_DEVICE_ALLOCATION_FAILED)
+        return DL_ENOMEM;
+    switch (CUDNN_STATUS_CATEGORY((int)s)) {
+    case CUDNN_STATUS_NOT_SUPPORTED: return DL_EUNSUPPORTED;
+    default: return DL_ERR;
+    }
+}
+
+static const char *fmt_bytes(char *buf, size_t size, size_t bytes);
+
+int cuda_fail_dnn_sized(cudnnStatus_t s, const char *file, int line, const char *call, size_t asked)
+{
+    char detail[256] = "";
+    cudnnGetLastErrorString(detail, sizeof detail);
+    int code = dnn_code(s);
+    if (code != DL_ENOMEM)
+        return cuda_error(code, "cudnn: %s:%d: %s: %s (status %d)%s%.240s", base_name(file), line,
+                          call, cudnnGetErrorString(s), (int)s, detail[0] ? ": " : "", detail);
+    /* out of memory: what was asked (when the caller knows) and what is free */
+    size_t free_b = 0, total_b = 0;
+    char a[32] = "an unknown amount", f[32] = "?", t[32] = "?";
+    if (asked)
+        fmt_bytes(a, sizeof a, asked);
+    if (cudaMemGetInfo(&free_b, &total_b) == cudaSuccess) {
+        fmt_bytes(f, sizeof f, free_b);
+        fmt_bytes(t, sizeof t, total_b);
+    } else {
+        (void)cudaGetLastError();
+    }
+    return cuda_error(DL_ENOMEM,
+                      "cudnn: %s:%d: %s: out of memory (%s, status %d): asked for %s of "
+                      "workspace, %s free of %s; try a smaller batch, gradient accumulation or "
+                      "DLBENCH_CUDNN_FIND=0",
+                      base_name(file), line, call, cudnnGetErrorString(s), (int)s, a, f, t);
+}
+
 int cuda_fail_dnn(cudnnStatus_t s, const char *file, int line, const char *call)
 {
-    int code = s == CUDNN_STATUS_ALLOC_FAILED    ? DL_ENOMEM
-               : s == CUDNN_STATUS_NOT_SUPPORTED ? DL_EUNSUPPORTED
-                                                 : DL_ERR;
-    return cuda_error(code, "cudnn: %s:%d: %s: %s", base_name(file), line, call,
-                      cudnnGetErrorString(s));
+    return cuda_fail_dnn_sized(s, file, line, call, 0);
 }
 
 /* "1.50 GiB" / "512.0 MiB" / "123 bytes". */
@@ -201,6 +239,22 @@ int cuda_check_flags(dl_backend *be)
 
 /* --- copies ------------------------------------------------------------------- */
 
+struct dl_event {
+    cudaEvent_t ev;
+};
+
+/* Whether p is page-locked host memory (host_alloc, cudaHostRegister). */
+static int is_pinned(const void *p)
+{
+    cudaPointerAttributes attr;
+    memset(&attr, 0, sizeof attr);
+    if (cudaPointerGetAttributes(&attr, p) != cudaSuccess) {
+        (void)cudaGetLastError(); /* not CUDA memory: pageable */
+        return 0;
+    }
+    return attr.type == cudaMemoryTypeHost;
+}
+
 /* Returns when the host may reuse src, as on the CPU. A pageable source is
  * staged by the driver before cudaMemcpyAsync returns. A pinned one
  * (host_alloc, cudaHostRegister) is read by the copy engine only when the
@@ -214,13 +268,7 @@ static int cu_to_device(dl_backend *be, void *dst, const void *src, size_t bytes
         return DL_OK;
     cudaStream_t s = CTX(be)->stream;
     CUDA_TRY(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, s));
-    cudaPointerAttributes attr;
-    memset(&attr, 0, sizeof attr);
-    if (cudaPointerGetAttributes(&attr, src) != cudaSuccess) {
-        (void)cudaGetLastError(); /* not CUDA memory: pageable */
-        attr.type = cudaMemoryTypeUnregistered;
-    }
-    if (attr.type == cudaMemoryTypeHost)
+    if (is_pinned(src))
         CUDA_TRY(cudaStreamSynchronize(s));
     return DL_OK;
 }
@@ -233,6 +281,44 @@ static int cu_to_host(dl_backend *be, void *dst, const void *src, size_t bytes)
         CUDA_TRY(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, s));
     CUDA_TRY(cudaStreamSynchronize(s));
     return cuda_check_flags(be);
+}
+
+/* to_device on the copy stream: it waits for `after` only, the compute
+ * stream waits for the copy (on the device: the host is not held), and
+ * the host waits for the copy alone when src is pinned (the loader reuses
+ * it at its next batch), not for the work queued on the compute stream. */
+
+/* The copy stream and its event, made on first use. */
+static int copy_engine(cuda_ctx *c)
+{
+    if (c->copy_stream)
+        return DL_OK;
+    CUDA_TRY(cudaEventCreateWithFlags(&c->copy_done, cudaEventDisableTiming));
+    cudaError_t e = cudaStreamCreateWithFlags(&c->copy_stream, cudaStreamNonBlocking);
+    if (e != cudaSuccess) {
+        (void)cudaEventDestroy(c->copy_done);
+        c->copy_done = NULL;
+        c->copy_stream = NULL;
+        return cuda_fail_rt(e, __FILE__, __LINE__, "cudaStreamCreateWithFlags(copy stream)");
+    }
+    return DL_OK;
+}
+
+static int cu_to_device_after(dl_backend *be, void *dst, const void *src, size_t bytes,
+                              dl_event *after)
+{
+    if (!bytes)
+        return DL_OK;
+    cuda_ctx *c = CTX(be);
+    DL_TRY(copy_engine(c));
+    if (after)
+        CUDA_TRY(cudaStreamWaitEvent(c->copy_stream, after->ev, 0));
+    CUDA_TRY(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, c->copy_stream));
+    CUDA_TRY(cudaEventRecord(c->copy_done, c->copy_stream));
+    CUDA_TRY(cudaStreamWaitEvent(c->stream, c->copy_done, 0));
+    if (is_pinned(src))
+        CUDA_TRY(cudaEventSynchronize(c->copy_done));
+    return DL_OK;
 }
 
 static int cu_copy(dl_backend *be, void *dst, const void *src, size_t bytes)
@@ -258,10 +344,6 @@ static int cu_sync(dl_backend *be)
 }
 
 /* --- events ----------------------------------------------------------------------- */
-
-struct dl_event {
-    cudaEvent_t ev;
-};
 
 static dl_event *cu_event_create(dl_backend *be)
 {
@@ -423,6 +505,11 @@ static const dl_backend_ops cuda_ops = {
     cuda_attention_forward,
     cuda_attention_backward,
     cuda_softmax_xent_tokens,
+    cuda_conv_algo,
+    cuda_grad_guard,
+    cuda_sgd_update_guarded,
+    cuda_adam_update_guarded,
+    cu_to_device_after,
 };
 
 /* Releases everything a (possibly half-built) context holds. */
@@ -443,6 +530,12 @@ static void ctx_release(dl_backend *be)
     cu_free(be, c->conv_ws);
     cu_host_free(be, c->host_result);
     cu_host_free(be, c->host_flags);
+    if (c->copy_stream) {
+        (void)cudaStreamSynchronize(c->copy_stream);
+        (void)cudaStreamDestroy(c->copy_stream);
+    }
+    if (c->copy_done)
+        (void)cudaEventDestroy(c->copy_done);
     if (c->stream)
         (void)cudaStreamDestroy(c->stream);
     free(c);
@@ -514,8 +607,8 @@ static int ctx_init(dl_backend *be, const cudaDeviceProp *prop)
     CUBLAS_TRY(cublasSetWorkspace(c->blas, c->blas_ws, blas_ws));
     CUBLAS_TRY(
         cublasSetMathMode(c->blas, c->tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
-    CUDNN_TRY(cudnnCreate(&c->dnn));
-    CUDNN_TRY(cudnnSetStream(c->dnn, c->stream));
+    /* cuDNN is created by the first convolution (cuda_dnn): an MLP never
+     * loads its kernels */
     CUDA_TRY(cudaHostAlloc((void **)&c->host_result, sizeof(double), cudaHostAllocDefault));
     /* kernels raise flags with plain stores into mapped pinned memory, read
      * by the host after a stream synchronisation */

@@ -48,6 +48,10 @@ int cuda_error(int code, const char *fmt, ...) __attribute__((format(printf, 2, 
 int cuda_fail_rt(cudaError_t e, const char *file, int line, const char *call);
 int cuda_fail_blas(cublasStatus_t s, const char *file, int line, const char *call);
 int cuda_fail_dnn(cudnnStatus_t s, const char *file, int line, const char *call);
+/* As cuda_fail_dnn; an out-of-memory status says asked bytes were asked
+ * for (0: unknown) and how much device memory is free. */
+int cuda_fail_dnn_sized(cudnnStatus_t s, const char *file, int line, const char *call,
+                        size_t asked);
 
 /* Each returns from the calling function with a negative code and a
  * message naming file, line and the call's text. */
@@ -69,6 +73,13 @@ int cuda_fail_dnn(cudnnStatus_t s, const char *file, int line, const char *call)
         if (cudnn_try_s_ != CUDNN_STATUS_SUCCESS)                                                  \
             return cuda_fail_dnn(cudnn_try_s_, __FILE__, __LINE__, #call);                         \
     } while (0)
+/* CUDNN_TRY for a call handed a workspace of ws bytes. */
+#define CUDNN_TRY_WS(call, ws)                                                                     \
+    do {                                                                                           \
+        cudnnStatus_t cudnn_try_s_ = (call);                                                       \
+        if (cudnn_try_s_ != CUDNN_STATUS_SUCCESS)                                                  \
+            return cuda_fail_dnn_sized(cudnn_try_s_, __FILE__, __LINE__, #call, (ws));             \
+    } while (0)
 /* After a kernel launch: configuration errors show up here, faults at the
  * next synchronising call. what (a string literal) names the op. */
 #define LAUNCH_CHECK(what)                                                                         \
@@ -88,8 +99,8 @@ typedef struct cuda_ctx {
     int tf32; /* f32 products may use TF32 tensor cores */
     cudaStream_t stream;
     cublasHandle_t blas;
-    cudnnHandle_t dnn;
-    void *blas_ws; /* cuBLAS workspace bound to the stream */
+    cudnnHandle_t dnn; /* NULL until the first convolution: see cuda_dnn */
+    void *blas_ws;     /* cuBLAS workspace bound to the stream */
     /* grown-on-demand device scratch for reductions and staging; reused
      * in stream order, so one op's use never overlaps another's */
     void *scratch;
@@ -101,6 +112,10 @@ typedef struct cuda_ctx {
     float *host_badf; /* the offending value as written by the kernel */
     int *dev_flags;   /* device alias of host_flags */
     float *dev_badf;
+    /* to_device_after: the copy engine's stream and its last copy (made
+     * on first use) */
+    cudaStream_t copy_stream;
+    cudaEvent_t copy_done;
     struct conv_cache *conv;
     void *conv_ws; /* used when a conv op is handed no workspace */
     size_t conv_ws_size;
@@ -187,6 +202,14 @@ int cuda_adam_update(dl_backend *be, size_t n, float *w, float *g, float *m, flo
                      float beta1, float beta2, float eps, float wd, int decoupled, long step,
                      float grad_scale);
 int cuda_sumsq(dl_backend *be, const float *x, size_t n, double *host_result);
+int cuda_grad_guard(dl_backend *be, float *g, size_t n, float grad_scale, float max_norm,
+                    float *cells);
+int cuda_sgd_update_guarded(dl_backend *be, size_t n, float *w, float *g, float *m, float lr,
+                            float momentum, float wd, int nesterov, float grad_scale,
+                            const float *cells);
+int cuda_adam_update_guarded(dl_backend *be, size_t n, float *w, float *g, float *m, float *v,
+                             float lr, float beta1, float beta2, float eps, float wd, int decoupled,
+                             long step, float grad_scale, const float *cells);
 
 /* dst = src rounded through bf16/f16 (cuda_kernels.cu). */
 int cuda_round_copy(dl_backend *be, float *dst, const float *src, dl_dtype via, size_t n);
@@ -194,11 +217,13 @@ int cuda_round_copy(dl_backend *be, float *dst, const float *src, dl_dtype via, 
 /* cuda_conv.cu */
 size_t cuda_conv_workspace(dl_backend *be, const dl_conv_desc *d, dl_dtype compute);
 int cuda_conv_forward(dl_backend *be, const dl_conv_desc *d, float *y, const float *x,
-                      const float *w, const float *b, void *ws, dl_dtype compute);
+                      const float *w, const float *b, void *ws, size_t ws_bytes, dl_dtype compute);
 int cuda_conv_backward_data(dl_backend *be, const dl_conv_desc *d, float *dx, const float *dy,
-                            const float *w, void *ws, dl_dtype compute);
+                            const float *w, void *ws, size_t ws_bytes, dl_dtype compute);
 int cuda_conv_backward_filter(dl_backend *be, const dl_conv_desc *d, float *dw, float *db,
-                              const float *dy, const float *x, void *ws, dl_dtype compute);
+                              const float *dy, const float *x, void *ws, size_t ws_bytes,
+                              dl_dtype compute);
+int cuda_conv_algo(dl_backend *be, const dl_conv_desc *d, dl_dtype compute, char *buf, size_t size);
 void cuda_conv_cache_destroy(dl_backend *be);
 
 #endif

@@ -1313,11 +1313,17 @@ int cuda_bce_logits(dl_backend *be, size_t n, const float *logits, const float *
 
 /* --- optimizers --------------------------------------------------------------------------------- */
 
+/* cells: a grad_guard's (NULL: unguarded); a skipped step only zeroes g. */
 __global__ void sgd_kernel(size_t n, float *w, float *g, float *m, float lr, float mu, float wd,
-                           int nesterov, float gs)
+                           int nesterov, float gs, const float *cells)
 {
+    const bool skip = cells && cells[2] != 0.0f;
     GRID_STRIDE(i, n)
     {
+        if (skip) {
+            g[i] = 0;
+            continue;
+        }
         float d = g[i] * gs + wd * w[i];
         if (mu != 0) {
             float mi = mu * m[i] + d;
@@ -1329,27 +1335,39 @@ __global__ void sgd_kernel(size_t n, float *w, float *g, float *m, float lr, flo
     }
 }
 
-int cuda_sgd_update(dl_backend *be, size_t n, float *w, float *g, float *m, float lr,
-                    float momentum, float wd, int nesterov, float grad_scale)
+int cuda_sgd_update_guarded(dl_backend *be, size_t n, float *w, float *g, float *m, float lr,
+                            float momentum, float wd, int nesterov, float grad_scale,
+                            const float *cells)
 {
     if (n == 0)
         return DL_OK;
     if (momentum != 0 && !m)
         return cuda_error(DL_EINVAL, "sgd with momentum needs a momentum buffer");
     sgd_kernel<<<grid_for(be, n), THREADS, 0, CTX(be)->stream>>>(n, w, g, m, lr, momentum, wd,
-                                                                 nesterov, grad_scale);
+                                                                 nesterov, grad_scale, cells);
     LAUNCH_CHECK("sgd_update");
     return DL_OK;
+}
+
+int cuda_sgd_update(dl_backend *be, size_t n, float *w, float *g, float *m, float lr,
+                    float momentum, float wd, int nesterov, float grad_scale)
+{
+    return cuda_sgd_update_guarded(be, n, w, g, m, lr, momentum, wd, nesterov, grad_scale, NULL);
 }
 
 /* bc1, bc2 are 1 / (1 - beta^step); decay is L2 into the gradient (cw) or
  * decoupled (shrink = 1 - lr wd). */
 __global__ void adam_kernel(size_t n, float *w, float *g, float *m, float *v, float lr, float b1,
                             float b2, float eps, float cw, float shrink, float bc1, float bc2,
-                            float gs)
+                            float gs, const float *cells)
 {
+    const bool skip = cells && cells[2] != 0.0f;
     GRID_STRIDE(i, n)
     {
+        if (skip) {
+            g[i] = 0;
+            continue;
+        }
         float gi = g[i] * gs + cw * w[i];
         float mi = b1 * m[i] + (1.0f - b1) * gi;
         float vi = b2 * v[i] + (1.0f - b2) * gi * gi;
@@ -1365,6 +1383,14 @@ int cuda_adam_update(dl_backend *be, size_t n, float *w, float *g, float *m, flo
                      float beta1, float beta2, float eps, float wd, int decoupled, long step,
                      float grad_scale)
 {
+    return cuda_adam_update_guarded(be, n, w, g, m, v, lr, beta1, beta2, eps, wd, decoupled, step,
+                                    grad_scale, NULL);
+}
+
+int cuda_adam_update_guarded(dl_backend *be, size_t n, float *w, float *g, float *m, float *v,
+                             float lr, float beta1, float beta2, float eps, float wd, int decoupled,
+                             long step, float grad_scale, const float *cells)
+{
     if (step < 1)
         return cuda_error(DL_EINVAL, "adam step %ld must count from 1", step);
     if (n == 0)
@@ -1374,7 +1400,7 @@ int cuda_adam_update(dl_backend *be, size_t n, float *w, float *g, float *m, flo
     float cw = decoupled ? 0.0f : wd;
     float shrink = decoupled ? 1.0f - lr * wd : 1.0f;
     adam_kernel<<<grid_for(be, n), THREADS, 0, CTX(be)->stream>>>(
-        n, w, g, m, v, lr, beta1, beta2, eps, cw, shrink, bc1, bc2, grad_scale);
+        n, w, g, m, v, lr, beta1, beta2, eps, cw, shrink, bc1, bc2, grad_scale, cells);
     LAUNCH_CHECK("adam_update");
     return DL_OK;
 }
@@ -1425,4 +1451,59 @@ int cuda_sumsq(dl_backend *be, const float *x, size_t n, double *host_result)
     CUDA_TRY(cudaStreamSynchronize(c->stream));
     *host_result = *c->host_result;
     return cuda_check_flags(be);
+}
+
+/* --- the gradient check on the device ---------------------------------------------------------- */
+
+/* One thread: the norm from the partial sums, the clip factor, the skip
+ * flag, with the arithmetic of dl_clip_grad_norm (double, then a float
+ * factor), so the two paths scale alike. */
+__global__ void guard_finish_kernel(const double *sum, float grad_scale, float max_norm,
+                                    float *cells)
+{
+    double norm = sqrt(*sum) * (double)grad_scale;
+    if (!isfinite(norm)) {
+        cells[1] = 0.0f;
+        cells[2] = 1.0f;
+        cells[3] += 1.0f;
+        return;
+    }
+    cells[0] = (float)norm;
+    cells[1] = max_norm > 0 && norm > (double)max_norm ? (float)((double)max_norm / norm) : 1.0f;
+    cells[2] = 0.0f;
+}
+
+/* x *= cells[1] when the check clipped (the factor is not 1). */
+__global__ void guard_scale_kernel(float *x, size_t n, const float *cells)
+{
+    const float f = cells[1];
+    if (cells[2] != 0.0f || f == 1.0f)
+        return;
+    GRID_STRIDE(i, n) { x[i] *= f; }
+}
+
+int cuda_grad_guard(dl_backend *be, float *g, size_t n, float grad_scale, float max_norm,
+                    float *cells)
+{
+    cuda_ctx *c = CTX(be);
+    /* the sum as cuda_sumsq makes it (same kernels, same order) */
+    unsigned blocks = n ? partial_blocks(be, n) : 1;
+    double *part = (double *)cuda_scratch(be, (blocks + 1) * sizeof(double));
+    if (!part)
+        return DL_ENOMEM;
+    if (n == 0) {
+        CUDA_TRY(cudaMemsetAsync(part + blocks, 0, sizeof(double), c->stream));
+    } else {
+        sumsq_kernel<<<blocks, THREADS, 0, c->stream>>>(n, g, part);
+        LAUNCH_CHECK("grad_guard");
+        sum_parts_kernel<<<1, 1024, 0, c->stream>>>(part, (int)blocks, part + blocks);
+        LAUNCH_CHECK("grad_guard");
+    }
+    guard_finish_kernel<<<1, 1, 0, c->stream>>>(part + blocks, grad_scale, max_norm, cells);
+    LAUNCH_CHECK("grad_guard");
+    if (n > 0) {
+        guard_scale_kernel<<<grid_for(be, n), THREADS, 0, c->stream>>>(g, n, cells);
+        LAUNCH_CHECK("grad_guard");
+    }
+    return DL_OK;
 }

@@ -142,9 +142,14 @@ dl_layer *dl_nn_linear(int in, int out, int bias)
 typedef struct {
     dl_layer base;
     int cin, cout, kernel, stride, pad, dilation, groups, bias;
-    size_t w, b, ws;
+    size_t w, b;
     dl_conv_desc d;
-    size_t ws_bytes;
+    /* the last workspace figure asked of a backend, for (be, n, compute) */
+    const dl_backend *ws_be;
+    int ws_n;
+    dl_dtype ws_compute;
+    size_t ws_need;
+    char algo[192]; /* the backend's algorithms for the planned batch ("": not said) */
 } conv2d;
 
 static int conv_setup(dl_layer *l, dl_model *m, const dl_shape *in, dl_shape *out)
@@ -186,21 +191,6 @@ static int conv_setup(dl_layer *l, dl_model *m, const dl_shape *in, dl_shape *ou
     return DL_OK;
 }
 
-static int conv_plan(dl_layer *l, dl_model *m, int n)
-{
-    conv2d *C = (conv2d *)l;
-    C->d.n = n;
-    /* the workspace is sized for the largest compute type on this backend */
-    dl_backend *be = dl_model_backend(m);
-    size_t a = be->ops->conv_workspace(be, &C->d, DL_F32);
-    size_t b = be->ops->conv_workspace(be, &C->d, DL_BF16);
-    size_t c = be->ops->conv_workspace(be, &C->d, DL_F16);
-    C->ws_bytes = a > b ? a : b;
-    C->ws_bytes = C->ws_bytes > c ? C->ws_bytes : c;
-    C->ws = dl_model_reserve(m, 0, C->ws_bytes);
-    return DL_OK;
-}
-
 static dl_conv_desc conv_desc(const conv2d *C, int n)
 {
     dl_conv_desc d = C->d;
@@ -208,12 +198,68 @@ static dl_conv_desc conv_desc(const conv2d *C, int n)
     return d;
 }
 
+/* Bytes of workspace be asks for n rows in compute (asked once per
+ * backend, batch size and compute type in a row, then remembered). */
+static size_t conv_need(conv2d *C, dl_backend *be, int n, dl_dtype compute)
+{
+    if (C->ws_be != be || C->ws_n != n || C->ws_compute != compute) {
+        dl_conv_desc d = conv_desc(C, n);
+        C->ws_need = be->ops->conv_workspace(be, &d, compute);
+        C->ws_be = be;
+        C->ws_n = n;
+        C->ws_compute = compute;
+    }
+    return C->ws_need;
+}
+
+/* Sizes the shared workspace for the planned batch on the model's
+ * backend, in the model's precision only. */
+static int conv_plan(dl_layer *l, dl_model *m, int n)
+{
+    conv2d *C = (conv2d *)l;
+    C->d.n = n;
+    C->ws_be = NULL; /* asked again: the backend may be new at an old address */
+    dl_backend *be = dl_model_backend(m);
+    dl_dtype compute = dl_model_compute(m);
+    dl_model_need_workspace(m, conv_need(C, be, n, compute));
+    C->algo[0] = '\0';
+    if (be->ops->conv_algo && be->ops->conv_algo(be, &C->d, compute, C->algo, sizeof C->algo) < 0)
+        C->algo[0] = '\0'; /* a shape the backend refuses: the first op says why */
+    return DL_OK;
+}
+
+static int conv_note(const dl_layer *l, char *buf, size_t size)
+{
+    const conv2d *C = (const conv2d *)l;
+    if (!C->algo[0])
+        return 0;
+    snprintf(buf, size, "%s", C->algo);
+    return 1;
+}
+
+/* The shared workspace for this pass (grown when this batch size or
+ * precision needs more than was planned). */
+static int conv_ws(conv2d *C, const dl_pass *p, void **ws, size_t *size)
+{
+    int rc = dl_model_workspace(C->base.model, conv_need(C, p->be, p->n, p->compute), ws, size);
+    if (rc < 0) {
+        char d[96], msg[400];
+        dl_layer_describe(&C->base, d, sizeof d);
+        snprintf(msg, sizeof msg, "%s", dl_error_message());
+        return dl_error(rc, "%s workspace for a batch of %d: %s", d, p->n, msg);
+    }
+    return DL_OK;
+}
+
 static int conv_forward(dl_layer *l, dl_pass *p, const float *x, float *y)
 {
     conv2d *C = (conv2d *)l;
     dl_conv_desc d = conv_desc(C, p->n);
+    void *ws;
+    size_t wsb;
+    DL_TRY(conv_ws(C, p, &ws, &wsb));
     return OPS(p)->conv_forward(p->be, &d, y, x, p->params + C->w,
-                                C->bias ? p->params + C->b : NULL, p->act + C->ws, p->compute);
+                                C->bias ? p->params + C->b : NULL, ws, wsb, p->compute);
 }
 
 static int conv_backward(dl_layer *l, dl_pass *p, const float *x, const float *y, const float *dy,
@@ -221,12 +267,14 @@ static int conv_backward(dl_layer *l, dl_pass *p, const float *x, const float *y
 {
     conv2d *C = (conv2d *)l;
     dl_conv_desc d = conv_desc(C, p->n);
-    DL_TRY(OPS(p)->conv_backward_filter(p->be, &d, p->grads + C->w,
-                                        C->bias ? p->grads + C->b : NULL, dy, x, p->act + C->ws,
-                                        p->compute));
+    void *ws;
+    size_t wsb;
+    DL_TRY(conv_ws(C, p, &ws, &wsb));
+    DL_TRY(OPS(p)->conv_backward_filter(
+        p->be, &d, p->grads + C->w, C->bias ? p->grads + C->b : NULL, dy, x, ws, wsb, p->compute));
     if (dx)
-        DL_TRY(OPS(p)->conv_backward_data(p->be, &d, dx, dy, p->params + C->w, p->act + C->ws,
-                                          p->compute));
+        DL_TRY(
+            OPS(p)->conv_backward_data(p->be, &d, dx, dy, p->params + C->w, ws, wsb, p->compute));
     return DL_OK;
 }
 
@@ -249,6 +297,7 @@ static const dl_layer_vt conv_vt = {
     .forward = conv_forward,
     .backward = conv_backward,
     .describe = conv_describe,
+    .note = conv_note,
 };
 
 dl_layer *dl_nn_conv2d_with(int in_ch, int out_ch, int kernel, const dl_conv2d_opts *o)

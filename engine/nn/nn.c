@@ -33,6 +33,12 @@ struct dl_model {
     size_t reserved[2];
     int planned_n;
     size_t x_off, y_off, dy_off;
+    /* the convolution scratch all layers share (they run one at a time),
+     * on the state's backend, sized by that backend for the planned batch
+     * and precision, grown when a pass needs more */
+    dl_storage *ws;
+    size_t ws_need;
+    dl_precision prec;
 };
 
 const char *dl_precision_name(dl_precision p)
@@ -76,6 +82,13 @@ void dl_layer_destroy(dl_layer *l)
     if (l->vt->destroy)
         l->vt->destroy(l);
     free(l);
+}
+
+int dl_layer_note(const dl_layer *l, char *buf, size_t size)
+{
+    if (size)
+        buf[0] = '\0';
+    return l->vt->note ? l->vt->note(l, buf, size) : 0;
 }
 
 void dl_layer_describe(const dl_layer *l, char *buf, size_t size)
@@ -525,6 +538,7 @@ void dl_model_destroy(dl_model *m)
     free(m->buffers);
     dl_storage_release(m->state);
     dl_storage_release(m->act);
+    dl_storage_release(m->ws);
     free(m);
 }
 
@@ -583,6 +597,48 @@ size_t dl_model_reserve(dl_model *m, int region, size_t bytes)
     m->reserved[region] += (bytes + ALIGN_BYTES - 1) / ALIGN_BYTES * ALIGN_BYTES;
     return off;
 }
+
+void dl_model_need_workspace(dl_model *m, size_t bytes)
+{
+    if (bytes > m->ws_need)
+        m->ws_need = bytes;
+}
+
+void dl_model_set_precision(dl_model *m, dl_precision p) { m->prec = p; }
+
+dl_dtype dl_model_compute(const dl_model *m)
+{
+    return m->prec == DL_PREC_BF16 ? DL_BF16 : m->prec == DL_PREC_F16 ? DL_F16 : DL_F32;
+}
+
+/* The shared workspace holds ws_need bytes on the state's backend; one it
+ * has on another backend is released first (its contents never matter
+ * between ops). */
+static int fit_workspace(dl_model *m)
+{
+    dl_backend *be = m->state->be;
+    if (m->ws && (m->ws->be != be || m->ws->bytes < m->ws_need)) {
+        dl_storage_release(m->ws);
+        m->ws = NULL;
+    }
+    if (m->ws || m->ws_need == 0)
+        return DL_OK;
+    m->ws = dl_storage_create(be, m->ws_need);
+    return m->ws ? DL_OK : DL_ENOMEM;
+}
+
+int dl_model_workspace(dl_model *m, size_t bytes, void **ws, size_t *size)
+{
+    dl_model_need_workspace(m, bytes);
+    DL_TRY(fit_workspace(m));
+    *ws = m->ws ? m->ws->ptr : NULL;
+    *size = m->ws ? m->ws->bytes : 0;
+    return DL_OK;
+}
+
+size_t dl_model_workspace_bytes(const dl_model *m) { return m->ws ? m->ws->bytes : 0; }
+
+static int replan(dl_model *m);
 
 /* Float offsets of the regions in the state arena. */
 static size_t region_grads(const dl_model *m) { return m->P; }
@@ -653,8 +709,10 @@ int dl_model_init_state(dl_model *m, dl_backend *be, int moments, uint64_t seed)
     }
     m->lp_type = DL_F32;
     /* activations move with the state */
-    if (m->act && m->act->be != be)
+    if (m->act && m->act->be != be) {
         DL_TRY(dl_storage_move(m->act, be));
+        DL_TRY(replan(m));
+    }
     return DL_OK;
 }
 
@@ -667,6 +725,7 @@ int dl_model_plan(dl_model *m, int n)
     if (m->act && m->planned_n == n)
         return DL_OK;
     m->reserved[0] = m->reserved[1] = 0;
+    m->ws_need = 0;
     size_t in_bytes = (size_t)n * (size_t)dl_shape_numel(&m->input) * sizeof(float);
     size_t out_bytes = (size_t)n * (size_t)dl_shape_numel(&m->output) * sizeof(float);
     m->x_off = dl_model_reserve(m, 0, in_bytes);
@@ -679,24 +738,48 @@ int dl_model_plan(dl_model *m, int n)
     dl_storage_release(m->act);
     m->act = act;
     m->planned_n = n;
-    return DL_OK;
+    return fit_workspace(m);
+}
+
+/* After a move: the layers plan again on the new backend, which sizes the
+ * shared workspace for itself (the activation layout does not change). */
+static int replan(dl_model *m)
+{
+    size_t keep[2] = {m->reserved[0], m->reserved[1]};
+    m->reserved[0] = m->reserved[1] = 0;
+    m->ws_need = 0;
+    size_t in_bytes = (size_t)m->planned_n * (size_t)dl_shape_numel(&m->input) * sizeof(float);
+    size_t out_bytes = (size_t)m->planned_n * (size_t)dl_shape_numel(&m->output) * sizeof(float);
+    dl_model_reserve(m, 0, in_bytes);
+    dl_model_reserve(m, 0, out_bytes);
+    dl_model_reserve(m, 1, out_bytes);
+    int rc = m->root->vt->plan(m->root, m, m->planned_n);
+    DL_ASSERT(rc < 0 || (m->reserved[0] == keep[0] && m->reserved[1] == keep[1]));
+    m->reserved[0] = keep[0];
+    m->reserved[1] = keep[1];
+    return rc < 0 ? rc : fit_workspace(m);
 }
 
 int dl_model_move(dl_model *m, dl_backend *be)
 {
     if (!m->state)
         return dl_error(DL_EINVAL, "model state not initialised");
+    dl_backend *old = m->state->be;
     DL_TRY(dl_storage_move(m->state, be));
-    if (m->act) {
-        int rc = dl_storage_move(m->act, be);
-        if (rc < 0) {
-            /* keep both arenas on one backend */
-            char msg[512];
-            snprintf(msg, sizeof msg, "%s", dl_error_message());
-            dl_backend *old = m->act->be;
-            dl_storage_move(m->state, old);
-            return dl_error(rc, "%s", msg);
-        }
+    if (!m->act)
+        return DL_OK;
+    int rc = dl_storage_move(m->act, be);
+    if (rc == DL_OK)
+        rc = replan(m);
+    if (rc < 0) {
+        /* keep everything on one backend: the old one, planned as before */
+        char msg[512];
+        snprintf(msg, sizeof msg, "%s", dl_error_message());
+        if (m->act->be != old)
+            dl_storage_move(m->act, old);
+        dl_storage_move(m->state, old);
+        (void)replan(m); /* a workspace not retaken now is taken by the next pass */
+        return dl_error(rc, "%s", msg);
     }
     return DL_OK;
 }

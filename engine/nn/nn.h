@@ -91,6 +91,10 @@ typedef struct dl_layer_vt {
     int (*forward_fused)(dl_layer *l, dl_pass *p, const float *x, float *y);
     int (*backward_fused)(dl_layer *l, dl_pass *p, const float *x, const float *y, const float *dy,
                           float *dx);
+    /* Optional: writes a line about how the layer runs on its backend
+     * (Conv2d: the algorithms chosen when it was planned) and returns 1;
+     * 0: nothing to say. Reads what plan kept, calls no backend. */
+    int (*note)(const dl_layer *l, char *buf, size_t size);
 } dl_layer_vt;
 
 struct dl_layer {
@@ -151,6 +155,8 @@ dl_layer *dl_nn_residual_shortcut(dl_layer *block, dl_layer *shortcut);
 /* Destroys a layer not (yet) owned by a model or container. */
 void dl_layer_destroy(dl_layer *l);
 void dl_layer_describe(const dl_layer *l, char *buf, size_t size);
+/* The layer's note (see dl_layer_vt.note) into buf: 1 when it has one. */
+int dl_layer_note(const dl_layer *l, char *buf, size_t size);
 
 /* --- losses ------------------------------------------------------------- */
 typedef enum { DL_LOSS_XENT, DL_LOSS_MSE, DL_LOSS_BCE } dl_loss_kind;
@@ -225,6 +231,23 @@ size_t dl_model_add_buffer(dl_model *m, dl_layer *l, const char *name, const dl_
  * container zeroes (or has its child overwrite) a gradient buffer before
  * the one child that writes it. */
 size_t dl_model_reserve(dl_model *m, int region, size_t bytes);
+
+/* Called by layers' plan: the scratch the layers share (convolution
+ * workspaces: layers run one at a time, so one buffer serves all) must
+ * hold at least bytes. dl_model_plan allocates the largest need on the
+ * model's backend; after a move the layers plan again, sized by the new
+ * backend. */
+void dl_model_need_workspace(dl_model *m, size_t bytes);
+/* For a pass: the shared scratch, grown first when it holds fewer than
+ * bytes (a shorter batch, another precision); *ws and its *size (>=
+ * bytes). DL_ENOMEM with the backend's message when it cannot grow. */
+int dl_model_workspace(dl_model *m, size_t bytes, void **ws, size_t *size);
+/* Bytes of the shared scratch now allocated (0: none). */
+size_t dl_model_workspace_bytes(const dl_model *m);
+/* The precision plans are sized for (default fp32): layers ask the
+ * backend's workspace for that compute type only. */
+void dl_model_set_precision(dl_model *m, dl_precision p);
+dl_dtype dl_model_compute(const dl_model *m);
 
 /* Allocates the state arena on be with `moments` optimizer moments per
  * parameter (0, 1 or 2) and initialises parameters from seed. */

@@ -40,23 +40,38 @@ int dl_optim_moments(const dl_optim *o)
     return 2;
 }
 
-/* Updates floats [begin, end) of the arena with weight decay wd. */
+/* Updates floats [begin, end) of the arena with weight decay wd; guard:
+ * device cells of a grad_guard (NULL: unguarded). */
 static int update_range(const dl_optim *o, dl_backend *be, const dl_model_state *s, size_t begin,
-                        size_t end, float wd, float lr, long step, float grad_scale)
+                        size_t end, float wd, float lr, long step, float grad_scale,
+                        const float *guard)
 {
     size_t n = end - begin;
     if (n == 0)
         return DL_OK;
     float *m1 = s->moment1 ? s->moment1 + begin : NULL;
     float *m2 = s->moment2 ? s->moment2 + begin : NULL;
+    float *w = s->params + begin, *g = s->grads + begin;
+    int decoupled = o->kind == DL_OPT_ADAMW;
+    if (guard && o->kind == DL_OPT_SGD)
+        return be->ops->sgd_update_guarded(be, n, w, g, m1, lr, o->momentum, wd, o->nesterov,
+                                           grad_scale, guard);
+    if (guard)
+        return be->ops->adam_update_guarded(be, n, w, g, m1, m2, lr, o->beta1, o->beta2, o->eps, wd,
+                                            decoupled, step, grad_scale, guard);
     if (o->kind == DL_OPT_SGD)
-        return be->ops->sgd_update(be, n, s->params + begin, s->grads + begin, m1, lr, o->momentum,
-                                   wd, o->nesterov, grad_scale);
-    return be->ops->adam_update(be, n, s->params + begin, s->grads + begin, m1, m2, lr, o->beta1,
-                                o->beta2, o->eps, wd, o->kind == DL_OPT_ADAMW, step, grad_scale);
+        return be->ops->sgd_update(be, n, w, g, m1, lr, o->momentum, wd, o->nesterov, grad_scale);
+    return be->ops->adam_update(be, n, w, g, m1, m2, lr, o->beta1, o->beta2, o->eps, wd, decoupled,
+                                step, grad_scale);
 }
 
 int dl_optim_step(const dl_optim *o, dl_model *m, float lr, long step, float grad_scale)
+{
+    return dl_optim_step_guarded(o, m, lr, step, grad_scale, NULL);
+}
+
+int dl_optim_step_guarded(const dl_optim *o, dl_model *m, float lr, long step, float grad_scale,
+                          const float *guard)
 {
     dl_model_state s;
     dl_model_get_state(m, &s);
@@ -65,7 +80,7 @@ int dl_optim_step(const dl_optim *o, dl_model *m, float lr, long step, float gra
         return dl_error(DL_EINVAL, "%s needs %d moment(s) per parameter; the model has %d",
                         dl_optim_name(o->kind), dl_optim_moments(o), s.moments);
     if (o->weight_decay == 0)
-        return update_range(o, be, &s, 0, s.count, 0, lr, step, grad_scale);
+        return update_range(o, be, &s, 0, s.count, 0, lr, step, grad_scale, guard);
     /* parameters are laid out in registration order: update runs of equal
      * decay with one fused call each (weights decay, biases and norms not) */
     int np = dl_model_num_params(m);
@@ -75,13 +90,27 @@ int dl_optim_step(const dl_optim *o, dl_model *m, float lr, long step, float gra
         const dl_param *p = dl_model_param(m, i);
         if (p->decay != run_decay) {
             DL_TRY(update_range(o, be, &s, run_start, p->offset, run_decay ? o->weight_decay : 0,
-                                lr, step, grad_scale));
+                                lr, step, grad_scale, guard));
             run_start = p->offset;
             run_decay = p->decay;
         }
     }
     return update_range(o, be, &s, run_start, s.count, run_decay ? o->weight_decay : 0, lr, step,
-                        grad_scale);
+                        grad_scale, guard);
+}
+
+int dl_guard_grads(dl_model *m, float max_norm, float grad_scale, float *cells)
+{
+    dl_model_state s;
+    dl_model_get_state(m, &s);
+    dl_backend *be = dl_model_backend(m);
+    return be->ops->grad_guard(be, s.grads, s.count, grad_scale, max_norm, cells);
+}
+
+int dl_guard_available(const dl_backend *be)
+{
+    const dl_backend_ops *o = be->ops;
+    return o->grad_guard && o->sgd_update_guarded && o->adam_update_guarded;
 }
 
 int dl_clip_grad_norm(dl_model *m, float max_norm, float grad_scale, double *norm)

@@ -31,6 +31,11 @@ int dl_optim_moments(const dl_optim *o);
  * grad_scale multiplies the gradients first (1 / (loss scale *
  * accumulate)). Weight decay skips parameters registered without decay. */
 int dl_optim_step(const dl_optim *o, dl_model *m, float lr, long step, float grad_scale);
+/* The same, skipped on the device (only the gradients zeroed) when the
+ * grad_guard cells say the gradient was not finite (guard NULL: as
+ * dl_optim_step). Needs dl_guard_available. */
+int dl_optim_step_guarded(const dl_optim *o, dl_model *m, float lr, long step, float grad_scale,
+                          const float *guard);
 
 /* Learning-rate schedules, evaluated per optimizer step. */
 typedef enum {
@@ -74,5 +79,13 @@ int dl_schedule_epoch_end(dl_schedule *s, double metric);
  * reported (the raw gradients carry the loss scale). *norm is Inf/NaN
  * when a gradient is not finite (then nothing is scaled). */
 int dl_clip_grad_norm(dl_model *m, float max_norm, float grad_scale, double *norm);
+/* dl_clip_grad_norm decided on the device, nothing read back: the norm,
+ * clip factor and skip flag land in cells (4 device floats; see the
+ * backend's grad_guard) for dl_optim_step_guarded and a later read. */
+int dl_guard_grads(dl_model *m, float max_norm, float grad_scale, float *cells);
+/* Whether be checks gradients on the device (grad_guard and the guarded
+ * updates): the CUDA backend does, the CPU, where a read costs nothing,
+ * does not. */
+int dl_guard_available(const dl_backend *be);
 
 #endif

@@ -741,6 +741,21 @@ static void fmt_ms(char *b, size_t n, double ms)
         snprintf(b, n, "%.3fus", ms * 1000);
 }
 
+/* The layers' notes (the convolution algorithms each backend chose). */
+static void print_notes(const dl_profiler *p, FILE *f)
+{
+    int head = 0;
+    for (int i = 0; i < p->nlayers; i++) {
+        char note[256];
+        const layer_ent *e = &p->layers[i];
+        if (!e->layer || !dl_layer_note(e->layer, note, sizeof note))
+            continue;
+        if (!head++)
+            fputs("Algorithms:\n", f);
+        fprintf(f, "  %s (%s): %s\n", e->name, e->kind, note);
+    }
+}
+
 void dl_profiler_print(const dl_profiler *p, dl_prof_group g, dl_prof_sort sort, int max_rows,
                        FILE *f)
 {
@@ -792,6 +807,7 @@ void dl_profiler_print(const dl_profiler *p, dl_prof_group g, dl_prof_sort sort,
     if (shown < n)
         fprintf(f, "  (%d more rows)", n - shown);
     fputc('\n', f);
+    print_notes(p, f);
     free(all);
 }
 

@@ -43,6 +43,7 @@ struct dl_trainer_snapshot {
 int dl_trainer_snapshot_take(dl_trainer *t, dl_trainer_snapshot **out)
 {
     *out = NULL;
+    DL_TRY(dl_trainer_fold_guard(t)); /* the skip count and norm, as of now */
     dl_model_state ms;
     dl_model_get_state(t->m, &ms);
     dl_trainer_snapshot *s = calloc(1, sizeof *s);

@@ -23,15 +23,55 @@ float *dl_trainer_stats(dl_trainer *t, int slot)
     return (float *)((char *)t->stage->ptr + t->off_stats) + DL_TRAINER_NSTATS * slot;
 }
 
+float *dl_trainer_guard_cells(dl_trainer *t) { return dl_trainer_stats(t, 2); }
+
+/* The skips the cells count and the last norm, without consuming them. */
+static int peek_guard(dl_trainer *t, long *skips, double *norm)
+{
+    float c[4] = {0, 0, 0, 0};
+    *skips = 0;
+    *norm = t->grad_norm;
+    if (!t->guard_used)
+        return DL_OK;
+    DL_TRY(t->be->ops->to_host(t->be, c, dl_trainer_guard_cells(t), sizeof c));
+    *skips = (long)c[3];
+    *norm = c[0];
+    return DL_OK;
+}
+
+int dl_trainer_fold_guard(dl_trainer *t)
+{
+    long skips;
+    double norm;
+    DL_TRY(peek_guard(t, &skips, &norm));
+    t->grad_norm = norm;
+    long from = t->guard_from;
+    t->guard_from = t->step + 1;
+    if (skips == 0)
+        return DL_OK;
+    DL_TRY(t->be->ops->memset0(t->be, dl_trainer_guard_cells(t) + 3, sizeof(float)));
+    t->skipped += skips;
+    if (t->cfg.nonfinite == DL_NONFINITE_STOP)
+        return dl_error(DL_ENONFINITE,
+                        "non-finite gradient in %ld of steps %ld-%ld (epoch %d; found on the "
+                        "device, those steps left the parameters as they were): lower the "
+                        "learning rate (now %g), clip gradients, or use loss scaling",
+                        skips, from, t->step, t->epoch + 1, t->lr_now);
+    dl_trainer_event(t, "nonfinite", "steps %ld-%ld: %ld non-finite gradient(s), step(s) skipped",
+                     from, t->step, skips);
+    return DL_OK;
+}
+
 int dl_trainer_alloc_stage(dl_trainer *t, dl_backend *be)
 {
-    size_t bytes = t->off_stats + 2 * DL_TRAINER_NSTATS * sizeof(float);
+    /* the statistics: train window, evaluation, the gradient check */
+    size_t bytes = t->off_stats + 3 * DL_TRAINER_NSTATS * sizeof(float);
     dl_storage *s = dl_storage_create(be, bytes);
     if (!s)
         return DL_ENOMEM;
     if (t->stage) {
-        /* carry the statistics of the window in flight */
-        float host[2 * DL_TRAINER_NSTATS];
+        /* carry the statistics of the window in flight (and the check's) */
+        float host[3 * DL_TRAINER_NSTATS];
         dl_backend *old = t->stage->be;
         int rc = old->ops->to_host(old, host, dl_trainer_stats(t, 0), sizeof host);
         if (rc == DL_OK)
@@ -40,10 +80,29 @@ int dl_trainer_alloc_stage(dl_trainer *t, dl_backend *be)
             dl_storage_release(s);
             return rc;
         }
-        dl_storage_release(t->stage);
     }
+    dl_trainer_free_stage(t);
     t->stage = s;
+    /* the slots' events, where the backend overlaps uploads */
+    if (be->ops->to_device_after && be->ops->event_create && be->ops->event_record)
+        for (int i = 0; i < 2; i++)
+            t->slot_free[i] = be->ops->event_create(be); /* NULL: that slot waits for all */
     return DL_OK;
+}
+
+void dl_trainer_free_stage(dl_trainer *t)
+{
+    if (!t->stage)
+        return;
+    dl_backend *be = t->stage->be;
+    for (int i = 0; i < 2; i++) {
+        if (t->slot_free[i])
+            be->ops->event_destroy(be, t->slot_free[i]);
+        t->slot_free[i] = NULL;
+        t->slot_armed[i] = 0;
+    }
+    dl_storage_release(t->stage);
+    t->stage = NULL;
 }
 
 /* The window's sums from the device floats: per token, the means over
@@ -103,7 +162,9 @@ void dl_trainer_get_cursor(dl_trainer *t, dl_trainer_cursor *c)
     c->epoch_step = t->epoch_step;
     c->loss_scale = t->loss_scale;
     c->clean_steps = t->clean_steps;
-    c->skipped = t->skipped;
+    long pending = 0;
+    double norm;
+    c->skipped = t->skipped + (peek_guard(t, &pending, &norm) == DL_OK ? pending : 0);
     c->base_lr = t->base_lr;
     c->sched_scale = t->sched.scale;
     c->sched_best = t->sched.best;
@@ -138,6 +199,10 @@ int dl_trainer_set_cursor(dl_trainer *t, const dl_trainer_cursor *c)
     t->loss_scale = c->loss_scale;
     t->clean_steps = c->clean_steps;
     t->skipped = c->skipped;
+    if (t->guard_used) { /* the cursor's count includes the check's: start it afresh */
+        DL_TRY(t->be->ops->memset0(t->be, dl_trainer_guard_cells(t) + 3, sizeof(float)));
+        t->guard_from = t->step + 1;
+    }
     t->base_lr = c->base_lr;
     t->sched.scale = c->sched_scale;
     t->sched.best = c->sched_best;

@@ -16,8 +16,41 @@ static double batch_bytes(const dl_source *src, int n)
                         4.0 * (in->y_width > 0 ? in->y_width : 1));
 }
 
-/* Uploads a batch and converts x to f32 in the model input. */
-static int load_batch(dl_trainer *t, dl_source *src, const dl_batch *b, const void **labels)
+/* Copies x and y of a batch into the next stage slot; its index into
+ * *slot. Where the backend overlaps uploads (to_device_after) the copy
+ * waits only for the last reader of that slot, two batches back. */
+static int upload(dl_trainer *t, const dl_batch *b, size_t xb, size_t yb, int *slot)
+{
+    dl_backend *be = t->be;
+    int s = t->slot;
+    t->slot ^= 1;
+    *slot = s;
+    char *base = t->stage->ptr;
+    dl_event *ev = t->slot_free[s];
+    if (!ev) {
+        DL_TRY(be->ops->to_device(be, base + t->off_x[s], b->x, xb));
+        return be->ops->to_device(be, base + t->off_y[s], b->y, yb);
+    }
+    dl_event *after = t->slot_armed[s] ? ev : NULL;
+    DL_TRY(be->ops->to_device_after(be, base + t->off_x[s], b->x, xb, after));
+    return be->ops->to_device_after(be, base + t->off_y[s], b->y, yb, after);
+}
+
+/* The batch in stage slot s is read (its x converted, its labels taken by
+ * the loss): the slot may take the next copy once the device is here. */
+static int release_slot(dl_trainer *t, int s)
+{
+    if (s < 0 || !t->slot_free[s])
+        return DL_OK;
+    DL_TRY(t->be->ops->event_record(t->be, t->slot_free[s]));
+    t->slot_armed[s] = 1;
+    return DL_OK;
+}
+
+/* Uploads a batch and converts x to f32 in the model input; *slot: the
+ * stage slot it used (-1: none, on the CPU), for release_slot. */
+static int load_batch(dl_trainer *t, dl_source *src, const dl_batch *b, const void **labels,
+                      int *slot)
 {
     dl_backend *be = t->be;
     const dl_data_info *in = &src->info;
@@ -28,12 +61,12 @@ static int load_batch(dl_trainer *t, dl_source *src, const dl_batch *b, const vo
         return dl_error(DL_EINVAL, "%s yielded a batch of %d rows, more than the planned %d",
                         src->name, b->n, t->cfg.batch);
     const void *x = b->x, *y = b->y;
+    *slot = -1;
     if (be->ops->device != DL_DEVICE_CPU) {
+        DL_TRY(upload(t, b, xb, yb, slot));
         char *base = t->stage->ptr;
-        DL_TRY(be->ops->to_device(be, base + t->off_x, b->x, xb));
-        DL_TRY(be->ops->to_device(be, base + t->off_y, b->y, yb));
-        x = base + t->off_x;
-        y = base + t->off_y;
+        x = base + t->off_x[*slot];
+        y = base + t->off_y[*slot];
     }
     /* channels for normalisation: the first dimension of an image sample */
     int ch = in->channels;
@@ -104,7 +137,7 @@ typedef struct step_rows {
 } step_rows;
 
 /* Forward, loss and backward of the micro-batch in the model input. */
-static int passes(dl_trainer *t, dl_pass *p, const void *labels, float micro_scale)
+static int passes(dl_trainer *t, dl_pass *p, const void *labels, float micro_scale, int slot)
 {
     dl_profiler *pf = t->prof;
     dl_prof_arm_pass(pf, p);
@@ -114,6 +147,7 @@ static int passes(dl_trainer *t, dl_pass *p, const void *labels, float micro_sca
     sp = dl_prof_begin(pf);
     DL_TRY(apply_loss(t, p->n, labels, micro_scale, dl_model_output_grad(t->m),
                       dl_trainer_stats(t, 0)));
+    DL_TRY(release_slot(t, slot)); /* x was converted, the labels are read */
     double outs = (double)p->n * (double)dl_shape_numel(dl_model_output_shape(t->m));
     dl_prof_end(pf, sp, DL_PROF_LOSS, dl_loss_name(t->loss.kind), 5 * outs, 8 * outs);
     sp = dl_prof_begin(pf);
@@ -143,8 +177,9 @@ static int micro_batch(dl_trainer *t, int last, float micro_scale, step_rows *ro
         return 1;
     }
     const void *labels;
+    int slot;
     sp = dl_prof_begin(pf);
-    DL_TRY(load_batch(t, t->train, &b, &labels));
+    DL_TRY(load_batch(t, t->train, &b, &labels, &slot));
     dl_prof_end(pf, sp, DL_PROF_COPY, "input copy + convert", 0, batch_bytes(t->train, b.n));
     dl_pass p;
     dl_model_pass(t->m, &p, b.n, 1, t->cfg.precision, t->cfg.seed, t->micro++);
@@ -152,7 +187,7 @@ static int micro_batch(dl_trainer *t, int last, float micro_scale, step_rows *ro
         p.grad_hook = dl_trainer_grad_ready;
         p.grad_user = t;
     }
-    DL_TRY(passes(t, &p, labels, micro_scale));
+    DL_TRY(passes(t, &p, labels, micro_scale, slot));
     rows->local += b.n;
     return 1;
 }
@@ -211,12 +246,48 @@ static int apply_step(dl_trainer *t, double norm, float grad_scale)
     return DL_OK;
 }
 
+/* Whether the step's check runs on the device: a backend that can, and
+ * no host decision needed at once (fp16's loss scale, data parallelism). */
+static int guard_on_device(const dl_trainer *t)
+{
+    return !t->dp && t->cfg.precision != DL_PREC_F16 && dl_guard_available(t->be);
+}
+
+/* update() with nothing read back: the norm, the clipping and the skip
+ * are decided on the device (dl_guard_grads), the host learns them at
+ * the next report (dl_trainer_fold_guard). */
+static int update_on_device(dl_trainer *t, float grad_scale)
+{
+    dl_profiler *pf = t->prof;
+    double nparam = (double)dl_model_param_count(t->m);
+    float *cells = dl_trainer_guard_cells(t);
+    if (!t->guard_used) {
+        t->guard_used = 1;
+        t->guard_from = t->step + 1;
+    }
+    dl_prof_span sp = dl_prof_begin(pf);
+    DL_TRY(dl_guard_grads(t->m, t->opt.clip_norm, grad_scale, cells));
+    dl_prof_end(pf, sp, DL_PROF_OPTIMIZER, "grad norm + clip", 2 * nparam, 4 * nparam);
+    sp = dl_prof_begin(pf);
+    dl_dtype lowp = lowp_dtype(t->cfg.precision);
+    t->lr_now = dl_schedule_lr(&t->sched, t->base_lr, t->step, t->total_steps);
+    DL_TRY(dl_optim_step_guarded(&t->opt, t->m, (float)t->lr_now, t->step + 1, grad_scale, cells));
+    if (lowp != DL_F32)
+        DL_TRY(dl_model_refresh_lowp(t->m, lowp));
+    int moments = dl_optim_moments(&t->opt);
+    dl_prof_end(pf, sp, DL_PROF_OPTIMIZER, "optimizer step", (moments == 2 ? 12.0 : 4.0) * nparam,
+                8.0 * (2 + moments) * nparam);
+    return DL_OK;
+}
+
 /* Gradient norm and clipping, then the update (or the skip) for a step of
  * rows rows: the mean over them, undoing the loss scale. */
 static int update(dl_trainer *t, long rows)
 {
     dl_profiler *pf = t->prof;
     float grad_scale = (float)t->cfg.batch / (t->loss_scale * (float)rows);
+    if (guard_on_device(t))
+        return update_on_device(t, grad_scale);
     double norm = 0;
     double nparam = (double)dl_model_param_count(t->m);
     dl_prof_span sp = dl_prof_begin(pf);
@@ -299,6 +370,7 @@ static int callback_rc(dl_trainer *t, int rc)
 
 int dl_trainer_report(dl_trainer *t, int stopped)
 {
+    DL_TRY(dl_trainer_fold_guard(t));
     double loss_sum, correct, comm_s = 0;
     long keep_samples = t->rep_samples;
     double keep_comm = t->rep_comm;
@@ -352,11 +424,13 @@ int dl_trainer_evaluate(dl_trainer *t, dl_source *src, double *loss, double *acc
         if (rc == 0)
             break;
         const void *labels;
-        DL_TRY(load_batch(t, src, &b, &labels));
+        int slot;
+        DL_TRY(load_batch(t, src, &b, &labels, &slot));
         dl_pass p;
         dl_model_pass(t->m, &p, b.n, 0, t->cfg.precision, t->cfg.seed, 0);
         DL_TRY(dl_model_forward(t->m, &p));
         DL_TRY(apply_loss(t, b.n, labels, 0, NULL, stats));
+        DL_TRY(release_slot(t, slot));
         n += b.n;
         if (t->tokens || n % (1L << 14) < b.n) /* fold into double now and then */
             DL_TRY(fold_eval(t, stats, sums));

@@ -22,6 +22,7 @@ int dl_trainer_switch_device(dl_trainer *t, dl_backend *be)
     dl_backend *old = t->be;
     if (be == old)
         return DL_OK;
+    DL_TRY(dl_trainer_fold_guard(t)); /* the check's cells stay behind */
     DL_TRY(dl_model_move(t->m, be));
     int rc = dl_trainer_alloc_stage(t, be);
     if (rc == DL_OK && t->train->ops->retarget)

@@ -138,14 +138,18 @@ static int prepare(dl_trainer *t, dl_backend *be)
     int batch = t->cfg.batch;
     t->x_bytes = (size_t)batch * (size_t)dl_shape_numel(&in->sample) * dl_dtype_size(in->x_dtype);
     t->y_bytes = (size_t)batch * (size_t)(in->y_width > 0 ? in->y_width : 1) * 4;
-    t->off_x = 0;
-    t->off_y = (t->x_bytes + 63) & ~(size_t)63;
-    t->off_stats = (t->off_y + t->y_bytes + 63) & ~(size_t)63;
+    size_t xs = (t->x_bytes + 63) & ~(size_t)63, ys = (t->y_bytes + 63) & ~(size_t)63;
+    for (int i = 0; i < 2; i++) {
+        t->off_x[i] = (size_t)i * (xs + ys);
+        t->off_y[i] = t->off_x[i] + xs;
+    }
+    t->off_stats = 2 * (xs + ys);
     DL_TRY(dl_trainer_alloc_stage(t, be));
     if (dl_model_backend(t->m) != be)
         DL_TRY(dl_model_backend(t->m)
                    ? dl_model_move(t->m, be)
                    : dl_model_init_state(t->m, be, dl_optim_moments(&t->opt), t->cfg.seed));
+    dl_model_set_precision(t->m, t->cfg.precision); /* workspaces sized for it alone */
     DL_TRY(dl_model_plan(t->m, batch));
     size_t batches = t->train->ops->batches(t->train);
     size_t acc = (size_t)t->cfg.accumulate;
@@ -189,7 +193,7 @@ void dl_trainer_destroy(dl_trainer *t)
 {
     if (!t)
         return;
-    dl_storage_release(t->stage);
+    dl_trainer_free_stage(t);
     dl_source_destroy(t->shard);
     free(t->sync);
     pthread_mutex_destroy(&t->lock);

@@ -48,14 +48,23 @@ struct dl_trainer {
     int clean_steps;
     long skipped;
     double grad_norm;
+    /* the gradient check on the device (dl_guard_available, not fp16, not
+     * data parallel): its cells in the stage, read at the next report */
+    int guard_used;
+    long guard_from; /* first step the cells' skip count covers */
     int lowp_dirty;
     uint64_t micro; /* micro-batches run: keys dropout */
     int tokens;     /* per-token cross-entropy: T of the [T, V] output; 0: per sample */
 
-    /* device staging: raw x, targets, statistics (train window, eval) */
+    /* device staging: raw x and targets in two slots used in turn (the
+     * next batch's copy overlaps the step on the current one), then the
+     * statistics (train window, eval, the gradient check) */
     dl_storage *stage;
     size_t x_bytes, y_bytes;
-    size_t off_x, off_y, off_stats;
+    size_t off_x[2], off_y[2], off_stats;
+    int slot;               /* the slot the next upload takes */
+    dl_event *slot_free[2]; /* recorded after a slot's last reader (to_device_after only) */
+    int slot_armed[2];      /* slot_free[i] recorded since the stage was made */
 
     /* reporting window and epoch totals */
     long rep_samples, rep_steps;
@@ -90,8 +99,17 @@ void dl_trainer_event(dl_trainer *t, const char *kind, const char *fmt, ...)
  * DL_TRAINER_NSTATS floats (loss sum, correct, and per token the count). */
 #define DL_TRAINER_NSTATS 4
 float *dl_trainer_stats(dl_trainer *t, int slot);
+/* The 4 device floats of the gradient check (see grad_guard in backend.h). */
+float *dl_trainer_guard_cells(dl_trainer *t);
+/* Reads the gradient check's cells back (a no-op when it is not in use):
+ * the last norm, and the steps it skipped since the last read, counted
+ * and reported as an event, or the run's error under DL_NONFINITE_STOP.
+ * Called where the host syncs anyway (a report) and before a move. */
+int dl_trainer_fold_guard(dl_trainer *t);
 /* (Re)allocates the staging area on be, carrying the statistics over. */
 int dl_trainer_alloc_stage(dl_trainer *t, dl_backend *be);
+/* Releases the staging area and its events. */
+void dl_trainer_free_stage(dl_trainer *t);
 /* The training window's loss and correct-count sums; consume: reset them.
  * Per token: the means over the kept tokens times the window's rows, so
  * that dividing by the rows gives the per-token figures. */

@@ -1,66 +1,102 @@
 #!/usr/bin/env bash
-# tests/gpu/run.sh - the one prepared script for a GPU machine: build, all tests (CUDA vs CPU twice: f32 and TF32), GPU benchmarks against PyTorch, bf16 CNN accuracy, a summary table
+# tests/gpu/run.sh - the one prepared script for a GPU machine, made for one 10-minute try: preflight, build, the CUDA checks in the order of their value, a summary table written as it goes
 #
-# Usage: bash tests/gpu/run.sh        (BUILD=build JOBS=16 STEP_TIMEOUT=300)
+# Usage: bash tests/gpu/run.sh [--dry-run]
+#        (BUILD=build JOBS=16 OUT=<folder for logs and the table> GPU_BUDGET=570)
 #
-# Steps, in order:
-#   build          make all (the CUDA module needs nvcc)
-#   all tests      make test; GPU_SKIP_TESTS=1 skips it (then only test_cuda is built)
-#   test_cuda      once more with TF32 products (DLBENCH_CUDA_TF32=1)
-#   benchmarks     every bench/gpu_*.c and bench/gpu_*.py, RESULT lines tabulated:
-#                  gpu_gemm (cuBLAS GEMM TFLOP/s: the peak), gpu_train (dlbench training
-#                  throughput on the CUDA backend), gpu_torch (the PyTorch eager peer of
-#                  gpu_train, and torch's bf16 matmul peak)
-#   comparison     dlbench against PyTorch per model: samples/s ratio, target >= 1.2x on the
-#                  batch-128 models; the large MLP (mlp-8192, bf16) in TFLOP/s as a share of
-#                  the cuBLAS bf16 peak gpu_gemm measured in this run, target >= 60%
-#   cnn accuracy   scripts/fmnist_cnn.lua for 1 epoch on --device cuda in fp32 and in bf16:
-#                  passes when fp32 val_acc >= 0.85 and bf16 >= fp32 - 0.5 points. Needs
-#                  data/fashion-mnist.h5 (made by scripts/prepare-data.sh from Debian's
-#                  dataset-fashion-mnist, or FMNIST_DIR); without it the step skips and says why.
-# Environment: GPU_SKIP_TESTS=1; GPU_PYTHON (the interpreter whose torch has CUDA; default:
-# the first of python3, /usr/bin/python3 whose torch sees a GPU); GPU_BENCH_ARGS (extra
-# arguments for gpu_train and gpu_torch, e.g. "--quick" or "--reps 2"); ACC_TIMEOUT (300 s
-# per accuracy run). To check this script on a machine without a GPU:
-# GPU_BENCH_ARGS="--device cpu --model mlp-sgd" runs both benchmark sides on the CPU, and
-# GPU_ACC_DEVICE=cpu the accuracy step (its rows then say cpu).
+# Steps, in order (the most telling first, so a run cut short still says
+# the most):
+#   preflight      in the first seconds: driver, nvidia-smi, nvcc, cuBLAS, cuDNN, NCCL,
+#                  compute-sanitizer, the build's dependencies (lua5.4, hdf5, openblas,
+#                  cjson, ncursesw headers), python3 with torch. A missing piece is a line
+#                  saying so; a step that needs it is skipped with that reason.
+#   build          make all plus the test and GPU benchmark binaries
+#   cuda module    the module opens on the GPU (bench/gpu_train --probe). Built but not
+#                  loading while a GPU is present is a FAIL, not a SKIP.
+#   test_cuda      every CUDA op against the CPU backend (f32 products, no TF32)
+#   test_switch    CPU -> CUDA -> CPU round trip and the 100M-parameter move (< 1 s)
+#   gpu_gemm       the cuBLAS peak on random data
+#   gpu_train, gpu_torch, comparison
+#                  dlbench against PyTorch eager per model: samples/s ratio, target
+#                  >= 1.2x on the batch-128 models; the large MLP as a share of the
+#                  cuBLAS bf16 peak (tests/gpu/compare.awk)
+#   cnn accuracy   scripts/fmnist_cnn.lua 1 epoch on the GPU in fp32 and bf16: passes when
+#                  fp32 val_acc >= 0.85 and bf16 >= fp32 - 0.5 points (data/fashion-mnist.h5,
+#                  prepared by scripts/prepare-data.sh when missing)
+#   memcheck       compute-sanitizer --tool memcheck over test_cuda, when installed
+#   test_cuda TF32 once more with TF32 products (DLBENCH_CUDA_TF32=1)
+#   cpu suite      make test with CUDA_VISIBLE_DEVICES= (the CUDA cases skip there: the
+#                  steps above ran them once each; "auto" devices stay on the CPU)
+# Each step runs once, under its own timeout, cut to what is left of GPU_BUDGET
+# seconds (default 570: a 10-minute try less a margin); a step with too little
+# time left is skipped and says so. --dry-run runs nothing that takes long: the
+# preflight, then every step's decision (a GPU step without a GPU is skipped
+# with the reason), and the table; on a machine without a GPU it takes seconds.
 #
-# Every step is bounded by a timeout and says why when it is skipped; the
-# exit status is 1 when anything failed, 0 otherwise (skips included). A
-# missed performance target is shown as MISS and counted in the summary,
-# but is not a failure: it is a measurement, not a broken build.
+# Every log and the table go under $OUT/gpu-run when OUT is set (else a
+# temporary folder, named at the end), written as the steps finish:
+# summary.txt is rewritten after each row, so a run killed at its limit still
+# leaves what it did. The exit status is 1 when anything failed, 0 otherwise
+# (skips included). A missed performance target shows as MISS: a measurement,
+# not a failure.
+#
+# Environment: GPU_PYTHON (the interpreter whose torch has CUDA; default: the
+# first python3 whose torch sees a GPU); GPU_BENCH_ARGS (extra arguments for
+# gpu_train and gpu_torch, e.g. "--quick"; "--device cpu" runs both on the CPU
+# to check the comparison on a machine without a GPU); GPU_ACC_DEVICE=cpu runs
+# the accuracy step on the CPU; ACC_TIMEOUT (240 s per accuracy run).
 set -u
 cd "$(dirname "$0")/../.." || exit 1
 BUILD=${BUILD:-build}
 JOBS=${JOBS:-16}
-STEP_TIMEOUT=${STEP_TIMEOUT:-300}
-ACC_TIMEOUT=${ACC_TIMEOUT:-300}
-GPU_SKIP_TESTS=${GPU_SKIP_TESTS:-0}
+GPU_BUDGET=${GPU_BUDGET:-570}
+ACC_TIMEOUT=${ACC_TIMEOUT:-240}
 GPU_BENCH_ARGS=${GPU_BENCH_ARGS:-}
 GPU_ACC_DEVICE=${GPU_ACC_DEVICE:-cuda}
 export BUILD
-logdir=$(mktemp -d)
-trap 'rm -rf "$logdir"' EXIT
+DRY=0
+case "${1:-}" in
+--dry-run) DRY=1 ;;
+"") ;;
+*)
+    echo "usage: bash tests/gpu/run.sh [--dry-run]" >&2
+    exit 2
+    ;;
+esac
+if [ -n "${OUT:-}" ]; then
+    LOG=$OUT/gpu-run
+    mkdir -p "$LOG" || exit 1
+else
+    LOG=$(mktemp -d)
+fi
 t_start=$(date +%s)
+exec > >(tee -a "$LOG/run.log") 2>&1
 
+# --- the table -------------------------------------------------------------------------------
 rows=()
 failed=0
 met=0
 missed=0
-row() { # step status detail
-    rows+=("$(printf '%-30s %-5s %s' "$1" "$2" "$3")")
+# row STEP STATE DETAIL: one line of the table, which is rewritten at once
+row() {
+    rows+=("$(printf '%-30s %-7s %s' "$1" "$2" "$3")")
     [ "$2" = FAIL ] && failed=1
     [ "$2" = met ] && met=$((met + 1))
     [ "$2" = MISS ] && missed=$((missed + 1))
+    write_table
     return 0
+}
+write_table() {
+    {
+        echo "tests/gpu/run.sh$([ $DRY = 1 ] && echo ' --dry-run'): $(($(date +%s) - t_start)) s so far"
+        printf '%-30s %-7s %s\n' step state detail
+        local r
+        for r in "${rows[@]}"; do echo "$r"; done
+    } >"$LOG/summary.txt.tmp" && mv "$LOG/summary.txt.tmp" "$LOG/summary.txt"
 }
 # counts of PASS/FAIL/SKIP lines in a log
 counts() {
-    local p f s
-    p=$(grep -c '^PASS' "$1")
-    f=$(grep -c '^FAIL' "$1")
-    s=$(grep -c '^SKIP' "$1")
-    echo "$p passed, $f failed, $s skipped"
+    echo "$(grep -c '^PASS' "$1") passed, $(grep -c '^FAIL' "$1") failed, $(grep -c '^SKIP' "$1") skipped"
 }
 # the value of key=value among the remaining arguments
 field() {
@@ -71,6 +107,213 @@ field() {
     done
     echo "?"
 }
+
+# --- time -----------------------------------------------------------------------------------
+left() { echo $((GPU_BUDGET - ($(date +%s) - t_start))); }
+# budget WANT: the timeout a step gets (WANT, cut to what is left less a
+# margin); 0 when fewer than 20 s would be left
+budget() {
+    local l
+    l=$(($(left) - 10))
+    [ "$l" -lt 20 ] && { echo 0; return; }
+    [ "$1" -lt "$l" ] && echo "$1" || echo "$l"
+}
+# timed LOGNAME SECONDS CMD...: CMD with its output in $LOG/LOGNAME.log
+# (shown too), killed after SECONDS; its status (124: timed out)
+timed() {
+    local name=$1 t=$2
+    shift 2
+    timeout --kill-after=10 "$t" "$@" >"$LOG/$name.log" 2>&1
+    local rc=$?
+    cat "$LOG/$name.log"
+    [ $rc -eq 137 ] && rc=124
+    return $rc
+}
+
+# --- preflight --------------------------------------------------------------------------------
+have_lib() { # NAME-GLOB: the first file of that name on the library path or in the usual places
+    local hit d
+    hit=$(ldconfig -p 2>/dev/null | grep -m1 -oE "=> .*/$1\$" | cut -c4-)
+    [ -n "$hit" ] && { echo "$hit"; return 0; }
+    for d in ${CUDNN_HOME:+$CUDNN_HOME/lib $CUDNN_HOME/lib64} ${CUDA_HOME:+$CUDA_HOME/lib64} \
+        /usr/local/cuda/lib64 /usr/local/cuda/lib /usr/lib/x86_64-linux-gnu \
+        /usr/local/lib/python3*/dist-packages/nvidia/*/lib /usr/lib/python3/dist-packages/nvidia/*/lib \
+        "$HOME"/.local/lib/python3*/site-packages/nvidia/*/lib; do
+        for hit in "$d"/$1; do
+            [ -e "$hit" ] && { echo "$hit"; return 0; }
+        done
+    done
+    return 1
+}
+pre() { # WHAT STATE DETAIL: a preflight line and row
+    echo "preflight: $1: $2${3:+ ($3)}"
+    row "preflight $1" "$2" "$3"
+}
+echo "== preflight ($(date -u '+%Y-%m-%d %H:%M:%S UTC'), logs in $LOG)"
+gpu_present=0
+gpu_why="no NVIDIA GPU visible"
+if [ -r /proc/driver/nvidia/version ]; then
+    pre driver ok "$(head -1 /proc/driver/nvidia/version | grep -oE 'Kernel Module[^ ]* +[0-9.]+' | head -1)"
+elif lib=$(have_lib libcuda.so.1); then
+    pre driver ok "$lib (no /proc/driver/nvidia: a container?)"
+else
+    pre driver MISSING "no /proc/driver/nvidia/version, no libcuda.so.1"
+    gpu_why="no NVIDIA driver"
+fi
+if command -v nvidia-smi >/dev/null 2>&1; then
+    smi=$(timeout 20 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>&1 | head -4)
+    if [ -n "$smi" ] && timeout 20 nvidia-smi -L 2>/dev/null | grep -q '^GPU '; then
+        gpu_present=1
+        pre nvidia-smi ok "$(echo "$smi" | head -1)"
+    else
+        pre nvidia-smi MISSING "nvidia-smi lists no GPU: ${smi:-no output}"
+        gpu_why="nvidia-smi lists no GPU"
+    fi
+else
+    pre nvidia-smi MISSING "not on PATH"
+fi
+NVCC=$(command -v nvcc 2>/dev/null || { [ -x /usr/local/cuda/bin/nvcc ] && echo /usr/local/cuda/bin/nvcc; })
+if [ -n "$NVCC" ]; then
+    pre nvcc ok "$NVCC, $("$NVCC" --version 2>/dev/null | grep -oE 'release [0-9.]+' | head -1)"
+else
+    pre nvcc MISSING "not on PATH nor /usr/local/cuda/bin: the CUDA module cannot be built"
+fi
+for l in cudart:libcudart.so.* cublas:libcublas.so.* cudnn:libcudnn.so.* nccl:libnccl.so.*; do
+    if hit=$(have_lib "${l#*:}"); then pre "${l%%:*}" ok "$hit"; else pre "${l%%:*}" MISSING "no ${l#*:}"; fi
+done
+SANITIZER=$(command -v compute-sanitizer 2>/dev/null || { [ -x /usr/local/cuda/bin/compute-sanitizer ] && echo /usr/local/cuda/bin/compute-sanitizer; })
+if [ -n "$SANITIZER" ]; then pre compute-sanitizer ok "$SANITIZER"; else pre compute-sanitizer MISSING "memcheck skipped"; fi
+deps_missing=""
+for p in lua5.4 hdf5 openblas libcjson ncursesw; do
+    pkg-config --exists "$p" 2>/dev/null || deps_missing="$deps_missing $p"
+done
+command -v cc >/dev/null 2>&1 || deps_missing="$deps_missing cc"
+if [ -z "$deps_missing" ]; then
+    pre "build deps" ok "lua5.4 hdf5 openblas libcjson ncursesw (pkg-config), cc"
+else
+    pre "build deps" MISSING "pkg-config lacks:$deps_missing (bash scripts/deps.sh installs them)"
+fi
+py=${GPU_PYTHON:-}
+py_why=""
+if [ -z "$py" ]; then
+    for c in python3 /usr/bin/python3; do
+        command -v "$c" >/dev/null 2>&1 || continue
+        v=$(timeout 30 "$c" -c 'import torch; print(torch.__version__, torch.cuda.is_available())' 2>/dev/null)
+        [ -z "$v" ] && continue
+        [ -z "$py" ] && py=$c py_v=$v
+        case $v in *True) py=$c py_v=$v; break ;; esac
+    done
+fi
+if [ -n "$py" ]; then
+    pre python3-torch ok "$py: torch ${py_v:-?} (version, CUDA available)"
+else
+    py_why="no python3 with torch (GPU_PYTHON=... names one; Debian: python3-torch)"
+    pre python3-torch MISSING "$py_why"
+fi
+
+# --- build ------------------------------------------------------------------------------------
+bins=("$BUILD/tests/test_cuda" "$BUILD/tests/test_switch" "$BUILD/bench/gpu_gemm" "$BUILD/bench/gpu_train")
+echo "== build"
+built=1
+if [ $DRY = 1 ]; then
+    for b in "$BUILD/dlbench" "${bins[@]}"; do [ -x "$b" ] || built=0; done
+    if [ $built = 1 ]; then row build SKIP "dry run: using the binaries in $BUILD"; else
+        row build SKIP "dry run: $BUILD not built (make all $BUILD/tests/test_cuda ...)"
+    fi
+elif [ -n "$deps_missing" ]; then
+    built=0
+    row build SKIP "cannot build: missing$deps_missing"
+else
+    t0=$(date +%s)
+    t=$(budget 420)
+    if [ "$t" = 0 ]; then
+        built=0
+        row build SKIP "time budget spent"
+    elif timed build "$t" make -j"$JOBS" all "${bins[@]}" >/dev/null; then
+        row build ok "$(($(date +%s) - t0)) s"
+    else
+        built=0
+        tail -30 "$LOG/build.log"
+        row build FAIL "make failed or timed out after $t s: $LOG/build.log"
+    fi
+fi
+
+# --- the CUDA module: built, and opening on the GPU -------------------------------------------
+echo "== cuda module"
+cuda_ok=0
+cuda_why=""
+if [ ! -f "$BUILD/dlbench-cuda.so" ]; then
+    if [ -z "$NVCC" ]; then
+        cuda_why="module not built: no nvcc"
+        row "cuda module" SKIP "$cuda_why"
+    elif [ $DRY = 1 ] || [ $built = 0 ]; then
+        cuda_why="module not built ($BUILD/dlbench-cuda.so missing)"
+        row "cuda module" SKIP "$cuda_why"
+    else
+        cuda_why="module not built although nvcc is here: see $LOG/build.log"
+        row "cuda module" FAIL "$cuda_why"
+    fi
+elif [ ! -x "$BUILD/bench/gpu_train" ]; then
+    cuda_why="$BUILD/bench/gpu_train (the probe) not built"
+    row "cuda module" SKIP "$cuda_why"
+else
+    probe=$(timeout 120 "$BUILD/bench/gpu_train" --probe 2>&1)
+    rc=$?
+    echo "$probe" >"$LOG/probe.log"
+    echo "$probe"
+    if [ $rc -eq 0 ]; then
+        cuda_ok=1
+        row "cuda module" ok "$(echo "$probe" | tail -1)"
+    else
+        cuda_why=$(echo "$probe" | tail -1 | sed 's/^SKIP gpu_train: //')
+        if [ $gpu_present = 1 ]; then
+            row "cuda module" FAIL "a GPU is here but the module does not open: $cuda_why"
+        else
+            row "cuda module" SKIP "no GPU ($gpu_why): $cuda_why"
+        fi
+    fi
+fi
+# gpu_step NAME: 0 when GPU steps may run; else a SKIP row for NAME with the reason
+gpu_step() {
+    if [ $cuda_ok = 1 ]; then
+        [ $DRY = 0 ] && return 0
+        row "$1" SKIP "dry run (the GPU is usable)"
+        return 1
+    fi
+    if [ $gpu_present = 1 ]; then
+        row "$1" SKIP "the CUDA module does not open (cuda module row)"
+    else
+        row "$1" SKIP "no GPU: $gpu_why${cuda_why:+; $cuda_why}"
+    fi
+    return 1
+}
+
+# test_step NAME LOGNAME SECONDS CMD...: a C test binary under a timeout, one row
+test_step() {
+    local name=$1 log=$2 want=$3 t rc st
+    shift 3
+    gpu_step "$name" || return 0
+    t=$(budget "$want")
+    [ "$t" = 0 ] && { row "$name" SKIP "time budget spent"; return 0; }
+    echo "-- $*"
+    timed "$log" "$t" "$@"
+    rc=$?
+    st=ok
+    if [ $rc -eq 124 ]; then st=FAIL; elif [ $rc -ne 0 ] || grep -q '^FAIL' "$LOG/$log.log"; then st=FAIL; fi
+    grep -q '^PASS' "$LOG/$log.log" || { [ $st = ok ] && st=SKIP; }
+    row "$name" "$st" "$(counts "$LOG/$log.log")$([ $rc -eq 124 ] && echo ", timed out after $t s")"
+}
+
+echo "== test_cuda: every CUDA op against the CPU backend"
+test_step "test_cuda" test_cuda 240 env DLBENCH_CUDA_TF32=0 "$BUILD/tests/test_cuda"
+echo "== test_switch: CPU -> CUDA -> CPU, the 100M-parameter move"
+test_step "test_switch (cuda, 100M)" test_switch 240 "$BUILD/tests/test_switch"
+if [ -f "$LOG/test_switch.log" ] && grep -q '^RESULT switch_100M ' "$LOG/test_switch.log"; then
+    s=$(grep -m1 '^RESULT switch_100M ' "$LOG/test_switch.log" | awk '{print $3}')
+    row "  100M-parameter move" "$(awk -v s="$s" 'BEGIN { print (s < 1.0) ? "met" : "MISS" }')" "$s s the slower way (target < 1 s)"
+fi
+
+# --- benchmarks -------------------------------------------------------------------------------
 # one summary row per RESULT line of a benchmark log
 result_rows() {
     local _r bench a b rest tf ms
@@ -78,260 +321,68 @@ result_rows() {
         if [ "$bench" = gpu_gemm ]; then # RESULT gpu_gemm dtype MxNxK TFLOP/s ms
             read -r tf ms _ <<<"$rest"
             row "  $bench $a $b" "" "$tf TFLOP/s ($ms ms)"
-        elif [ "$a" = matmul ]; then # RESULT gpu_torch matmul bf16 shape= tflops= ms=
+        elif [ "$a" = matmul ]; then
             # shellcheck disable=SC2086
             row "  $bench $a $b" "" "$(field tflops $rest) TFLOP/s ($(field shape $rest), $(field ms $rest) ms)"
-        else # RESULT gpu_train|gpu_torch model prec batch= samples_per_s= ... tflops= ...
+        else
             # shellcheck disable=SC2086
             row "  $bench $a $b" "" "$(field samples_per_s $rest) samples/s, $(field tflops $rest) TFLOP/s, batch $(field batch $rest)"
         fi
     done < <(grep '^RESULT' "$1")
 }
-
-echo "== machine"
-if command -v nvidia-smi >/dev/null 2>&1; then
-    timeout 60 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader || true
-    row "gpu" ok "$(timeout 60 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -1)"
-else
-    echo "nvidia-smi not found: no NVIDIA driver on this machine"
-    row "gpu" SKIP "nvidia-smi not found"
-fi
-
-echo "== build (make -j$JOBS)"
-t0=$(date +%s)
-if timeout 900 make -j"$JOBS" all >"$logdir/build.log" 2>&1; then
-    row "build" ok "$(($(date +%s) - t0)) s"
-else
-    tail -40 "$logdir/build.log"
-    row "build" FAIL "see the make output above"
-fi
-if [ -f "$BUILD/dlbench-cuda.so" ]; then
-    row "cuda module" ok "$BUILD/dlbench-cuda.so"
-else
-    row "cuda module" FAIL "$BUILD/dlbench-cuda.so not built (nvcc: $(command -v nvcc || echo none))"
-fi
-
-echo "== tests (make test)"
-if [ "$GPU_SKIP_TESTS" = 1 ]; then
-    echo "skipped: GPU_SKIP_TESTS=1"
-    row "all tests" SKIP "GPU_SKIP_TESTS=1"
-else
-    t0=$(date +%s)
-    if timeout $((STEP_TIMEOUT * 2)) make -j"$JOBS" test >"$logdir/test.log" 2>&1; then
-        st=ok
-    else
-        st=FAIL
-    fi
-    tail -60 "$logdir/test.log"
-    total=$(grep -E '^[0-9]+ passed, ' "$logdir/test.log" | tail -1)
-    row "all tests" "$st" "${total:-no summary line: see the output above} ($(($(date +%s) - t0)) s)"
-fi
-
-echo "== test_cuda with TF32 products (DLBENCH_CUDA_TF32=1)"
-timeout 300 make "$BUILD/tests/test_cuda" >"$logdir/test_cuda.build" 2>&1 || tail -20 "$logdir/test_cuda.build"
-if [ -x "$BUILD/tests/test_cuda" ]; then
-    DLBENCH_CUDA_TF32=1 timeout "$STEP_TIMEOUT" "$BUILD/tests/test_cuda" >"$logdir/tf32.log" 2>&1
+bench_on_cpu=0
+case " $GPU_BENCH_ARGS " in *" --device cpu "*) bench_on_cpu=1 ;; esac
+# bench_step NAME WANT CMD...: a benchmark under a timeout, its row and result rows
+bench_step() {
+    local name=$1 want=$2 t rc
+    shift 2
+    if [ $bench_on_cpu = 0 ] || [ $DRY = 1 ]; then gpu_step "$name" || return 0; fi
+    t=$(budget "$want")
+    [ "$t" = 0 ] && { row "$name" SKIP "time budget spent"; return 0; }
+    echo "-- $*"
+    timed "$name" "$t" "$@"
     rc=$?
-    cat "$logdir/tf32.log"
-    if [ $rc -ne 0 ] || grep -q '^FAIL' "$logdir/tf32.log"; then st=FAIL; else st=ok; fi
-    grep -q '^PASS' "$logdir/tf32.log" || { [ $st = ok ] && st=SKIP; }
-    row "test_cuda (TF32)" "$st" "$(counts "$logdir/tf32.log")"
-else
-    row "test_cuda (TF32)" FAIL "$BUILD/tests/test_cuda not built"
-fi
-
+    if grep -q '^SKIP' "$LOG/$name.log" && ! grep -q '^RESULT' "$LOG/$name.log"; then
+        row "$name" SKIP "$(grep -m1 '^SKIP' "$LOG/$name.log")"
+    elif [ $rc -eq 124 ]; then
+        echo "FAIL $name: timed out after $t s" >>"$LOG/$name.log"
+        row "$name" FAIL "timed out after $t s"
+    elif [ $rc -ne 0 ]; then
+        row "$name" FAIL "exit status $rc"
+    else
+        row "$name" ok "$(grep -c '^RESULT' "$LOG/$name.log") results"
+    fi
+    result_rows "$LOG/$name.log"
+}
 echo "== benchmarks"
-found=0
-for src in bench/gpu_*.c; do
-    [ -f "$src" ] || continue
-    found=1
-    name=$(basename "$src" .c)
-    args=()
-    # shellcheck disable=SC2206
-    [ "$name" = gpu_train ] && args=($GPU_BENCH_ARGS)
-    if ! timeout 300 make "$BUILD/bench/$name" >"$logdir/$name.build" 2>&1; then
-        tail -20 "$logdir/$name.build"
-        row "$name" FAIL "does not build"
-        continue
-    fi
-    echo "-- $name ${args[*]}"
-    t0=$(date +%s)
-    timeout "$STEP_TIMEOUT" "$BUILD/bench/$name" "${args[@]}" >"$logdir/$name.log" 2>&1
-    rc=$?
-    cat "$logdir/$name.log"
-    if grep -q '^SKIP' "$logdir/$name.log" && ! grep -q '^RESULT' "$logdir/$name.log"; then
-        row "$name" SKIP "$(grep -m1 '^SKIP' "$logdir/$name.log")"
-    elif [ $rc -eq 124 ]; then
-        echo "FAIL $name: timed out after $STEP_TIMEOUT s" >>"$logdir/$name.log"
-        row "$name" FAIL "timed out after $STEP_TIMEOUT s"
-    elif [ $rc -ne 0 ]; then
-        row "$name" FAIL "exit status $rc"
-    else
-        row "$name" ok "$(grep -c '^RESULT' "$logdir/$name.log") results, $(($(date +%s) - t0)) s"
-    fi
-    result_rows "$logdir/$name.log"
-done
-
-# The interpreter for bench/gpu_*.py: GPU_PYTHON, else the first candidate
-# whose torch sees a GPU, else the first that imports torch at all (the
-# script then skips and says why).
-py="" py_why=""
-if [ -n "${GPU_PYTHON:-}" ]; then
-    py=$GPU_PYTHON
+# shellcheck disable=SC2206
+bargs=($GPU_BENCH_ARGS)
+gemm_args=()
+[ $bench_on_cpu = 1 ] && gemm_args=(--device cpu)
+bench_step gpu_gemm 120 "$BUILD/bench/gpu_gemm" "${gemm_args[@]}"
+bench_step gpu_train 200 "$BUILD/bench/gpu_train" "${bargs[@]}"
+if [ -z "$py" ]; then
+    row gpu_torch SKIP "$py_why"
 else
-    tried=""
-    for c in python3 /usr/bin/python3; do
-        command -v "$c" >/dev/null 2>&1 || continue
-        case " $tried " in *" $(command -v "$c") "*) continue ;; esac
-        tried="$tried $(command -v "$c")"
-        if timeout 120 "$c" -c 'import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)' >/dev/null 2>&1; then
-            py=$c
-            break
-        fi
-        [ -z "$py_why" ] && timeout 120 "$c" -c 'import torch' >/dev/null 2>&1 && py_why=$c
-    done
-    if [ -z "$py" ]; then
-        py=$py_why
-        py_why="no python3 with torch (tried:${tried:- none}; GPU_PYTHON=... names one)"
-    fi
+    bench_step gpu_torch 200 "$py" bench/gpu_torch.py "${bargs[@]}"
 fi
-for src in bench/gpu_*.py; do
-    [ -f "$src" ] || continue
-    found=1
-    name=$(basename "$src" .py)
-    if [ -z "$py" ]; then
-        echo "SKIP $name: $py_why" >"$logdir/$name.log"
-        row "$name" SKIP "$py_why"
-        continue
-    fi
-    args=()
-    # shellcheck disable=SC2206
-    [ "$name" = gpu_torch ] && args=($GPU_BENCH_ARGS)
-    echo "-- $name ($py) ${args[*]}"
-    t0=$(date +%s)
-    timeout "$STEP_TIMEOUT" "$py" "$src" "${args[@]}" >"$logdir/$name.log" 2>&1
-    rc=$?
-    cat "$logdir/$name.log"
-    if grep -q '^SKIP' "$logdir/$name.log" && ! grep -q '^RESULT' "$logdir/$name.log"; then
-        row "$name" SKIP "$(grep -m1 '^SKIP' "$logdir/$name.log")"
-    elif [ $rc -eq 124 ]; then
-        echo "FAIL $name: timed out after $STEP_TIMEOUT s" >>"$logdir/$name.log"
-        row "$name" FAIL "timed out after $STEP_TIMEOUT s"
-    elif [ $rc -ne 0 ]; then
-        row "$name" FAIL "exit status $rc"
-    else
-        row "$name" ok "$(grep -c '^RESULT' "$logdir/$name.log") results, $(($(date +%s) - t0)) s"
-    fi
-    result_rows "$logdir/$name.log"
-done
-[ $found = 1 ] || row "benchmarks" SKIP "no bench/gpu_* files"
+if ls "$LOG"/gpu_train.log "$LOG"/gpu_torch.log >/dev/null 2>&1; then
+    echo "== dlbench against PyTorch on this GPU"
+    cat "$LOG"/gpu_*.log 2>/dev/null | grep '^RESULT' >"$LOG/results.txt"
+    awk -f tests/gpu/compare.awk "$LOG/results.txt" >"$LOG/compare.out"
+    grep -v '^ROW|' "$LOG/compare.out"
+    while IFS='|' read -r _ name st detail; do
+        row "$name" "$st" "$detail"
+    done < <(grep '^ROW|' "$LOG/compare.out")
+else
+    row comparison SKIP "no gpu_train and gpu_torch results"
+fi
 
-echo
-echo "== dlbench against PyTorch on this GPU"
-cat "$logdir"/gpu_*.log 2>/dev/null | grep '^RESULT' >"$logdir/results.txt"
-awk '
-function field(key,    i) {
-    for (i = 5; i <= NF; i++)
-        if (index($i, key "=") == 1)
-            return substr($i, length(key) + 2)
-    return ""
-}
-$2 == "gpu_gemm" && $3 == "bf16" { if ($5 + 0 > peak) { peak = $5 + 0; pshape = $4 }; next }
-$2 == "gpu_torch" && $3 == "matmul" {
-    v = field("tflops") + 0
-    if (v > tpeak) { tpeak = v; tshape = field("shape") }
-    next
-}
-$2 == "gpu_train" || $2 == "gpu_torch" {
-    k = $3 " " $4
-    if (!(k in seen)) { seen[k] = 1; order[++n] = k }
-    s = ($2 == "gpu_train") ? "dl" : "pt"
-    sps[s, k] = field("samples_per_s") + 0
-    tf[s, k] = field("tflops") + 0
-    batch[k] = field("batch")
-}
-END {
-    if (n == 0) {
-        print "nothing to compare: no gpu_train or gpu_torch results (see their SKIP or FAIL lines above)"
-        print "ROW|comparison|SKIP|no gpu_train or gpu_torch results"
-        exit
-    }
-    printf "%-9s %-4s %5s %11s %11s %7s %7s %8s %8s %5s\n", "model", "prec", "batch", "dlbench/s",
-        "pytorch/s", "ratio", "target", "dl TF/s", "pt TF/s", "met"
-    for (i = 1; i <= n; i++) {
-        k = order[i]
-        split(k, mp, " ")
-        m = mp[1]
-        have = ((("dl", k) in sps) && (("pt", k) in sps) && sps["pt", k] > 0)
-        ratio = have ? sps["dl", k] / sps["pt", k] : 0
-        large = (batch[k] + 0 > 128)
-        tg = large ? "-" : ">=1.20x"
-        state = "-"
-        if (!large && have) state = (ratio >= 1.2) ? "yes" : "NO"
-        printf "%-9s %-4s %5s %11s %11s %7s %7s %8s %8s %5s\n", m, mp[2], batch[k],
-            (("dl", k) in sps) ? sprintf("%.0f", sps["dl", k]) : "-",
-            (("pt", k) in sps) ? sprintf("%.0f", sps["pt", k]) : "-",
-            have ? sprintf("%.2fx", ratio) : "-", tg,
-            (("dl", k) in tf) ? sprintf("%.2f", tf["dl", k]) : "-",
-            (("pt", k) in tf) ? sprintf("%.2f", tf["pt", k]) : "-", state
-        name = "vs torch " m " " mp[2]
-        if (large) {
-            if (!(("dl", k) in tf))
-                print "ROW|" name "|SKIP|no dlbench figure (see gpu_train)"
-            else if (peak <= 0)
-                print "ROW|" name "|SKIP|" sprintf("%.1f TFLOP/s; no cuBLAS bf16 peak (gpu_gemm) to compare with", tf["dl", k])
-            else {
-                pct = 100 * tf["dl", k] / peak
-                print "ROW|" name "|" (pct >= 60 ? "met" : "MISS") "|" \
-                    sprintf("%.1f TFLOP/s = %.0f%% of cuBLAS bf16 %.1f (target >= 60%%)%s", tf["dl", k], pct, peak,
-                            have ? sprintf("; %.2fx torch", ratio) : "")
-            }
-        } else if (!(("dl", k) in sps)) {
-            print "ROW|" name "|SKIP|no dlbench figure (see gpu_train)"
-        } else if (!have) {
-            print "ROW|" name "|SKIP|no PyTorch figure (see gpu_torch)"
-        } else {
-            print "ROW|" name "|" (ratio >= 1.2 ? "met" : "MISS") "|" \
-                sprintf("%.2fx PyTorch eager samples/s (target >= 1.2x)", ratio)
-        }
-    }
-    print "  (ratio = dlbench / PyTorch eager samples/s, best of the timed windows each; TF/s counts"
-    print "   matrix-product FLOPs: forward, weight and input gradients, about 6 x params per sample)"
-    for (i = 1; i <= n; i++) {
-        k = order[i]
-        if (batch[k] + 0 <= 128 || !(("dl", k) in tf)) continue
-        split(k, mp, " ")
-        if (peak > 0)
-            printf "large MLP %s: dlbench %.1f TFLOP/s = %.0f%% of the cuBLAS bf16 peak %.1f TFLOP/s (gpu_gemm %s); target >= 60%%: %s\n",
-                mp[1], tf["dl", k], 100 * tf["dl", k] / peak, peak, pshape, (100 * tf["dl", k] / peak >= 60 ? "yes" : "NO")
-        else
-            printf "large MLP %s: dlbench %.1f TFLOP/s; no cuBLAS bf16 peak from gpu_gemm in this run\n", mp[1], tf["dl", k]
-        if (("pt", k) in tf) {
-            if (peak > 0)
-                printf "  PyTorch: %.1f TFLOP/s = %.0f%% of the cuBLAS peak", tf["pt", k], 100 * tf["pt", k] / peak
-            else
-                printf "  PyTorch: %.1f TFLOP/s", tf["pt", k]
-            if (tpeak > 0)
-                printf "; torch.matmul bf16 peak %.1f TFLOP/s (%s): dlbench %.0f%%, PyTorch %.0f%% of it",
-                    tpeak, tshape, 100 * tf["dl", k] / tpeak, 100 * tf["pt", k] / tpeak
-            printf "\n"
-        }
-    }
-}' "$logdir/results.txt" >"$logdir/compare.out"
-grep -v '^ROW|' "$logdir/compare.out"
-while IFS='|' read -r _ name st detail; do
-    row "$name" "$st" "$detail"
-done < <(grep '^ROW|' "$logdir/compare.out")
-
-# --- bf16 against fp32 accuracy of the Fashion-MNIST CNN on the GPU -----------
-# A FAIL or SKIP line goes to acc.log, so the summary's lists see it.
-acc_skip() {
-    echo "SKIP cnn-accuracy: $1" | tee -a "$logdir/acc.log"
-    row "cnn accuracy (bf16 vs fp32)" SKIP "$1"
-}
+# --- bf16 against fp32 accuracy of the Fashion-MNIST CNN ----------------------------------------
+acc_name="cnn accuracy (bf16 vs fp32)"
 acc_fail() {
-    echo "FAIL cnn-accuracy: $1" | tee -a "$logdir/acc.log"
-    row "cnn accuracy (bf16 vs fp32)" FAIL "$1"
+    echo "FAIL cnn-accuracy: $1" | tee -a "$LOG/acc.log"
+    row "$acc_name" FAIL "$1"
 }
 # Prints "val_acc samples_per_s wall_s device status" of a run's summary.json.
 acc_summary() {
@@ -347,54 +398,34 @@ acc_summary() {
     echo "$out"
 }
 acc_check() {
-    local probe rc p f x acc=() line
-    if [ ! -x "$BUILD/dlbench" ]; then
-        acc_fail "$BUILD/dlbench not built"
-        return
-    fi
-    if ! timeout 300 make "$BUILD/bench/gpu_train" >"$logdir/probe.build" 2>&1; then
-        acc_fail "$BUILD/bench/gpu_train (the CUDA probe) does not build"
-        return
-    fi
-    local dev=$GPU_ACC_DEVICE
-    if [ "$dev" = cpu ]; then
-        probe=$(timeout 120 "$BUILD/bench/gpu_train" --probe --device cpu 2>&1)
-    else
-        probe=$(timeout 120 "$BUILD/bench/gpu_train" --probe 2>&1)
-    fi
-    rc=$?
-    if [ $rc -eq 3 ]; then
-        acc_skip "no GPU: ${probe#SKIP gpu_train: }"
-        return
-    elif [ $rc -ne 0 ]; then
-        acc_fail "the CUDA probe exited with status $rc: $(echo "$probe" | tail -1)"
-        return
-    fi
-    echo "# $probe"
+    local dev=$GPU_ACC_DEVICE p f x rc t line acc=()
+    if [ "$dev" != cpu ] || [ $DRY = 1 ]; then gpu_step "$acc_name" || return 0; fi
+    [ -x "$BUILD/dlbench" ] || { acc_fail "$BUILD/dlbench not built"; return; }
     if [ ! -f data/fashion-mnist.h5 ]; then
+        t=$(budget 120)
+        [ "$t" = 0 ] && { row "$acc_name" SKIP "time budget spent"; return; }
         echo "-- data/fashion-mnist.h5 missing: bash scripts/prepare-data.sh"
-        timeout 600 bash scripts/prepare-data.sh >"$logdir/prepare.txt" 2>&1
-        cat "$logdir/prepare.txt"
+        timed prepare "$t" bash scripts/prepare-data.sh
     fi
     if [ ! -f data/fashion-mnist.h5 ]; then
-        acc_skip "data/fashion-mnist.h5 could not be prepared ($(grep -v '^$' "$logdir/prepare.txt" | tail -1 | cut -c1-160)); FMNIST_DIR=<IDX files> or copy data/fashion-mnist.h5"
+        row "$acc_name" SKIP "data/fashion-mnist.h5 could not be prepared ($(grep -v '^$' "$LOG/prepare.log" 2>/dev/null | tail -1 | cut -c1-120)); FMNIST_DIR=<IDX files>"
         return
     fi
     for p in fp32 bf16; do
+        t=$(budget "$ACC_TIMEOUT")
+        [ "$t" = 0 ] && { row "$acc_name" SKIP "time budget spent before the $p run"; return; }
         echo "-- $p: $BUILD/dlbench run scripts/fmnist_cnn.lua epochs=1 precision=$p --device $dev --seed 1"
-        timeout "$ACC_TIMEOUT" "$BUILD/dlbench" run scripts/fmnist_cnn.lua epochs=1 precision="$p" \
-            --device "$dev" --seed 1 --out "$logdir/acc-$p" --force --quiet >"$logdir/acc-$p.txt" 2>&1
+        timed "acc-$p" "$t" "$BUILD/dlbench" run scripts/fmnist_cnn.lua epochs=1 precision="$p" \
+            --device "$dev" --seed 1 --out "$LOG/acc-$p" --force --quiet >/dev/null
         rc=$?
-        tail -12 "$logdir/acc-$p.txt"
+        tail -8 "$LOG/acc-$p.log"
         f=""
-        for x in "$logdir/acc-$p"/*/summary.json; do
-            [ -f "$x" ] && f=$x && break
-        done
+        for x in "$LOG/acc-$p"/*/summary.json; do [ -f "$x" ] && f=$x && break; done
         if [ $rc -eq 124 ]; then
-            acc_fail "$p run timed out after $ACC_TIMEOUT s"
+            acc_fail "$p run timed out after $t s"
             return
         elif [ $rc -ne 0 ] || [ -z "$f" ]; then
-            acc_fail "$p run exited with status $rc: $(grep -v '^$' "$logdir/acc-$p.txt" | tail -1 | cut -c1-160)"
+            acc_fail "$p run exited with status $rc: $(grep -v '^$' "$LOG/acc-$p.log" | tail -1 | cut -c1-160)"
             return
         fi
         line=$(acc_summary "$f")
@@ -413,27 +444,73 @@ acc_check() {
             ok ? "ok" : "FAIL", 100 * f, 100 * b, 100 * (b - f)
     }')
     echo "${line#*|}"
-    if [ "${line%%|*}" = ok ]; then
-        row "cnn accuracy (bf16 vs fp32)" ok "${line#*|}"
-    else
-        acc_fail "${line#*|}"
-    fi
+    if [ "${line%%|*}" = ok ]; then row "$acc_name" ok "${line#*|}"; else acc_fail "${line#*|}"; fi
 }
-echo
 echo "== bf16 against fp32 accuracy: scripts/fmnist_cnn.lua, 1 epoch, --device $GPU_ACC_DEVICE"
 acc_check
 
+# --- memcheck, TF32, the CPU suite -----------------------------------------------------------------
+echo "== compute-sanitizer --tool memcheck over test_cuda"
+if [ -z "$SANITIZER" ]; then
+    row memcheck SKIP "compute-sanitizer not installed"
+elif gpu_step memcheck; then
+    t=$(budget 300)
+    if [ "$t" = 0 ]; then
+        row memcheck SKIP "time budget spent"
+    else
+        # the variable set here, not through env(1): the sanitizer watches the
+        # process it starts, test_cuda itself
+        DLBENCH_CUDA_TF32=0 timed memcheck "$t" "$SANITIZER" --tool memcheck --error-exitcode 99 \
+            "$BUILD/tests/test_cuda" | tail -20
+        rc=${PIPESTATUS[0]}
+        errs=$(grep -oE 'ERROR SUMMARY: [0-9]+ error' "$LOG/memcheck.log" | tail -1)
+        if [ "$rc" -eq 124 ]; then
+            # a slow run is not a memory error: what ran before the limit was clean or not
+            if grep -q '========= Invalid\|========= Program hit' "$LOG/memcheck.log"; then
+                row memcheck FAIL "errors before the $t s limit: see $LOG/memcheck.log"
+            else
+                row memcheck SKIP "timed out after $t s (memcheck slows kernels); no error reported before"
+            fi
+        elif [ "$rc" -eq 99 ] || grep -q '^FAIL' "$LOG/memcheck.log"; then
+            row memcheck FAIL "${errs:-errors}: see $LOG/memcheck.log"
+        else
+            row memcheck ok "${errs:-no error summary}; $(counts "$LOG/memcheck.log")"
+        fi
+    fi
+fi
+echo "== test_cuda with TF32 products (DLBENCH_CUDA_TF32=1)"
+test_step "test_cuda (TF32)" test_cuda_tf32 240 env DLBENCH_CUDA_TF32=1 "$BUILD/tests/test_cuda"
+echo "== the CPU suite (make test, CUDA_VISIBLE_DEVICES=)"
+if [ $DRY = 1 ]; then
+    row "cpu suite" SKIP "dry run (make test takes minutes)"
+elif [ $built = 0 ]; then
+    row "cpu suite" SKIP "not built"
+else
+    t=$(budget 900)
+    if [ "$t" = 0 ]; then
+        row "cpu suite" SKIP "time budget spent (GPU_BUDGET=$GPU_BUDGET s; CI runs it)"
+    else
+        t0=$(date +%s)
+        CUDA_VISIBLE_DEVICES='' timed cpu_suite "$t" make -j"$JOBS" test | tail -30
+        rc=${PIPESTATUS[0]}
+        total=$(grep -E '^[0-9]+ passed, ' "$LOG/cpu_suite.log" | tail -1)
+        if [ "$rc" -eq 124 ] && [ "$t" -lt 900 ]; then
+            # stopped by the budget, not by a hang: what it got through is in the log
+            row "cpu suite" SKIP "stopped at the time budget after $t s ($(counts "$LOG/cpu_suite.log") so far)"
+        else
+            st=ok
+            [ "$rc" -ne 0 ] && st=FAIL
+            row "cpu suite" "$st" "${total:-no summary line}$([ "$rc" -eq 124 ] && echo ", timed out after $t s") ($(($(date +%s) - t0)) s)"
+        fi
+    fi
+fi
+
+# --- summary ----------------------------------------------------------------------------------------
 echo
-echo "== summary ($(($(date +%s) - t_start)) s)"
-printf '%-30s %-5s %s\n' step state detail
-for r in "${rows[@]}"; do
-    echo "$r"
-done
+echo "== summary ($(($(date +%s) - t_start)) s; logs and summary.txt in $LOG)"
+cat "$LOG/summary.txt"
 echo
 echo "performance targets: $met met, $missed missed (MISS rows; not failures)"
 echo "failures:"
-cat "$logdir"/*.log 2>/dev/null | grep -E '^FAIL' | sort -u | sed 's/^/  /'
-echo "skip reasons (count):"
-cat "$logdir"/*.log 2>/dev/null | grep -E '^SKIP' | sort -u | sed -E 's/^SKIP [^:]*: //' |
-    sort | uniq -c | sort -rn | head -10
+cat "$LOG"/*.log 2>/dev/null | grep -E '^FAIL' | sort -u | sed 's/^/  /'
 exit $failed
