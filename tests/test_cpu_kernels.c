@@ -403,6 +403,12 @@ static void test_conv_reference(void)
          * kernel, image by image (pq >= 100); rows under 8 floats */
         {2, 3, 12, 11, 4, 5, 5, 1, 3},
         {3, 2, 5, 4, 3, 5, 3, 1, 2},
+        /* 8 channels and more (oneDNN's path where the build has it):
+         * batches that end in a shorter chunk, strides, padding, odd
+         * kernels, 1x1 */
+        {13, 8, 9, 11, 12, 3, 2, 2, 1},
+        {9, 16, 10, 10, 16, 1, 1, 2, 0},
+        {10, 12, 8, 8, 20, 5, 5, 1, 2},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         const int *c = cases[i];
@@ -415,6 +421,41 @@ static void test_conv_reference(void)
     /* a batch larger than one workspace chunk (several GEMM passes) */
     d = conv_desc(40, 16, 24, 24, 8, 3, 3, 1, 1);
     conv_case(&d, DL_F32, 1);
+    /* the own kernels at 8 channels and more too */
+    setenv("DLBENCH_CONV", "own", 1);
+    for (size_t i = sizeof cases / sizeof cases[0] - 4; i < sizeof cases / sizeof cases[0]; i++) {
+        const int *c = cases[i];
+        d = conv_desc(c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7], c[8]);
+        conv_case(&d, DL_F32, 1);
+    }
+    unsetenv("DLBENCH_CONV");
+}
+
+/* Convolutions give the same bits at 1 and 3 threads (oneDNN's chunks
+ * are fixed; the own kernels split by image). */
+static void test_conv_threads(void)
+{
+    dl_conv_desc d = conv_desc(19, 16, 12, 12, 24, 3, 3, 1, 1);
+    size_t nx = xsize(&d), ny = ysize(&d), nw = wsize(&d);
+    float *x = frandv(nx), *w = frandv(nw), *dy = frandv(ny), *out[2][4];
+    for (int k = 0; k < 2; k++) {
+        dl_backend *be = dl_backend_cpu_create(k == 0 ? 1 : 3);
+        float *y = out[k][0] = malloc(ny * 4), *dx = out[k][1] = calloc(nx, 4);
+        float *dw = out[k][2] = calloc(nw, 4), *db = out[k][3] = calloc((size_t)d.k, 4);
+        void *ws = malloc(be->ops->conv_workspace(be, &d, DL_F32) + 1);
+        CHECK_OK(be->ops->conv_forward(be, &d, y, x, w, NULL, ws, DL_F32));
+        CHECK_OK(be->ops->conv_backward_data(be, &d, dx, dy, w, ws, DL_F32));
+        CHECK_OK(be->ops->conv_backward_filter(be, &d, dw, db, dy, x, ws, DL_F32));
+        free(ws);
+        dl_backend_cpu_destroy(be);
+    }
+    size_t sizes[4] = {ny, nx, nw, (size_t)d.k};
+    for (int i = 0; i < 4; i++)
+        CHECK_MSG(memcmp(out[0][i], out[1][i], sizes[i] * 4) == 0, "output %d differs", i);
+    for (int k = 0; k < 2; k++)
+        for (int i = 0; i < 4; i++)
+            free(out[k][i]);
+    free(x), free(w), free(dy);
 }
 
 /* Grouped, depthwise and dilated convolutions (cpu_conv_grouped.c)
@@ -1317,6 +1358,7 @@ int main(void)
     RUN(test_gemm_widened);
     RUN(test_gemm_edges);
     RUN(test_conv_reference);
+    RUN(test_conv_threads);
     RUN(test_conv_grouped);
     RUN(test_conv_sparse_dy);
     RUN(test_conv_fd);

@@ -882,7 +882,7 @@ static void xent_blocks(void *arg, size_t begin, size_t end)
 static int xent_run(dl_backend *be, xent_job *j, float *stats)
 {
     size_t blocks = ((size_t)j->rows + XENT_BLOCK - 1) / XENT_BLOCK;
-    double *loss = malloc(blocks * (sizeof *loss + sizeof *j->correct) + 1);
+    double *loss = dl_cpu_scratch(be, DL_CPU_SCRATCH_LOSS, blocks * (sizeof *loss + sizeof(int)));
     if (!loss)
         return dl_error(DL_ENOMEM, "softmax cross-entropy: out of memory for %zu blocks", blocks);
     j->loss = loss;
@@ -895,7 +895,6 @@ static int xent_run(dl_backend *be, xent_job *j, float *stats)
         total += loss[b];
         correct += j->correct[b];
     }
-    free(loss);
     stats[0] += (float)total;
     stats[1] += (float)correct;
     return DL_OK;
