@@ -59,7 +59,7 @@ int dl_cpu_conv_backward_data(dl_backend *be, const dl_conv_desc *d, float *dx, 
                               const float *w, void *ws, dl_dtype compute);
 int dl_cpu_conv_backward_filter(dl_backend *be, const dl_conv_desc *d, float *dw, float *db,
                                 const float *dy, const float *x, void *ws, dl_dtype compute);
-/* cpu_conv_dnnl.c: dense f32 convolutions through oneDNN where the build
+/* cpu_conv_dnnl.c: dense f32 and bf16 convolutions through oneDNN where the build
  * has it (DL_HAVE_DNNL). dl_cpu_dnnl_conv_wanted: whether to try it for d
  * (not when DLBENCH_CONV=own). dl_cpu_dnnl_conv runs direction dir (0
  * forward: out = y, in = x, b may be NULL; 1 backward data: out = dx +=,
@@ -68,8 +68,9 @@ int dl_cpu_conv_backward_filter(dl_backend *be, const dl_conv_desc *d, float *dw
  * for d (the own kernels run), < 0 on error. dl_cpu_dnnl_free releases
  * the cache (backend destroy). */
 int dl_cpu_dnnl_conv_wanted(const dl_conv_desc *d, dl_dtype compute);
-int dl_cpu_dnnl_conv(dl_backend *be, int dir, const dl_conv_desc *d, float *out, float *out2,
-                     const float *in, const float *in2, const float *w, const float *b);
+int dl_cpu_dnnl_conv(dl_backend *be, int dir, const dl_conv_desc *d, dl_dtype compute, float *out,
+                     float *out2, const float *in, const float *in2, const float *w,
+                     const float *b);
 void dl_cpu_dnnl_free(dl_cpu_ctx *c);
 /* cpu_conv_grouped.c: descriptors with groups > 1 or dilation > 1 (the
  * conv entry points above hand them over; same contracts). */

@@ -906,7 +906,7 @@ int dl_cpu_conv_forward(dl_backend *be, const dl_conv_desc *d, float *y, const f
         return dl_cpu_conv_grouped_forward(be, d, y, x, w, b, ws, compute);
     DL_TRY(check_desc(d, compute, "conv_forward"));
     int done = dl_cpu_dnnl_conv_wanted(d, compute)
-                   ? dl_cpu_dnnl_conv(be, 0, d, y, NULL, x, NULL, w, b)
+                   ? dl_cpu_dnnl_conv(be, 0, d, compute, y, NULL, x, NULL, w, b)
                    : 0;
     if (done)
         return done < 0 ? done : DL_OK;
@@ -943,7 +943,7 @@ int dl_cpu_conv_backward_data(dl_backend *be, const dl_conv_desc *d, float *dx, 
         return dl_cpu_conv_grouped_backward_data(be, d, dx, dy, w, ws, compute);
     DL_TRY(check_desc(d, compute, "conv_backward_data"));
     int done = dl_cpu_dnnl_conv_wanted(d, compute)
-                   ? dl_cpu_dnnl_conv(be, 1, d, dx, NULL, dy, NULL, w, NULL)
+                   ? dl_cpu_dnnl_conv(be, 1, d, compute, dx, NULL, dy, NULL, w, NULL)
                    : 0;
     if (done)
         return done < 0 ? done : DL_OK;
@@ -1010,7 +1010,7 @@ int dl_cpu_conv_backward_filter(dl_backend *be, const dl_conv_desc *d, float *dw
     DL_TRY(check_desc(d, compute, "conv_backward_filter"));
     /* oneDNN's dw; db as below, summed in double */
     int done = dl_cpu_dnnl_conv_wanted(d, compute)
-                   ? dl_cpu_dnnl_conv(be, 2, d, dw, NULL, x, dy, NULL, NULL)
+                   ? dl_cpu_dnnl_conv(be, 2, d, compute, dw, NULL, x, dy, NULL, NULL)
                    : 0;
     if (done < 0)
         return done;

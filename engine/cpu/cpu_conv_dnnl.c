@@ -65,7 +65,8 @@ typedef struct prim {
 typedef struct entry {
     dl_conv_desc d;
     int nb;
-    int failed; /* oneDNN has no primitive for it: the own kernels run */
+    dl_dtype compute; /* f32, or bf16 operands (f32 sums and outputs) */
+    int failed;       /* oneDNN has no primitive for it: the own kernels run */
     prim dir[NDIR];
     struct entry *next;
 } entry;
@@ -116,21 +117,34 @@ static int make_reorder(dnnl_engine_t eng, const dnnl_memory_desc_t *from,
 
 /* The user's plain layouts of x [nb, c, h, w], w [k, c, r, s], y [nb, k, p, q]. */
 static int plain_mds(const dl_conv_desc *d, int nb, dnnl_memory_desc_t *x, dnnl_memory_desc_t *w,
-                     dnnl_memory_desc_t *y, dnnl_format_tag_t act, dnnl_format_tag_t wt)
+                     dnnl_memory_desc_t *y, dnnl_format_tag_t act, dnnl_format_tag_t wt,
+                     const dnnl_data_type_t types[3])
 {
     dnnl_dims_t dx = {nb, d->c, d->h, d->w}, dw = {d->k, d->c, d->r, d->s};
     dnnl_dims_t dy = {nb, d->k, d->p, d->q};
-    DN(dnnl_memory_desc_init_by_tag(x, 4, dx, dnnl_f32, act));
-    DN(dnnl_memory_desc_init_by_tag(w, 4, dw, dnnl_f32, wt));
-    DN(dnnl_memory_desc_init_by_tag(y, 4, dy, dnnl_f32, act));
+    DN(dnnl_memory_desc_init_by_tag(x, 4, dx, types[0], act));
+    DN(dnnl_memory_desc_init_by_tag(w, 4, dw, types[1], wt));
+    DN(dnnl_memory_desc_init_by_tag(y, 4, dy, types[2], act));
     return 0;
 }
 
+/* Data types of x, w, y for direction dir: f32, or bf16 operands with the
+ * direction's output (y, dx or dw) in f32. */
+static void dir_types(int dir, dl_dtype compute, dnnl_data_type_t t[3])
+{
+    dnnl_data_type_t op = compute == DL_BF16 ? dnnl_bf16 : dnnl_f32;
+    t[0] = t[1] = t[2] = op;
+    t[dir == FWD ? 2 : dir == BWD_DATA ? 0 : 1] = dnnl_f32;
+}
+
 /* The convolution descriptor of direction dir, layouts left to oneDNN. */
-static int op_desc(const dl_conv_desc *d, int nb, int dir, dnnl_convolution_desc_t *cd)
+static int op_desc(const dl_conv_desc *d, int nb, int dir, dl_dtype compute,
+                   dnnl_convolution_desc_t *cd)
 {
     dnnl_memory_desc_t x, w, y, b;
-    if (plain_mds(d, nb, &x, &w, &y, dnnl_format_tag_any, dnnl_format_tag_any) < 0)
+    dnnl_data_type_t t[3];
+    dir_types(dir, compute, t);
+    if (plain_mds(d, nb, &x, &w, &y, dnnl_format_tag_any, dnnl_format_tag_any, t) < 0)
         return -1;
     dnnl_dims_t db = {d->k};
     DN(dnnl_memory_desc_init_by_tag(&b, 1, db, dnnl_f32, dnnl_x));
@@ -153,11 +167,11 @@ static int op_desc(const dl_conv_desc *d, int nb, int dir, dnnl_convolution_desc
 
 /* The primitive of one direction and its layouts: in is x (FWD, BWD_W) or
  * dy (BWD_DATA), in2 dy for BWD_W, out y, dx or dw. */
-static int make_prim(dnnl_engine_t eng, const dl_conv_desc *d, int nb, int dir,
+static int make_prim(dnnl_engine_t eng, const dl_conv_desc *d, int nb, int dir, dl_dtype compute,
                      dnnl_primitive_desc_t hint, prim *pr, dnnl_primitive_desc_t *keep)
 {
     dnnl_convolution_desc_t cd;
-    if (op_desc(d, nb, dir, &cd) < 0)
+    if (op_desc(d, nb, dir, compute, &cd) < 0)
         return -1;
     dnnl_primitive_attr_t attr;
     DN(dnnl_primitive_attr_create(&attr));
@@ -167,8 +181,17 @@ static int make_prim(dnnl_engine_t eng, const dl_conv_desc *d, int nb, int dir,
     dnnl_primitive_attr_destroy(attr);
     if (s != dnnl_success)
         return -1;
+    /* oneDNN's reference kernels (no JIT for this CPU and type) are far
+     * slower than the own ones */
+    const char *impl = NULL;
+    if (dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl) != dnnl_success ||
+        !impl || !strncmp(impl, "ref", 3)) {
+        dnnl_primitive_desc_destroy(pd);
+        return -1;
+    }
+    static const dnnl_data_type_t plain[3] = {dnnl_f32, dnnl_f32, dnnl_f32};
     dnnl_memory_desc_t ux, uw, uy;
-    if (plain_mds(d, nb, &ux, &uw, &uy, dnnl_nchw, dnnl_oihw) < 0 ||
+    if (plain_mds(d, nb, &ux, &uw, &uy, dnnl_nchw, dnnl_oihw, plain) < 0 ||
         dnnl_primitive_create(&pr->p, pd) != dnnl_success) {
         dnnl_primitive_desc_destroy(pd);
         return -1;
@@ -214,21 +237,22 @@ static void prim_free(prim *p)
 
 /* The cached entry for (d, nb), made on first use; NULL when oneDNN has
  * none (the caller runs its own kernels). Called on the calling thread. */
-static entry *lookup(dl_cpu_ctx *c, const dl_conv_desc *d, int nb)
+static entry *lookup(dl_cpu_ctx *c, const dl_conv_desc *d, int nb, dl_dtype compute)
 {
     struct dl_cpu_dnnl *dn = c->dnnl;
     for (entry *e = dn->list; e; e = e->next)
-        if (e->nb == nb && same_desc(&e->d, d))
+        if (e->nb == nb && e->compute == compute && same_desc(&e->d, d))
             return e->failed ? NULL : e;
     entry *e = calloc(1, sizeof *e);
     if (!e)
         return NULL;
     e->d = *d;
     e->nb = nb;
+    e->compute = compute;
     dnnl_primitive_desc_t fwd_pd = NULL;
-    e->failed = make_prim(dn->eng, d, nb, FWD, NULL, &e->dir[FWD], &fwd_pd) < 0 ||
-                make_prim(dn->eng, d, nb, BWD_DATA, fwd_pd, &e->dir[BWD_DATA], NULL) < 0 ||
-                make_prim(dn->eng, d, nb, BWD_W, fwd_pd, &e->dir[BWD_W], NULL) < 0;
+    e->failed = make_prim(dn->eng, d, nb, FWD, compute, NULL, &e->dir[FWD], &fwd_pd) < 0 ||
+                make_prim(dn->eng, d, nb, BWD_DATA, compute, fwd_pd, &e->dir[BWD_DATA], NULL) < 0 ||
+                make_prim(dn->eng, d, nb, BWD_W, compute, fwd_pd, &e->dir[BWD_W], NULL) < 0;
     if (fwd_pd)
         dnnl_primitive_desc_destroy(fwd_pd);
     e->next = dn->list;
@@ -409,7 +433,8 @@ int dl_cpu_dnnl_conv_wanted(const dl_conv_desc *d, dl_dtype compute)
     /* below 8 input channels (a stem on grey or RGB images) oneDNN's
      * kernels for the plain layout are slower than the own direct ones:
      * bench_conv's first row */
-    return mode && compute == DL_F32 && dl_conv_groups(d) == 1 && d->n > 0 && d->c >= 8;
+    return mode && (compute == DL_F32 || compute == DL_BF16) && dl_conv_groups(d) == 1 &&
+           d->n > 0 && d->c >= 8;
 }
 
 /* The weights in prim p's layout: w itself, or a reorder into buf. */
@@ -471,8 +496,8 @@ static char *carve_job(dl_backend *be, run_job *j, size_t chunks, char **wf, cha
     return zero;
 }
 
-int dl_cpu_dnnl_conv(dl_backend *be, int dir, const dl_conv_desc *d, float *out, float *out2,
-                     const float *in, const float *in2, const float *w, const float *b)
+int dl_cpu_dnnl_conv(dl_backend *be, int dir, const dl_conv_desc *d, dl_dtype compute, float *out,
+                     float *out2, const float *in, const float *in2, const float *w, const float *b)
 {
     dl_cpu_ctx *c = dl_cpu(be);
     struct dl_cpu_dnnl *dn = engine_of(c);
@@ -483,12 +508,12 @@ int dl_cpu_dnnl_conv(dl_backend *be, int dir, const dl_conv_desc *d, float *out,
     run_job j = {.dn = dn,
                  .dir = dir,
                  .d = d,
-                 .full = lookup(c, d, CHUNK),
+                 .full = lookup(c, d, CHUNK, compute),
                  .in = in,
                  .in2 = in2,
                  .b = b,
                  .out = out};
-    j.last = rest == CHUNK ? j.full : lookup(c, d, rest);
+    j.last = rest == CHUNK ? j.full : lookup(c, d, rest, compute);
     if (!j.full || !j.last)
         return 0; /* no oneDNN primitive for this shape */
     char *wf, *wl, *zero = carve_job(be, &j, chunks, &wf, &wl);
@@ -536,8 +561,8 @@ void dl_cpu_dnnl_free(dl_cpu_ctx *c)
 #else
 
 int dl_cpu_dnnl_conv_wanted(const dl_conv_desc *d, dl_dtype compute) { return 0; }
-int dl_cpu_dnnl_conv(dl_backend *be, int dir, const dl_conv_desc *d, float *out, float *out2,
-                     const float *in, const float *in2, const float *w, const float *b)
+int dl_cpu_dnnl_conv(dl_backend *be, int dir, const dl_conv_desc *d, dl_dtype compute, float *out,
+                     float *out2, const float *in, const float *in2, const float *w, const float *b)
 {
     return 0;
 }
