@@ -342,9 +342,73 @@ static int act_vectorised(dl_act kind)
 {
     return kind == DL_ACT_GELU || kind == DL_ACT_SIGMOID || kind == DL_ACT_SILU;
 }
+/* The same on 16 lanes (AVX-512F): the same operations per lane. */
+DL_V512_TARGET static inline __m512 gelu_cdf_v512(__m512 x)
+{
+    __m512 erf = dl_v512_erf(_mm512_mul_ps(x, _mm512_set1_ps(0.70710678118f)));
+    return _mm512_mul_ps(_mm512_set1_ps(0.5f), _mm512_add_ps(_mm512_set1_ps(1.0f), erf));
+}
+DL_V512_TARGET static inline __m512 sigmoid_v512(__m512 x)
+{
+    __m512 one = _mm512_set1_ps(1.0f);
+    __m512 e = dl_v512_exp(_mm512_sub_ps(_mm512_setzero_ps(), x));
+    return _mm512_div_ps(one, _mm512_add_ps(one, e));
+}
+DL_V512_TARGET static inline __m512 act_v512(dl_act kind, __m512 x)
+{
+    switch (kind) {
+    case DL_ACT_GELU: return _mm512_mul_ps(x, gelu_cdf_v512(x));
+    case DL_ACT_SIGMOID: return sigmoid_v512(x);
+    case DL_ACT_SILU: return _mm512_mul_ps(x, sigmoid_v512(x));
+    default: return x;
+    }
+}
+DL_V512_TARGET static inline __m512 act_grad_v512(dl_act kind, __m512 x, __m512 dy)
+{
+    __m512 one = _mm512_set1_ps(1.0f);
+    switch (kind) {
+    case DL_ACT_GELU: {
+        __m512 h = _mm512_mul_ps(_mm512_set1_ps(-0.5f), _mm512_mul_ps(x, x));
+        __m512 pdf = _mm512_mul_ps(_mm512_set1_ps(0.39894228040f), dl_v512_exp(h));
+        return _mm512_mul_ps(dy, _mm512_fmadd_ps(x, pdf, gelu_cdf_v512(x)));
+    }
+    case DL_ACT_SIGMOID: {
+        __m512 sg = sigmoid_v512(x);
+        return _mm512_mul_ps(dy, _mm512_mul_ps(sg, _mm512_sub_ps(one, sg)));
+    }
+    case DL_ACT_SILU: {
+        __m512 sg = sigmoid_v512(x);
+        __m512 k = _mm512_fmadd_ps(x, _mm512_sub_ps(one, sg), one);
+        return _mm512_mul_ps(dy, _mm512_mul_ps(sg, k));
+    }
+    default: return dy;
+    }
+}
+DL_V512_TARGET static void act_fwd_v512(dl_act kind, float *y, const float *x, size_t b, size_t e)
+{
+    for (size_t i = b; i < e; i += 16) {
+        __mmask16 m = dl_v512_mask(e - i < 16 ? (int)(e - i) : 16);
+        _mm512_mask_storeu_ps(y + i, m, act_v512(kind, _mm512_maskz_loadu_ps(m, x + i)));
+    }
+}
+DL_V512_TARGET static void act_bwd_v512(dl_act kind, float *dx, const float *x, const float *dy,
+                                        size_t b, size_t e)
+{
+    for (size_t i = b; i < e; i += 16) {
+        __mmask16 m = dl_v512_mask(e - i < 16 ? (int)(e - i) : 16);
+        __m512 g =
+            act_grad_v512(kind, _mm512_maskz_loadu_ps(m, x + i), _mm512_maskz_loadu_ps(m, dy + i));
+        _mm512_mask_storeu_ps(dx + i, m, _mm512_add_ps(_mm512_maskz_loadu_ps(m, dx + i), g));
+    }
+}
+
 /* y = act(x) over [b, e), the tail through a masked load and store. */
 static void act_fwd_v(dl_act kind, float *y, const float *x, size_t b, size_t e)
 {
+    if (dl_v512_usable()) {
+        act_fwd_v512(kind, y, x, b, e);
+        return;
+    }
     size_t i = b;
     for (; i + 8 <= e; i += 8)
         _mm256_storeu_ps(y + i, act_v(kind, _mm256_loadu_ps(x + i)));
@@ -353,6 +417,10 @@ static void act_fwd_v(dl_act kind, float *y, const float *x, size_t b, size_t e)
 }
 static void act_bwd_v(dl_act kind, float *dx, const float *x, const float *dy, size_t b, size_t e)
 {
+    if (dl_v512_usable()) {
+        act_bwd_v512(kind, dx, x, dy, b, e);
+        return;
+    }
     size_t i = b;
     for (; i + 8 <= e; i += 8) {
         __m256 g = act_grad_v(kind, _mm256_loadu_ps(x + i), _mm256_loadu_ps(dy + i));
