@@ -3,13 +3,13 @@
  * oneDNN's direct convolutions run near the FMA peak in its blocked
  * layouts (nChw16c with AVX-512, nChw8c with AVX2), three to four times
  * faster than im2col + GEMM at the channel counts of small CNNs; on plain
- * NCHW it falls back to a GEMM of its own. So each chunk of CHUNK images
+ * NCHW it falls back to a GEMM of its own. So each chunk of images
  * is reordered into the layout the primitive chose, convolved, and
  * reordered back (adding into dx / dw, as the op table's contracts say,
  * through a reorder with a sum post-op). Reorders move a few MB; the
  * products dominate.
  *
- * Determinism: chunks are fixed (CHUNK images, not one per thread) and
+ * Determinism: chunks are fixed (chunk_for: by shape, not by thread) and
  * each runs single-threaded inside oneDNN (its OpenMP pool is set to one
  * thread on the calling thread), so the bits do not depend on the thread
  * count; weight gradients of the chunks are summed in chunk order. One
@@ -49,7 +49,22 @@ static void omp_single(void)
         omp_threads_fn(1);
 }
 
-#define CHUNK 8 /* images per chunk */
+/* Images per chunk: enough output pixels per primitive call for oneDNN's
+ * kernels to run at speed (small images batch more), and a function of
+ * the shape alone, never of the thread count. DLBENCH_CONV_CHUNK sets it
+ * (measurements). */
+static int chunk_for(const dl_conv_desc *d)
+{
+    const char *e = getenv("DLBENCH_CONV_CHUNK");
+    int chunk = e ? atoi(e) : 0;
+    if (chunk <= 0) {
+        long px = (long)d->p * d->q;
+        chunk = 8;
+        while (chunk < 32 && chunk * px < 4096)
+            chunk *= 2;
+    }
+    return chunk < d->n ? chunk : d->n;
+}
 
 enum { FWD, BWD_DATA, BWD_W, NDIR };
 
@@ -312,7 +327,8 @@ typedef struct run_job {
     struct dl_cpu_dnnl *dn;
     int dir;
     const dl_conv_desc *d;
-    entry *full, *last;     /* CHUNK images; the last, shorter chunk (may be full) */
+    int chunk;              /* images per chunk (chunk_for) */
+    entry *full, *last;     /* chunk images; the last, shorter chunk (may be full) */
     const float *in, *in2;  /* x or dy; dy for BWD_W */
     const void *w, *w_last; /* weights in the primitives' layouts (FWD, BWD_DATA) */
     const float *b;         /* bias (FWD) */
@@ -342,8 +358,8 @@ static void carve_chunk(const run_job *j, const prim *p, size_t ci, char **in, c
 static int run_chunk(const run_job *j, size_t ci, dnnl_stream_t st)
 {
     const dl_conv_desc *d = j->d;
-    int n0 = (int)ci * CHUNK, nb = d->n - n0 < CHUNK ? d->n - n0 : CHUNK;
-    const prim *p = &(nb == CHUNK ? j->full : j->last)->dir[j->dir];
+    int n0 = (int)ci * j->chunk, nb = d->n - n0 < j->chunk ? d->n - n0 : j->chunk;
+    const prim *p = &(nb == j->chunk ? j->full : j->last)->dir[j->dir];
     dnnl_engine_t eng = j->dn->eng;
     size_t in_img = j->dir == BWD_DATA ? (size_t)d->k * d->p * d->q : (size_t)d->c * d->h * d->w;
     size_t out_img = j->dir == FWD ? (size_t)d->k * d->p * d->q : (size_t)d->c * d->h * d->w;
@@ -381,14 +397,14 @@ static int run_chunk(const run_job *j, size_t ci, dnnl_stream_t st)
         const int ids[] = {DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_BIAS, DNNL_ARG_DST,
                            DNNL_ARG_SCRATCHPAD};
         const dnnl_memory_desc_t *mds[] = {&p->in_md, &p->w_md, &bmd, &p->out_md, &smd};
-        void *data[] = {(void *)src, (void *)(nb == CHUNK ? j->w : j->w_last), (void *)j->b, dst,
+        void *data[] = {(void *)src, (void *)(nb == j->chunk ? j->w : j->w_last), (void *)j->b, dst,
                         pad};
         rc = exec(eng, st, p->p, 5, ids, mds, data);
     } else {
         const int ids[] = {DNNL_ARG_DIFF_DST, DNNL_ARG_WEIGHTS, DNNL_ARG_DIFF_SRC,
                            DNNL_ARG_SCRATCHPAD};
         const dnnl_memory_desc_t *mds[] = {&p->in_md, &p->w_md, &p->out_md, &smd};
-        void *data[] = {(void *)src, (void *)(nb == CHUNK ? j->w : j->w_last), dst, pad};
+        void *data[] = {(void *)src, (void *)(nb == j->chunk ? j->w : j->w_last), dst, pad};
         rc = exec(eng, st, p->p, 4, ids, mds, data);
     }
     if (rc == 0 && dst == out)
@@ -453,8 +469,8 @@ static int sum_parts(struct dl_cpu_dnnl *dn, dnnl_stream_t st, const run_job *j,
                      float *dw, float *db)
 {
     for (size_t ci = 0; ci < chunks; ci++) {
-        int nb = j->d->n - (int)ci * CHUNK < CHUNK ? j->d->n - (int)ci * CHUNK : CHUNK;
-        const prim *p = &(nb == CHUNK ? j->full : j->last)->dir[BWD_W];
+        int n0 = (int)ci * j->chunk, nb = j->d->n - n0 < j->chunk ? j->d->n - n0 : j->chunk;
+        const prim *p = &(nb == j->chunk ? j->full : j->last)->dir[BWD_W];
         if (reorder(dn->eng, st, p->r_out, &p->out_md, (char *)j->dw_parts + ci * j->dw_bytes,
                     &p->u_out, dw) < 0)
             return -1;
@@ -500,20 +516,25 @@ int dl_cpu_dnnl_conv(dl_backend *be, int dir, const dl_conv_desc *d, dl_dtype co
                      float *out2, const float *in, const float *in2, const float *w, const float *b)
 {
     dl_cpu_ctx *c = dl_cpu(be);
+    /* before primitives are made: oneDNN plans them for the OpenMP thread
+     * count of the thread that creates them */
+    omp_single();
     struct dl_cpu_dnnl *dn = engine_of(c);
     if (!dn)
         return 0;
-    size_t chunks = ((size_t)d->n + CHUNK - 1) / CHUNK;
-    int rest = d->n - (int)(chunks - 1) * CHUNK;
+    int chunk = chunk_for(d);
+    size_t chunks = ((size_t)d->n + chunk - 1) / chunk;
+    int rest = d->n - (int)(chunks - 1) * chunk;
     run_job j = {.dn = dn,
                  .dir = dir,
                  .d = d,
-                 .full = lookup(c, d, CHUNK, compute),
+                 .full = lookup(c, d, chunk, compute),
                  .in = in,
                  .in2 = in2,
                  .b = b,
                  .out = out};
-    j.last = rest == CHUNK ? j.full : lookup(c, d, rest, compute);
+    j.chunk = chunk;
+    j.last = rest == chunk ? j.full : lookup(c, d, rest, compute);
     if (!j.full || !j.last)
         return 0; /* no oneDNN primitive for this shape */
     char *wf, *wl, *zero = carve_job(be, &j, chunks, &wf, &wl);
@@ -521,7 +542,6 @@ int dl_cpu_dnnl_conv(dl_backend *be, int dir, const dl_conv_desc *d, dl_dtype co
         return dl_error(DL_ENOMEM, "conv (oneDNN): out of memory for its scratch");
     if (!j.b)
         j.b = (const float *)zero;
-    omp_single();
     dnnl_stream_t st;
     if (dnnl_stream_create(&st, dn->eng, dnnl_stream_default_flags) != dnnl_success)
         return dl_error(DL_ERR, "conv (oneDNN): could not create a stream");
