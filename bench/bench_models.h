@@ -51,6 +51,40 @@ static inline dl_layer *bench_build_cnn(void)
     return s;
 }
 
+/* --- a CNN as a user writes it (not tuned for) ---------------------------- */
+
+/* conv3x3 pad 1 (1->16)-BN-GELU; Residual(conv-BN-GELU-conv-BN at 16
+ * channels); GELU; maxpool2; conv3x3 pad 1 (16->32)-BN-GELU; maxpool2;
+ * Flatten; Dropout 0.25; Linear(1568 -> 128)-GELU; Dropout 0.25;
+ * Linear(128 -> 10). Batch 64, AdamW. */
+static inline void bench_conv_bn_gelu(dl_layer *s, int cin, int cout, int gelu)
+{
+    dl_nn_sequential_add(s, dl_nn_conv2d(cin, cout, 3, 1, 1, 1));
+    dl_nn_sequential_add(s, dl_nn_batchnorm(cout, 1e-5f, 0.1f));
+    if (gelu)
+        dl_nn_sequential_add(s, dl_nn_activation(DL_ACT_GELU));
+}
+
+static inline dl_layer *bench_build_user_cnn(void)
+{
+    dl_layer *s = dl_nn_sequential(), *block = dl_nn_sequential();
+    bench_conv_bn_gelu(s, 1, 16, 1);
+    bench_conv_bn_gelu(block, 16, 16, 1);
+    bench_conv_bn_gelu(block, 16, 16, 0);
+    dl_nn_sequential_add(s, dl_nn_residual(block));
+    dl_nn_sequential_add(s, dl_nn_activation(DL_ACT_GELU));
+    dl_nn_sequential_add(s, dl_nn_maxpool2d(2, 2, 0));
+    bench_conv_bn_gelu(s, 16, 32, 1);
+    dl_nn_sequential_add(s, dl_nn_maxpool2d(2, 2, 0));
+    dl_nn_sequential_add(s, dl_nn_flatten());
+    dl_nn_sequential_add(s, dl_nn_dropout(0.25f));
+    dl_nn_sequential_add(s, dl_nn_linear(32 * 7 * 7, 128, 1));
+    dl_nn_sequential_add(s, dl_nn_activation(DL_ACT_GELU));
+    dl_nn_sequential_add(s, dl_nn_dropout(0.25f));
+    dl_nn_sequential_add(s, dl_nn_linear(128, 10, 1));
+    return s;
+}
+
 /* --- the small ResNet of scripts/resnet_fmnist.lua (width 16) ----------- */
 
 /* Conv2d(cin -> cout, k x k, no bias) followed by BatchNorm2d(cout). */

@@ -42,7 +42,10 @@ MODELS = {
     "tiny-mlp": ("sgd", 0.05, "f32", 300, 3000, BATCH),
     "cnn": ("sgd", 0.01, "f32", 5, 40, BATCH),
     "mlp-bf16": ("sgd", 0.05, "bf16", 30, 300, BATCH),
+    "cnn-user": ("adamw-plain", 1e-3, "f32", 5, 40, 64),
+    "cnn-user-bf16": ("adamw-plain", 1e-3, "bf16", 5, 40, 64),
     "resnet": ("nesterov", 0.1, "f32", 2, 6, BATCH),
+    "resnet-bf16": ("nesterov", 0.1, "bf16", 2, 6, BATCH),
     "char-gpt": ("adamw", 1e-3, "f32", 2, 8, 32),
 }
 
@@ -128,7 +131,31 @@ def build_char_gpt(torch, nn):
     return CharGPT()
 
 
+def build_user_cnn(nn):
+    """A CNN as a user writes it (bench_build_user_cnn)."""
+    class Residual(nn.Module):
+        def __init__(self, block):
+            super().__init__()
+            self.block = block
+
+        def forward(self, x):
+            return x + self.block(x)
+
+    def cbg(cin, cout, gelu=True):
+        layers = [nn.Conv2d(cin, cout, 3, padding=1), nn.BatchNorm2d(cout)]
+        return layers + ([nn.GELU()] if gelu else [])
+
+    return nn.Sequential(
+        *cbg(1, 16), Residual(nn.Sequential(*cbg(16, 16), *cbg(16, 16, False))),
+        nn.GELU(), nn.MaxPool2d(2), *cbg(16, 32), nn.MaxPool2d(2),
+        nn.Flatten(), nn.Dropout(0.25), nn.Linear(32 * 7 * 7, 128), nn.GELU(),
+        nn.Dropout(0.25), nn.Linear(128, 10))
+
+
 def build(name, torch, nn):
+    name = name.replace("-bf16", "") if name != "mlp-bf16" else name
+    if name == "cnn-user":
+        return build_user_cnn(nn)
     if name == "resnet":
         return build_resnet(nn)
     if name == "char-gpt":
@@ -147,6 +174,8 @@ def build(name, torch, nn):
 def make_optimizer(torch, opt_kind, lr, params):
     if opt_kind == "adam":
         return torch.optim.Adam(params, lr=lr)
+    if opt_kind == "adamw-plain":  # cnn-user
+        return torch.optim.AdamW(params, lr=lr, weight_decay=0.01)
     if opt_kind == "adamw":  # char_gpt.lua
         return torch.optim.AdamW(params, lr=lr, betas=(0.9, 0.99), weight_decay=0.1)
     if opt_kind == "nesterov":  # resnet_fmnist.lua

@@ -59,6 +59,7 @@ typedef enum {
     OPT_ADAM,     /* lr 1e-3 */
     OPT_NESTEROV, /* resnet_fmnist.lua: lr 0.1, Nesterov momentum 0.9, weight decay 5e-4 */
     OPT_ADAMW,    /* char_gpt.lua: lr 1e-3, betas 0.9/0.99, decay 0.1, clip 1.0 */
+    OPT_ADAMW_PLAIN, /* cnn-user: lr 1e-3, PyTorch's betas, decay 0.01 */
 } opt_kind;
 
 typedef struct model_spec {
@@ -78,7 +79,10 @@ static const model_spec models[] = {
     {"tiny-mlp", bench_build_tiny, OPT_SGD, DL_PREC_F32, 300, 3000, BATCH, 0},
     {"cnn", bench_build_cnn, OPT_SGD, DL_PREC_F32, 5, 40, BATCH, 0},
     {"mlp-bf16", bench_build_mlp, OPT_SGD, DL_PREC_BF16, 30, 300, BATCH, 0},
+    {"cnn-user", bench_build_user_cnn, OPT_ADAMW_PLAIN, DL_PREC_F32, 5, 40, 64, 0},
+    {"cnn-user-bf16", bench_build_user_cnn, OPT_ADAMW_PLAIN, DL_PREC_BF16, 5, 40, 64, 0},
     {"resnet", bench_build_resnet, OPT_NESTEROV, DL_PREC_F32, 2, 6, BATCH, 0},
+    {"resnet-bf16", bench_build_resnet, OPT_NESTEROV, DL_PREC_BF16, 2, 6, BATCH, 0},
     {"char-gpt", bench_build_char_gpt, OPT_ADAMW, DL_PREC_F32, 2, 8, 32, 1},
 };
 #define NMODELS ((int)(sizeof models / sizeof models[0]))
@@ -89,6 +93,7 @@ static dl_optim spec_optim(const model_spec *s)
     switch (s->opt) {
     case OPT_ADAM: return dl_optim_adam(1e-3f, 0);
     case OPT_NESTEROV: return dl_optim_sgd(0.1f, 0.9f, 1, 5e-4f);
+    case OPT_ADAMW_PLAIN: return dl_optim_adamw(1e-3f, 0.01f);
     case OPT_ADAMW:
         o = dl_optim_adamw(1e-3f, 0.1f);
         o.beta2 = 0.99f;

@@ -10,6 +10,7 @@
 #include "engine/cpu/cpu.h"
 #include "engine/base/error.h"
 #include "engine/base/half.h"
+#include "engine/base/rng.h"
 
 /* ---------------------------------------------------------------------- */
 /* helpers                                                                 */
@@ -402,6 +403,12 @@ static void test_conv_reference(void)
          * kernel, image by image (pq >= 100); rows under 8 floats */
         {2, 3, 12, 11, 4, 5, 5, 1, 3},
         {3, 2, 5, 4, 3, 5, 3, 1, 2},
+        /* 8 channels and more (oneDNN's path where the build has it):
+         * batches that end in a shorter chunk, strides, padding, odd
+         * kernels, 1x1 */
+        {13, 8, 9, 11, 12, 3, 2, 2, 1},
+        {9, 16, 10, 10, 16, 1, 1, 2, 0},
+        {10, 12, 8, 8, 20, 5, 5, 1, 2},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         const int *c = cases[i];
@@ -414,6 +421,41 @@ static void test_conv_reference(void)
     /* a batch larger than one workspace chunk (several GEMM passes) */
     d = conv_desc(40, 16, 24, 24, 8, 3, 3, 1, 1);
     conv_case(&d, DL_F32, 1);
+    /* the own kernels at 8 channels and more too */
+    setenv("DLBENCH_CONV", "own", 1);
+    for (size_t i = sizeof cases / sizeof cases[0] - 4; i < sizeof cases / sizeof cases[0]; i++) {
+        const int *c = cases[i];
+        d = conv_desc(c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7], c[8]);
+        conv_case(&d, DL_F32, 1);
+    }
+    unsetenv("DLBENCH_CONV");
+}
+
+/* Convolutions give the same bits at 1 and 3 threads (oneDNN's chunks
+ * are fixed; the own kernels split by image). */
+static void test_conv_threads(void)
+{
+    dl_conv_desc d = conv_desc(19, 16, 12, 12, 24, 3, 3, 1, 1);
+    size_t nx = xsize(&d), ny = ysize(&d), nw = wsize(&d);
+    float *x = frandv(nx), *w = frandv(nw), *dy = frandv(ny), *out[2][4];
+    for (int k = 0; k < 2; k++) {
+        dl_backend *be = dl_backend_cpu_create(k == 0 ? 1 : 3);
+        float *y = out[k][0] = malloc(ny * 4), *dx = out[k][1] = calloc(nx, 4);
+        float *dw = out[k][2] = calloc(nw, 4), *db = out[k][3] = calloc((size_t)d.k, 4);
+        void *ws = malloc(be->ops->conv_workspace(be, &d, DL_F32) + 1);
+        CHECK_OK(be->ops->conv_forward(be, &d, y, x, w, NULL, ws, DL_F32));
+        CHECK_OK(be->ops->conv_backward_data(be, &d, dx, dy, w, ws, DL_F32));
+        CHECK_OK(be->ops->conv_backward_filter(be, &d, dw, db, dy, x, ws, DL_F32));
+        free(ws);
+        dl_backend_cpu_destroy(be);
+    }
+    size_t sizes[4] = {ny, nx, nw, (size_t)d.k};
+    for (int i = 0; i < 4; i++)
+        CHECK_MSG(memcmp(out[0][i], out[1][i], sizes[i] * 4) == 0, "output %d differs", i);
+    for (int k = 0; k < 2; k++)
+        for (int i = 0; i < 4; i++)
+            free(out[k][i]);
+    free(x), free(w), free(dy);
 }
 
 /* Grouped, depthwise and dilated convolutions (cpu_conv_grouped.c)
@@ -1135,6 +1177,179 @@ static void test_attention_threads(void)
     free(qkv), free(dout);
 }
 
+/* ---------------------------------------------------------------------- */
+/* memory-bound kernels: accuracy against double references, the same     */
+/* bits at any thread count                                                */
+
+static double gelu_ref(double x) { return 0.5 * x * (1 + erf(x / sqrt(2.0))); }
+static double gelu_grad_ref(double x)
+{
+    return 0.5 * (1 + erf(x / sqrt(2.0))) + x * exp(-0.5 * x * x) / sqrt(2 * M_PI);
+}
+static double sigmoid_ref(double x) { return 1 / (1 + exp(-x)); }
+
+/* GELU, sigmoid and SiLU forward and backward within a few float ulps of
+ * the double formulas, over [-12, 12] in a length with a tail. */
+static void test_smooth_activations(void)
+{
+    dl_backend *be = cpu();
+    size_t n = 4803;
+    float *x = malloc(n * 4), *y = malloc(n * 4), *dy = malloc(n * 4), *dx = malloc(n * 4);
+    for (size_t i = 0; i < n; i++) {
+        x[i] = (float)(-12.0 + 24.0 * (double)i / (double)(n - 1));
+        dy[i] = 1.0f + 0.5f * frand();
+    }
+    dl_act kinds[] = {DL_ACT_GELU, DL_ACT_SIGMOID, DL_ACT_SILU};
+    for (int k = 0; k < 3; k++) {
+        CHECK_OK(be->ops->act_forward(be, kinds[k], y, x, n));
+        for (size_t i = 0; i < n; i++)
+            dx[i] = 0.25f;
+        CHECK_OK(be->ops->act_backward(be, kinds[k], dx, x, y, dy, n));
+        double worst_y = 0, worst_g = 0;
+        for (size_t i = 0; i < n; i++) {
+            double v = x[i], s = sigmoid_ref(v);
+            double ry = kinds[k] == DL_ACT_GELU      ? gelu_ref(v)
+                        : kinds[k] == DL_ACT_SIGMOID ? s
+                                                     : v * s;
+            double rg = kinds[k] == DL_ACT_GELU      ? gelu_grad_ref(v)
+                        : kinds[k] == DL_ACT_SIGMOID ? s * (1 - s)
+                                                     : s * (1 + v * (1 - s));
+            /* relative error, absolute below 1 */
+            double ey = fabs(y[i] - ry) / fmax(fabs(ry), 1.0);
+            double eg = fabs(dx[i] - (0.25 + dy[i] * rg)) / fmax(fabs(0.25 + dy[i] * rg), 1.0);
+            worst_y = ey > worst_y ? ey : worst_y;
+            worst_g = eg > worst_g ? eg : worst_g;
+        }
+        CHECK_MSG(worst_y < 2e-6, "act %d forward: worst relative error %g", k, worst_y);
+        CHECK_MSG(worst_g < 2e-6, "act %d backward: worst relative error %g", k, worst_g);
+    }
+    free(x), free(y), free(dy), free(dx);
+}
+
+/* Dropout keeps element i exactly when dl_rng_uniform(seed, stream,
+ * counter, i) >= p, whatever the range split; backward adds m * dy. */
+static void test_dropout_masks(void)
+{
+    size_t n = 10007;
+    float p = 0.3f, ks = 1.0f / (1.0f - p);
+    float *x = frandv(n), *y[2], *dx[2];
+    for (int k = 0; k < 2; k++) {
+        dl_backend *be = dl_backend_cpu_create(k == 0 ? 1 : 3);
+        y[k] = malloc(n * 4), dx[k] = malloc(n * 4);
+        for (size_t i = 0; i < n; i++)
+            dx[k][i] = 0.5f;
+        /* a range that starts off the 32-element vector boundary */
+        CHECK_OK(be->ops->dropout_forward(be, y[k], x, 5, p, 11, 22, 33));
+        CHECK_OK(be->ops->dropout_forward(be, y[k] + 5, x + 5, n - 5, p, 11, 22, 33));
+        CHECK_OK(be->ops->dropout_backward(be, dx[k], x, n, p, 11, 22, 34));
+        dl_backend_cpu_destroy(be);
+    }
+    size_t wrong = 0, kept = 0;
+    for (size_t i = 0; i < n; i++) {
+        /* the first 5 elements are elements 0..4 of their call, the rest
+         * elements 0.. of the second */
+        float m = dl_rng_uniform(11, 22, 33, i < 5 ? i : i - 5) >= p ? ks : 0.0f;
+        float m2 = dl_rng_uniform(11, 22, 34, i) >= p ? ks : 0.0f;
+        wrong += y[0][i] != m * x[i];
+        wrong += dx[0][i] != 0.5f + m2 * x[i];
+        kept += m2 > 0;
+    }
+    CHECK_MSG(wrong == 0, "%zu elements differ from the counter RNG's mask", wrong);
+    CHECK(memcmp(y[0], y[1], n * 4) == 0 && memcmp(dx[0], dx[1], n * 4) == 0);
+    CHECK_NEAR((double)kept / (double)n, 0.7, 0.02);
+    for (int k = 0; k < 2; k++)
+        free(y[k]), free(dx[k]);
+    free(x);
+}
+
+/* Softmax cross-entropy against a double reference (loss, correct count,
+ * gradient with smoothing), the same bits at 1 and 3 threads. */
+static void test_softmax_xent_reference(void)
+{
+    int rows = 2003, classes = 37; /* enough blocks for the pool to split */
+    float sm = 0.1f, gs = 0.5f;
+    float *z = frandv((size_t)rows * classes), *d[2], st[2][2];
+    int32_t *lab = malloc(rows * sizeof *lab);
+    for (int r = 0; r < rows; r++)
+        lab[r] = irand(0, classes - 1);
+    for (size_t i = 0; i < (size_t)rows * classes; i++)
+        z[i] *= 6;
+    for (int k = 0; k < 2; k++) {
+        dl_backend *be = dl_backend_cpu_create(k == 0 ? 1 : 3);
+        d[k] = calloc((size_t)rows * classes, 4);
+        st[k][0] = st[k][1] = 0;
+        CHECK_OK(be->ops->softmax_xent(be, rows, classes, z, lab, sm, gs, d[k], st[k]));
+        dl_backend_cpu_destroy(be);
+    }
+    double loss = 0, worst = 0;
+    int correct = 0;
+    for (int r = 0; r < rows; r++) {
+        const float *zr = z + (size_t)r * classes;
+        double mx = zr[0], sum = 0, zs = 0;
+        int arg = 0;
+        for (int c = 1; c < classes; c++)
+            if (zr[c] > mx)
+                mx = zr[c], arg = c;
+        for (int c = 0; c < classes; c++)
+            sum += exp(zr[c] - mx), zs += zr[c] - mx;
+        double lse = log(sum);
+        loss += (1 - sm) * (lse - (zr[lab[r]] - mx)) + sm * (lse - zs / classes);
+        correct += arg == lab[r];
+        for (int c = 0; c < classes; c++) {
+            double t = sm / classes + (c == lab[r] ? 1 - sm : 0);
+            double g = gs * (exp(zr[c] - mx) / sum - t),
+                   e = fabs(d[0][(size_t)r * classes + c] - g);
+            worst = e > worst ? e : worst;
+        }
+    }
+    CHECK_NEAR(st[0][0], loss, 1e-5 * loss);
+    CHECK(st[0][1] == (float)correct);
+    CHECK_MSG(worst < 1e-6, "worst gradient error %g", worst);
+    CHECK(memcmp(d[0], d[1], (size_t)rows * classes * 4) == 0 && st[0][0] == st[1][0]);
+    free(d[0]), free(d[1]), free(z), free(lab);
+}
+
+/* BatchNorm and LayerNorm, forward and backward, give the same bits at 1
+ * and 3 threads (planes and rows with tails). */
+static void test_norm_threads(void)
+{
+    /* big enough that the pool splits channels, rows and columns */
+    int n = 9, c = 6, inner = 3701, rows = 800, cols = 45;
+    size_t nb = (size_t)n * c * inner, nl = (size_t)rows * cols;
+    size_t nx = nb > nl ? nb : nl;
+    float *x = frandv(nx), *dy = frandv(nx), *g = frandv(64), *b = frandv(64);
+    float *out[2][6];
+    for (int k = 0; k < 2; k++) {
+        dl_backend *be = dl_backend_cpu_create(k == 0 ? 1 : 3);
+        float *y = out[k][0] = malloc(nb * 4), *dx = out[k][1] = calloc(nb, 4);
+        float *st = out[k][2] = calloc(4 * 64 + 2 * 64, 4);
+        float *rm = st, *rv = st + 64, *sm = st + 128, *si = st + 192, *dg = st + 256;
+        for (int i = 0; i < 64; i++)
+            rv[i] = 1;
+        CHECK_OK(be->ops->batchnorm_forward(be, 1, n, c, inner, 0.1f, 1e-5f, y, x, g, b, rm, rv, sm,
+                                            si));
+        CHECK_OK(be->ops->batchnorm_backward(be, n, c, inner, dx, dg, dg + 32, dy, x, g, sm, si));
+        float *ly = out[k][3] = malloc(nl * 4), *ldx = out[k][4] = calloc(nl, 4);
+        float *ls = out[k][5] = calloc(2 * rows + 2 * cols, 4);
+        CHECK_OK(be->ops->layernorm_forward(be, rows, cols, 1e-5f, ly, x, g, b, ls, ls + rows));
+        CHECK_OK(be->ops->layernorm_backward(be, rows, cols, ldx, ls + 2 * rows,
+                                             ls + 2 * rows + cols, dy, x, g, ls, ls + rows));
+        dl_backend_cpu_destroy(be);
+    }
+    size_t sizes[6] = {nb, nb, 4 * 64 + 2 * 64, nl, nl, 2 * (size_t)rows + 2 * (size_t)cols};
+    for (int i = 0; i < 6; i++)
+        for (size_t j = 0; j < sizes[i]; j++)
+            if (memcmp(&out[0][i][j], &out[1][i][j], 4)) {
+                CHECK_MSG(0, "output %d differs at %zu: %.9g vs %.9g", i, j, out[0][i][j],
+                          out[1][i][j]);
+                break;
+            }
+    for (int k = 0; k < 2; k++)
+        for (int i = 0; i < 6; i++)
+            free(out[k][i]);
+    free(x), free(dy), free(g), free(b);
+}
+
 int main(void)
 {
     RUN(test_pool_each_index_once);
@@ -1143,6 +1358,7 @@ int main(void)
     RUN(test_gemm_widened);
     RUN(test_gemm_edges);
     RUN(test_conv_reference);
+    RUN(test_conv_threads);
     RUN(test_conv_grouped);
     RUN(test_conv_sparse_dy);
     RUN(test_conv_fd);
@@ -1157,5 +1373,9 @@ int main(void)
     RUN(test_norm_fd_own_forward);
     RUN(test_attention_reference);
     RUN(test_attention_threads);
+    RUN(test_smooth_activations);
+    RUN(test_dropout_masks);
+    RUN(test_softmax_xent_reference);
+    RUN(test_norm_threads);
     CHECK_EXIT();
 }

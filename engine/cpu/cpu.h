@@ -19,15 +19,23 @@ void dl_pool_destroy(dl_pool *p);
 void dl_pool_for(dl_pool *p, size_t n, size_t grain, dl_pool_fn fn, void *arg);
 int dl_pool_threads(const dl_pool *p);
 
+#define DL_CPU_SCRATCH_SLOTS 5
+
 typedef struct dl_cpu_ctx {
     dl_pool *pool;
     int threads;
     int has_avx512_bf16; /* runtime CPU check */
     /* scratch reused across calls (grown, never shrunk): bf16/f16 operand
      * copies for low-precision products */
-    void *scratch[4];
-    size_t scratch_size[4];
+    void *scratch[DL_CPU_SCRATCH_SLOTS];
+    size_t scratch_size[DL_CPU_SCRATCH_SLOTS];
+    struct dl_cpu_dnnl *dnnl; /* oneDNN's engine and cached convolutions (cpu_conv_dnnl.c) */
 } dl_cpu_ctx;
+
+/* Scratch slots: 0-2 the GEMM's (cpu_gemm.c), 3 the oneDNN convolutions',
+ * 4 the losses' per-block partial sums (cpu_elementwise.c). */
+#define DL_CPU_SCRATCH_CONV 3
+#define DL_CPU_SCRATCH_LOSS 4
 
 static inline dl_cpu_ctx *dl_cpu(dl_backend *be) { return (dl_cpu_ctx *)be->ctx; }
 
@@ -53,6 +61,19 @@ int dl_cpu_conv_backward_data(dl_backend *be, const dl_conv_desc *d, float *dx, 
                               const float *w, void *ws, dl_dtype compute);
 int dl_cpu_conv_backward_filter(dl_backend *be, const dl_conv_desc *d, float *dw, float *db,
                                 const float *dy, const float *x, void *ws, dl_dtype compute);
+/* cpu_conv_dnnl.c: dense f32 and bf16 convolutions through oneDNN where the build
+ * has it (DL_HAVE_DNNL). dl_cpu_dnnl_conv_wanted: whether to try it for d
+ * (not when DLBENCH_CONV=own). dl_cpu_dnnl_conv runs direction dir (0
+ * forward: out = y, in = x, b may be NULL; 1 backward data: out = dx +=,
+ * in = dy; 2 backward filter: out = dw +=, out2 = db += (may be NULL),
+ * in = x, in2 = dy); returns 1 when done, 0 when oneDNN has no primitive
+ * for d (the own kernels run), < 0 on error. dl_cpu_dnnl_free releases
+ * the cache (backend destroy). */
+int dl_cpu_dnnl_conv_wanted(const dl_conv_desc *d, dl_dtype compute);
+int dl_cpu_dnnl_conv(dl_backend *be, int dir, const dl_conv_desc *d, dl_dtype compute, float *out,
+                     float *out2, const float *in, const float *in2, const float *w,
+                     const float *b);
+void dl_cpu_dnnl_free(dl_cpu_ctx *c);
 /* cpu_conv_grouped.c: descriptors with groups > 1 or dilation > 1 (the
  * conv entry points above hand them over; same contracts). */
 int dl_cpu_conv_grouped_check(const dl_conv_desc *d, dl_dtype compute, const char *op);

@@ -27,6 +27,7 @@
 #endif
 
 #include "engine/cpu/cpu.h"
+#include "engine/cpu/cpu_vmath.h"
 #include "engine/base/error.h"
 
 #define BQ 32 /* queries per tile */
@@ -125,31 +126,6 @@ static void scores(float *s, const float *q, int ld, const float *kt, int nq, in
     }
 }
 
-#if defined(__AVX2__) && defined(__FMA__)
-/* exp of 8 floats (the Cephes polynomial of avx_mathfun, within 2 ulp of
- * expf); arguments below -87.3 (masked scores, -INFINITY) give 0. */
-static __m256 exp8(__m256 x)
-{
-    __m256 tiny = _mm256_cmp_ps(x, _mm256_set1_ps(-87.3f), _CMP_LT_OQ);
-    x = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(-87.3f)), _mm256_set1_ps(88.3f));
-    __m256 fx = _mm256_floor_ps(
-        _mm256_fmadd_ps(x, _mm256_set1_ps(1.44269504088896341f), _mm256_set1_ps(0.5f)));
-    x = _mm256_fnmadd_ps(fx, _mm256_set1_ps(0.693359375f), x);
-    x = _mm256_fnmadd_ps(fx, _mm256_set1_ps(-2.12194440e-4f), x);
-    __m256 y = _mm256_set1_ps(1.9875691500e-4f);
-    y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(1.3981999507e-3f));
-    y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(8.3334519073e-3f));
-    y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(4.1665795894e-2f));
-    y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(1.6666665459e-1f));
-    y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(5.0000001201e-1f));
-    y = _mm256_fmadd_ps(y, _mm256_mul_ps(x, x), _mm256_add_ps(x, _mm256_set1_ps(1.0f)));
-    __m256i e =
-        _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(fx), _mm256_set1_epi32(127)), 23);
-    y = _mm256_mul_ps(y, _mm256_castsi256_ps(e));
-    return _mm256_andnot_ps(tiny, y);
-}
-#endif
-
 /* x[j] = exp(x[j] - sub) for j < n; returns the sum of the results. */
 static float exp_sub(float *x, int n, float sub)
 {
@@ -158,7 +134,7 @@ static float exp_sub(float *x, int n, float sub)
 #if defined(__AVX2__) && defined(__FMA__)
     __m256 acc = _mm256_setzero_ps(), s8 = _mm256_set1_ps(sub);
     for (; j + 8 <= n; j += 8) {
-        __m256 e = exp8(_mm256_sub_ps(_mm256_loadu_ps(x + j), s8));
+        __m256 e = dl_v_exp(_mm256_sub_ps(_mm256_loadu_ps(x + j), s8));
         _mm256_storeu_ps(x + j, e);
         acc = _mm256_add_ps(acc, e);
     }

@@ -52,6 +52,7 @@ static void cpu_destroy(dl_backend *be)
 {
     dl_cpu_ctx *c = dl_cpu(be);
     dl_pool_destroy(c->pool);
+    dl_cpu_dnnl_free(c);
     dl_cpu_scratch_free(be);
     free(c);
 }

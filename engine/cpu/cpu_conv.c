@@ -919,6 +919,11 @@ int dl_cpu_conv_forward(dl_backend *be, const dl_conv_desc *d, float *y, const f
     if (is_grouped(d))
         return dl_cpu_conv_grouped_forward(be, d, y, x, w, b, ws, compute);
     DL_TRY(check_desc(d, compute, "conv_forward"));
+    int done = dl_cpu_dnnl_conv_wanted(d, compute)
+                   ? dl_cpu_dnnl_conv(be, 0, d, compute, y, NULL, x, NULL, w, b)
+                   : 0;
+    if (done)
+        return done < 0 ? done : DL_OK;
     if (use_direct(d))
         return direct_forward(be, d, y, x, w, b, compute);
     conv_work cw;
@@ -951,6 +956,11 @@ int dl_cpu_conv_backward_data(dl_backend *be, const dl_conv_desc *d, float *dx, 
     if (is_grouped(d))
         return dl_cpu_conv_grouped_backward_data(be, d, dx, dy, w, ws, compute);
     DL_TRY(check_desc(d, compute, "conv_backward_data"));
+    int done = dl_cpu_dnnl_conv_wanted(d, compute)
+                   ? dl_cpu_dnnl_conv(be, 1, d, compute, dx, NULL, dy, NULL, w, NULL)
+                   : 0;
+    if (done)
+        return done < 0 ? done : DL_OK;
 #if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
     if (use_sparse(d, compute, dy)) {
         sparse_task t = {d, NULL, dy, w, dx, NULL, NULL, NULL, NULL, NULL, 0};
@@ -1012,6 +1022,19 @@ int dl_cpu_conv_backward_filter(dl_backend *be, const dl_conv_desc *d, float *dw
     if (is_grouped(d))
         return dl_cpu_conv_grouped_backward_filter(be, d, dw, db, dy, x, ws, compute);
     DL_TRY(check_desc(d, compute, "conv_backward_filter"));
+    /* oneDNN's dw; db as below, summed in double */
+    int done = dl_cpu_dnnl_conv_wanted(d, compute)
+                   ? dl_cpu_dnnl_conv(be, 2, d, compute, dw, NULL, x, dy, NULL, NULL)
+                   : 0;
+    if (done < 0)
+        return done;
+    if (done) {
+        if (db) {
+            db_task t = {d, db, dy};
+            dl_pool_for(dl_cpu(be)->pool, (size_t)d->k, 8, db_task_fn, &t);
+        }
+        return DL_OK;
+    }
 #if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
     if (use_direct(d)) {
         direct_task t = {d, compute, x, dy, NULL, NULL, NULL, dw, db};

@@ -10,12 +10,14 @@
  * vectorise loops of unknown length by itself.
  */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 #ifdef __AVX2__
 #include <immintrin.h>
 #endif
 
 #include "engine/cpu/cpu.h"
+#include "engine/cpu/cpu_vmath.h"
 #include "engine/base/error.h"
 #include "engine/base/half.h"
 #include "engine/base/rng.h"
@@ -290,11 +292,159 @@ int dl_cpu_bias_grad(dl_backend *be, float *db, const float *dy, int rows, int c
 
 /* --- activations -------------------------------------------------------- */
 
+#ifdef DL_CPU_VMATH
+/* The smooth activations and their derivatives on 8 lanes (exp and erf of
+ * cpu_vmath.h); the scalar loops below serve builds without AVX2. */
+static inline __m256 gelu_cdf_v(__m256 x)
+{
+    __m256 half = _mm256_set1_ps(0.5f);
+    __m256 erf = dl_v_erf(_mm256_mul_ps(x, _mm256_set1_ps(0.70710678118f)));
+    return _mm256_mul_ps(half, _mm256_add_ps(_mm256_set1_ps(1.0f), erf));
+}
+static inline __m256 sigmoid_v(__m256 x)
+{
+    __m256 one = _mm256_set1_ps(1.0f);
+    __m256 e = dl_v_exp(_mm256_sub_ps(_mm256_setzero_ps(), x));
+    return _mm256_div_ps(one, _mm256_add_ps(one, e));
+}
+static inline __m256 act_v(dl_act kind, __m256 x)
+{
+    switch (kind) {
+    case DL_ACT_GELU: return _mm256_mul_ps(x, gelu_cdf_v(x));
+    case DL_ACT_SIGMOID: return sigmoid_v(x);
+    case DL_ACT_SILU: return _mm256_mul_ps(x, sigmoid_v(x));
+    default: return x;
+    }
+}
+/* act'(x) * dy for the kinds above. */
+static inline __m256 act_grad_v(dl_act kind, __m256 x, __m256 dy)
+{
+    __m256 one = _mm256_set1_ps(1.0f);
+    switch (kind) {
+    case DL_ACT_GELU: {
+        __m256 h = _mm256_mul_ps(_mm256_set1_ps(-0.5f), _mm256_mul_ps(x, x));
+        __m256 pdf = _mm256_mul_ps(_mm256_set1_ps(0.39894228040f), dl_v_exp(h));
+        return _mm256_mul_ps(dy, _mm256_fmadd_ps(x, pdf, gelu_cdf_v(x)));
+    }
+    case DL_ACT_SIGMOID: {
+        __m256 sg = sigmoid_v(x);
+        return _mm256_mul_ps(dy, _mm256_mul_ps(sg, _mm256_sub_ps(one, sg)));
+    }
+    case DL_ACT_SILU: {
+        __m256 sg = sigmoid_v(x);
+        __m256 k = _mm256_fmadd_ps(x, _mm256_sub_ps(one, sg), one);
+        return _mm256_mul_ps(dy, _mm256_mul_ps(sg, k));
+    }
+    default: return dy;
+    }
+}
+static int act_vectorised(dl_act kind)
+{
+    return kind == DL_ACT_GELU || kind == DL_ACT_SIGMOID || kind == DL_ACT_SILU;
+}
+/* The same on 16 lanes (AVX-512F): the same operations per lane. */
+DL_V512_TARGET static inline __m512 gelu_cdf_v512(__m512 x)
+{
+    __m512 erf = dl_v512_erf(_mm512_mul_ps(x, _mm512_set1_ps(0.70710678118f)));
+    return _mm512_mul_ps(_mm512_set1_ps(0.5f), _mm512_add_ps(_mm512_set1_ps(1.0f), erf));
+}
+DL_V512_TARGET static inline __m512 sigmoid_v512(__m512 x)
+{
+    __m512 one = _mm512_set1_ps(1.0f);
+    __m512 e = dl_v512_exp(_mm512_sub_ps(_mm512_setzero_ps(), x));
+    return _mm512_div_ps(one, _mm512_add_ps(one, e));
+}
+DL_V512_TARGET static inline __m512 act_v512(dl_act kind, __m512 x)
+{
+    switch (kind) {
+    case DL_ACT_GELU: return _mm512_mul_ps(x, gelu_cdf_v512(x));
+    case DL_ACT_SIGMOID: return sigmoid_v512(x);
+    case DL_ACT_SILU: return _mm512_mul_ps(x, sigmoid_v512(x));
+    default: return x;
+    }
+}
+DL_V512_TARGET static inline __m512 act_grad_v512(dl_act kind, __m512 x, __m512 dy)
+{
+    __m512 one = _mm512_set1_ps(1.0f);
+    switch (kind) {
+    case DL_ACT_GELU: {
+        __m512 h = _mm512_mul_ps(_mm512_set1_ps(-0.5f), _mm512_mul_ps(x, x));
+        __m512 pdf = _mm512_mul_ps(_mm512_set1_ps(0.39894228040f), dl_v512_exp(h));
+        return _mm512_mul_ps(dy, _mm512_fmadd_ps(x, pdf, gelu_cdf_v512(x)));
+    }
+    case DL_ACT_SIGMOID: {
+        __m512 sg = sigmoid_v512(x);
+        return _mm512_mul_ps(dy, _mm512_mul_ps(sg, _mm512_sub_ps(one, sg)));
+    }
+    case DL_ACT_SILU: {
+        __m512 sg = sigmoid_v512(x);
+        __m512 k = _mm512_fmadd_ps(x, _mm512_sub_ps(one, sg), one);
+        return _mm512_mul_ps(dy, _mm512_mul_ps(sg, k));
+    }
+    default: return dy;
+    }
+}
+DL_V512_TARGET static void act_fwd_v512(dl_act kind, float *y, const float *x, size_t b, size_t e)
+{
+    for (size_t i = b; i < e; i += 16) {
+        __mmask16 m = dl_v512_mask(e - i < 16 ? (int)(e - i) : 16);
+        _mm512_mask_storeu_ps(y + i, m, act_v512(kind, _mm512_maskz_loadu_ps(m, x + i)));
+    }
+}
+DL_V512_TARGET static void act_bwd_v512(dl_act kind, float *dx, const float *x, const float *dy,
+                                        size_t b, size_t e)
+{
+    for (size_t i = b; i < e; i += 16) {
+        __mmask16 m = dl_v512_mask(e - i < 16 ? (int)(e - i) : 16);
+        __m512 g =
+            act_grad_v512(kind, _mm512_maskz_loadu_ps(m, x + i), _mm512_maskz_loadu_ps(m, dy + i));
+        _mm512_mask_storeu_ps(dx + i, m, _mm512_add_ps(_mm512_maskz_loadu_ps(m, dx + i), g));
+    }
+}
+
+/* y = act(x) over [b, e), the tail through a masked load and store. */
+static void act_fwd_v(dl_act kind, float *y, const float *x, size_t b, size_t e)
+{
+    if (dl_v512_usable()) {
+        act_fwd_v512(kind, y, x, b, e);
+        return;
+    }
+    size_t i = b;
+    for (; i + 8 <= e; i += 8)
+        _mm256_storeu_ps(y + i, act_v(kind, _mm256_loadu_ps(x + i)));
+    if (i < e)
+        dl_v_store_tail(y + i, act_v(kind, dl_v_load_tail(x + i, (int)(e - i))), (int)(e - i));
+}
+static void act_bwd_v(dl_act kind, float *dx, const float *x, const float *dy, size_t b, size_t e)
+{
+    if (dl_v512_usable()) {
+        act_bwd_v512(kind, dx, x, dy, b, e);
+        return;
+    }
+    size_t i = b;
+    for (; i + 8 <= e; i += 8) {
+        __m256 g = act_grad_v(kind, _mm256_loadu_ps(x + i), _mm256_loadu_ps(dy + i));
+        _mm256_storeu_ps(dx + i, _mm256_add_ps(_mm256_loadu_ps(dx + i), g));
+    }
+    if (i < e) {
+        int n = (int)(e - i);
+        __m256 g = act_grad_v(kind, dl_v_load_tail(x + i, n), dl_v_load_tail(dy + i, n));
+        dl_v_store_tail(dx + i, _mm256_add_ps(dl_v_load_tail(dx + i, n), g), n);
+    }
+}
+#endif
+
 static void act_fwd_range(void *p, size_t b, size_t e)
 {
     job *j = p;
     float *restrict y = j->y;
     const float *restrict x = j->a;
+#ifdef DL_CPU_VMATH
+    if (act_vectorised((dl_act)j->i0)) {
+        act_fwd_v((dl_act)j->i0, y, x, b, e);
+        return;
+    }
+#endif
     switch ((dl_act)j->i0) {
     case DL_ACT_RELU: {
         size_t i = b;
@@ -347,6 +497,12 @@ static void act_bwd_range(void *p, size_t b, size_t e)
     act_bwd_job *j = p;
     float *restrict dx = j->dx;
     const float *restrict x = j->x, *restrict y = j->y, *restrict dy = j->dy;
+#ifdef DL_CPU_VMATH
+    if (act_vectorised(j->kind)) {
+        act_bwd_v(j->kind, dx, x, dy, b, e);
+        return;
+    }
+#endif
     switch (j->kind) {
     case DL_ACT_RELU: {
         size_t i = b;
@@ -481,19 +637,97 @@ int dl_cpu_fill(dl_backend *be, float *dst, float value, size_t n)
 
 /* --- dropout -------------------------------------------------------------- */
 
-/* Blocks of four elements share one Philox call (dl_rng_uniform's layout). */
+/* Element i is kept when dl_rng_uniform(seed, stream, counter, i) >= p:
+ * word i % 4 of the Philox block i / 4. The vector body computes eight
+ * blocks (32 elements) per pass, the same numbers the scalar code draws,
+ * so masks agree with the CUDA kernel and with any range split. */
+static inline float drop_one(const job *j, size_t i, float u, float keep_scale)
+{
+    float m = u >= j->s0 ? keep_scale : 0.0f;
+    return j->i0 ? j->y[i] + m * j->a[i] : m * j->a[i];
+}
+
+#ifdef DL_CPU_VMATH
+/* hi and lo 32 bits of a * m per lane. */
+static inline void mul_hilo(__m256i a, __m256i m, __m256i *hi, __m256i *lo)
+{
+    __m256i even = _mm256_mul_epu32(a, m);
+    __m256i odd = _mm256_mul_epu32(_mm256_srli_epi64(a, 32), m);
+    *hi = _mm256_blend_epi32(_mm256_srli_epi64(even, 32), odd, 0xAA);
+    *lo = _mm256_mullo_epi32(a, m);
+}
+
+/* The uniforms of Philox blocks blk .. blk + 7 in element order (4 per
+ * block): u[0] holds elements 0-7 (blocks blk, blk + 1), and so on. */
+static void philox8(const job *j, uint64_t blk, __m256 u[4])
+{
+    uint32_t k0 = (uint32_t)j->u0 ^ (uint32_t)(j->u1 * 0x9E3779B9u);
+    uint32_t k1 = (uint32_t)(j->u0 >> 32) ^ (uint32_t)(j->u1 >> 32) ^ (uint32_t)j->u1;
+    __m256i c0 = _mm256_add_epi32(_mm256_set1_epi32((int)(uint32_t)blk),
+                                  _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+    __m256i c1 = _mm256_set1_epi32((int)(uint32_t)(blk >> 32));
+    __m256i c2 = _mm256_set1_epi32((int)(uint32_t)j->u2);
+    __m256i c3 = _mm256_set1_epi32((int)(uint32_t)(j->u2 >> 32));
+    const __m256i m0 = _mm256_set1_epi32((int)0xD2511F53u),
+                  m1 = _mm256_set1_epi32((int)0xCD9E8D57u);
+    for (int r = 0; r < 10; r++) {
+        __m256i hi0, lo0, hi1, lo1;
+        mul_hilo(c0, m0, &hi0, &lo0);
+        mul_hilo(c2, m1, &hi1, &lo1);
+        c0 = _mm256_xor_si256(_mm256_xor_si256(hi1, c1), _mm256_set1_epi32((int)k0));
+        c1 = lo1;
+        c2 = _mm256_xor_si256(_mm256_xor_si256(hi0, c3), _mm256_set1_epi32((int)k1));
+        c3 = lo0;
+        k0 += 0x9E3779B9u;
+        k1 += 0xBB67AE85u;
+    }
+    /* a 4 x 8 transpose: block b's four words become elements 4b .. 4b + 3 */
+    __m256i t0 = _mm256_unpacklo_epi32(c0, c1), t1 = _mm256_unpackhi_epi32(c0, c1);
+    __m256i t2 = _mm256_unpacklo_epi32(c2, c3), t3 = _mm256_unpackhi_epi32(c2, c3);
+    __m256i b04 = _mm256_unpacklo_epi64(t0, t2), b15 = _mm256_unpackhi_epi64(t0, t2);
+    __m256i b26 = _mm256_unpacklo_epi64(t1, t3), b37 = _mm256_unpackhi_epi64(t1, t3);
+    __m256i w[4] = {
+        _mm256_permute2x128_si256(b04, b15, 0x20), _mm256_permute2x128_si256(b26, b37, 0x20),
+        _mm256_permute2x128_si256(b04, b15, 0x31), _mm256_permute2x128_si256(b26, b37, 0x31)};
+    const __m256 scale = _mm256_set1_ps(1.0f / 16777216.0f);
+    for (int q = 0; q < 4; q++)
+        u[q] = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_srli_epi32(w[q], 8)), scale);
+}
+
+/* Elements [i, i + 32), i a multiple of 32. */
+static void drop32(const job *j, size_t i, float keep_scale)
+{
+    __m256 u[4];
+    philox8(j, i >> 2, u);
+    __m256 p = _mm256_set1_ps(j->s0), ks = _mm256_set1_ps(keep_scale);
+    for (int q = 0; q < 4; q++) {
+        __m256 keep = _mm256_cmp_ps(u[q], p, _CMP_GE_OQ);
+        __m256 m = _mm256_and_ps(ks, keep);
+        __m256 v = _mm256_mul_ps(m, _mm256_loadu_ps(j->a + i + 8 * q));
+        if (j->i0)
+            v = _mm256_add_ps(_mm256_loadu_ps(j->y + i + 8 * q), v);
+        _mm256_storeu_ps(j->y + i + 8 * q, v);
+    }
+}
+#endif
+
 static void dropout_range(void *p, size_t b, size_t e)
 {
     job *j = p;
     float keep_scale = 1.0f / (1.0f - j->s0);
-    int backward = j->i0;
-    for (size_t i = b; i < e; i++) {
-        float u = dl_rng_uniform(j->u0, j->u1, j->u2, i);
-        float m = u >= j->s0 ? keep_scale : 0.0f;
-        if (backward)
-            j->y[i] += m * j->a[i];
-        else
-            j->y[i] = m * j->a[i];
+    size_t i = b;
+#ifdef DL_CPU_VMATH
+    for (; i < e && i % 32; i++)
+        j->y[i] = drop_one(j, i, dl_rng_uniform(j->u0, j->u1, j->u2, i), keep_scale);
+    for (; i + 32 <= e; i += 32)
+        drop32(j, i, keep_scale);
+#endif
+    for (; i < e; i++) {
+        /* one Philox call per block of four */
+        dl_rng4 r = dl_rng_philox(j->u0, j->u1, j->u2, i >> 2);
+        j->y[i] = drop_one(j, i, dl_rng_u01(r.v[i & 3]), keep_scale);
+        for (; i + 1 < e && (i + 1) & 3; i++)
+            j->y[i + 1] = drop_one(j, i + 1, dl_rng_u01(r.v[(i + 1) & 3]), keep_scale);
     }
 }
 
@@ -557,55 +791,194 @@ int dl_cpu_embedding_backward(dl_backend *be, int n, int vocab, int dim, float *
 
 /* --- losses --------------------------------------------------------------- */
 
+/* exp(z[c] - mx) summed over the row, and z[c] - mx summed (in double). */
+static void row_exp_sums(const float *z, int classes, float mx, float *ez, double *sum,
+                         double *zsum)
+{
+    int c = 0;
+#ifdef DL_CPU_VMATH
+    __m256 s = _mm256_setzero_ps(), zs = _mm256_setzero_ps(), m = _mm256_set1_ps(mx);
+    for (; c + 8 <= classes; c += 8) {
+        __m256 v = _mm256_sub_ps(_mm256_loadu_ps(z + c), m), e = dl_v_exp(v);
+        s = _mm256_add_ps(s, e);
+        zs = _mm256_add_ps(zs, v);
+        if (ez)
+            _mm256_storeu_ps(ez + c, e);
+    }
+    if (c < classes) {
+        __m256 live = _mm256_castsi256_ps(dl_v_mask(classes - c));
+        __m256 v = _mm256_and_ps(_mm256_sub_ps(dl_v_load_tail(z + c, classes - c), m), live);
+        __m256 e = _mm256_and_ps(dl_v_exp(v), live);
+        s = _mm256_add_ps(s, e);
+        zs = _mm256_add_ps(zs, v);
+        if (ez)
+            _mm256_storeu_ps(ez + c, e); /* ez has room for a whole vector */
+    }
+    *sum = dl_v_hsum(s);
+    *zsum = dl_v_hsum(zs);
+    return;
+#endif
+    *sum = *zsum = 0;
+    for (; c < classes; c++) {
+        *sum += exp((double)(z[c] - mx));
+        *zsum += z[c] - mx;
+    }
+}
+
+/* d[c] += grad_scale * (softmax(z)[c] - target[c]), the target smoothed;
+ * ez (may be NULL) holds exp(z - mx) from row_exp_sums. */
+static void row_grad(float *d, const float *z, const float *ez, int classes, int y, float mx,
+                     float inv, float smoothing, float grad_scale)
+{
+    float off = smoothing / (float)classes;
+    int c = 0;
+#ifdef DL_CPU_VMATH
+    __m256 m = _mm256_set1_ps(mx), vi = _mm256_set1_ps(inv), vo = _mm256_set1_ps(off);
+    __m256 gs = _mm256_set1_ps(grad_scale);
+    for (; c < classes; c += 8) {
+        int w = classes - c < 8 ? classes - c : 8;
+        __m256 e;
+        if (ez)
+            e = _mm256_loadu_ps(ez + c);
+        else
+            e = dl_v_exp(
+                _mm256_sub_ps(w == 8 ? _mm256_loadu_ps(z + c) : dl_v_load_tail(z + c, w), m));
+        __m256 pc = _mm256_mul_ps(e, vi);
+        __m256 g = _mm256_mul_ps(gs, _mm256_sub_ps(pc, vo));
+        __m256 o = _mm256_add_ps(w == 8 ? _mm256_loadu_ps(d + c) : dl_v_load_tail(d + c, w), g);
+        if (w == 8)
+            _mm256_storeu_ps(d + c, o);
+        else
+            dl_v_store_tail(d + c, o, w);
+    }
+    d[y] -= grad_scale * (1.0f - smoothing);
+    return;
+#endif
+    for (; c < classes; c++) {
+        float pc = expf(z[c] - mx) * inv;
+        float target = off + (c == y ? 1.0f - smoothing : 0.0f);
+        d[c] += grad_scale * (pc - target);
+    }
+}
+
+/* The index of the first largest of z[0..n) (NaN never wins, as in a
+ * scalar scan with >). */
+static int row_argmax(const float *z, int n)
+{
+    int c = 0;
+    float mx = z[0];
+#ifdef DL_CPU_VMATH
+    if (n >= 16) {
+        __m256 m = _mm256_loadu_ps(z);
+        for (c = 8; c + 8 <= n; c += 8)
+            m = _mm256_max_ps(m, _mm256_loadu_ps(z + c));
+        float part[8];
+        _mm256_storeu_ps(part, m);
+        for (int k = 0; k < 8; k++)
+            mx = part[k] > mx ? part[k] : mx;
+        for (; c < n; c++)
+            mx = z[c] > mx ? z[c] : mx;
+        for (c = 0; c < n; c++)
+            if (z[c] == mx)
+                return c;
+        mx = z[0]; /* only NaN in the lanes: the scalar scan below decides */
+    }
+    c = 0;
+#endif
+    int arg = 0;
+    for (c = 1; c < n; c++)
+        if (z[c] > mx) {
+            mx = z[c];
+            arg = c;
+        }
+    return arg;
+}
+
 /* Loss of one row of logits z [classes] with label y and smoothing;
  * d (may be NULL) += grad_scale * dloss/dz; *correct += argmax == y. */
 static double xent_row(const float *z, int classes, int y, float smoothing, float grad_scale,
                        float *d, int *correct)
 {
-    float mx = z[0];
-    int arg = 0;
-    for (int c = 1; c < classes; c++)
-        if (z[c] > mx) {
-            mx = z[c];
-            arg = c;
-        }
-    double sum = 0, zsum = 0;
-    for (int c = 0; c < classes; c++) {
-        sum += exp((double)(z[c] - mx));
-        zsum += z[c] - mx;
-    }
+    int arg = row_argmax(z, classes);
+    float mx = z[arg];
+    double sum, zsum;
+    /* rows of up to 4K classes keep their exps for the gradient */
+    float ez[4096 + 8];
+    float *keep = d && classes <= 4096 ? ez : NULL;
+    row_exp_sums(z, classes, mx, keep, &sum, &zsum);
     double lse = log(sum); /* log-sum-exp minus mx */
     /* -log p_y = lse - (z_y - mx); the smoothed part averages -log p_c */
     double nll = lse - (z[y] - mx);
     double mean_nll = lse - zsum / classes;
     *correct += arg == y;
-    if (d) {
-        float inv = (float)(1.0 / sum), off = smoothing / (float)classes;
-        for (int c = 0; c < classes; c++) {
-            float pc = expf(z[c] - mx) * inv;
-            float target = off + (c == y ? 1.0f - smoothing : 0.0f);
-            d[c] += grad_scale * (pc - target);
-        }
-    }
+    if (d)
+        row_grad(d, z, keep, classes, y, mx, (float)(1.0 / sum), smoothing, grad_scale);
     return (1.0 - smoothing) * nll + smoothing * mean_nll;
+}
+
+/* Rows run in fixed blocks on the pool; each block's loss and count land
+ * in its own slot and are summed in block order, so the result does not
+ * depend on the thread count. */
+#define XENT_BLOCK 16
+
+typedef struct xent_job {
+    const float *logits;
+    const int32_t *labels;
+    int rows, classes, ignore; /* rows whose label is ignore are skipped */
+    float smoothing, grad_scale;
+    float *dlogits;
+    double *loss; /* [blocks] */
+    int *correct; /* [blocks] */
+} xent_job;
+
+static void xent_blocks(void *arg, size_t begin, size_t end)
+{
+    const xent_job *j = arg;
+    for (size_t b = begin; b < end; b++) {
+        double loss = 0;
+        int correct = 0, r1 = (int)(b + 1) * XENT_BLOCK;
+        for (int r = (int)b * XENT_BLOCK; r < r1 && r < j->rows; r++)
+            if (j->labels[r] != j->ignore)
+                loss += xent_row(j->logits + (size_t)r * j->classes, j->classes, j->labels[r],
+                                 j->smoothing, j->grad_scale,
+                                 j->dlogits ? j->dlogits + (size_t)r * j->classes : NULL, &correct);
+        j->loss[b] = loss;
+        j->correct[b] = correct;
+    }
+}
+
+static int xent_run(dl_backend *be, xent_job *j, float *stats)
+{
+    size_t blocks = ((size_t)j->rows + XENT_BLOCK - 1) / XENT_BLOCK;
+    double *loss = dl_cpu_scratch(be, DL_CPU_SCRATCH_LOSS, blocks * (sizeof *loss + sizeof(int)));
+    if (!loss)
+        return dl_error(DL_ENOMEM, "softmax cross-entropy: out of memory for %zu blocks", blocks);
+    j->loss = loss;
+    j->correct = (int *)(loss + blocks);
+    size_t grain = 1 + 32768 / ((size_t)XENT_BLOCK * (size_t)j->classes);
+    dl_pool_for(dl_cpu(be)->pool, blocks, grain, xent_blocks, j);
+    double total = 0;
+    long correct = 0;
+    for (size_t b = 0; b < blocks; b++) {
+        total += loss[b];
+        correct += j->correct[b];
+    }
+    stats[0] += (float)total;
+    stats[1] += (float)correct;
+    return DL_OK;
 }
 
 int dl_cpu_softmax_xent(dl_backend *be, int rows, int classes, const float *logits,
                         const int32_t *labels, float smoothing, float grad_scale, float *dlogits,
                         float *stats)
 {
-    double loss = 0;
-    int correct = 0;
-    for (int r = 0; r < rows; r++) {
-        int y = labels[r];
-        if (y < 0 || y >= classes)
-            return dl_error(DL_EINVAL, "label %d of row %d is outside [0, %d)", y, r, classes);
-        loss += xent_row(logits + (size_t)r * classes, classes, y, smoothing, grad_scale,
-                         dlogits ? dlogits + (size_t)r * classes : NULL, &correct);
-    }
-    stats[0] += (float)loss;
-    stats[1] += (float)correct;
-    return DL_OK;
+    for (int r = 0; r < rows; r++)
+        if (labels[r] < 0 || labels[r] >= classes)
+            return dl_error(DL_EINVAL, "label %d of row %d is outside [0, %d)", labels[r], r,
+                            classes);
+    xent_job j = {logits,    labels,     rows,    classes, INT32_MIN,
+                  smoothing, grad_scale, dlogits, NULL,    NULL};
+    return xent_run(be, &j, stats);
 }
 
 /* See backend.h (softmax_xent_tokens): labels are checked and counted
@@ -614,7 +987,7 @@ int dl_cpu_softmax_xent_tokens(dl_backend *be, int rows, int classes, const floa
                                const int32_t *labels, int ignore_index, float smoothing,
                                float grad_scale, float *dlogits, float *stats)
 {
-    int kept = 0, correct = 0;
+    int kept = 0;
     for (int r = 0; r < rows; r++) {
         int y = labels[r];
         if (y == ignore_index)
@@ -626,13 +999,9 @@ int dl_cpu_softmax_xent_tokens(dl_backend *be, int rows, int classes, const floa
         kept++;
     }
     float scale = grad_scale / (float)(kept > 0 ? kept : 1);
-    double loss = 0;
-    for (int r = 0; r < rows; r++)
-        if (labels[r] != ignore_index)
-            loss += xent_row(logits + (size_t)r * classes, classes, labels[r], smoothing, scale,
-                             dlogits ? dlogits + (size_t)r * classes : NULL, &correct);
-    stats[0] += (float)loss;
-    stats[1] += (float)correct;
+    xent_job j = {logits,    labels, rows,    classes, ignore_index,
+                  smoothing, scale,  dlogits, NULL,    NULL};
+    DL_TRY(xent_run(be, &j, stats));
     stats[2] += (float)kept;
     return DL_OK;
 }

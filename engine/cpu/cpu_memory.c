@@ -49,7 +49,7 @@ void dl_cpu_free(dl_backend *be, void *p) { free(p); }
 void dl_cpu_scratch_free(dl_backend *be)
 {
     dl_cpu_ctx *c = dl_cpu(be);
-    for (int i = 0; i < 4; i++) {
+    for (int i = 0; i < DL_CPU_SCRATCH_SLOTS; i++) {
         free(c->scratch[i]);
         c->scratch[i] = NULL;
         c->scratch_size[i] = 0;
@@ -59,7 +59,7 @@ void dl_cpu_scratch_free(dl_backend *be)
 void *dl_cpu_scratch(dl_backend *be, int slot, size_t bytes)
 {
     dl_cpu_ctx *c = dl_cpu(be);
-    DL_ASSERT(slot >= 0 && slot < 4);
+    DL_ASSERT(slot >= 0 && slot < DL_CPU_SCRATCH_SLOTS);
     if (c->scratch_size[slot] < bytes) {
         free(c->scratch[slot]);
         c->scratch[slot] = dl_cpu_alloc(be, bytes);

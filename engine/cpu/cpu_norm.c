@@ -8,6 +8,7 @@
 #include <math.h>
 
 #include "engine/cpu/cpu.h"
+#include "engine/cpu/cpu_vmath.h"
 #include "engine/base/error.h"
 
 typedef struct bn_task {
@@ -20,6 +21,136 @@ typedef struct bn_task {
     const float *smean, *sinvstd;
 } bn_task;
 
+/* --- sums over a plane of n floats, 8 lanes at a time (tails masked) ------
+ * Each call sums its plane in float lanes and adds the lanes to the double
+ * total in order, so a channel's statistics do not depend on the thread
+ * count; a plane (a BatchNorm channel of one image, a LayerNorm row) is
+ * short enough that float lanes lose nothing that matters. */
+
+/* s[0] += sum (p[j] - k), s[1] += sum (p[j] - k)^2: one pass; k near the
+ * mean (a sample of the same values) keeps the variance from cancelling. */
+static void plane_moments(const float *p, int n, float k, double s[2])
+{
+#ifdef DL_CPU_VMATH
+    __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps(), vk = _mm256_set1_ps(k);
+    __m256 b0 = a0, b1 = a0;
+    int j = 0;
+    /* two chains each, so the adds do not wait on each other */
+    for (; j + 16 <= n; j += 16) {
+        __m256 d = _mm256_sub_ps(_mm256_loadu_ps(p + j), vk);
+        __m256 e = _mm256_sub_ps(_mm256_loadu_ps(p + j + 8), vk);
+        a0 = _mm256_add_ps(a0, d);
+        a1 = _mm256_fmadd_ps(d, d, a1);
+        b0 = _mm256_add_ps(b0, e);
+        b1 = _mm256_fmadd_ps(e, e, b1);
+    }
+    a0 = _mm256_add_ps(a0, b0);
+    a1 = _mm256_add_ps(a1, b1);
+    for (; j + 8 <= n; j += 8) {
+        __m256 d = _mm256_sub_ps(_mm256_loadu_ps(p + j), vk);
+        a0 = _mm256_add_ps(a0, d);
+        a1 = _mm256_fmadd_ps(d, d, a1);
+    }
+    if (j < n) {
+        __m256 live = _mm256_castsi256_ps(dl_v_mask(n - j));
+        __m256 d = _mm256_and_ps(_mm256_sub_ps(dl_v_load_tail(p + j, n - j), vk), live);
+        a0 = _mm256_add_ps(a0, d);
+        a1 = _mm256_fmadd_ps(d, d, a1);
+    }
+    s[0] += dl_v_hsum(a0);
+    s[1] += dl_v_hsum(a1);
+#else
+    for (int j = 0; j < n; j++) {
+        double d = (double)p[j] - k;
+        s[0] += d;
+        s[1] += d * d;
+    }
+#endif
+}
+
+/* y[j] = x[j] * scale + shift */
+static void plane_affine(float *y, const float *x, int n, float scale, float shift)
+{
+#ifdef DL_CPU_VMATH
+    __m256 a = _mm256_set1_ps(scale), b = _mm256_set1_ps(shift);
+    int j = 0;
+    for (; j + 8 <= n; j += 8)
+        _mm256_storeu_ps(y + j, _mm256_fmadd_ps(_mm256_loadu_ps(x + j), a, b));
+    if (j < n)
+        dl_v_store_tail(y + j, _mm256_fmadd_ps(dl_v_load_tail(x + j, n - j), a, b), n - j);
+#else
+    for (int j = 0; j < n; j++)
+        y[j] = x[j] * scale + shift;
+#endif
+}
+
+/* s[0] += sum dy, s[1] += sum dy * (x - mean) * invstd */
+static void plane_dy_sums(const float *x, const float *dy, int n, float mean, float invstd,
+                          double s[2])
+{
+#ifdef DL_CPU_VMATH
+    __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
+    __m256 m = _mm256_set1_ps(mean), is = _mm256_set1_ps(invstd);
+    __m256 b0 = a0, b1 = a0;
+    int j = 0;
+    for (; j + 16 <= n; j += 16) {
+        __m256 g = _mm256_loadu_ps(dy + j), h = _mm256_loadu_ps(dy + j + 8);
+        __m256 xh = _mm256_mul_ps(_mm256_sub_ps(_mm256_loadu_ps(x + j), m), is);
+        __m256 xk = _mm256_mul_ps(_mm256_sub_ps(_mm256_loadu_ps(x + j + 8), m), is);
+        a0 = _mm256_add_ps(a0, g);
+        a1 = _mm256_fmadd_ps(g, xh, a1);
+        b0 = _mm256_add_ps(b0, h);
+        b1 = _mm256_fmadd_ps(h, xk, b1);
+    }
+    a0 = _mm256_add_ps(a0, b0);
+    a1 = _mm256_add_ps(a1, b1);
+    for (; j + 8 <= n; j += 8) {
+        __m256 g = _mm256_loadu_ps(dy + j);
+        __m256 xh = _mm256_mul_ps(_mm256_sub_ps(_mm256_loadu_ps(x + j), m), is);
+        a0 = _mm256_add_ps(a0, g);
+        a1 = _mm256_fmadd_ps(g, xh, a1);
+    }
+    if (j < n) {
+        __m256 g = dl_v_load_tail(dy + j, n - j);
+        __m256 xh = _mm256_mul_ps(_mm256_sub_ps(dl_v_load_tail(x + j, n - j), m), is);
+        a0 = _mm256_add_ps(a0, g);
+        a1 = _mm256_fmadd_ps(g, xh, a1); /* g is 0 past the tail */
+    }
+    s[0] += dl_v_hsum(a0);
+    s[1] += dl_v_hsum(a1);
+#else
+    for (int j = 0; j < n; j++) {
+        s[0] += dy[j];
+        s[1] += dy[j] * ((x[j] - mean) * invstd);
+    }
+#endif
+}
+
+/* dx[j] += k * (dy[j] - mdy - (x[j] - mean) * invstd * mdyx) */
+static void plane_dx(float *dx, const float *x, const float *dy, int n, float k, float mdy,
+                     float mean, float invstd, float mdyx)
+{
+#ifdef DL_CPU_VMATH
+    __m256 vk = _mm256_set1_ps(k), vm = _mm256_set1_ps(mean), vi = _mm256_set1_ps(invstd);
+    __m256 vmdy = _mm256_set1_ps(mdy), vmdyx = _mm256_set1_ps(mdyx);
+    int j = 0;
+    for (; j + 8 <= n; j += 8) {
+        __m256 xh = _mm256_mul_ps(_mm256_sub_ps(_mm256_loadu_ps(x + j), vm), vi);
+        __m256 t = _mm256_fnmadd_ps(xh, vmdyx, _mm256_sub_ps(_mm256_loadu_ps(dy + j), vmdy));
+        _mm256_storeu_ps(dx + j, _mm256_fmadd_ps(vk, t, _mm256_loadu_ps(dx + j)));
+    }
+    if (j < n) {
+        int w = n - j;
+        __m256 xh = _mm256_mul_ps(_mm256_sub_ps(dl_v_load_tail(x + j, w), vm), vi);
+        __m256 t = _mm256_fnmadd_ps(xh, vmdyx, _mm256_sub_ps(dl_v_load_tail(dy + j, w), vmdy));
+        dl_v_store_tail(dx + j, _mm256_fmadd_ps(vk, t, dl_v_load_tail(dx + j, w)), w);
+    }
+#else
+    for (int j = 0; j < n; j++)
+        dx[j] += k * (dy[j] - mdy - (x[j] - mean) * invstd * mdyx);
+#endif
+}
+
 /* Channels [begin, end): x [n, c, inner], stats over n*inner values. */
 static void bn_fwd_task(void *arg, size_t begin, size_t end)
 {
@@ -29,18 +160,13 @@ static void bn_fwd_task(void *arg, size_t begin, size_t end)
     for (size_t ch = begin; ch < end; ch++) {
         float mean, invstd;
         if (t->training) {
-            double s = 0.0;
-            for (int i = 0; i < t->n; i++) {
-                const float *xp = t->x + i * plane + ch * t->inner;
-                for (int j = 0; j < t->inner; j++)
-                    s += xp[j];
-            }
-            double mu = s / count, ss = 0.0;
-            for (int i = 0; i < t->n; i++) {
-                const float *xp = t->x + i * plane + ch * t->inner;
-                for (int j = 0; j < t->inner; j++)
-                    ss += (xp[j] - mu) * (xp[j] - mu);
-            }
+            float shift0 = t->x[ch * t->inner];
+            double m[2] = {0.0, 0.0};
+            for (int i = 0; i < t->n; i++)
+                plane_moments(t->x + i * plane + ch * t->inner, t->inner, shift0, m);
+            double dmu = m[0] / count;
+            double mu = shift0 + dmu, ss = m[1] - dmu * m[0];
+            ss = ss > 0 ? ss : 0;
             double var = ss / count; /* biased: used to normalise */
             mean = (float)mu;
             invstd = (float)(1.0 / sqrt(var + t->eps));
@@ -62,12 +188,9 @@ static void bn_fwd_task(void *arg, size_t begin, size_t end)
         }
         float g = t->gamma ? t->gamma[ch] : 1.0f, b = t->beta ? t->beta[ch] : 0.0f;
         float scale = g * invstd, shift = b - mean * scale;
-        for (int i = 0; i < t->n; i++) {
-            const float *xp = t->x + i * plane + ch * t->inner;
-            float *yp = t->y + i * plane + ch * t->inner;
-            for (int j = 0; j < t->inner; j++)
-                yp[j] = xp[j] * scale + shift;
-        }
+        for (int i = 0; i < t->n; i++)
+            plane_affine(t->y + i * plane + ch * t->inner, t->x + i * plane + ch * t->inner,
+                         t->inner, scale, shift);
     }
 }
 
@@ -113,15 +236,11 @@ static void bn_bwd_task(void *arg, size_t begin, size_t end)
     double count = (double)t->n * t->inner;
     for (size_t ch = begin; ch < end; ch++) {
         double mean = t->smean[ch], invstd = t->sinvstd[ch];
-        double sdy = 0.0, sdyx = 0.0; /* sum dy, sum dy * xhat */
-        for (int i = 0; i < t->n; i++) {
-            const float *xp = t->x + i * plane + ch * t->inner;
-            const float *dyp = t->dy + i * plane + ch * t->inner;
-            for (int j = 0; j < t->inner; j++) {
-                sdy += dyp[j];
-                sdyx += dyp[j] * ((xp[j] - mean) * invstd);
-            }
-        }
+        double sums[2] = {0.0, 0.0}; /* sum dy, sum dy * xhat */
+        for (int i = 0; i < t->n; i++)
+            plane_dy_sums(t->x + i * plane + ch * t->inner, t->dy + i * plane + ch * t->inner,
+                          t->inner, (float)mean, (float)invstd, sums);
+        double sdy = sums[0], sdyx = sums[1];
         if (t->dgamma)
             t->dgamma[ch] += (float)sdyx;
         if (t->dbeta)
@@ -133,11 +252,8 @@ static void bn_bwd_task(void *arg, size_t begin, size_t end)
         float k = (float)(g * invstd), mdy = (float)(sdy / count), mdyx = (float)(sdyx / count);
         float fm = (float)mean, fi = (float)invstd;
         for (int i = 0; i < t->n; i++) {
-            const float *xp = t->x + i * plane + ch * t->inner;
-            const float *dyp = t->dy + i * plane + ch * t->inner;
-            float *dxp = t->dx + i * plane + ch * t->inner;
-            for (int j = 0; j < t->inner; j++)
-                dxp[j] += k * (dyp[j] - mdy - (xp[j] - fm) * fi * mdyx);
+            size_t at = i * plane + ch * t->inner;
+            plane_dx(t->dx + at, t->x + at, t->dy + at, t->inner, k, mdy, fm, fi, mdyx);
         }
     }
 }
@@ -179,27 +295,50 @@ typedef struct ln_task {
     const float *smean, *sinvstd;
 } ln_task;
 
+/* y[j] = (x[j] - mean) * invstd * gamma[j] + beta[j] (gamma/beta NULL: 1/0) */
+static void row_norm(float *y, const float *x, int n, float mean, float invstd, const float *gamma,
+                     const float *beta)
+{
+    int j = 0;
+#ifdef DL_CPU_VMATH
+    __m256 vm = _mm256_set1_ps(mean), vi = _mm256_set1_ps(invstd), one = _mm256_set1_ps(1.0f);
+    for (; j < n; j += 8) {
+        int w = n - j < 8 ? n - j : 8;
+        __m256 v = w == 8 ? _mm256_loadu_ps(x + j) : dl_v_load_tail(x + j, w);
+        __m256 g = !gamma   ? one
+                   : w == 8 ? _mm256_loadu_ps(gamma + j)
+                            : dl_v_load_tail(gamma + j, w);
+        __m256 b = !beta    ? _mm256_setzero_ps()
+                   : w == 8 ? _mm256_loadu_ps(beta + j)
+                            : dl_v_load_tail(beta + j, w);
+        __m256 r = _mm256_fmadd_ps(g, _mm256_mul_ps(_mm256_sub_ps(v, vm), vi), b);
+        if (w == 8)
+            _mm256_storeu_ps(y + j, r);
+        else
+            dl_v_store_tail(y + j, r, w);
+    }
+#endif
+    for (; j < n; j++) {
+        float v = (x[j] - mean) * invstd;
+        y[j] = (gamma ? gamma[j] : 1.0f) * v + (beta ? beta[j] : 0.0f);
+    }
+}
+
 static void ln_fwd_task(void *arg, size_t begin, size_t end)
 {
     const ln_task *t = arg;
     for (size_t r = begin; r < end; r++) {
         const float *xr = t->x + r * t->cols;
-        float *yr = t->y + r * t->cols;
-        double s = 0.0, ss = 0.0;
-        for (int j = 0; j < t->cols; j++)
-            s += xr[j];
-        double mu = s / t->cols;
-        for (int j = 0; j < t->cols; j++)
-            ss += (xr[j] - mu) * (xr[j] - mu);
-        float mean = (float)mu, invstd = (float)(1.0 / sqrt(ss / t->cols + t->eps));
+        double m[2] = {0.0, 0.0};
+        plane_moments(xr, t->cols, xr[0], m);
+        double dmu = m[0] / t->cols, ss = m[1] - dmu * m[0];
+        float mean = (float)(xr[0] + dmu);
+        float invstd = (float)(1.0 / sqrt((ss > 0 ? ss : 0) / t->cols + t->eps));
         if (t->save_mean)
             t->save_mean[r] = mean;
         if (t->save_invstd)
             t->save_invstd[r] = invstd;
-        for (int j = 0; j < t->cols; j++) {
-            float v = (xr[j] - mean) * invstd;
-            yr[j] = (t->gamma ? t->gamma[j] : 1.0f) * v + (t->beta ? t->beta[j] : 0.0f);
-        }
+        row_norm(t->y + r * t->cols, xr, t->cols, mean, invstd, t->gamma, t->beta);
     }
 }
 
@@ -225,33 +364,106 @@ int dl_cpu_layernorm_forward(dl_backend *be, int rows, int cols, float eps, floa
     return DL_OK;
 }
 
-/* dx rows [begin, end). */
+#ifdef DL_CPU_VMATH
+/* The first w <= 8 floats of p (gamma NULL: ones). */
+static inline __m256 load_w(const float *p, int w, float missing)
+{
+    return !p ? _mm256_set1_ps(missing) : w == 8 ? _mm256_loadu_ps(p) : dl_v_load_tail(p, w);
+}
+#endif
+
+/* dx rows [begin, end): g = gamma * dy, dx += invstd (g - mean g - xhat
+ * mean(g xhat)). */
 static void ln_bwd_rows(void *arg, size_t begin, size_t end)
 {
     const ln_task *t = arg;
+    int n = t->cols;
     for (size_t r = begin; r < end; r++) {
-        const float *xr = t->x + r * t->cols, *dyr = t->dy + r * t->cols;
-        float *dxr = t->dx + r * t->cols;
+        const float *xr = t->x + r * n, *dyr = t->dy + r * n, *gm = t->gamma;
+        float *dxr = t->dx + r * n;
         float mean = t->smean[r], invstd = t->sinvstd[r];
         double sg = 0.0, sgx = 0.0; /* sum of g = gamma*dy, sum g * xhat */
-        for (int j = 0; j < t->cols; j++) {
-            double g = (double)dyr[j] * (t->gamma ? t->gamma[j] : 1.0f);
+        int j = 0;
+#ifdef DL_CPU_VMATH
+        __m256 vm = _mm256_set1_ps(mean), vi = _mm256_set1_ps(invstd);
+        __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
+        for (; j < n; j += 8) {
+            int w = n - j < 8 ? n - j : 8;
+            __m256 g = _mm256_mul_ps(load_w(dyr + j, w, 0), load_w(gm ? gm + j : NULL, w, 1));
+            __m256 xh = _mm256_mul_ps(_mm256_sub_ps(load_w(xr + j, w, 0), vm), vi);
+            a0 = _mm256_add_ps(a0, g);
+            a1 = _mm256_fmadd_ps(g, xh, a1); /* g is 0 past the row */
+        }
+        sg = dl_v_hsum(a0);
+        sgx = dl_v_hsum(a1);
+        float mg = (float)(sg / n), mgx = (float)(sgx / n);
+        __m256 vmg = _mm256_set1_ps(mg), vmgx = _mm256_set1_ps(mgx);
+        for (j = 0; j < n; j += 8) {
+            int w = n - j < 8 ? n - j : 8;
+            __m256 g = _mm256_mul_ps(load_w(dyr + j, w, 0), load_w(gm ? gm + j : NULL, w, 1));
+            __m256 xh = _mm256_mul_ps(_mm256_sub_ps(load_w(xr + j, w, 0), vm), vi);
+            __m256 d = _mm256_fnmadd_ps(xh, vmgx, _mm256_sub_ps(g, vmg));
+            __m256 o = _mm256_fmadd_ps(vi, d, load_w(dxr + j, w, 0));
+            if (w == 8)
+                _mm256_storeu_ps(dxr + j, o);
+            else
+                dl_v_store_tail(dxr + j, o, w);
+        }
+#else
+        for (; j < n; j++) {
+            double g = (double)dyr[j] * (gm ? gm[j] : 1.0f);
             sg += g;
             sgx += g * ((xr[j] - mean) * invstd);
         }
-        float mg = (float)(sg / t->cols), mgx = (float)(sgx / t->cols);
-        for (int j = 0; j < t->cols; j++) {
-            float g = dyr[j] * (t->gamma ? t->gamma[j] : 1.0f);
+        float mg = (float)(sg / n), mgx = (float)(sgx / n);
+        for (j = 0; j < n; j++) {
+            float g = dyr[j] * (gm ? gm[j] : 1.0f);
             dxr[j] += invstd * (g - mg - (xr[j] - mean) * invstd * mgx);
         }
+#endif
     }
 }
 
-/* dgamma/dbeta columns [begin, end). */
+/* dgamma/dbeta columns [begin, end): each column's sums over the rows run
+ * in the same order whatever lane it lands in, so the split does not
+ * change them. Float lanes are flushed to double every 64 rows. */
 static void ln_bwd_cols(void *arg, size_t begin, size_t end)
 {
     const ln_task *t = arg;
-    for (size_t j = begin; j < end; j++) {
+    size_t j = begin;
+#ifdef DL_CPU_VMATH
+    for (; j < end; j += 8) {
+        int w = end - j < 8 ? (int)(end - j) : 8;
+        double sg[8] = {0}, sb[8] = {0};
+        for (int r0 = 0; r0 < t->rows; r0 += 64) {
+            __m256 ag = _mm256_setzero_ps(), ab = _mm256_setzero_ps();
+            int r1 = r0 + 64 < t->rows ? r0 + 64 : t->rows;
+            for (int r = r0; r < r1; r++) {
+                size_t at = (size_t)r * t->cols + j;
+                __m256 dy = load_w(t->dy + at, w, 0);
+                __m256 xh = _mm256_mul_ps(
+                    _mm256_sub_ps(load_w(t->x + at, w, 0), _mm256_set1_ps(t->smean[r])),
+                    _mm256_set1_ps(t->sinvstd[r]));
+                ag = _mm256_fmadd_ps(dy, xh, ag);
+                ab = _mm256_add_ps(ab, dy);
+            }
+            float pg[8], pb[8];
+            _mm256_storeu_ps(pg, ag);
+            _mm256_storeu_ps(pb, ab);
+            for (int k = 0; k < 8; k++) {
+                sg[k] += pg[k];
+                sb[k] += pb[k];
+            }
+        }
+        for (int k = 0; k < w; k++) {
+            if (t->dgamma)
+                t->dgamma[j + k] += (float)sg[k];
+            if (t->dbeta)
+                t->dbeta[j + k] += (float)sb[k];
+        }
+    }
+#endif
+    for (; j < end; j++) {
         double sg = 0.0, sb = 0.0;
         for (int r = 0; r < t->rows; r++) {
             float dy = t->dy[(size_t)r * t->cols + j];

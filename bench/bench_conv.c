@@ -1,0 +1,139 @@
+/* bench_conv.c - GFLOP/s of the CPU backend's convolutions at the shapes of small CNNs, against the sgemm ceiling of the same run
+ *
+ * Each shape runs forward, backward data and backward filter through the
+ * op table, as Conv2d calls them; the ceiling is OpenBLAS sgemm (on one
+ * thread, split over the pool as dl_cpu_gemm does) on a product of the
+ * same FLOPs. Run it with DLBENCH_CONV=own to time the own kernels
+ * (im2col + GEMM, direct, sparse) instead of oneDNN's.
+ *
+ * usage: bench_conv [threads]   (default 1)
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/base/clock.h"
+#include "engine/base/error.h"
+#include "engine/core/backend.h"
+#include "engine/cpu/cpu.h"
+
+typedef struct shape {
+    const char *what;
+    int n, c, h, k, r, stride, pad;
+} shape;
+
+static const shape shapes[] = {
+    {"stem 1->16 28x28", 64, 1, 28, 16, 3, 1, 1},
+    {"16->16 28x28", 64, 16, 28, 16, 3, 1, 1},
+    {"16->32 14x14", 64, 16, 14, 32, 3, 1, 1},
+    {"32->32 14x14", 64, 32, 14, 32, 3, 1, 1},
+    {"32->64 7x7 s1", 64, 32, 7, 64, 3, 1, 1},
+    {"64->64 7x7", 64, 64, 7, 64, 3, 1, 1},
+    {"1x1 32->64 s2", 64, 32, 14, 64, 1, 2, 0},
+    {"bench cnn 32->64 13x13", 128, 32, 13, 64, 3, 1, 0},
+};
+
+typedef struct bufs {
+    dl_backend *be;
+    dl_conv_desc d;
+    float *x, *w, *b, *y, *dx, *dw, *db;
+    void *ws;
+} bufs;
+
+static double best_of(bufs *B, int dir)
+{
+    double best = 1e30;
+    for (int w = 0; w < 4; w++) { /* the first window warms up */
+        int reps = 0;
+        double t0 = dl_clock_mono_s(), t;
+        do {
+            int rc = dir == 0   ? B->be->ops->conv_forward(B->be, &B->d, B->y, B->x, B->w, B->b,
+                                                           B->ws, DL_F32)
+                     : dir == 1 ? B->be->ops->conv_backward_data(B->be, &B->d, B->dx, B->y, B->w,
+                                                                 B->ws, DL_F32)
+                                : B->be->ops->conv_backward_filter(B->be, &B->d, B->dw, B->db,
+                                                                   B->y, B->x, B->ws, DL_F32);
+            DL_ASSERT(rc == DL_OK);
+            reps++;
+            t = dl_clock_mono_s() - t0;
+        } while (t < 0.15);
+        if (w > 0 && t / reps < best)
+            best = t / reps;
+    }
+    return best;
+}
+
+static float *filled(size_t n)
+{
+    float *p = aligned_alloc(64, (n * sizeof(float) + 63) / 64 * 64);
+    DL_ASSERT(p);
+    for (size_t i = 0; i < n; i++)
+        p[i] = (float)((i * 2654435761u) % 1000) * 1e-3f - 0.5f;
+    return p;
+}
+
+/* sgemm GFLOP/s at m x n x k through the backend (the ceiling). */
+static double sgemm_rate(dl_backend *be, int m, int n, int k)
+{
+    float *a = filled((size_t)m * k), *b = filled((size_t)k * n), *c = filled((size_t)m * n);
+    double best = 1e30;
+    for (int w = 0; w < 4; w++) {
+        int reps = 0;
+        double t0 = dl_clock_mono_s(), t;
+        do {
+            dl_cpu_gemm(be, 0, 0, m, n, k, 1.0f, a, k, b, n, DL_F32, 0.0f, c, n);
+            reps++;
+            t = dl_clock_mono_s() - t0;
+        } while (t < 0.15);
+        if (w > 0 && t / reps < best)
+            best = t / reps;
+    }
+    free(a), free(b), free(c);
+    return 2.0 * m * n * k / best / 1e9;
+}
+
+int main(int argc, char **argv)
+{
+    dl_backend *be = dl_backend_cpu(argc > 1 ? atoi(argv[1]) : 1);
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    char line[256];
+    while (f && fgets(line, sizeof line, f))
+        if (!strncmp(line, "model name", 10)) {
+            printf("cpu: %s", strchr(line, ':') ? strchr(line, ':') + 2 : line);
+            break;
+        }
+    if (f)
+        fclose(f);
+    const char *algo = getenv("DLBENCH_CONV");
+    printf("backend: %s; convolutions: %s\n", be->description,
+           algo && !strcmp(algo, "own") ? "own kernels (DLBENCH_CONV=own)" : "default choice");
+    double ceil = sgemm_rate(be, 512, 512, 512);
+    printf("sgemm ceiling (512^3): %.1f GFLOP/s\n\n", ceil);
+    printf("  %-24s %9s %9s %9s %9s\n", "shape (batch 64)", "fwd", "bwd data", "bwd w", "/sgemm");
+    for (size_t i = 0; i < sizeof shapes / sizeof *shapes; i++) {
+        const shape *s = &shapes[i];
+        int p = (s->h + 2 * s->pad - s->r) / s->stride + 1;
+        bufs B = {.be = be,
+                  .d = {s->n, s->c, s->h, s->h, s->k, s->r, s->r, s->stride, s->pad, p, p, 1, 1}};
+        B.x = filled((size_t)s->n * s->c * s->h * s->h);
+        B.dx = filled((size_t)s->n * s->c * s->h * s->h);
+        B.w = filled((size_t)s->k * s->c * s->r * s->r);
+        B.dw = filled((size_t)s->k * s->c * s->r * s->r);
+        B.b = filled((size_t)s->k);
+        B.db = filled((size_t)s->k);
+        B.y = filled((size_t)s->n * s->k * p * p);
+        B.ws = malloc(be->ops->conv_workspace(be, &B.d, DL_F32) + 64);
+        double flops = 2.0 * s->n * s->k * p * p * s->c * s->r * s->r, g[3];
+        for (int dir = 0; dir < 3; dir++)
+            g[dir] = flops / best_of(&B, dir) / 1e9;
+        printf("  %-24s %9.1f %9.1f %9.1f %8.0f%%\n", s->what, g[0], g[1], g[2],
+               100 * 3 / (1 / g[0] + 1 / g[1] + 1 / g[2]) / ceil);
+        printf("RESULT conv %s %s %.2f %.2f %.2f %.3f\n", s->what,
+               algo && !strcmp(algo, "own") ? "own" : "default", g[0], g[1], g[2],
+               3 / (1 / g[0] + 1 / g[1] + 1 / g[2]) / ceil);
+        void *all[] = {B.x, B.dx, B.w, B.dw, B.b, B.db, B.y, B.ws};
+        for (size_t k = 0; k < sizeof all / sizeof *all; k++)
+            free(all[k]);
+    }
+    return 0;
+}

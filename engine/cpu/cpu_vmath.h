@@ -1,0 +1,153 @@
+/* cpu_vmath.h - 8-lane AVX2 building blocks of the CPU kernels: exp, erf, tail masks, sums
+ *
+ * Only for builds that target AVX2 with FMA (the Makefile's x86-64-v3);
+ * kernels keep a scalar loop for other builds. A kernel runs its tail (the
+ * last n % 8 elements) through the same vector code with a masked load and
+ * store, so an element's result never depends on where a thread's range
+ * or a row starts: the same input gives the same bits at any thread count.
+ */
+#ifndef DL_CPU_VMATH_H
+#define DL_CPU_VMATH_H
+
+#if defined(__AVX2__) && defined(__FMA__)
+#define DL_CPU_VMATH 1
+#include <immintrin.h>
+
+/* exp of 8 floats: range reduction by ln 2 in two parts and a degree-6
+ * polynomial (Cephes' expf coefficients), within 2 ulp of expf; arguments
+ * below -87.3 (masked scores, -INFINITY) give 0, above 88.3 saturate. */
+static inline __m256 dl_v_exp(__m256 x)
+{
+    __m256 tiny = _mm256_cmp_ps(x, _mm256_set1_ps(-87.3f), _CMP_LT_OQ);
+    x = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(-87.3f)), _mm256_set1_ps(88.3f));
+    __m256 fx = _mm256_floor_ps(
+        _mm256_fmadd_ps(x, _mm256_set1_ps(1.44269504088896341f), _mm256_set1_ps(0.5f)));
+    x = _mm256_fnmadd_ps(fx, _mm256_set1_ps(0.693359375f), x);
+    x = _mm256_fnmadd_ps(fx, _mm256_set1_ps(-2.12194440e-4f), x);
+    __m256 y = _mm256_set1_ps(1.9875691500e-4f);
+    y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(1.3981999507e-3f));
+    y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(8.3334519073e-3f));
+    y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(4.1665795894e-2f));
+    y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(1.6666665459e-1f));
+    y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(5.0000001201e-1f));
+    y = _mm256_fmadd_ps(y, _mm256_mul_ps(x, x), _mm256_add_ps(x, _mm256_set1_ps(1.0f)));
+    __m256i e =
+        _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(fx), _mm256_set1_epi32(127)), 23);
+    y = _mm256_mul_ps(y, _mm256_castsi256_ps(e));
+    return _mm256_andnot_ps(tiny, y);
+}
+
+/* erf of 8 floats: x clamped to [-4, 4], then x P(x^2) / Q(x^2) with odd
+ * degree-13 and even degree-8 polynomials (the rational form used by
+ * Eigen's and XLA's float erf); within 4.3e-7 of erf everywhere (checked
+ * by tests/test_cpu_kernels.c against libm). */
+static inline __m256 dl_v_erf(__m256 x)
+{
+    x = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(-4.0f)), _mm256_set1_ps(4.0f));
+    __m256 x2 = _mm256_mul_ps(x, x);
+    __m256 p = _mm256_set1_ps(-2.72614225801306e-10f);
+    p = _mm256_fmadd_ps(p, x2, _mm256_set1_ps(2.77068142495902e-08f));
+    p = _mm256_fmadd_ps(p, x2, _mm256_set1_ps(-2.10102402082508e-06f));
+    p = _mm256_fmadd_ps(p, x2, _mm256_set1_ps(-5.69250639462346e-05f));
+    p = _mm256_fmadd_ps(p, x2, _mm256_set1_ps(-7.34990630326855e-04f));
+    p = _mm256_fmadd_ps(p, x2, _mm256_set1_ps(-2.95459980854025e-03f));
+    p = _mm256_fmadd_ps(p, x2, _mm256_set1_ps(-1.60960333262415e-02f));
+    p = _mm256_mul_ps(p, x);
+    __m256 q = _mm256_set1_ps(-1.45660718464996e-05f);
+    q = _mm256_fmadd_ps(q, x2, _mm256_set1_ps(-2.13374055278905e-04f));
+    q = _mm256_fmadd_ps(q, x2, _mm256_set1_ps(-1.68282697438203e-03f));
+    q = _mm256_fmadd_ps(q, x2, _mm256_set1_ps(-7.37332916720468e-03f));
+    q = _mm256_fmadd_ps(q, x2, _mm256_set1_ps(-1.42647390514189e-02f));
+    return _mm256_div_ps(p, q);
+}
+
+/* A mask of the first n lanes (0 <= n <= 8) for maskload / maskstore. */
+static inline __m256i dl_v_mask(int n)
+{
+    __m256i idx = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32(n), idx);
+}
+
+/* The first n lanes of p (0 <= n < 8; the others read as 0). */
+static inline __m256 dl_v_load_tail(const float *p, int n)
+{
+    return _mm256_maskload_ps(p, dl_v_mask(n));
+}
+static inline void dl_v_store_tail(float *p, __m256 v, int n)
+{
+    _mm256_maskstore_ps(p, dl_v_mask(n), v);
+}
+
+/* The sum of the 8 lanes in double, lanes in order. */
+static inline double dl_v_hsum(__m256 v)
+{
+    __m256d lo = _mm256_cvtps_pd(_mm256_castps256_ps128(v));
+    __m256d hi = _mm256_cvtps_pd(_mm256_extractf128_ps(v, 1));
+    __m256d s = _mm256_add_pd(lo, hi);
+    __m128d t = _mm_add_pd(_mm256_castpd256_pd128(s), _mm256_extractf128_pd(s, 1));
+    return _mm_cvtsd_f64(t) + _mm_cvtsd_f64(_mm_unpackhi_pd(t, t));
+}
+
+/* --- the same on 16 lanes, for CPUs with AVX-512F (callers check
+ * dl_v512_usable() and call these from functions compiled with
+ * DL_V512_TARGET). Each lane runs the very operations of the 8-lane
+ * versions, so both give the same bits. */
+#define DL_V512_TARGET __attribute__((target("avx512f")))
+
+static inline int dl_v512_usable(void)
+{
+    static int usable = -1;
+    if (usable < 0) {
+        __builtin_cpu_init();
+        usable = __builtin_cpu_supports("avx512f") ? 1 : 0;
+    }
+    return usable;
+}
+
+DL_V512_TARGET static inline __m512 dl_v512_exp(__m512 x)
+{
+    __mmask16 tiny = _mm512_cmp_ps_mask(x, _mm512_set1_ps(-87.3f), _CMP_LT_OQ);
+    x = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(-87.3f)), _mm512_set1_ps(88.3f));
+    __m512 fx = _mm512_roundscale_ps(
+        _mm512_fmadd_ps(x, _mm512_set1_ps(1.44269504088896341f), _mm512_set1_ps(0.5f)),
+        _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
+    x = _mm512_fnmadd_ps(fx, _mm512_set1_ps(0.693359375f), x);
+    x = _mm512_fnmadd_ps(fx, _mm512_set1_ps(-2.12194440e-4f), x);
+    __m512 y = _mm512_set1_ps(1.9875691500e-4f);
+    y = _mm512_fmadd_ps(y, x, _mm512_set1_ps(1.3981999507e-3f));
+    y = _mm512_fmadd_ps(y, x, _mm512_set1_ps(8.3334519073e-3f));
+    y = _mm512_fmadd_ps(y, x, _mm512_set1_ps(4.1665795894e-2f));
+    y = _mm512_fmadd_ps(y, x, _mm512_set1_ps(1.6666665459e-1f));
+    y = _mm512_fmadd_ps(y, x, _mm512_set1_ps(5.0000001201e-1f));
+    y = _mm512_fmadd_ps(y, _mm512_mul_ps(x, x), _mm512_add_ps(x, _mm512_set1_ps(1.0f)));
+    __m512i e =
+        _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(fx), _mm512_set1_epi32(127)), 23);
+    y = _mm512_mul_ps(y, _mm512_castsi512_ps(e));
+    return _mm512_maskz_mov_ps((__mmask16)~tiny, y);
+}
+
+DL_V512_TARGET static inline __m512 dl_v512_erf(__m512 x)
+{
+    x = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(-4.0f)), _mm512_set1_ps(4.0f));
+    __m512 x2 = _mm512_mul_ps(x, x);
+    __m512 p = _mm512_set1_ps(-2.72614225801306e-10f);
+    p = _mm512_fmadd_ps(p, x2, _mm512_set1_ps(2.77068142495902e-08f));
+    p = _mm512_fmadd_ps(p, x2, _mm512_set1_ps(-2.10102402082508e-06f));
+    p = _mm512_fmadd_ps(p, x2, _mm512_set1_ps(-5.69250639462346e-05f));
+    p = _mm512_fmadd_ps(p, x2, _mm512_set1_ps(-7.34990630326855e-04f));
+    p = _mm512_fmadd_ps(p, x2, _mm512_set1_ps(-2.95459980854025e-03f));
+    p = _mm512_fmadd_ps(p, x2, _mm512_set1_ps(-1.60960333262415e-02f));
+    p = _mm512_mul_ps(p, x);
+    __m512 q = _mm512_set1_ps(-1.45660718464996e-05f);
+    q = _mm512_fmadd_ps(q, x2, _mm512_set1_ps(-2.13374055278905e-04f));
+    q = _mm512_fmadd_ps(q, x2, _mm512_set1_ps(-1.68282697438203e-03f));
+    q = _mm512_fmadd_ps(q, x2, _mm512_set1_ps(-7.37332916720468e-03f));
+    q = _mm512_fmadd_ps(q, x2, _mm512_set1_ps(-1.42647390514189e-02f));
+    return _mm512_div_ps(p, q);
+}
+
+/* The first n lanes (0 <= n <= 16). */
+static inline __mmask16 dl_v512_mask(int n) { return (__mmask16)((1u << n) - 1u); }
+#endif
+
+#endif
