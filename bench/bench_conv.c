@@ -38,6 +38,7 @@ typedef struct bufs {
     dl_conv_desc d;
     float *x, *w, *b, *y, *dx, *dw, *db;
     void *ws;
+    size_t ws_bytes;
 } bufs;
 
 static double best_of(bufs *B, int dir)
@@ -47,12 +48,13 @@ static double best_of(bufs *B, int dir)
         int reps = 0;
         double t0 = dl_clock_mono_s(), t;
         do {
-            int rc = dir == 0   ? B->be->ops->conv_forward(B->be, &B->d, B->y, B->x, B->w, B->b,
-                                                           B->ws, DL_F32)
-                     : dir == 1 ? B->be->ops->conv_backward_data(B->be, &B->d, B->dx, B->y, B->w,
-                                                                 B->ws, DL_F32)
-                                : B->be->ops->conv_backward_filter(B->be, &B->d, B->dw, B->db,
-                                                                   B->y, B->x, B->ws, DL_F32);
+            int rc = dir == 0 ? B->be->ops->conv_forward(B->be, &B->d, B->y, B->x, B->w, B->b,
+                                                         B->ws, B->ws_bytes, DL_F32)
+                     : dir == 1
+                         ? B->be->ops->conv_backward_data(B->be, &B->d, B->dx, B->y, B->w, B->ws,
+                                                          B->ws_bytes, DL_F32)
+                         : B->be->ops->conv_backward_filter(B->be, &B->d, B->dw, B->db, B->y, B->x,
+                                                            B->ws, B->ws_bytes, DL_F32);
             DL_ASSERT(rc == DL_OK);
             reps++;
             t = dl_clock_mono_s() - t0;
@@ -122,7 +124,8 @@ int main(int argc, char **argv)
         B.b = filled((size_t)s->k);
         B.db = filled((size_t)s->k);
         B.y = filled((size_t)s->n * s->k * p * p);
-        B.ws = malloc(be->ops->conv_workspace(be, &B.d, DL_F32) + 64);
+        B.ws_bytes = be->ops->conv_workspace(be, &B.d, DL_F32);
+        B.ws = malloc(B.ws_bytes + 64);
         double flops = 2.0 * s->n * s->k * p * p * s->c * s->r * s->r, g[3];
         for (int dir = 0; dir < 3; dir++)
             g[dir] = flops / best_of(&B, dir) / 1e9;

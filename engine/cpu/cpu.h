@@ -73,6 +73,10 @@ int dl_cpu_dnnl_conv_wanted(const dl_conv_desc *d, dl_dtype compute);
 int dl_cpu_dnnl_conv(dl_backend *be, int dir, const dl_conv_desc *d, dl_dtype compute, float *out,
                      float *out2, const float *in, const float *in2, const float *w,
                      const float *b);
+/* The kernels oneDNN runs for d (made now if new) into buf: 1, or 0 when
+ * oneDNN does not take d. */
+int dl_cpu_dnnl_conv_describe(dl_backend *be, const dl_conv_desc *d, dl_dtype compute, char *buf,
+                              size_t size);
 void dl_cpu_dnnl_free(dl_cpu_ctx *c);
 /* cpu_conv_grouped.c: descriptors with groups > 1 or dilation > 1 (the
  * conv entry points above hand them over; same contracts). */

@@ -113,6 +113,8 @@ int dl_cpu_conv_algo(dl_backend *be, const dl_conv_desc *d, dl_dtype compute, ch
         return DL_OK;
     }
     DL_TRY(check_desc(d, compute, "conv_algo"));
+    if (dl_cpu_dnnl_conv_wanted(d, compute) && dl_cpu_dnnl_conv_describe(be, d, compute, buf, size))
+        return DL_OK;
     snprintf(buf, size, "cpu im2col + GEMM, %d images a chunk%s", chunk_images(d),
              sparse_fits(d, compute) ? "; direct kernels when dy is sparse" : "");
     return DL_OK;

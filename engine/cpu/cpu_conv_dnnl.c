@@ -26,6 +26,7 @@
 #include <dlfcn.h>
 #include <oneapi/dnnl/dnnl.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -75,6 +76,7 @@ typedef struct prim {
     dnnl_memory_desc_t u_in, u_in2, u_w, u_out;     /* the user's plain ones */
     dnnl_primitive_t r_in, r_in2, r_w, r_out;       /* user -> primitive (r_out: back) */
     size_t scratch;                                 /* the primitive's scratchpad */
+    char impl[48];                                  /* oneDNN's name of its kernel */
 } prim;
 
 typedef struct entry {
@@ -204,6 +206,7 @@ static int make_prim(dnnl_engine_t eng, const dl_conv_desc *d, int nb, int dir, 
         dnnl_primitive_desc_destroy(pd);
         return -1;
     }
+    snprintf(pr->impl, sizeof pr->impl, "%s", impl);
     static const dnnl_data_type_t plain[3] = {dnnl_f32, dnnl_f32, dnnl_f32};
     dnnl_memory_desc_t ux, uw, uy;
     if (plain_mds(d, nb, &ux, &uw, &uy, dnnl_nchw, dnnl_oihw, plain) < 0 ||
@@ -562,6 +565,20 @@ int dl_cpu_dnnl_conv(dl_backend *be, int dir, const dl_conv_desc *d, dl_dtype co
                   : 1;
 }
 
+int dl_cpu_dnnl_conv_describe(dl_backend *be, const dl_conv_desc *d, dl_dtype compute, char *buf,
+                              size_t size)
+{
+    dl_cpu_ctx *c = dl_cpu(be);
+    omp_single();
+    int chunk = chunk_for(d);
+    entry *e = engine_of(c) ? lookup(c, d, chunk, compute) : NULL;
+    if (!e)
+        return 0;
+    snprintf(buf, size, "cpu oneDNN %s (fwd), %s (data), %s (filter), %d images a chunk",
+             e->dir[FWD].impl, e->dir[BWD_DATA].impl, e->dir[BWD_W].impl, chunk);
+    return 1;
+}
+
 void dl_cpu_dnnl_free(dl_cpu_ctx *c)
 {
     struct dl_cpu_dnnl *dn = c->dnnl;
@@ -583,6 +600,11 @@ void dl_cpu_dnnl_free(dl_cpu_ctx *c)
 int dl_cpu_dnnl_conv_wanted(const dl_conv_desc *d, dl_dtype compute) { return 0; }
 int dl_cpu_dnnl_conv(dl_backend *be, int dir, const dl_conv_desc *d, dl_dtype compute, float *out,
                      float *out2, const float *in, const float *in2, const float *w, const float *b)
+{
+    return 0;
+}
+int dl_cpu_dnnl_conv_describe(dl_backend *be, const dl_conv_desc *d, dl_dtype compute, char *buf,
+                              size_t size)
 {
     return 0;
 }
