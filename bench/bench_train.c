@@ -55,10 +55,10 @@
 /* --- models (bench_models.h, shared with gpu_train.c) -------------------- */
 
 typedef enum {
-    OPT_SGD,      /* lr 0.05 (cnn 0.01), momentum 0.9 */
-    OPT_ADAM,     /* lr 1e-3 */
-    OPT_NESTEROV, /* resnet_fmnist.lua: lr 0.1, Nesterov momentum 0.9, weight decay 5e-4 */
-    OPT_ADAMW,    /* char_gpt.lua: lr 1e-3, betas 0.9/0.99, decay 0.1, clip 1.0 */
+    OPT_SGD,         /* lr 0.05 (cnn 0.01), momentum 0.9 */
+    OPT_ADAM,        /* lr 1e-3 */
+    OPT_NESTEROV,    /* resnet_fmnist.lua: lr 0.1, Nesterov momentum 0.9, weight decay 5e-4 */
+    OPT_ADAMW,       /* char_gpt.lua: lr 1e-3, betas 0.9/0.99, decay 0.1, clip 1.0 */
     OPT_ADAMW_PLAIN, /* cnn-user: lr 1e-3, PyTorch's betas, decay 0.01 */
 } opt_kind;
 
