@@ -442,10 +442,11 @@ static void test_conv_threads(void)
         dl_backend *be = dl_backend_cpu_create(k == 0 ? 1 : 3);
         float *y = out[k][0] = malloc(ny * 4), *dx = out[k][1] = calloc(nx, 4);
         float *dw = out[k][2] = calloc(nw, 4), *db = out[k][3] = calloc((size_t)d.k, 4);
-        void *ws = malloc(be->ops->conv_workspace(be, &d, DL_F32) + 1);
-        CHECK_OK(be->ops->conv_forward(be, &d, y, x, w, NULL, ws, DL_F32));
-        CHECK_OK(be->ops->conv_backward_data(be, &d, dx, dy, w, ws, DL_F32));
-        CHECK_OK(be->ops->conv_backward_filter(be, &d, dw, db, dy, x, ws, DL_F32));
+        size_t wsb = be->ops->conv_workspace(be, &d, DL_F32);
+        void *ws = malloc(wsb + 1);
+        CHECK_OK(be->ops->conv_forward(be, &d, y, x, w, NULL, ws, wsb, DL_F32));
+        CHECK_OK(be->ops->conv_backward_data(be, &d, dx, dy, w, ws, wsb, DL_F32));
+        CHECK_OK(be->ops->conv_backward_filter(be, &d, dw, db, dy, x, ws, wsb, DL_F32));
         free(ws);
         dl_backend_cpu_destroy(be);
     }
