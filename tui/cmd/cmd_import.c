@@ -163,8 +163,7 @@ static void print_skips(const dl_images_report *rep)
     for (int i = 0; i < rep->shown; i++)
         fprintf(stderr, "  %s\n", rep->what[i]);
     if (rep->skipped > (size_t)rep->shown)
-        fprintf(stderr, "  ... and %zu more (--strict stops at the first)\n",
-                rep->skipped - (size_t)rep->shown);
+        fprintf(stderr, "  ... and %zu more\n", rep->skipped - (size_t)rep->shown);
 }
 
 /* An image folder, decoded on --workers threads; Ctrl-C stops it. */
