@@ -39,6 +39,7 @@ typedef struct import_job {
     int height, width, channels;  /* --size, --channels */
     int workers, strict;          /* --workers, --strict */
     int images;                   /* SRC was an image folder */
+    int regression;               /* --regression */
     float noise;
     uint64_t seed;
     dl_import im;
@@ -206,7 +207,10 @@ static int load_source(import_job *job, const char *src)
     if (ends_with(src, ".csv.gz"))
         return dl_error(DL_EINVAL, "%s: gzipped CSV is not supported; gunzip it first", src);
     if (ends_with(src, ".csv"))
-        return dl_import_csv_load(im, src, job->label);
+        return job->regression ? dl_import_csv_load_targets(im, src, job->label)
+                               : dl_import_csv_load(im, src, job->label);
+    if (job->regression)
+        return dl_error(DL_EINVAL, "%s: --regression applies to a CSV file", src);
     return dl_import_idx_images(im, job->split_name, src);
 }
 
@@ -397,6 +401,7 @@ static int take_option(import_job *job, const dl_opt *o, const char *val)
     case DL_OPT_NOISE: return parse_noise(job, val);
     case DL_OPT_SIZE: return parse_size(job, val);
     case DL_OPT_STRICT: job->strict = 1; break;
+    case DL_OPT_REGRESSION: job->regression = 1; break;
     case DL_OPT_CHANNELS:
         if (strcmp(val, "1") && strcmp(val, "3"))
             return fail_input("--channels \"%s\": expected 1 (grey) or 3 (RGB)", val);

@@ -87,7 +87,8 @@ enum {
     DL_OPT_SIZE,
     DL_OPT_CHANNELS,
     DL_OPT_WORKERS,
-    DL_OPT_STRICT
+    DL_OPT_STRICT,
+    DL_OPT_REGRESSION
 };
 
 typedef int (*dl_command_fn)(const dl_command *self, int argc, char **argv);

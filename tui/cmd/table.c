@@ -172,6 +172,8 @@ static const dl_opt import_opts[] = {
      "--text: ids are the bytes, or the UTF-8 characters seen (default chars)", 0},
     {DL_OPT_LABEL, "--label", NULL, "COLUMN",
      "CSV: the label column (name, or 0-based index); CIFAR-100: fine|coarse (default fine)", 0},
+    {DL_OPT_REGRESSION, "--regression", NULL, NULL,
+     "CSV: the --label column is f32 targets (for nn.MSE), even when its values are integers", 0},
     {DL_OPT_VAL_FRACTION, "--val-fraction", NULL, "F",
      "move a random fraction F of /train to /val (images: F of each class; --text: the last "
      "F of each file's tokens to /test, default 0.1)",
