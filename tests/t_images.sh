@@ -142,6 +142,9 @@ assert (g["y"][:] == want_y).all(), list(g["y"][:])
 assert [s.decode() for s in g.attrs["class_names"]] == classes == ["ant", "moth", "zebra"]
 assert g.attrs["classes"] == 3 and abs(g.attrs["scale"] - 1 / 255) < 1e-9
 assert g.attrs["source"][0].decode().endswith("/f1")
+px = g["x"][:].astype(np.float64) / 255  # the per-channel statistics the writer sums as integers
+assert np.allclose(g.attrs["mean"], px.mean(axis=(0, 2, 3)), atol=1e-6), g.attrs["mean"]
+assert np.allclose(g.attrs["std"], px.std(axis=(0, 2, 3)), atol=1e-5), g.attrs["std"]
 PYEOF
 fi
 "$DLBENCH" import --inspect "$OUT/f1.h5" >"$OUT/inspect.log" 2>&1

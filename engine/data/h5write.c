@@ -21,12 +21,22 @@ static int channel_stats(const dl_dataset *d, float *mean, float *std)
     size_t per = (size_t)dl_shape_numel(&in->sample), plane = per / (size_t)ch;
     for (int c = 0; c < ch; c++) {
         double s = 0, s2 = 0;
-        for (size_t i = 0; i < in->count; i++)
+        for (size_t i = 0; i < in->count && in->x_dtype == DL_U8; i++) {
+            /* u8 (images): exact integer sums, one plane at a time */
+            const uint8_t *px = (const uint8_t *)d->x + i * per + (size_t)c * plane;
+            uint64_t a = 0, a2 = 0;
+            for (size_t p = 0; p < plane; p++) {
+                a += px[p];
+                a2 += (uint32_t)px[p] * px[p];
+            }
+            s += (double)a;
+            s2 += (double)a2;
+        }
+        for (size_t i = 0; i < in->count && in->x_dtype != DL_U8; i++)
             for (size_t p = 0; p < plane; p++) {
                 size_t k = i * per + (size_t)c * plane + p;
-                double v = in->x_dtype == DL_U8    ? ((const uint8_t *)d->x)[k]
-                           : in->x_dtype == DL_I32 ? ((const int32_t *)d->x)[k]
-                                                   : ((const float *)d->x)[k];
+                double v =
+                    in->x_dtype == DL_I32 ? ((const int32_t *)d->x)[k] : ((const float *)d->x)[k];
                 s += v;
                 s2 += v * v;
             }

@@ -365,6 +365,20 @@ void dl_image_to_chw(const dl_image *img, uint8_t *out)
 {
     size_t np = (size_t)img->width * (size_t)img->height;
     int c = img->channels;
+    if (c == 1) {
+        memcpy(out, img->px, np);
+        return;
+    }
+    if (c == 3) { /* one pass over the pixels, three planes written */
+        uint8_t *r = out, *g = out + np, *b = out + 2 * np;
+        const uint8_t *p = img->px;
+        for (size_t i = 0; i < np; i++, p += 3) {
+            r[i] = p[0];
+            g[i] = p[1];
+            b[i] = p[2];
+        }
+        return;
+    }
     for (int ch = 0; ch < c; ch++)
         for (size_t i = 0; i < np; i++)
             out[(size_t)ch * np + i] = img->px[i * (size_t)c + (size_t)ch];

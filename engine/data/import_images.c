@@ -301,12 +301,12 @@ static int decode_all(job *j)
     if (started == 0)
         worker(j); /* no thread: decode here */
     size_t done;
-    while ((done = atomic_load(&j->done)) < j->nall && started > 0) {
+    for (int tick = 0; (done = atomic_load(&j->done)) < j->nall && started > 0; tick++) {
         if (j->o->cancel && *j->o->cancel)
             break;
-        if (j->o->progress)
+        if (j->o->progress && tick % 50 == 0) /* every 100 ms */
             j->o->progress(j->o->ctx, done, j->nall);
-        sleep_ms(100);
+        sleep_ms(2);
     }
     for (int i = 0; i < started; i++)
         pthread_join(th[i], NULL);
@@ -437,14 +437,17 @@ static int build_split(job *j, dl_import *im, const split_files *s, const char *
         entry *e = &s->e[i];
         if (e->rc < 0 || e->val != val)
             continue;
-        dl_image conv = {0};
-        int rc = dl_image_convert(&conv, &e->img, c);
-        if (rc < 0) {
-            dl_dataset_done(&out->d);
-            return rc;
+        if (e->img.channels != c) {
+            dl_image conv = {0};
+            int rc = dl_image_convert(&conv, &e->img, c);
+            if (rc < 0) {
+                dl_dataset_done(&out->d);
+                return rc;
+            }
+            dl_image_done(&e->img);
+            e->img = conv;
         }
-        dl_image_to_chw(&conv, x + row * per);
-        dl_image_done(&conv);
+        dl_image_to_chw(&e->img, x + row * per);
         dl_image_done(&e->img);
         y[row++] = e->label;
     }
