@@ -283,7 +283,12 @@ assert g["x"].shape == (4, 3, 12, 12) and list(g["y"][:]) == [0, 0, 0, 1], (g["x
 assert [s.decode() for s in g.attrs["class_names"]] == ["good", "mixed"]
 PYEOF
 fi
-rm -f "$OUT/strict.h5"
+# a FIFO and a dangling link: skipped without being opened (a FIFO would block)
+mkfifo "$OUT/bad/good/zz.fifo" && ln -s "$OUT/nowhere.png" "$OUT/bad/good/zz_link.png"
+imp images_special_files 0 "$OUT/bad" "$OUT/special.h5" &&
+    { grep -q "skipped $((nbad + 2)) entries (imported 4 images)" "$OUT/images_special_files.log" &&
+        pass images_special_files || fail images_special_files "$(head -c 500 "$OUT/images_special_files.log")"; }
+rm -f "$OUT/bad/good/zz.fifo" "$OUT/bad/good/zz_link.png" "$OUT/strict.h5"
 if imp images_strict 2 "$OUT/bad" "$OUT/strict.h5" --strict; then
     if grep -q "empty: empty class folder (--strict)" "$OUT/images_strict.log" && [ ! -e "$OUT/strict.h5" ] &&
         [ ! -e "$OUT/strict.h5.tmp" ]; then

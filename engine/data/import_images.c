@@ -178,7 +178,15 @@ static int scan_class(job *j, split_files *s, const char *cdir, int label)
     for (size_t i = 0; i < n && rc == DL_OK; i++) {
         char p[1400];
         snprintf(p, sizeof p, "%s/%s", cdir, names[i]);
-        rc = is_dir(p) ? skip(j, "%s: a folder inside a class folder", p) : add_entry(s, p, label);
+        struct stat st;
+        if (stat(p, &st) != 0)
+            rc = skip(j, "%s: %s", p, strerror(errno)); /* a dangling link */
+        else if (S_ISDIR(st.st_mode))
+            rc = skip(j, "%s: a folder inside a class folder", p);
+        else if (!S_ISREG(st.st_mode))
+            rc = skip(j, "%s: not a regular file", p); /* a FIFO would block the reader */
+        else
+            rc = add_entry(s, p, label);
     }
     free_list(names, n);
     return rc;
