@@ -251,7 +251,7 @@ static const dl_command table[] = {
      "--synthetic spirals|blobs [options] OUT.h5\n"
      "--text FILE|DIR... OUT.h5 [--vocab bytes|chars] [--val-fraction F]\n"
      "--inspect FILE.h5",
-     "IDX, CIFAR, CSV or text into HDF5 (--synthetic NAME too)", import_opts,
+     "IDX, CIFAR, image folders, CSV or text into HDF5 (--synthetic NAME too)", import_opts,
      "IDX files are train-/t10k-images-idx3-ubyte and -labels-idx1-ubyte, gzipped or not. "
      "CIFAR-10 is data_batch_1..5.bin and test_batch.bin, CIFAR-100 train.bin and test.bin "
      "(class names from batches.meta.txt, fine_label_names.txt or coarse_label_names.txt). "
