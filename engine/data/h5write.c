@@ -69,6 +69,7 @@ static int write_dataset(const char *path, const char *where, hid_t grp, const c
     DL_H5_TRY(DL_ERR, sp, "%s: writing %s", path, where);
     hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
     H5Pset_chunk(dcpl, rank, chunk);
+    H5Pset_obj_track_times(dcpl, 0); /* no timestamps: the same import gives the same bytes */
     if (gzip > 0) {
         H5Pset_shuffle(dcpl);
         H5Pset_deflate(dcpl, (unsigned)gzip);
@@ -140,7 +141,10 @@ static int write_split(const char *path, hid_t file, const dl_import *im, const 
 {
     char where[32];
     snprintf(where, sizeof where, "/%s", s->name);
-    hid_t g = H5Gcreate2(file, where, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    hid_t gcpl = H5Pcreate(H5P_GROUP_CREATE);
+    H5Pset_obj_track_times(gcpl, 0);
+    hid_t g = H5Gcreate2(file, where, H5P_DEFAULT, gcpl, H5P_DEFAULT);
+    H5Pclose(gcpl);
     DL_H5_TRY(DL_ERR, g, "%s: writing %s", path, where);
     int rc = write_xy(path, where, g, s, chunk, gzip);
     if (rc == DL_OK)
