@@ -24,13 +24,16 @@ static int channel_stats(const dl_dataset *d, float *mean, float *std)
         for (size_t i = 0; i < in->count && in->x_dtype == DL_U8; i++) {
             /* u8 (images): exact integer sums, one plane at a time */
             const uint8_t *px = (const uint8_t *)d->x + i * per + (size_t)c * plane;
-            uint64_t a = 0, a2 = 0;
-            for (size_t p = 0; p < plane; p++) {
-                a += px[p];
-                a2 += (uint32_t)px[p] * px[p];
+            for (size_t p0 = 0; p0 < plane; p0 += 65536) { /* 32-bit sums cannot overflow */
+                size_t p1 = plane - p0 < 65536 ? plane : p0 + 65536;
+                uint32_t a = 0, a2 = 0;
+                for (size_t p = p0; p < p1; p++) {
+                    a += px[p];
+                    a2 += (uint32_t)px[p] * px[p];
+                }
+                s += (double)a;
+                s2 += (double)a2;
             }
-            s += (double)a;
-            s2 += (double)a2;
         }
         for (size_t i = 0; i < in->count && in->x_dtype != DL_U8; i++)
             for (size_t p = 0; p < plane; p++) {
