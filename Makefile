@@ -4,14 +4,14 @@
 BUILD    ?= build
 PREFIX   ?= /usr/local
 CC       ?= cc
-PKGS     := lua5.4 hdf5 openblas libcjson ncursesw
+PKGS     := lua5.4 hdf5 openblas libcjson ncursesw libpng
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 
 WARN     := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wno-unused-parameter
 OPT      ?= -O2 -march=x86-64-v3 -g
 CFLAGS   := -std=c11 -D_GNU_SOURCE $(OPT) $(WARN) -pthread -I. $(PKG_CFLAGS) $(EXTRA_CFLAGS)
-LDLIBS   := $(PKG_LIBS) -lz -ldl -lm -pthread
+LDLIBS   := $(PKG_LIBS) -ljpeg -lz -ldl -lm -pthread
 ifeq ($(WERROR),1)
 CFLAGS   += -Werror
 endif

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""bench_data.py - the peers of bench_data.c: h5py random batches, numpy gather, sequential read.
+"""bench_data.py - the peers of bench_data.c: h5py random batches, numpy gather against numpy copy, sequential read.
 
 usage: /usr/bin/python3 bench/bench_data.py [FILE.h5] [seconds per case]
 Batches of 128 x 784 u8 from /train, as in bench_data.c.
@@ -23,6 +23,7 @@ def run(what, fn, nbytes):
         n += 1
     dt = time.perf_counter() - t0
     print(f"{what:38s} {n / dt:9.0f} batches/s {n * nbytes / dt / 1e9:7.2f} GB/s")
+    return n * nbytes / dt / 1e9
 
 
 with h5py.File(path, "r") as f:
@@ -38,4 +39,18 @@ with h5py.File(path, "r") as f:
           f"{x.nbytes / best / 1e9:7.2f} GB/s")
     # h5py needs increasing indices for a point selection
     run("h5py random batches", lambda: dx[np.sort(rng.choice(count, B, replace=False))], B * row)
-run("numpy gather of random rows (memory)", lambda: x[rng.integers(0, count, B)], B * row)
+nb = count // B
+buf = np.empty((B, row), np.uint8)
+flat = x.reshape(count, row)
+k = [0]
+
+
+def seq_copy():
+    i = k[0] % nb
+    np.copyto(buf, flat[i * B:(i + 1) * B])
+    k[0] += 1
+
+
+copy_gbs = run("numpy copy of sequential batches", seq_copy, B * row)
+gather_gbs = run("numpy gather of random rows (memory)", lambda: x[rng.integers(0, count, B)], B * row)
+print(f"{'numpy gather / numpy copy':38s} {'':9s}            {100 * gather_gbs / copy_gbs:6.1f}%")

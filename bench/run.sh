@@ -11,7 +11,8 @@
 # and the summary. Raw result lines are kept in $BUILD/bench/results.txt.
 #
 # Environment: BUILD (build), BENCH_QUICK=1 (no accuracy run), BENCH_WB=0 (no
-# workbench overhead), BENCH_TUNE=0 (no tuner comparison),
+# workbench overhead), BENCH_TUNE=0 (no tuner comparison), BENCH_IMAGES=0 (no image
+# import comparison; BENCH_IMAGES_N files per set, default 1500),
 # BENCH_MODELS ("mlp-sgd mlp-adam tiny-mlp cnn mlp-bf16 resnet char-gpt"; resnet is
 # scripts/resnet_fmnist.lua's network, char-gpt scripts/char_gpt.lua's on synthetic
 # tokens at batch 32, ~1.5 minutes each at 1 and 2 threads), BENCH_THREADS ("1 2"),
@@ -135,6 +136,16 @@ if [ -f bench/bench_data.py ]; then
         "$PY" bench/bench_data.py || echo "  (bench_data.py exited with status $?)"
     else
         echo "  skipped: $PY not found"
+    fi
+fi
+# image-folder import against Pillow decoding the same files (BENCH_IMAGES=0 skips; ~1 minute)
+if [ "${BENCH_IMAGES:-1}" != 0 ] && [ -f bench/bench_images.py ] && [ -x "$BUILD/dlbench" ]; then
+    echo "== image-folder import (bench/bench_images.py against Pillow)"
+    if [ -x "$PY" ] && "$PY" -c 'import PIL.Image, numpy' 2>/dev/null; then
+        "$PY" bench/bench_images.py "$BUILD/dlbench" "${BENCH_IMAGES_N:-1500}" "$REPS" | tee -a "$results" |
+            sed 's/^/  /' || echo "  (bench_images.py failed)"
+    else
+        echo "  skipped: $PY with Pillow and numpy (python3-pil, python3-numpy) not found"
     fi
 fi
 

@@ -4,8 +4,8 @@
 # the benchmark peers (PyTorch, h5py, Optuna).
 set -eu
 build=(build-essential pkg-config liblua5.4-dev lua5.4 libhdf5-dev hdf5-tools libopenblas-dev
-       libcjson-dev libncurses-dev zlib1g-dev libdnnl-dev dataset-fashion-mnist tmux
-       libopenmpi-dev openmpi-bin clang libclang-rt-14-dev valgrind python3 clang-format fortunes)
+       libcjson-dev libncurses-dev zlib1g-dev libpng-dev libjpeg62-turbo-dev libdnnl-dev dataset-fashion-mnist tmux
+       libopenmpi-dev openmpi-bin clang libclang-rt-14-dev valgrind python3 python3-pil clang-format fortunes)
 bench=(python3-torch python3-h5py python3-optuna python3-numpy)
 want=("${build[@]}")
 [ "${1:-}" = "--no-bench" ] || want+=("${bench[@]}")

@@ -21,12 +21,25 @@ static int channel_stats(const dl_dataset *d, float *mean, float *std)
     size_t per = (size_t)dl_shape_numel(&in->sample), plane = per / (size_t)ch;
     for (int c = 0; c < ch; c++) {
         double s = 0, s2 = 0;
-        for (size_t i = 0; i < in->count; i++)
+        for (size_t i = 0; i < in->count && in->x_dtype == DL_U8; i++) {
+            /* u8 (images): exact integer sums, one plane at a time */
+            const uint8_t *px = (const uint8_t *)d->x + i * per + (size_t)c * plane;
+            for (size_t p0 = 0; p0 < plane; p0 += 65536) { /* 32-bit sums cannot overflow */
+                size_t p1 = plane - p0 < 65536 ? plane : p0 + 65536;
+                uint32_t a = 0, a2 = 0;
+                for (size_t p = p0; p < p1; p++) {
+                    a += px[p];
+                    a2 += (uint32_t)px[p] * px[p];
+                }
+                s += (double)a;
+                s2 += (double)a2;
+            }
+        }
+        for (size_t i = 0; i < in->count && in->x_dtype != DL_U8; i++)
             for (size_t p = 0; p < plane; p++) {
                 size_t k = i * per + (size_t)c * plane + p;
-                double v = in->x_dtype == DL_U8    ? ((const uint8_t *)d->x)[k]
-                           : in->x_dtype == DL_I32 ? ((const int32_t *)d->x)[k]
-                                                   : ((const float *)d->x)[k];
+                double v =
+                    in->x_dtype == DL_I32 ? ((const int32_t *)d->x)[k] : ((const float *)d->x)[k];
                 s += v;
                 s2 += v * v;
             }
@@ -59,6 +72,7 @@ static int write_dataset(const char *path, const char *where, hid_t grp, const c
     DL_H5_TRY(DL_ERR, sp, "%s: writing %s", path, where);
     hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
     H5Pset_chunk(dcpl, rank, chunk);
+    H5Pset_obj_track_times(dcpl, 0); /* no timestamps: the same import gives the same bytes */
     if (gzip > 0) {
         H5Pset_shuffle(dcpl);
         H5Pset_deflate(dcpl, (unsigned)gzip);
@@ -130,7 +144,10 @@ static int write_split(const char *path, hid_t file, const dl_import *im, const 
 {
     char where[32];
     snprintf(where, sizeof where, "/%s", s->name);
-    hid_t g = H5Gcreate2(file, where, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    hid_t gcpl = H5Pcreate(H5P_GROUP_CREATE);
+    H5Pset_obj_track_times(gcpl, 0);
+    hid_t g = H5Gcreate2(file, where, H5P_DEFAULT, gcpl, H5P_DEFAULT);
+    H5Pclose(gcpl);
     DL_H5_TRY(DL_ERR, g, "%s: writing %s", path, where);
     int rc = write_xy(path, where, g, s, chunk, gzip);
     if (rc == DL_OK)

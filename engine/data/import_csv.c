@@ -22,6 +22,7 @@ typedef struct csv_doc {
     char **fields; /* [MAXF] scratch for csv_fields */
     char **header; /* [ncol] names, NULL without a header row */
     int ncol, label_col;
+    int regression; /* the label column is f32 targets, whatever its values */
 } csv_doc;
 
 /* The parsed rows: x [n, ncol - 1]; the label column as numbers (when
@@ -230,6 +231,9 @@ static int parse_row(const csv_doc *c, csv_rows *rows, size_t r)
         if (col == c->label_col) {
             rows->ys[r] = c->fields[col];
             rows->numeric &= parse_number(fv, &rows->yv[r]);
+            if (c->regression && !rows->numeric)
+                return dl_error(DL_EINVAL, "%s:%d: target \"%.40s\" is not a number (--regression)",
+                                c->path, c->lineno[li], fv);
             rows->integral &= rows->numeric && rows->yv[r] >= 0 && rows->yv[r] < 1e6 &&
                               rows->yv[r] == floor(rows->yv[r]);
             continue;
@@ -307,7 +311,7 @@ static int set_labels(dl_import *im, const csv_doc *c, const csv_rows *rows, dl_
 {
     size_t n = rows->n;
     dl_data_info *info = &d->info;
-    if (rows->numeric && !rows->integral) {
+    if (rows->numeric && (!rows->integral || c->regression)) {
         float *y = malloc(n * sizeof *y);
         if (!y)
             return dl_error(DL_ENOMEM, "%s: out of memory", c->path);
@@ -338,14 +342,14 @@ static int set_labels(dl_import *im, const csv_doc *c, const csv_rows *rows, dl_
     return DL_OK;
 }
 
-int dl_import_csv_load(dl_import *im, const char *path, const char *label)
+static int load_csv(dl_import *im, const char *path, const char *label, int regression)
 {
     if (!label)
         return dl_error(DL_EINVAL, "%s: a CSV file needs --label COLUMN", path);
     dl_import_split *s = dl_import_next_split(im, "train");
     if (!s)
         return dl_error(DL_EINVAL, "%s: too many splits", path);
-    csv_doc c = {.path = path};
+    csv_doc c = {.path = path, .regression = regression};
     csv_rows rows = {0};
     int rc = read_text(&c);
     if (rc == DL_OK && (rc = split_lines(&c)) == DL_OK && (rc = find_columns(&c, label)) == DL_OK)
@@ -370,4 +374,14 @@ int dl_import_csv_load(dl_import *im, const char *path, const char *label)
     rows_done(&rows);
     doc_done(&c);
     return rc;
+}
+
+int dl_import_csv_load(dl_import *im, const char *path, const char *label)
+{
+    return load_csv(im, path, label, 0);
+}
+
+int dl_import_csv_load_targets(dl_import *im, const char *path, const char *label)
+{
+    return load_csv(im, path, label, 1);
 }

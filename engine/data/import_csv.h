@@ -16,4 +16,9 @@
  * im->origin. */
 int dl_import_csv_load(dl_import *im, const char *path, const char *label);
 
+/* As dl_import_csv_load, but the label column is always f32 regression
+ * targets (y f32 [rows], no classes), integers too; a target that is not
+ * a finite number is DL_EINVAL "path:line: target ... is not a number". */
+int dl_import_csv_load_targets(dl_import *im, const char *path, const char *label);
+
 #endif

@@ -1,5 +1,6 @@
 /* cmd_import.c - `dlbench import`: arguments, the choice of importer, the summary */
 #include <errno.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,6 +18,7 @@
 #include "engine/data/import_cifar.h"
 #include "engine/data/import_csv.h"
 #include "engine/data/import_idx.h"
+#include "engine/data/import_images.h"
 #include "engine/data/import_text.h"
 #include "engine/data/inspect.h"
 #include "tui/cmd/commands.h"
@@ -34,6 +36,10 @@ typedef struct import_job {
     int classes, gzip;
     int text, chars, vocab_given; /* --text, --vocab chars, --vocab seen */
     int inspect;                  /* --inspect */
+    int height, width, channels;  /* --size, --channels */
+    int workers, strict;          /* --workers, --strict */
+    int images;                   /* SRC was an image folder */
+    int regression;               /* --regression */
     float noise;
     uint64_t seed;
     dl_import im;
@@ -109,12 +115,91 @@ static int check_output(const char *out)
     return 0;
 }
 
-/* SRC: a folder of CIFAR batches or IDX files, a CSV file or an IDX images file. */
+/* Set by SIGINT / SIGTERM while an image folder is imported. */
+static volatile sig_atomic_t interrupted;
+
+static void on_interrupt(int sig)
+{
+    (void)sig;
+    interrupted = 1;
+}
+
+/* A bar on a terminal, else a line every 5 s (stderr). */
+static void image_progress(void *ctx, size_t done, size_t total)
+{
+    static double last;
+    double now = dl_clock_mono_s();
+    int tty = ctx != NULL;
+    if (done < total && now - last < (tty ? 0.1 : 5.0))
+        return;
+    if (last == 0 && !tty) {
+        last = now; /* the first line after 5 s, not at once */
+        return;
+    }
+    last = now;
+    double f = total ? (double)done / (double)total : 1;
+    if (tty) {
+        char bar[31];
+        int k = (int)(f * 30);
+        for (int i = 0; i < 30; i++)
+            bar[i] = i < k ? '#' : '.';
+        bar[30] = 0;
+        fprintf(stderr, "\rdecoding [%s] %zu/%zu images ", bar, done, total);
+        if (done == total)
+            fprintf(stderr, "\r\033[K");
+    } else if (done < total) {
+        fprintf(stderr, "dlbench import: decoded %zu of %zu images (%.0f%%)\n", done, total,
+                100 * f);
+    }
+    fflush(stderr);
+}
+
+/* The skipped entries' count and the first few, on stderr. */
+static void print_skips(const dl_images_report *rep)
+{
+    if (rep->skipped == 0)
+        return;
+    fprintf(stderr, "dlbench import: skipped %zu entr%s (imported %zu images):\n", rep->skipped,
+            rep->skipped == 1 ? "y" : "ies", rep->images);
+    for (int i = 0; i < rep->shown; i++)
+        fprintf(stderr, "  %s\n", rep->what[i]);
+    if (rep->skipped > (size_t)rep->shown)
+        fprintf(stderr, "  ... and %zu more\n", rep->skipped - (size_t)rep->shown);
+}
+
+/* An image folder, decoded on --workers threads; Ctrl-C stops it. */
+static int load_images(import_job *job, const char *src)
+{
+    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+    dl_images_options o = {.height = job->height,
+                           .width = job->width,
+                           .channels = job->channels,
+                           .val_fraction = job->val_fraction,
+                           .seed = job->seed,
+                           .workers = job->workers ? job->workers
+                                      : ncpu < 1   ? 1
+                                      : ncpu > 8   ? 8
+                                                   : (int)ncpu,
+                           .strict = job->strict,
+                           .progress = image_progress,
+                           .ctx = isatty(2) ? (void *)stderr : NULL,
+                           .cancel = &interrupted};
+    dl_images_report rep;
+    job->images = 1;
+    job->val_fraction = 0; /* taken here, per class */
+    int rc = dl_import_images_dir(&job->im, src, &o, &rep);
+    print_skips(&rep);
+    return rc;
+}
+
+/* SRC: a folder of CIFAR batches, images or IDX files, a CSV file or an IDX images file. */
 static int load_source(import_job *job, const char *src)
 {
     dl_import *im = &job->im;
     if (is_dir(src) && dl_import_cifar_kind(src))
         return dl_import_cifar_dir(im, src, job->label);
+    if (is_dir(src) && dl_import_images_is_folder(src))
+        return load_images(job, src);
     if (is_dir(src))
         return dl_import_idx_dir(im, src);
     if (!is_file(src))
@@ -122,7 +207,10 @@ static int load_source(import_job *job, const char *src)
     if (ends_with(src, ".csv.gz"))
         return dl_error(DL_EINVAL, "%s: gzipped CSV is not supported; gunzip it first", src);
     if (ends_with(src, ".csv"))
-        return dl_import_csv_load(im, src, job->label);
+        return job->regression ? dl_import_csv_load_targets(im, src, job->label)
+                               : dl_import_csv_load(im, src, job->label);
+    if (job->regression)
+        return dl_error(DL_EINVAL, "%s: --regression applies to a CSV file", src);
     return dl_import_idx_images(im, job->split_name, src);
 }
 
@@ -145,8 +233,13 @@ static int load(import_job *job, int npos, char **pos)
         dl_command_usage(this_cmd, stderr);
         return DL_EXIT_USAGE;
     }
+    if (rc < 0 && interrupted)
+        return fprintf(stderr, "dlbench import: interrupted; nothing written\n"),
+               DL_EXIT_INTERRUPTED;
     if (rc < 0)
         return report(rc);
+    if (!job->images && (job->height || job->channels || job->workers || job->strict))
+        return fail_input("--size, --channels, --workers and --strict apply to image folders");
     if (job->split_name && npos != 3 && (npos != 2 || job->im.nsplits != 1))
         return fail_input("--split applies to a single IDX pair");
     return 0;
@@ -182,10 +275,14 @@ static int run_import(import_job *job, int npos, char **pos)
     if (snprintf(tmp, sizeof tmp, "%s.tmp", out) >= (int)sizeof tmp)
         return fail_input("%s: path too long", out);
     rc = dl_h5write_import(tmp, &job->im, job->chunk, job->gzip);
-    if (rc < 0)
+    if (rc < 0 || interrupted)
         unlink(tmp);
     else
         rc = dl_fs_commit(tmp, out);
+    if (interrupted) {
+        fprintf(stderr, "dlbench import: interrupted; %s not written\n", out);
+        return DL_EXIT_INTERRUPTED;
+    }
     if (rc < 0) {
         fprintf(stderr, "dlbench import: %s\n", dl_error_message());
         return 1;
@@ -254,6 +351,20 @@ static int parse_fraction(import_job *job, const char *val)
     return -1;
 }
 
+/* --size HxW (or one number for a square). */
+static int parse_size(import_job *job, const char *val)
+{
+    char *end;
+    long h = strtol(val, &end, 10), w = h;
+    if (*end == 'x' || *end == 'X')
+        w = strtol(end + 1, &end, 10);
+    if (*end || h < 1 || w < 1 || h > 32768 || w > 32768)
+        return fail_input("--size \"%s\": expected HxW (e.g. 32x32), sides 1..32768", val);
+    job->height = (int)h;
+    job->width = (int)w;
+    return -1;
+}
+
 static int parse_noise(import_job *job, const char *val)
 {
     char *end;
@@ -288,6 +399,18 @@ static int take_option(import_job *job, const dl_opt *o, const char *val)
         break;
     case DL_OPT_VAL_FRACTION: return parse_fraction(job, val);
     case DL_OPT_NOISE: return parse_noise(job, val);
+    case DL_OPT_SIZE: return parse_size(job, val);
+    case DL_OPT_STRICT: job->strict = 1; break;
+    case DL_OPT_REGRESSION: job->regression = 1; break;
+    case DL_OPT_CHANNELS:
+        if (strcmp(val, "1") && strcmp(val, "3"))
+            return fail_input("--channels \"%s\": expected 1 (grey) or 3 (RGB)", val);
+        job->channels = atoi(val);
+        break;
+    case DL_OPT_WORKERS:
+        bad = parse_long(o->name, val, 1, 64, &v);
+        job->workers = (int)v;
+        break;
     case DL_OPT_SAMPLES: bad = parse_long(o->name, val, 4, 100000000, &job->samples); break;
     case DL_OPT_CLASSES:
         bad = parse_long(o->name, val, 2, 1000, &v);
@@ -358,7 +481,14 @@ int dl_cmd_import(const dl_command *self, int argc, char **argv)
             dl_command_usage(this_cmd, stderr);
             status = DL_EXIT_USAGE;
         } else {
+            struct sigaction sa = {0}, old_int, old_term;
+            sa.sa_handler = on_interrupt;
+            sigemptyset(&sa.sa_mask);
+            sigaction(SIGINT, &sa, &old_int);
+            sigaction(SIGTERM, &sa, &old_term);
             status = run_import(job, npos, pos);
+            sigaction(SIGINT, &old_int, NULL);
+            sigaction(SIGTERM, &old_term, NULL);
         }
     }
     dl_import_done(&job->im);

@@ -83,7 +83,12 @@ enum {
     DL_OPT_NOISE,
     DL_OPT_CHUNK,
     DL_OPT_GZIP,
-    DL_OPT_INSPECT
+    DL_OPT_INSPECT,
+    DL_OPT_SIZE,
+    DL_OPT_CHANNELS,
+    DL_OPT_WORKERS,
+    DL_OPT_STRICT,
+    DL_OPT_REGRESSION
 };
 
 typedef int (*dl_command_fn)(const dl_command *self, int argc, char **argv);

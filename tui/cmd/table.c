@@ -159,8 +159,8 @@ static const dl_opt profile_opts[] = {
 
 static const dl_opt import_opts[] = {
     {0, "SRC", NULL, NULL,
-     "a folder of IDX files or CIFAR-10/100 binary batches, an IDX images file (labels found "
-     "by name) or a CSV file with a header row",
+     "a folder of IDX files or CIFAR-10/100 binary batches, an image folder (one sub-folder "
+     "per class), an IDX images file (labels found by name) or a CSV file with a header row",
      0},
     {DL_OPT_INSPECT, "--inspect", NULL, NULL,
      "print what FILE.h5 holds (splits, datasets, shapes, dtypes, classes, vocabulary, "
@@ -172,10 +172,20 @@ static const dl_opt import_opts[] = {
      "--text: ids are the bytes, or the UTF-8 characters seen (default chars)", 0},
     {DL_OPT_LABEL, "--label", NULL, "COLUMN",
      "CSV: the label column (name, or 0-based index); CIFAR-100: fine|coarse (default fine)", 0},
+    {DL_OPT_REGRESSION, "--regression", NULL, NULL,
+     "CSV: the --label column is f32 targets (for nn.MSE), even when its values are integers", 0},
     {DL_OPT_VAL_FRACTION, "--val-fraction", NULL, "F",
-     "move a random fraction F of /train to /val (--text: the last F of each file's tokens "
-     "to /test, default 0.1)",
+     "move a random fraction F of /train to /val (images: F of each class; --text: the last "
+     "F of each file's tokens to /test, default 0.1)",
      0},
+    {DL_OPT_SIZE, "--size", NULL, "HxW",
+     "images: scale the shorter side to fit (area averaging), then crop the centre to HxW", 0},
+    {DL_OPT_CHANNELS, "--channels", NULL, "1|3",
+     "images: grey or RGB (default: 1 when every image is grey, else 3)", 0},
+    {DL_OPT_WORKERS, "--workers", NULL, "N",
+     "images: decoding threads (default: the CPU count, at most 8)", 0},
+    {DL_OPT_STRICT, "--strict", NULL, NULL,
+     "images: fail on the first bad entry instead of skipping it", 0},
     {DL_OPT_SPLIT, "--split", NULL, "train|test|val",
      "group for a single IDX pair (default: from the name)", 0},
     {DL_OPT_CLASS_NAMES, "--class-names", NULL, "LIST",
@@ -241,10 +251,14 @@ static const dl_command table[] = {
      "--synthetic spirals|blobs [options] OUT.h5\n"
      "--text FILE|DIR... OUT.h5 [--vocab bytes|chars] [--val-fraction F]\n"
      "--inspect FILE.h5",
-     "IDX, CIFAR, CSV or text into HDF5 (--synthetic NAME too)", import_opts,
+     "IDX, CIFAR, image folders, CSV or text into HDF5 (--synthetic NAME too)", import_opts,
      "IDX files are train-/t10k-images-idx3-ubyte and -labels-idx1-ubyte, gzipped or not. "
      "CIFAR-10 is data_batch_1..5.bin and test_batch.bin, CIFAR-100 train.bin and test.bin "
      "(class names from batches.meta.txt, fine_label_names.txt or coarse_label_names.txt). "
+     "An image folder is DIR/CLASS/IMAGE (PNG or JPEG; classes sorted by name, label = index) "
+     "or DIR/train/CLASS/... with DIR/val and DIR/test as further splits; a corrupt, "
+     "non-image or odd-sized file and an empty or unreadable class folder are skipped and "
+     "counted (--strict: exit 2), a folder that yields no image exits 2. "
      "--text reads every regular file of a folder in name order (not *.dat, dot-files or "
      "links to a file already read), each ending with a newline; /test is the last F of each "
      "file's tokens, /train the rest (dl.data.text reads them). "
