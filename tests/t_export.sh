@@ -88,10 +88,8 @@ else
 fi
 
 if [ $have_torch = 1 ]; then
-    : >"$OUT/torch.log"
-    for k in mlp cnn resnet; do
-        "$PY" tests/export/py_check.py torch "$k" "$OUT/m/$k" >>"$OUT/torch.log" 2>&1
-    done
+    "$PY" tests/export/py_check.py torch mlp "$OUT/m/mlp" cnn "$OUT/m/cnn" resnet "$OUT/m/resnet" \
+        gpt "$OUT/m/gpt" >"$OUT/torch.log" 2>&1
     check_lines export_safetensors_torch "$OUT/torch.log"
 else
     skip export_safetensors_torch "$PY cannot import torch (Debian: python3-torch)"
@@ -157,6 +155,30 @@ if run export_onnx 0 export "$RUN_DIR" --format onnx -o "$OUT/e2e/model.onnx"; t
         pass export_cli_safetensors_names
     else
         fail export_cli_safetensors_names "no Conv2d1.weight or dlbench_input_mean in the header"
+    fi
+fi
+
+# the char-GPT of scripts/char_gpt.lua, shortened, on a small text made here
+awk 'BEGIN { for (i = 0; i < 300; i++) print "the cat sat on the mat " i % 7 " and ran" }' >"$OUT/text.txt"
+if run import_text 0 import --text "$OUT/text.txt" "$OUT/text.h5" --vocab chars &&
+    run train_gpt 0 run scripts/char_gpt.lua path="$OUT/text.h5" layers=1 d=16 heads=2 context=8 \
+        limit=64 val_limit=32 epochs=1 warmup=1 batch=16 --out "$OUT/runs_gpt" -q; then
+    GPT_RUN=$(run_dir_of train_gpt)
+    mkdir -p "$OUT/e2e_gpt"
+    if run export_gpt 0 export "$GPT_RUN" --format onnx -o "$OUT/e2e_gpt/model.onnx" &&
+        "$HELPER" --run "$GPT_RUN" "$OUT/e2e_gpt" 32 >"$OUT/e2e_gpt.log" 2>&1; then
+        if [ $have_onnx = 1 ]; then
+            "$PY" tests/export/py_check.py onnx "$OUT/e2e_gpt" >"$OUT/gpt-onnx.log" 2>&1
+            check_lines export_cli_gpt_onnx_checker "$OUT/gpt-onnx.log"
+        fi
+        if [ $have_ort = 1 ]; then
+            node tests/export/ort_check.js "$ORT_ABS" "$OUT/e2e_gpt" >"$OUT/gpt-ort.log" 2>&1
+            check_lines export_cli_gpt_onnxruntime_agrees "$OUT/gpt-ort.log"
+        else
+            skip export_cli_gpt_onnxruntime_agrees "$ort_why"
+        fi
+    else
+        fail export_cli_gpt "$(tail -3 "$OUT/e2e_gpt.log" 2>/dev/null)"
     fi
 fi
 

@@ -5,9 +5,9 @@ usage: /usr/bin/python3 py_check.py onnx DIR...        every DIR/model.onnx pass
                                                        strict shape inference, opset <= 17,
                                                        input "input", output "logits",
                                                        a symbolic batch dimension
-       /usr/bin/python3 py_check.py torch KIND DIR     the equivalent torch module of KIND
-                                                       (mlp, cnn, resnet: as tests/test_export.c
-                                                       builds them) loads DIR/model.safetensors
+       /usr/bin/python3 py_check.py torch KIND DIR...  the equivalent torch module of KIND
+                                                       (mlp, cnn, resnet, gpt: as tests/test_export.c
+                                                       builds them; pairs of KIND DIR) loads DIR/model.safetensors
                                                        strictly and gives DIR/logits.bin on
                                                        DIR/input.bin
 Prints one line per check, "ok ..." or "bad ...", and exits 1 when one is bad.
@@ -100,13 +100,42 @@ def torch_model(kind):
             nn.Conv2d(1, 8, 3, padding=1, bias=False), nn.BatchNorm2d(8), nn.ReLU(),
             basic_block(8, 8, 1), basic_block(8, 16, 2), nn.AdaptiveAvgPool2d(1), nn.Flatten(),
             nn.Linear(16, 10))
+    if kind == "gpt":
+        import torch
+
+        class PositionalEmbedding(nn.Module):
+            """x [n, t, d] + weight[:t] (dlbench's nn.PositionalEmbedding)."""
+
+            def __init__(self, max_len, d):
+                super().__init__()
+                self.weight = nn.Parameter(torch.zeros(max_len, d))
+
+            def forward(self, x):
+                return x + self.weight[: x.shape[1]]
+
+        class Attention(nn.MultiheadAttention):
+            """Causal self-attention on [n, t, d] (nn.MultiheadAttention(causal = true))."""
+
+            def forward(self, x):
+                t = x.shape[1]
+                mask = torch.triu(torch.ones(t, t, dtype=torch.bool), 1)
+                return super().forward(x, x, x, attn_mask=mask, need_weights=False)[0]
+
+        def block(d, heads):
+            att = nn.Sequential(nn.LayerNorm(d), Attention(d, heads, batch_first=True))
+            mlp = nn.Sequential(nn.LayerNorm(d), nn.Linear(d, 4 * d), nn.GELU(), nn.Linear(4 * d, d))
+            return nn.Sequential(Residual(att), Residual(mlp))
+
+        return nn.Sequential(nn.Embedding(20, 16), PositionalEmbedding(12, 16), block(16, 4),
+                             block(16, 4), nn.LayerNorm(16), nn.Linear(16, 20))
     raise SystemExit(f"py_check.py: no torch model {kind}")
 
 
 def check_torch(kind, d):
     import torch
     meta = json.load(open(f"{d}/meta.json"))
-    x = np.fromfile(f"{d}/input.bin", dtype="<f4").reshape(meta["input_shape"])
+    dtype = "<i8" if meta["input_dtype"] == "int64" else "<f4"
+    x = np.fromfile(f"{d}/input.bin", dtype=dtype).reshape(meta["input_shape"])
     want = np.fromfile(f"{d}/logits.bin", dtype="<f4").reshape(meta["logits_shape"])
     model = torch_model(kind)
     try:
@@ -131,8 +160,9 @@ def check_torch(kind, d):
 def main():
     if len(sys.argv) >= 3 and sys.argv[1] == "onnx":
         return check_onnx(sys.argv[2:])
-    if len(sys.argv) == 4 and sys.argv[1] == "torch":
-        return check_torch(sys.argv[2], sys.argv[3])
+    if len(sys.argv) >= 4 and len(sys.argv) % 2 == 0 and sys.argv[1] == "torch":
+        pairs = sys.argv[2:]
+        return sum(check_torch(pairs[i], pairs[i + 1]) for i in range(0, len(pairs), 2))
     raise SystemExit(__doc__)
 
 

@@ -149,7 +149,7 @@ static const dl_opt export_opts[] = {
      "which checkpoint of the run (default: last)", 0},
     {DL_OPT_NAMES, "--names", NULL, "torch|dlbench",
      "tensor names: the equivalent torch.nn.Sequential's state_dict() names (0.weight, "
-     "default) or the engine's (Linear0.weight)",
+     "default) or the engine's (Linear1.weight)",
      0},
     {DL_OPT_OUT, "--out", NULL, "DIR", "where run folders are (default: runs)", 0},
     HELP,
