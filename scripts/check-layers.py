@@ -39,6 +39,7 @@ RULES = {
     "engine/data": ["engine/core"] + BASE,
     "engine/train": ["engine/nn", "engine/data", "engine/observe/profiler.h", "engine/core"] + BASE,
     "engine/dist": ["engine/nn", "engine/train/reducer.h", "engine/core"] + BASE,
+    "engine/export": ["engine/nn", "engine/core"] + BASE,
     "engine/rundir": BASE,
     "engine/tune": BASE,
     "engine/observe": ["engine/train/snapshot.h", "engine/nn", "engine/core", "engine/rundir"] + BASE,

@@ -150,6 +150,15 @@ static void mha_describe(const dl_layer *l, char *buf, size_t size)
              A->causal ? ", causal" : "", A->bias ? "" : ", bias=false");
 }
 
+static void mha_config(const dl_layer *l, dl_layer_config *c)
+{
+    const mha *A = (const mha *)l;
+    c->in = A->d;
+    c->heads = A->heads;
+    c->causal = A->causal;
+    c->bias = A->bias;
+}
+
 static const dl_layer_vt mha_vt = {
     .kind = "MultiheadAttention",
     .setup = mha_setup,
@@ -158,6 +167,7 @@ static const dl_layer_vt mha_vt = {
     .backward = mha_backward,
     .describe = mha_describe,
     .backward_set = mha_backward_set,
+    .config = mha_config,
 };
 
 dl_layer *dl_nn_multihead_attention(int d_model, int heads, int causal, float dropout, int bias)
@@ -252,6 +262,12 @@ static void pos_describe(const dl_layer *l, char *buf, size_t size)
     snprintf(buf, size, "PositionalEmbedding(%d, %d)", P->max_len, P->d);
 }
 
+static void pos_config(const dl_layer *l, dl_layer_config *c)
+{
+    c->in = ((const posemb *)l)->max_len;
+    c->out = ((const posemb *)l)->d;
+}
+
 static const dl_layer_vt pos_vt = {
     .kind = "PositionalEmbedding",
     .setup = pos_setup,
@@ -260,6 +276,7 @@ static const dl_layer_vt pos_vt = {
     .backward = pos_backward,
     .describe = pos_describe,
     .backward_set = pos_backward_set,
+    .config = pos_config,
 };
 
 dl_layer *dl_nn_positional_embedding(int max_len, int dim)

@@ -111,6 +111,14 @@ static void linear_describe(const dl_layer *l, char *buf, size_t size)
     snprintf(buf, size, "Linear(%d, %d%s)", L->in, L->out, L->bias ? "" : ", bias=false");
 }
 
+static void linear_config(const dl_layer *l, dl_layer_config *c)
+{
+    const linear *L = (const linear *)l;
+    c->in = L->in;
+    c->out = L->out;
+    c->bias = L->bias;
+}
+
 static const dl_layer_vt linear_vt = {
     .kind = "Linear",
     .setup = linear_setup,
@@ -119,6 +127,7 @@ static const dl_layer_vt linear_vt = {
     .backward = linear_backward,
     .describe = linear_describe,
     .backward_set = linear_backward_set,
+    .config = linear_config,
 };
 
 dl_layer *dl_nn_linear(int in, int out, int bias)
@@ -290,6 +299,19 @@ static void conv_describe(const dl_layer *l, char *buf, size_t size)
              C->stride, C->pad, groups, dilation);
 }
 
+static void conv_config(const dl_layer *l, dl_layer_config *c)
+{
+    const conv2d *C = (const conv2d *)l;
+    *c = (dl_layer_config){.in = C->cin,
+                           .out = C->cout,
+                           .kernel = C->kernel,
+                           .stride = C->stride,
+                           .pad = C->pad,
+                           .dilation = C->dilation,
+                           .groups = C->groups,
+                           .bias = C->bias};
+}
+
 static const dl_layer_vt conv_vt = {
     .kind = "Conv2d",
     .setup = conv_setup,
@@ -298,6 +320,7 @@ static const dl_layer_vt conv_vt = {
     .backward = conv_backward,
     .describe = conv_describe,
     .note = conv_note,
+    .config = conv_config,
 };
 
 dl_layer *dl_nn_conv2d_with(int in_ch, int out_ch, int kernel, const dl_conv2d_opts *o)
@@ -399,6 +422,14 @@ static void pool_describe(const dl_layer *l, char *buf, size_t size)
     snprintf(buf, size, "%s(%d, stride=%d, pad=%d)", l->vt->kind, P->size, P->stride, P->pad);
 }
 
+static void pool_config(const dl_layer *l, dl_layer_config *c)
+{
+    const pool2d *P = (const pool2d *)l;
+    c->kernel = P->size;
+    c->stride = P->stride;
+    c->pad = P->pad;
+}
+
 static const dl_layer_vt relu_vt;
 
 /* --- ReLU -> MaxPool2d, fused ----------------------------------------------- */
@@ -435,6 +466,7 @@ static const dl_layer_vt maxpool_vt = {
     .fuses = relu_pool_fuses,
     .forward_fused = relu_pool_forward,
     .backward_fused = relu_pool_backward,
+    .config = pool_config,
 };
 static const dl_layer_vt avgpool_vt = {
     .kind = "AvgPool2d",
@@ -443,6 +475,7 @@ static const dl_layer_vt avgpool_vt = {
     .forward = pool_forward,
     .backward = pool_backward,
     .describe = pool_describe,
+    .config = pool_config,
 };
 
 static dl_layer *make_pool(const dl_layer_vt *vt, dl_pool_kind kind, int size, int stride, int pad)
@@ -533,6 +566,12 @@ static void apool_describe(const dl_layer *l, char *buf, size_t size)
         snprintf(buf, size, "AdaptiveAvgPool2d((%d, %d))", A->out_h, A->out_w);
 }
 
+static void apool_config(const dl_layer *l, dl_layer_config *c)
+{
+    c->out_h = ((const adaptive_pool *)l)->out_h;
+    c->out_w = ((const adaptive_pool *)l)->out_w;
+}
+
 static const dl_layer_vt apool_vt = {
     .kind = "AdaptiveAvgPool2d",
     .setup = apool_setup,
@@ -540,6 +579,7 @@ static const dl_layer_vt apool_vt = {
     .forward = apool_forward,
     .backward = apool_backward,
     .describe = apool_describe,
+    .config = apool_config,
 };
 
 dl_layer *dl_nn_adaptive_avgpool2d(int out_h, int out_w)
@@ -649,6 +689,11 @@ static void dropout_describe(const dl_layer *l, char *buf, size_t size)
     snprintf(buf, size, "Dropout(%g)", (double)((const dropout *)l)->p);
 }
 
+static void dropout_config(const dl_layer *l, dl_layer_config *c)
+{
+    c->p = ((const dropout *)l)->p;
+}
+
 static const dl_layer_vt dropout_vt = {
     .kind = "Dropout",
     .setup = same_shape_setup,
@@ -656,6 +701,7 @@ static const dl_layer_vt dropout_vt = {
     .forward = dropout_forward,
     .backward = dropout_backward,
     .describe = dropout_describe,
+    .config = dropout_config,
 };
 
 dl_layer *dl_nn_dropout(float p)
@@ -746,6 +792,12 @@ static void bn_describe(const dl_layer *l, char *buf, size_t size)
     snprintf(buf, size, "BatchNorm(%d)", B->features);
 }
 
+static void bn_config(const dl_layer *l, dl_layer_config *c)
+{
+    c->in = ((const batchnorm *)l)->features;
+    c->eps = ((const batchnorm *)l)->eps;
+}
+
 static const dl_layer_vt bn_vt = {
     .kind = "BatchNorm",
     .setup = bn_setup,
@@ -753,6 +805,7 @@ static const dl_layer_vt bn_vt = {
     .forward = bn_forward,
     .backward = bn_backward,
     .describe = bn_describe,
+    .config = bn_config,
 };
 
 dl_layer *dl_nn_batchnorm(int features, float eps, float momentum)
@@ -838,6 +891,12 @@ static void ln_describe(const dl_layer *l, char *buf, size_t size)
     snprintf(buf, size, "LayerNorm(%d)", ((const layernorm *)l)->features);
 }
 
+static void ln_config(const dl_layer *l, dl_layer_config *c)
+{
+    c->in = ((const layernorm *)l)->features;
+    c->eps = ((const layernorm *)l)->eps;
+}
+
 static const dl_layer_vt ln_vt = {
     .kind = "LayerNorm",
     .setup = ln_setup,
@@ -845,6 +904,7 @@ static const dl_layer_vt ln_vt = {
     .forward = ln_forward,
     .backward = ln_backward,
     .describe = ln_describe,
+    .config = ln_config,
 };
 
 dl_layer *dl_nn_layernorm(int features, float eps)
@@ -965,6 +1025,12 @@ static void emb_describe(const dl_layer *l, char *buf, size_t size)
     snprintf(buf, size, "Embedding(%d, %d)", E->vocab, E->dim);
 }
 
+static void emb_config(const dl_layer *l, dl_layer_config *c)
+{
+    c->in = ((const embedding *)l)->vocab;
+    c->out = ((const embedding *)l)->dim;
+}
+
 static const dl_layer_vt emb_vt = {
     .kind = "Embedding",
     .setup = emb_setup,
@@ -972,6 +1038,7 @@ static const dl_layer_vt emb_vt = {
     .forward = emb_forward,
     .backward = emb_backward,
     .describe = emb_describe,
+    .config = emb_config,
 };
 
 dl_layer *dl_nn_embedding(int vocab, int dim)

@@ -99,6 +99,13 @@ void dl_layer_describe(const dl_layer *l, char *buf, size_t size)
         snprintf(buf, size, "%s()", l->vt->kind);
 }
 
+void dl_layer_get_config(const dl_layer *l, dl_layer_config *c)
+{
+    memset(c, 0, sizeof *c);
+    if (l->vt->config)
+        l->vt->config(l, c);
+}
+
 static double now_ms(void)
 {
     struct timespec ts;

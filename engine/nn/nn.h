@@ -59,6 +59,25 @@ typedef struct dl_layer_prof {
     double fwd_ms, bwd_ms;
 } dl_layer_prof;
 
+/* A layer's configuration as tools outside training need it (the
+ * exporters in engine/export): what its constructor was given. Fields a
+ * kind does not use stay 0. */
+typedef struct dl_layer_config {
+    int in, out;      /* Linear features; Conv2d channels; Embedding vocab, dim;
+                       * PositionalEmbedding max_len, dim; BatchNorm, LayerNorm,
+                       * MultiheadAttention features (in) */
+    int kernel;       /* Conv2d kernel; MaxPool2d, AvgPool2d window */
+    int stride, pad;  /* Conv2d, pools */
+    int dilation;     /* Conv2d (1) */
+    int groups;       /* Conv2d (1) */
+    int out_h, out_w; /* AdaptiveAvgPool2d */
+    int bias;         /* Linear, Conv2d, MultiheadAttention: has bias parameters */
+    int heads;        /* MultiheadAttention */
+    int causal;       /* MultiheadAttention: position i sees 0..i */
+    float eps;        /* BatchNorm, LayerNorm */
+    float p;          /* Dropout */
+} dl_layer_config;
+
 typedef struct dl_layer_vt {
     const char *kind; /* "Linear", "Conv2d", ... */
     /* Checks the per-sample input shape, sets the output shape, registers
@@ -95,6 +114,10 @@ typedef struct dl_layer_vt {
      * (Conv2d: the algorithms chosen when it was planned) and returns 1;
      * 0: nothing to say. Reads what plan kept, calls no backend. */
     int (*note)(const dl_layer *l, char *buf, size_t size);
+    /* Optional: fills c (zeroed by the caller) with the layer's
+     * configuration; NULL for a layer that has none beyond its kind
+     * (activations, Flatten, Identity, containers). */
+    void (*config)(const dl_layer *l, dl_layer_config *c);
 } dl_layer_vt;
 
 struct dl_layer {
@@ -157,6 +180,9 @@ void dl_layer_destroy(dl_layer *l);
 void dl_layer_describe(const dl_layer *l, char *buf, size_t size);
 /* The layer's note (see dl_layer_vt.note) into buf: 1 when it has one. */
 int dl_layer_note(const dl_layer *l, char *buf, size_t size);
+/* The layer's configuration in *c (zeroed first; left zero for a kind
+ * without a config slot). */
+void dl_layer_get_config(const dl_layer *l, dl_layer_config *c);
 
 /* --- losses ------------------------------------------------------------- */
 typedef enum { DL_LOSS_XENT, DL_LOSS_MSE, DL_LOSS_BCE } dl_loss_kind;

@@ -20,6 +20,7 @@ int dl_cmd_run(const dl_command *self, int argc, char **argv);       /* run SCRI
 int dl_cmd_runs(const dl_command *self, int argc, char **argv);      /* runs [diff A B] */
 int dl_cmd_note(const dl_command *self, int argc, char **argv);      /* note RUN "text" */
 int dl_cmd_sample(const dl_command *self, int argc, char **argv);    /* sample RUN */
+int dl_cmd_export(const dl_command *self, int argc, char **argv);    /* export RUN --format F */
 int dl_cmd_watch(const dl_command *self, int argc, char **argv);     /* watch [RUN] */
 int dl_cmd_tune(const dl_command *self, int argc, char **argv);      /* tune SCRIPT */
 int dl_cmd_profile(const dl_command *self, int argc, char **argv);   /* profile SCRIPT */
@@ -70,6 +71,10 @@ enum {
     DL_OPT_TEMPERATURE,
     DL_OPT_TOP_K,
     DL_OPT_CHECKPOINT,
+    /* export */
+    DL_OPT_FORMAT,
+    DL_OPT_OUTPUT,
+    DL_OPT_NAMES,
     /* import */
     DL_OPT_LABEL,
     DL_OPT_TEXT,

@@ -13,6 +13,7 @@
 #pragma weak dl_cmd_runs
 #pragma weak dl_cmd_note
 #pragma weak dl_cmd_sample
+#pragma weak dl_cmd_export
 #pragma weak dl_cmd_watch
 #pragma weak dl_cmd_tune
 #pragma weak dl_cmd_profile
@@ -138,6 +139,22 @@ static const dl_opt sample_opts[] = {
     HELP,
     END};
 
+static const dl_opt export_opts[] = {
+    {0, "RUN", NULL, NULL, "a run folder, its name or a unique part of it", 0},
+    {DL_OPT_FORMAT, "--format", NULL, "onnx|safetensors",
+     "ONNX (opset 17: graph and weights) or safetensors (the tensors only)", 0},
+    {DL_OPT_OUTPUT, "--output", "-o", "FILE",
+     "where to write (default: RUN's name with .onnx or .safetensors, here)", 0},
+    {DL_OPT_CHECKPOINT, "--checkpoint", NULL, "best|last|NAME",
+     "which checkpoint of the run (default: last)", 0},
+    {DL_OPT_NAMES, "--names", NULL, "torch|dlbench",
+     "tensor names: the equivalent torch.nn.Sequential's state_dict() names (0.weight, "
+     "default) or the engine's (Linear1.weight)",
+     0},
+    {DL_OPT_OUT, "--out", NULL, "DIR", "where run folders are (default: runs)", 0},
+    HELP,
+    END};
+
 static const dl_opt profile_opts[] = {
     {0, "k=v", NULL, NULL, "override a hyperparameter the script declares", 0},
     {DL_OPT_STEPS, "--steps", NULL, "N", "optimizer steps to profile (default 50)", 0},
@@ -241,6 +258,18 @@ static const dl_command table[] = {
      "Loads the run's script copy, checkpoint and the vocabulary of its token file, and prints "
      "the prompt and the generated text as it is produced (on the CPU).\n"
      "exit status: 0 done, 1 failed, 2 bad input or not a language model",
+     DL_COMPLETE_RUN},
+    {"export", dl_cmd_export, "RUN --format F",
+     "RUN --format onnx|safetensors [-o FILE] [--checkpoint best|last|NAME] [--names "
+     "torch|dlbench]",
+     "ONNX or safetensors for other tools", export_opts,
+     "Loads the run's script copy and checkpoint on the CPU and writes FILE whole or not at all. "
+     "ONNX: input \"input\" [batch, sample...] (int64 token ids for a model that starts with an "
+     "Embedding, else float, after the run's normalisation: metadata dlbench_input_scale, _mean, "
+     "_std), output \"logits\"; the batch dimension is symbolic. A layer ONNX cannot express is "
+     "refused, naming it.\n"
+     "exit status: 0 written, 1 failed, 2 bad input (no such run or checkpoint, a layer ONNX "
+     "cannot express, -o into a missing folder)",
      DL_COMPLETE_RUN},
     {"profile", dl_cmd_profile, "SCRIPT", "SCRIPT [k=v ...] [options]",
      "profile N steps, print the table, write a trace", profile_opts,
