@@ -19,6 +19,7 @@
 #include "engine/core/backend.h"
 #include "engine/data/data.h"
 #include "engine/base/clock.h"
+#include "engine/base/mem.h"
 #include "engine/base/error.h"
 #include "engine/base/h5util.h"
 #include "engine/data/h5data.h"
@@ -178,8 +179,8 @@ int main(int argc, char **argv)
 
     /* the whole x in memory, for memcpy and the in-memory source */
     dl_dataset d = {0};
-    d.x = malloc(count * row);
-    d.y = malloc(count * 4);
+    d.x = dl_mem_alloc_big(count * row); /* as the HDF5 source holds it in memory */
+    d.y = dl_mem_alloc_big(count * 4);
     dl_hdf5_lock();
     hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
     hid_t xs = H5Dopen2(f, "/train/x", H5P_DEFAULT), ys = H5Dopen2(f, "/train/y", H5P_DEFAULT);

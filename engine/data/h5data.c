@@ -10,6 +10,7 @@
 
 #include "engine/base/clock.h"
 #include "engine/base/error.h"
+#include "engine/base/mem.h"
 #include "engine/base/h5util.h"
 #include "engine/base/rng.h"
 
@@ -880,7 +881,7 @@ static int read_labels(h5_source *s, const dl_hdf5_options *o, const split_objs 
 {
     const char *path = o->path, *ypath = c->ypath;
     dl_data_info *info = &s->base.info;
-    s->y_all = malloc(s->count * s->y_row);
+    s->y_all = dl_mem_alloc_big(s->count * s->y_row);
     if (!s->y_all)
         return dl_error(DL_ENOMEM, "%s:%s: out of memory for %zu labels", path, ypath, s->count);
     if (read_first_rows(c->yset, info->y_dtype == DL_I32 ? H5T_NATIVE_INT32 : H5T_NATIVE_FLOAT,
@@ -918,7 +919,7 @@ static int read_x_if_resident(h5_source *s, const dl_hdf5_options *o)
     s->streaming = o->mode == DL_HDF5_STREAM || (o->mode == DL_HDF5_AUTO && all > budget);
     if (s->streaming)
         return DL_OK;
-    s->x_all = malloc(s->count * s->x_row);
+    s->x_all = dl_mem_alloc_big(s->count * s->x_row);
     if (!s->x_all)
         return dl_error(DL_ENOMEM, "%s:%s: out of memory for %zu bytes", o->path, s->xpath,
                         s->count * s->x_row);
