@@ -64,6 +64,31 @@ static int read_config(dl_run_model *r, const char *verb)
     return rc;
 }
 
+/* o->data (FILE[:GROUP]) in place of the run's data: both splits read
+ * GROUP, whole and in order, with the run's scale, mean and std. */
+static int override_data(dl_run_model *r, dl_data_desc *d, const char *spec)
+{
+    const char *colon = strrchr(spec, ':');
+    size_t len = colon ? (size_t)(colon - spec) : strlen(spec);
+    if (!len || len >= sizeof d->path || (colon && !colon[1]))
+        return dl_error(DL_EINVAL, "--data %s: expected FILE or FILE:GROUP", spec);
+    char group[128];
+    if (colon)
+        snprintf(group, sizeof group, "%s%s", colon[1] == '/' ? "" : "/", colon + 1);
+    else
+        snprintf(group, sizeof group, "%s", d->val[0] ? d->val : "/test");
+    memcpy(d->path, spec, len);
+    d->path[len] = 0;
+    if (d->kind != DL_DATA_TEXT)
+        d->kind = DL_DATA_HDF5;
+    snprintf(d->train, sizeof d->train, "%s", group);
+    snprintf(d->val, sizeof d->val, "%s", group);
+    d->limit = d->val_limit = 0;
+    d->shuffle = d->drop_last = d->crop_pad = d->hflip = 0;
+    snprintf(r->data_path, sizeof r->data_path, "%s", d->path);
+    return DL_OK;
+}
+
 /* The script copy with the run's overrides, the model on the data's
  * sample shape, the checkpoint on the CPU backend. */
 static int load_model(dl_run_model *r, const dl_run_model_options *o)
@@ -74,7 +99,10 @@ static int load_model(dl_run_model *r, const dl_run_model_options *o)
     DL_TRY(dl_script_load_study(&r->script, &so, NULL, 0));
     dl_experiment *e = dl_script_experiment(r->script);
     dl_backend *cpu = dl_backend_cpu(0);
-    int batch = o->batch > 0 ? o->batch : 1;
+    if (o->data)
+        DL_TRY(override_data(r, &e->data, o->data));
+    snprintf(r->data_group, sizeof r->data_group, "%s", e->data.val);
+    int batch = o->batch > 0 ? o->batch : o->batch < 0 ? e->cfg.batch : 1;
     DL_TRY(dl_script_open_data(r->script, batch, r->seed, cpu, &r->train, &r->val, fp, sizeof fp));
     DL_TRY(dl_model_create(&r->model, dl_script_take_model(r->script), &r->train->info.sample));
     DL_TRY(
@@ -82,6 +110,11 @@ static int load_model(dl_run_model *r, const dl_run_model_options *o)
     DL_TRY(dl_model_init_state(r->model, cpu, dl_optim_moments(&e->optim), r->seed));
     DL_TRY(dl_checkpoint_load(r->checkpoint, r->model, &r->info));
     return dl_model_plan(r->model, batch);
+}
+
+struct dl_experiment *dl_run_model_experiment(const dl_run_model *r)
+{
+    return r->script ? dl_script_experiment(r->script) : NULL;
 }
 
 int dl_run_model_open(dl_run_model *r, const dl_run_model_options *o)

@@ -55,3 +55,78 @@ PYEOF
 else
     fail ckpt_named_h5py "$(tail -5 "$OUT/h5py.log")"
 fi
+
+# --- dlbench eval ----------------------------------------------------------------------
+# the last checkpoint against the last epoch's val_loss / val_acc, the best
+# against the best val_acc; precision and recall against numpy on the
+# confusion matrix; the matrix against a count from numpy's own forward
+# pass over the h5py tensors
+if run eval_last 0 eval "$d" --json --out "$OUT/runs" && run eval_best 0 eval "$d" --checkpoint best --json &&
+    run eval_text 0 eval "$d"; then
+    if [ $have_h5py = 0 ]; then
+        skip eval_numbers "no h5py/numpy for $PY"
+    elif "$PY" - "$OUT/eval_last.log" "$OUT/eval_best.log" "$d" "$OUT/blobs.h5" >"$OUT/evalpy.log" 2>&1 <<'PYEOF'; then
+import json, math, sys
+import h5py, numpy as np
+last, best = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
+run, data = sys.argv[3], sys.argv[4]
+epochs = [json.loads(l) for l in open(run + "/metrics.jsonl") if '"kind":"epoch"' in l]
+assert last["accuracy"] == epochs[-1]["val_acc"], (last["accuracy"], epochs[-1]["val_acc"])
+assert math.isclose(last["loss"], epochs[-1]["val_loss"], rel_tol=1e-6), (last["loss"], epochs[-1])
+assert best["accuracy"] == max(e["val_acc"] for e in epochs), best["accuracy"]
+assert [c["name"] for c in last["classes"]] == ["north", "east", "south", "west"]
+for rep in (last, best):
+    cm = np.array(rep["confusion"])
+    assert cm.sum() == rep["samples"] == 200
+    assert math.isclose(np.trace(cm) / cm.sum(), rep["accuracy"], rel_tol=1e-12)
+    for k, c in enumerate(rep["classes"]):
+        assert math.isclose(c["precision"], cm[k, k] / cm[:, k].sum(), rel_tol=1e-12), (k, c)
+        assert math.isclose(c["recall"], cm[k, k] / cm[k, :].sum(), rel_tol=1e-12), (k, c)
+        assert c["support"] == cm[k, :].sum()
+# an independent count: the forward pass in numpy from the checkpoint's named tensors
+ck = h5py.File(run + "/checkpoint.h5", "r")
+P = {k: ck["params"][k][...].astype(np.float64) for k in ck["params"]}
+B = {k: ck["buffers"][k][...].astype(np.float64) for k in ck["buffers"]}
+x = h5py.File(data, "r")["test/x"][...].astype(np.float64)
+y = h5py.File(data, "r")["test/y"][...]
+h = x @ P["Linear1.weight"].T + P["Linear1.bias"]
+h = (h - B["BatchNorm2.running_mean"]) / np.sqrt(B["BatchNorm2.running_var"] + 1e-5)
+h = np.maximum(h * P["BatchNorm2.weight"] + P["BatchNorm2.bias"], 0)
+z = h @ P["Linear4.weight"].T + P["Linear4.bias"]
+top2 = np.sort(z, axis=1)[:, -2:]
+clear = (top2[:, 1] - top2[:, 0]) > 1e-4  # leave out near-ties that rounding may flip
+cm = np.zeros((4, 4), int)
+np.add.at(cm, (y, z.argmax(1)), 1)
+mine = np.array(last["confusion"])
+assert clear.sum() >= 195
+assert np.abs(cm - mine).sum() <= 2 * (~clear).sum(), (cm, mine)
+print("ok")
+PYEOF
+        pass eval_numbers
+    else
+        fail eval_numbers "$(tail -5 "$OUT/evalpy.log")"
+    fi
+    if grep -q "^accuracy    $(sed -n 's/.*"accuracy":[[:space:]]*\([0-9.]*\).*/\1/p' "$OUT/eval_last.log")" "$OUT/eval_text.log" ||
+        grep -Eq '^accuracy +0\.[0-9]+ \([0-9]+ of 200\)' "$OUT/eval_text.log"; then
+        pass eval_text_report
+    else
+        fail eval_text_report "$(head -8 "$OUT/eval_text.log")"
+    fi
+fi
+
+# ten classes with long names: the confusion matrix fits 80 columns
+names=$(seq -f 'category-number-%g' 0 9 | paste -sd,)
+if run import10 0 import --synthetic blobs --classes 10 --samples 1000 --noise 0.3 \
+    --class-names "$names" "$OUT/ten.h5" &&
+    run train10 0 run tests/run_scripts/after.lua path="$OUT/ten.h5" head=10 epochs=1 --out "$OUT/runs10" &&
+    run eval10 0 eval "$(run_dir_of train10)"; then
+    wide=$(awk 'length($0) > 80' "$OUT/eval10.log" | grep -v '^run \|^checkpoint \|^data ' | head -2)
+    rows=$(grep -c '^category-' "$OUT/eval10.log")
+    # the common prefix "category-number-" left out: columns 0..9, rows 0..9
+    if [ -z "$wide" ] && [ "$rows" -eq 10 ] && grep -Eq '^ +0 +1 +2 +3 +4 +5 +6 +7 +8 +9$' "$OUT/eval10.log" &&
+        [ "$(grep -Ec '^[0-9] +[0-9]' "$OUT/eval10.log")" -eq 10 ]; then
+        pass eval_confusion_80_columns
+    else
+        fail eval_confusion_80_columns "rows $rows, too wide: $wide"
+    fi
+fi

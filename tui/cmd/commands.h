@@ -20,6 +20,8 @@ int dl_cmd_run(const dl_command *self, int argc, char **argv);       /* run SCRI
 int dl_cmd_runs(const dl_command *self, int argc, char **argv);      /* runs [diff A B] */
 int dl_cmd_note(const dl_command *self, int argc, char **argv);      /* note RUN "text" */
 int dl_cmd_sample(const dl_command *self, int argc, char **argv);    /* sample RUN */
+int dl_cmd_eval(const dl_command *self, int argc, char **argv);      /* eval RUN */
+int dl_cmd_predict(const dl_command *self, int argc, char **argv);   /* predict RUN INPUT */
 int dl_cmd_watch(const dl_command *self, int argc, char **argv);     /* watch [RUN] */
 int dl_cmd_tune(const dl_command *self, int argc, char **argv);      /* tune SCRIPT */
 int dl_cmd_profile(const dl_command *self, int argc, char **argv);   /* profile SCRIPT */
@@ -83,7 +85,12 @@ enum {
     DL_OPT_NOISE,
     DL_OPT_CHUNK,
     DL_OPT_GZIP,
-    DL_OPT_INSPECT
+    DL_OPT_INSPECT,
+    /* eval, predict */
+    DL_OPT_DATA,
+    DL_OPT_OUTPUT,
+    DL_OPT_FORMAT,
+    DL_OPT_LOGITS
 };
 
 typedef int (*dl_command_fn)(const dl_command *self, int argc, char **argv);

@@ -13,6 +13,8 @@
 #pragma weak dl_cmd_runs
 #pragma weak dl_cmd_note
 #pragma weak dl_cmd_sample
+#pragma weak dl_cmd_eval
+#pragma weak dl_cmd_predict
 #pragma weak dl_cmd_watch
 #pragma weak dl_cmd_tune
 #pragma weak dl_cmd_profile
@@ -138,6 +140,20 @@ static const dl_opt sample_opts[] = {
     HELP,
     END};
 
+static const dl_opt eval_opts[] = {
+    {0, "RUN", NULL, NULL, "a run folder, its name or a unique part of it", 0},
+    {DL_OPT_DATA, "--data", NULL, "FILE[:GROUP]",
+     "evaluate on this HDF5 file's group (default GROUP: the run's validation group; default: "
+     "the run's validation split)",
+     0},
+    {DL_OPT_CHECKPOINT, "--checkpoint", NULL, "best|last|NAME",
+     "which checkpoint of the run (default: last)", 0},
+    {DL_OPT_JSON, "--json", NULL, NULL,
+     "print one JSON object: loss, accuracy, classes (precision, recall, support), confusion", 0},
+    {DL_OPT_OUT, "--out", NULL, "DIR", "where run folders are (default: runs)", 0},
+    HELP,
+    END};
+
 static const dl_opt profile_opts[] = {
     {0, "k=v", NULL, NULL, "override a hyperparameter the script declares", 0},
     {DL_OPT_STEPS, "--steps", NULL, "N", "optimizer steps to profile (default 50)", 0},
@@ -231,6 +247,16 @@ static const dl_command table[] = {
      "Loads the run's script copy, checkpoint and the vocabulary of its token file, and prints "
      "the prompt and the generated text as it is produced (on the CPU).\n"
      "exit status: 0 done, 1 failed, 2 bad input or not a language model",
+     DL_COMPLETE_RUN},
+    {"eval", dl_cmd_eval, "RUN", "RUN [--data FILE[:GROUP]] [--checkpoint best|last|NAME] [--json]",
+     "metrics of a trained model on a data set", eval_opts,
+     "Loads the run's script copy and checkpoint (on the CPU) and measures the model on the "
+     "run's validation split or --data, read with the run's scale, mean and std: loss and "
+     "accuracy as training computes them, then per class precision, recall and support and the "
+     "confusion matrix (rows: true class) with the data's class names; for a language model "
+     "(dl.data.text) the per-token loss, perplexity and bits per character.\n"
+     "exit status: 0 done, 1 failed, 2 bad input (no such run or checkpoint, a damaged or "
+     "foreign checkpoint, data that does not fit the model)",
      DL_COMPLETE_RUN},
     {"profile", dl_cmd_profile, "SCRIPT", "SCRIPT [k=v ...] [options]",
      "profile N steps, print the table, write a trace", profile_opts,
