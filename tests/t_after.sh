@@ -130,3 +130,82 @@ if run import10 0 import --synthetic blobs --classes 10 --samples 1000 --noise 0
         fail eval_confusion_80_columns "rows $rows, too wide: $wide"
     fi
 fi
+
+# --- dlbench predict ---------------------------------------------------------------------
+# logits against numpy's forward pass from the h5py tensors (x times the
+# run's scale), probabilities against their softmax, the class against the
+# argmax; the CSV of the same features gives the same rows; -o is atomic
+run train_s 0 run tests/run_scripts/after.lua path="$OUT/blobs.h5" scale=0.5 epochs=2 --out "$OUT/runs_s" || exit 0
+ds=$(run_dir_of train_s)
+if [ $have_h5py = 0 ]; then
+    skip predict_numbers "no h5py/numpy for $PY"
+else
+    "$PY" - "$OUT/blobs.h5" "$OUT/feat.csv" "$OUT/feat_label.csv" <<'PYEOF'
+import sys
+import h5py, numpy as np
+f = h5py.File(sys.argv[1], "r")
+x, y = f["test/x"][...], f["test/y"][...]
+with open(sys.argv[2], "w") as o:
+    o.write("u,v\n")
+    for r in x:
+        o.write("%.9g,%.9g\n" % tuple(r))
+with open(sys.argv[3], "w") as o:  # no header, the label in the middle
+    for r, l in zip(x, y):
+        o.write("%.9g,%d,%.9g\n" % (r[0], l, r[1]))
+PYEOF
+    if run pred_h5 0 predict "$ds" "$OUT/blobs.h5:/test" --logits --top-k 4 -o "$OUT/pred.csv" &&
+        run pred_csv 0 predict "$ds" "$OUT/feat.csv" --logits --top-k 4 &&
+        run pred_csv_label 0 predict "$ds" "$OUT/feat_label.csv" --label 1 --logits --top-k 4 &&
+        run pred_jsonl 0 predict "$ds" "$OUT/blobs.h5" --top-k 3 --format jsonl; then
+        if "$PY" - "$ds" "$OUT/blobs.h5" "$OUT/pred.csv" "$OUT/pred_csv.log" "$OUT/pred_csv_label.log" \
+            "$OUT/pred_jsonl.log" >"$OUT/predpy.log" 2>&1 <<'PYEOF'; then
+import csv, json, sys
+import h5py, numpy as np
+run, data, pred, pcsv, plabel, pjson = sys.argv[1:7]
+ck = h5py.File(run + "/checkpoint.h5", "r")
+P = {k: ck["params"][k][...].astype(np.float64) for k in ck["params"]}
+B = {k: ck["buffers"][k][...].astype(np.float64) for k in ck["buffers"]}
+x = h5py.File(data, "r")["test/x"][...].astype(np.float64) * 0.5  # the run's scale
+h = x @ P["Linear1.weight"].T + P["Linear1.bias"]
+h = (h - B["BatchNorm2.running_mean"]) / np.sqrt(B["BatchNorm2.running_var"] + 1e-5)
+h = np.maximum(h * P["BatchNorm2.weight"] + P["BatchNorm2.bias"], 0)
+z = h @ P["Linear4.weight"].T + P["Linear4.bias"]
+p = np.exp(z - z.max(1, keepdims=True)); p /= p.sum(1, keepdims=True)
+rows = list(csv.DictReader(open(pred)))
+assert len(rows) == 200 and [int(r["index"]) for r in rows] == list(range(200))
+names = ["north", "east", "south", "west"]
+logits = np.array([[float(r["logit_%d" % k]) for k in range(4)] for r in rows])
+assert np.allclose(logits, z, rtol=1e-4, atol=1e-5), np.abs(logits - z).max()
+for i, r in enumerate(rows):
+    order = [int(r["class"])] + [int(r["class_%d" % j]) for j in (2, 3, 4)]
+    probs = [float(r["probability"])] + [float(r["probability_%d" % j]) for j in (2, 3, 4)]
+    assert sorted(order) == [0, 1, 2, 3] and probs == sorted(probs, reverse=True), r
+    assert np.allclose(probs, p[i, order], rtol=1e-5, atol=1e-7), (r, p[i])
+    assert r["name"] == names[order[0]]
+    margin = np.sort(z[i])[-1] - np.sort(z[i])[-2]
+    assert order[0] == z[i].argmax() or margin < 1e-4, (i, r, z[i])
+for other in (pcsv, plabel):  # the same features through the CSV reader
+    o = list(csv.DictReader(open(other)))
+    assert len(o) == 200
+    ol = np.array([[float(r["logit_%d" % k]) for k in range(4)] for r in o])
+    assert np.allclose(ol, logits, rtol=1e-5, atol=1e-6), (other, np.abs(ol - logits).max())
+js = [json.loads(l) for l in open(pjson)]
+assert len(js) == 200 and all(len(j["top"]) == 3 and j["top"][0]["class"] == j["class"] for j in js)
+assert all(j["class"] == int(r["class"]) and j["name"] == r["name"] for j, r in zip(js, rows))
+print("ok")
+PYEOF
+            pass predict_numbers
+        else
+            fail predict_numbers "$(tail -5 "$OUT/predpy.log")"
+        fi
+    fi
+fi
+# wrong shape: both shapes named, exit 2, nothing at -o (nor a temporary file)
+printf 'a,b,c\n1,2,3\n' >"$OUT/three.csv"
+if run pred_shape 2 predict "$ds" "$OUT/three.csv" -o "$OUT/nothing.csv" &&
+    grep -q 'samples of shape \[3\] do not fit the model input \[2\]' "$OUT/pred_shape.log" &&
+    [ -z "$(ls "$OUT" | grep nothing)" ]; then
+    pass predict_wrong_shape
+else
+    fail predict_wrong_shape "$(cat "$OUT/pred_shape.log"; ls "$OUT" | grep nothing)"
+fi

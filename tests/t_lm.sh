@@ -105,6 +105,19 @@ if run lm_eval 0 eval "$d" --json && run lm_eval_text 0 eval "$d"; then
     fi
 fi
 
+# --- predict with a prompt: what sample prints, also through -o ------------------
+if run lm_predict 0 predict "$d" "the cat" --tokens 20 && run lm_predict_sample 0 sample "$d" \
+    --prompt "the cat" --tokens 20 && run lm_predict_file 0 predict "$d" "the cat" --tokens 20 \
+    -o "$OUT/cont.txt"; then
+    if cmp -s "$OUT/lm_predict.log" "$OUT/lm_predict_sample.log" &&
+        cmp -s "$OUT/cont.txt" "$OUT/lm_predict_sample.log" &&
+        [ "$(head -c 7 "$OUT/cont.txt")" = "the cat" ]; then
+        pass lm_predict_prompt
+    else
+        fail lm_predict_prompt "predict: $(head -c 80 "$OUT/lm_predict.log"), sample: $(head -c 80 "$OUT/lm_predict_sample.log")"
+    fi
+fi
+
 # --- not a language model --------------------------------------------------------
 if run spirals 0 run scripts/spirals.lua epochs=1 --out "$OUT/runs" -q; then
     run sample_not_lm 2 sample "$(run_dir_of spirals)" &&

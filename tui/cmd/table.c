@@ -154,6 +154,27 @@ static const dl_opt eval_opts[] = {
     HELP,
     END};
 
+static const dl_opt predict_opts[] = {
+    {0, "RUN", NULL, NULL, "a run folder, its name or a unique part of it", 0},
+    {0, "INPUT", NULL, NULL,
+     "FILE.h5[:GROUP] (as dlbench import writes it), FILE.csv of features, or a language "
+     "model's prompt",
+     0},
+    {DL_OPT_OUTPUT, "--output", "-o", "FILE",
+     "write there (whole or not at all) instead of stdout; FILE.jsonl means --format jsonl", 0},
+    {DL_OPT_FORMAT, "--format", NULL, "csv|jsonl", "CSV with a header row, or JSON lines", 0},
+    {DL_OPT_TOP_K, "--top-k", NULL, "K",
+     "the K likeliest classes per sample (default 1); a language model draws among them", 0},
+    {DL_OPT_LOGITS, "--logits", NULL, NULL, "also write the model's raw outputs", 0},
+    {DL_OPT_LABEL, "--label", NULL, "COLUMN",
+     "CSV: a label column to leave out (name or 0-based index)", 0},
+    {DL_OPT_TOKENS, "--tokens", NULL, "N", "language model: tokens to generate (default 200)", 0},
+    {DL_OPT_CHECKPOINT, "--checkpoint", NULL, "best|last|NAME",
+     "which checkpoint of the run (default: last)", 0},
+    {DL_OPT_OUT, "--out", NULL, "DIR", "where run folders are (default: runs)", 0},
+    HELP,
+    END};
+
 static const dl_opt profile_opts[] = {
     {0, "k=v", NULL, NULL, "override a hyperparameter the script declares", 0},
     {DL_OPT_STEPS, "--steps", NULL, "N", "optimizer steps to profile (default 50)", 0},
@@ -257,6 +278,17 @@ static const dl_command table[] = {
      "(dl.data.text) the per-token loss, perplexity and bits per character.\n"
      "exit status: 0 done, 1 failed, 2 bad input (no such run or checkpoint, a damaged or "
      "foreign checkpoint, data that does not fit the model)",
+     DL_COMPLETE_RUN},
+    {"predict", dl_cmd_predict, "RUN INPUT",
+     "RUN INPUT [-o FILE] [--top-k K] [--format csv|jsonl] [--logits]",
+     "predictions of a trained model for new inputs", predict_opts,
+     "Loads the run's script copy and checkpoint (on the CPU) and reads INPUT with the run's "
+     "normalisation (its data's scale, mean and std): per sample its index, the likeliest "
+     "class (number, name from the data's class names) and probability (softmax), then the "
+     "next K-1 classes; a language model (dl.data.text) continues INPUT as dlbench sample "
+     "does. Image files are not read yet: import them to HDF5 first.\n"
+     "exit status: 0 done, 1 failed, 2 bad input (no such run or checkpoint, a damaged or "
+     "foreign checkpoint, input that does not fit the model)",
      DL_COMPLETE_RUN},
     {"profile", dl_cmd_profile, "SCRIPT", "SCRIPT [k=v ...] [options]",
      "profile N steps, print the table, write a trace", profile_opts,
