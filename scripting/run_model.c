@@ -1,9 +1,11 @@
 /* run_model.c - a finished run opened for use: config.json, the script copy with its overrides, the data, the model and its checkpoint */
 #include "scripting/run_model.h"
 
+#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cjson/cJSON.h>
 
@@ -89,6 +91,45 @@ static int override_data(dl_run_model *r, dl_data_desc *d, const char *spec)
     return DL_OK;
 }
 
+/* The checkpoints dir holds, as --checkpoint names them ("last, best, x"). */
+static void list_checkpoints(const char *dir, char *out, size_t size)
+{
+    out[0] = 0;
+    size_t len = 0;
+    DIR *d = opendir(dir);
+    for (struct dirent *e; d && (e = readdir(d));) {
+        const char *n = e->d_name;
+        size_t k = strlen(n);
+        char name[256];
+        if (!strcmp(n, DL_RUN_FILE_CHECKPOINT))
+            snprintf(name, sizeof name, "last");
+        else if (!strncmp(n, "checkpoint-", 11) && k > 14 && k < 200 && !strcmp(n + k - 3, ".h5"))
+            snprintf(name, sizeof name, "%.*s", (int)(k - 14), n + 11);
+        else
+            continue;
+        len +=
+            (size_t)snprintf(out + len, len < size ? size - len : 0, "%s%s", len ? ", " : "", name);
+    }
+    if (d)
+        closedir(d);
+}
+
+/* The checkpoint file chosen exists, or an error says which ones do. */
+static int check_checkpoint(const dl_run_model *r, const char *name)
+{
+    if (access(r->checkpoint, F_OK) == 0)
+        return DL_OK;
+    char have[512];
+    list_checkpoints(r->dir, have, sizeof have);
+    if (!have[0])
+        return dl_error(DL_EINVAL,
+                        "%s: the run has no checkpoint (no %s): it stopped or failed before its "
+                        "first one",
+                        r->dir, DL_RUN_FILE_CHECKPOINT);
+    return dl_error(DL_EINVAL, "%s: no checkpoint \"%s\" (%s); the run has: %s", r->dir,
+                    name ? name : "last", r->checkpoint, have);
+}
+
 /* The script copy with the run's overrides, the model on the data's
  * sample shape, the checkpoint on the CPU backend. */
 static int load_model(dl_run_model *r, const dl_run_model_options *o)
@@ -107,6 +148,7 @@ static int load_model(dl_run_model *r, const dl_run_model_options *o)
     DL_TRY(dl_model_create(&r->model, dl_script_take_model(r->script), &r->train->info.sample));
     DL_TRY(
         dl_run_model_checkpoint_path(r->dir, o->checkpoint, r->checkpoint, sizeof r->checkpoint));
+    DL_TRY(check_checkpoint(r, o->checkpoint));
     DL_TRY(dl_model_init_state(r->model, cpu, dl_optim_moments(&e->optim), r->seed));
     DL_TRY(dl_checkpoint_load(r->checkpoint, r->model, &r->info));
     return dl_model_plan(r->model, batch);

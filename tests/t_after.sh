@@ -209,3 +209,108 @@ if run pred_shape 2 predict "$ds" "$OUT/three.csv" -o "$OUT/nothing.csv" &&
 else
     fail predict_wrong_shape "$(cat "$OUT/pred_shape.log"; ls "$OUT" | grep nothing)"
 fi
+
+# --- fine-tuning: init = dl.from_run(d, { checkpoint = "best", exclude = { "Linear4" } }) ---
+# a 3-class head on 4-class features: one step at lr 1e-7 from the run's
+# best checkpoint; the body equals the source's (h5py), the head equals a
+# fresh run's of the same seed, the log names what was loaded / skipped / new
+run import3 0 import --synthetic blobs --classes 3 --samples 600 --noise 0.6 --seed 4 "$OUT/b3.h5" || exit 0
+if run ft 0 run tests/run_scripts/after.lua path="$OUT/b3.h5" head=3 from="$d" exclude=Linear4 \
+    lr=1e-7 --stop-after 1 --out "$OUT/ft" &&
+    run fresh 0 run tests/run_scripts/after.lua path="$OUT/b3.h5" head=3 lr=1e-7 --stop-after 1 \
+        --out "$OUT/fresh"; then
+    ft=$(run_dir_of ft)
+    fr=$(run_dir_of fresh)
+    loaded='loaded 6: Linear1.weight, Linear1.bias, BatchNorm2.weight, BatchNorm2.bias, BatchNorm2.running_mean, BatchNorm2.running_var'
+    if ! grep -qF "init: $loaded" "$ft/events.log" || ! grep -qF "[init] $loaded" "$OUT/ft.log" ||
+        ! grep -qF 'init: skipped (excluded) 2: Linear4.weight, Linear4.bias' "$ft/events.log" ||
+        ! grep -qF 'init: new (initialised afresh) 0: none' "$ft/events.log" ||
+        ! grep -qF "checkpoint-best.h5" "$ft/events.log"; then
+        fail from_run_log "$(grep init "$ft/events.log")"
+    else
+        pass from_run_log
+    fi
+    if [ $have_h5py = 0 ]; then
+        skip from_run_values "no h5py/numpy for $PY"
+    elif "$PY" - "$d/checkpoint-best.h5" "$ft/checkpoint.h5" "$fr/checkpoint.h5" >"$OUT/ftpy.log" 2>&1 <<'PYEOF'; then
+import sys
+import h5py, numpy as np
+src, ft, fr = (h5py.File(p, "r") for p in sys.argv[1:4])
+for k in ("Linear1.weight", "Linear1.bias", "BatchNorm2.weight", "BatchNorm2.bias"):
+    a, b, c = src["params"][k][...], ft["params"][k][...], fr["params"][k][...]
+    assert a.shape == b.shape
+    assert np.abs(a - b).max() < 1e-5, (k, np.abs(a - b).max())   # loaded (one step of 1e-7)
+    assert np.abs(c - b).max() > 1e-2, k                            # not what a fresh run has
+for k in ("Linear4.weight", "Linear4.bias"):
+    b, c = ft["params"][k][...], fr["params"][k][...]
+    assert b.shape == ((3, 16) if k.endswith("weight") else (3,)) and src["params"][k].shape[0] == 4
+    assert np.abs(c - b).max() < 1e-5, (k, np.abs(c - b).max())    # freshly initialised
+# the running statistics start from the source's: one step of momentum 0.1 from it
+for k in ("BatchNorm2.running_mean", "BatchNorm2.running_var"):
+    a, b, c = src["buffers"][k][...], ft["buffers"][k][...], fr["buffers"][k][...]
+    assert np.abs(b - a).max() < np.abs(c - a).max(), k
+print("ok")
+PYEOF
+        pass from_run_values
+    else
+        fail from_run_values "$(tail -5 "$OUT/ftpy.log")"
+    fi
+fi
+# without the exclusion the head's shapes differ: exit 2 naming both, no run folder
+if run ft_shape 2 run tests/run_scripts/after.lua path="$OUT/b3.h5" head=3 from="$d" --out "$OUT/ft_bad" &&
+    grep -qF 'Linear4.weight is [4, 16] in' "$OUT/ft_shape.log" &&
+    grep -qF '[3, 16] in this model (exclude "Linear4"' "$OUT/ft_shape.log" &&
+    [ -z "$(ls -A "$OUT/ft_bad" 2>/dev/null)" ]; then
+    pass from_run_shape_mismatch
+else
+    fail from_run_shape_mismatch "$(tail -2 "$OUT/ft_shape.log"); left: $(ls "$OUT/ft_bad" 2>/dev/null)"
+fi
+
+# --- bad input: exit 2, a message naming the problem, nothing written ----------------------
+cp -r "$d" "$OUT/nockpt" && rm -f "$OUT/nockpt"/checkpoint*.h5
+cp -r "$d" "$OUT/foreign" && cp "$(run_dir_of train10)/checkpoint.h5" "$OUT/foreign/checkpoint.h5"
+cp -r "$d" "$OUT/flipped"
+size=$(stat -c %s "$d/checkpoint.h5")
+"$PY" - "$OUT/flipped/checkpoint.h5" <<'PYEOF' 2>/dev/null || printf '\x55\xaa\x55\xaa' | dd of="$OUT/flipped/checkpoint.h5" bs=1 seek=$((size / 2)) conv=notrunc 2>/dev/null
+import sys, h5py
+f = h5py.File(sys.argv[1], "r")
+off = f["arena/params"].id.get_offset()  # a byte inside the parameters
+f.close()
+with open(sys.argv[1], "r+b") as o:
+    o.seek(off + 5); b = o.read(1); o.seek(off + 5); o.write(bytes([b[0] ^ 0x5a]))
+PYEOF
+cp -r "$d" "$OUT/torn" && head -c $((size / 3)) "$d/checkpoint.h5" >"$OUT/torn/checkpoint.h5"
+printf 'a,b,c\n1,2,3\n4,5,6\n' >"$OUT/three_l.csv"
+run import_three 0 import --label c "$OUT/three_l.csv" "$OUT/three.h5" >/dev/null
+printf 'w,x,y,z\n1,2,3,0\n4,5,6,3\n' >"$OUT/wide.csv"
+run import_wide 0 import --label z "$OUT/wide.csv" "$OUT/wide.h5" >/dev/null
+bad() { # name pattern args...: exit 2, the pattern in the output, no $OUT/junk.* left
+    local name=$1 pattern=$2
+    shift 2
+    if run "$name" 2 "$@" && grep -qF -- "$pattern" "$OUT/$name.log" && [ -z "$(ls "$OUT" | grep '^junk')" ]; then
+        pass "$name"
+    else
+        fail "$name" "expected '$pattern': $(tail -2 "$OUT/$name.log"); $(ls "$OUT" | grep '^junk')"
+    fi
+}
+bad bad_no_checkpoint "the run has no checkpoint" eval "$OUT/nockpt"
+bad bad_no_checkpoint_predict "the run has no checkpoint" predict "$OUT/nockpt" "$OUT/blobs.h5" -o "$OUT/junk.csv"
+bad bad_foreign_checkpoint "Linear4.weight is [10, 16] in the checkpoint, [4, 16] in this model" eval "$OUT/foreign"
+bad bad_foreign_predict "written for another model" predict "$OUT/foreign" "$OUT/feat.csv" -o "$OUT/junk.csv"
+bad bad_corrupt_checkpoint "checksum mismatch" eval "$OUT/flipped" --json
+bad bad_truncated_checkpoint "not a readable HDF5 file" predict "$OUT/torn" "$OUT/feat.csv" -o "$OUT/junk.jsonl"
+bad bad_unknown_checkpoint 'no checkpoint "nosuch"' eval "$d" --checkpoint nosuch
+bad bad_unknown_checkpoint_lists "the run has: " eval "$d" --checkpoint nosuch
+bad bad_checkpoint_name "expected best, last or a checkpoint name" eval "$d" --checkpoint ../x
+bad bad_eval_shape "expects 2 features in its last dimension, got per-sample input [3]" eval "$d" --data "$OUT/wide.h5:/train"
+bad bad_eval_no_group "/nosuch" eval "$d" --data "$OUT/blobs.h5:/nosuch"
+bad bad_predict_no_file "no such file" predict "$d" "$OUT/nosuch.h5" -o "$OUT/junk.csv"
+bad bad_predict_image "image decoder" predict "$d" "$OUT/photo.png" -o "$OUT/junk.csv"
+bad bad_from_run_missing "init = dl.from_run" run tests/run_scripts/after.lua path="$OUT/b3.h5" head=3 from="$OUT/nosuchrun" --out "$OUT/junkruns"
+# eval --data on another group: the training split, counted by numpy
+if run eval_data 0 eval "$d" --data "$OUT/blobs.h5:/train" --json && grep -q '"samples":[[:space:]]*800' "$OUT/eval_data.log" &&
+    grep -q '"data":[[:space:]]*".*blobs.h5:/train"' "$OUT/eval_data.log"; then
+    pass eval_data_group
+else
+    fail eval_data_group "$(head -c 300 "$OUT/eval_data.log")"
+fi

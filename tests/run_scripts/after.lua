@@ -17,6 +17,8 @@ return dl.experiment {
     nn.Linear(2, hp.hidden), nn.BatchNorm1d(hp.hidden), nn.ReLU(),
     nn.Linear(hp.hidden, hp.head),
   },
+  init = hp.from ~= "" and dl.from_run(hp.from, {
+    checkpoint = "best", exclude = hp.exclude ~= "" and { hp.exclude } or {} }) or nil,
   loss = nn.CrossEntropy(),
   optimizer = optim.Adam { lr = hp.lr },
   batch = hp.batch, epochs = hp.epochs, seed = 5,
