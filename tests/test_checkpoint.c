@@ -234,11 +234,49 @@ static void test_damaged_refused(void)
     unlink(path);
 }
 
+/* Thousands of tensors: a layout over an attribute's 64 KiB still saves and loads. */
+static void test_many_tensors(void)
+{
+    dl_layer *s = dl_nn_sequential();
+    for (int i = 0; i < 1500; i++)
+        dl_nn_sequential_add(s, dl_nn_linear(4, 4, 1));
+    dl_model *m = new_model(s, 0), *back = NULL;
+    dl_layer *s2 = dl_nn_sequential();
+    for (int i = 0; i < 1500; i++)
+        dl_nn_sequential_add(s2, dl_nn_linear(4, 4, 1));
+    back = new_model(s2, 0);
+    CHECK(m && back);
+    if (!m || !back)
+        return;
+    char path[] = "/tmp/dl-test-ckpt-XXXXXX";
+    int fd = mkstemp(path);
+    close(fd);
+    dl_model_state a, b;
+    dl_model_get_state(m, &a);
+    dl_model_get_state(back, &b);
+    for (size_t i = 0; i < a.count; i++)
+        a.params[i] = (float)i;
+    dl_checkpoint_info info = {0}, got;
+    CHECK_OK(dl_checkpoint_save(path, m, &info));
+    CHECK_OK(dl_checkpoint_load(path, back, &got));
+    CHECK(memcmp(a.params, b.params, a.count * sizeof(float)) == 0);
+    float v[16];
+    hsize_t dims[4];
+    int rank;
+    CHECK(read_named(path, "/params/Linear1500.weight", dims, &rank, v, 16) == 0 && rank == 2);
+    const dl_param *p = dl_model_param(m, dl_model_num_params(m) - 2);
+    CHECK(!strcmp(p->name, "Linear1500.weight") && v[5] == a.params[p->offset + 5]);
+    dl_model_destroy(m);
+    dl_model_destroy(back);
+    unlink(path);
+}
+
 int main(void)
 {
     RUN(test_v1_file_loads);
     RUN(test_v2_names_tensors);
     RUN(test_other_model_refused);
     RUN(test_damaged_refused);
+    RUN(test_many_tensors);
     CHECK_EXIT();
 }

@@ -21,7 +21,8 @@
 #define FORMAT "dlbench-checkpoint 2"
 #define FORMAT_V1 "dlbench-checkpoint 1"
 #define NCURSOR 17
-#define NCURSOR_V1 10 /* written before the epoch and window totals were kept */
+#define LAYOUT_ATTR_MAX 60000 /* bytes: a longer layout is the dataset /layout */
+#define NCURSOR_V1 10         /* written before the epoch and window totals were kept */
 
 static const char *region_names[4] = {"params", "moment1", "moment2", "buffers"};
 
@@ -160,6 +161,47 @@ static int put_view(hid_t group, const char *src, size_t n, const dl_checkpoint_
     return d < 0 ? -1 : 0;
 }
 
+/* The layout as the root attribute "layout"; one too long for an
+ * attribute of the default file format (64 KiB: thousands of tensors) as
+ * a 1-D u8 dataset /layout instead. */
+static int put_layout(hid_t f, const char *layout)
+{
+    size_t n = strlen(layout);
+    if (n < LAYOUT_ATTR_MAX)
+        return dl_h5_attr_write_string(f, "layout", layout, H5T_CSET_ASCII);
+    hsize_t dims[1] = {n};
+    hid_t space = H5Screate_simple(1, dims, NULL);
+    hid_t d = H5Dcreate2(f, "layout", H5T_STD_U8LE, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    herr_t rc = d >= 0 ? H5Dwrite(d, H5T_NATIVE_UCHAR, H5S_ALL, H5S_ALL, H5P_DEFAULT, layout) : -1;
+    if (d >= 0)
+        H5Dclose(d);
+    H5Sclose(space);
+    return rc < 0 ? -1 : 0;
+}
+
+/* The layout attribute, else the /layout dataset (malloc'd text). */
+static char *read_layout(hid_t f)
+{
+    char *text = dl_h5_attr_read_string(f, "layout");
+    if (text || H5Lexists(f, "layout", H5P_DEFAULT) <= 0)
+        return text;
+    hid_t d = H5Dopen2(f, "layout", H5P_DEFAULT);
+    hid_t space = d >= 0 ? H5Dget_space(d) : -1;
+    hssize_t n = space >= 0 ? H5Sget_simple_extent_npoints(space) : -1;
+    text = n >= 0 ? malloc((size_t)n + 1) : NULL;
+    if (text && H5Dread(d, H5T_NATIVE_UCHAR, H5S_ALL, H5S_ALL, H5P_DEFAULT, text) < 0) {
+        free(text);
+        text = NULL;
+    }
+    if (text)
+        text[n] = 0;
+    if (space >= 0)
+        H5Sclose(space);
+    if (d >= 0)
+        H5Dclose(d);
+    return text;
+}
+
 /* The arenas under /arena and one view per tensor in /params, /moment1,
  * /moment2 and /buffers. Frees h's regions as soon as HDF5 holds a copy. */
 static int put_state(hid_t f, host_state *h, const dl_checkpoint_tensor *t, int nt)
@@ -287,7 +329,7 @@ static int build_image(const char *path, host_state *h, const dl_model_state *st
     int moments = st->moments, version = DL_CHECKPOINT_VERSION;
     bad |= dl_h5_attr_write_string(f, "format", FORMAT, H5T_CSET_ASCII) < 0;
     bad |= dl_h5_attr_write(f, "version", H5T_NATIVE_INT, 1, &version) < 0;
-    bad |= dl_h5_attr_write_string(f, "layout", layout, H5T_CSET_ASCII) < 0;
+    bad |= put_layout(f, layout) < 0;
     bad |= dl_h5_attr_write_string(f, "config_hash", info->config_hash, H5T_CSET_ASCII) < 0;
     bad |= dl_h5_attr_write_string(f, "sha256", hex, H5T_CSET_ASCII) < 0;
     bad |= dl_h5_attr_write(f, "cursor", H5T_NATIVE_DOUBLE, NCURSOR, cur) < 0;
@@ -424,7 +466,7 @@ static int check_format(const char *path, hid_t f, int *version)
 static int read_attrs(const char *path, hid_t f, dl_checkpoint_contents *c, double *cur,
                       int *ncursor, char **layout, char sha[65])
 {
-    *layout = dl_h5_attr_read_string(f, "layout");
+    *layout = read_layout(f);
     char *hash = dl_h5_attr_read_string(f, "config_hash");
     char *digest_attr = dl_h5_attr_read_string(f, "sha256");
     *ncursor = dl_h5_attr_read(f, "cursor", H5T_NATIVE_DOUBLE, NCURSOR, cur);

@@ -12,7 +12,8 @@
  *       space and cannot disagree with it ('/' in a name is written '_');
  *   root attributes: format ("dlbench-checkpoint 2"), version (2), layout
  *       (a "count P buffers B" line, then "param|buffer NAME OFFSET COUNT
- *       D0,D1" per tensor), moments, cursor (17 doubles: the trainer
+ *       D0,D1" per tensor; a layout over 60000 bytes is the u8 dataset
+ *       /layout instead), moments, cursor (17 doubles: the trainer
  *       cursor with the epoch's and the logging window's running sums;
  *       files with the first 10 only still load), seed, config_hash and
  *       sha256 (over every arena, the cursor, the seed and the config
