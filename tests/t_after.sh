@@ -256,6 +256,17 @@ PYEOF
         fail from_run_values "$(tail -5 "$OUT/ftpy.log")"
     fi
 fi
+# a layer the source lacks: everything else loaded, its tensors new
+if run ft_new 0 run tests/run_scripts/after.lua path="$OUT/blobs.h5" from="$d" extra=true epochs=1 \
+    --out "$OUT/ft_new"; then
+    e=$(run_dir_of ft_new)/events.log
+    if grep -qF 'init: loaded 8: Linear1.weight' "$e" && grep -qF 'init: skipped (excluded) 0: none' "$e" &&
+        grep -qF 'init: new (initialised afresh) 2: Linear6.weight, Linear6.bias' "$e"; then
+        pass from_run_new_tensors
+    else
+        fail from_run_new_tensors "$(grep init "$e")"
+    fi
+fi
 # without the exclusion the head's shapes differ: exit 2 naming both, no run folder
 if run ft_shape 2 run tests/run_scripts/after.lua path="$OUT/b3.h5" head=3 from="$d" --out "$OUT/ft_bad" &&
     grep -qF 'Linear4.weight is [4, 16] in' "$OUT/ft_shape.log" &&
