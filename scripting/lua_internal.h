@@ -18,6 +18,7 @@
 #define DL_TENSOR_MT "dlbench.tensor"
 #define DL_CALLBACK_MT "dlbench.callback"
 #define DL_EXPERIMENT_MT "dlbench.experiment"
+#define DL_FROM_RUN_MT "dlbench.from_run"
 #define DL_STUDY_MT "dlbench.study"
 #define DL_HPARAMS_MT "dlbench.hparams"
 #define DL_RUN_MT "dlbench.run"

@@ -23,13 +23,18 @@ typedef struct dl_run_model_options {
     const char *out_dir;    /* where run folders are (NULL: "runs") */
     const char *checkpoint; /* "last" (NULL), "best", or a name given to checkpoint(NAME) */
     const char *verb;       /* the command, for messages ("eval"; NULL: "run") */
-    int batch;              /* rows to plan the model for (<= 0: 1) */
+    int batch;              /* rows to plan the model for (0: 1; < 0: the experiment's batch) */
+    const char *data;       /* FILE[:GROUP]: this HDF5 (or token) file's group instead of the
+                             * run's data (GROUP default: the run's validation group); NULL: the
+                             * run's own. Both sources then read GROUP, whole and in order. */
 } dl_run_model_options;
 
 typedef struct dl_run_model {
     char dir[1024];        /* the run folder */
     char data_kind[32];    /* config.json's data.kind: "hdf5", "text", ... */
-    char data_path[1024];  /* config.json's data.path (relative to where the run started) */
+    char data_path[1024];  /* config.json's data.path (relative to where the run started), or
+                            * the file of o->data */
+    char data_group[128];  /* the group the validation source reads ("" none) */
     char checkpoint[1200]; /* the checkpoint file loaded */
     uint64_t seed;         /* the run's */
     char **overrides;      /* the run's k=v overrides */
@@ -45,6 +50,9 @@ typedef struct dl_run_model {
  * checkpoint(NAME) wrote. DL_EINVAL for a name with a '/' or a leading
  * '.'; the file may not exist (the load says so). */
 int dl_run_model_checkpoint_path(const char *dir, const char *name, char *path, size_t size);
+
+/* The experiment of an open run (its loss, optimizer, data description). */
+struct dl_experiment *dl_run_model_experiment(const dl_run_model *r);
 
 /* Opens run o->run: resolves the folder, reads config.json, loads the
  * script copy with the run's overrides, opens its data (the sample shape

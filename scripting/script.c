@@ -366,6 +366,46 @@ static int l_checkpoint(lua_State *L)
     return 1;
 }
 
+/* dl.from_run("RUN", { checkpoint = "last", exclude = { "Linear4", ... } }):
+ * the value of an experiment's init; the session loads the run's
+ * parameters and buffers by name and shape, leaving out the excluded
+ * layers (or tensors). */
+static int l_from_run(lua_State *L)
+{
+    const char *fn = "dl.from_run";
+    const char *run = lua_type(L, 1) == LUA_TSTRING ? lua_tostring(L, 1) : NULL;
+    if (!run || !run[0] || strlen(run) >= sizeof((dl_init_spec *)0)->run)
+        return dl_lua_argerror(L, fn, 1, "run", "a run folder, its name or a unique part of it");
+    dl_lua_opts o;
+    dl_lua_opt_begin(&o, L, fn, 2, 0);
+    dl_init_spec *in = lua_newuserdatauv(L, sizeof *in, 0);
+    memset(in, 0, sizeof *in);
+    in->set = 1;
+    snprintf(in->run, sizeof in->run, "%s", run);
+    dl_lua_opt_string(&o, "checkpoint", "last", in->checkpoint, sizeof in->checkpoint);
+    int t = dl_lua_opt_push(&o, "exclude");
+    if (t == LUA_TSTRING) {
+        snprintf(in->exclude[in->nexclude++], sizeof in->exclude[0], "%s", lua_tostring(L, -1));
+    } else if (t == LUA_TTABLE) {
+        int n = (int)luaL_len(L, -1);
+        if (n > DL_MAX_EXCLUDE)
+            dl_lua_error(L, "%s: at most %d names to exclude", fn, DL_MAX_EXCLUDE);
+        for (int i = 1; i <= n; i++) {
+            if (lua_geti(L, -1, i) != LUA_TSTRING)
+                dl_lua_error(L, "%s: exclude[%d] is a %s, expected a layer name (\"Linear4\")", fn,
+                             i, luaL_typename(L, -1));
+            snprintf(in->exclude[in->nexclude++], sizeof in->exclude[0], "%s", lua_tostring(L, -1));
+            lua_pop(L, 1);
+        }
+    } else if (t != LUA_TNIL) {
+        dl_lua_fielderror(L, fn, "exclude", "a list of layer names ({ \"Linear4\" })");
+    }
+    lua_pop(L, 1);
+    dl_lua_opt_check(&o);
+    luaL_setmetatable(L, DL_FROM_RUN_MT);
+    return 1;
+}
+
 /* dl.callback { on_step = f, on_epoch = f, on_validation = f, name = "..." }:
  * f(run, metrics) may read run.step, run.epoch, run.lr and the metrics,
  * call run:set_lr(x), run:stop(reason), run:note(text), run:param(name). */
@@ -511,6 +551,9 @@ static int l_experiment(lua_State *L)
         dl_lua_fielderror(L, fn, "callbacks", "a list of callbacks");
     }
     lua_pop(L, 1);
+    if (dl_lua_opt_push(&o, "init") != LUA_TNIL && !luaL_testudata(L, -1, DL_FROM_RUN_MT))
+        dl_lua_fielderror(L, fn, "init", "dl.from_run(\"RUN\", {...})");
+    lua_pop(L, 1);
     static const char *hooks[] = {"on_step", "on_epoch", "on_validation"};
     for (int i = 0; i < 3; i++) {
         t = dl_lua_opt_push(&o, hooks[i]);
@@ -567,18 +610,18 @@ static int l_study(lua_State *L)
 
 static int luaopen_dlbench(lua_State *L)
 {
-    static const luaL_Reg fns[] = {{"hparams", l_hparams},
-                                   {"experiment", l_experiment},
-                                   {"study", l_study},
-                                   {"early_stopping", l_early_stopping},
-                                   {"checkpoint", l_checkpoint},
-                                   {"callback", l_callback},
-                                   {NULL, NULL}};
+    static const luaL_Reg fns[] = {
+        {"hparams", l_hparams},       {"experiment", l_experiment},
+        {"study", l_study},           {"early_stopping", l_early_stopping},
+        {"checkpoint", l_checkpoint}, {"callback", l_callback},
+        {"from_run", l_from_run},     {NULL, NULL}};
     luaL_newmetatable(L, DL_CALLBACK_MT);
     lua_pushcfunction(L, callback_tostring);
     lua_setfield(L, -2, "__tostring");
     lua_pop(L, 1);
     luaL_newmetatable(L, DL_EXPERIMENT_MT);
+    lua_pop(L, 1);
+    luaL_newmetatable(L, DL_FROM_RUN_MT);
     lua_pop(L, 1);
     luaL_newmetatable(L, DL_STUDY_MT);
     lua_pop(L, 1);
@@ -784,6 +827,11 @@ static int read_experiment(dl_script *s, int idx)
     read_string_field(L, idx, "nonfinite", "stop", buf, sizeof buf);
     e->cfg.nonfinite = !strcmp(buf, "skip") ? DL_NONFINITE_SKIP : DL_NONFINITE_STOP;
     read_string_field(L, idx, "device", "auto", e->device, sizeof e->device);
+    lua_getfield(L, idx, "init");
+    const dl_init_spec *init = luaL_testudata(L, -1, DL_FROM_RUN_MT);
+    if (init)
+        e->init = *init;
+    lua_pop(L, 1);
 
     /* callbacks */
     if (lua_getfield(L, idx, "callbacks") == LUA_TTABLE) {

@@ -62,6 +62,16 @@ typedef struct dl_study_spec {
     long long seed;   /* the sampler's seed */
 } dl_study_spec;
 
+/* What dl.from_run("RUN", {...}) said: the experiment's init. */
+#define DL_MAX_EXCLUDE 32
+typedef struct dl_init_spec {
+    int set;                          /* the experiment has init = dl.from_run(...) */
+    char run[1024];                   /* a run folder, its name or a unique part of it */
+    char checkpoint[128];             /* "best", "last" or a checkpoint(NAME) name */
+    char exclude[DL_MAX_EXCLUDE][64]; /* layer names ("Linear4") or tensor names */
+    int nexclude;
+} dl_init_spec;
+
 typedef struct dl_experiment {
     char name[64];
     int is_study;
@@ -76,7 +86,8 @@ typedef struct dl_experiment {
     dl_data_desc data;
     dl_cb_spec cb[DL_MAX_CALLBACKS];
     int ncb;
-    dl_hparam *hp; /* sorted by name */
+    dl_init_spec init; /* init = dl.from_run(...): parameters and buffers from a run */
+    dl_hparam *hp;     /* sorted by name */
     int nhp;
     /* a study (is_study): its settings, and - once the objective ran - the
      * parameters the trial suggested, in suggestion order (float: NUMBER,

@@ -136,12 +136,14 @@ static int prepare_steps(dl_session *s)
     DL_TRY(choose_backend(s));
     DL_TRY(open_data(s));
     DL_TRY(build_trainer(s));
+    DL_TRY(session_init_from_run(s));
     if (s->opt.profile_steps > 0) /* the caller attaches its profiler and callbacks */
         return DL_OK;
     DL_TRY(session_build_config(s));
     if (is_duplicate(s))
         return DL_SESSION_DUPLICATE;
     DL_TRY(s->resumed ? session_resume_finish(s) : open_run_log(s));
+    session_init_report(s);
     session_hooks_attach(s);
     session_publish_prepared(s);
     return DL_OK;
@@ -282,6 +284,7 @@ void dl_session_destroy(dl_session *s)
     dl_script_destroy(s->script);
     cJSON_Delete(s->config);
     cJSON_Delete(s->summary);
+    free(s->init_report);
     dl_backend_cpu_destroy(s->parity_be); /* last: nothing lives on it now */
     free(s);
 }

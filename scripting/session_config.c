@@ -213,6 +213,14 @@ static cJSON *result_config(dl_session *s, const char *script_sha)
     cJSON_AddItemToObject(c, "data", data_json(&e->data, s->fingerprint));
     cJSON_AddItemToObject(c, "callbacks", callbacks_json(e));
     cJSON_AddStringToObject(c, "version", DL_VERSION);
+    if (e->init.set && s->init_checkpoint[0]) { /* absent: the hashes of older runs hold */
+        cJSON *in = cJSON_AddObjectToObject(c, "init");
+        cJSON_AddStringToObject(in, "checkpoint", s->init_checkpoint);
+        cJSON_AddNumberToObject(in, "step", (double)s->init_step);
+        cJSON *ex = cJSON_AddArrayToObject(in, "exclude");
+        for (int i = 0; i < e->init.nexclude; i++)
+            cJSON_AddItemToArray(ex, cJSON_CreateString(e->init.exclude[i]));
+    }
     if (e->is_study && e->ntrial_params > 0) /* what the objective was given */
         cJSON_AddItemToObject(c, "trial_params", trial_params_json(e));
     return c;

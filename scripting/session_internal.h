@@ -53,6 +53,9 @@ struct dl_session {
     int pruned;            /* the study's pruner stopped this trial */
     dl_backend *parity_be; /* a cpu:T backend of a parity check (owned) */
     double wall_s, samples_per_s;
+    char init_checkpoint[1200]; /* init = dl.from_run: the checkpoint read */
+    char *init_report;          /* its loaded / skipped / new lines until logged (owned) */
+    long init_step;             /* the step the checkpoint was taken at */
 };
 
 /* An event to events.log, the telemetry (with the state it implies) and
@@ -63,6 +66,17 @@ void session_emit(dl_session *s, const char *kind, const char *fmt, ...)
 /* Optimizer steps in one pass over train with `accumulate` micro-batches
  * a step, as the trainer counts them. */
 long session_steps_per_epoch(dl_source *train, int accumulate);
+
+/* session_init.c: init = dl.from_run(...) applied to the fresh model
+ * (nothing on a resume): parameters and buffers by name and shape, the
+ * excluded layers and the tensors the checkpoint lacks left as
+ * initialised. Errors: the run or checkpoint cannot be had or read (its
+ * loader's message), a shape that differs (DL_ESHAPE naming the tensor
+ * and both shapes). */
+int session_init_from_run(dl_session *s);
+/* session_init.c: what session_init_from_run did, as "init" events
+ * (events.log, stdout): the checkpoint, then loaded, skipped, new. */
+void session_init_report(dl_session *s);
 
 /* session_config.c: a float as the script wrote it (0.01, not
  * 0.00999999977648258). */

@@ -196,7 +196,7 @@ static int generate(sampler *s)
 static int open_run(sampler *s)
 {
     const dl_sample_options *o = s->o;
-    dl_run_model_options ro = {o->run, o->out_dir, o->checkpoint, "sample", 1};
+    dl_run_model_options ro = {o->run, o->out_dir, o->checkpoint, "sample", 1, NULL};
     DL_TRY(dl_run_model_open(&s->run, &ro));
     s->run_dir = s->run.dir;
     s->data_path = s->run.data_path;

@@ -84,6 +84,40 @@ run sample_unknown 2 sample "$d" --prompt "the Zebra" &&
     pass lm_sample_unknown_char
 run sample_bad_temp 2 sample "$d" --temperature -1 && pass lm_sample_bad_temperature
 
+# --- eval: per-token loss, perplexity and bits per character as training logged ----
+if run lm_eval 0 eval "$d" --json && run lm_eval_text 0 eval "$d"; then
+    last=$(grep '"kind":"epoch"' "$d/metrics.jsonl" | tail -1)
+    if awk -v j="$(tr -d '\n\t ' <"$OUT/lm_eval.log")" -v m="$last" 'function num(s, k,   r) {
+            if (!match(s, "\"" k "\":[-0-9.e+]+")) return "none";
+            r = substr(s, RSTART + length(k) + 3, RLENGTH - length(k) - 3); return r + 0 }
+        BEGIN { l = num(j, "loss"); v = num(m, "val_loss"); p = num(j, "perplexity");
+                b = num(j, "bits_per_char"); a = num(j, "accuracy"); va = num(m, "val_acc");
+                d = l - v; if (d < 0) d = -d;
+                e = p - exp(l); if (e < 0) e = -e; f = b - l / log(2); if (f < 0) f = -f;
+                exit !(d <= 1e-6 * v && e <= 1e-9 * p && f <= 1e-9 * b && a == va) }'; then
+        if grep -q '^perplexity ' "$OUT/lm_eval_text.log" && grep -q '^bits/char ' "$OUT/lm_eval_text.log"; then
+            pass lm_eval
+        else
+            fail lm_eval "the text report lacks perplexity or bits/char: $(cat "$OUT/lm_eval_text.log")"
+        fi
+    else
+        fail lm_eval "eval $(tr -d '\n\t' <"$OUT/lm_eval.log" | head -c 300) against $last"
+    fi
+fi
+
+# --- predict with a prompt: what sample prints, also through -o ------------------
+if run lm_predict 0 predict "$d" "the cat" --tokens 20 && run lm_predict_sample 0 sample "$d" \
+    --prompt "the cat" --tokens 20 && run lm_predict_file 0 predict "$d" "the cat" --tokens 20 \
+    -o "$OUT/cont.txt"; then
+    if cmp -s "$OUT/lm_predict.log" "$OUT/lm_predict_sample.log" &&
+        cmp -s "$OUT/cont.txt" "$OUT/lm_predict_sample.log" &&
+        [ "$(head -c 7 "$OUT/cont.txt")" = "the cat" ]; then
+        pass lm_predict_prompt
+    else
+        fail lm_predict_prompt "predict: $(head -c 80 "$OUT/lm_predict.log"), sample: $(head -c 80 "$OUT/lm_predict_sample.log")"
+    fi
+fi
+
 # --- not a language model --------------------------------------------------------
 if run spirals 0 run scripts/spirals.lua epochs=1 --out "$OUT/runs" -q; then
     run sample_not_lm 2 sample "$(run_dir_of spirals)" &&

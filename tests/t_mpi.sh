@@ -58,7 +58,7 @@ run_dir_of() { sed -n 's/^run folder: //p' "$OUT/$1.log" | tail -1; }
 
 # params CHECKPOINT: one parameter per line, full precision
 params() {
-    h5dump -d /params -y -w 0 -m '%.9g' "$1" | sed -n '/DATA {/,/}/p' | tr ',' '\n' |
+    h5dump -d /arena/params -y -w 0 -m '%.9g' "$1" | sed -n '/DATA {/,/}/p' | tr ',' '\n' |
         grep -E '^[[:space:]]*-?[0-9]' | tr -d ' '
 }
 # maxdiff A B: largest |a - b| over the parameters of two checkpoints

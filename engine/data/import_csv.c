@@ -21,6 +21,7 @@ typedef struct csv_doc {
     size_t nlines, cap;
     char **fields; /* [MAXF] scratch for csv_fields */
     char **header; /* [ncol] names, NULL without a header row */
+    char *first;   /* a copy of lines[0], split for the header (lines[0] stays whole) */
     int ncol, label_col;
     int regression; /* the label column is f32 targets, whatever its values */
 } csv_doc;
@@ -37,6 +38,7 @@ typedef struct csv_rows {
 
 static void doc_done(csv_doc *c)
 {
+    free(c->first);
     free(c->header);
     free(c->fields);
     free(c->lines);
@@ -180,11 +182,37 @@ static int split_lines(csv_doc *c)
     return DL_OK;
 }
 
+/* Features only: the first line is kept as a header when any field of it
+ * is not a number. */
+static int header_only(csv_doc *c)
+{
+    int has_header = 0;
+    for (int col = 0; col < c->ncol; col++) {
+        double v;
+        has_header |= !parse_number(c->fields[col], &v);
+    }
+    if (!has_header)
+        return DL_OK;
+    c->header = malloc((size_t)c->ncol * sizeof *c->header);
+    if (!c->header)
+        return dl_error(DL_ENOMEM, "%s: out of memory for %d column names", c->path, c->ncol);
+    memcpy(c->header, c->fields, (size_t)c->ncol * sizeof *c->header);
+    return DL_OK;
+}
+
 /* The first line is a header when any field of it is not a number; the
  * label column is named there, or given by its 0-based index. */
 static int find_columns(csv_doc *c, const char *label)
 {
-    int ncol = csv_fields(c->lines[0], c->fields, MAXF);
+    /* split a copy: without a header, line 0 is a data row parsed again */
+    if (!(c->first = strdup(c->lines[0])))
+        return dl_error(DL_ENOMEM, "%s: out of memory", c->path);
+    int ncol = csv_fields(c->first, c->fields, MAXF);
+    if (!label && ncol >= 1 && ncol <= MAXF) {
+        c->ncol = ncol;
+        c->label_col = -1;
+        return header_only(c);
+    }
     if (ncol < 2 || ncol > MAXF)
         return dl_error(DL_EINVAL, "%s:%d: %d columns, expected 2 to %d (features and a label)",
                         c->path, c->lineno[0], ncol, MAXF);
@@ -220,7 +248,7 @@ static int find_columns(csv_doc *c, const char *label)
 static int parse_row(const csv_doc *c, csv_rows *rows, size_t r)
 {
     size_t li = rows->first + r;
-    int k = csv_fields(c->lines[li], c->fields, MAXF), nf = c->ncol - 1;
+    int k = csv_fields(c->lines[li], c->fields, MAXF), nf = c->ncol - (c->label_col >= 0);
     if (k < 0)
         return dl_error(DL_EINVAL, "%s:%d: unterminated quote", c->path, c->lineno[li]);
     if (k != c->ncol)
@@ -260,7 +288,7 @@ static int parse_rows(const csv_doc *c, csv_rows *rows)
     rows->n = c->nlines - rows->first;
     if (rows->n == 0)
         return dl_error(DL_EINVAL, "%s: a header but no data rows", c->path);
-    size_t n = rows->n, nf = (size_t)c->ncol - 1;
+    size_t n = rows->n, nf = (size_t)c->ncol - (c->label_col >= 0);
     rows->x = malloc(n * nf * sizeof *rows->x);
     rows->yv = malloc(n * sizeof *rows->yv);
     rows->ys = malloc(n * sizeof *rows->ys);
@@ -384,4 +412,32 @@ int dl_import_csv_load(dl_import *im, const char *path, const char *label)
 int dl_import_csv_load_targets(dl_import *im, const char *path, const char *label)
 {
     return load_csv(im, path, label, 1);
+}
+
+int dl_import_csv_features(const char *path, const char *label, dl_dataset *d)
+{
+    memset(d, 0, sizeof *d);
+    csv_doc c = {.path = path};
+    csv_rows rows = {0};
+    int rc = read_text(&c);
+    if (rc == DL_OK && (rc = split_lines(&c)) == DL_OK && (rc = find_columns(&c, label)) == DL_OK)
+        rc = parse_rows(&c, &rows);
+    int32_t *y = rc == DL_OK ? calloc(rows.n, sizeof *y) : NULL;
+    if (rc == DL_OK && !y)
+        rc = dl_error(DL_ENOMEM, "%s: out of memory for %zu rows", path, rows.n);
+    if (rc == DL_OK) {
+        d->info.sample = dl_shape_make(1, (const int64_t[]){c.ncol - (c.label_col >= 0)});
+        d->info.x_dtype = DL_F32;
+        d->info.y_dtype = DL_I32;
+        d->info.y_width = 1;
+        d->info.count = rows.n;
+        d->info.scale = 1;
+        d->x = rows.x;
+        d->y = y;
+        rows.x = NULL;
+        snprintf(d->name, sizeof d->name, "%.200s", path);
+    }
+    rows_done(&rows);
+    doc_done(&c);
+    return rc;
 }

@@ -21,4 +21,12 @@ int dl_import_csv_load(dl_import *im, const char *path, const char *label);
  * a finite number is DL_EINVAL "path:line: target ... is not a number". */
 int dl_import_csv_load_targets(dl_import *im, const char *path, const char *label);
 
+/* Reads path's rows as features for a model to predict from: x f32
+ * [rows, columns] (label NULL), or every column but label's (a header
+ * name or 0-based index) when the file has one; the first line is a
+ * header when a field of it is not a number. d gets zero i32 labels (y
+ * width 1, no classes), scale 1; the caller frees d->x and d->y. Errors
+ * as dl_import_csv_load's; d is then empty. */
+int dl_import_csv_features(const char *path, const char *label, dl_dataset *d);
+
 #endif

@@ -1,5 +1,6 @@
 /* step.c - one optimizer step (accumulated micro-batches, loss scaling, clipping), its reports, validation, epoch ends */
 #include <math.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -445,6 +446,40 @@ int dl_trainer_evaluate(dl_trainer *t, dl_source *src, double *loss, double *acc
                ? NAN
                : sums[1] / d / (t->loss.kind == DL_LOSS_BCE ? dl_trainer_per_sample(t) : 1);
     return DL_OK;
+}
+
+int dl_trainer_outputs(dl_trainer *t, dl_source *src, dl_outputs_fn fn, void *user)
+{
+    DL_TRY(src->ops->start_epoch(src, 0, 0));
+    size_t outs = (size_t)dl_shape_numel(dl_model_output_shape(t->m));
+    float *host = malloc((size_t)t->cfg.batch * outs * sizeof *host);
+    if (!host)
+        return dl_error(DL_ENOMEM, "out of memory for %d x %zu outputs", t->cfg.batch, outs);
+    int rc = DL_OK;
+    while (rc == DL_OK) {
+        dl_batch b;
+        int got = src->ops->next(src, &b);
+        if (got <= 0) {
+            rc = got;
+            break;
+        }
+        const void *labels;
+        int slot;
+        rc = load_batch(t, src, &b, &labels, &slot);
+        dl_pass p;
+        dl_model_pass(t->m, &p, b.n, 0, t->cfg.precision, t->cfg.seed, 0);
+        if (rc == DL_OK)
+            rc = dl_model_forward(t->m, &p);
+        if (rc == DL_OK)
+            rc = t->be->ops->to_host(t->be, host, dl_model_output(t->m),
+                                     (size_t)b.n * outs * sizeof *host);
+        if (rc == DL_OK)
+            rc = release_slot(t, slot);
+        if (rc == DL_OK)
+            rc = fn(user, b.n, host, b.y);
+    }
+    free(host);
+    return rc;
 }
 
 int dl_trainer_end_epoch(dl_trainer *t)

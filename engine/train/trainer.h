@@ -88,6 +88,15 @@ int dl_trainer_run(dl_trainer *t);
 /* One optimizer step (accumulate micro-batches). Returns 1 when the epoch
  * has no more batches (no step taken), 0 after a step, < 0 on error. */
 int dl_trainer_step(dl_trainer *t);
+/* What dl_trainer_outputs hands over per batch: n rows, out [n, outputs]
+ * (the model's raw outputs, f32, host memory valid during the call), y the
+ * batch's targets as the source yields them (host). Return DL_OK to go on,
+ * a negative status to stop the pass with it. */
+typedef int (*dl_outputs_fn)(void *user, int n, const float *out, const void *y);
+/* Runs the model in eval mode over a whole source (its batches in order,
+ * converted as training converts them: scale, mean, std) and calls fn with
+ * each batch's outputs. Returns DL_OK, the source's or fn's error. */
+int dl_trainer_outputs(dl_trainer *t, dl_source *src, dl_outputs_fn fn, void *user);
 /* Mean loss and accuracy of the model over a whole source, eval mode. */
 int dl_trainer_evaluate(dl_trainer *t, dl_source *src, double *loss, double *acc);
 

@@ -134,7 +134,7 @@ int dl_cmd_export(const dl_command *self, int argc, char **argv)
     if (a.output && (rc = check_output_folder(a.output)) >= 0)
         return rc;
     dl_run_model r;
-    dl_run_model_options ro = {a.run, a.out_dir, a.checkpoint, "export", 1};
+    dl_run_model_options ro = {a.run, a.out_dir, a.checkpoint, "export", 1, NULL};
     if ((rc = dl_run_model_open(&r, &ro)) < 0) {
         fprintf(stderr, "dlbench export: %s\n", dl_error_message());
         return dl_exit_for(rc);

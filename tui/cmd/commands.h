@@ -21,6 +21,8 @@ int dl_cmd_runs(const dl_command *self, int argc, char **argv);      /* runs [di
 int dl_cmd_note(const dl_command *self, int argc, char **argv);      /* note RUN "text" */
 int dl_cmd_sample(const dl_command *self, int argc, char **argv);    /* sample RUN */
 int dl_cmd_export(const dl_command *self, int argc, char **argv);    /* export RUN --format F */
+int dl_cmd_eval(const dl_command *self, int argc, char **argv);      /* eval RUN */
+int dl_cmd_predict(const dl_command *self, int argc, char **argv);   /* predict RUN INPUT */
 int dl_cmd_watch(const dl_command *self, int argc, char **argv);     /* watch [RUN] */
 int dl_cmd_tune(const dl_command *self, int argc, char **argv);      /* tune SCRIPT */
 int dl_cmd_profile(const dl_command *self, int argc, char **argv);   /* profile SCRIPT */
@@ -93,7 +95,10 @@ enum {
     DL_OPT_CHANNELS,
     DL_OPT_WORKERS,
     DL_OPT_STRICT,
-    DL_OPT_REGRESSION
+    DL_OPT_REGRESSION,
+    /* eval, predict (and --output, --format as export) */
+    DL_OPT_DATA,
+    DL_OPT_LOGITS
 };
 
 typedef int (*dl_command_fn)(const dl_command *self, int argc, char **argv);

@@ -14,6 +14,8 @@
 #pragma weak dl_cmd_note
 #pragma weak dl_cmd_sample
 #pragma weak dl_cmd_export
+#pragma weak dl_cmd_eval
+#pragma weak dl_cmd_predict
 #pragma weak dl_cmd_watch
 #pragma weak dl_cmd_tune
 #pragma weak dl_cmd_profile
@@ -155,6 +157,41 @@ static const dl_opt export_opts[] = {
     HELP,
     END};
 
+static const dl_opt eval_opts[] = {
+    {0, "RUN", NULL, NULL, "a run folder, its name or a unique part of it", 0},
+    {DL_OPT_DATA, "--data", NULL, "FILE[:GROUP]",
+     "evaluate on this HDF5 file's group (default GROUP: the run's validation group; default: "
+     "the run's validation split)",
+     0},
+    {DL_OPT_CHECKPOINT, "--checkpoint", NULL, "best|last|NAME",
+     "which checkpoint of the run (default: last)", 0},
+    {DL_OPT_JSON, "--json", NULL, NULL,
+     "print one JSON object: loss, accuracy, classes (precision, recall, support), confusion", 0},
+    {DL_OPT_OUT, "--out", NULL, "DIR", "where run folders are (default: runs)", 0},
+    HELP,
+    END};
+
+static const dl_opt predict_opts[] = {
+    {0, "RUN", NULL, NULL, "a run folder, its name or a unique part of it", 0},
+    {0, "INPUT", NULL, NULL,
+     "FILE.h5[:GROUP] (as dlbench import writes it), FILE.csv of features, or a language "
+     "model's prompt",
+     0},
+    {DL_OPT_OUTPUT, "--output", "-o", "FILE",
+     "write there (whole or not at all) instead of stdout; FILE.jsonl means --format jsonl", 0},
+    {DL_OPT_FORMAT, "--format", NULL, "csv|jsonl", "CSV with a header row, or JSON lines", 0},
+    {DL_OPT_TOP_K, "--top-k", NULL, "K",
+     "the K likeliest classes per sample (default 1); a language model draws among them", 0},
+    {DL_OPT_LOGITS, "--logits", NULL, NULL, "also write the model's raw outputs", 0},
+    {DL_OPT_LABEL, "--label", NULL, "COLUMN",
+     "CSV: a label column to leave out (name or 0-based index)", 0},
+    {DL_OPT_TOKENS, "--tokens", NULL, "N", "language model: tokens to generate (default 200)", 0},
+    {DL_OPT_CHECKPOINT, "--checkpoint", NULL, "best|last|NAME",
+     "which checkpoint of the run (default: last)", 0},
+    {DL_OPT_OUT, "--out", NULL, "DIR", "where run folders are (default: runs)", 0},
+    HELP,
+    END};
+
 static const dl_opt profile_opts[] = {
     {0, "k=v", NULL, NULL, "override a hyperparameter the script declares", 0},
     {DL_OPT_STEPS, "--steps", NULL, "N", "optimizer steps to profile (default 50)", 0},
@@ -270,6 +307,27 @@ static const dl_command table[] = {
      "refused, naming it.\n"
      "exit status: 0 written, 1 failed, 2 bad input (no such run or checkpoint, a layer ONNX "
      "cannot express, -o into a missing folder)",
+     DL_COMPLETE_RUN},
+    {"eval", dl_cmd_eval, "RUN", "RUN [--data FILE[:GROUP]] [--checkpoint best|last|NAME] [--json]",
+     "metrics of a trained model on a data set", eval_opts,
+     "Loads the run's script copy and checkpoint (on the CPU) and measures the model on the "
+     "run's validation split or --data, read with the run's scale, mean and std: loss and "
+     "accuracy as training computes them, then per class precision, recall and support and the "
+     "confusion matrix (rows: true class) with the data's class names; for a language model "
+     "(dl.data.text) the per-token loss, perplexity and bits per character.\n"
+     "exit status: 0 done, 1 failed, 2 bad input (no such run or checkpoint, a damaged or "
+     "foreign checkpoint, data that does not fit the model)",
+     DL_COMPLETE_RUN},
+    {"predict", dl_cmd_predict, "RUN INPUT",
+     "RUN INPUT [-o FILE] [--top-k K] [--format csv|jsonl] [--logits]",
+     "predictions of a trained model for new inputs", predict_opts,
+     "Loads the run's script copy and checkpoint (on the CPU) and reads INPUT with the run's "
+     "normalisation (its data's scale, mean and std): per sample its index, the likeliest "
+     "class (number, name from the data's class names) and probability (softmax), then the "
+     "next K-1 classes; a language model (dl.data.text) continues INPUT as dlbench sample "
+     "does. Image files are not read yet: import them to HDF5 first.\n"
+     "exit status: 0 done, 1 failed, 2 bad input (no such run or checkpoint, a damaged or "
+     "foreign checkpoint, input that does not fit the model)",
      DL_COMPLETE_RUN},
     {"profile", dl_cmd_profile, "SCRIPT", "SCRIPT [k=v ...] [options]",
      "profile N steps, print the table, write a trace", profile_opts,

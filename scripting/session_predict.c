@@ -1,0 +1,327 @@
+/* session_predict.c - predictions of a trained model for new inputs (HDF5, CSV) with the run's normalisation, or a prompt's continuation */
+#include "scripting/session_predict.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <stdio.h>
+#include <sys/stat.h>
+
+#include "engine/base/error.h"
+#include "engine/data/import_csv.h"
+#include "engine/data/open.h"
+#include "engine/train/trainer.h"
+#include "scripting/run_model.h"
+#include "scripting/script.h"
+#include "scripting/session_sample.h"
+
+typedef struct writer {
+    const dl_predict_options *o;
+    int outs;     /* outputs per sample */
+    int classes;  /* > 0: a classifier (softmax over outs) */
+    char **names; /* [classes] or NULL: the class numbers */
+    long index;   /* rows written */
+    double *prob; /* [outs] */
+    int *order;   /* [outs] */
+} writer;
+
+static int ends_with(const char *s, const char *tail)
+{
+    size_t n = strlen(s), m = strlen(tail);
+    return n >= m && !strcasecmp(s + n - m, tail);
+}
+
+static int is_image_input(const char *in)
+{
+    struct stat st;
+    static const char *ext[] = {".png", ".jpg", ".jpeg", ".ppm", ".pgm", ".bmp", ".gif"};
+    if (stat(in, &st) == 0 && S_ISDIR(st.st_mode))
+        return 1;
+    for (size_t i = 0; i < sizeof ext / sizeof *ext; i++)
+        if (ends_with(in, ext[i]))
+            return 1;
+    return 0;
+}
+
+/* FILE of FILE[:GROUP] exists. */
+static int input_exists(const char *in)
+{
+    char path[1024];
+    snprintf(path, sizeof path, "%s", in);
+    struct stat st;
+    if (stat(path, &st) == 0)
+        return 1;
+    char *colon = strrchr(path, ':');
+    if (colon)
+        *colon = 0;
+    return colon && stat(path, &st) == 0;
+}
+
+/* A CSV field: quoted when it holds a comma, a quote or a line break. */
+static void put_field(FILE *f, const char *s)
+{
+    if (!strpbrk(s, ",\"\n\r")) {
+        fputs(s, f);
+        return;
+    }
+    fputc('"', f);
+    for (; *s; s++) {
+        if (*s == '"')
+            fputc('"', f);
+        fputc(*s, f);
+    }
+    fputc('"', f);
+}
+
+/* A JSON string (the names are UTF-8 from the data file). */
+static void put_json_string(FILE *f, const char *s)
+{
+    fputc('"', f);
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\')
+            fprintf(f, "\\%c", c);
+        else if (c < 0x20)
+            fprintf(f, "\\u%04x", c);
+        else
+            fputc(c, f);
+    }
+    fputc('"', f);
+}
+
+static const char *class_name(const writer *w, int k, char *buf, size_t size)
+{
+    if (w->names)
+        return w->names[k];
+    snprintf(buf, size, "%d", k);
+    return buf;
+}
+
+static void header(const writer *w)
+{
+    FILE *f = w->o->out;
+    if (w->o->jsonl)
+        return;
+    fputs("index", f);
+    if (w->classes) {
+        fputs(",class,name,probability", f);
+        for (int j = 2; j <= w->o->top_k && j <= w->classes; j++)
+            fprintf(f, ",class_%d,name_%d,probability_%d", j, j, j);
+    }
+    if (w->o->logits || !w->classes)
+        for (int k = 0; k < w->outs; k++)
+            fprintf(f, ",%s_%d", w->classes ? "logit" : "output", k);
+    fputc('\n', f);
+}
+
+static const double *sort_probs;
+static int by_prob(const void *a, const void *b)
+{
+    double x = sort_probs[*(const int *)a], y = sort_probs[*(const int *)b];
+    return (x < y) - (x > y) ? (x < y) - (x > y) : *(const int *)a - *(const int *)b;
+}
+
+/* Softmax of z into w->prob (in double), classes ordered by it. */
+static void rank(writer *w, const float *z)
+{
+    double top = z[0], sum = 0;
+    for (int k = 1; k < w->classes; k++)
+        top = z[k] > top ? z[k] : top;
+    for (int k = 0; k < w->classes; k++)
+        sum += w->prob[k] = exp((double)z[k] - top);
+    for (int k = 0; k < w->classes; k++) {
+        w->prob[k] /= sum;
+        w->order[k] = k;
+    }
+    sort_probs = w->prob;
+    qsort(w->order, (size_t)w->classes, sizeof *w->order, by_prob);
+}
+
+static void row_csv(writer *w, const float *z)
+{
+    FILE *f = w->o->out;
+    char buf[24];
+    fprintf(f, "%ld", w->index);
+    for (int j = 0; w->classes && j < w->o->top_k && j < w->classes; j++) {
+        int k = w->order[j];
+        fprintf(f, ",%d,", k);
+        put_field(f, class_name(w, k, buf, sizeof buf));
+        fprintf(f, ",%.9g", w->prob[k]);
+    }
+    if (w->o->logits || !w->classes)
+        for (int k = 0; k < w->outs; k++)
+            fprintf(f, ",%.9g", (double)z[k]);
+    fputc('\n', f);
+}
+
+static void row_json(writer *w, const float *z)
+{
+    FILE *f = w->o->out;
+    char buf[24];
+    fprintf(f, "{\"index\":%ld", w->index);
+    if (w->classes) {
+        int k = w->order[0];
+        fprintf(f, ",\"class\":%d,\"name\":", k);
+        put_json_string(f, class_name(w, k, buf, sizeof buf));
+        fprintf(f, ",\"probability\":%.9g,\"top\":[", w->prob[k]);
+        for (int j = 0; j < w->o->top_k && j < w->classes; j++) {
+            k = w->order[j];
+            fprintf(f, "%s{\"class\":%d,\"name\":", j ? "," : "", k);
+            put_json_string(f, class_name(w, k, buf, sizeof buf));
+            fprintf(f, ",\"probability\":%.9g}", w->prob[k]);
+        }
+        fputc(']', f);
+    }
+    if (w->o->logits || !w->classes) {
+        fprintf(f, ",\"%s\":[", w->classes ? "logits" : "outputs");
+        for (int k = 0; k < w->outs; k++)
+            fprintf(f, "%s%.9g", k ? "," : "", (double)z[k]);
+        fputc(']', f);
+    }
+    fputs("}\n", f);
+}
+
+static int write_batch(void *user, int n, const float *out, const void *y)
+{
+    writer *w = user;
+    for (int i = 0; i < n; i++, w->index++) {
+        const float *z = out + (size_t)i * (size_t)w->outs;
+        if (w->classes)
+            rank(w, z);
+        if (w->o->jsonl)
+            row_json(w, z);
+        else
+            row_csv(w, z);
+    }
+    return ferror(w->o->out) ? dl_error(DL_EIO, "predict: writing the predictions failed") : DL_OK;
+}
+
+/* The CSV's features as a memory source, with the run's normalisation and
+ * sample shape (when the feature count fits it: the trainer checks). */
+static int csv_source(const dl_predict_options *o, const dl_run_model *run, dl_source **src)
+{
+    dl_dataset d;
+    DL_TRY(dl_import_csv_features(o->input, o->label, &d));
+    const dl_data_info *ri = &run->train->info;
+    d.info.scale = ri->scale;
+    d.info.channels = ri->channels;
+    memcpy(d.info.mean, ri->mean, sizeof d.info.mean);
+    memcpy(d.info.std, ri->std, sizeof d.info.std);
+    if (dl_shape_numel(&d.info.sample) == dl_shape_numel(&ri->sample))
+        d.info.sample = ri->sample;
+    dl_experiment *e = dl_run_model_experiment(run);
+    return dl_source_memory_own(src, &d, e->cfg.batch, 0, 0, 0);
+}
+
+static void free_names(char **names, int n)
+{
+    for (int k = 0; names && k < n; k++)
+        free(names[k]);
+    free(names);
+}
+
+/* The run's class names (its data file's validation group), when it has them. */
+static char **read_names(const dl_run_model *run, int classes)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    int n = run->data_path[0] && run->data_group[0]
+                ? dl_data_class_names(run->data_path, run->data_group, &buf, &len)
+                : 0;
+    char **names = n == classes ? calloc((size_t)classes, sizeof *names) : NULL;
+    for (int k = 0; names && k < classes; k++)
+        if (!(names[k] = strndup(buf + (size_t)k * len, len))) {
+            free_names(names, k);
+            names = NULL;
+        }
+    free(buf);
+    return names;
+}
+
+static int predict_with(const dl_predict_options *o, dl_run_model *run, dl_source *src,
+                        char **names)
+{
+    dl_experiment *e = dl_run_model_experiment(run);
+    dl_trainer_config cfg = e->cfg;
+    dl_trainer *t;
+    DL_TRY(dl_trainer_create(&t, run->model, &e->loss, &e->optim, &e->schedule, run->train, src,
+                             &cfg, dl_model_backend(run->model)));
+    writer w = {o, (int)dl_shape_numel(dl_model_output_shape(run->model)), 0, names, 0, NULL, NULL};
+    if (e->loss.kind == DL_LOSS_XENT && !dl_trainer_tokens(t))
+        w.classes = w.outs;
+    w.prob = malloc((size_t)w.outs * sizeof *w.prob);
+    w.order = malloc((size_t)w.outs * sizeof *w.order);
+    int rc = w.prob && w.order ? DL_OK : dl_error(DL_ENOMEM, "out of memory");
+    if (rc == DL_OK) {
+        header(&w);
+        rc = dl_trainer_outputs(t, src, write_batch, &w);
+    }
+    free(w.prob);
+    free(w.order);
+    dl_trainer_destroy(t);
+    return rc;
+}
+
+static void emit_file(void *user, const char *text, size_t len) { fwrite(text, 1, len, user); }
+
+/* A language model: the prompt continued, as dlbench sample does. */
+static int predict_lm(const dl_predict_options *o)
+{
+    dl_sample_options so = {0};
+    so.run = o->run;
+    so.out_dir = o->out_dir;
+    so.checkpoint = o->checkpoint;
+    so.prompt = o->input;
+    so.tokens = o->tokens;
+    so.temperature = 1.0;
+    so.top_k = o->top_k > 1 ? o->top_k : 0;
+    so.emit = emit_file;
+    so.user = o->out;
+    fputs(o->input, o->out);
+    DL_TRY(dl_session_sample(&so));
+    fputc('\n', o->out);
+    return DL_OK;
+}
+
+int dl_session_predict(const dl_predict_options *o)
+{
+    if (o->top_k < 1)
+        return dl_error(DL_EINVAL, "predict: --top-k must be >= 1, got %d", o->top_k);
+    dl_run_model run;
+    dl_run_model_options ro = {o->run, o->out_dir, o->checkpoint, "predict", -1, NULL};
+    DL_TRY(dl_run_model_open(&run, &ro));
+    if (!strcmp(run.data_kind, "text")) {
+        dl_run_model_close(&run);
+        return predict_lm(o);
+    }
+    int classes = (int)dl_shape_numel(dl_model_output_shape(run.model));
+    char **names = read_names(&run, classes);
+    dl_source *src = NULL;
+    int rc = DL_OK;
+    if (is_image_input(o->input)) {
+        rc = dl_error(DL_EUNSUPPORTED,
+                      "predict %s: image input needs the image decoder (engine/data/image.c), "
+                      "which this build does not have: import the images to HDF5 first",
+                      o->input);
+    } else if (ends_with(o->input, ".csv")) {
+        rc = csv_source(o, &run, &src);
+        if (rc == DL_OK)
+            rc = predict_with(o, &run, src, names);
+        dl_source_destroy(src);
+    } else if (!input_exists(o->input)) {
+        rc = dl_error(DL_EINVAL, "predict: %s: no such file (INPUT is FILE.h5[:GROUP] or FILE.csv)",
+                      o->input);
+    } else {
+        /* an HDF5 file's group read as the run reads its data */
+        dl_run_model_close(&run);
+        ro.data = o->input;
+        rc = dl_run_model_open(&run, &ro);
+        if (rc == DL_OK)
+            rc = predict_with(o, &run, run.val, names);
+    }
+    free_names(names, classes);
+    dl_run_model_close(&run);
+    return rc;
+}
