@@ -14,6 +14,7 @@
 #include "engine/base/error.h"
 #include "engine/rundir/records.h"
 #include "views/colors.h"
+#include "tui/runs_screen.h"
 #include "tui/tables.h"
 #include "views/views.h"
 
@@ -31,6 +32,7 @@ typedef enum {
     PROMPT_HPARAMS,
     PROMPT_LUA,
     PROMPT_FILTER,
+    PROMPT_TAG,
     PROMPT_QUIT
 } prompt_kind;
 
@@ -48,6 +50,7 @@ typedef struct app {
     long events_seen;
     double sps_last; /* samples/s of the previous frame (device switches) */
     dl_trials_follow trials;
+    dl_runs_screen *runs; /* F2's selection, sort, page and comparison */
     WINDOW *status, *hints, *pane[NWIN];
     int rows, cols;
     int zoom; /* -1: the overview; else the pane shown alone */
@@ -107,7 +110,8 @@ static const char *prompt_label(prompt_kind k)
     case PROMPT_NOTE: return "note: ";
     case PROMPT_HPARAMS: return "hyperparameters k=v (lr applies now): ";
     case PROMPT_LUA: return "lua> ";
-    case PROMPT_FILTER: return "filter /";
+    case PROMPT_FILTER: return "filter (k=v, tag=T or text) /";
+    case PROMPT_TAG: return "tag the selected runs (-TAG removes it): ";
     case PROMPT_QUIT:
         return "a training is running: stop it (checkpoint, summary) and quit? [y/N] ";
     default: return "";
@@ -168,8 +172,18 @@ static void draw(app *a)
     static const char *const watch[] = {"Spc",  "Pause", "g",    "GPU",  "c",  "CPU", "s",
                                         "Ckpt", "n",     "Note", "e",    "LR", "?",   "Help",
                                         "l",    "Log",   "F2",   "Runs", "q",  "Quit"};
+    static const char *const runs_table[] = {"Spc", "Select", "Enter", "Open",   "c", "Compare",
+                                             "<>",  "Sort",   "/",     "Filter", "t", "Tag",
+                                             "?",   "Keys",   "Esc",   "Back"};
+    static const char *const runs_cmp[] = {"m",      "Metric", "x",     "X-axis", "S",
+                                           "Smooth", "G",      "Group", "b",      "Baseline",
+                                           "l",      "Log",    "Esc",   "Back"};
 #define N(x) (int)(sizeof x / sizeof *x)
-    if (a->ops->watching && s->live && st <= DL_TELE_PAUSED)
+    if (a->zoom == PANE_RUNS && s->runs.mode == DL_UI_TABLE)
+        dl_view_hints(a->hints, runs_table, N(runs_table), p);
+    else if (a->zoom == PANE_RUNS)
+        dl_view_hints(a->hints, runs_cmp, N(runs_cmp), p);
+    else if (a->ops->watching && s->live && st <= DL_TELE_PAUSED)
         dl_view_hints(a->hints, watch, N(watch), p);
     else if (a->ops->watching)
         dl_view_hints(a->hints, done + 2, N(done) - 2, p);
@@ -218,7 +232,7 @@ static void set_zoom(app *a, int pane)
 {
     a->zoom = a->zoom == pane ? -1 : pane;
     if (a->zoom == PANE_RUNS)
-        dl_tables_load_runs(&a->scr->runs, a->ops->out_dir ? a->ops->out_dir : "runs");
+        dl_runs_screen_open(a->runs, &a->scr->runs, a->ops->out_dir ? a->ops->out_dir : "runs");
     if (a->zoom == PANE_TRIALS)
         open_trials(a);
     a->dirty_layout = 1;
@@ -266,6 +280,8 @@ static void sample(app *a)
         s->switched_from[0] = 0;
     a->events_seen = t->events_total;
     a->sps_last = t->run.samples_per_s;
+    if (a->zoom == PANE_RUNS)
+        dl_runs_screen_sample(a->runs, &s->runs, a->vs[PANE_RUNS].filter);
     if (a->zoom == PANE_TRIALS && a->trials.name[0] && now >= a->next_trials) {
         a->next_trials = now + 1;
         dl_tables_sample_trials(&a->trials, &s->trials);
@@ -285,6 +301,10 @@ static void submit(app *a)
     }
     if (!a->len)
         return;
+    if (k == PROMPT_TAG) {
+        dl_runs_screen_tag(a->runs, &a->scr->runs, a->buf);
+        return;
+    }
     if (k == PROMPT_LUA) {
         if (!a->nhist || strcmp(a->history[(a->nhist - 1) % HISTORY], a->buf)) {
             snprintf(a->history[a->nhist % HISTORY], sizeof a->history[0], "%s", a->buf);
@@ -355,6 +375,15 @@ static void key(app *a, int ch)
     if (a->prompt != PROMPT_NONE) {
         prompt_key(a, ch);
         return;
+    }
+    if (a->zoom == PANE_RUNS) {
+        if (ch == 't') {
+            open_prompt(a, PROMPT_TAG);
+            return;
+        }
+        a->scr->runs.note[0] = ch == '/' ? 0 : a->scr->runs.note[0];
+        if (dl_runs_screen_key(a->runs, &a->scr->runs, ch))
+            return;
     }
     dl_tele_state st = a->scr->tele->run.state;
     int pane = a->zoom >= 0 ? a->zoom : a->focus;
@@ -560,6 +589,7 @@ static int turn(app *a, dl_app_end *end)
 
 static void app_free(app *a)
 {
+    dl_runs_screen_destroy(a->runs, &a->scr->runs);
     dl_tables_trials_close(&a->trials);
     dl_telemetry_snapshot_destroy(a->scr->tele);
     free(a->scr);
@@ -574,9 +604,12 @@ dl_app_end dl_app_run(const dl_app_ops *ops, int term_fd)
     a.scr = calloc(1, sizeof *a.scr);
     if (a.scr)
         a.scr->tele = dl_telemetry_snapshot_create();
-    if (!a.scr || !a.scr->tele) {
+    a.runs = dl_runs_screen_create();
+    if (!a.scr || !a.scr->tele || !a.runs) {
         if (a.scr)
-            free(a.scr);
+            dl_telemetry_snapshot_destroy(a.scr->tele);
+        free(a.scr);
+        free(a.runs);
         return DL_APP_ERROR;
     }
     setlocale(LC_ALL, "");
