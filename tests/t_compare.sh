@@ -19,6 +19,7 @@ require_subcommand t_compare run
 export LANG=C.UTF-8 LC_ALL=C.UTF-8
 TM new-session -d -s keepalive "sleep 3600"
 RUNS="$OUT/runs"
+mkdir -p "$OUT/cwd" # the workbench's folder: E exports there
 
 # four short runs: A lr=0.01 seed 1; B, C, D lr=0.03 seeds 2, 3, 4
 for a in "lr=0.01 --seed 1" "lr=0.03 --seed 2" "lr=0.03 --seed 3" "lr=0.03 --seed 4"; do
@@ -41,7 +42,7 @@ start() { # NAME COLS ROWS ENV...: the workbench on $RUNS
     local name=$1 cols=$2 rows=$3
     shift 3
     TM new-session -d -s "$name" -x "$cols" -y "$rows" \
-        "cd '$PWD' && TERM=tmux-256color $* '$DLBENCH' tests/tui_spirals.lua --out '$RUNS' 2>'$OUT/$name.err'; echo \$? >'$OUT/$name.rc'; sleep 600"
+        "cd '$OUT/cwd' && TERM=tmux-256color $* '$DLBENCH' '$PWD/tests/tui_spirals.lua' --out '$RUNS' 2>'$OUT/$name.err'; echo \$? >'$OUT/$name.rc'; sleep 600"
 }
 screen() { TM capture-pane -p -t "$1"; }
 wait_for() { # NAME TEXT [SECONDS]
@@ -111,6 +112,29 @@ for size in 80x24 120x40; do
     wait_for "$s" "x epoch" 3 && pass "x_axis_$size" || fail "x_axis_$size" "no 'x epoch'"
     keys "$s" m
     screen "$s" | grep -q "m loss " && fail "metric_$size" "m did not change the metric" || pass "metric_$size"
+    # E: every step of both compared runs into ./dlbench-export-TIME.csv
+    rm -f "$OUT"/cwd/dlbench-export-*.csv
+    keys "$s" E
+    wait_for "$s" "exported" 3 || fail "export_key_$size" "no 'exported' note"
+    if python3 - "$RUNS" "$A" "$B" "$OUT"/cwd/dlbench-export-*.csv <<'PY'; then
+import csv, json, os, sys
+runs, a, b, path = sys.argv[1:5]
+rows = list(csv.DictReader(open(path)))
+for n in (a, b):
+    recs = [json.loads(l) for l in open(os.path.join(runs, n, "metrics.jsonl"))]
+    mine = [r for r in rows if r["run"] == n]
+    assert len(mine) == len(recs), (n, len(mine), len(recs))
+    for r, rec in zip(mine, recs):
+        assert float(r["step"]) == rec["step"] and r["kind"] == rec["kind"]
+        for k in ("loss", "val_loss"):
+            if k in rec:
+                assert float(r[k]) == rec[k], (n, rec["step"], k)
+assert {r["run"] for r in rows} == {a, b}
+PY
+        pass "export_key_every_step_$size"
+    else
+        fail "export_key_every_step_$size" "the export lacks records of $A or $B"
+    fi
     TM kill-session -t "$s"
 done
 

@@ -7,12 +7,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 
 #include "engine/base/clock.h"
 #include "engine/base/error.h"
 #include "engine/rundir/records.h"
 #include "engine/rundir/runlog.h"
 #include "tui/compare.h"
+#include "tui/export.h"
 #include "tui/tables.h"
 
 #define RELOAD_S 2.0
@@ -315,6 +317,39 @@ void dl_runs_screen_sample(dl_runs_screen *rs, dl_ui_runs *ui, const char *filte
         load(rs, ui);
 }
 
+/* E: every metric of the selected runs (else the one under the cursor)
+ * into ./dlbench-export-TIME.csv, written whole; the note says where. */
+static void export_selected(dl_runs_screen *rs, dl_ui_runs *ui)
+{
+    dl_export_run *runs = calloc(DL_UI_SEL, sizeof *runs);
+    const dl_ui_run *cur = at_cursor(ui);
+    int n = 0;
+    for (int i = 0; runs && i < ui->n && n < DL_UI_SEL; i++) {
+        const dl_ui_run *r = &ui->rows[i];
+        char path[1400];
+        snprintf(path, sizeof path, "%s/%s", rs->dir, r->folder);
+        if ((ui->nsel ? r->slot >= 0 : r == cur) && dl_export_run_open(&runs[n], path) == DL_OK)
+            n++;
+    }
+    char file[64], stamp[32];
+    time_t now = time(NULL);
+    struct tm tm;
+    strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", localtime_r(&now, &tm));
+    snprintf(file, sizeof file, "dlbench-export-%s.csv", stamp);
+    long rows = 0;
+    if (!runs || !n)
+        snprintf(ui->note, sizeof ui->note, "export: no run to export (Space selects)");
+    else if (dl_export_metrics_file(file, runs, n, 0, &rows) < 0)
+        snprintf(ui->note, sizeof ui->note, "export: %.180s", dl_error_message());
+    else
+        snprintf(ui->note, sizeof ui->note, "exported %ld rows of %d run%s to %s", rows, n,
+                 n == 1 ? "" : "s", file);
+    for (int i = 0; i < n; i++)
+        dl_export_run_close(&runs[i]);
+    free(runs);
+    dl_error_clear();
+}
+
 /* --- keys ------------------------------------------------------------------------------ */
 
 static void toggle(dl_runs_screen *rs, dl_ui_runs *ui, const dl_ui_run *r)
@@ -434,6 +469,10 @@ static int compare_key(dl_runs_screen *rs, dl_ui_runs *ui, int ch)
 
 int dl_runs_screen_key(dl_runs_screen *rs, dl_ui_runs *ui, int ch)
 {
+    if (ch == 'E') {
+        export_selected(rs, ui);
+        return 1;
+    }
     if (ui->mode == DL_UI_TABLE)
         return table_key(rs, ui, ch);
     if (ui->mode == DL_UI_DETAIL && ch == 'c') {

@@ -29,6 +29,7 @@ static const char *const keys[][2] = {
     {"< >  I", "sort by the previous / next column (a hyperparameter too); I: reverse"},
     {"/", "filter: k=v words (lr=0.01, tag=best, status=failed) or text"},
     {"t", "tag the selected runs (or the one under the cursor); -TAG removes"},
+    {"E", "export every metric of the selected runs to ./dlbench-export-TIME.csv"},
     {"m  M", "compare: the next / previous metric"},
     {"b", "compare: the next run as the baseline of the deltas"},
     {"S", "compare, run page: smoothing off / EMA 0.6 / 0.9 / 0.97 (raw line faint)"},

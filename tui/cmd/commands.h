@@ -15,15 +15,17 @@ typedef struct dl_command dl_command;
  * is the subcommand itself; "dlbench" for the workbench), and returns the
  * process exit status (tui/cmd/exit.h): 0 success, 1 failed run, 2 bad
  * input, 3 refused as a duplicate, 130 interrupted. */
-int dl_cmd_import(const dl_command *self, int argc, char **argv);    /* import SRC OUT.h5 */
-int dl_cmd_run(const dl_command *self, int argc, char **argv);       /* run SCRIPT [k=v..] */
-int dl_cmd_runs(const dl_command *self, int argc, char **argv);      /* runs [diff A B] */
-int dl_cmd_note(const dl_command *self, int argc, char **argv);      /* note RUN "text" */
-int dl_cmd_sample(const dl_command *self, int argc, char **argv);    /* sample RUN */
-int dl_cmd_watch(const dl_command *self, int argc, char **argv);     /* watch [RUN] */
-int dl_cmd_tune(const dl_command *self, int argc, char **argv);      /* tune SCRIPT */
-int dl_cmd_profile(const dl_command *self, int argc, char **argv);   /* profile SCRIPT */
-int dl_cmd_workbench(const dl_command *self, int argc, char **argv); /* [SCRIPT] */
+int dl_cmd_import(const dl_command *self, int argc, char **argv);         /* import SRC OUT.h5 */
+int dl_cmd_run(const dl_command *self, int argc, char **argv);            /* run SCRIPT [k=v..] */
+int dl_cmd_runs(const dl_command *self, int argc, char **argv);           /* runs [diff A B] */
+int dl_cmd_note(const dl_command *self, int argc, char **argv);           /* note RUN "text" */
+int dl_cmd_sample(const dl_command *self, int argc, char **argv);         /* sample RUN */
+int dl_cmd_watch(const dl_command *self, int argc, char **argv);          /* watch [RUN] */
+int dl_cmd_tune(const dl_command *self, int argc, char **argv);           /* tune SCRIPT */
+int dl_cmd_profile(const dl_command *self, int argc, char **argv);        /* profile SCRIPT */
+int dl_cmd_workbench(const dl_command *self, int argc, char **argv);      /* [SCRIPT] */
+int dl_cmd_export_metrics(const dl_command *self, int argc, char **argv); /* export-metrics RUN.. */
+int dl_cmd_tag(const dl_command *self, int argc, char **argv);            /* tag RUN TAG.. */
 
 /* The options' ids (dl_opt.id): one per spelling, shared by the commands
  * that accept it. */
@@ -83,7 +85,12 @@ enum {
     DL_OPT_NOISE,
     DL_OPT_CHUNK,
     DL_OPT_GZIP,
-    DL_OPT_INSPECT
+    DL_OPT_INSPECT,
+    /* runs --csv, export-metrics, tag */
+    DL_OPT_CSV,
+    DL_OPT_JSONL,
+    DL_OPT_OUTPUT,
+    DL_OPT_REMOVE
 };
 
 typedef int (*dl_command_fn)(const dl_command *self, int argc, char **argv);
