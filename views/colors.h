@@ -41,6 +41,10 @@ typedef enum {
     DL_COLOR_RUN5,
     DL_COLOR_RUN6,
     DL_COLOR_RUN7,
+    DL_COLOR_RUN8,
+    DL_COLOR_RUN9,
+    DL_COLOR_RUN10,
+    DL_COLOR_RUN11,
     DL_COLOR_NROLES
 } dl_color_role;
 
@@ -50,7 +54,7 @@ void dl_colors_init(void);
 /* The curses attribute for a role (pair and bold/reverse/dim). */
 int dl_color(dl_color_role role);
 int dl_colors_enabled(void);
-/* The role and the ASCII mark of selection slot k (0..7): the colour a
+/* The role and the ASCII mark of selection slot k (0..11): the colour a
  * selected run keeps, and the character that tells it apart without one. */
 int dl_color_run(int k);
 char dl_color_run_mark(int k);

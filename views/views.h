@@ -19,7 +19,7 @@
 #define DL_UI_TRIALS 512
 #define DL_UI_PARAMS 8
 #define DL_UI_ADVICE 3
-#define DL_UI_SEL 8     /* runs selected at once on the runs screen: a colour each */
+#define DL_UI_SEL 12    /* runs selected at once on the runs screen: a colour each */
 #define DL_UI_DIFF 40   /* rows of the compare table */
 #define DL_UI_LINES 48  /* lines of a run's detail page */
 #define DL_UI_SERIES 16 /* lines the overlay chart draws */
