@@ -175,9 +175,32 @@ sleep 0.8
 screen "$s" | grep -qF "differs" && [ "$(screen "$s" | wc -l)" -ge 40 ] && pass resize_compare ||
     fail resize_compare "no diff table after the resize"
 
-# --- a run's page, tags, filter, help -------------------------------------------
+# --- the mouse: a click selects the row under it, the wheel moves the cursor -------
+# (xterm X10 reports, as a terminal sends them once the program asks for the mouse)
+mouse() { # NAME BUTTON COL ROW (0-based)
+    TM send-keys -t "$1" -l "$(python3 -c 'import sys; b, x, y = map(int, sys.argv[1:]); print("\x1b[M" + chr(32 + b) + chr(33 + x) + chr(33 + y), end="")' "$2" "$3" "$4")"
+    sleep 0.3
+}
 keys "$s" Escape
 wait_for "$s" "5 Runs in" 3 || fail back_to_table "Esc did not go back to the table"
+keys "$s" u Home
+[ "$(TM display -p -t "$s" '#{mouse_any_flag}')" = 1 ] && pass mouse_on || fail mouse_on "the workbench did not ask for the mouse"
+row=$(screen "$s" | grep -n -F "$(label "$C")" | head -1 | cut -d: -f1) # 1-based screen row
+mouse "$s" 0 10 $((row - 1))
+mouse "$s" 3 10 $((row - 1))
+screen "$s" | grep -E "^[|│]\*>.*$(label "$C")" >/dev/null && wait_for "$s" "1 selected" 2 &&
+    pass mouse_click_selects || { fail mouse_click_selects "a click on $(label "$C")'s row $row did not select it:"; screen "$s" | head -8 | sed "s/^/    /"; }
+mouse "$s" 65 10 5 # the wheel down: the cursor moves on
+screen "$s" | grep -qE "^[|│][ *]>$(label "$D")|^[|│][ *]>" && pass mouse_wheel || fail mouse_wheel "no cursor after the wheel"
+keys "$s" u
+TM kill-session -t nomouse 2>/dev/null
+TM new-session -d -s nomouse -x 80 -y 24 "cd '$OUT/cwd' && TERM=tmux-256color '$DLBENCH' '$PWD/tests/tui_spirals.lua' --out '$RUNS' --no-mouse; sleep 600"
+wait_for nomouse "4 Log" 15
+[ "$(TM display -p -t nomouse '#{mouse_any_flag}')" = 0 ] && pass no_mouse_option ||
+    fail no_mouse_option "--no-mouse still asked for the mouse"
+TM kill-session -t nomouse
+
+# --- a run's page, tags, filter, help -------------------------------------------
 keys "$s" Home Enter
 wait_for "$s" "5 Run $A" 3 && wait_for "$s" "config:" 2 && wait_for "$s" "events" 2 &&
     pass run_page || fail run_page "no page of $A"
@@ -187,7 +210,7 @@ keys "$s" b e s t Enter
 wait_for "$s" "tagged best: 1 run" 3 && grep -qx best "$RUNS/$A/tags.txt" && pass tag_key ||
     fail tag_key "no tag: $(cat "$RUNS/$A/tags.txt" 2>/dev/null)"
 keys "$s" / t a g = b e s t Enter
-wait_for "$s" "Runs in $RUNS: 1" 3 && pass filter_tag || fail filter_tag "tag=best did not leave 1 run"
+wait_for "$s" "Runs in $RUNS: 1" 3 && pass filter_tag || { fail filter_tag "tag=best did not leave 1 run"; screen "$s" | head -6; }
 keys "$s" / BSpace BSpace BSpace BSpace BSpace BSpace BSpace BSpace l r = 0 . 0 3 Enter
 wait_for "$s" "Runs in $RUNS: 2" 3 && pass filter_kv || fail filter_kv "lr=0.03 did not leave 2 runs"
 keys "$s" '?'

@@ -365,6 +365,43 @@ static void prompt_key(app *a, int ch)
     }
 }
 
+/* The mouse: on the runs table a click moves the cursor to the row and
+ * selects it (as Space), the wheel moves the cursor; on another zoomed
+ * pane the wheel scrolls it; in the overview a click focuses the pane
+ * under the pointer. */
+static void mouse(app *a)
+{
+    MEVENT ev;
+    if (getmouse(&ev) != OK)
+        return;
+    int wheel = ev.bstate & BUTTON4_PRESSED ? -1 : ev.bstate & BUTTON5_PRESSED ? 1 : 0;
+    int click = (ev.bstate & (BUTTON1_PRESSED | BUTTON1_CLICKED)) != 0;
+    int pane = a->zoom >= 0 ? a->zoom : a->focus;
+    if (!wheel && !click)
+        return; /* a release, a drag */
+    if (a->zoom == PANE_RUNS && a->pane[PANE_RUNS]) {
+        dl_ui_runs *u = &a->scr->runs;
+        if (wheel) {
+            dl_runs_screen_key(a->runs, u, wheel < 0 ? KEY_UP : KEY_DOWN);
+            return;
+        }
+        int body = getmaxy(a->pane[PANE_RUNS]) - 4; /* the view's rows between header and footer */
+        int first = u->cursor >= body ? u->cursor - body + 1 : 0;
+        int y = ev.y - getbegy(a->pane[PANE_RUNS]) - 2;
+        if (u->mode == DL_UI_TABLE && y >= 0 && y < body && first + y < u->nshown)
+            dl_runs_screen_click(a->runs, u, first + y);
+        return;
+    }
+    if (wheel && a->zoom >= 0) {
+        int up = pane == PANE_LOG || pane == PANE_TRIALS ? -wheel : wheel;
+        a->vs[pane].scroll = a->vs[pane].scroll + up > 0 ? a->vs[pane].scroll + up : 0;
+        return;
+    }
+    for (int i = 0; i < NPANES && a->zoom < 0; i++)
+        if (a->pane[i] && wenclose(a->pane[i], ev.y, ev.x))
+            a->focus = i;
+}
+
 /* One key: edits the open prompt, or is a command of the screen. A quit
  * (q, or y to the prompt while a training runs) sets a->quitting and hands
  * DL_ACT_QUIT to the owner; the loop ends once ops->done agrees. */
@@ -372,6 +409,11 @@ static void key(app *a, int ch)
 {
     if (ch == KEY_RESIZE) /* resizeterm queues one; the SIGWINCH flag did the work */
         return;
+    if (ch == KEY_MOUSE) {
+        if (a->prompt == PROMPT_NONE)
+            mouse(a);
+        return;
+    }
     if (a->prompt != PROMPT_NONE) {
         prompt_key(a, ch);
         return;
@@ -519,7 +561,7 @@ static void signals_restore(const saved_signals *old, dl_app_end end)
 /* Curses on term_fd (a dup, written through *term): keys unbuffered and
  * unechoed, keypad on, no cursor, wgetch never waits. NULL with the reason
  * on stderr when the terminal cannot be used. */
-static SCREEN *screen_start(int term_fd, FILE **term)
+static SCREEN *screen_start(int term_fd, FILE **term, int mouse)
 {
     *term = fdopen(dup(term_fd), "w");
     SCREEN *scr = *term ? newterm(NULL, *term, stdin) : NULL;
@@ -539,6 +581,10 @@ static SCREEN *screen_start(int term_fd, FILE **term)
     set_escdelay(25);
     curs_set(0);
     wtimeout(stdscr, 0);
+    if (mouse) { /* clicks and the wheel, without drag reports */
+        mousemask(BUTTON1_CLICKED | BUTTON1_PRESSED | BUTTON4_PRESSED | BUTTON5_PRESSED, NULL);
+        mouseinterval(0);
+    }
     return scr;
 }
 
@@ -618,7 +664,7 @@ dl_app_end dl_app_run(const dl_app_ops *ops, int term_fd)
     saved_signals old;
     signals_install(&old);
     FILE *term;
-    SCREEN *scr = screen_start(term_fd, &term);
+    SCREEN *scr = screen_start(term_fd, &term, !ops->no_mouse);
     if (!scr) {
         app_free(&a);
         return DL_APP_ERROR;

@@ -482,6 +482,14 @@ int dl_runs_screen_key(dl_runs_screen *rs, dl_ui_runs *ui, int ch)
     return compare_key(rs, ui, ch);
 }
 
+void dl_runs_screen_click(dl_runs_screen *rs, dl_ui_runs *ui, int i)
+{
+    move_cursor(rs, ui, i);
+    const dl_ui_run *r = at_cursor(ui);
+    if (r)
+        toggle(rs, ui, r);
+}
+
 void dl_runs_screen_tag(dl_runs_screen *rs, dl_ui_runs *ui, const char *tag)
 {
     int remove = tag[0] == '-';

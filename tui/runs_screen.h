@@ -25,6 +25,9 @@ void dl_runs_screen_sample(dl_runs_screen *rs, dl_ui_runs *ui, const char *filte
 /* A key of the screen (curses codes); 1 when the screen used it, 0 to
  * leave it to the workbench (q, ?, F-keys, /, t, Esc on the table). */
 int dl_runs_screen_key(dl_runs_screen *rs, dl_ui_runs *ui, int ch);
+/* A click on the table's row shown-index i: the cursor moves there and
+ * the run is selected or unselected (as Space, without moving on). */
+void dl_runs_screen_click(dl_runs_screen *rs, dl_ui_runs *ui, int i);
 /* Tags the selected runs, or the run under the cursor when none is
  * selected ("-tag" removes it); the result goes to ui->note. */
 void dl_runs_screen_tag(dl_runs_screen *rs, dl_ui_runs *ui, const char *tag);

@@ -37,6 +37,8 @@ static const char *const keys[][2] = {
     {"G", "compare: groups off / seeds (runs differing only in seed) / by each "
           "hyperparameter that differs: mean line and min-max band"},
     {"Esc Enter", "compare, run page: back to the table; on the table: leave"},
+    {"mouse",
+     "click a run: select it; wheel: move / scroll; click a pane: focus (--no-mouse: off)"},
 };
 
 void dl_view_help(WINDOW *w, const dl_view_state *v, int watching)

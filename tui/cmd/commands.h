@@ -90,7 +90,8 @@ enum {
     DL_OPT_CSV,
     DL_OPT_JSONL,
     DL_OPT_OUTPUT,
-    DL_OPT_REMOVE
+    DL_OPT_REMOVE,
+    DL_OPT_NO_MOUSE
 };
 
 typedef int (*dl_command_fn)(const dl_command *self, int argc, char **argv);

@@ -48,6 +48,8 @@ static const dl_opt workbench_opts[] = {
      0},
     PRICE("what the machine costs an hour (default: $DLBENCH_PRICE_PER_HOUR): cost in the "
           "status bar and summary.json"),
+    {DL_OPT_NO_MOUSE, "--no-mouse", NULL, NULL,
+     "leave the mouse to the terminal (no click to select, no wheel scrolling)", 0},
     HELP,
     END};
 
@@ -82,6 +84,8 @@ static const dl_opt watch_opts[] = {
     {DL_OPT_OUT, "--out", NULL, "DIR", "where run folders are (default: runs)", 0},
     {DL_OPT_STUDY, "--study", NULL, "NAME|auto",
      "open on the trials screen (F4) of study NAME in DIR/studies/ (auto: the newest)", 0},
+    {DL_OPT_NO_MOUSE, "--no-mouse", NULL, NULL,
+     "leave the mouse to the terminal (no click to select, no wheel scrolling)", 0},
     HELP,
     END};
 
