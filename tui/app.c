@@ -418,6 +418,14 @@ static void key(app *a, int ch)
         prompt_key(a, ch);
         return;
     }
+    if (a->zoom == PANE_TRIALS && (ch == 'v' || ch == 'p')) {
+        dl_ui_trials *t = &a->scr->trials;
+        if (ch == 'v')
+            t->view = (t->view + 1) % 3;
+        else
+            t->sparam = t->nparams ? (t->sparam + 1) % t->nparams : 0;
+        return;
+    }
     if (a->zoom == PANE_RUNS) {
         if (ch == 't') {
             open_prompt(a, PROMPT_TAG);

@@ -263,6 +263,29 @@ static void fmt_param(char *buf, size_t size, const dl_tune_param *p)
     }
 }
 
+/* Where a parameter's value sits in its search space, [0, 1]. */
+static double place(const dl_tune_param *p)
+{
+    if (p->kind == DL_PARAM_CHOICE)
+        return p->n_choices > 1 ? p->value / (p->n_choices - 1) : 0.5;
+    double lo = p->lo, hi = p->hi, v = p->value;
+    if (p->log && lo > 0 && hi > 0 && v > 0)
+        lo = log(lo), hi = log(hi), v = log(v);
+    return hi > lo ? fmin(1, fmax(0, (v - lo) / (hi - lo))) : 0.5;
+}
+
+/* The axis ends of parameter j: its bounds, or its first and last choice. */
+static void axis_ends(dl_ui_trials *out, int j, const dl_tune_param *p)
+{
+    if (p->kind == DL_PARAM_CHOICE && p->choices && p->n_choices > 0) {
+        snprintf(out->plo[j], sizeof out->plo[j], "%.15s", p->choices[0]);
+        snprintf(out->phi[j], sizeof out->phi[j], "%.15s", p->choices[p->n_choices - 1]);
+    } else {
+        snprintf(out->plo[j], sizeof out->plo[j], "%.4g", p->lo);
+        snprintf(out->phi[j], sizeof out->phi[j], "%.4g", p->hi);
+    }
+}
+
 void dl_tables_trials_close(dl_trials_follow *f)
 {
     dl_study_destroy(f->st);
@@ -321,8 +344,10 @@ void dl_tables_sample_trials(dl_trials_follow *f, dl_ui_trials *out)
             int known = 0;
             for (int j = 0; j < out->nparams && !known; j++)
                 known = !strcmp(out->param[j], p->name);
-            if (!known && out->nparams < DL_UI_PARAMS)
+            if (!known && out->nparams < DL_UI_PARAMS) {
+                axis_ends(out, out->nparams, p);
                 snprintf(out->param[out->nparams++], sizeof out->param[0], "%s", p->name);
+            }
         }
         if (i < first)
             continue;
@@ -334,6 +359,11 @@ void dl_tables_sample_trials(dl_trials_follow *f, dl_ui_trials *out)
         double t0 = dl_trial_start_time(t), t1 = dl_trial_end_time(t);
         r->duration_s = t0 > 0 && t1 >= t0 ? t1 - t0 : -1;
         r->params[0] = 0;
+        for (int j = 0; j < DL_UI_PARAMS; j++) {
+            const dl_tune_param *p =
+                j < out->nparams ? dl_trial_param_find(t, out->param[j]) : NULL;
+            r->pv[j] = p ? place(p) : NAN;
+        }
         for (int k = 0; k < dl_trial_param_count(t); k++) {
             char one[80];
             fmt_param(one, sizeof one, dl_trial_param(t, k));

@@ -37,6 +37,9 @@ static const char *const keys[][2] = {
     {"G", "compare: groups off / seeds (runs differing only in seed) / by each "
           "hyperparameter that differs: mean line and min-max band"},
     {"Esc Enter", "compare, run page: back to the table; on the table: leave"},
+    {"", "trials screen (F4)"},
+    {"v", "table and best-so-far / parallel coordinates / parameter against objective"},
+    {"p", "the scatter's parameter: the next one"},
     {"mouse",
      "click a run: select it; wheel: move / scroll; click a pane: focus (--no-mouse: off)"},
 };

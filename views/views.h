@@ -113,6 +113,10 @@ typedef struct dl_ui_trial {
     double best_so_far; /* the best complete value among trials 0..number; NaN: none yet */
     double duration_s;  /* < 0: unknown */
     char params[160];   /* "lr=0.0123 hidden=32 act=relu" */
+    /* each parameter (dl_ui_trials.param order) placed in its search space,
+     * [0, 1] (log-scaled where it is sampled so, a choice by its index);
+     * NaN: the trial has no such parameter */
+    double pv[DL_UI_PARAMS];
 } dl_ui_trial;
 
 /* A study, as the trials screen draws it (filled from engine/tune/tune.h by tui/). */
@@ -132,6 +136,10 @@ typedef struct dl_ui_trials {
     int nparams;
     char param[DL_UI_PARAMS][32];
     double importance[DL_UI_PARAMS];
+    char plo[DL_UI_PARAMS][16], phi[DL_UI_PARAMS][16]; /* the ends of each axis, as text */
+    /* the screen's choice (keys v and p): 0 table and charts, 1 parallel
+     * coordinates, 2 a parameter against the objective (param[sparam]) */
+    int view, sparam;
 } dl_ui_trials;
 
 /* Everything a pane draws, copied or computed by tui/ in its sample step:
