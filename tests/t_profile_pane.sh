@@ -34,14 +34,15 @@ cleanup() { TM kill-server 2>/dev/null; }
 TM new-session -d -s keepalive "sleep 3600"
 TM new-session -d -s p -x 120 -y 40 "cd '$PWD' && TERM=tmux-256color LANG=C.UTF-8 LC_ALL=C.UTF-8 '$DLBENCH' tests/tui_spirals.lua n=200000 --out '$OUT/runs' --start; sleep 600"
 screen() { TM capture-pane -p -t p; }
+sleep 2
+TM send-keys -t p F3
+# the profile reaches the pane a few times a second: wait for validation's row
 ok=0
 for ((i = 0; i < 100; i++)); do
-    screen | grep -q "validation" && ok=1 && break
+    screen | grep -q "outside the step" && ok=1 && break
     sleep 0.2
 done
-sleep 0.5
-TM send-keys -t p F3
-sleep 1
+sleep 0.3
 screen >"$OUT/pane.txt"
 if [ "$ok" = 1 ] && grep -q "outside the step" "$OUT/pane.txt"; then
     # rows: op calls self total self% total% GF/s; the step's rows above the "outside" line

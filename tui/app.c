@@ -178,9 +178,13 @@ static void draw(app *a)
     static const char *const runs_cmp[] = {"m",      "Metric", "x",     "X-axis", "S",
                                            "Smooth", "G",      "Group", "b",      "Baseline",
                                            "l",      "Log",    "Esc",   "Back"};
+    static const char *const runs_page[] = {"Spc", "Select", "c", "Compare", "x",   "X-axis",
+                                            "S",   "Smooth", "l", "Log",     "Esc", "Back"};
 #define N(x) (int)(sizeof x / sizeof *x)
     if (a->zoom == PANE_RUNS && s->runs.mode == DL_UI_TABLE)
         dl_view_hints(a->hints, runs_table, N(runs_table), p);
+    else if (a->zoom == PANE_RUNS && s->runs.mode == DL_UI_DETAIL)
+        dl_view_hints(a->hints, runs_page, N(runs_page), p);
     else if (a->zoom == PANE_RUNS)
         dl_view_hints(a->hints, runs_cmp, N(runs_cmp), p);
     else if (a->ops->watching && s->live && st <= DL_TELE_PAUSED)

@@ -118,10 +118,8 @@ static void draw_detail(WINDOW *w, const dl_screen *s, const dl_view_state *v, i
     int nl = u->nlines < rows / 2 ? u->nlines : rows / 2;
     int y = 1;
     for (int i = 0; i < nl; i++, y++) {
-        int events = !strncmp(u->lines[i], "events", 6) || !strncmp(u->lines[i], "  note", 6);
-        dl_draw_text(w, y, 2,
-                     dl_color(events && u->lines[i][2] == 'n' ? DL_COLOR_NOTE : DL_COLOR_DEFAULT),
-                     "%s", u->lines[i]);
+        int note = !strncmp(u->lines[i], "  note:", 7); /* the user's notes stand out */
+        dl_draw_text(w, y, 2, dl_color(note ? DL_COLOR_NOTE : DL_COLOR_DEFAULT), "%s", u->lines[i]);
     }
     y = legend(w, u, y, cols, 1);
     int h = rows - y; /* the footer below */
