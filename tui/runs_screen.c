@@ -14,7 +14,7 @@
 #include "engine/rundir/records.h"
 #include "engine/rundir/runlog.h"
 #include "tui/compare.h"
-#include "tui/export.h"
+#include "tui/export_metrics.h"
 #include "tui/tables.h"
 
 #define RELOAD_S 2.0

@@ -1,4 +1,4 @@
-/* export.h - every metric of some runs as one CSV or JSON-lines file (export-metrics, the runs screen's E)
+/* export_metrics.h - every metric of some runs as one CSV or JSON-lines file (export-metrics, the runs screen's E)
  *
  * A row per record of each run's metrics.jsonl (read through
  * engine/rundir/records.h): the run's folder, name and tags, its
@@ -6,8 +6,8 @@
  * metric any of the runs logged (empty where a record has none). A
  * hyperparameter named like another column is written as hp_NAME.
  */
-#ifndef DL_EXPORT_H
-#define DL_EXPORT_H
+#ifndef DL_EXPORT_METRICS_H
+#define DL_EXPORT_METRICS_H
 
 #include <stdio.h>
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# t_export.sh - `dlbench export-metrics` (CSV and JSON lines, -o written whole), `runs --csv`,
+# t_export_metrics.sh - `dlbench export-metrics` (CSV and JSON lines, -o written whole), `runs --csv`,
 # `dlbench tag` and `runs --filter tag=T`: every step of every run checked against its
 # metrics.jsonl with python3's csv and json readers.
 . "$(dirname "$0")/lib.sh"

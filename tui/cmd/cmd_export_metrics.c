@@ -1,4 +1,4 @@
-/* cmd_export.c - `dlbench export-metrics RUN...` (every metric of the runs as CSV or JSON lines) and `dlbench tag RUN TAG...` */
+/* cmd_export_metrics.c - `dlbench export-metrics RUN...` (every metric of the runs as CSV or JSON lines) and `dlbench tag RUN TAG...` */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -8,7 +8,7 @@
 #include "engine/rundir/runlog.h"
 #include "tui/cmd/commands.h"
 #include "tui/cmd/exit.h"
-#include "tui/export.h"
+#include "tui/export_metrics.h"
 
 /* The runs named on the command line, resolved under dir; -1 after
  * saying which one is not a run. */

@@ -1,5 +1,5 @@
-/* export.c - every metric of some runs in one CSV or JSON-lines file: columns, header, a row per record */
-#include "tui/export.h"
+/* export_metrics.c - every metric of some runs in one CSV or JSON-lines file: columns, header, a row per record */
+#include "tui/export_metrics.h"
 
 #include <math.h>
 #include <stdio.h>
