@@ -11,7 +11,7 @@
 # and the summary. Raw result lines are kept in $BUILD/bench/results.txt.
 #
 # Environment: BUILD (build), BENCH_QUICK=1 (no accuracy run), BENCH_WB=0 (no
-# workbench overhead), BENCH_TUNE=0 (no tuner comparison), BENCH_IMAGES=0 (no image
+# workbench overhead), BENCH_TUNE=0 (no tuner comparison), BENCH_RUNS=0 (no runs-at-scale bench), BENCH_IMAGES=0 (no image
 # import comparison; BENCH_IMAGES_N files per set, default 1500),
 # BENCH_MODELS ("mlp-sgd mlp-adam tiny-mlp cnn mlp-bf16 resnet char-gpt"; resnet is
 # scripts/resnet_fmnist.lua's network, char-gpt scripts/char_gpt.lua's on synthetic
@@ -172,6 +172,13 @@ fi
 if [ "${BENCH_TUNE:-1}" != 0 ] && [ -x "$BUILD/bench/bench_tune" ]; then
     echo "== tuner (bench_tune against Optuna)"
     "$BUILD/bench/bench_tune" | tee -a "$results" | grep -v '^tune' || echo "  (bench_tune exited with status $?)"
+fi
+# the runs table and comparison at 1,000 run folders of 500 steps against python3's json
+# (BENCH_RUNS=0 skips; the folders are generated once, ~10-30 s, under $BUILD/bench)
+if [ "${BENCH_RUNS:-1}" != 0 ] && [ -x "$BUILD/bench/bench_runs" ]; then
+    echo "== runs at scale (bench_runs: 1000 run folders x 500 steps)"
+    "$BUILD/bench/bench_runs" --dlbench "$BUILD/dlbench" | tee -a "$results" | grep -v '^runs-bench what' ||
+        echo "  (bench_runs exited with status $?)"
 fi
 
 echo "== summary ($(($(date +%s) - t_start)) s; raw lines in $results)"

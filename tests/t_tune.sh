@@ -48,6 +48,29 @@ if run study 0 tune $STUDY trials=5 epochs=4 --out "$A"; then
         pass study_trials
         pass study_run_folders
     fi
+    # each progress line's duration is the journal's finish time less its start time
+    if python3 - "$OUT/study.log" "$J" <<'PY'; then
+import json, re, sys
+t = {}
+for l in open(sys.argv[2]):
+    r = json.loads(l)
+    if r.get("op") in ("start", "finish"):
+        t.setdefault(r["trial"], {})[r["op"]] = r["time"]
+n = 0
+for l in open(sys.argv[1]):
+    m = re.match(r"trial (\d+) .*  ([0-9.]+) (ms|s)  best", l)
+    if not m:
+        continue
+    d = float(m.group(2)) / (1000 if m.group(3) == "ms" else 1)
+    want = t[int(m.group(1))]["finish"] - t[int(m.group(1))]["start"]
+    assert want > 0 and abs(d - want) <= max(0.051 * want, 0.0006), (l, want)
+    n += 1
+assert n == 5, n
+PY
+        pass trial_durations_real
+    else
+        fail trial_durations_real "progress-line durations disagree with the journal"
+    fi
 fi
 
 # --- --report, and its command reproduces the best run -----------------------------

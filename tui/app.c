@@ -14,6 +14,7 @@
 #include "engine/base/error.h"
 #include "engine/rundir/records.h"
 #include "views/colors.h"
+#include "tui/runs_screen.h"
 #include "tui/tables.h"
 #include "views/views.h"
 
@@ -31,6 +32,7 @@ typedef enum {
     PROMPT_HPARAMS,
     PROMPT_LUA,
     PROMPT_FILTER,
+    PROMPT_TAG,
     PROMPT_QUIT
 } prompt_kind;
 
@@ -48,6 +50,7 @@ typedef struct app {
     long events_seen;
     double sps_last; /* samples/s of the previous frame (device switches) */
     dl_trials_follow trials;
+    dl_runs_screen *runs; /* F2's selection, sort, page and comparison */
     WINDOW *status, *hints, *pane[NWIN];
     int rows, cols;
     int zoom; /* -1: the overview; else the pane shown alone */
@@ -107,7 +110,8 @@ static const char *prompt_label(prompt_kind k)
     case PROMPT_NOTE: return "note: ";
     case PROMPT_HPARAMS: return "hyperparameters k=v (lr applies now): ";
     case PROMPT_LUA: return "lua> ";
-    case PROMPT_FILTER: return "filter /";
+    case PROMPT_FILTER: return "filter (k=v, tag=T or text) /";
+    case PROMPT_TAG: return "tag the selected runs (-TAG removes it): ";
     case PROMPT_QUIT:
         return "a training is running: stop it (checkpoint, summary) and quit? [y/N] ";
     default: return "";
@@ -168,8 +172,22 @@ static void draw(app *a)
     static const char *const watch[] = {"Spc",  "Pause", "g",    "GPU",  "c",  "CPU", "s",
                                         "Ckpt", "n",     "Note", "e",    "LR", "?",   "Help",
                                         "l",    "Log",   "F2",   "Runs", "q",  "Quit"};
+    static const char *const runs_table[] = {"Spc", "Select", "Enter", "Open",   "c", "Compare",
+                                             "<>",  "Sort",   "/",     "Filter", "t", "Tag",
+                                             "?",   "Keys",   "Esc",   "Back"};
+    static const char *const runs_cmp[] = {"m",      "Metric", "x",     "X-axis", "S",
+                                           "Smooth", "G",      "Group", "b",      "Baseline",
+                                           "l",      "Log",    "Esc",   "Back"};
+    static const char *const runs_page[] = {"Spc", "Select", "c", "Compare", "x",   "X-axis",
+                                            "S",   "Smooth", "l", "Log",     "Esc", "Back"};
 #define N(x) (int)(sizeof x / sizeof *x)
-    if (a->ops->watching && s->live && st <= DL_TELE_PAUSED)
+    if (a->zoom == PANE_RUNS && s->runs.mode == DL_UI_TABLE)
+        dl_view_hints(a->hints, runs_table, N(runs_table), p);
+    else if (a->zoom == PANE_RUNS && s->runs.mode == DL_UI_DETAIL)
+        dl_view_hints(a->hints, runs_page, N(runs_page), p);
+    else if (a->zoom == PANE_RUNS)
+        dl_view_hints(a->hints, runs_cmp, N(runs_cmp), p);
+    else if (a->ops->watching && s->live && st <= DL_TELE_PAUSED)
         dl_view_hints(a->hints, watch, N(watch), p);
     else if (a->ops->watching)
         dl_view_hints(a->hints, done + 2, N(done) - 2, p);
@@ -218,7 +236,7 @@ static void set_zoom(app *a, int pane)
 {
     a->zoom = a->zoom == pane ? -1 : pane;
     if (a->zoom == PANE_RUNS)
-        dl_tables_load_runs(&a->scr->runs, a->ops->out_dir ? a->ops->out_dir : "runs");
+        dl_runs_screen_open(a->runs, &a->scr->runs, a->ops->out_dir ? a->ops->out_dir : "runs");
     if (a->zoom == PANE_TRIALS)
         open_trials(a);
     a->dirty_layout = 1;
@@ -266,6 +284,8 @@ static void sample(app *a)
         s->switched_from[0] = 0;
     a->events_seen = t->events_total;
     a->sps_last = t->run.samples_per_s;
+    if (a->zoom == PANE_RUNS)
+        dl_runs_screen_sample(a->runs, &s->runs, a->vs[PANE_RUNS].filter);
     if (a->zoom == PANE_TRIALS && a->trials.name[0] && now >= a->next_trials) {
         a->next_trials = now + 1;
         dl_tables_sample_trials(&a->trials, &s->trials);
@@ -285,6 +305,10 @@ static void submit(app *a)
     }
     if (!a->len)
         return;
+    if (k == PROMPT_TAG) {
+        dl_runs_screen_tag(a->runs, &a->scr->runs, a->buf);
+        return;
+    }
     if (k == PROMPT_LUA) {
         if (!a->nhist || strcmp(a->history[(a->nhist - 1) % HISTORY], a->buf)) {
             snprintf(a->history[a->nhist % HISTORY], sizeof a->history[0], "%s", a->buf);
@@ -345,6 +369,43 @@ static void prompt_key(app *a, int ch)
     }
 }
 
+/* The mouse: on the runs table a click moves the cursor to the row and
+ * selects it (as Space), the wheel moves the cursor; on another zoomed
+ * pane the wheel scrolls it; in the overview a click focuses the pane
+ * under the pointer. */
+static void mouse(app *a)
+{
+    MEVENT ev;
+    if (getmouse(&ev) != OK)
+        return;
+    int wheel = ev.bstate & BUTTON4_PRESSED ? -1 : ev.bstate & BUTTON5_PRESSED ? 1 : 0;
+    int click = (ev.bstate & (BUTTON1_PRESSED | BUTTON1_CLICKED)) != 0;
+    int pane = a->zoom >= 0 ? a->zoom : a->focus;
+    if (!wheel && !click)
+        return; /* a release, a drag */
+    if (a->zoom == PANE_RUNS && a->pane[PANE_RUNS]) {
+        dl_ui_runs *u = &a->scr->runs;
+        if (wheel) {
+            dl_runs_screen_key(a->runs, u, wheel < 0 ? KEY_UP : KEY_DOWN);
+            return;
+        }
+        int body = getmaxy(a->pane[PANE_RUNS]) - 4; /* the view's rows between header and footer */
+        int first = u->cursor >= body ? u->cursor - body + 1 : 0;
+        int y = ev.y - getbegy(a->pane[PANE_RUNS]) - 2;
+        if (u->mode == DL_UI_TABLE && y >= 0 && y < body && first + y < u->nshown)
+            dl_runs_screen_click(a->runs, u, first + y);
+        return;
+    }
+    if (wheel && a->zoom >= 0) {
+        int up = pane == PANE_LOG || pane == PANE_TRIALS ? -wheel : wheel;
+        a->vs[pane].scroll = a->vs[pane].scroll + up > 0 ? a->vs[pane].scroll + up : 0;
+        return;
+    }
+    for (int i = 0; i < NPANES && a->zoom < 0; i++)
+        if (a->pane[i] && wenclose(a->pane[i], ev.y, ev.x))
+            a->focus = i;
+}
+
 /* One key: edits the open prompt, or is a command of the screen. A quit
  * (q, or y to the prompt while a training runs) sets a->quitting and hands
  * DL_ACT_QUIT to the owner; the loop ends once ops->done agrees. */
@@ -352,9 +413,31 @@ static void key(app *a, int ch)
 {
     if (ch == KEY_RESIZE) /* resizeterm queues one; the SIGWINCH flag did the work */
         return;
+    if (ch == KEY_MOUSE) {
+        if (a->prompt == PROMPT_NONE)
+            mouse(a);
+        return;
+    }
     if (a->prompt != PROMPT_NONE) {
         prompt_key(a, ch);
         return;
+    }
+    if (a->zoom == PANE_TRIALS && (ch == 'v' || ch == 'p')) {
+        dl_ui_trials *t = &a->scr->trials;
+        if (ch == 'v')
+            t->view = (t->view + 1) % 3;
+        else
+            t->sparam = t->nparams ? (t->sparam + 1) % t->nparams : 0;
+        return;
+    }
+    if (a->zoom == PANE_RUNS) {
+        if (ch == 't') {
+            open_prompt(a, PROMPT_TAG);
+            return;
+        }
+        a->scr->runs.note[0] = ch == '/' ? 0 : a->scr->runs.note[0];
+        if (dl_runs_screen_key(a->runs, &a->scr->runs, ch))
+            return;
     }
     dl_tele_state st = a->scr->tele->run.state;
     int pane = a->zoom >= 0 ? a->zoom : a->focus;
@@ -490,7 +573,7 @@ static void signals_restore(const saved_signals *old, dl_app_end end)
 /* Curses on term_fd (a dup, written through *term): keys unbuffered and
  * unechoed, keypad on, no cursor, wgetch never waits. NULL with the reason
  * on stderr when the terminal cannot be used. */
-static SCREEN *screen_start(int term_fd, FILE **term)
+static SCREEN *screen_start(int term_fd, FILE **term, int mouse)
 {
     *term = fdopen(dup(term_fd), "w");
     SCREEN *scr = *term ? newterm(NULL, *term, stdin) : NULL;
@@ -510,6 +593,10 @@ static SCREEN *screen_start(int term_fd, FILE **term)
     set_escdelay(25);
     curs_set(0);
     wtimeout(stdscr, 0);
+    if (mouse) { /* clicks and the wheel, without drag reports */
+        mousemask(BUTTON1_CLICKED | BUTTON1_PRESSED | BUTTON4_PRESSED | BUTTON5_PRESSED, NULL);
+        mouseinterval(0);
+    }
     return scr;
 }
 
@@ -560,6 +647,7 @@ static int turn(app *a, dl_app_end *end)
 
 static void app_free(app *a)
 {
+    dl_runs_screen_destroy(a->runs, &a->scr->runs);
     dl_tables_trials_close(&a->trials);
     dl_telemetry_snapshot_destroy(a->scr->tele);
     free(a->scr);
@@ -574,9 +662,12 @@ dl_app_end dl_app_run(const dl_app_ops *ops, int term_fd)
     a.scr = calloc(1, sizeof *a.scr);
     if (a.scr)
         a.scr->tele = dl_telemetry_snapshot_create();
-    if (!a.scr || !a.scr->tele) {
+    a.runs = dl_runs_screen_create();
+    if (!a.scr || !a.scr->tele || !a.runs) {
         if (a.scr)
-            free(a.scr);
+            dl_telemetry_snapshot_destroy(a.scr->tele);
+        free(a.scr);
+        free(a.runs);
         return DL_APP_ERROR;
     }
     setlocale(LC_ALL, "");
@@ -585,7 +676,7 @@ dl_app_end dl_app_run(const dl_app_ops *ops, int term_fd)
     saved_signals old;
     signals_install(&old);
     FILE *term;
-    SCREEN *scr = screen_start(term_fd, &term);
+    SCREEN *scr = screen_start(term_fd, &term, !ops->no_mouse);
     if (!scr) {
         app_free(&a);
         return DL_APP_ERROR;

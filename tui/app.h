@@ -42,6 +42,7 @@ typedef struct dl_app_ops {
     int (*busy)(void *user); /* a training runs: q asks first */
     int (*done)(void *user); /* after QUIT: may the loop end? */
     int watching;            /* watch: keys go to the socket */
+    int no_mouse;            /* --no-mouse: curses leaves the mouse to the terminal */
 } dl_app_ops;
 
 typedef enum { DL_APP_QUIT, DL_APP_HANGUP, DL_APP_ERROR } dl_app_end;

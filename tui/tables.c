@@ -10,6 +10,7 @@
 
 #include "engine/base/error.h"
 #include "engine/rundir/records.h"
+#include "engine/rundir/rundir.h"
 #include "engine/tune/tune.h"
 
 /* --- runs ----------------------------------------------------------------------- */
@@ -19,8 +20,39 @@ static int cmp_runs(const void *a, const void *b)
     return strcmp(((const dl_ui_run *)b)->folder, ((const dl_ui_run *)a)->folder);
 }
 
-/* A row of the runs table from a run's summary. */
-static void run_row(dl_ui_run *r, const char *folder, const dl_run_summary *s)
+/* "hidden=64 lr=0.05 seed=1": a trial's parameters, the hyperparameters,
+ * then the seed, as config.json orders them. */
+void dl_tables_hparams_text(const cJSON *config, char *buf, size_t size)
+{
+    size_t len = 0;
+    buf[0] = 0;
+    static const char *groups[] = {"trial_params", "hparams"};
+    for (int g = 0; g < 2; g++) {
+        const cJSON *h = cJSON_GetObjectItemCaseSensitive(config, groups[g]);
+        for (h = h ? h->child : NULL; h && h->string; h = h->next) {
+            char v[64];
+            if (cJSON_IsString(h))
+                snprintf(v, sizeof v, "%s", h->valuestring);
+            else if (cJSON_IsNumber(h))
+                snprintf(v, sizeof v, "%.6g", h->valuedouble);
+            else
+                snprintf(v, sizeof v, "%s", cJSON_IsTrue(h) ? "true" : "false");
+            int n = snprintf(buf + len, len < size ? size - len : 0, "%s%s=%s", len ? " " : "",
+                             h->string, v);
+            if (n < 0 || len + (size_t)n >= size)
+                return;
+            len += (size_t)n;
+        }
+    }
+    const cJSON *seed = cJSON_GetObjectItemCaseSensitive(config, "seed");
+    if (cJSON_IsNumber(seed))
+        snprintf(buf + len, len < size ? size - len : 0, "%sseed=%.0f", len ? " " : "",
+                 seed->valuedouble);
+}
+
+/* A row of the runs table from a run's summary and config (NULL: none). */
+static void run_row(dl_ui_run *r, const char *dir, const char *folder, const dl_run_summary *s,
+                    const cJSON *config)
 {
     memset(r, 0, sizeof *r);
     snprintf(r->folder, sizeof r->folder, "%.95s", folder);
@@ -32,32 +64,91 @@ static void run_row(dl_ui_run *r, const char *folder, const dl_run_summary *s)
     r->val_acc = dl_records_value(s->final, s->nfinal, "val_acc");
     r->val_loss = dl_records_value(s->final, s->nfinal, "val_loss");
     r->cost = s->cost;
+    r->slot = -1;
+    if (config)
+        dl_tables_hparams_text(config, r->hparams, sizeof r->hparams);
+    dl_records_tags(dir, r->tags, sizeof r->tags);
+}
+
+/* The value of key in "k=v" words, "" when missing. */
+static void word_value(const char *words, const char *key, char *buf, size_t size)
+{
+    size_t k = strlen(key);
+    buf[0] = 0;
+    for (const char *p = words; k && (p = strstr(p, key)); p += k)
+        if ((p == words || p[-1] == ' ') && p[k] == '=') {
+            snprintf(buf, size, "%.*s", (int)strcspn(p + k + 1, " "), p + k + 1);
+            return;
+        }
+}
+
+/* Each row's varying words: its hyperparameters less those every row has
+ * with the same value (what tells the runs apart on a narrow screen). */
+static void mark_varying(dl_ui_run *rows, int n)
+{
+    for (int i = 0; i < n; i++) {
+        char words[200], *save = NULL;
+        size_t len = 0;
+        snprintf(words, sizeof words, "%s", rows[i].hparams);
+        rows[i].varying[0] = 0;
+        for (char *w = strtok_r(words, " ", &save); w; w = strtok_r(NULL, " ", &save)) {
+            char key[64], mine[64], other[64];
+            snprintf(key, sizeof key, "%.*s", (int)strcspn(w, "="), w);
+            word_value(rows[i].hparams, key, mine, sizeof mine);
+            int differs = 0;
+            for (int j = 0; j < n && !differs; j++) {
+                word_value(rows[j].hparams, key, other, sizeof other);
+                differs = strcmp(mine, other) != 0;
+            }
+            if (differs && len + strlen(w) + 2 < sizeof rows[i].varying)
+                len += (size_t)snprintf(rows[i].varying + len, sizeof rows[i].varying - len, "%s%s",
+                                        len ? " " : "", w);
+        }
+    }
 }
 
 void dl_tables_load_runs(dl_ui_runs *out, const char *runs_dir)
 {
-    static dl_ui_run rows[DL_UI_RUNS * 4]; /* the main thread only */
     dl_run_summary *sum = malloc(sizeof *sum);
-    int n = 0;
+    dl_ui_run *rows = NULL;
+    int n = 0, cap = 0;
     DIR *d = sum ? opendir(runs_dir) : NULL;
     struct dirent *e;
-    while (d && (e = readdir(d)) && n < DL_UI_RUNS * 4) {
+    while (d && (e = readdir(d))) {
         if (e->d_name[0] == '.')
             continue;
         char dir[1400];
         snprintf(dir, sizeof dir, "%s/%s", runs_dir, e->d_name);
-        if (dl_records_summary(dir, sum) == DL_OK)
-            run_row(&rows[n++], e->d_name, sum);
+        if (dl_records_summary(dir, sum) != DL_OK)
+            continue;
+        if (n == cap) {
+            dl_ui_run *nr = realloc(rows, (size_t)(cap = cap ? cap * 2 : 64) * sizeof *nr);
+            if (!nr)
+                break;
+            rows = nr;
+        }
+        cJSON *config = dl_records_load(dir, DL_RUN_FILE_CONFIG);
+        run_row(&rows[n++], dir, e->d_name, sum, config);
+        cJSON_Delete(config);
     }
     if (d)
         closedir(d);
+    dl_error_clear();
     free(sum);
-    qsort(rows, (size_t)n, sizeof *rows, cmp_runs);
-    if (n > DL_UI_RUNS)
-        n = DL_UI_RUNS;
-    memcpy(out->rows, rows, (size_t)n * sizeof *rows);
+    if (n > 1)
+        qsort(rows, (size_t)n, sizeof *rows, cmp_runs);
+    mark_varying(rows, n);
+    free(out->rows);
+    out->rows = rows;
     out->n = n;
     snprintf(out->dir, sizeof out->dir, "%s", runs_dir);
+}
+
+void dl_tables_runs_free(dl_ui_runs *out)
+{
+    free(out->rows);
+    out->rows = NULL;
+    out->n = 0;
 }
 
 /* --- studies -------------------------------------------------------------------- */
@@ -172,6 +263,29 @@ static void fmt_param(char *buf, size_t size, const dl_tune_param *p)
     }
 }
 
+/* Where a parameter's value sits in its search space, [0, 1]. */
+static double place(const dl_tune_param *p)
+{
+    if (p->kind == DL_PARAM_CHOICE)
+        return p->n_choices > 1 ? p->value / (p->n_choices - 1) : 0.5;
+    double lo = p->lo, hi = p->hi, v = p->value;
+    if (p->log && lo > 0 && hi > 0 && v > 0)
+        lo = log(lo), hi = log(hi), v = log(v);
+    return hi > lo ? fmin(1, fmax(0, (v - lo) / (hi - lo))) : 0.5;
+}
+
+/* The axis ends of parameter j: its bounds, or its first and last choice. */
+static void axis_ends(dl_ui_trials *out, int j, const dl_tune_param *p)
+{
+    if (p->kind == DL_PARAM_CHOICE && p->choices && p->n_choices > 0) {
+        snprintf(out->plo[j], sizeof out->plo[j], "%.15s", p->choices[0]);
+        snprintf(out->phi[j], sizeof out->phi[j], "%.15s", p->choices[p->n_choices - 1]);
+    } else {
+        snprintf(out->plo[j], sizeof out->plo[j], "%.4g", p->lo);
+        snprintf(out->phi[j], sizeof out->phi[j], "%.4g", p->hi);
+    }
+}
+
 void dl_tables_trials_close(dl_trials_follow *f)
 {
     dl_study_destroy(f->st);
@@ -230,8 +344,10 @@ void dl_tables_sample_trials(dl_trials_follow *f, dl_ui_trials *out)
             int known = 0;
             for (int j = 0; j < out->nparams && !known; j++)
                 known = !strcmp(out->param[j], p->name);
-            if (!known && out->nparams < DL_UI_PARAMS)
+            if (!known && out->nparams < DL_UI_PARAMS) {
+                axis_ends(out, out->nparams, p);
                 snprintf(out->param[out->nparams++], sizeof out->param[0], "%s", p->name);
+            }
         }
         if (i < first)
             continue;
@@ -243,6 +359,11 @@ void dl_tables_sample_trials(dl_trials_follow *f, dl_ui_trials *out)
         double t0 = dl_trial_start_time(t), t1 = dl_trial_end_time(t);
         r->duration_s = t0 > 0 && t1 >= t0 ? t1 - t0 : -1;
         r->params[0] = 0;
+        for (int j = 0; j < DL_UI_PARAMS; j++) {
+            const dl_tune_param *p =
+                j < out->nparams ? dl_trial_param_find(t, out->param[j]) : NULL;
+            r->pv[j] = p ? place(p) : NAN;
+        }
         for (int k = 0; k < dl_trial_param_count(t); k++) {
             char one[80];
             fmt_param(one, sizeof one, dl_trial_param(t, k));

@@ -9,10 +9,18 @@
 
 #include <stddef.h>
 
+#include <cjson/cJSON.h>
+
 #include "views/views.h"
 
-/* Reads every RUNS_DIR/<run>/summary.json into out (newest first). */
+/* Reads every RUNS_DIR/<run>/summary.json (and its config and tags) into
+ * out->rows (newest first), replacing the rows it had (out->rows NULL or
+ * from an earlier call); dl_tables_runs_free frees them. */
 void dl_tables_load_runs(dl_ui_runs *out, const char *runs_dir);
+void dl_tables_runs_free(dl_ui_runs *out);
+/* A run's hyperparameters as "k=v" words: a trial's parameters, the
+ * script's hparams, then the seed. */
+void dl_tables_hparams_text(const cJSON *config, char *buf, size_t size);
 
 /* Which study the trials screen follows: prefer (a name, or NULL) when
  * STUDIES_DIR/prefer/journal.jsonl exists, else the study whose journal

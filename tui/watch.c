@@ -135,6 +135,7 @@ int dl_cmd_watch(const dl_command *self, int argc, char **argv)
     memset(&w, 0, sizeof w);
     w.out_dir = "runs";
     const char *run = NULL, *study = NULL;
+    int no_mouse = 0;
     dl_opts args;
     dl_command_opts(&args, this_cmd, argc, argv);
     for (int id; (id = dl_opts_next(&args)) != DL_OPTS_END;) {
@@ -147,6 +148,8 @@ int dl_cmd_watch(const dl_command *self, int argc, char **argv)
             w.out_dir = args.value;
         } else if (id == DL_OPT_STUDY) {
             study = args.value;
+        } else if (id == DL_OPT_NO_MOUSE) {
+            no_mouse = 1;
         } else if (!run) {
             run = args.value;
         } else {
@@ -198,7 +201,8 @@ int dl_cmd_watch(const dl_command *self, int argc, char **argv)
     }
     dl_telemetry_set_gpu_status(w.tele, "no " DL_RUN_FILE_SYSTEM " samples in the run");
     dl_telemetry_event(w.tele, "info", w.fw.dir[0] ? w.fw.dir : "no run folder yet");
-    dl_app_ops ops = {&w, w.tele, w.out_dir, study, study != NULL, sample, action, busy, done, 1};
+    dl_app_ops ops = {&w,     w.tele, w.out_dir, study, study != NULL, sample,
+                      action, busy,   done,      1,     no_mouse};
     dl_app_end end = dl_app_run(&ops, STDOUT_FILENO);
     dl_telemetry_destroy(w.tele);
     return end == DL_APP_ERROR ? DL_EXIT_FAILED : DL_EXIT_OK;

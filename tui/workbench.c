@@ -39,6 +39,7 @@ typedef struct wb {
     const char *device;
     long long seed;
     int force_next;
+    int no_mouse; /* --no-mouse */
     char *ovs[MAX_OVERRIDES];
     int nov;
     /* the training thread */
@@ -365,6 +366,8 @@ static int parse_args(wb *w, int *autostart, int argc, char **argv)
             *autostart = 1;
         } else if (id == DL_OPT_FORCE) {
             w->force_next = 1;
+        } else if (id == DL_OPT_NO_MOUSE) {
+            w->no_mouse = 1;
         } else if (id == DL_OPT_PRICE) {
             if (dl_price_parse(v, &w->price) < 0) {
                 fprintf(stderr, "dlbench: --price-per-hour expects a number >= 0, got '%s'\n", v);
@@ -505,7 +508,7 @@ int dl_cmd_workbench(const dl_command *self, int argc, char **argv)
     int term_fd = redirect_output(&w);
     if (autostart)
         start(&w);
-    dl_app_ops ops = {&w, w.tele, w.out_dir, NULL, 0, sample, action, busy, done, 0};
+    dl_app_ops ops = {&w, w.tele, w.out_dir, NULL, 0, sample, action, busy, done, 0, w.no_mouse};
     dl_app_end end = dl_app_run(&ops, term_fd >= 0 ? term_fd : STDOUT_FILENO);
 
     if (end == DL_APP_HANGUP) {

@@ -5,91 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "views/canvas.h"
 #include "views/colors.h"
 #include "views/views.h"
-
-/* A dot canvas: cw x ch cells, each 2x4 dots (braille) or 1x1 (ASCII). */
-typedef struct canvas {
-    int cw, ch, dx, dy; /* cells, dots per cell */
-    uint8_t *bits;
-    uint8_t *role; /* colour role of the last series to touch the cell */
-    char *mark;    /* ASCII: the character of the last series */
-} canvas;
-
-static int canvas_init(canvas *c, int cw, int ch)
-{
-    c->cw = cw, c->ch = ch;
-    c->dx = dl_glyphs_unicode() ? 2 : 1;
-    c->dy = dl_glyphs_unicode() ? 4 : 1;
-    size_t n = (size_t)cw * (size_t)ch;
-    c->bits = calloc(n, 1);
-    c->role = calloc(n, 1);
-    c->mark = calloc(n, 1);
-    return c->bits && c->role && c->mark;
-}
-
-static void canvas_done(canvas *c)
-{
-    free(c->bits);
-    free(c->role);
-    free(c->mark);
-}
-
-/* Braille dot bit for the dot at (x, y) within its cell. */
-static uint8_t dot_bit(int x, int y)
-{
-    static const uint8_t left[4] = {0x01, 0x02, 0x04, 0x40};
-    static const uint8_t right[4] = {0x08, 0x10, 0x20, 0x80};
-    return x ? right[y] : left[y];
-}
-
-static void plot(canvas *c, int x, int y, int role, char mark)
-{
-    if (x < 0 || y < 0 || x >= c->cw * c->dx || y >= c->ch * c->dy)
-        return;
-    size_t i = (size_t)(y / c->dy) * (size_t)c->cw + (size_t)(x / c->dx);
-    c->bits[i] |= c->dx == 2 ? dot_bit(x % 2, y % 4) : 1;
-    c->role[i] = (uint8_t)role;
-    c->mark[i] = mark;
-}
-
-static void line(canvas *c, int x0, int y0, int x1, int y1, int role, char mark)
-{
-    int dx = abs(x1 - x0), sx = x0 < x1 ? 1 : -1;
-    int dy = -abs(y1 - y0), sy = y0 < y1 ? 1 : -1;
-    int err = dx + dy;
-    for (int n = 0; n < 4096; n++) {
-        plot(c, x0, y0, role, mark);
-        if (x0 == x1 && y0 == y1)
-            break;
-        int e2 = 2 * err;
-        if (e2 >= dy)
-            err += dy, x0 += sx;
-        if (e2 <= dx)
-            err += dx, y0 += sy;
-    }
-}
-
-static void canvas_draw(const canvas *c, WINDOW *w, int top, int left)
-{
-    for (int r = 0; r < c->ch; r++) {
-        for (int k = 0; k < c->cw; k++) {
-            size_t i = (size_t)r * (size_t)c->cw + (size_t)k;
-            if (!c->bits[i])
-                continue;
-            wattrset(w, dl_color(c->role[i]));
-            if (c->dx == 2) {
-                unsigned cp = 0x2800u + c->bits[i];
-                char u[4] = {(char)(0xE0 | (cp >> 12)), (char)(0x80 | ((cp >> 6) & 0x3F)),
-                             (char)(0x80 | (cp & 0x3F)), 0};
-                mvwaddstr(w, top + r, left + k, u);
-            } else {
-                mvwaddch(w, top + r, left + k, (chtype)(unsigned char)c->mark[i]);
-            }
-        }
-    }
-    wattrset(w, A_NORMAL);
-}
 
 typedef struct axis {
     double x0, x1, y0, y1;
@@ -98,13 +16,13 @@ typedef struct axis {
 
 static double ty(const axis *a, double v) { return a->log ? log10(v > 1e-12 ? v : 1e-12) : v; }
 
-static int to_x(const canvas *c, const axis *a, double x)
+static int to_x(const dl_canvas *c, const axis *a, double x)
 {
     double w = c->cw * c->dx - 1;
     return a->x1 > a->x0 ? (int)lround((x - a->x0) / (a->x1 - a->x0) * w) : 0;
 }
 
-static int to_y(const canvas *c, const axis *a, double y)
+static int to_y(const dl_canvas *c, const axis *a, double y)
 {
     double h = c->ch * c->dy - 1;
     double t = ty(a, y), lo = ty(a, a->y0), hi = ty(a, a->y1);
@@ -222,7 +140,7 @@ static void draw_labels(WINDOW *w, const axis *a, int top, int ch, int left, int
 }
 
 /* Per-step points joined by lines (Braille; ASCII: points only). */
-static void plot_steps(canvas *c, const axis *a, const curve *cs, int acc)
+static void plot_steps(dl_canvas *c, const axis *a, const curve *cs, int acc)
 {
     int px = -1, py = -1;
     int role = acc ? DL_COLOR_ACC : DL_COLOR_LOSS;
@@ -232,15 +150,15 @@ static void plot_steps(canvas *c, const axis *a, const curve *cs, int acc)
             continue;
         int x = to_x(c, a, cx(cs, i)), yy = to_y(c, a, y);
         if (px >= 0 && c->dx == 2)
-            line(c, px, py, x, yy, role, '.');
+            dl_canvas_line(c, px, py, x, yy, role, '.');
         else
-            plot(c, x, yy, role, '.');
+            dl_canvas_plot(c, x, yy, role, '.');
         px = x, py = yy;
     }
 }
 
 /* Epoch points as blobs joined by lines. */
-static void plot_epochs(canvas *c, const axis *a, const curve *cs, int acc)
+static void plot_epochs(dl_canvas *c, const axis *a, const curve *cs, int acc)
 {
     int px = -1, py = -1;
     int role = acc ? DL_COLOR_VAL_ACC : DL_COLOR_VAL_LOSS;
@@ -252,15 +170,15 @@ static void plot_epochs(canvas *c, const axis *a, const curve *cs, int acc)
                 continue;
             int x = to_x(c, a, cx(cs, i)), yy = to_y(c, a, y);
             if (pass == 1) {
-                plot(c, x, yy, role, 'o');
+                dl_canvas_plot(c, x, yy, role, 'o');
                 continue;
             }
             if (px >= 0)
-                line(c, px, py, x, yy, role, c->dx == 2 ? 'o' : '-');
-            plot(c, x, yy, role, 'o');
+                dl_canvas_line(c, px, py, x, yy, role, c->dx == 2 ? 'o' : '-');
+            dl_canvas_plot(c, x, yy, role, 'o');
             if (c->dx == 2)
-                plot(c, x + 1, yy, role, 'o'), plot(c, x, yy + 1, role, 'o'),
-                    plot(c, x + 1, yy + 1, role, 'o');
+                dl_canvas_plot(c, x + 1, yy, role, 'o'), dl_canvas_plot(c, x, yy + 1, role, 'o'),
+                    dl_canvas_plot(c, x + 1, yy + 1, role, 'o');
             px = x, py = yy;
         }
     }
@@ -288,9 +206,9 @@ static void draw_panel(WINDOW *w, const dl_telemetry_snapshot *t, const dl_view_
     pad_axis(&a);
     draw_labels(w, &a, top, ch, left, width, label_w, acc);
 
-    canvas c;
-    if (!canvas_init(&c, cw, ch)) {
-        canvas_done(&c);
+    dl_canvas c;
+    if (!dl_canvas_init(&c, cw, ch, 0)) {
+        dl_canvas_done(&c);
         return;
     }
     /* overfitting marker: a dotted vertical line */
@@ -299,12 +217,12 @@ static void draw_panel(WINDOW *w, const dl_telemetry_snapshot *t, const dl_view_
     if (oep && (double)ostep >= a.x0) {
         int x = to_x(&c, &a, (double)ostep);
         for (int y = 0; y < ch * c.dy; y += 2)
-            plot(&c, x, y, DL_COLOR_WARN, ':');
+            dl_canvas_plot(&c, x, y, DL_COLOR_WARN, ':');
     }
     plot_steps(&c, &a, &cs[0], acc);
     plot_epochs(&c, &a, &cs[1], acc);
-    canvas_draw(&c, w, top, left + label_w + 1);
-    canvas_done(&c);
+    dl_canvas_draw(&c, w, top, left + label_w + 1);
+    dl_canvas_done(&c);
 }
 
 static double last_y(const dl_telemetry_snapshot *t, const char *name)

@@ -40,6 +40,18 @@ static const struct {
     [DL_COLOR_DIM] = {COLOR_WHITE, -1, A_DIM, A_DIM},
     [DL_COLOR_SELECT] = {COLOR_BLACK, COLOR_YELLOW, 0, A_REVERSE},
     [DL_COLOR_HEADER] = {COLOR_BLACK, COLOR_GREEN, 0, A_REVERSE},
+    [DL_COLOR_RUN0] = {COLOR_YELLOW, -1, A_BOLD, A_BOLD},
+    [DL_COLOR_RUN1] = {COLOR_CYAN, -1, A_BOLD, A_UNDERLINE},
+    [DL_COLOR_RUN2] = {COLOR_MAGENTA, -1, A_BOLD, 0},
+    [DL_COLOR_RUN3] = {COLOR_GREEN, -1, A_BOLD, A_BOLD | A_UNDERLINE},
+    [DL_COLOR_RUN4] = {COLOR_RED, -1, A_BOLD, 0},
+    [DL_COLOR_RUN5] = {COLOR_BLUE, -1, A_BOLD, A_BOLD},
+    [DL_COLOR_RUN6] = {COLOR_WHITE, -1, A_BOLD, A_UNDERLINE},
+    [DL_COLOR_RUN7] = {COLOR_YELLOW, -1, 0, 0},
+    [DL_COLOR_RUN8] = {COLOR_CYAN, -1, 0, A_DIM},
+    [DL_COLOR_RUN9] = {COLOR_MAGENTA, -1, 0, A_DIM | A_UNDERLINE},
+    [DL_COLOR_RUN10] = {COLOR_GREEN, -1, 0, A_REVERSE},
+    [DL_COLOR_RUN11] = {COLOR_RED, -1, 0, A_DIM | A_BOLD},
 };
 
 void dl_colors_init(void)
@@ -70,6 +82,10 @@ void dl_colors_init(void)
 int dl_color(dl_color_role role) { return role >= 0 && role < DL_COLOR_NROLES ? attrs[role] : 0; }
 
 int dl_colors_enabled(void) { return enabled; }
+
+int dl_color_run(int k) { return DL_COLOR_RUN0 + ((k % 12) + 12) % 12; }
+
+char dl_color_run_mark(int k) { return "*+xo#@%&=~$^"[((k % 12) + 12) % 12]; }
 
 void dl_glyphs_init(void)
 {

@@ -33,6 +33,18 @@ typedef enum {
     DL_COLOR_DIM,
     DL_COLOR_SELECT,
     DL_COLOR_HEADER, /* table headers */
+    DL_COLOR_RUN0,   /* the runs compared: one role per selection slot (DL_COLOR_RUN0 + k) */
+    DL_COLOR_RUN1,
+    DL_COLOR_RUN2,
+    DL_COLOR_RUN3,
+    DL_COLOR_RUN4,
+    DL_COLOR_RUN5,
+    DL_COLOR_RUN6,
+    DL_COLOR_RUN7,
+    DL_COLOR_RUN8,
+    DL_COLOR_RUN9,
+    DL_COLOR_RUN10,
+    DL_COLOR_RUN11,
     DL_COLOR_NROLES
 } dl_color_role;
 
@@ -42,6 +54,10 @@ void dl_colors_init(void);
 /* The curses attribute for a role (pair and bold/reverse/dim). */
 int dl_color(dl_color_role role);
 int dl_colors_enabled(void);
+/* The role and the ASCII mark of selection slot k (0..11): the colour a
+ * selected run keeps, and the character that tells it apart without one. */
+int dl_color_run(int k);
+char dl_color_run_mark(int k);
 
 /* Decides the glyph set before initscr(): Unicode (braille, blocks, box
  * lines) when the locale is UTF-8 and TERM is not a vt100/vt220/linux/dumb

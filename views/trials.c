@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "views/canvas.h"
 #include "views/colors.h"
 #include "views/views.h"
 
@@ -127,6 +128,156 @@ static void importance(WINDOW *w, const dl_ui_trials *t, int top, int left, int 
     }
 }
 
+/* A complete trial's objective in [0, 1], 1 the best end; NaN otherwise. */
+static double goodness(const dl_ui_trials *t, const dl_ui_trial *r, double lo, double hi)
+{
+    if (strcmp(r->state, "complete") || !isfinite(r->value))
+        return NAN;
+    double g = hi > lo ? (r->value - lo) / (hi - lo) : 0.5;
+    return t->maximize ? g : 1 - g;
+}
+
+/* Its colour and mark by the objective's tercile; the best stands out. */
+static void trial_style(const dl_ui_trials *t, const dl_ui_trial *r, double g, int *role,
+                        char *mark)
+{
+    if (r->number == t->best_number)
+        *role = DL_COLOR_WARN, *mark = '#';
+    else if (g >= 2.0 / 3)
+        *role = DL_COLOR_OK, *mark = '*';
+    else if (g >= 1.0 / 3)
+        *role = DL_COLOR_DEFAULT, *mark = '+';
+    else
+        *role = DL_COLOR_DIM, *mark = '.';
+}
+
+static void value_range(const dl_ui_trials *t, double *lo, double *hi)
+{
+    *lo = INFINITY, *hi = -INFINITY;
+    for (int i = 0; i < t->n; i++)
+        if (!strcmp(t->rows[i].state, "complete") && isfinite(t->rows[i].value))
+            *lo = fmin(*lo, t->rows[i].value), *hi = fmax(*hi, t->rows[i].value);
+}
+
+/* Trials in the order they are drawn: worst first, so better lines lie on
+ * top and the best last. */
+static int by_goodness(const dl_ui_trials *t, double lo, double hi, int *idx)
+{
+    int n = 0;
+    for (int i = 0; i < t->n; i++)
+        if (isfinite(goodness(t, &t->rows[i], lo, hi)))
+            idx[n++] = i;
+    for (int a = 1; a < n; a++) /* insertion sort: a few hundred trials */
+        for (int b = a; b > 0; b--) {
+            const dl_ui_trial *x = &t->rows[idx[b - 1]], *y = &t->rows[idx[b]];
+            double gx = x->number == t->best_number ? 2 : goodness(t, x, lo, hi);
+            double gy = y->number == t->best_number ? 2 : goodness(t, y, lo, hi);
+            if (gx <= gy)
+                break;
+            int tmp = idx[b];
+            idx[b] = idx[b - 1], idx[b - 1] = tmp;
+        }
+    return n;
+}
+
+/* Parallel coordinates: an axis per parameter and one for the objective,
+ * a line per complete trial coloured by its objective, the best on top. */
+static void parallel(WINDOW *w, const dl_ui_trials *t, int top, int height, int width)
+{
+    int naxes = t->nparams + 1, ch = height - 3, cw = width - 2;
+    if (naxes < 2 || ch < 3 || cw < 4 * naxes) {
+        dl_draw_text(w, top + 1, 2, dl_color(DL_COLOR_DIM), "too small for %d axes", naxes);
+        return;
+    }
+    double lo, hi;
+    value_range(t, &lo, &hi);
+    static int idx[DL_UI_TRIALS];
+    int n = isfinite(lo) ? by_goodness(t, lo, hi, idx) : 0;
+    dl_canvas c;
+    if (!dl_canvas_init(&c, cw, ch, !dl_colors_enabled())) {
+        dl_canvas_done(&c);
+        return;
+    }
+    int dw = c.cw * c.dx - 1, dh = c.ch * c.dy - 1;
+    for (int k = 0; k < n; k++) {
+        const dl_ui_trial *r = &t->rows[idx[k]];
+        double g = goodness(t, r, lo, hi);
+        int role;
+        char mark;
+        trial_style(t, r, g, &role, &mark);
+        int px = -1, py = -1;
+        for (int a = 0; a < naxes; a++) {
+            double p = a < t->nparams ? r->pv[a] : (hi > lo ? (r->value - lo) / (hi - lo) : 0.5);
+            if (!isfinite(p))
+                continue;
+            int x = (int)lround((double)a / (naxes - 1) * dw), y = (int)lround((1 - p) * dh);
+            if (px >= 0)
+                dl_canvas_line(&c, px, py, x, y, role, mark);
+            px = x, py = y;
+        }
+    }
+    dl_canvas_draw(&c, w, top + 1, 1);
+    dl_canvas_done(&c);
+    for (int a = 0; a < naxes; a++) { /* the axes' names and ends over the lines */
+        int x = 1 + (int)lround((double)a / (naxes - 1) * (cw - 1));
+        int lw = cw / naxes - 1, lx = a == naxes - 1 ? x - lw + 1 : a ? x - lw / 2 : x;
+        char top_l[20], bot_l[20];
+        const char *name = a < t->nparams ? t->param[a] : "objective";
+        snprintf(top_l, sizeof top_l, "%s", a < t->nparams ? t->phi[a] : "");
+        snprintf(bot_l, sizeof bot_l, "%s", a < t->nparams ? t->plo[a] : "");
+        if (a == t->nparams && isfinite(lo))
+            snprintf(top_l, sizeof top_l, "%.4g", hi), snprintf(bot_l, sizeof bot_l, "%.4g", lo);
+        dl_draw_text(w, top, lx, dl_color(DL_COLOR_AXIS), "%.*s", lw, top_l);
+        dl_draw_text(w, top + ch + 1, lx, dl_color(DL_COLOR_AXIS), "%.*s", lw, bot_l);
+        dl_draw_text(w, top + ch + 2, lx, dl_color(DL_COLOR_TITLE), "%.*s", lw, name);
+    }
+}
+
+/* One parameter (x, in its search space) against the objective (y). */
+static void scatter(WINDOW *w, const dl_ui_trials *t, int top, int height, int width)
+{
+    int j = t->nparams ? t->sparam % t->nparams : 0, ch = height - 2, cw = width - 10;
+    if (!t->nparams || ch < 3 || cw < 10)
+        return;
+    double lo, hi;
+    value_range(t, &lo, &hi);
+    if (!isfinite(lo)) {
+        dl_draw_text(w, top + 1, 2, dl_color(DL_COLOR_DIM), "no complete trial yet");
+        return;
+    }
+    if (hi - lo < 1e-12)
+        hi += 1e-3, lo -= 1e-3;
+    static int idx[DL_UI_TRIALS];
+    int n = by_goodness(t, lo, hi, idx);
+    dl_canvas c;
+    if (!dl_canvas_init(&c, cw, ch, !dl_colors_enabled())) {
+        dl_canvas_done(&c);
+        return;
+    }
+    for (int k = 0; k < n; k++) {
+        const dl_ui_trial *r = &t->rows[idx[k]];
+        if (!isfinite(r->pv[j]))
+            continue;
+        int role;
+        char mark;
+        trial_style(t, r, goodness(t, r, lo, hi), &role, &mark);
+        int x = (int)lround(r->pv[j] * (c.cw * c.dx - 1));
+        int y = (int)lround((hi - r->value) / (hi - lo) * (c.ch * c.dy - 1));
+        dl_canvas_plot(&c, x, y, role, mark);
+        if (c.dx == 2)
+            dl_canvas_plot(&c, x + 1, y, role, mark); /* a dot two wide reads better */
+    }
+    dl_canvas_draw(&c, w, top, 10);
+    dl_canvas_done(&c);
+    dl_draw_text(w, top, 1, dl_color(DL_COLOR_AXIS), "%8.4g", hi);
+    dl_draw_text(w, top + ch - 1, 1, dl_color(DL_COLOR_AXIS), "%8.4g", lo);
+    dl_draw_text(w, top + ch, 10, dl_color(DL_COLOR_AXIS), "%s", t->plo[j]);
+    dl_draw_text(w, top + ch, 10 + cw / 2 - (int)strlen(t->param[j]) / 2, dl_color(DL_COLOR_TITLE),
+                 "%s", t->param[j]);
+    dl_draw_text(w, top + ch, 10 + cw - (int)strlen(t->phi[j]), dl_color(DL_COLOR_AXIS), "%s",
+                 t->phi[j]);
+}
+
 void dl_view_trials(WINDOW *w, const dl_screen *s, const dl_view_state *v)
 {
     const dl_ui_trials *t = &s->trials;
@@ -152,6 +303,18 @@ void dl_view_trials(WINDOW *w, const dl_screen *s, const dl_view_state *v)
                  "%s, %d trials: %d complete, %d pruned, %d failed, %d running; best %s",
                  t->maximize ? "maximize" : "minimize", t->n, t->ncomplete, t->npruned, t->nfailed,
                  t->nrunning, best);
+    if (t->view == 1 || t->view == 2) {
+        dl_draw_text(w, 2, 1, dl_color(DL_COLOR_DIM), "%s",
+                     t->view == 1 ? "parallel coordinates: a line a trial; # best, * top third, + "
+                                    "middle, . bottom (v: next view)"
+                                  : "objective against a parameter (p: next parameter, v: next "
+                                    "view); # best");
+        if (t->view == 1)
+            parallel(w, t, 3, rows - 2, cols);
+        else
+            scatter(w, t, 3, rows - 2, cols);
+        return;
+    }
     int imp_h = t->nparams + 1;
     if (cols >= 120) { /* table left, charts right */
         int tw = cols * 11 / 20, rw = cols - tw - 2;

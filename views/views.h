@@ -16,12 +16,15 @@
 
 #include "engine/observe/telemetry.h"
 
-#define DL_UI_RUNS 200
 #define DL_UI_TRIALS 512
 #define DL_UI_PARAMS 8
 #define DL_UI_ADVICE 3
+#define DL_UI_SEL 12    /* runs selected at once on the runs screen: a colour each */
+#define DL_UI_DIFF 40   /* rows of the compare table */
+#define DL_UI_LINES 48  /* lines of a run's detail page */
+#define DL_UI_SERIES 16 /* lines the overlay chart draws */
 
-/* One row of the runs screen (a run folder's summary.json). */
+/* One row of the runs screen (a run folder's summary.json and config.json). */
 typedef struct dl_ui_run {
     char folder[96];
     char name[40];
@@ -29,13 +32,78 @@ typedef struct dl_ui_run {
     char device[8];
     long steps;
     double val_acc, val_loss, wall_s, cost; /* NaN: none */
+    char hparams[200];                      /* "lr=0.05 hidden=64 seed=1" */
+    char varying[200]; /* the words of hparams whose value is not the same in every row */
+    char tags[96];     /* "best baseline": space-separated */
+    int slot;          /* its selection slot (colour), -1: not selected */
 } dl_ui_run;
 
+/* A line of the overlay chart: x ascending, y raw (the view smooths);
+ * lo/hi a min-max band around y (a group's mean), NULL for none. The
+ * arrays belong to tui/ and live until its next sample. */
+typedef struct dl_ui_series {
+    char label[64];
+    int slot; /* colour and mark (dl_color_run); -1: dim */
+    int n;
+    const double *x, *y, *lo, *hi;
+} dl_ui_series;
+
+typedef enum { DL_UI_TABLE, DL_UI_DETAIL, DL_UI_COMPARE } dl_ui_runs_mode;
+typedef enum { DL_X_STEP, DL_X_EPOCH, DL_X_SAMPLES, DL_X_WALL, DL_X_NAXES } dl_ui_xaxis;
+
+/* A row of the compare table: one hyperparameter or final metric that is
+ * not the same in every compared run. */
+typedef struct dl_ui_diff {
+    char key[40];
+    int metric;               /* 0: a hyperparameter, 1: a final metric */
+    char text[DL_UI_SEL][24]; /* per column; "-" when the run has none */
+    double num[DL_UI_SEL];    /* NaN when not a number */
+} dl_ui_diff;
+
+/* The runs screen (F2): the table, a run's page, the comparison. Filled
+ * by tui/runs_screen.c; rows and the series' arrays belong to it. */
 typedef struct dl_ui_runs {
     char dir[256];
-    int n; /* newest first */
-    dl_ui_run rows[DL_UI_RUNS];
+    int n; /* rows, newest first */
+    dl_ui_run *rows;
+    int nshown;       /* rows through the filter, in the sort order */
+    const int *shown; /* indices into rows */
+    int cursor;       /* index into shown */
+    char sort[40];    /* the sort column ("" : newest first) */
+    int desc;
+    int nsel;
+    char note[200]; /* the last thing the screen has to say ("" none) */
+    dl_ui_runs_mode mode;
+    /* DL_UI_DETAIL: the run under the cursor */
+    char detail[96];
+    int nlines;
+    char lines[DL_UI_LINES][160];
+    /* DL_UI_COMPARE (and the detail page's curves) */
+    char metric[48];
+    dl_ui_xaxis xaxis;
+    int smooth;     /* 0 off, else an index into dl_ui_smooth_weights */
+    char group[48]; /* "" off, "seed" (runs differing only in seed), else a hyperparameter */
+    int ncols;      /* the compared runs, in slot order */
+    char col[DL_UI_SEL][64];
+    int colslot[DL_UI_SEL];
+    int baseline; /* column the deltas are against */
+    int ndiff;
+    dl_ui_diff diff[DL_UI_DIFF];
+    int nsame; /* hyperparameters equal in all (not shown) */
+    int nseries;
+    dl_ui_series series[DL_UI_SERIES];
 } dl_ui_runs;
+
+/* EMA weights of the smoothing steps (S): index 0 is off. */
+#define DL_UI_SMOOTH_STEPS 4
+static const double dl_ui_smooth_weights[DL_UI_SMOOTH_STEPS] = {0, 0.6, 0.9, 0.97};
+static inline const char *dl_ui_xaxis_name(dl_ui_xaxis x)
+{
+    return x == DL_X_EPOCH     ? "epoch"
+           : x == DL_X_SAMPLES ? "samples"
+           : x == DL_X_WALL    ? "wall s"
+                               : "step";
+}
 
 /* One row of the trials screen. */
 typedef struct dl_ui_trial {
@@ -45,6 +113,10 @@ typedef struct dl_ui_trial {
     double best_so_far; /* the best complete value among trials 0..number; NaN: none yet */
     double duration_s;  /* < 0: unknown */
     char params[160];   /* "lr=0.0123 hidden=32 act=relu" */
+    /* each parameter (dl_ui_trials.param order) placed in its search space,
+     * [0, 1] (log-scaled where it is sampled so, a choice by its index);
+     * NaN: the trial has no such parameter */
+    double pv[DL_UI_PARAMS];
 } dl_ui_trial;
 
 /* A study, as the trials screen draws it (filled from engine/tune/tune.h by tui/). */
@@ -64,6 +136,10 @@ typedef struct dl_ui_trials {
     int nparams;
     char param[DL_UI_PARAMS][32];
     double importance[DL_UI_PARAMS];
+    char plo[DL_UI_PARAMS][16], phi[DL_UI_PARAMS][16]; /* the ends of each axis, as text */
+    /* the screen's choice (keys v and p): 0 table and charts, 1 parallel
+     * coordinates, 2 a parameter against the objective (param[sparam]) */
+    int view, sparam;
 } dl_ui_trials;
 
 /* Everything a pane draws, copied or computed by tui/ in its sample step:
@@ -104,6 +180,18 @@ void dl_view_trials(WINDOW *w, const dl_screen *s, const dl_view_state *v);
 void dl_view_help(WINDOW *w, const dl_view_state *v, int watching);
 /* The too-small message, centred. */
 void dl_view_too_small(WINDOW *w, int need_cols, int need_rows);
+
+/* The overlay chart (views/overlay.c): the series in a box at (top, left)
+ * of height x width cells, with y labels and the x axis named xname; each
+ * series smoothed with EMA weight smooth (0: raw), the raw line faint
+ * behind it; bands drawn under their lines. marks: one ASCII mark a cell
+ * so that series stay apart without colour. */
+void dl_view_overlay(WINDOW *w, int top, int left, int height, int width, const dl_ui_series *s,
+                     int n, double smooth, int log_scale, const char *xname, int marks);
+/* EMA of y[0..n) with weight a into out (bias-corrected like TensorBoard's:
+ * the first points are not pulled toward 0). NaN points are skipped and
+ * keep NaN. a = 0 copies. */
+void dl_view_smooth(const double *y, int n, double a, double *out);
 
 /* --- shared drawing helpers (views/draw.c) --------------------------------- */
 /* A border with " title " at the top left (focus highlights it). */

@@ -756,6 +756,34 @@ static void print_notes(const dl_profiler *p, FILE *f)
     }
 }
 
+/* One row of the printed table; per_step > 0: the Self % column holds
+ * the row's time in steps of that length (a row outside the step). */
+static void print_row(FILE *f, const dl_prof_row *r, dl_prof_group g, double per_step)
+{
+    char name[160], self[16], tot[16], mean[16], fl[16], pct[16];
+    if (g == DL_PROF_BY_LAYER)
+        snprintf(name, sizeof name, "%*s%s (%s)", 2 * r->depth, "", r->name, r->kind);
+    else
+        snprintf(name, sizeof name, "%s", r->name);
+    fmt_ms(self, sizeof self, r->self_ms);
+    fmt_ms(tot, sizeof tot, r->total_ms);
+    fmt_ms(mean, sizeof mean, r->mean_ms);
+    if (r->flops >= 1e9)
+        snprintf(fl, sizeof fl, "%.2fG", r->flops * 1e-9);
+    else if (r->flops >= 1e6)
+        snprintf(fl, sizeof fl, "%.2fM", r->flops * 1e-6);
+    else if (r->flops > 0)
+        snprintf(fl, sizeof fl, "%.0f", r->flops);
+    else
+        snprintf(fl, sizeof fl, "-");
+    if (per_step > 0)
+        snprintf(pct, sizeof pct, "%6.1f st", r->total_ms / per_step);
+    else
+        snprintf(pct, sizeof pct, "%8.2f%%", r->pct_step);
+    fprintf(f, "%-35.35s  %9s  %6ld  %10s  %10s  %10s  %10s  %9.2f  %8.2f\n", name, pct, r->calls,
+            self, tot, mean, fl, r->gflops, r->gbps);
+}
+
 void dl_profiler_print(const dl_profiler *p, dl_prof_group g, dl_prof_sort sort, int max_rows,
                        FILE *f)
 {
@@ -775,26 +803,13 @@ void dl_profiler_print(const dl_profiler *p, dl_prof_group g, dl_prof_sort sort,
             g == DL_PROF_BY_LAYER ? "Layer" : "Name", "Self %", "Calls", "Self", "Total", "Mean",
             "FLOPs", "GFLOP/s", "GB/s");
     fputs(sep, f);
+    int outside = 0;
     for (int i = 0; i < shown; i++) {
-        const dl_prof_row *r = &all[i];
-        char name[160], self[16], tot[16], mean[16], fl[16];
-        if (g == DL_PROF_BY_LAYER)
-            snprintf(name, sizeof name, "%*s%s (%s)", 2 * r->depth, "", r->name, r->kind);
-        else
-            snprintf(name, sizeof name, "%s", r->name);
-        fmt_ms(self, sizeof self, r->self_ms);
-        fmt_ms(tot, sizeof tot, r->total_ms);
-        fmt_ms(mean, sizeof mean, r->mean_ms);
-        if (r->flops >= 1e9)
-            snprintf(fl, sizeof fl, "%.2fG", r->flops * 1e-9);
-        else if (r->flops >= 1e6)
-            snprintf(fl, sizeof fl, "%.2fM", r->flops * 1e-6);
-        else if (r->flops > 0)
-            snprintf(fl, sizeof fl, "%.0f", r->flops);
-        else
-            snprintf(fl, sizeof fl, "-");
-        fprintf(f, "%-35.35s  %8.2f%%  %6ld  %10s  %10s  %10s  %10s  %9.2f  %8.2f\n", name,
-                r->pct_step, r->calls, self, tot, mean, fl, r->gflops, r->gbps);
+        if (all[i].cat == DL_PROF_VALIDATION) { /* between steps: not in the step's 100% */
+            outside++;
+            continue;
+        }
+        print_row(f, &all[i], g, 0);
     }
     fputs(sep, f);
     dl_prof_totals t;
@@ -807,6 +822,12 @@ void dl_profiler_print(const dl_profiler *p, dl_prof_group g, dl_prof_sort sort,
     if (shown < n)
         fprintf(f, "  (%d more rows)", n - shown);
     fputc('\n', f);
+    if (outside) {
+        fprintf(f, "Outside the step (Self %% column: its time in mean steps):\n");
+        for (int i = 0; i < shown; i++)
+            if (all[i].cat == DL_PROF_VALIDATION)
+                print_row(f, &all[i], g, t.mean_step_ms);
+    }
     print_notes(p, f);
     free(all);
 }

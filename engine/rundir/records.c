@@ -295,3 +295,36 @@ int dl_records_config(const char *run_dir, dl_run_config *c)
     cJSON_Delete(j);
     return DL_OK;
 }
+
+/* --- tags -------------------------------------------------------------------------- */
+
+int dl_records_tags(const char *run_dir, char *buf, size_t size)
+{
+    char path[1400];
+    buf[0] = 0;
+    FILE *f = fopen(dl_rundir_path(run_dir, DL_RUN_FILE_TAGS, path, sizeof path), "r");
+    if (!f)
+        return 0;
+    char line[128];
+    int n = 0;
+    size_t len = 0;
+    while (fgets(line, sizeof line, f)) {
+        line[strcspn(line, " \t\r\n")] = 0;
+        if (!line[0])
+            continue;
+        int w = snprintf(buf + len, len < size ? size - len : 0, "%s%s", n ? " " : "", line);
+        if (w > 0 && len + (size_t)w < size)
+            len += (size_t)w, n++;
+    }
+    fclose(f);
+    return n;
+}
+
+int dl_records_has_tag(const char *list, const char *tag)
+{
+    size_t k = strlen(tag);
+    for (const char *p = list; k && (p = strstr(p, tag)); p += k)
+        if ((p == list || p[-1] == ' ') && (p[k] == ' ' || !p[k]))
+            return 1;
+    return 0;
+}

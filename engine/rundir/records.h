@@ -129,6 +129,14 @@ typedef struct dl_run_config {
 /* Reads RUN/config.json into *out: DL_OK, or the read or parse error. */
 int dl_records_config(const char *run_dir, dl_run_config *out);
 
+/* --- tags.txt: one tag a line (written by dl_runlog_tag) ------------------------ */
+
+/* The run's tags, space-separated, into buf ("" when it has none). Returns
+ * how many. */
+int dl_records_tags(const char *run_dir, char *buf, size_t size);
+/* 1 when tag is one of the space-separated tags in list. */
+int dl_records_has_tag(const char *list, const char *tag);
+
 /* RUN/FILE parsed (the caller deletes it): the documents whole, for
  * readers that look members up by name (`runs --sort KEY`). NULL with
  * dl_error when missing or not JSON. */

@@ -25,6 +25,7 @@
 #define DL_RUN_FILE_CONTROL "control.sock"            /* the live run's command socket */
 #define DL_RUN_FILE_LOCK "run.lock"                   /* flock held by the run's writer */
 #define DL_RUN_FILE_OUTPUT "output.log"               /* a detached workbench's stdout and stderr */
+#define DL_RUN_FILE_TAGS "tags.txt"                   /* the user's tags, one a line */
 
 /* Writes RUN_DIR/FILE into buf (truncated like snprintf) and returns buf,
  * so that it can be handed on at once: fopen(dl_rundir_path(...), "r"). */

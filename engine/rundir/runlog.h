@@ -106,6 +106,13 @@ char *dl_runlog_hash_json(const cJSON *j, char hex[65]);
  * process (O_APPEND: one write). */
 int dl_runlog_append_event(const char *run_dir, const char *kind, const char *text);
 
+/* Adds tag to RUN/tags.txt (remove: takes it away), rewriting the file
+ * atomically; a run may be live in another process (its writer never
+ * touches the tags). A tag is 1-63 characters of [A-Za-z0-9_.:+-]:
+ * DL_EINVAL naming it otherwise. Returns 1 when the tags changed, 0 when
+ * the run had it already (or did not, for remove), or the error. */
+int dl_runlog_tag(const char *run_dir, const char *tag, int remove);
+
 /* The git commit of the repository containing dir (or the current folder
  * when NULL), found by running git with an argument vector (no shell).
  * Returns 1 with commit[41] and *dirty set, 0 when not in a repository or

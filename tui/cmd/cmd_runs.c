@@ -12,8 +12,8 @@
 #include "engine/rundir/rundir.h"
 #include "engine/rundir/runlog.h"
 #include "tui/cmd/commands.h"
+#include "tui/cmd/csv.h"
 
-/* This command's row of the table (its options and help), set on entry. */
 /* This command's row of the table (its options and help), set on entry. */
 static const dl_command *note_cmd;
 
@@ -21,6 +21,7 @@ static const dl_command *this_cmd;
 
 typedef struct run_row {
     char id[256];
+    char tags[256]; /* space-separated (tags.txt) */
     cJSON *config, *summary;
 } run_row;
 
@@ -124,6 +125,7 @@ static int load_runs(const char *dir, run_row **out, int *n)
         }
         run_row *r = &(*out)[(*n)++];
         snprintf(r->id, sizeof r->id, "%s", e->d_name);
+        dl_records_tags(run, r->tags, sizeof r->tags);
         r->config = c;
         r->summary = s;
     }
@@ -218,6 +220,11 @@ static int matches(const run_row *r, char **filters, int nf)
         const char *eq = strchr(filters[i], '=');
         char key[128];
         snprintf(key, sizeof key, "%.*s", (int)(eq - filters[i]), filters[i]);
+        if (!strcmp(key, "tag")) {
+            if (!dl_records_has_tag(r->tags, eq + 1))
+                return 0;
+            continue;
+        }
         const cJSON *v = lookup(r, key);
         char text[256];
         value_text(v, text, sizeof text);
@@ -403,21 +410,85 @@ static void print_table(const run_row *rows, int n, char **filters, int nf, cons
         if (cJSON_IsNumber(w))
             snprintf(dur, sizeof dur, "%.1f s", w->valuedouble);
         hparams_text(r, hp, sizeof hp);
-        printf("%-40s %-10.10s %-8s %-5s %-5s %-20s %9s  %s\n", r->id,
+        printf("%-40s %-10.10s %-8s %-5s %-5s %-20s %9s  %s%s%s\n", r->id,
                str_of(r->config, "name", "?"), str_of(r->summary, "status", "?"),
                str_of(r->config, "device", "?"), str_of(r->config, "precision", "?"), bestcol, dur,
-               hp);
+               hp, r->tags[0] ? "  #" : "", r->tags);
         shown++;
     }
     if (!shown)
         printf("(no runs in %s%s)\n", dir, nf ? " match the filter" : "");
 }
 
+/* The union of the members of o over the rows (by name, first seen first). */
+static int keys_of(const run_row *rows, int n, char **filters, int nf, const char *cfg_member,
+                   const char *sum_member, char (*keys)[64], int max)
+{
+    int k = 0;
+    for (int i = 0; i < n; i++) {
+        if (!matches(&rows[i], filters, nf))
+            continue;
+        const cJSON *o =
+            cfg_member ? get(rows[i].config, cfg_member) : get(rows[i].summary, sum_member);
+        for (const cJSON *c = o ? o->child : NULL; c && k < max; c = c->next) {
+            int seen = !c->string;
+            for (int j = 0; j < k && !seen; j++)
+                seen = !strcmp(keys[j], c->string);
+            if (!seen)
+                snprintf(keys[k++], sizeof keys[0], "%.63s", c->string);
+        }
+    }
+    return k;
+}
+
+/* `runs --csv`: a line per matching run: its columns, tags, every
+ * hyperparameter, the seed, final_METRIC and best_METRIC. */
+static void print_csv(const run_row *rows, int n, char **filters, int nf)
+{
+    static char hp[128][64], fin[128][64], best[128][64];
+    int nh = keys_of(rows, n, filters, nf, "hparams", NULL, hp, 128);
+    int nfin = keys_of(rows, n, filters, nf, NULL, "final", fin, 128);
+    int nbest = keys_of(rows, n, filters, nf, NULL, "best", best, 128);
+    static const char *cols[] = {"run",   "name",        "status", "device", "precision",
+                                 "steps", "epochs_done", "wall_s", "tags"};
+    for (size_t i = 0; i < sizeof cols / sizeof *cols; i++)
+        printf("%s%s", i ? "," : "", cols[i]);
+    for (int i = 0; i < nh; i++)
+        printf(",%s%s", !strcmp(hp[i], "seed") ? "hp_" : "", hp[i]);
+    printf(",seed");
+    for (int i = 0; i < nfin; i++)
+        printf(",final_%s", fin[i]);
+    for (int i = 0; i < nbest; i++)
+        printf(",best_%s", best[i]);
+    printf("\n");
+    for (int i = 0; i < n; i++) {
+        const run_row *r = &rows[i];
+        if (!matches(r, filters, nf))
+            continue;
+        dl_csv_field(stdout, r->id);
+        const cJSON *cells[] = {get(r->config, "name"),   get(r->summary, "status"),
+                                get(r->config, "device"), get(r->config, "precision"),
+                                get(r->summary, "steps"), get(r->summary, "epochs"),
+                                get(r->summary, "wall_s")};
+        for (size_t k = 0; k < sizeof cells / sizeof *cells; k++)
+            putchar(','), dl_csv_json(stdout, cells[k]);
+        putchar(','), dl_csv_field(stdout, r->tags);
+        for (int k = 0; k < nh; k++)
+            putchar(','), dl_csv_json(stdout, get(get(r->config, "hparams"), hp[k]));
+        putchar(','), dl_csv_json(stdout, get(r->config, "seed"));
+        for (int k = 0; k < nfin; k++)
+            putchar(','), dl_csv_json(stdout, get(get(r->summary, "final"), fin[k]));
+        for (int k = 0; k < nbest; k++)
+            putchar(','), dl_csv_json(stdout, get(get(get(r->summary, "best"), best[k]), "value"));
+        putchar('\n');
+    }
+}
+
 static void usage_runs(FILE *f) { dl_command_usage(this_cmd, f); }
 
 typedef struct runs_args {
     const char *dir;
-    int json;
+    int json, csv;
     char **filters; /* --filter k=v: pointers into argv */
     int nf;
     const char *pos[3];
@@ -444,6 +515,7 @@ static int parse_runs_args(runs_args *a, int argc, char **argv)
         case DL_OPTS_ERROR: return DL_EXIT_USAGE;
         case DL_OPT_HELP: usage_runs(stdout); return DL_EXIT_OK;
         case DL_OPT_JSON: a->json = 1; break;
+        case DL_OPT_CSV: a->csv = 1; break;
         case DL_OPT_DESC: sort_desc = 1; break;
         case DL_OPT_OUT: a->dir = p.value; break;
         case DL_OPT_SORT: sort_key = p.value; break;
@@ -503,6 +575,8 @@ int dl_cmd_runs(const dl_command *self, int argc, char **argv)
         qsort(rows, (size_t)n, sizeof *rows, cmp_rows);
     if (json)
         print_json(rows, n, filters, nf);
+    else if (a.csv)
+        print_csv(rows, n, filters, nf);
     else
         print_table(rows, n, filters, nf, dir);
     free_runs(rows, n);

@@ -371,6 +371,21 @@ static void on_event(void *user, const char *kind, const char *text)
 }
 
 /* The progress line of a finished trial. */
+/* A trial's wall time as the progress line shows it: "12.3 s", "0.42 s",
+ * "38 ms" (short trials are not "0.0 s"); "-" while it has no end. */
+static void trial_duration(const dl_trial *t, char *buf, size_t size)
+{
+    double end = dl_trial_end_time(t), d = end - dl_trial_start_time(t);
+    if (end <= 0 || d < 0)
+        snprintf(buf, size, "-");
+    else if (d >= 10)
+        snprintf(buf, size, "%.1f s", d);
+    else if (d >= 1)
+        snprintf(buf, size, "%.2f s", d);
+    else
+        snprintf(buf, size, "%.0f ms", d * 1000);
+}
+
 static void print_trial(tuner *tu, const dl_trial *t, const char *why)
 {
     end_line(tu);
@@ -387,10 +402,11 @@ static void print_trial(tuner *tu, const dl_trial *t, const char *why)
     else
         snprintf(state, sizeof state, "%s%s%s", dl_trial_state_name(s), why && *why ? ": " : "",
                  why ? why : "");
-    double dur = dl_trial_end_time(t) > 0 ? dl_trial_end_time(t) - dl_trial_start_time(t) : 0;
+    char dur[32];
+    trial_duration(t, dur, sizeof dur);
     const dl_trial *best = dl_study_best(tu->st);
-    printf("%strial %d  %s  %s %s  %s  %.1f s", tu->prefix, dl_trial_number(t), params,
-           tu->spec.metric, value_text(dl_trial_value(t), v, sizeof v), state, dur);
+    printf("%strial %d  %s  %s %s  %s  %s", tu->prefix, dl_trial_number(t), params, tu->spec.metric,
+           value_text(dl_trial_value(t), v, sizeof v), state, dur);
     if (best)
         printf("  best %s (trial %d)", value_text(dl_trial_value(best), b, sizeof b),
                dl_trial_number(best));
@@ -800,8 +816,8 @@ static int report(tuner *tu)
         const dl_trial *t = dl_study_trial(st, i);
         double end = dl_trial_end_time(t);
         char dur[32] = "-";
-        if (end > 0)
-            snprintf(dur, sizeof dur, "%.1f", end - dl_trial_start_time(t));
+        if (end > 0) /* seconds with 3 digits: a 40 ms trial is not "0.0" */
+            snprintf(dur, sizeof dur, "%.3g", end - dl_trial_start_time(t));
         printf("%5d%s %-9s %10s %9s", dl_trial_number(t), t == b ? "*" : " ",
                dl_trial_state_name(dl_trial_state_of(t)),
                value_text(dl_trial_value(t), v, sizeof v), dur);

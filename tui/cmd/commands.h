@@ -27,6 +27,8 @@ int dl_cmd_watch(const dl_command *self, int argc, char **argv);     /* watch [R
 int dl_cmd_tune(const dl_command *self, int argc, char **argv);      /* tune SCRIPT */
 int dl_cmd_profile(const dl_command *self, int argc, char **argv);   /* profile SCRIPT */
 int dl_cmd_workbench(const dl_command *self, int argc, char **argv); /* [SCRIPT] */
+int dl_cmd_export_metrics(const dl_command *self, int argc, char **argv); /* export-metrics RUN.. */
+int dl_cmd_tag(const dl_command *self, int argc, char **argv);            /* tag RUN TAG.. */
 
 /* The options' ids (dl_opt.id): one per spelling, shared by the commands
  * that accept it. */
@@ -98,7 +100,12 @@ enum {
     DL_OPT_REGRESSION,
     /* eval, predict (and --output, --format as export) */
     DL_OPT_DATA,
-    DL_OPT_LOGITS
+    DL_OPT_LOGITS,
+    /* runs --csv, export-metrics, tag */
+    DL_OPT_CSV,
+    DL_OPT_JSONL,
+    DL_OPT_REMOVE,
+    DL_OPT_NO_MOUSE
 };
 
 typedef int (*dl_command_fn)(const dl_command *self, int argc, char **argv);

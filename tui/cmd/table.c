@@ -20,6 +20,8 @@
 #pragma weak dl_cmd_tune
 #pragma weak dl_cmd_profile
 #pragma weak dl_cmd_workbench
+#pragma weak dl_cmd_export_metrics
+#pragma weak dl_cmd_tag
 
 #define HELP                                                                                       \
     {                                                                                              \
@@ -49,6 +51,8 @@ static const dl_opt workbench_opts[] = {
      0},
     PRICE("what the machine costs an hour (default: $DLBENCH_PRICE_PER_HOUR): cost in the "
           "status bar and summary.json"),
+    {DL_OPT_NO_MOUSE, "--no-mouse", NULL, NULL,
+     "leave the mouse to the terminal (no click to select, no wheel scrolling)", 0},
     HELP,
     END};
 
@@ -83,6 +87,8 @@ static const dl_opt watch_opts[] = {
     {DL_OPT_OUT, "--out", NULL, "DIR", "where run folders are (default: runs)", 0},
     {DL_OPT_STUDY, "--study", NULL, "NAME|auto",
      "open on the trials screen (F4) of study NAME in DIR/studies/ (auto: the newest)", 0},
+    {DL_OPT_NO_MOUSE, "--no-mouse", NULL, NULL,
+     "leave the mouse to the terminal (no click to select, no wheel scrolling)", 0},
     HELP,
     END};
 
@@ -115,7 +121,29 @@ static const dl_opt runs_opts[] = {
     {DL_OPT_JSON, "--json", NULL, NULL, "print the runs' config and summary as a JSON array", 0},
     {DL_OPT_SORT, "--sort", NULL, "KEY", "sort by KEY (default: by folder name, oldest first)", 0},
     {DL_OPT_DESC, "--desc", NULL, NULL, "sort the other way round", 0},
-    {DL_OPT_FILTER, "--filter", NULL, "k=v", "only runs whose k is v (repeat for more)", 0},
+    {DL_OPT_FILTER, "--filter", NULL, "k=v",
+     "only runs whose k is v (repeat for more); tag=T: runs tagged T", 0},
+    {DL_OPT_CSV, "--csv", NULL, NULL,
+     "print the runs as CSV: status, totals, tags, every hyperparameter, final and best metrics",
+     0},
+    HELP,
+    END};
+
+static const dl_opt export_metrics_opts[] = {
+    {0, "RUN...", NULL, NULL, "run folders, their names or unique parts of them", 0},
+    {DL_OPT_CSV, "--csv", NULL, NULL, "CSV with a header line (the default)", 0},
+    {DL_OPT_JSONL, "--jsonl", NULL, NULL, "one JSON object a line", 0},
+    {DL_OPT_OUTPUT, "--output", "-o", "FILE", "write FILE (whole or not at all) instead of stdout",
+     0},
+    {DL_OPT_OUT, "--out", NULL, "DIR", "where run folders are (default: runs)", 0},
+    HELP,
+    END};
+
+static const dl_opt tag_opts[] = {
+    {0, "RUN", NULL, NULL, "a run folder, its name or a unique part of it", 0},
+    {0, "TAG...", NULL, NULL, "tags: letters, digits and _ . : + - (no spaces)", 0},
+    {DL_OPT_REMOVE, "--remove", NULL, NULL, "take the tags away instead", 0},
+    {DL_OPT_OUT, "--out", NULL, "DIR", "where run folders are (default: runs)", 0},
     HELP,
     END};
 
@@ -285,9 +313,19 @@ static const dl_command table[] = {
      "exit status: 0 done, 1 failed trials stopped the study, 2 bad input, 130 interrupted",
      DL_COMPLETE_SCRIPT},
     {"runs", dl_cmd_runs, "[diff A B]",
-     "[--out DIR] [--json] [--sort KEY] [--desc] [--filter k=v ...]\n"
+     "[--out DIR] [--json|--csv] [--sort KEY] [--desc] [--filter k=v ...]\n"
      "diff A B [--out DIR]",
      "the experiment table; differences of two runs", runs_opts, NULL, DL_COMPLETE_RUNS},
+    {"export-metrics", dl_cmd_export_metrics, "RUN...",
+     "RUN... [--csv|--jsonl] [-o FILE] [--out DIR]",
+     "every metric of the runs in one CSV or JSON-lines file", export_metrics_opts,
+     "A row per logged step or epoch of each run: the run's folder, name and tags, its "
+     "hyperparameters (and seed) as columns, kind, step, epoch, time and every metric "
+     "(empty where a record has none). A hyperparameter named like another column is "
+     "hp_NAME.",
+     DL_COMPLETE_RUN},
+    {"tag", dl_cmd_tag, "RUN TAG...", "RUN TAG... [--remove] [--out DIR]",
+     "tag a run (runs --filter tag=T, the runs screen's / and t)", tag_opts, NULL, DL_COMPLETE_RUN},
     {"note", dl_cmd_note, "RUN TEXT", "RUN TEXT [--out DIR]", "add a note to a run's events.log",
      note_opts, NULL, DL_COMPLETE_RUN},
     {"sample", dl_cmd_sample, "RUN", "RUN [--prompt TEXT] [--tokens N] [options]",

@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# t_profile_pane.sh - the profile reads the same in `dlbench profile` and the workbench's pane
+# (F3): self and total time apart (a container's total holds its children, its self does
+# not), the step's rows sum to 100% of the step, validation outside that 100%.
+. "$(dirname "$0")/lib.sh"
+test_init
+require_subcommand t_profile_pane profile
+DLBENCH=$(cd "$(dirname "$DLBENCH")" && pwd)/$(basename "$DLBENCH")
+
+# --- dlbench profile: validation after the table, in steps --------------------------
+if run prof 0 profile tests/tui_spirals.lua n=2000 epochs=2; then
+    table=$(sed -n '/^Name /,/^Steps:/p' "$OUT/prof.log")
+    after=$(sed -n '/^Outside the step/,/^$/p' "$OUT/prof.log")
+    sum=$(sed -n '/^Name /,/^Steps:/p' "$OUT/prof.log" | awk '$0 ~ /%  / {for (i = 1; i <= NF; i++) if ($i ~ /%$/) {s += $i; break}} END {printf "%.1f", s}')
+    if grep -q '^validation' <<<"$table"; then
+        fail profile_validation_outside "validation is in the step's table"
+    elif ! grep -q '^validation .* st ' <<<"$after"; then
+        fail profile_validation_outside "no validation row after the table"
+    else
+        pass profile_validation_outside
+    fi
+    awk -v s="$sum" 'BEGIN {exit !(s >= 98 && s <= 102)}' && pass "profile_step_is_100pct ($sum%)" ||
+        fail profile_step_is_100pct "the step's rows sum to $sum%"
+fi
+
+# --- the pane (F3) of a training in the workbench -------------------------------------
+if ! command -v tmux >/dev/null 2>&1; then
+    skip t_profile_pane_tui "tmux is not installed"
+    exit 0
+fi
+SOCK="dlbprof$$"
+TM() { tmux -L "$SOCK" "$@"; }
+cleanup() { TM kill-server 2>/dev/null; }
+TM new-session -d -s keepalive "sleep 3600"
+TM new-session -d -s p -x 120 -y 40 "cd '$PWD' && TERM=tmux-256color LANG=C.UTF-8 LC_ALL=C.UTF-8 '$DLBENCH' tests/tui_spirals.lua n=200000 --out '$OUT/runs' --start; sleep 600"
+screen() { TM capture-pane -p -t p; }
+sleep 2
+TM send-keys -t p F3
+# the profile reaches the pane a few times a second: wait for validation's row
+ok=0
+for ((i = 0; i < 100; i++)); do
+    screen | grep -q "outside the step" && ok=1 && break
+    sleep 0.2
+done
+sleep 0.3
+screen >"$OUT/pane.txt"
+if [ "$ok" = 1 ] && grep -q "outside the step" "$OUT/pane.txt"; then
+    # rows: op calls self total self% total% GF/s; the step's rows above the "outside" line
+    read -r sum seq_self seq_total < <(sed -n '/self%/,/outside the step/p' "$OUT/pane.txt" | sed 's/[│|]/ /g' |
+        awk 'NF >= 7 && $(NF-5) ~ /^[0-9]+$/ {s += $(NF-2)} /Sequential.forward/ {a = $(NF-2); b = $(NF-1)} END {printf "%.1f %s %s\n", s, a, b}')
+    awk -v s="$sum" 'BEGIN {exit !(s >= 97 && s <= 103)}' && pass "pane_step_is_100pct ($sum%)" ||
+        fail pane_step_is_100pct "the pane's step rows sum to $sum%"
+    awk -v a="$seq_self" -v b="$seq_total" 'BEGIN {exit !(b > 10 * a && b > 20)}' &&
+        pass "pane_self_total_apart (Sequential.forward self $seq_self%, total $seq_total%)" ||
+        fail pane_self_total_apart "Sequential.forward self '$seq_self' total '$seq_total'"
+    grep -q "^[│|]validation .* steps" "$OUT/pane.txt" && pass pane_validation_in_steps ||
+        fail pane_validation_in_steps "no 'validation ... steps' row"
+else
+    fail pane_outside_step "no profile pane with an 'outside the step' part:"
+    head -5 "$OUT/pane.txt" | sed 's/^/    /'
+fi
+TM send-keys -t p q y
+sleep 1
