@@ -58,10 +58,8 @@ import glob, sys, h5py, numpy as np
 run = glob.glob(f"{sys.argv[1]}/*/checkpoint.h5")
 assert len(run) == 1, run
 ck = h5py.File(run[0], "r")
-p, lay = ck["params"][:], {}
-for line in ck.attrs["layout"].decode().splitlines()[1:]:
-    name, off, n = line.split()
-    lay[name.split(".")[-1]] = p[int(off):int(off) + int(n)]
+# the checkpoint's named tensors (format 2): /params/<layer>.<name>
+lay = {name.split(".")[-1]: ck["params"][name][...].ravel() for name in ck["params"]}
 g = h5py.File(sys.argv[2], "r")["train"]
 x, y = g["x"][:].astype(np.float64), g["y"][:].astype(np.float64)
 assert g["y"].dtype == np.float32, g["y"].dtype
