@@ -38,6 +38,8 @@ struct dl_session {
     cJSON *summary;
     char **resume_ovs; /* a resume's overrides, read from its config.json (owned) */
     int resume_nov;
+    char **resume_sets; /* and its --set values */
+    int resume_nsets;
     char hash[65];
     char run_dir[1024];
     char duplicate[1024];
@@ -63,6 +65,10 @@ void session_emit(dl_session *s, const char *kind, const char *fmt, ...)
 /* Optimizer steps in one pass over train with `accumulate` micro-batches
  * a step, as the trainer counts them. */
 long session_steps_per_epoch(dl_source *train, int accumulate);
+
+/* session_set.c: opt.sets applied to s->exp (after the script ran,
+ * before the data opens). Errors: DL_EINVAL naming the set. */
+int session_apply_sets(dl_session *s);
 
 /* session_config.c: a float as the script wrote it (0.01, not
  * 0.00999999977648258). */
@@ -97,5 +103,9 @@ void session_publish_peak(dl_session *s, dl_backend *be);
 void session_publish_loader(dl_session *s);
 void session_publish_prepared(dl_session *s);
 void session_cost_json(dl_session *s, cJSON *extra);
+/* session_telemetry.c: the advisor's findings at the end of the run, from
+ * the telemetry: summary.json's "advice" array and one "advice" event each
+ * (its JSON on the line). */
+void session_advice_json(dl_session *s, cJSON *extra);
 
 #endif

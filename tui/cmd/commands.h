@@ -23,6 +23,7 @@ int dl_cmd_sample(const dl_command *self, int argc, char **argv);    /* sample R
 int dl_cmd_watch(const dl_command *self, int argc, char **argv);     /* watch [RUN] */
 int dl_cmd_tune(const dl_command *self, int argc, char **argv);      /* tune SCRIPT */
 int dl_cmd_profile(const dl_command *self, int argc, char **argv);   /* profile SCRIPT */
+int dl_cmd_advise(const dl_command *self, int argc, char **argv);    /* advise SCRIPT */
 int dl_cmd_workbench(const dl_command *self, int argc, char **argv); /* [SCRIPT] */
 
 /* The options' ids (dl_opt.id): one per spelling, shared by the commands
@@ -83,7 +84,11 @@ enum {
     DL_OPT_NOISE,
     DL_OPT_CHUNK,
     DL_OPT_GZIP,
-    DL_OPT_INSPECT
+    DL_OPT_INSPECT,
+    /* run, advise */
+    DL_OPT_SET,
+    DL_OPT_BUDGET,
+    DL_OPT_LR_RANGE
 };
 
 typedef int (*dl_command_fn)(const dl_command *self, int argc, char **argv);
