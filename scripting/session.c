@@ -272,6 +272,7 @@ static void write_summary(dl_session *s, dl_run_status status)
         session_cost_json(s, extra);
         session_advice_json(s, extra);
     }
+    session_target_json(s, extra);
     if (s->log)
         dl_runlog_summary(s->log, names[status], &t, s->message[0] ? s->message : NULL, extra);
     cJSON_Delete(extra);
@@ -311,6 +312,7 @@ void dl_session_destroy(dl_session *s)
     dl_script_destroy(s->script);
     cJSON_Delete(s->config);
     cJSON_Delete(s->summary);
+    cJSON_Delete(s->tgt_json);
     dl_backend_cpu_destroy(s->parity_be); /* last: nothing lives on it now */
     free(s);
 }

@@ -50,6 +50,12 @@ typedef struct dl_session_options {
      * a "cost" object (MFU, price, cost so far, energy). Borrowed. */
     struct dl_telemetry *telemetry;
     double price_per_hour; /* > 0: money figures in the telemetry and summary */
+    /* --target METRIC=VALUE: after each epoch the time (and cost) to reach
+     * it is projected from the curve so far (an event "target", a warning
+     * once when the planned epochs will not reach it, summary.json's
+     * "target"); target_metric "" for none */
+    char target_metric[32];
+    double target_value;
     /* prepared for dl_session_check_parity only: no duplicate guard, no run
      * folder (and nothing written); not with resume */
     int parity;

@@ -55,6 +55,10 @@ struct dl_session {
     int pruned;            /* the study's pruner stopped this trial */
     dl_backend *parity_be; /* a cpu:T backend of a parity check (owned) */
     double wall_s, samples_per_s;
+    /* --target: the metric's per-epoch history and the projection's state */
+    double tgt_x[1024], tgt_y[1024], tgt_secs;
+    int tgt_n, tgt_warned;
+    cJSON *tgt_json; /* the last projection, for summary.json */
 };
 
 /* An event to events.log, the telemetry (with the state it implies) and
@@ -87,6 +91,13 @@ int session_resume_begin(dl_session *s);
  * the logged epochs into the built-in callbacks. Errors: those of the
  * lock, dl_checkpoint_load, dl_trainer_set_cursor and the reopen. */
 int session_resume_finish(dl_session *s);
+
+/* session_target.c: one finished epoch's metrics into the --target
+ * projection (events "target" and a "warning" once); session_target_json
+ * adds summary.json's "target" object. */
+void session_target_epoch(dl_session *s, const dl_epoch_info *i, const char *const *names,
+                          const double *values, int n);
+void session_target_json(dl_session *s, cJSON *extra);
 
 /* session_hooks.c: hands the session's callbacks to the trainer. */
 void session_hooks_attach(dl_session *s);

@@ -85,6 +85,28 @@ if DLBENCH_CPU_BF16=0 run fp32 0 run scripts/spirals.lua epochs=1 n=600 --out "$
     pass fp32_no_notice
 fi
 
+# --- --target: the projection each epoch, the early warning, summary.json's "target" ------
+if run target 0 run scripts/spirals.lua epochs=6 n=600 --target val_loss=0.00001 \
+    --price-per-hour 2 --out "$OUT/runs"; then
+    d=$(run_dir target)
+    warn=$(grep -n "\[warning\] the planned 6 epochs will not reach val_loss 1e-05" "$OUT/target.log" |
+        head -1 | cut -d: -f1)
+    last=$(grep -n "^epoch 6/6:" "$OUT/target.log" | cut -d: -f1)
+    tj=$(python3 -c "
+import json; t = json.load(open('$d/summary.json'))['target']
+print(t['metric'], t['value'], t['reached'], 'cost_lo' in t, t['as_of_epoch'] >= 3)")
+    if [ -z "$warn" ] || [ -z "$last" ] || [ "$warn" -gt "$last" ]; then
+        fail target_warning "no warning before the last epoch (line '$warn', last epoch '$last')"
+    elif [ "$tj" != "val_loss 1e-05 False True True" ]; then
+        fail target_summary "summary.json's target: '$tj'"
+    else
+        pass target
+    fi
+fi
+if run target_bad 2 run scripts/spirals.lua --target acc && grep -q -- "--target expects METRIC=VALUE" "$OUT/target_bad.log"; then
+    pass target_bad
+fi
+
 # --- dlbench advise ----------------------------------------------------------------------
 if run advise 0 advise scripts/spirals.lua n=600 --steps 6 --warmup 1 --budget 60; then
     base=$(grep -c "^  baseline " "$OUT/advise.log")

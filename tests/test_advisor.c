@@ -444,7 +444,7 @@ static void test_small_batch(void)
     in.product_share = 0.8;
     CHECK(!has(adv, dl_advisor_run(&in, adv, 8), DL_ADV_SMALL_BATCH));
     in.product_share = 0.3;
-    in.data_wait_share = 0.5; /* the loader's fault: input-bound speaks */
+    in.data_wait_share = 0.6; /* the loader's fault: input-bound speaks */
     n = dl_advisor_run(&in, adv, 8);
     CHECK(!has(adv, n, DL_ADV_SMALL_BATCH) && has(adv, n, DL_ADV_INPUT_BOUND));
 }

@@ -25,7 +25,7 @@
 #define OVERFIT_REL 0.03     /* ... and over this share of the best loss */
 #define SMALL_OUTSIDE 0.4    /* share of a step outside the products */
 #define SMALL_MAX_BATCH 128  /* batches from here up are not called small */
-#define SMALL_MAX_DATA 0.2   /* above this the input rule speaks */
+#define SMALL_MAX_DATA 0.5   /* from here the loader is the cause: the input rule speaks */
 #define VAL_SHARE_WARN 0.25  /* validation's share of the wall time */
 #define VAL_SHARE_GOAL 0.10  /* the share the suggested frequency aims at */
 #define LR_MIN_STEPS 40      /* logged step losses before the curve is read */

@@ -264,6 +264,20 @@ static int take_option(run_args *a, const dl_opt *opt, const char *val)
     case DL_OPT_HPARAMS: a->hparams = 1; return -1;
     case DL_OPT_OUT: a->o.out_dir = val; return -1;
     case DL_OPT_RESUME: a->o.resume = val; return -1;
+    case DL_OPT_TARGET: {
+        const char *eq = strchr(val, '=');
+        char *end;
+        double x = eq ? strtod(eq + 1, &end) : 0;
+        size_t len = eq ? (size_t)(eq - val) : 0;
+        if (!eq || len == 0 || len >= sizeof a->o.target_metric || end == eq + 1 || *end ||
+            !isfinite(x) || (strncmp(val, "val_", 4) && strncmp(val, "train_", 6)))
+            return bad_usage("--target expects METRIC=VALUE with a val_ or train_ metric "
+                             "(val_acc=0.9, val_loss=0.3), got '%s'",
+                             val);
+        snprintf(a->o.target_metric, sizeof a->o.target_metric, "%.*s", (int)len, val);
+        a->o.target_value = x;
+        return -1;
+    }
     case DL_OPT_SET:
         if (dl_session_set_check(val) < 0)
             return bad_usage("%s", dl_error_message());

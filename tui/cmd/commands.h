@@ -88,7 +88,8 @@ enum {
     /* run, advise */
     DL_OPT_SET,
     DL_OPT_BUDGET,
-    DL_OPT_LR_RANGE
+    DL_OPT_LR_RANGE,
+    DL_OPT_TARGET
 };
 
 typedef int (*dl_command_fn)(const dl_command *self, int argc, char **argv);

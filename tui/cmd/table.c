@@ -62,6 +62,10 @@ static const dl_opt workbench_opts[] = {
 static const dl_opt run_opts[] = {
     {0, "k=v", NULL, NULL, "override a hyperparameter the script declares with dl.hparams", 0},
     SET,
+    {DL_OPT_TARGET, "--target", NULL, "METRIC=VALUE",
+     "after each epoch, project the time (and cost, with --price-per-hour) to reach it from "
+     "the curve so far, with an interval; warn early when the planned epochs will not",
+     0},
     DEVICE("run on cpu, cuda or auto (default: the script's choice)"),
     {DL_OPT_SEED, "--seed", NULL, "N", "the random seed (default: the script's, else 0)", 0},
     {DL_OPT_OUT, "--out", NULL, "DIR", "where run folders go (default: runs)", 0},
