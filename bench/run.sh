@@ -158,6 +158,12 @@ if [ "${BENCH_WB:-1}" != 0 ] && [ -x "$BUILD/dlbench" ]; then
     grep '^workbench overhead' "$results" | tail -1 | sed 's/^/  /'
 fi
 
+# the advisor's acceptance: wasteful experiments, before and after its commands
+if [ "${BENCH_ADVISE:-1}" != 0 ] && [ -x "$BUILD/dlbench" ]; then
+    echo "== advisor acceptance (bench/advise_accept.sh; BENCH_ADVISE=0 skips; ~3 minutes)"
+    BUILD=$BUILD bash bench/advise_accept.sh | tee -a "$results" || echo "  (advise_accept.sh exited with status $?)"
+fi
+
 # the profiler's cost (on against off, same process)
 if [ -x "$BUILD/bench/bench_profiler" ]; then
     echo "== profiler overhead (bench_profiler)"

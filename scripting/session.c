@@ -128,11 +128,32 @@ static int open_run_log(dl_session *s)
     return DL_OK;
 }
 
+/* Low precision the device only emulates, said when the run starts. */
+static void notice_emulated(dl_session *s)
+{
+    dl_precision p = s->exp->cfg.precision;
+    int bit = p == DL_PREC_BF16 ? DL_LOWP_BF16 : p == DL_PREC_F16 ? DL_LOWP_F16 : 0;
+    if (!bit || !(s->be->lowp & DL_LOWP_KNOWN) || (s->be->lowp & bit))
+        return;
+    const char *name = dl_precision_name(p);
+    if (s->be->ops->device == DL_DEVICE_CPU)
+        session_emit(s, "warning",
+                     "%s is emulated on this CPU: about 0.7x the speed of fp32 (no %s arithmetic); "
+                     "fp32 is faster here: --set precision=fp32",
+                     name, p == DL_PREC_BF16 ? "AVX-512 BF16" : "fp16");
+    else
+        session_emit(s, "warning",
+                     "%s is emulated on this device (no tensor cores for it): slower than fp32; "
+                     "--set precision=fp32",
+                     name);
+}
+
 /* The steps of dl_session_prepare, in order; each fails on its own. */
 static int prepare_steps(dl_session *s)
 {
     DL_TRY(s->opt.resume ? session_resume_begin(s) : begin_fresh(s));
     DL_TRY(load_script(s));
+    DL_TRY(session_apply_sets(s));
     DL_TRY(choose_backend(s));
     DL_TRY(open_data(s));
     DL_TRY(build_trainer(s));
@@ -144,6 +165,8 @@ static int prepare_steps(dl_session *s)
         return DL_SESSION_DUPLICATE;
     DL_TRY(s->resumed ? session_resume_finish(s) : open_run_log(s));
     session_init_report(s);
+    if (!s->opt.parity)
+        notice_emulated(s);
     session_hooks_attach(s);
     session_publish_prepared(s);
     return DL_OK;
@@ -164,10 +187,13 @@ int dl_session_prepare(dl_session **out, const dl_session_options *opt)
     for (int i = 0; i < s->resume_nov; i++)
         free(s->resume_ovs[i]);
     free(s->resume_ovs);
-    s->resume_ovs = NULL;
-    s->resume_nov = 0;
-    s->opt.overrides = NULL;
-    s->opt.noverrides = 0;
+    for (int i = 0; i < s->resume_nsets; i++)
+        free(s->resume_sets[i]);
+    free(s->resume_sets);
+    s->resume_ovs = s->resume_sets = NULL;
+    s->resume_nov = s->resume_nsets = 0;
+    s->opt.overrides = s->opt.sets = NULL;
+    s->opt.noverrides = s->opt.nsets = 0;
     return rc;
 }
 
@@ -241,10 +267,14 @@ static void write_summary(dl_session *s, dl_run_status status)
     if (s->opt.telemetry) {
         static const dl_tele_state tstates[] = {DL_TELE_FINISHED, DL_TELE_STOPPED, DL_TELE_FAILED};
         session_publish_loader(s);
+        if (dl_trainer_profiler(s->trainer))
+            dl_telemetry_profile(s->opt.telemetry, dl_trainer_profiler(s->trainer));
         dl_telemetry_set_state(s->opt.telemetry, tstates[status],
                                s->message[0] ? s->message : NULL);
         session_cost_json(s, extra);
+        session_advice_json(s, extra);
     }
+    session_target_json(s, extra);
     if (s->log)
         dl_runlog_summary(s->log, names[status], &t, s->message[0] ? s->message : NULL, extra);
     cJSON_Delete(extra);
@@ -285,6 +315,7 @@ void dl_session_destroy(dl_session *s)
     cJSON_Delete(s->config);
     cJSON_Delete(s->summary);
     free(s->init_report);
+    cJSON_Delete(s->tgt_json);
     dl_backend_cpu_destroy(s->parity_be); /* last: nothing lives on it now */
     free(s);
 }
@@ -296,6 +327,8 @@ const char *dl_session_device(const dl_session *s) { return s->device; }
 const char *dl_session_message(const dl_session *s) { return s->message; }
 dl_trainer *dl_session_trainer(dl_session *s) { return s->trainer; }
 dl_script *dl_session_script(dl_session *s) { return s->script; }
+const dl_experiment *dl_session_experiment(const dl_session *s) { return s->exp; }
+dl_source *dl_session_val_source(dl_session *s) { return s->val; }
 int dl_session_pruned(const dl_session *s)
 {
     /* or the script stopped the run itself after trial:should_prune() said so */

@@ -20,6 +20,8 @@ typedef struct dl_session_options {
     const char *script;     /* NULL with resume: the run's own copy */
     char *const *overrides; /* "k=v" */
     int noverrides;
+    char *const *sets; /* "FIELD=VALUE" (--set): the experiment's own fields */
+    int nsets;
     const char *device;  /* NULL: the script's choice */
     long long seed;      /* < 0: the script's */
     const char *out_dir; /* parent of run folders ("runs") */
@@ -48,6 +50,12 @@ typedef struct dl_session_options {
      * a "cost" object (MFU, price, cost so far, energy). Borrowed. */
     struct dl_telemetry *telemetry;
     double price_per_hour; /* > 0: money figures in the telemetry and summary */
+    /* --target METRIC=VALUE: after each epoch the time (and cost) to reach
+     * it is projected from the curve so far (an event "target", a warning
+     * once when the planned epochs will not reach it, summary.json's
+     * "target"); target_metric "" for none */
+    char target_metric[32];
+    double target_value;
     /* prepared for dl_session_check_parity only: no duplicate guard, no run
      * folder (and nothing written); not with resume */
     int parity;
@@ -91,6 +99,11 @@ const char *dl_session_name(const dl_session *s);
 const char *dl_session_device(const dl_session *s);
 const char *dl_session_message(const dl_session *s); /* why it failed or stopped */
 dl_trainer *dl_session_trainer(dl_session *s);
+/* The experiment as the script and the --set values described it
+ * (exp->cfg: the script's epochs and batch, before a profile raised them). */
+const struct dl_experiment *dl_session_experiment(const dl_session *s);
+/* The validation source (NULL without one). */
+dl_source *dl_session_val_source(dl_session *s);
 struct dl_script *dl_session_script(dl_session *s); /* the script's Lua state, for the prompt */
 long dl_session_total_steps(const dl_session *s);
 /* Optimizer steps per pass over the training set, as the trainer counts
@@ -105,6 +118,10 @@ int dl_session_pruned(const dl_session *s);
 int dl_session_loader_stats(dl_session *s, dl_loader_stats *out);
 /* Final and best of a metric ("val_acc"); returns 0 when never seen. */
 int dl_session_metric(const dl_session *s, const char *name, double *final, double *best);
+
+/* Checks one --set FIELD=VALUE before a script is loaded: DL_OK, or
+ * DL_EINVAL naming the field, the known fields or what the value takes. */
+int dl_session_set_check(const char *kv);
 
 /* What --parity-device accepts: "cpu" (the process's CPU backend, 0),
  * "cuda" (1) or "cpu:T", a CPU backend of its own with T threads (2, T in

@@ -205,6 +205,8 @@ static cJSON *result_config(dl_session *s, const char *script_sha)
     cJSON_AddNumberToObject(c, "accumulate", e->cfg.accumulate);
     cJSON_AddNumberToObject(c, "epochs", e->cfg.epochs);
     cJSON_AddNumberToObject(c, "max_steps", (double)e->cfg.max_steps);
+    if (e->cfg.val_every > 1) /* absent by default: the hashes of older runs hold */
+        cJSON_AddNumberToObject(c, "val_every", e->cfg.val_every);
     cJSON_AddStringToObject(c, "precision", dl_precision_name(e->cfg.precision));
     cJSON_AddStringToObject(c, "nonfinite",
                             e->cfg.nonfinite == DL_NONFINITE_SKIP ? "skip" : "stop");
@@ -259,6 +261,11 @@ int session_build_config(dl_session *s)
     cJSON *ov = cJSON_AddArrayToObject(c, "overrides");
     for (int i = 0; i < s->opt.noverrides; i++)
         cJSON_AddItemToArray(ov, cJSON_CreateString(s->opt.overrides[i]));
+    if (s->opt.nsets > 0) {
+        cJSON *sets = cJSON_AddArrayToObject(c, "sets");
+        for (int i = 0; i < s->opt.nsets; i++)
+            cJSON_AddItemToArray(sets, cJSON_CreateString(s->opt.sets[i]));
+    }
     cJSON_AddStringToObject(c, "device_requested", s->opt.device ? s->opt.device : s->exp->device);
     cJSON_AddStringToObject(c, "backend", s->be->description);
     cJSON_AddNumberToObject(c, "parameters", (double)dl_model_param_count(s->model));

@@ -222,6 +222,8 @@ static int on_epoch(void *user, dl_trainer *t, const dl_epoch_info *i)
         return DL_EIO;
     if (s->opt.telemetry)
         dl_telemetry_epoch(s->opt.telemetry, i);
+    if (s->opt.target_metric[0])
+        session_target_epoch(s, i, names, values, n);
     if (s->opt.on_epoch)
         s->opt.on_epoch(s->opt.user, i);
     if (s->opt.trial && report_trial(s, i->epoch, names, values, n))

@@ -38,6 +38,8 @@ struct dl_session {
     cJSON *summary;
     char **resume_ovs; /* a resume's overrides, read from its config.json (owned) */
     int resume_nov;
+    char **resume_sets; /* and its --set values */
+    int resume_nsets;
     char hash[65];
     char run_dir[1024];
     char duplicate[1024];
@@ -56,6 +58,10 @@ struct dl_session {
     char init_checkpoint[1200]; /* init = dl.from_run: the checkpoint read */
     char *init_report;          /* its loaded / skipped / new lines until logged (owned) */
     long init_step;             /* the step the checkpoint was taken at */
+    /* --target: the metric's per-epoch history and the projection's state */
+    double tgt_x[1024], tgt_y[1024], tgt_secs;
+    int tgt_n, tgt_warned;
+    cJSON *tgt_json; /* the last projection, for summary.json */
 };
 
 /* An event to events.log, the telemetry (with the state it implies) and
@@ -77,6 +83,9 @@ int session_init_from_run(dl_session *s);
 /* session_init.c: what session_init_from_run did, as "init" events
  * (events.log, stdout): the checkpoint, then loaded, skipped, new. */
 void session_init_report(dl_session *s);
+/* session_set.c: opt.sets applied to s->exp (after the script ran,
+ * before the data opens). Errors: DL_EINVAL naming the set. */
+int session_apply_sets(dl_session *s);
 
 /* session_config.c: a float as the script wrote it (0.01, not
  * 0.00999999977648258). */
@@ -96,6 +105,13 @@ int session_resume_begin(dl_session *s);
  * lock, dl_checkpoint_load, dl_trainer_set_cursor and the reopen. */
 int session_resume_finish(dl_session *s);
 
+/* session_target.c: one finished epoch's metrics into the --target
+ * projection (events "target" and a "warning" once); session_target_json
+ * adds summary.json's "target" object. */
+void session_target_epoch(dl_session *s, const dl_epoch_info *i, const char *const *names,
+                          const double *values, int n);
+void session_target_json(dl_session *s, cJSON *extra);
+
 /* session_hooks.c: hands the session's callbacks to the trainer. */
 void session_hooks_attach(dl_session *s);
 /* session_hooks.c: RUN/checkpoint.h5 (a no-op without a run log). */
@@ -111,5 +127,9 @@ void session_publish_peak(dl_session *s, dl_backend *be);
 void session_publish_loader(dl_session *s);
 void session_publish_prepared(dl_session *s);
 void session_cost_json(dl_session *s, cJSON *extra);
+/* session_telemetry.c: the advisor's findings at the end of the run, from
+ * the telemetry: summary.json's "advice" array and one "advice" event each
+ * (its JSON on the line). */
+void session_advice_json(dl_session *s, cJSON *extra);
 
 #endif

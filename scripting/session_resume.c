@@ -15,6 +15,19 @@
 #include "engine/train/checkpoint.h"
 #include "scripting/session_internal.h"
 
+/* The strings of config.json's array `name` (a copy each; *n of them). */
+static char **string_list(const cJSON *c, const char *name, int *n)
+{
+    const cJSON *ov = cJSON_GetObjectItemCaseSensitive(c, name);
+    char **list = calloc((size_t)cJSON_GetArraySize(ov) + 1, sizeof *list);
+    int k = 0;
+    for (const cJSON *o = ov ? ov->child : NULL; list && o; o = o->next)
+        if (cJSON_IsString(o))
+            list[k++] = strdup(o->valuestring);
+    *n = k;
+    return list;
+}
+
 static int load_resume_options(dl_session *s, char ***ovs, int *nov)
 {
     char path[1200];
@@ -23,13 +36,9 @@ static int load_resume_options(dl_session *s, char ***ovs, int *nov)
     if (!c)
         return dl_error(DL_EINVAL, "--resume %s: %s", s->opt.resume, dl_error_message());
     snprintf(s->script_path, sizeof s->script_path, "%s/" DL_RUN_FILE_SCRIPT, s->run_dir);
-    const cJSON *ov = cJSON_GetObjectItemCaseSensitive(c, "overrides");
-    int n = cJSON_GetArraySize(ov);
-    char **list = calloc((size_t)n + 1, sizeof *list);
     int k = 0;
-    for (const cJSON *o = ov ? ov->child : NULL; list && o; o = o->next)
-        if (cJSON_IsString(o))
-            list[k++] = strdup(o->valuestring);
+    char **list = string_list(c, "overrides", &k);
+    s->resume_sets = string_list(c, "sets", &s->resume_nsets);
     const cJSON *seed = cJSON_GetObjectItemCaseSensitive(c, "seed");
     if (s->opt.seed < 0 && cJSON_IsNumber(seed) && seed->valuedouble >= 0 &&
         seed->valuedouble < 0x1p63)
@@ -86,6 +95,8 @@ int session_resume_begin(dl_session *s)
     DL_TRY(load_resume_options(s, &s->resume_ovs, &s->resume_nov));
     s->opt.overrides = s->resume_ovs;
     s->opt.noverrides = s->resume_nov;
+    s->opt.sets = s->resume_sets;
+    s->opt.nsets = s->resume_nsets;
     s->opt.script = NULL;
     s->resumed = 1;
     return DL_OK;

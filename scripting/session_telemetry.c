@@ -1,5 +1,6 @@
 /* session_telemetry.c - what a session publishes: the run, the peak, the loader, the cost */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <cjson/cJSON.h>
@@ -39,6 +40,15 @@ void session_publish_run(dl_session *s, dl_tele_state st)
     r.epoch = dl_trainer_epoch(s->trainer);
     r.state = st;
     r.loss_scale = 1;
+    if (be && (be->lowp & DL_LOWP_KNOWN)) {
+        r.bf16_native = be->lowp & DL_LOWP_BF16 ? 1 : -1;
+        r.f16_native = be->lowp & DL_LOWP_F16 ? 1 : -1;
+    }
+    r.adaptive_optim = s->exp->optim.kind == DL_OPT_SGD ? -1 : 1;
+    r.base_lr = dl_trainer_base_lr(s->trainer);
+    r.val_every = cfg->val_every;
+    for (int i = 0; i < s->exp->ncb; i++)
+        r.early_stopping |= s->exp->cb[i].kind == DL_CB_EARLY_STOPPING;
     dl_telemetry_set_run(tele, &r);
 }
 
@@ -112,4 +122,26 @@ void session_publish_prepared(dl_session *s)
     session_publish_run(s, DL_TELE_PREPARING);
     dl_telemetry_set_model_flops(s->opt.telemetry, dl_model_train_flops(s->model));
     session_publish_peak(s, s->be);
+}
+
+void session_advice_json(dl_session *s, cJSON *extra)
+{
+    dl_telemetry_snapshot *snap = dl_telemetry_snapshot_create();
+    if (!snap)
+        return;
+    dl_telemetry_read(s->opt.telemetry, snap);
+    dl_advice adv[DL_ADV_NKINDS];
+    int n = dl_telemetry_advise(snap, adv, DL_ADV_NKINDS);
+    cJSON *arr = cJSON_AddArrayToObject(extra, "advice");
+    for (int i = 0; i < n && arr; i++) {
+        cJSON *j = dl_advice_json(&adv[i]);
+        if (!j)
+            break;
+        char *text = cJSON_PrintUnformatted(j);
+        if (text && s->log)
+            dl_runlog_event(s->log, "advice", "%s", text);
+        free(text);
+        cJSON_AddItemToArray(arr, j);
+    }
+    dl_telemetry_snapshot_destroy(snap);
 }

@@ -517,6 +517,7 @@ static void key(app *a, int ch)
     case 'g': a->ops->action(a->ops->user, DL_ACT_GPU, NULL); break;
     case 'c': a->ops->action(a->ops->user, DL_ACT_CPU, NULL); break;
     case 'P': a->ops->action(a->ops->user, DL_ACT_PARITY, NULL); break;
+    case 'A': a->ops->action(a->ops->user, DL_ACT_PROBE, NULL); break;
     case 's': a->ops->action(a->ops->user, DL_ACT_CHECKPOINT, NULL); break;
     case 'n': open_prompt(a, PROMPT_NOTE); break;
     case 'e': open_prompt(a, PROMPT_HPARAMS); break;

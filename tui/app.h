@@ -22,6 +22,7 @@ typedef enum {
     DL_ACT_GPU,        /* g */
     DL_ACT_CPU,        /* c */
     DL_ACT_PARITY,     /* P: parity check against the other device */
+    DL_ACT_PROBE,      /* A: what-if probes between two steps */
     DL_ACT_CHECKPOINT, /* s */
     DL_ACT_NOTE,       /* n: arg is the text */
     DL_ACT_HPARAMS,    /* e: arg is "k=v ..." */

@@ -112,11 +112,21 @@ static int post(dl_trainer *t, const char *c, const cJSON *j, int *rc, char *rep
         }
         *rc = dl_trainer_post(t, DL_CMD_PARITY, steps ? steps->valuedouble : 5,
                               dev ? dev->valuestring : "");
+    } else if (!strcmp(c, "probe")) {
+        const cJSON *steps = cJSON_GetObjectItemCaseSensitive(j, "steps");
+        if (steps && (!cJSON_IsNumber(steps) || !(steps->valuedouble >= 1) ||
+                      steps->valuedouble > 1000 || steps->valuedouble != (int)steps->valuedouble)) {
+            reply_error(reply, size,
+                        "probe: \"steps\" must be a whole number from 1 to 1000 "
+                        "(default 20)");
+            return 0;
+        }
+        *rc = dl_trainer_post(t, DL_CMD_PROBE, steps ? steps->valuedouble : 20, NULL);
     } else {
         char msg[160];
         snprintf(msg, sizeof msg,
                  "unknown cmd \"%.40s\" (pause, resume, stop, checkpoint, note, lr, device, "
-                 "parity, status)",
+                 "parity, probe, status)",
                  c);
         reply_error(reply, size, msg);
         return 0;

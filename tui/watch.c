@@ -94,6 +94,7 @@ static void action(void *user, dl_action a, const char *arg)
         return;
     case DL_ACT_CHECKPOINT: send_cmd(w, cmd("checkpoint")); return;
     case DL_ACT_PARITY: send_cmd(w, cmd("parity")); return;
+    case DL_ACT_PROBE: send_cmd(w, cmd("probe")); return;
     case DL_ACT_NOTE: {
         char reply[1024];
         j = cmd("note");

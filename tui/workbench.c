@@ -271,6 +271,14 @@ static void action(void *user, dl_action a, const char *arg)
         else
             dl_telemetry_event(w->tele, "info", "no training running: r starts one");
         break;
+    case DL_ACT_PROBE:
+        if (post(w, DL_CMD_PROBE, 20, NULL))
+            dl_telemetry_event(w->tele, "info",
+                               "what-if probes (20 steps each) at the next step boundary; the "
+                               "training goes on where it was...");
+        else
+            dl_telemetry_event(w->tele, "info", "no training running: r starts one");
+        break;
     case DL_ACT_CHECKPOINT:
         if (!post(w, DL_CMD_CHECKPOINT, 0, ""))
             dl_telemetry_event(w->tele, "info", "no training running: nothing to checkpoint");

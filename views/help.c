@@ -10,6 +10,7 @@ static const char *const keys[][2] = {
     {"Space p", "pause / resume"},
     {"g  c", "move the training to the GPU / CPU at the next step"},
     {"P", "parity check: 5 steps here and on the other device"},
+    {"A", "what-if probes: 20 steps of each variant from this state, put back"},
     {"s", "checkpoint now"},
     {"n", "add a note to the run's events.log"},
     {"e", "edit hyperparameters k=v (lr applies live, the rest at the next start)"},

@@ -326,7 +326,15 @@ struct dl_backend {
     void *ctx;
     int threads;           /* worker threads (CPU) */
     char description[128]; /* "cpu: 2 threads, OpenBLAS 0.3.21, AVX-512 BF16" */
+    int lowp;              /* DL_LOWP_* bits: the low precision the device computes natively */
 };
+
+/* dl_backend.lowp: KNOWN once the backend filled it; BF16 and F16 when the
+ * device has arithmetic (dot products) for them, otherwise they are
+ * emulated (converted to fp32 around fp32 kernels: slower than fp32). */
+#define DL_LOWP_KNOWN 1
+#define DL_LOWP_BF16 2
+#define DL_LOWP_F16 4
 
 /* The process-wide CPU backend (created on first use with `threads`
  * workers, 0 = number of cores; later calls ignore the argument). */

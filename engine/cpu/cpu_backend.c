@@ -175,6 +175,12 @@ static void cpu_setup(dl_backend *be, dl_cpu_ctx *c, int threads)
     c->threads = threads;
     __builtin_cpu_init();
     c->has_avx512_bf16 = __builtin_cpu_supports("avx512bf16");
+    /* DLBENCH_CPU_BF16=0: the emulated path, as on a CPU without bf16 */
+    const char *bf = getenv("DLBENCH_CPU_BF16");
+    if (bf && !strcmp(bf, "0"))
+        c->has_avx512_bf16 = 0;
+    /* no kernel here computes in fp16: it is converted around fp32 ones */
+    be->lowp = DL_LOWP_KNOWN | (c->has_avx512_bf16 ? DL_LOWP_BF16 : 0);
     /* One runtime owns the cores: OpenBLAS runs on the calling thread and
      * dl_cpu_gemm splits big products over the pool (cpu_gemm.c). With
      * OpenBLAS's own workers the two pools spun and yielded against each

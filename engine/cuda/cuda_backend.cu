@@ -644,6 +644,9 @@ extern "C" __attribute__((visibility("default"))) int dl_cuda_backend_open(int a
     be->ops = &cuda_ops;
     be->ctx = c;
     be->threads = 0;
+    /* tensor cores: fp16 from sm_70, bf16 from sm_80 */
+    be->lowp =
+        DL_LOWP_KNOWN | (prop.major >= 7 ? DL_LOWP_F16 : 0) | (prop.major >= 8 ? DL_LOWP_BF16 : 0);
     int rc = ctx_init(be, &prop);
     if (rc < 0) {
         ctx_release(be);

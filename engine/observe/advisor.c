@@ -2,9 +2,12 @@
 #include "engine/observe/advisor.h"
 
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <cjson/cJSON.h>
 
 #include "engine/observe/cost.h"
 
@@ -15,12 +18,22 @@
 #define LAUNCH_MEAN_OP_MS 0.05 /* layer passes shorter than this are launch-dominated */
 #define LAUNCH_MIN_OPS 16      /* ... when a step has at least this many */
 #define LAUNCH_MAX_DATA 0.10
-#define HEADROOM_FREE 0.50  /* share of GPU memory unused */
-#define EXPLODE_FACTOR 10.0 /* recent loss over the lowest seen */
+#define HEADROOM_FREE 0.50   /* share of GPU memory unused */
+#define EXPLODE_FACTOR 10.0  /* recent loss over the lowest seen */
+#define OVERFIT_MIN_POINTS 5 /* validated epochs before the trend is read */
+#define OVERFIT_NOISE 3.0    /* rise over the noise's robust sigma that counts */
+#define OVERFIT_REL 0.03     /* ... and over this share of the best loss */
+#define SMALL_OUTSIDE 0.4    /* share of a step outside the products */
+#define SMALL_MAX_BATCH 128  /* batches from here up are not called small */
+#define SMALL_MAX_DATA 0.5   /* from here the loader is the cause: the input rule speaks */
+#define VAL_SHARE_WARN 0.25  /* validation's share of the wall time */
+#define VAL_SHARE_GOAL 0.10  /* the share the suggested frequency aims at */
+#define LR_MIN_STEPS 40      /* logged step losses before the curve is read */
+#define LR_SLOW_DROP 0.05    /* a steady fall smaller than this share: too low */
 
-static const char *names[DL_ADV_NKINDS] = {"divergence",     "out of memory", "input-bound",
-                                           "launch-bound",   "overfitting",   "precision",
-                                           "memory headroom"};
+static const char *names[DL_ADV_NKINDS] = {
+    "divergence", "out of memory",   "input-bound", "launch-bound",     "overfitting",
+    "precision",  "memory headroom", "small batch", "validation share", "learning rate"};
 
 const char *dl_advice_name(dl_advice_kind k)
 {
@@ -36,6 +49,32 @@ void dl_advisor_input_init(dl_advisor_input *in)
     in->lr = -1;
     in->batch = 0;
     in->accumulate = 1;
+    in->product_share = -1;
+    in->bf16_native = in->f16_native = -1;
+    in->adaptive_optim = -1;
+    in->base_lr = -1;
+}
+
+/* A figure of a's evidence. */
+static void num(dl_advice *a, const char *key, double v)
+{
+    if (a->nnum >= DL_ADV_MAX_NUMBERS)
+        return;
+    snprintf(a->num[a->nnum].key, sizeof a->num[a->nnum].key, "%s", key);
+    a->num[a->nnum++].value = v;
+}
+
+/* What the remedy is expected to save, as estimated from the figures. */
+static void effect(dl_advice *a, double saves_s, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void effect(dl_advice *a, double saves_s, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(a->effect, sizeof a->effect, fmt, ap);
+    va_end(ap);
+    a->saves_s = saves_s;
+    snprintf(a->effect_basis, sizeof a->effect_basis, "estimate");
 }
 
 typedef struct out_list {
@@ -52,6 +91,7 @@ static dl_advice *add(out_list *o, dl_advice_kind kind, dl_advice_level level)
     a->kind = kind;
     a->level = level;
     snprintf(a->title, sizeof a->title, "%s", names[kind]);
+    a->saves_s = -1;
     return a;
 }
 
@@ -90,8 +130,11 @@ static void rule_divergence(const dl_advisor_input *in, out_list *o)
                  "the loss exploded: %.4g now against %.4g at best and %.4g at the start%s", last,
                  lo, first, lr);
     char try_lr[48] = "";
-    if (in->lr > 0)
+    if (in->lr > 0) {
         snprintf(try_lr, sizeof try_lr, " (try %g)", in->lr / 10);
+        num(a, "lr", in->lr);
+        snprintf(a->command, sizeof a->command, "--set lr=%g", in->lr / 10);
+    }
     snprintf(a->remedy, sizeof a->remedy,
              "lower the learning rate%s, clip gradients (clip_norm = 1.0), add warmup; with "
              "fp16, dynamic loss scaling",
@@ -112,6 +155,9 @@ static void rule_oom(const dl_advisor_input *in, out_list *o)
         snprintf(a->evidence, sizeof a->evidence, "out of memory with batch %d%s%.150s", in->batch,
                  in->oom_text[0] ? ": " : "", in->oom_text);
     int half = in->batch > 1 ? in->batch / 2 : 1;
+    num(a, "batch", in->batch);
+    snprintf(a->command, sizeof a->command, "--set batch=%d --set accumulate=%d", half,
+             2 * (in->accumulate > 0 ? in->accumulate : 1));
     snprintf(a->remedy, sizeof a->remedy,
              "gradient accumulation (batch = %d, accumulate = %d: the same step), "
              "precision = \"bf16\" (half the activation memory), or a smaller batch",
@@ -150,6 +196,17 @@ static void rule_input(const dl_advisor_input *in, out_list *o)
     if (in->workers >= 0 && len >= 0 && (size_t)len < sizeof a->evidence)
         snprintf(a->evidence + len, sizeof a->evidence - (size_t)len, "%s%d loader worker%s",
                  len ? ", " : "", in->workers, in->workers == 1 ? "" : "s");
+    num(a, "data_wait_share", in->data_wait_share);
+    if (in->step_ms > 0)
+        num(a, "step_ms", in->step_ms);
+    if (in->workers >= 0) {
+        num(a, "workers", in->workers);
+        snprintf(a->command, sizeof a->command, "--set workers=%d",
+                 in->workers < 2 ? 2 : 2 * in->workers);
+    }
+    if (in->data_wait_share > 0 && in->step_ms > 0)
+        effect(a, -1, "up to %.0f%% less time a step if the loader keeps up",
+               100 * in->data_wait_share);
     if (in->workers == 0)
         snprintf(a->remedy, sizeof a->remedy,
                  "the batches are prepared on the training thread: set workers = 2 or more "
@@ -181,45 +238,419 @@ static void rule_launch(const dl_advisor_input *in, out_list *o)
              "%.0f layer passes per step averaging %.1f us each%s, data wait %.0f%%",
              in->leaf_ops_per_step, in->mean_op_ms * 1000, util,
              in->data_wait_share > 0 ? 100 * in->data_wait_share : 0);
+    num(a, "layer_passes", in->leaf_ops_per_step);
+    num(a, "mean_op_us", in->mean_op_ms * 1000);
+    if (in->batch > 0)
+        snprintf(a->command, sizeof a->command, "--set batch=%d", in->batch * 4);
     snprintf(a->remedy, sizeof a->remedy,
              "the GPU waits for the CPU to launch work: a larger batch (now %d) so each op "
              "does more, fewer and wider layers, fused ops / CUDA graphs",
              in->batch);
 }
 
-static void rule_overfitting(const dl_advisor_input *in, out_list *o)
+/* Mean of v[lo, hi). */
+static double mean_of(const double *v, int lo, int hi)
 {
-    int need = in->overfit_epochs > 0 ? in->overfit_epochs : 3;
-    if (!in->val_loss || !in->train_loss || in->nepochs < need + 1)
-        return;
-    int end = in->nepochs - 1, start = end - need;
-    for (int i = start + 1; i <= end; i++)
-        if (!(in->val_loss[i] > in->val_loss[i - 1]))
-            return;
-    if (!(in->train_loss[end] < in->train_loss[start]))
-        return;
-    /* the best epoch: lowest validation loss so far */
-    int best = 0;
-    for (int i = 1; i < in->nepochs; i++)
-        if (in->val_loss[i] < in->val_loss[best])
-            best = i;
+    double s = 0;
+    int n = 0;
+    for (int i = lo; i < hi; i++)
+        if (isfinite(v[i]))
+            s += v[i], n++;
+    return n ? s / n : NAN;
+}
+
+/* The validated epochs: their index into the per-epoch curves in idx,
+ * their losses in v; returns how many. */
+static int validated(const dl_advisor_input *in, int *idx, double *v)
+{
+    int n = 0;
+    for (int i = 0; i < in->nepochs && i < DL_ADV_MAX_EPOCHS; i++)
+        if (isfinite(in->val_loss[i])) {
+            idx[n] = i;
+            v[n++] = in->val_loss[i];
+        }
+    return n;
+}
+
+static double median3(double a, double b, double c)
+{
+    return a > b ? (b > c ? b : a > c ? c : a) : (a > c ? a : b > c ? c : b);
+}
+
+static int cmp_double(const void *x, const void *y)
+{
+    double a = *(const double *)x, b = *(const double *)y;
+    return a < b ? -1 : a > b;
+}
+
+/* The least-squares slope of v[n] against its index into *slope, and its
+ * t statistic (slope over its standard error; large when the residuals
+ * are 0). */
+static double slope_t(const double *v, int n, double *slope)
+{
+    double mx = (n - 1) / 2.0, my = 0, sxx = 0, sxy = 0, sse = 0;
+    for (int i = 0; i < n; i++)
+        my += v[i] / n;
+    for (int i = 0; i < n; i++) {
+        sxx += (i - mx) * (i - mx);
+        sxy += (i - mx) * (v[i] - my);
+    }
+    *slope = sxy / sxx;
+    for (int i = 0; i < n; i++) {
+        double r = v[i] - my - *slope * (i - mx);
+        sse += r * r;
+    }
+    double se = sqrt(sse / (n - 2) / sxx);
+    return se > 0 ? *slope / se : *slope > 0 ? INFINITY : 0;
+}
+
+/* The trend of v[n]: a running median of 3 (a single noisy epoch goes),
+ * then a mean of 3, into sm; returns the noise's robust sigma (1.4826 x
+ * the median absolute residual around the trend). */
+static double smooth(const double *v, int n, double *sm)
+{
+    double med[DL_ADV_MAX_EPOCHS], res[DL_ADV_MAX_EPOCHS];
+    for (int i = 0; i < n; i++)
+        med[i] = i == 0 || i == n - 1 ? v[i] : median3(v[i - 1], v[i], v[i + 1]);
+    for (int i = 0; i < n; i++) {
+        int lo = i > 0 ? i - 1 : 0, hi = i < n - 1 ? i + 1 : n - 1;
+        double sum = 0;
+        for (int k = lo; k <= hi; k++)
+            sum += med[k];
+        sm[i] = sum / (hi - lo + 1);
+        res[i] = fabs(v[i] - sm[i]);
+    }
+    qsort(res, (size_t)n, sizeof *res, cmp_double);
+    return 1.4826 * res[n / 2];
+}
+
+/* The epoch (1-based) a run that overfits could have stopped at: the
+ * first validated epoch whose smoothed accuracy is within 0.5 point of the
+ * smoothed best, or without accuracy the best loss's epoch. */
+static int stop_epoch(const dl_advisor_input *in, const int *idx, int n, int best_loss_epoch)
+{
+    if (!in->val_acc)
+        return best_loss_epoch + 1;
+    double acc[DL_ADV_MAX_EPOCHS], sm[DL_ADV_MAX_EPOCHS];
+    int m = 0, at[DL_ADV_MAX_EPOCHS];
+    for (int i = 0; i < n; i++)
+        if (isfinite(in->val_acc[idx[i]])) {
+            at[m] = idx[i];
+            acc[m++] = in->val_acc[idx[i]];
+        }
+    if (m < OVERFIT_MIN_POINTS)
+        return best_loss_epoch + 1;
+    smooth(acc, m, sm);
+    double top = sm[0];
+    for (int i = 1; i < m; i++)
+        top = fmax(top, sm[i]);
+    for (int i = 0; i < m; i++)
+        if (sm[i] >= top - 0.005)
+            return at[i] + 1;
+    return at[m - 1] + 1;
+}
+
+static void overfit_advice(const dl_advisor_input *in, out_list *o, const int *idx, const double *v,
+                           int n, int best, double rise)
+{
+    int be = idx[best], end = idx[n - 1];
     dl_advice *a = add(o, DL_ADV_OVERFITTING, DL_ADV_WARNING);
     if (!a)
         return;
-    snprintf(a->evidence, sizeof a->evidence,
-             "validation loss rose %d epochs running (%.4f -> %.4f, epochs %d-%d) while training "
-             "loss fell (%.4f -> %.4f); best validation loss at epoch %d",
-             need, in->val_loss[start], in->val_loss[end], start + 1, end + 1,
-             in->train_loss[start], in->train_loss[end], best + 1);
+    double past_s = -1, acc_best = NAN, acc_end = NAN;
+    if (in->epoch_s) {
+        past_s = 0;
+        for (int i = be + 1; i <= end; i++)
+            past_s += isfinite(in->epoch_s[i]) ? in->epoch_s[i] : 0;
+    }
+    if (in->val_acc) {
+        acc_best = in->val_acc[be];
+        acc_end = in->val_acc[end];
+    }
+    int len = snprintf(a->evidence, sizeof a->evidence,
+                       "validation loss best at epoch %d (%.4f), %.4f at epoch %d: the smoothed "
+                       "trend rose %.4f over %d epochs while training loss fell (%.4f -> %.4f)",
+                       be + 1, v[best], v[n - 1], end + 1, rise, end - be, in->train_loss[be],
+                       in->train_loss[end]);
+    if (past_s >= 0 && len > 0 && (size_t)len < sizeof a->evidence)
+        len += snprintf(a->evidence + len, sizeof a->evidence - (size_t)len,
+                        "; %.1f s trained past the best", past_s);
+    if (isfinite(acc_best) && isfinite(acc_end) && len > 0 && (size_t)len < sizeof a->evidence)
+        snprintf(a->evidence + len, sizeof a->evidence - (size_t)len,
+                 "; val_acc %.4f at best, %.4f now", acc_best, acc_end);
+    num(a, "best_epoch", be + 1);
+    num(a, "best_val_loss", v[best]);
+    num(a, "last_val_loss", v[n - 1]);
+    num(a, "epochs_past_best", end - be);
+    num(a, "trend_rise", rise);
+    if (past_s >= 0)
+        num(a, "seconds_past_best", past_s);
+    if (isfinite(acc_best))
+        num(a, "best_val_acc", acc_best);
+    if (isfinite(acc_end))
+        num(a, "last_val_acc", acc_end);
+    int planned = in->epochs_planned > end + 1 ? in->epochs_planned : end + 1;
+    int stop_at = stop_epoch(in, idx, n, be);
+    double per_epoch = in->epoch_s ? mean_of(in->epoch_s, 0, end + 1) : -1;
+    num(a, "stop_epoch", stop_at);
     snprintf(a->remedy, sizeof a->remedy,
-             "early stopping (monitor val_loss, patience %d) and keep the best checkpoint; more "
-             "regularisation: dropout, weight decay, augmentation, or more data",
-             need);
+             "train %d epochs instead of %d (the same run up to there: the validation %s), or "
+             "early stopping; more regularisation (dropout, weight decay, augmentation) or more "
+             "data",
+             stop_at, planned,
+             in->val_acc ? "accuracy's trend is within 0.5 point of its best by then"
+                         : "loss is at its best by then");
+    if (stop_at < planned) {
+        snprintf(a->command, sizeof a->command, "--set epochs=%d", stop_at);
+        if (per_epoch > 0)
+            effect(a, per_epoch * (planned - stop_at),
+                   "%d of %d epochs: about %.1f s saved (%.0f%% of the run)", stop_at, planned,
+                   per_epoch * (planned - stop_at), 100.0 * (planned - stop_at) / planned);
+    }
+}
+
+/* Overfitting read from a smoothed validation trend, robust to noise: the
+ * smoothed loss has risen past its minimum by more than the noise (and a
+ * few percent of the best) while the training loss kept falling. */
+static void rule_overfitting(const dl_advisor_input *in, out_list *o)
+{
+    if (!in->val_loss || !in->train_loss || in->nepochs < OVERFIT_MIN_POINTS)
+        return;
+    int idx[DL_ADV_MAX_EPOCHS];
+    double v[DL_ADV_MAX_EPOCHS], sm[DL_ADV_MAX_EPOCHS];
+    int n = validated(in, idx, v);
+    if (n < OVERFIT_MIN_POINTS)
+        return;
+    smooth(v, n, sm);
+    int best = 0;
+    for (int i = 1; i < n; i++)
+        if (sm[i] < sm[best])
+            best = i;
+    double rise = sm[n - 1] - sm[best];
+    /* at least three validations past the best, rising beyond the noise:
+     * the slope of a line through them is OVERFIT_NOISE standard errors
+     * above 0, and the rise a few percent of the best */
+    /* (the line starts two validations after the best: the best's
+     * neighbours are low by selection, and would tilt a flat tail up) */
+    if (n - best - 2 < 5)
+        return;
+    double slope, t = slope_t(v + best + 2, n - best - 2, &slope);
+    if (!(t > OVERFIT_NOISE) || !(slope * (n - 1 - best) > OVERFIT_REL * fabs(sm[best])))
+        return;
+    /* the raw best within the smoothed best's neighbourhood names the epoch */
+    int raw = best;
+    for (int i = best > 0 ? best - 1 : 0; i <= best + 1 && i < n; i++)
+        if (v[i] < v[raw])
+            raw = i;
+    if (!(in->train_loss[idx[n - 1]] < in->train_loss[idx[raw]]))
+        return; /* training stalled too: not overfitting */
+    overfit_advice(in, o, idx, v, n, raw, rise);
+}
+
+/* A batch too small for the device: most of a step goes outside the
+ * matrix products (fixed per-step costs: the optimizer over every
+ * parameter, element-wise layers, launches), with the loader keeping up. */
+static void rule_small_batch(const dl_advisor_input *in, out_list *o)
+{
+    if (in->product_share < 0 || in->step_ms <= 0 || in->batch <= 0 || in->batch >= SMALL_MAX_BATCH)
+        return;
+    double outside = 1 - in->product_share;
+    if (outside < SMALL_OUTSIDE || in->data_wait_share >= SMALL_MAX_DATA)
+        return;
+    dl_advice *a = add(o, DL_ADV_SMALL_BATCH, DL_ADV_WARNING);
+    if (!a)
+        return;
+    int factor = in->batch * 4 <= SMALL_MAX_BATCH ? 4 : 2;
+    int nb = in->batch * factor;
+    snprintf(a->evidence, sizeof a->evidence,
+             "batch %d: %.0f%% of the %.2f ms step is outside the matrix products (%.2f ms "
+             "inside)",
+             in->batch, 100 * outside, in->step_ms, in->product_share * in->step_ms);
+    num(a, "batch", in->batch);
+    num(a, "step_ms", in->step_ms);
+    num(a, "outside_share", outside);
+    num(a, "inside_ms", in->product_share * in->step_ms);
+    /* the learning rate follows the batch: linearly for SGD, by the square
+     * root for adaptive optimizers */
+    double lr_factor = in->adaptive_optim == 0 ? factor : sqrt((double)factor);
+    if (in->base_lr > 0) {
+        double lr = in->base_lr * lr_factor;
+        snprintf(a->remedy, sizeof a->remedy,
+                 "batch %d with the learning rate scaled %.3gx (%g -> %.3g): the fixed cost of a "
+                 "step is paid %dx less often",
+                 nb, lr_factor, in->base_lr, lr, factor);
+        snprintf(a->command, sizeof a->command, "--set batch=%d --set lr=%.3g", nb, lr);
+    } else {
+        snprintf(a->remedy, sizeof a->remedy,
+                 "batch %d, the learning rate scaled %.3gx with it: the fixed cost of a step is "
+                 "paid %dx less often",
+                 nb, lr_factor, factor);
+        snprintf(a->command, sizeof a->command, "--set batch=%d", nb);
+    }
+    /* the outside part is paid per step: a step of factor x the rows costs
+     * at most the inside part scaled plus the same outside part */
+    double per_sample_now = in->step_ms / in->batch;
+    double per_sample_new = (in->product_share * in->step_ms * factor + outside * in->step_ms) / nb;
+    effect(a, -1, "up to %.1fx the samples per second (the products scale, the rest does not)",
+           per_sample_now / per_sample_new);
+}
+
+/* Validation's share of the wall time, with the frequency that brings it
+ * near VAL_SHARE_GOAL. */
+static void rule_validation(const dl_advisor_input *in, out_list *o)
+{
+    if (!in->epoch_s || !in->val_s || in->nepochs < 1)
+        return;
+    double total = 0, val = 0;
+    int nval = 0;
+    for (int i = 0; i < in->nepochs; i++) {
+        if (!isfinite(in->epoch_s[i]) || !isfinite(in->val_s[i]))
+            continue;
+        total += in->epoch_s[i];
+        val += in->val_s[i];
+        nval += in->val_s[i] > 0;
+    }
+    if (nval < 1 || total <= 0 || val / total < VAL_SHARE_WARN)
+        return;
+    double share = val / total, per_val = val / nval;
+    double train_per_epoch = (total - val) / in->nepochs;
+    int every = in->val_every > 1 ? in->val_every : 1;
+    /* per_val / (k * train + per_val) <= goal */
+    int k = (int)ceil(per_val * (1 - VAL_SHARE_GOAL) / (VAL_SHARE_GOAL * train_per_epoch));
+    if (k <= every)
+        k = every + 1;
+    int planned = in->epochs_planned > 0 ? in->epochs_planned : in->nepochs;
+    if (k > planned && planned > 1)
+        k = planned;
+    dl_advice *a = add(o, DL_ADV_VALIDATION, share >= 0.5 ? DL_ADV_CRITICAL : DL_ADV_WARNING);
+    if (!a)
+        return;
+    snprintf(a->evidence, sizeof a->evidence,
+             "validation took %.0f%% of the wall time (%.1f of %.1f s; %.2f s a validation "
+             "against %.2f s of training an epoch)",
+             100 * share, val, total, per_val, train_per_epoch);
+    num(a, "share", share);
+    num(a, "val_s", val);
+    num(a, "wall_s", total);
+    num(a, "val_s_each", per_val);
+    num(a, "train_s_per_epoch", train_per_epoch);
+    snprintf(a->remedy, sizeof a->remedy,
+             "validate every %d epochs (the last epoch always validates), or on a subset of the "
+             "validation set (data's val_limit)",
+             k);
+    snprintf(a->command, sizeof a->command, "--set val_every=%d", k);
+    double vals_now = (double)planned / every, vals_new = ceil((double)planned / k);
+    double saves = per_val * (vals_now - vals_new);
+    if (saves > 0)
+        effect(a, saves, "about %.1f s saved over %d epochs (%.0f of %.0f validations)", saves,
+               planned, vals_now - vals_new, vals_now);
+}
+
+/* A learning rate far off, read from the step losses: too high when the
+ * loss has not come down and jumps around by much more than it moved; too
+ * low when it falls steadily but by only a few percent over many steps. */
+static void rule_learning_rate(const dl_advisor_input *in, out_list *o)
+{
+    const double *l = in->all_step_loss ? in->all_step_loss : in->step_loss;
+    int n = in->all_step_loss ? in->nall_steps : in->nsteps;
+    if (!l || n < LR_MIN_STEPS || in->nonfinite)
+        return;
+    int q = n / 4;
+    double first = mean_of(l, 0, q), last = mean_of(l, n - q, n);
+    if (!(first > 0) || !isfinite(last))
+        return;
+    /* the noise: spread of the last quarter around its mean */
+    double var = 0;
+    for (int i = n - q; i < n; i++)
+        var += (l[i] - last) * (l[i] - last);
+    double sd = sqrt(var / (q > 1 ? q - 1 : 1));
+    double drop = (first - last) / first;
+    /* a steady fall: the middle halves lie between the quarters */
+    double mid1 = mean_of(l, q, 2 * q), mid2 = mean_of(l, 2 * q, 3 * q);
+    int steady = first > mid1 && mid1 > mid2 && mid2 > last;
+    /* not coming down: the fall within what the noise of two quarter means allows */
+    double within = fmax(LR_SLOW_DROP * first, 3 * sd * sqrt(2.0 / q));
+    int high = first - last < within && sd > 0.15 * last;
+    int low = !high && steady && drop > 0 && drop < LR_SLOW_DROP && sd < 0.5 * (first - last);
+    if (!high && !low)
+        return;
+    dl_advice *a = add(o, DL_ADV_LEARNING_RATE, DL_ADV_WARNING);
+    if (!a)
+        return;
+    char lr[48] = "";
+    if (in->base_lr > 0)
+        snprintf(lr, sizeof lr, " at learning rate %g", in->base_lr);
+    snprintf(a->evidence, sizeof a->evidence,
+             "over %d logged steps%s the loss went %.4f -> %.4f (%+.1f%%), spread %.4f in the "
+             "last quarter: %s",
+             n, lr, first, last, -100 * drop, sd,
+             high ? "it is not coming down and jumps by more than it moved (too high)"
+                  : "a steady but slow fall (too low)");
+    num(a, "steps", n);
+    num(a, "first_quarter_loss", first);
+    num(a, "last_quarter_loss", last);
+    num(a, "spread", sd);
+    num(a, "too_high", high);
+    if (in->base_lr > 0)
+        num(a, "lr", in->base_lr);
+    double f = high ? 0.1 : 10;
+    snprintf(a->remedy, sizeof a->remedy,
+             "try a learning rate about %gx%s; an LR range test measures it: dlbench advise "
+             "SCRIPT --lr-range",
+             f, in->base_lr > 0 ? "" : " the current one");
+    if (in->base_lr > 0)
+        snprintf(a->command, sizeof a->command, "--set lr=%.3g", in->base_lr * f);
+}
+
+/* Precision on the CPU: bf16 (or fp16) where the CPU has no arithmetic
+ * for it is emulated and slower than fp32; fp32 where it has bf16 dot
+ * products and the products dominate may go faster in bf16. */
+static void rule_precision_cpu(const dl_advisor_input *in, out_list *o)
+{
+    int emulated = (in->precision == DL_PREC_BF16 && in->bf16_native == 0) ||
+                   (in->precision == DL_PREC_F16 && in->f16_native == 0);
+    if (emulated) {
+        dl_advice *a = add(o, DL_ADV_PRECISION, DL_ADV_WARNING);
+        if (!a)
+            return;
+        const char *p = in->precision == DL_PREC_BF16 ? "bf16" : "fp16";
+        snprintf(a->evidence, sizeof a->evidence,
+                 "%s is emulated on this CPU: about 0.7x the speed of fp32 (no %s arithmetic)", p,
+                 in->precision == DL_PREC_BF16 ? "AVX-512 BF16" : "fp16");
+        num(a, "native", 0);
+        num(a, "expected_speed_vs_fp32", 0.7);
+        snprintf(a->remedy, sizeof a->remedy,
+                 "precision = \"fp32\": faster here, and exact; keep %s for a GPU or a CPU "
+                 "with %s",
+                 p, in->precision == DL_PREC_BF16 ? "AVX-512 BF16 or AMX" : "AVX-512 FP16");
+        snprintf(a->command, sizeof a->command, "--set precision=fp32");
+        effect(a, -1, "about 1.4x the samples per second");
+        return;
+    }
+    if (in->precision != DL_PREC_F32 || in->bf16_native != 1 || in->product_share < 0.5)
+        return;
+    dl_advice *a = add(o, DL_ADV_PRECISION, DL_ADV_INFO);
+    if (!a)
+        return;
+    snprintf(a->evidence, sizeof a->evidence,
+             "training in fp32 on a CPU with AVX-512 BF16, %.0f%% of the step in the matrix "
+             "products",
+             100 * in->product_share);
+    num(a, "native", 1);
+    num(a, "product_share", in->product_share);
+    snprintf(a->remedy, sizeof a->remedy,
+             "precision = \"bf16\": bf16 dot products run the products faster; check the "
+             "loss with dlbench advise before adopting it");
+    snprintf(a->command, sizeof a->command, "--set precision=bf16");
 }
 
 static void rule_precision(const dl_advisor_input *in, out_list *o)
 {
-    if (!in->on_gpu || in->precision != DL_PREC_F32)
+    if (!in->on_gpu) {
+        rule_precision_cpu(in, o);
+        return;
+    }
+    if (in->precision != DL_PREC_F32)
         return;
     dl_gpu_peak pk;
     if (!dl_cost_gpu_peak(in->gpu_name, &pk) || pk.bf16 <= 0 || pk.f32 <= 0)
@@ -231,10 +662,13 @@ static void rule_precision(const dl_advisor_input *in, out_list *o)
              "training in fp32 on %s, which has tensor cores: %.0f TFLOP/s bf16 against %.0f "
              "TFLOP/s fp32",
              in->gpu_name, pk.bf16 * 1e-12, pk.f32 * 1e-12);
+    num(a, "bf16_tflops", pk.bf16 * 1e-12);
+    num(a, "fp32_tflops", pk.f32 * 1e-12);
     snprintf(a->remedy, sizeof a->remedy,
              "precision = \"bf16\": up to %.0fx the matrix throughput and half the activation "
              "memory; expect 1.5-3x faster steps when products dominate",
              pk.bf16 / pk.f32);
+    snprintf(a->command, sizeof a->command, "--set precision=bf16");
 }
 
 static void rule_headroom(const dl_advisor_input *in, out_list *o)
@@ -250,6 +684,10 @@ static void rule_headroom(const dl_advisor_input *in, out_list *o)
     snprintf(a->evidence, sizeof a->evidence, "GPU memory %.0f of %.0f MB used (%.0f%% free)",
              in->gpu_mem_used_mb, in->gpu_mem_total_mb, 100 * free_share);
     double fit = in->gpu_mem_used_mb > 0 ? in->gpu_mem_total_mb * 0.8 / in->gpu_mem_used_mb : 2;
+    num(a, "mem_used_mb", in->gpu_mem_used_mb);
+    num(a, "mem_total_mb", in->gpu_mem_total_mb);
+    if (in->batch > 0 && fit >= 2)
+        snprintf(a->command, sizeof a->command, "--set batch=%d", in->batch * 2);
     if (in->batch > 0)
         snprintf(a->remedy, sizeof a->remedy,
                  "a larger batch (now %d; about %.0fx fits) for better utilisation - scale the "
@@ -277,6 +715,36 @@ int dl_advisor_run(const dl_advisor_input *in, dl_advice *out, int max)
     rule_overfitting(in, &o);
     rule_precision(in, &o);
     rule_headroom(in, &o);
+    rule_small_batch(in, &o);
+    rule_validation(in, &o);
+    rule_learning_rate(in, &o);
     qsort(out, (size_t)o.n, sizeof *out, by_level);
     return o.n;
+}
+
+static const char *level_names[] = {"info", "warning", "critical"};
+
+cJSON *dl_advice_json(const dl_advice *a)
+{
+    cJSON *j = cJSON_CreateObject();
+    if (!j)
+        return NULL;
+    cJSON_AddStringToObject(j, "kind", dl_advice_name(a->kind));
+    cJSON_AddStringToObject(j, "level", level_names[a->level]);
+    cJSON_AddStringToObject(j, "evidence", a->evidence);
+    cJSON *nums = cJSON_AddObjectToObject(j, "numbers");
+    for (int i = 0; i < a->nnum; i++)
+        if (isfinite(a->num[i].value))
+            cJSON_AddNumberToObject(nums, a->num[i].key, a->num[i].value);
+    cJSON_AddStringToObject(j, "remedy", a->remedy);
+    cJSON *eff = cJSON_AddObjectToObject(j, "effect");
+    cJSON_AddStringToObject(eff, "text", a->effect);
+    cJSON_AddStringToObject(eff, "basis", a->effect_basis[0] ? a->effect_basis : "none");
+    if (a->saves_s >= 0)
+        cJSON_AddNumberToObject(eff, "saves_s", a->saves_s);
+    if (a->command[0])
+        cJSON_AddStringToObject(j, "command", a->command);
+    else
+        cJSON_AddNullToObject(j, "command");
+    return j;
 }

@@ -11,6 +11,8 @@
 
 #include "engine/nn/nn.h"
 
+#define DL_ADV_MAX_EPOCHS 512 /* epochs of curve the advisor reads */
+
 typedef enum {
     DL_ADV_DIVERGENCE,      /* NaN/Inf or an exploding loss */
     DL_ADV_OOM,             /* an allocation failed */
@@ -19,10 +21,21 @@ typedef enum {
     DL_ADV_OVERFITTING,     /* val loss rising while train loss falls */
     DL_ADV_PRECISION,       /* fp32 on a tensor-core GPU */
     DL_ADV_MEMORY_HEADROOM, /* GPU memory mostly free */
+    DL_ADV_SMALL_BATCH,     /* most of a step outside the matrix products */
+    DL_ADV_VALIDATION,      /* validation takes a large share of the wall time */
+    DL_ADV_LEARNING_RATE,   /* the loss curve says the learning rate is far off */
     DL_ADV_NKINDS
 } dl_advice_kind;
 
 typedef enum { DL_ADV_INFO, DL_ADV_WARNING, DL_ADV_CRITICAL } dl_advice_level;
+
+#define DL_ADV_MAX_NUMBERS 12
+
+/* One figure of an advice's evidence, by name ("best_epoch", 6). */
+typedef struct dl_adv_number {
+    char key[24];
+    double value;
+} dl_adv_number;
 
 typedef struct dl_advice {
     dl_advice_kind kind;
@@ -30,6 +43,16 @@ typedef struct dl_advice {
     char title[48];     /* "input-bound" */
     char evidence[256]; /* "data wait is 62% of step time (31.0 of 50.0 ms), loader queue 0/4" */
     char remedy[256];   /* "more loader workers (now 0), in-memory mode, u8 storage" */
+    /* machine-readable: the evidence's figures, the effect expected from
+     * the remedy (saves_s < 0: unknown; effect_basis "estimate" from the
+     * figures, "measured" by a probe) and the arguments of dlbench run that
+     * apply it ("--set batch=64 --set lr=0.002"; "" when none does) */
+    dl_adv_number num[DL_ADV_MAX_NUMBERS];
+    int nnum;
+    double saves_s;
+    char effect[160];
+    char effect_basis[16];
+    char command[160];
 } dl_advice;
 
 typedef struct dl_advisor_input {
@@ -60,7 +83,26 @@ typedef struct dl_advisor_input {
     int nepochs;
     const double *step_loss;
     int nsteps;
-    int overfit_epochs; /* epochs of rising val loss that count (0: 3) */
+    int overfit_epochs; /* unused: the overfitting rule reads a smoothed trend */
+    /* per epoch (the same [nepochs] as the losses; NULL unknown): validation
+     * accuracy (NaN where it did not run), wall seconds of the epoch and of
+     * its validation */
+    const double *val_acc, *epoch_s, *val_s;
+    /* the whole run's step losses (for the learning-rate rule; NULL: use
+     * step_loss) and their number */
+    const double *all_step_loss;
+    int nall_steps;
+    /* where the step goes, from the profiler; < 0 unknown */
+    double product_share; /* [0, 1] of step time inside Linear, Conv2d and attention */
+    /* the hardware's low precision: 1 native arithmetic, 0 emulated, -1 unknown */
+    int bf16_native, f16_native;
+    int adaptive_optim; /* 1 Adam/AdamW, 0 SGD, -1 unknown (learning-rate scaling) */
+    double base_lr;     /* the optimizer's base rate; < 0 unknown */
+    int epochs_planned; /* 0 unknown */
+    int early_stopping; /* the run already has an early-stopping callback */
+    int val_every;      /* validation every N epochs (0 or 1: each) */
+    /* storage the telemetry fills the curves into (dl_telemetry_advisor_input) */
+    double store[6][DL_ADV_MAX_EPOCHS];
 } dl_advisor_input;
 
 /* Sets every figure to "unknown" (negative), the curves to none. */
@@ -72,5 +114,10 @@ int dl_advisor_run(const dl_advisor_input *in, dl_advice *out, int max);
 
 /* "input-bound", "launch-bound", ... */
 const char *dl_advice_name(dl_advice_kind k);
+
+/* The machine-readable form of an advice (a cJSON object, as summary.json
+ * and events.log hold it): kind, level, title, evidence, numbers, effect,
+ * command. The caller owns it; NULL when out of memory. */
+struct cJSON *dl_advice_json(const dl_advice *a);
 
 #endif

@@ -173,6 +173,10 @@ void dl_telemetry_epoch(dl_telemetry *t, const dl_epoch_info *i)
         point_locked(t, "val_loss", x, i->val_loss);
     if (isfinite(i->val_acc))
         point_locked(t, "val_acc", x, i->val_acc);
+    if (i->seconds > 0) {
+        point_locked(t, "epoch_s", x, i->seconds);
+        point_locked(t, "val_s", x, i->val_seconds);
+    }
     if (!isfinite(i->train_loss))
         t->st.run.nonfinite = 1;
     t->st.seq++;
@@ -413,6 +417,53 @@ const dl_tele_series *dl_telemetry_series(const dl_telemetry_snapshot *s, const 
     return NULL;
 }
 
+/* The share of the profiled step time spent in the matrix products
+ * (Linear, Conv2d, attention: their self time); -1 without a profile. */
+static double product_share(const dl_telemetry_snapshot *s)
+{
+    if (s->prof.steps <= 0 || s->prof.step_ms <= 0 || s->nops <= 0)
+        return -1;
+    double in = 0;
+    for (int i = 0; i < s->nops; i++) {
+        const char *k = s->ops[i].kind;
+        if (!strcmp(k, "Linear") || !strcmp(k, "Conv2d") || !strcmp(k, "MultiheadAttention"))
+            in += s->ops[i].self_ms;
+    }
+    double share = in / s->prof.step_ms;
+    return share > 1 ? 1 : share;
+}
+
+/* The per-epoch series by epoch number into in->store (NaN where an epoch
+ * has no point) and in's curves pointing at them. */
+static void epoch_curves(const dl_telemetry_snapshot *s, dl_advisor_input *in)
+{
+    static const char *names[6] = {"train_loss", "val_loss", "val_acc", "epoch_s", "val_s", NULL};
+    int n = 0;
+    for (int k = 0; k < 5; k++) {
+        for (int i = 0; i < DL_ADV_MAX_EPOCHS; i++)
+            in->store[k][i] = NAN;
+        const dl_tele_series *ser = dl_telemetry_series(s, names[k]);
+        if (!ser || ser->stride != 1)
+            continue;
+        for (int i = 0; i < ser->n; i++) {
+            int e = (int)ser->x[i] - 1;
+            if (e >= 0 && e < DL_ADV_MAX_EPOCHS) {
+                in->store[k][e] = ser->y[i];
+                if (k == 0 && e + 1 > n)
+                    n = e + 1;
+            }
+        }
+    }
+    if (n == 0)
+        return;
+    in->nepochs = n;
+    in->train_loss = in->store[0];
+    in->val_loss = dl_telemetry_series(s, "val_loss") ? in->store[1] : NULL;
+    in->val_acc = dl_telemetry_series(s, "val_acc") ? in->store[2] : NULL;
+    in->epoch_s = dl_telemetry_series(s, "epoch_s") ? in->store[3] : NULL;
+    in->val_s = dl_telemetry_series(s, "val_s") ? in->store[4] : NULL;
+}
+
 void dl_telemetry_advisor_input(const dl_telemetry_snapshot *s, dl_advisor_input *in)
 {
     dl_advisor_input_init(in);
@@ -448,18 +499,23 @@ void dl_telemetry_advisor_input(const dl_telemetry_snapshot *s, dl_advisor_input
     in->nonfinite = r->nonfinite;
     in->skipped_steps = r->skipped_steps;
     in->lr = r->step > 0 ? r->lr : -1;
-    const dl_tele_series *tl = dl_telemetry_series(s, "train_loss");
-    const dl_tele_series *vl = dl_telemetry_series(s, "val_loss");
-    if (tl && vl && tl->stride == 1 && vl->stride == 1) {
-        in->train_loss = tl->y;
-        in->val_loss = vl->y;
-        in->nepochs = tl->n < vl->n ? tl->n : vl->n;
-    }
+    /* the run's 1 / -1 / 0 (zeroed means unknown) as the advisor's 1 / 0 / -1 */
+    in->bf16_native = r->bf16_native > 0 ? 1 : r->bf16_native < 0 ? 0 : -1;
+    in->f16_native = r->f16_native > 0 ? 1 : r->f16_native < 0 ? 0 : -1;
+    in->adaptive_optim = r->adaptive_optim > 0 ? 1 : r->adaptive_optim < 0 ? 0 : -1;
+    in->base_lr = r->base_lr > 0 ? r->base_lr : -1;
+    in->epochs_planned = r->epochs;
+    in->early_stopping = r->early_stopping;
+    in->val_every = r->val_every;
+    in->product_share = product_share(s);
+    epoch_curves(s, in);
     const dl_tele_series *sl = dl_telemetry_series(s, "loss");
     if (sl) {
         int keep = sl->n < 64 ? sl->n : 64; /* the recent past */
         in->step_loss = sl->y + (sl->n - keep);
         in->nsteps = keep;
+        in->all_step_loss = sl->y; /* the whole run, decimated evenly */
+        in->nall_steps = sl->n;
     }
 }
 

@@ -79,6 +79,12 @@ typedef struct dl_tele_run {
     long skipped_steps;
     int nonfinite, oom; /* failure flags the advisor reads */
     char oom_text[160];
+    /* what the advisor needs to know of the set-up */
+    int bf16_native, f16_native; /* the device's low precision: 1 native, -1 emulated, 0 unknown */
+    int adaptive_optim;          /* 1 Adam/AdamW, -1 SGD, 0 unknown */
+    double base_lr;              /* 0 unknown */
+    int early_stopping;          /* an early-stopping callback is on */
+    int val_every;               /* validation every N epochs (0, 1: each) */
 } dl_tele_run;
 
 typedef struct dl_tele_series {

@@ -154,6 +154,36 @@ static void parity_command(dl_trainer *t, const char *device, int steps)
         t->devices->cpu_destroy(own);
 }
 
+/* The what-if probes asked for by a command (the workbench's and watch's
+ * A, the control socket), between steps: one event a variant, measured
+ * against the baseline, and the training back where it was. */
+static void probe_command(dl_trainer *t, int steps)
+{
+    dl_probe_report r;
+    dl_trainer_probe_variants(t, &r);
+    int rc = dl_trainer_probe(t, steps, &r);
+    if (rc < 0) {
+        dl_trainer_event(t, "error", "probes failed: %s", dl_error_message());
+        return;
+    }
+    const dl_probe_variant *b = &r.v[0];
+    for (int i = 0; i < r.n; i++) {
+        const dl_probe_variant *v = &r.v[i];
+        if (v->failed)
+            dl_trainer_event(t, "probe", "%s: failed: %s", v->label, v->why);
+        else if (b->failed || !(b->step_s > 0) || !(b->loss > 0))
+            dl_trainer_event(t, "probe", "%s: %d steps, %.3f ms a step, loss %.4f", v->label,
+                             v->steps, v->step_s * 1e3, v->loss);
+        else
+            dl_trainer_event(t, "probe",
+                             "%s: step %ld, %d steps, %.3f ms a step (%.2fx the baseline's "
+                             "speed), loss %.4f (%+.1f%%)%s%s",
+                             v->label, r.first_step, v->steps, v->step_s * 1e3,
+                             b->step_s / v->step_s, v->loss, 100 * (v->loss - b->loss) / b->loss,
+                             v->command[0] ? "; apply: " : "", v->command);
+    }
+}
+
 static void apply(dl_trainer *t, const dl_trainer_command *c)
 {
     switch (c->kind) {
@@ -174,6 +204,7 @@ static void apply(dl_trainer *t, const dl_trainer_command *c)
     case DL_CMD_SET_LR: set_lr(t, c->value); break;
     case DL_CMD_SWITCH: switch_command(t, c->text); break;
     case DL_CMD_PARITY: parity_command(t, c->text, (int)c->value); break;
+    case DL_CMD_PROBE: probe_command(t, (int)c->value); break;
     case DL_CMD_CHECKPOINT: dl_trainer_event(t, "checkpoint", "%s", c->text); break;
     case DL_CMD_NOTE: dl_trainer_event(t, "note", "%s", c->text); break;
     }

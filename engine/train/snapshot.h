@@ -39,8 +39,9 @@ typedef struct dl_epoch_info {
     int epoch;
     long step;
     double train_loss, train_acc;
-    double val_loss, val_acc; /* NaN when there is no validation source */
+    double val_loss, val_acc; /* NaN when there is no validation source or it was skipped */
     double seconds;
+    double val_seconds; /* of seconds, the validation's (0 when none ran) */
 } dl_epoch_info;
 
 /* The trainer's state as of its last step boundary, for other threads

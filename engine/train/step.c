@@ -493,13 +493,18 @@ int dl_trainer_end_epoch(dl_trainer *t)
     info.train_loss = t->ep_loss / n / dl_trainer_per_sample(t);
     info.train_acc = t->loss.kind == DL_LOSS_MSE ? NAN : t->ep_correct / n;
     info.val_loss = info.val_acc = NAN;
-    if (t->val) {
+    int every = t->cfg.val_every > 1 ? t->cfg.val_every : 1;
+    int validate = t->val && ((t->epoch + 1) % every == 0 || t->epoch + 1 >= t->cfg.epochs);
+    if (validate) {
+        double v0 = dl_clock_mono_s();
         dl_prof_span sp = dl_prof_begin_aside(t->prof);
         DL_TRY(dl_trainer_evaluate(t, t->val, &info.val_loss, &info.val_acc));
         dl_prof_end(t->prof, sp, DL_PROF_VALIDATION, "validation",
                     dl_model_flops(t->m) * (double)t->val->info.count, 0);
+        info.val_seconds = dl_clock_mono_s() - v0;
     }
     info.seconds = dl_clock_mono_s() - t->ep_t0;
+    /* a plateau schedule reads validation, only in the epochs it ran (NaN is skipped) */
     if (dl_schedule_epoch_end(&t->sched, t->val ? info.val_loss : info.train_loss))
         dl_trainer_event(t, "lr", "epoch %d: no improvement, learning rate scaled to %g x base",
                          t->epoch + 1, (double)t->sched.scale);

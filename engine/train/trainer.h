@@ -10,6 +10,7 @@
 #include "engine/nn/optim.h"
 #include "engine/observe/profiler.h"
 #include "engine/train/parity.h"
+#include "engine/train/probe.h"
 #include "engine/train/reducer.h"
 #include "engine/train/snapshot.h"
 
@@ -28,6 +29,7 @@ typedef struct dl_trainer_config {
     dl_nonfinite_policy nonfinite;
     float loss_scale;      /* f16 initial scale (65536) */
     int loss_scale_window; /* clean steps before the scale doubles (2000) */
+    int val_every;         /* validate every N epochs, and after the last (0 or 1: every) */
 } dl_trainer_config;
 
 /* Sensible defaults: 1 epoch, batch 128, accumulate 1, f32, seed 0,
@@ -114,10 +116,12 @@ typedef enum {
     DL_CMD_SET_LR, /* value: new base LR */
     DL_CMD_SWITCH, /* text: "cpu" or "cuda" */
     DL_CMD_CHECKPOINT,
-    DL_CMD_NOTE,  /* text */
-    DL_CMD_PARITY /* text: "cuda", "cpu", "cpu:T" or "" (the other device);
+    DL_CMD_NOTE,   /* text */
+    DL_CMD_PARITY, /* text: "cuda", "cpu", "cpu:T" or "" (the other device);
                        * value: steps. dl_trainer_check_parity, reported as an
                        * event; training goes on where it was */
+    DL_CMD_PROBE   /* value: steps. dl_trainer_probe over dl_trainer_probe_variants,
+                       * each variant an event "probe"; training goes on where it was */
 } dl_command_kind;
 int dl_trainer_post(dl_trainer *t, dl_command_kind kind, double value, const char *text);
 

@@ -17,6 +17,7 @@
 #include "engine/base/fsutil.h"
 #include "engine/rundir/records.h"
 #include "engine/rundir/runlog.h"
+#include "engine/observe/profiler.h"
 #include "engine/observe/telemetry.h"
 #include "scripting/script.h"
 #include "scripting/session.h"
@@ -102,8 +103,41 @@ static void on_event(void *user, const char *kind, const char *text)
     fflush(stdout);
 }
 
-/* The end of a run: what it cost and the advisor's top findings. */
-static void print_cost_and_advice(dl_telemetry *tele)
+typedef struct run_args {
+    dl_session_options o;
+    char **ovs; /* the k=v overrides: pointers into argv */
+    int nov;
+    char **sets; /* the --set FIELD=VALUE values: pointers into argv */
+    int nset;
+    int quiet;
+    int hparams;       /* --hparams: list them and exit */
+    long parity_steps; /* --check-parity N */
+    const char *parity_device;
+    double parity_tol; /* < 0: by precision */
+} run_args;
+
+/* The command line that applies an advice: this run's own, less what the
+ * advice changes, plus its --set values. */
+static void print_apply(const char *script, char *const *ovs, int nov, char *const *sets, int nset,
+                        const char *command)
+{
+    printf("    apply: dlbench run %s", script);
+    for (int i = 0; i < nov; i++)
+        printf(" %s", ovs[i]);
+    for (int i = 0; i < nset; i++) {
+        /* a field the advice sets again is left to the advice */
+        const char *eq = strchr(sets[i], '=');
+        char key[64];
+        snprintf(key, sizeof key, "--set %.*s=", (int)(eq ? eq - sets[i] : 0), sets[i]);
+        if (!strstr(command, key))
+            printf(" --set %s", sets[i]);
+    }
+    printf(" %s\n", command);
+}
+
+/* The end of a run: what it cost and the advisor's findings, each with
+ * the command that applies it. */
+static void print_cost_and_advice(dl_telemetry *tele, const run_args *a)
 {
     dl_telemetry_snapshot *snap = dl_telemetry_snapshot_create();
     if (!snap)
@@ -123,10 +157,15 @@ static void print_cost_and_advice(dl_telemetry *tele)
         snprintf(line + n, sizeof line - n, "%s%.4f kWh", n ? ", " : "", c->energy_kwh);
     if (line[0])
         printf("  %s\n", line);
-    dl_advice adv[2];
-    int na = dl_telemetry_advise(snap, adv, 2);
-    for (int i = 0; i < na; i++)
+    dl_advice adv[DL_ADV_NKINDS];
+    int na = dl_telemetry_advise(snap, adv, DL_ADV_NKINDS);
+    for (int i = 0; i < na; i++) {
         printf("  advisor: %s: %s; %s\n", adv[i].title, adv[i].evidence, adv[i].remedy);
+        if (adv[i].effect[0])
+            printf("    effect (%s): %s\n", adv[i].effect_basis, adv[i].effect);
+        if (adv[i].command[0] && a->o.script)
+            print_apply(a->o.script, a->ovs, a->nov, a->sets, a->nset, adv[i].command);
+    }
     if (na == 0)
         printf("  advisor: no bottleneck found\n");
     dl_telemetry_snapshot_destroy(snap);
@@ -161,17 +200,6 @@ static void on_sigint(int sig)
 }
 
 /* --- arguments ----------------------------------------------------------------- */
-
-typedef struct run_args {
-    dl_session_options o;
-    char **ovs; /* the k=v overrides: pointers into argv */
-    int nov;
-    int quiet;
-    int hparams;       /* --hparams: list them and exit */
-    long parity_steps; /* --check-parity N */
-    const char *parity_device;
-    double parity_tol; /* < 0: by precision */
-} run_args;
 
 static int parse_long(const char *s, long long *v)
 {
@@ -236,6 +264,25 @@ static int take_option(run_args *a, const dl_opt *opt, const char *val)
     case DL_OPT_HPARAMS: a->hparams = 1; return -1;
     case DL_OPT_OUT: a->o.out_dir = val; return -1;
     case DL_OPT_RESUME: a->o.resume = val; return -1;
+    case DL_OPT_TARGET: {
+        const char *eq = strchr(val, '=');
+        char *end;
+        double x = eq ? strtod(eq + 1, &end) : 0;
+        size_t len = eq ? (size_t)(eq - val) : 0;
+        if (!eq || len == 0 || len >= sizeof a->o.target_metric || end == eq + 1 || *end ||
+            !isfinite(x) || (strncmp(val, "val_", 4) && strncmp(val, "train_", 6)))
+            return bad_usage("--target expects METRIC=VALUE with a val_ or train_ metric "
+                             "(val_acc=0.9, val_loss=0.3), got '%s'",
+                             val);
+        snprintf(a->o.target_metric, sizeof a->o.target_metric, "%.*s", (int)len, val);
+        a->o.target_value = x;
+        return -1;
+    }
+    case DL_OPT_SET:
+        if (dl_session_set_check(val) < 0)
+            return bad_usage("%s", dl_error_message());
+        a->sets[a->nset++] = (char *)val;
+        return -1;
     case DL_OPT_PRICE:
         if (dl_price_parse(val, &a->o.price_per_hour) < 0)
             return bad_usage("--price-per-hour expects a number >= 0, got '%s'", val);
@@ -274,7 +321,7 @@ static int check_args(const run_args *a)
                          "take --resume");
     if (a->parity_steps && dl_comm_launched() > 1)
         return bad_usage("--check-parity runs in one process, not under mpirun");
-    if (a->o.resume && a->nov > 0)
+    if (a->o.resume && (a->nov > 0 || a->nset > 0))
         return bad_usage("--resume continues a run with its own settings; overrides are not "
                          "allowed");
     return -1;
@@ -289,7 +336,8 @@ static int parse_args(run_args *a, int argc, char **argv)
     a->o.out_dir = "runs";
     a->parity_tol = -1;
     a->ovs = calloc((size_t)argc + 1, sizeof *a->ovs);
-    if (!a->ovs)
+    a->sets = calloc((size_t)argc + 1, sizeof *a->sets);
+    if (!a->ovs || !a->sets)
         return DL_EXIT_FAILED;
     if (dl_price_parse(NULL, &a->o.price_per_hour) < 0)
         return bad_usage("DLBENCH_PRICE_PER_HOUR must be a number >= 0");
@@ -515,6 +563,8 @@ static void set_up(run_cmd *r)
     dl_session_options *o = &r->a.o;
     o->overrides = r->a.ovs;
     o->noverrides = r->a.nov;
+    o->sets = r->a.sets;
+    o->nsets = r->a.nset;
     r->p.tty = isatty(1);
     r->p.quiet = r->a.quiet;
     r->p.started = dl_clock_mono_s();
@@ -554,7 +604,7 @@ static void report_end(run_cmd *r, dl_run_status st)
         for (size_t k = 0; k < sizeof names / sizeof *names; k++)
             print_metric_line(s, names[k]);
         if (r->tele && !r->a.quiet)
-            print_cost_and_advice(r->tele);
+            print_cost_and_advice(r->tele, &r->a);
     }
     if (rank == 0)
         printf("run folder: %s\n", dl_session_run_dir(s));
@@ -580,7 +630,19 @@ static int train(run_cmd *r)
     dl_control *ctl = NULL; /* RUN/control.sock for dlbench watch */
     if (r->a.o.rank == 0 && dl_control_start(&ctl, dl_session_run_dir(s), t, why, sizeof why) < 0)
         fprintf(stderr, "dlbench run: no control socket: %s\n", why);
+    /* a sampled profile (one step in 16) tells the advisor where a step goes */
+    dl_profiler *prof = NULL;
+    dl_profiler_options po;
+    dl_profiler_options_default(&po);
+    po.sample_every = 16;
+    if (r->tele && dl_profiler_create(&prof, &po) == DL_OK &&
+        dl_trainer_set_profiler(t, prof) < 0) {
+        dl_profiler_destroy(prof);
+        prof = NULL;
+    }
     dl_run_status st = dl_session_run(s);
+    dl_trainer_set_profiler(t, NULL);
+    dl_profiler_destroy(prof);
     dl_control_stop(ctl);
     end_line(&r->p);
     report_end(r, st);
@@ -623,6 +685,7 @@ int dl_cmd_run(const dl_command *self, int argc, char **argv)
         status = join_launcher(&r);
     if (status >= 0) {
         free(r.a.ovs);
+        free(r.a.sets);
         return status;
     }
     set_up(&r);
@@ -637,5 +700,6 @@ int dl_cmd_run(const dl_command *self, int argc, char **argv)
     sigaction(SIGINT, &r.old_int, NULL);
     sigaction(SIGTERM, &r.old_term, NULL);
     free(r.a.ovs);
+    free(r.a.sets);
     return status;
 }

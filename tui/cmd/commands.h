@@ -26,6 +26,7 @@ int dl_cmd_predict(const dl_command *self, int argc, char **argv);   /* predict 
 int dl_cmd_watch(const dl_command *self, int argc, char **argv);     /* watch [RUN] */
 int dl_cmd_tune(const dl_command *self, int argc, char **argv);      /* tune SCRIPT */
 int dl_cmd_profile(const dl_command *self, int argc, char **argv);   /* profile SCRIPT */
+int dl_cmd_advise(const dl_command *self, int argc, char **argv);    /* advise SCRIPT */
 int dl_cmd_workbench(const dl_command *self, int argc, char **argv); /* [SCRIPT] */
 int dl_cmd_export_metrics(const dl_command *self, int argc, char **argv); /* export-metrics RUN.. */
 int dl_cmd_tag(const dl_command *self, int argc, char **argv);            /* tag RUN TAG.. */
@@ -105,7 +106,12 @@ enum {
     DL_OPT_CSV,
     DL_OPT_JSONL,
     DL_OPT_REMOVE,
-    DL_OPT_NO_MOUSE
+    DL_OPT_NO_MOUSE,
+    /* run, advise */
+    DL_OPT_SET,
+    DL_OPT_BUDGET,
+    DL_OPT_LR_RANGE,
+    DL_OPT_TARGET
 };
 
 typedef int (*dl_command_fn)(const dl_command *self, int argc, char **argv);

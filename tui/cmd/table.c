@@ -19,6 +19,7 @@
 #pragma weak dl_cmd_watch
 #pragma weak dl_cmd_tune
 #pragma weak dl_cmd_profile
+#pragma weak dl_cmd_advise
 #pragma weak dl_cmd_workbench
 #pragma weak dl_cmd_export_metrics
 #pragma weak dl_cmd_tag
@@ -56,8 +57,22 @@ static const dl_opt workbench_opts[] = {
     HELP,
     END};
 
+#define SET                                                                                        \
+    {                                                                                              \
+        DL_OPT_SET, "--set", NULL, "FIELD=VALUE",                                                  \
+            "set the experiment's own field, declared as a hyperparameter or not (repeat): "       \
+            "batch, accumulate, epochs, max_steps, precision, lr, workers, prefetch, mode, "       \
+            "val_every, val_limit, early_stopping (patience), log_every",                          \
+            0                                                                                      \
+    }
+
 static const dl_opt run_opts[] = {
     {0, "k=v", NULL, NULL, "override a hyperparameter the script declares with dl.hparams", 0},
+    SET,
+    {DL_OPT_TARGET, "--target", NULL, "METRIC=VALUE",
+     "after each epoch, project the time (and cost, with --price-per-hour) to reach it from "
+     "the curve so far, with an interval; warn early when the planned epochs will not",
+     0},
     DEVICE("run on cpu, cuda or auto (default: the script's choice)"),
     {DL_OPT_SEED, "--seed", NULL, "N", "the random seed (default: the script's, else 0)", 0},
     {DL_OPT_OUT, "--out", NULL, "DIR", "where run folders go (default: runs)", 0},
@@ -239,6 +254,21 @@ static const dl_opt profile_opts[] = {
     HELP,
     END};
 
+static const dl_opt advise_opts[] = {
+    {0, "k=v", NULL, NULL, "override a hyperparameter the script declares", 0},
+    SET,
+    {DL_OPT_STEPS, "--steps", NULL, "N",
+     "optimizer steps each candidate is measured for (default 30)", 0},
+    {DL_OPT_WARMUP, "--warmup", NULL, "N", "steps run first and not counted (default 3)", 0},
+    {DL_OPT_BUDGET, "--budget", NULL, "SECONDS",
+     "stop probing when this much wall time is spent (default 120)", 0},
+    {DL_OPT_LR_RANGE, "--lr-range", NULL, NULL,
+     "also try the learning rate x0.1, x0.3, x3 and x10 (a short LR range test)", 0},
+    DEVICE("probe on cpu, cuda or auto (default: the script's choice)"),
+    PRICE("what the machine costs an hour: the projected cost of each candidate"),
+    HELP,
+    END};
+
 static const dl_opt import_opts[] = {
     {0, "SRC", NULL, NULL,
      "a folder of IDX files or CIFAR-10/100 binary batches, an image folder (one sub-folder "
@@ -370,6 +400,18 @@ static const dl_command table[] = {
     {"profile", dl_cmd_profile, "SCRIPT", "SCRIPT [k=v ...] [options]",
      "profile N steps, print the table, write a trace", profile_opts,
      "exit status: 0 done, 1 failed, 2 bad input", DL_COMPLETE_SCRIPT},
+    {"advise", dl_cmd_advise, "SCRIPT [k=v..]", "SCRIPT [k=v ...] [--set F=V ...] [options]",
+     "measured what-if probes: what to change, and what it saves", advise_opts,
+     "Each candidate change (the precisions this device computes natively, batch x2 and x4 "
+     "with the learning rate scaled, batch x2 with accumulation keeping the effective batch, "
+     "loader workers, in-memory or streaming data, validation every few epochs, early "
+     "stopping) is prepared from the same script and seed - the same initial state - and "
+     "trained for N steps after the warm-up; the table gives its samples/s and step time "
+     "against the baseline, the loss after N steps against the baseline's, the projected "
+     "wall time (and cost) of the whole training and the command that applies it. Nothing "
+     "is written: no run folder.\n"
+     "exit status: 0 done, 1 failed, 2 bad input",
+     DL_COMPLETE_SCRIPT},
     {"import", dl_cmd_import, "SRC OUT.h5",
      "[options] SRC OUT.h5\n"
      "[options] IMAGES.idx LABELS.idx OUT.h5\n"
