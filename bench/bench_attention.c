@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bench/bench_cpu.h"
 #include "engine/base/clock.h"
 #include "engine/base/error.h"
 #include "engine/core/backend.h"
@@ -20,19 +21,6 @@
 
 #define D 128
 #define HEADS 4
-
-static void cpu_model_line(void)
-{
-    FILE *f = fopen("/proc/cpuinfo", "r");
-    char line[256];
-    while (f && fgets(line, sizeof line, f))
-        if (!strncmp(line, "model name", 10)) {
-            printf("cpu: %s", strchr(line, ':') ? strchr(line, ':') + 2 : line);
-            break;
-        }
-    if (f)
-        fclose(f);
-}
 
 /* One forward + backward of the model, the output gradient set to 1e-3. */
 static int step(dl_model *m, dl_pass *p, size_t nout)
@@ -94,7 +82,7 @@ static double time_torch(int threads, int batch, int t, int causal)
 int main(int argc, char **argv)
 {
     int threads = argc > 1 ? atoi(argv[1]) : 1, batch = argc > 2 ? atoi(argv[2]) : 8;
-    cpu_model_line();
+    bench_cpu_line();
     dl_backend *be = dl_backend_cpu_create(threads);
     if (!be) {
         fprintf(stderr, "bench_attention: %s\n", dl_error_message());

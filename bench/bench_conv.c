@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bench/bench_cpu.h"
 #include "engine/base/clock.h"
 #include "engine/base/error.h"
 #include "engine/core/backend.h"
@@ -97,15 +98,7 @@ static double sgemm_rate(dl_backend *be, int m, int n, int k)
 int main(int argc, char **argv)
 {
     dl_backend *be = dl_backend_cpu(argc > 1 ? atoi(argv[1]) : 1);
-    FILE *f = fopen("/proc/cpuinfo", "r");
-    char line[256];
-    while (f && fgets(line, sizeof line, f))
-        if (!strncmp(line, "model name", 10)) {
-            printf("cpu: %s", strchr(line, ':') ? strchr(line, ':') + 2 : line);
-            break;
-        }
-    if (f)
-        fclose(f);
+    bench_cpu_line();
     const char *algo = getenv("DLBENCH_CONV");
     printf("backend: %s; convolutions: %s\n", be->description,
            algo && !strcmp(algo, "own") ? "own kernels (DLBENCH_CONV=own)" : "default choice");

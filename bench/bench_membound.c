@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bench/bench_cpu.h"
 #include "engine/base/clock.h"
 #include "engine/base/error.h"
 #include "engine/core/backend.h"
@@ -203,15 +204,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "bench_membound: %s\n", dl_error_message());
         return 1;
     }
-    FILE *f = fopen("/proc/cpuinfo", "r");
-    char line[256];
-    while (f && fgets(line, sizeof line, f))
-        if (!strncmp(line, "model name", 10)) {
-            printf("cpu: %s", strchr(line, ':') ? strchr(line, ':') + 2 : line);
-            break;
-        }
-    if (f)
-        fclose(f);
+    bench_cpu_line();
     printf("backend: %s\n", be->description);
     run_shape(be, 64, 16, 28 * 28);
     run_shape(be, 64, 32, 14 * 14);

@@ -10,7 +10,7 @@
 #include "engine/base/fsutil.h"
 #include "engine/rundir/records.h"
 #include "engine/rundir/rundir.h"
-#include "tui/cmd/csv.h"
+#include "engine/base/textout.h"
 
 #define MAX_COLS 256
 

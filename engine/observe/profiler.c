@@ -12,6 +12,7 @@
 
 #include "engine/base/clock.h"
 #include "engine/base/error.h"
+#include "engine/base/textout.h"
 
 #define MAX_PHASES 32
 #define MAX_PENDING 64 /* event-timed spans per step */
@@ -834,21 +835,6 @@ void dl_profiler_print(const dl_profiler *p, dl_prof_group g, dl_prof_sort sort,
 
 /* --- trace ------------------------------------------------------------------------ */
 
-static void put_json_string(FILE *f, const char *s)
-{
-    fputc('"', f);
-    for (; *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\')
-            fprintf(f, "\\%c", c);
-        else if (c < 0x20)
-            fprintf(f, "\\u%04x", c);
-        else
-            fputc(c, f);
-    }
-    fputc('"', f);
-}
-
 static cJSON *rows_json(const dl_profiler *p, dl_prof_group g)
 {
     dl_prof_row *all;
@@ -899,14 +885,14 @@ int dl_profiler_write_trace(const dl_profiler *p, const char *path)
             snprintf(name, sizeof name, "%s.%s", e->id < p->nlayers ? p->layers[e->id].name : "?",
                      e->kind == 2 ? "backward" : "forward");
         fputs(",\n{\"name\":", f);
-        put_json_string(f, name);
+        dl_json_string(f, name);
         fprintf(f,
                 ",\"cat\":\"%s\",\"ph\":\"X\",\"pid\":1,\"tid\":1,\"ts\":%.3f,\"dur\":%.3f,"
                 "\"args\":{\"step\":%ld",
                 cat, (e->ts_ms - p->origin_ms) * 1e3, e->dur_ms * 1e3, e->step);
         if (e->kind == 1 || e->kind == 2) {
             fputs(",\"kind\":", f);
-            put_json_string(f, e->id < p->nlayers ? p->layers[e->id].kind : "?");
+            dl_json_string(f, e->id < p->nlayers ? p->layers[e->id].kind : "?");
         }
         fputs("}}", f);
     }

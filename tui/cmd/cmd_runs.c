@@ -12,7 +12,7 @@
 #include "engine/rundir/rundir.h"
 #include "engine/rundir/runlog.h"
 #include "tui/cmd/commands.h"
-#include "tui/cmd/csv.h"
+#include "engine/base/textout.h"
 
 /* This command's row of the table (its options and help), set on entry. */
 static const dl_command *note_cmd;

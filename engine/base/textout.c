@@ -1,5 +1,5 @@
-/* csv.c - CSV fields with RFC 4180 quoting, numbers with every digit, JSON leaves as fields */
-#include "tui/cmd/csv.h"
+/* textout.c - CSV fields, numbers and JSON strings for files other tools read */
+#include "engine/base/textout.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -49,4 +49,19 @@ void dl_csv_json(FILE *f, const cJSON *v)
         dl_csv_field(f, t ? t : "");
         free(t);
     }
+}
+
+void dl_json_string(FILE *f, const char *s)
+{
+    fputc('"', f);
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\')
+            fprintf(f, "\\%c", c);
+        else if (c < 0x20)
+            fprintf(f, "\\u%04x", c);
+        else
+            fputc(c, f);
+    }
+    fputc('"', f);
 }

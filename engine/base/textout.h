@@ -1,7 +1,7 @@
-/* csv.h - CSV fields and JSON values written for the export commands (RFC 4180 quoting)
+/* textout.h - text written for other tools: CSV fields (RFC 4180 quoting), numbers with all their digits, JSON strings
  */
-#ifndef DL_CSV_H
-#define DL_CSV_H
+#ifndef DL_TEXTOUT_H
+#define DL_TEXTOUT_H
 
 #include <stdio.h>
 
@@ -15,5 +15,8 @@ void dl_csv_number(FILE *f, double v);
 /* A JSON leaf as a field: strings as text, numbers as dl_csv_number,
  * booleans true/false, null and NULL empty, objects and arrays as JSON. */
 void dl_csv_json(FILE *f, const cJSON *v);
+/* s as a JSON string: quotes, backslashes and control characters
+ * escaped, UTF-8 passed through. */
+void dl_json_string(FILE *f, const char *s);
 
 #endif
