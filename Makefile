@@ -65,8 +65,10 @@ else
 	@echo "dlbench: CUDA backend module $(CUDA_MOD) (nvcc: $(NVCC))"
 endif
 
+# made afresh each time: a renamed or removed source leaves no stale member
 $(BUILD)/libdlbench.a: $(LIB_OBJ)
 	@mkdir -p $(@D)
+	@rm -f $@
 	$(AR) rcs $@ $^
 
 # whole archive: subcommands are reached through weak references only

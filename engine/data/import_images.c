@@ -502,6 +502,7 @@ static void job_free(job *j)
     for (int i = 0; i < j->nclasses; i++)
         free(j->classes[i]);
     free(j->all);
+    free(j);
 }
 
 /* Listing, decoding, checking: everything before the splits are built. */
