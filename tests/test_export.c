@@ -267,7 +267,7 @@ static int helper_write(const char *kind, const char *dir)
 static int helper_run(const char *run, const char *dir, int n)
 {
     dl_run_model r;
-    dl_run_model_options o = {run, NULL, NULL, "test_export", n};
+    dl_run_model_options o = {run, NULL, NULL, "test_export", n, NULL};
     int rc = dl_run_model_open(&r, &o);
     float *y = NULL;
     if (rc == DL_OK && !r.val)
