@@ -58,10 +58,16 @@ import glob, sys, h5py, numpy as np
 run = glob.glob(f"{sys.argv[1]}/*/checkpoint.h5")
 assert len(run) == 1, run
 ck = h5py.File(run[0], "r")
-p, lay = ck["params"][:], {}
-for line in ck.attrs["layout"].decode().splitlines()[1:]:
-    name, off, n = line.split()
-    lay[name.split(".")[-1]] = p[int(off):int(off) + int(n)]
+lay = {}
+if isinstance(ck["params"], h5py.Group):  # format 2: a dataset per tensor
+    for name in ck["params"]:
+        lay[name.split(".")[-1]] = ck["params"][name][...].ravel()
+else:  # format 1: one array and a layout
+    p = ck["params"][:]
+    for line in ck.attrs["layout"].decode().splitlines()[1:]:
+        name, off, n = line.split()
+        lay[name.split(".")[-1]] = p[int(off):int(off) + int(n)]
+assert sorted(lay) == ["bias", "weight"], sorted(lay)
 g = h5py.File(sys.argv[2], "r")["train"]
 x, y = g["x"][:].astype(np.float64), g["y"][:].astype(np.float64)
 assert g["y"].dtype == np.float32, g["y"].dtype
