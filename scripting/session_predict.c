@@ -1,4 +1,4 @@
-/* session_predict.c - predictions of a trained model for new inputs (HDF5, CSV) with the run's normalisation, or a prompt's continuation */
+/* session_predict.c - predictions of a trained model for new inputs (HDF5, CSV, images) with the run's normalisation, or a prompt's continuation */
 #include "scripting/session_predict.h"
 
 #include <math.h>
@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 
 #include "engine/base/error.h"
+#include "engine/data/image_files.h"
 #include "engine/data/import_csv.h"
 #include "engine/data/open.h"
 #include "engine/train/trainer.h"
@@ -22,6 +23,7 @@ typedef struct writer {
     int outs;     /* outputs per sample */
     int classes;  /* > 0: a classifier (softmax over outs) */
     char **names; /* [classes] or NULL: the class numbers */
+    char **files; /* [rows] or NULL: the image file of each row */
     long index;   /* rows written */
     double *prob; /* [outs] */
     int *order;   /* [outs] */
@@ -31,18 +33,6 @@ static int ends_with(const char *s, const char *tail)
 {
     size_t n = strlen(s), m = strlen(tail);
     return n >= m && !strcasecmp(s + n - m, tail);
-}
-
-static int is_image_input(const char *in)
-{
-    struct stat st;
-    static const char *ext[] = {".png", ".jpg", ".jpeg", ".ppm", ".pgm", ".bmp", ".gif"};
-    if (stat(in, &st) == 0 && S_ISDIR(st.st_mode))
-        return 1;
-    for (size_t i = 0; i < sizeof ext / sizeof *ext; i++)
-        if (ends_with(in, ext[i]))
-            return 1;
-    return 0;
 }
 
 /* FILE of FILE[:GROUP] exists. */
@@ -104,7 +94,7 @@ static void header(const writer *w)
     FILE *f = w->o->out;
     if (w->o->jsonl)
         return;
-    fputs("index", f);
+    fputs(w->files ? "index,file" : "index", f);
     if (w->classes) {
         fputs(",class,name,probability", f);
         for (int j = 2; j <= w->o->top_k && j <= w->classes; j++)
@@ -144,6 +134,10 @@ static void row_csv(writer *w, const float *z)
     FILE *f = w->o->out;
     char buf[24];
     fprintf(f, "%ld", w->index);
+    if (w->files) {
+        fputc(',', f);
+        put_field(f, w->files[w->index]);
+    }
     for (int j = 0; w->classes && j < w->o->top_k && j < w->classes; j++) {
         int k = w->order[j];
         fprintf(f, ",%d,", k);
@@ -161,6 +155,10 @@ static void row_json(writer *w, const float *z)
     FILE *f = w->o->out;
     char buf[24];
     fprintf(f, "{\"index\":%ld", w->index);
+    if (w->files) {
+        fputs(",\"file\":", f);
+        put_json_string(f, w->files[w->index]);
+    }
     if (w->classes) {
         int k = w->order[0];
         fprintf(f, ",\"class\":%d,\"name\":", k);
@@ -198,21 +196,48 @@ static int write_batch(void *user, int n, const float *out, const void *y)
     return ferror(w->o->out) ? dl_error(DL_EIO, "predict: writing the predictions failed") : DL_OK;
 }
 
-/* The CSV's features as a memory source, with the run's normalisation and
- * sample shape (when the feature count fits it: the trainer checks). */
+/* d (CSV features or decoded images) as a memory source with the run's
+ * normalisation and sample shape (when the feature count fits it: the
+ * trainer checks), so the trainer treats it as the run's own data. */
+static int run_source(dl_dataset *d, const dl_run_model *run, dl_source **src)
+{
+    const dl_data_info *ri = &run->train->info;
+    d->info.scale = ri->scale;
+    d->info.channels = ri->channels;
+    memcpy(d->info.mean, ri->mean, sizeof d->info.mean);
+    memcpy(d->info.std, ri->std, sizeof d->info.std);
+    if (dl_shape_numel(&d->info.sample) == dl_shape_numel(&ri->sample))
+        d->info.sample = ri->sample;
+    dl_experiment *e = dl_run_model_experiment(run);
+    return dl_source_memory_own(src, d, e->cfg.batch, 0, 0, 0);
+}
+
 static int csv_source(const dl_predict_options *o, const dl_run_model *run, dl_source **src)
 {
     dl_dataset d;
     DL_TRY(dl_import_csv_features(o->input, o->label, &d));
+    return run_source(&d, run, src);
+}
+
+/* The image files of o->input decoded to the run's [C, H, W] as a memory
+ * source; their names into *files. */
+static int image_source(const dl_predict_options *o, const dl_run_model *run, dl_image_files *files,
+                        dl_source **src)
+{
     const dl_data_info *ri = &run->train->info;
-    d.info.scale = ri->scale;
-    d.info.channels = ri->channels;
-    memcpy(d.info.mean, ri->mean, sizeof d.info.mean);
-    memcpy(d.info.std, ri->std, sizeof d.info.std);
-    if (dl_shape_numel(&d.info.sample) == dl_shape_numel(&ri->sample))
-        d.info.sample = ri->sample;
-    dl_experiment *e = dl_run_model_experiment(run);
-    return dl_source_memory_own(src, &d, e->cfg.batch, 0, 0, 0);
+    char a[64];
+    if (ri->sample.ndim != 3 || (ri->sample.dim[0] != 1 && ri->sample.dim[0] != 3) ||
+        ri->x_dtype != DL_U8)
+        return dl_error(DL_EINVAL,
+                        "predict %s: image input needs a run trained on images, [C, H, W] u8 "
+                        "pixels with C 1 or 3; run %s reads %s%s",
+                        o->input, run->dir, dl_shape_format(&ri->sample, a, sizeof a),
+                        ri->x_dtype != DL_U8 ? " (not u8)" : "");
+    DL_TRY(dl_image_files_list(files, o->input));
+    dl_dataset d;
+    DL_TRY(dl_image_files_load(files, (int)ri->sample.dim[0], (int)ri->sample.dim[1],
+                               (int)ri->sample.dim[2], &d));
+    return run_source(&d, run, src);
 }
 
 static void free_names(char **names, int n)
@@ -241,14 +266,15 @@ static char **read_names(const dl_run_model *run, int classes)
 }
 
 static int predict_with(const dl_predict_options *o, dl_run_model *run, dl_source *src,
-                        char **names)
+                        char **names, char **files)
 {
     dl_experiment *e = dl_run_model_experiment(run);
     dl_trainer_config cfg = e->cfg;
     dl_trainer *t;
     DL_TRY(dl_trainer_create(&t, run->model, &e->loss, &e->optim, &e->schedule, run->train, src,
                              &cfg, dl_model_backend(run->model)));
-    writer w = {o, (int)dl_shape_numel(dl_model_output_shape(run->model)), 0, names, 0, NULL, NULL};
+    writer w = {
+        o, (int)dl_shape_numel(dl_model_output_shape(run->model)), 0, names, files, 0, NULL, NULL};
     if (e->loss.kind == DL_LOSS_XENT && !dl_trainer_tokens(t))
         w.classes = w.outs;
     w.prob = malloc((size_t)w.outs * sizeof *w.prob);
@@ -300,15 +326,17 @@ int dl_session_predict(const dl_predict_options *o)
     char **names = read_names(&run, classes);
     dl_source *src = NULL;
     int rc = DL_OK;
-    if (is_image_input(o->input)) {
-        rc = dl_error(DL_EUNSUPPORTED,
-                      "predict %s: image input needs the image decoder (engine/data/image.c), "
-                      "which this build does not have: import the images to HDF5 first",
-                      o->input);
+    if (dl_image_files_is_input(o->input)) {
+        dl_image_files files = {0};
+        rc = image_source(o, &run, &files, &src);
+        if (rc == DL_OK)
+            rc = predict_with(o, &run, src, names, files.paths);
+        dl_source_destroy(src);
+        dl_image_files_done(&files);
     } else if (ends_with(o->input, ".csv")) {
         rc = csv_source(o, &run, &src);
         if (rc == DL_OK)
-            rc = predict_with(o, &run, src, names);
+            rc = predict_with(o, &run, src, names, NULL);
         dl_source_destroy(src);
     } else if (!input_exists(o->input)) {
         rc = dl_error(DL_EINVAL, "predict: %s: no such file (INPUT is FILE.h5[:GROUP] or FILE.csv)",
@@ -319,7 +347,7 @@ int dl_session_predict(const dl_predict_options *o)
         ro.data = o->input;
         rc = dl_run_model_open(&run, &ro);
         if (rc == DL_OK)
-            rc = predict_with(o, &run, run.val, names);
+            rc = predict_with(o, &run, run.val, names, NULL);
     }
     free_names(names, classes);
     dl_run_model_close(&run);

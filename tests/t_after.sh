@@ -316,7 +316,7 @@ bad bad_checkpoint_name "expected best, last or a checkpoint name" eval "$d" --c
 bad bad_eval_shape "expects 2 features in its last dimension, got per-sample input [3]" eval "$d" --data "$OUT/wide.h5:/train"
 bad bad_eval_no_group "/nosuch" eval "$d" --data "$OUT/blobs.h5:/nosuch"
 bad bad_predict_no_file "no such file" predict "$d" "$OUT/nosuch.h5" -o "$OUT/junk.csv"
-bad bad_predict_image "image decoder" predict "$d" "$OUT/photo.png" -o "$OUT/junk.csv"
+bad bad_predict_image "image input needs a run trained on images" predict "$d" "$OUT/photo.png" -o "$OUT/junk.csv"
 bad bad_from_run_missing "init = dl.from_run" run tests/run_scripts/after.lua path="$OUT/b3.h5" head=3 from="$OUT/nosuchrun" --out "$OUT/junkruns"
 # eval --data on another group: the training split, counted by numpy
 if run eval_data 0 eval "$d" --data "$OUT/blobs.h5:/train" --json && grep -q '"samples":[[:space:]]*800' "$OUT/eval_data.log" &&

@@ -15,7 +15,10 @@
 #     same outputs;
 #   - end to end: a CNN trained here on a tiny IDX image set made here, then
 #     `dlbench export RUN` in both formats, compared the same way on the run's
-#     validation samples (after its normalisation); an AdaptiveAvgPool2d with
+#     validation samples (after its normalisation), and onnxruntime on the
+#     raw samples normalised as the ONNX metadata (dlbench_input_scale, _mean,
+#     _std) says against `dlbench predict --logits` (the same 99.9% / 1e-4
+#     bounds, tests/export/predict_inputs.py); an AdaptiveAvgPool2d with
 #     uneven windows is refused naming the layer, exit 2, no file;
 #   - bad input: an unknown --format, a run without a checkpoint, an unknown
 #     checkpoint, -o into a missing folder: exit 2, a clear message, no file.
@@ -148,6 +151,22 @@ if run export_onnx 0 export "$RUN_DIR" --format onnx -o "$OUT/e2e/model.onnx"; t
         check_lines export_cli_onnxruntime_agrees "$OUT/e2e-ort.log"
     else
         skip export_cli_onnxruntime_agrees "$ort_why"
+    fi
+    # onnxruntime against `dlbench predict` itself: the raw /test samples
+    # normalised as the ONNX metadata says (so the metadata is checked too)
+    if [ $have_ort = 0 ]; then
+        skip export_predict_onnxruntime_agrees "$ort_why"
+    elif [ $have_onnx = 0 ] || ! "$PY" -c 'import h5py' 2>/dev/null; then
+        skip export_predict_onnxruntime_agrees "$PY cannot import onnx and h5py (python3-onnx, python3-h5py)"
+    elif run predict_test 0 predict "$RUN_DIR" "$OUT/tiny.h5:/test" --logits --format jsonl \
+        -o "$OUT/e2e_pred.jsonl"; then
+        if "$PY" tests/export/predict_inputs.py "$OUT/e2e/model.onnx" "$OUT/tiny.h5" /test \
+            "$OUT/e2e_pred.jsonl" "$OUT/e2e_pred" >"$OUT/e2e-pred.log" 2>&1 &&
+            node tests/export/ort_check.js "$ORT_ABS" "$OUT/e2e_pred" >>"$OUT/e2e-pred.log" 2>&1; then
+            check_lines export_predict_onnxruntime_agrees "$OUT/e2e-pred.log"
+        else
+            fail export_predict_onnxruntime_agrees "$(tail -3 "$OUT/e2e-pred.log")"
+        fi
     fi
     # the engine's names with --names dlbench, and the run's normalisation in the metadata
     if head -c 4096 "$OUT/e2e/model.safetensors" | grep -q '"Conv2d1.weight"' &&

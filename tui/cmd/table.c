@@ -217,8 +217,8 @@ static const dl_opt eval_opts[] = {
 static const dl_opt predict_opts[] = {
     {0, "RUN", NULL, NULL, "a run folder, its name or a unique part of it", 0},
     {0, "INPUT", NULL, NULL,
-     "FILE.h5[:GROUP] (as dlbench import writes it), FILE.csv of features, or a language "
-     "model's prompt",
+     "FILE.h5[:GROUP] (as dlbench import writes it), FILE.csv of features, a PNG or JPEG "
+     "file or a folder of them, or a language model's prompt",
      0},
     {DL_OPT_OUTPUT, "--output", "-o", "FILE",
      "write there (whole or not at all) instead of stdout; FILE.jsonl means --format jsonl", 0},
@@ -393,9 +393,16 @@ static const dl_command table[] = {
      "normalisation (its data's scale, mean and std): per sample its index, the likeliest "
      "class (number, name from the data's class names) and probability (softmax), then the "
      "next K-1 classes; a language model (dl.data.text) continues INPUT as dlbench sample "
-     "does. Image files are not read yet: import them to HDF5 first.\n"
+     "does. INPUT is FILE.h5[:GROUP] (default group: the run's validation group), a CSV of "
+     "features (--label COL left out), a PNG or JPEG file, or a folder of them (searched "
+     "recursively, files in path order, other files ignored; an ImageFolder tree works as it "
+     "is): each image is scaled on its shorter side and centre-cropped to the run's [C, H, W] "
+     "and converted to C channels, as dlbench import --size HxW does, and each row names its "
+     "file.\n"
      "exit status: 0 done, 1 failed, 2 bad input (no such run or checkpoint, a damaged or "
-     "foreign checkpoint, input that does not fit the model)",
+     "foreign checkpoint, input that does not fit the model, a corrupt image or one whose "
+     "name's suffix is not its format, a folder without images, images for a run whose "
+     "samples are not [C, H, W] pixels)",
      DL_COMPLETE_RUN},
     {"profile", dl_cmd_profile, "SCRIPT", "SCRIPT [k=v ...] [options]",
      "profile N steps, print the table, write a trace", profile_opts,
