@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 
 #include "engine/base/error.h"
+#include "engine/base/textout.h"
 #include "engine/data/image_files.h"
 #include "engine/data/import_csv.h"
 #include "engine/data/open.h"
@@ -47,38 +48,6 @@ static int input_exists(const char *in)
     if (colon)
         *colon = 0;
     return colon && stat(path, &st) == 0;
-}
-
-/* A CSV field: quoted when it holds a comma, a quote or a line break. */
-static void put_field(FILE *f, const char *s)
-{
-    if (!strpbrk(s, ",\"\n\r")) {
-        fputs(s, f);
-        return;
-    }
-    fputc('"', f);
-    for (; *s; s++) {
-        if (*s == '"')
-            fputc('"', f);
-        fputc(*s, f);
-    }
-    fputc('"', f);
-}
-
-/* A JSON string (the names are UTF-8 from the data file). */
-static void put_json_string(FILE *f, const char *s)
-{
-    fputc('"', f);
-    for (; *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\')
-            fprintf(f, "\\%c", c);
-        else if (c < 0x20)
-            fprintf(f, "\\u%04x", c);
-        else
-            fputc(c, f);
-    }
-    fputc('"', f);
 }
 
 static const char *class_name(const writer *w, int k, char *buf, size_t size)
@@ -136,12 +105,12 @@ static void row_csv(writer *w, const float *z)
     fprintf(f, "%ld", w->index);
     if (w->files) {
         fputc(',', f);
-        put_field(f, w->files[w->index]);
+        dl_csv_field(f, w->files[w->index]);
     }
     for (int j = 0; w->classes && j < w->o->top_k && j < w->classes; j++) {
         int k = w->order[j];
         fprintf(f, ",%d,", k);
-        put_field(f, class_name(w, k, buf, sizeof buf));
+        dl_csv_field(f, class_name(w, k, buf, sizeof buf));
         fprintf(f, ",%.9g", w->prob[k]);
     }
     if (w->o->logits || !w->classes)
@@ -157,17 +126,17 @@ static void row_json(writer *w, const float *z)
     fprintf(f, "{\"index\":%ld", w->index);
     if (w->files) {
         fputs(",\"file\":", f);
-        put_json_string(f, w->files[w->index]);
+        dl_json_string(f, w->files[w->index]);
     }
     if (w->classes) {
         int k = w->order[0];
         fprintf(f, ",\"class\":%d,\"name\":", k);
-        put_json_string(f, class_name(w, k, buf, sizeof buf));
+        dl_json_string(f, class_name(w, k, buf, sizeof buf));
         fprintf(f, ",\"probability\":%.9g,\"top\":[", w->prob[k]);
         for (int j = 0; j < w->o->top_k && j < w->classes; j++) {
             k = w->order[j];
             fprintf(f, "%s{\"class\":%d,\"name\":", j ? "," : "", k);
-            put_json_string(f, class_name(w, k, buf, sizeof buf));
+            dl_json_string(f, class_name(w, k, buf, sizeof buf));
             fprintf(f, ",\"probability\":%.9g}", w->prob[k]);
         }
         fputc(']', f);
