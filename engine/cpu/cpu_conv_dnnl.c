@@ -295,7 +295,7 @@ static int exec(dnnl_engine_t eng, dnnl_stream_t st, dnnl_primitive_t p, int n, 
                 const dnnl_memory_desc_t *const *mds, void *const *data)
 {
     dnnl_memory_t mem[6];
-    dnnl_exec_arg_t args[6];
+    dnnl_exec_arg_t args[6] = {{0, NULL}};
     int made = 0, rc = 0;
     for (; made < n; made++) {
         if (dnnl_memory_create(&mem[made], mds[made], eng, data[made]) != dnnl_success) {
