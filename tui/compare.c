@@ -380,7 +380,7 @@ static void build_series(dl_compare_store *st, dl_ui_runs *ui, dl_run_curves *co
             snprintf(g->label, sizeof g->label, "mean of %s (%d seed%s)", letters, m,
                      m == 1 ? "" : "s");
         else
-            snprintf(g->label, sizeof g->label, "%.30s: mean of %s", key, letters);
+            snprintf(g->label, sizeof g->label, "%.28s: mean of %s", key, letters);
         group_series(st, g, one, idx, m);
     }
 }
