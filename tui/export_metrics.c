@@ -86,7 +86,11 @@ static void name_columns(cols *c)
             clash |= !strcmp(c->hp[i], fixed[k]);
         for (int k = 0; k < c->nm; k++)
             clash |= !strcmp(c->hp[i], c->m[k]);
-        snprintf(c->hpc[i], sizeof c->hpc[i], "%s%.47s", clash ? "hp_" : "", c->hp[i]);
+        /* hpc [52] holds "hp_" and the whole key (hp [48]) */
+        size_t pre = clash ? 3 : 0, len = strnlen(c->hp[i], sizeof c->hp[i] - 1);
+        memcpy(c->hpc[i], "hp_", pre);
+        memcpy(c->hpc[i] + pre, c->hp[i], len);
+        c->hpc[i][pre + len] = 0;
     }
 }
 
