@@ -8,7 +8,7 @@ require_subcommand t_profile_pane profile
 DLBENCH=$(cd "$(dirname "$DLBENCH")" && pwd)/$(basename "$DLBENCH")
 
 # --- dlbench profile: validation after the table, in steps --------------------------
-if run prof 0 profile tests/tui_spirals.lua n=2000 epochs=2; then
+if run prof 0 profile tests/tui_spirals.lua n=2000 epochs=2 --trace "$OUT/prof.json"; then
     table=$(sed -n '/^Name /,/^Steps:/p' "$OUT/prof.log")
     after=$(sed -n '/^Outside the step/,/^$/p' "$OUT/prof.log")
     sum=$(sed -n '/^Name /,/^Steps:/p' "$OUT/prof.log" | awk '$0 ~ /%  / {for (i = 1; i <= NF; i++) if ($i ~ /%$/) {s += $i; break}} END {printf "%.1f", s}')

@@ -115,7 +115,10 @@ static void *watchdog_main(void *arg)
     dl_comm *c = arg;
     pthread_mutex_lock(&c->dog_lock);
     while (!c->dog_quit) {
-        struct timespec ts = dl_clock_deadline_ms(250);
+        /* the launcher sends SIGKILL 1 s after SIGTERM (Open MPI's
+         * odls_base_sigkill_timeout): rank 0 must have marked its run
+         * failed by then, so a signal is noticed within 50 ms */
+        struct timespec ts = dl_clock_deadline_ms(50);
         pthread_cond_timedwait(&c->dog_cond, &c->dog_lock, &ts);
         double since = atomic_load(&c->busy_since);
         if (c->dog_quit || since == 0)
@@ -123,7 +126,7 @@ static void *watchdog_main(void *arg)
         double now = dl_clock_mono_s(), sig = atomic_load(&c->signal_at);
         double waited = now - since;
         /* a signal while waiting: live ranks finish a collective in far less */
-        int lost = sig != 0 && now - (sig > since ? sig : since) > 0.5;
+        int lost = sig != 0 && now - (sig > since ? sig : since) > 0.3;
         if (waited < c->timeout_s && !lost)
             continue;
         const char *what = atomic_load(&c->busy_what);

@@ -422,8 +422,8 @@ static void print_duplicate(const char *dir)
 static void mark_failed(void *user, const char *why)
 {
     const char *dir = user;
+    dl_runlog_mark_failed(dir, why); /* first: the launcher's SIGKILL may follow */
     dl_runlog_append_event(dir, "failed", why);
-    dl_runlog_mark_failed(dir, why);
 }
 
 /* Data parallel, the session prepared: the trainer becomes this rank of
