@@ -648,13 +648,14 @@ static inline float drop_one(const job *j, size_t i, float u, float keep_scale)
 }
 
 #ifdef DL_CPU_VMATH
-/* hi and lo 32 bits of a * m per lane. */
+/* hi and lo 32 bits of a * m per lane, both from the two widening
+ * products (mullo would cost two more multiplies). */
 static inline void mul_hilo(__m256i a, __m256i m, __m256i *hi, __m256i *lo)
 {
     __m256i even = _mm256_mul_epu32(a, m);
     __m256i odd = _mm256_mul_epu32(_mm256_srli_epi64(a, 32), m);
     *hi = _mm256_blend_epi32(_mm256_srli_epi64(even, 32), odd, 0xAA);
-    *lo = _mm256_mullo_epi32(a, m);
+    *lo = _mm256_blend_epi32(even, _mm256_slli_epi64(odd, 32), 0xAA);
 }
 
 /* The uniforms of Philox blocks blk .. blk + 7 in element order (4 per
@@ -709,6 +710,76 @@ static void drop32(const job *j, size_t i, float keep_scale)
         _mm256_storeu_ps(j->y + i + 8 * q, v);
     }
 }
+
+/* The same on 16 lanes: two groups of 16 blocks (128 elements) per pass,
+ * so that one group's multiplies fill the other's latency. */
+DL_V512_TARGET static inline void mul_hilo_v512(__m512i a, __m512i m, __m512i *hi, __m512i *lo)
+{
+    __m512i even = _mm512_mul_epu32(a, m);
+    __m512i odd = _mm512_mul_epu32(_mm512_srli_epi64(a, 32), m);
+    *hi = _mm512_mask_blend_epi32(0xAAAA, _mm512_srli_epi64(even, 32), odd);
+    *lo = _mm512_mask_blend_epi32(0xAAAA, even, _mm512_slli_epi64(odd, 32));
+}
+
+/* Elements [i, i + 128), i a multiple of 128: Philox blocks i / 4 ..
+ * i / 4 + 31 (no carry into the high counter word: 32 | i / 4). */
+DL_V512_TARGET static void drop128_v512(const job *j, size_t i, float keep_scale)
+{
+    uint64_t blk = i >> 2;
+    uint32_t k0 = (uint32_t)j->u0 ^ (uint32_t)(j->u1 * 0x9E3779B9u);
+    uint32_t k1 = (uint32_t)(j->u0 >> 32) ^ (uint32_t)(j->u1 >> 32) ^ (uint32_t)j->u1;
+    const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    __m512i c[2][4];
+    for (int g = 0; g < 2; g++) {
+        c[g][0] =
+            _mm512_add_epi32(_mm512_set1_epi32((int)(uint32_t)(blk + 16 * (unsigned)g)), lane);
+        c[g][1] = _mm512_set1_epi32((int)(uint32_t)(blk >> 32));
+        c[g][2] = _mm512_set1_epi32((int)(uint32_t)j->u2);
+        c[g][3] = _mm512_set1_epi32((int)(uint32_t)(j->u2 >> 32));
+    }
+    const __m512i m0 = _mm512_set1_epi32((int)0xD2511F53u),
+                  m1 = _mm512_set1_epi32((int)0xCD9E8D57u);
+    for (int r = 0; r < 10; r++) {
+        __m512i kk0 = _mm512_set1_epi32((int)k0), kk1 = _mm512_set1_epi32((int)k1);
+        for (int g = 0; g < 2; g++) {
+            __m512i hi0, lo0, hi1, lo1;
+            mul_hilo_v512(c[g][0], m0, &hi0, &lo0);
+            mul_hilo_v512(c[g][2], m1, &hi1, &lo1);
+            c[g][0] = _mm512_ternarylogic_epi32(hi1, c[g][1], kk0, 0x96); /* a ^ b ^ c */
+            c[g][1] = lo1;
+            c[g][2] = _mm512_ternarylogic_epi32(hi0, c[g][3], kk1, 0x96);
+            c[g][3] = lo0;
+        }
+        k0 += 0x9E3779B9u;
+        k1 += 0xBB67AE85u;
+    }
+    const __m512 scale = _mm512_set1_ps(1.0f / 16777216.0f), p = _mm512_set1_ps(j->s0),
+                 ks = _mm512_set1_ps(keep_scale);
+    for (int g = 0; g < 2; g++) {
+        /* within each 128-bit lane: block 4L + r's four words (b[r]) ... */
+        __m512i t0 = _mm512_unpacklo_epi32(c[g][0], c[g][1]),
+                t1 = _mm512_unpackhi_epi32(c[g][0], c[g][1]);
+        __m512i t2 = _mm512_unpacklo_epi32(c[g][2], c[g][3]),
+                t3 = _mm512_unpackhi_epi32(c[g][2], c[g][3]);
+        __m512i b0 = _mm512_unpacklo_epi64(t0, t2), b1 = _mm512_unpackhi_epi64(t0, t2);
+        __m512i b2 = _mm512_unpacklo_epi64(t1, t3), b3 = _mm512_unpackhi_epi64(t1, t3);
+        /* ... then a 4 x 4 transpose of lanes: w[q] holds blocks 4q .. 4q + 3 */
+        __m512i x0 = _mm512_shuffle_i32x4(b0, b1, 0x44), x1 = _mm512_shuffle_i32x4(b0, b1, 0xEE);
+        __m512i y0 = _mm512_shuffle_i32x4(b2, b3, 0x44), y1 = _mm512_shuffle_i32x4(b2, b3, 0xEE);
+        __m512i w[4] = {_mm512_shuffle_i32x4(x0, y0, 0x88), _mm512_shuffle_i32x4(x0, y0, 0xDD),
+                        _mm512_shuffle_i32x4(x1, y1, 0x88), _mm512_shuffle_i32x4(x1, y1, 0xDD)};
+        for (int q = 0; q < 4; q++) {
+            size_t at = i + 64 * (size_t)g + 16 * (size_t)q;
+            __m512 u = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_srli_epi32(w[q], 8)), scale);
+            __mmask16 keep = _mm512_cmp_ps_mask(u, p, _CMP_GE_OQ);
+            /* m * a as the 8-lane code does it (0 * a keeps its sign) */
+            __m512 v = _mm512_mul_ps(_mm512_maskz_mov_ps(keep, ks), _mm512_loadu_ps(j->a + at));
+            if (j->i0)
+                v = _mm512_add_ps(_mm512_loadu_ps(j->y + at), v);
+            _mm512_storeu_ps(j->y + at, v);
+        }
+    }
+}
 #endif
 
 static void dropout_range(void *p, size_t b, size_t e)
@@ -719,6 +790,12 @@ static void dropout_range(void *p, size_t b, size_t e)
 #ifdef DL_CPU_VMATH
     for (; i < e && i % 32; i++)
         j->y[i] = drop_one(j, i, dl_rng_uniform(j->u0, j->u1, j->u2, i), keep_scale);
+    if (dl_v512_usable()) {
+        for (; i + 32 <= e && i % 128; i += 32)
+            drop32(j, i, keep_scale);
+        for (; i + 128 <= e; i += 128)
+            drop128_v512(j, i, keep_scale);
+    }
     for (; i + 32 <= e; i += 32)
         drop32(j, i, keep_scale);
 #endif
