@@ -23,8 +23,9 @@
  *
  * --ceiling: OpenBLAS sgemm on the MLP's own products at batch 128 (the
  * same shapes, transpositions and beta as engine/nn/layers.c), with this
- * process's thread count; and the backend's bf16 GEMM on the same shapes.
- *   dlbench-ceiling threads=T sgemm_gflops=X bf16_gemm_gflops=Y
+ * process's thread count; the backend's bf16 GEMM and its own f32 products
+ * (oneDNN's sgemm where the CPU has AVX-512) on the same shapes.
+ *   dlbench-ceiling threads=T sgemm_gflops=X bf16_gemm_gflops=Y engine_f32_gflops=Z
  *
  * --accuracy E: the MLP with SGD-momentum and a cosine schedule for E
  * epochs in f32 and in bf16, same seed and order; test accuracy on t10k.
@@ -288,12 +289,14 @@ typedef struct operands {
 
 void openblas_set_num_threads(int num_threads);
 
-static void run_step(dl_backend *be, const product *p, int np, const operands *o, dl_dtype t)
+/* t: the backend's product in that type; blas: OpenBLAS's sgemm instead */
+static void run_step(dl_backend *be, const product *p, int np, const operands *o, dl_dtype t,
+                     int blas)
 {
     for (int i = 0; i < np; i++) {
         const product *q = &p[i];
         int lda = q->ta ? q->m : q->k, ldb = q->tb ? q->k : q->n;
-        if (t == DL_F32)
+        if (blas)
             cblas_sgemm(CblasRowMajor, q->ta ? CblasTrans : CblasNoTrans,
                         q->tb ? CblasTrans : CblasNoTrans, q->m, q->n, q->k, 1.0f, o->a[i], lda,
                         o->b[i], ldb, q->beta, o->c[i], q->n);
@@ -304,16 +307,17 @@ static void run_step(dl_backend *be, const product *p, int np, const operands *o
 }
 
 /* Best of 5 windows of ~0.2 s: seconds per step. */
-static double time_step(dl_backend *be, const product *p, int np, const operands *o, dl_dtype t)
+static double time_step(dl_backend *be, const product *p, int np, const operands *o, dl_dtype t,
+                        int blas)
 {
     for (int i = 0; i < 10; i++)
-        run_step(be, p, np, o, t);
+        run_step(be, p, np, o, t, blas);
     double best = 1e30;
     for (int r = 0; r < 5; r++) {
         int n = 0;
         double t0 = dl_clock_mono_s(), dt;
         do {
-            run_step(be, p, np, o, t);
+            run_step(be, p, np, o, t, blas);
             n++;
             dt = dl_clock_mono_s() - t0;
         } while (dt < 0.2);
@@ -354,15 +358,19 @@ static int bench_ceiling(dl_backend *be)
     if (rc == 0) {
         /* bf16 first: OpenBLAS's workers spin for a while after each call
          * and would take the second core from the backend's pool */
-        double tb = time_step(be, p, np, &h, DL_BF16);
-        /* the ceiling is OpenBLAS's own threaded sgemm; the backend keeps
-         * OpenBLAS single-threaded and splits products over its pool */
+        double tb = time_step(be, p, np, &h, DL_BF16, 0);
+        /* the backend's own f32 products (oneDNN's sgemm on AVX-512, else
+         * OpenBLAS, split over its pool) */
+        double te = time_step(be, p, np, &f, DL_F32, 0);
+        /* OpenBLAS's own threaded sgemm; the backend keeps OpenBLAS
+         * single-threaded and splits products over its pool */
         openblas_set_num_threads(be->threads);
-        double ts = time_step(be, p, np, &f, DL_F32);
+        double ts = time_step(be, p, np, &f, DL_F32, 1);
         openblas_set_num_threads(1);
         printf("dlbench-ceiling threads=%d sgemm_gflops=%.2f bf16_gemm_gflops=%.2f "
-               "mflop_per_sample=%.4f\n",
-               be->threads, flop / ts * 1e-9, flop / tb * 1e-9, flop / BATCH * 1e-6);
+               "engine_f32_gflops=%.2f mflop_per_sample=%.4f\n",
+               be->threads, flop / ts * 1e-9, flop / tb * 1e-9, flop / te * 1e-9,
+               flop / BATCH * 1e-6);
     }
     for (int i = 0; i < np; i++) {
         free(f.a[i]), free(f.b[i]), free(f.c[i]);

@@ -49,6 +49,8 @@ void *dl_cpu_scratch(dl_backend *be, int slot, size_t bytes);
 void dl_cpu_scratch_free(dl_backend *be);
 
 /* Kernels, one group per file (cpu_<group>.c); signatures as in backend.h. */
+/* The library behind f32 products on this CPU: "oneDNN" or "OpenBLAS". */
+const char *dl_cpu_sgemm_name(void);
 int dl_cpu_gemm(dl_backend *be, int trans_a, int trans_b, int m, int n, int k, float alpha,
                 const void *a, int lda, const void *b, int ldb, dl_dtype ab, float beta, float *c,
                 int ldc);
@@ -78,6 +80,11 @@ int dl_cpu_dnnl_conv(dl_backend *be, int dir, const dl_conv_desc *d, dl_dtype co
 int dl_cpu_dnnl_conv_describe(dl_backend *be, const dl_conv_desc *d, dl_dtype compute, char *buf,
                               size_t size);
 void dl_cpu_dnnl_free(dl_cpu_ctx *c);
+/* oneDNN's sgemm (row-major, as cblas_sgemm) on the calling thread alone;
+ * -1 where the build has no oneDNN or it refuses (the caller runs
+ * OpenBLAS). */
+int dl_cpu_dnnl_sgemm(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a,
+                      int lda, const float *b, int ldb, float beta, float *c, int ldc);
 /* cpu_conv_grouped.c: descriptors with groups > 1 or dilation > 1 (the
  * conv entry points above hand them over; same contracts). */
 int dl_cpu_conv_grouped_check(const dl_conv_desc *d, dl_dtype compute, const char *op);

@@ -595,7 +595,23 @@ void dl_cpu_dnnl_free(dl_cpu_ctx *c)
     c->dnnl = NULL;
 }
 
+/* oneDNN's f32 GEMM on the calling thread alone (see cpu_gemm.c). */
+int dl_cpu_dnnl_sgemm(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a,
+                      int lda, const float *b, int ldb, float beta, float *c, int ldc)
+{
+    omp_single();
+    return dnnl_sgemm(trans_a ? 'T' : 'N', trans_b ? 'T' : 'N', m, n, k, alpha, a, lda, b, ldb,
+                      beta, c, ldc) == dnnl_success
+               ? 0
+               : -1;
+}
+
 #else
+int dl_cpu_dnnl_sgemm(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a,
+                      int lda, const float *b, int ldb, float beta, float *c, int ldc)
+{
+    return -1;
+}
 
 int dl_cpu_dnnl_conv_wanted(const dl_conv_desc *d, dl_dtype compute) { return 0; }
 int dl_cpu_dnnl_conv(dl_backend *be, int dir, const dl_conv_desc *d, dl_dtype compute, float *out,

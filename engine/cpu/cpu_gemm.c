@@ -1,7 +1,8 @@
 /* cpu_gemm.c - matrix products on the CPU: f32 via OpenBLAS, bf16 via an AVX-512 BF16 kernel, f16 via f32
  *
  * Paths, chosen per call:
- *   f32          cblas_sgemm, OpenBLAS single-threaded; big products are
+ *   f32          single-threaded sgemm calls, oneDNN's where the CPU has
+ *                AVX-512 (sgemm_one), else OpenBLAS's; big products are
  *                split into one block of C per thread over the pool.
  *   bf16         when the CPU has AVX-512 BF16: our own packed kernel built
  *                on vdpbf16ps (two bf16 products per f32 lane per
@@ -21,6 +22,7 @@
 #include <cblas.h>
 #include <immintrin.h>
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "engine/cpu/cpu.h"
@@ -91,7 +93,7 @@ static int gemm_widened(dl_backend *be, int trans_a, int trans_b, int m, int n, 
  * enough to share is cut into one block of C per thread along its larger
  * dimension (each thread then packs all of the smaller operand and its
  * share of the larger one), at multiples of 16 so that no two threads
- * write one cache line of C; each block is an independent cblas_sgemm.
+ * write one cache line of C; each block is an independent sgemm call.
  * Every element of C is summed over the same k by one call, so the result
  * depends on the thread count only through OpenBLAS's choice of kernel for
  * the block size, never on timing.
@@ -104,6 +106,36 @@ static int gemm_widened(dl_backend *be, int trans_a, int trans_b, int m, int n, 
  * scratch with beta 0; C then adds the partial products in part order, so
  * the result is again fixed for a given thread count.
  */
+
+/* One single-threaded f32 product: oneDNN's sgemm where the CPU has
+ * AVX-512 and the build has oneDNN (OpenBLAS 0.3.21 ran its AVX2 kernel on
+ * an AVX-512 Zen 5 at 105-114 GFLOP/s a core, oneDNN's at 190-225 on the
+ * MLP's and char-GPT's shapes), else OpenBLAS. DLBENCH_SGEMM=openblas or
+ * dnnl chooses (measurements); read once. */
+static int sgemm_dnnl(void)
+{
+    static int use = -1;
+    if (use < 0) {
+        const char *e = getenv("DLBENCH_SGEMM");
+        __builtin_cpu_init();
+        use = e && !strcmp(e, "openblas") ? 0
+              : e && !strcmp(e, "dnnl")   ? 1
+                                          : __builtin_cpu_supports("avx512f");
+    }
+    return use;
+}
+
+static void sgemm_one(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a,
+                      int lda, const float *b, int ldb, float beta, float *c, int ldc)
+{
+    if (sgemm_dnnl() &&
+        dl_cpu_dnnl_sgemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc) == 0)
+        return;
+    cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
+                trans_b ? CblasTrans : CblasNoTrans, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
+const char *dl_cpu_sgemm_name(void) { return sgemm_dnnl() ? "oneDNN" : "OpenBLAS"; }
 
 /* Products below this many FLOPs run whole on the calling thread: a job on
  * the pool costs a few microseconds, and a split of a product under ~8
@@ -132,9 +164,8 @@ static void sgemm_kparts(void *arg, size_t begin, size_t end)
             beta = 0.0f;
             ldc = j->n;
         }
-        cblas_sgemm(CblasRowMajor, j->trans_a ? CblasTrans : CblasNoTrans,
-                    j->trans_b ? CblasTrans : CblasNoTrans, j->m, j->n, hi - lo, j->alpha, a,
-                    j->lda, b, j->ldb, beta, c, ldc);
+        sgemm_one(j->trans_a, j->trans_b, j->m, j->n, hi - lo, j->alpha, a, j->lda, b, j->ldb, beta,
+                  c, ldc);
     }
 }
 
@@ -159,9 +190,8 @@ static void sgemm_blocks(void *arg, size_t begin, size_t end)
         c += (size_t)lo * j->ldc;
         m = hi - lo;
     }
-    cblas_sgemm(CblasRowMajor, j->trans_a ? CblasTrans : CblasNoTrans,
-                j->trans_b ? CblasTrans : CblasNoTrans, m, n, j->k, j->alpha, a, j->lda, b, j->ldb,
-                j->beta, c, j->ldc);
+    sgemm_one(j->trans_a, j->trans_b, m, n, j->k, j->alpha, a, j->lda, b, j->ldb, j->beta, c,
+              j->ldc);
 }
 
 static void sgemm_split(dl_backend *be, int trans_a, int trans_b, int m, int n, int k, float alpha,
@@ -198,9 +228,7 @@ static void sgemm_split(dl_backend *be, int trans_a, int trans_b, int m, int n, 
         j.parts = (dim + j.step - 1) / j.step;
     }
     if (j.parts < 2) {
-        cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
-                    trans_b ? CblasTrans : CblasNoTrans, m, n, k, alpha, a, lda, b, ldb, beta, c,
-                    ldc);
+        sgemm_one(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
         return;
     }
     dl_pool_for(pool, (size_t)j.parts, 1, sgemm_blocks, &j);
