@@ -98,6 +98,8 @@ static void mm_acc(float *restrict c, int ldc, const float *restrict a, int ars,
         for (int i = 0; i < m; i += 2)
             mm_strip32(c, ldc, a, ars, acs, b, ldb, kk, i, j0, i + 1 < m);
 #endif
+    if (j0 == n) /* no columns left: skip the m x kk walk of an empty loop */
+        return;
     for (int i = 0; i < m; i++) {
         float *ci = c + (size_t)i * ldc;
         const float *ai = a + (size_t)i * ars;
