@@ -1,9 +1,9 @@
 /* bench_conv.c - GFLOP/s of the CPU backend's convolutions at the shapes of small CNNs, against the sgemm ceiling of the same run
  *
  * Each shape runs forward, backward data and backward filter through the
- * op table, as Conv2d calls them; the ceiling is OpenBLAS sgemm (on one
- * thread, split over the pool as dl_cpu_gemm does) on a product of the
- * same FLOPs. Run it with DLBENCH_CONV=own to time the own kernels
+ * op table, as Conv2d calls them; the ceiling is the backend's own f32
+ * GEMM (dl_cpu_gemm: oneDNN's sgemm where the CPU has AVX-512, else
+ * OpenBLAS's, split over the pool) on a 512^3 product. Run it with DLBENCH_CONV=own to time the own kernels
  * (im2col + GEMM, direct, sparse) instead of oneDNN's.
  *
  * usage: bench_conv [threads]   (default 1)
