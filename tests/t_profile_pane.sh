@@ -23,6 +23,21 @@ if run prof 0 profile tests/tui_spirals.lua n=2000 epochs=2 --trace "$OUT/prof.j
         fail profile_step_is_100pct "the step's rows sum to $sum%"
 fi
 
+# --- dlbench profile --set: the experiment's own fields, declared or not ----------------
+# tui_spirals.lua declares neither batch nor precision as a hyperparameter
+if run prof_set 0 profile tests/tui_spirals.lua n=2000 --set batch=48 --set precision=bf16 \
+    --steps 3 --warmup 1 --trace -; then
+    if head -1 "$OUT/prof_set.log" | grep -q 'batch 48, bf16,'; then
+        pass profile_set
+    else
+        fail profile_set "header: $(head -1 "$OUT/prof_set.log")"
+    fi
+fi
+if run prof_set_bad 2 profile tests/tui_spirals.lua --set nosuch=1; then
+    grep -q "expected FIELD=VALUE" "$OUT/prof_set_bad.log" && pass profile_set_bad ||
+        fail profile_set_bad "the message does not list the known fields"
+fi
+
 # --- the pane (F3) of a training in the workbench -------------------------------------
 if ! command -v tmux >/dev/null 2>&1; then
     skip t_profile_pane_tui "tmux is not installed"

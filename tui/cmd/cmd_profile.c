@@ -32,14 +32,15 @@ static int parse_count(const char *s, long *v)
     return 1;
 }
 
-/* What the command line asked for; ovs (the k=v arguments) is owned. */
+/* What the command line asked for; ovs (the k=v arguments, then from
+ * sets on the --set values) is owned. */
 typedef struct profile_args {
     const char *script, *trace, *device, *by;
     long steps, warmup, ring, rows;
     int sort, whole, monitor_on;
     double price;
-    char **ovs;
-    int nov;
+    char **ovs, **sets;
+    int nov, nset;
 } profile_args;
 
 static int bad_value(const dl_opt *o, const char *val)
@@ -69,6 +70,13 @@ static int take_option(profile_args *p, const dl_opt *o, const char *val)
     case DL_OPT_RING: ok = parse_count(val, &p->ring) && p->ring > 0; break;
     case DL_OPT_ROWS: ok = parse_count(val, &p->rows); break;
     case DL_OPT_TRACE: p->trace = val; break;
+    case DL_OPT_SET:
+        if (dl_session_set_check(val) < 0) {
+            fprintf(stderr, "dlbench profile: %s\n", dl_error_message());
+            return DL_EXIT_USAGE;
+        }
+        p->sets[p->nset++] = (char *)val;
+        break;
     case DL_OPT_SORT:
         ok = (p->sort = dl_prof_sort_parse(val)) >= 0 && p->sort != DL_PROF_SORT_NONE;
         break;
@@ -96,8 +104,9 @@ static int parse_args(int argc, char **argv, profile_args *p)
                         .ring = 10,
                         .sort = DL_PROF_SORT_TOTAL,
                         .monitor_on = 1};
-    if (!(p->ovs = calloc((size_t)argc + 1, sizeof *p->ovs)))
+    if (!(p->ovs = calloc(2 * ((size_t)argc + 1), sizeof *p->ovs)))
         return DL_EXIT_FAILED;
+    p->sets = p->ovs + argc + 1;
     dl_opts o;
     dl_command_opts(&o, this_cmd, argc, argv);
     int id, status = -1;
@@ -187,6 +196,8 @@ static int prepare(profile *p)
     o.script = a->script;
     o.overrides = a->ovs;
     o.noverrides = a->nov;
+    o.sets = a->sets;
+    o.nsets = a->nset;
     o.device = a->device;
     o.seed = -1;
     o.profile_steps = a->warmup + a->steps;
@@ -217,8 +228,9 @@ static int run(profile *p)
     dl_profiler_set_enabled(p->prof, a->warmup == 0); /* warm-up runs unprofiled */
     dl_callbacks cb = {&p->pr, on_step, NULL, on_event, NULL};
     dl_trainer_set_callbacks(p->t, &cb);
-    printf("profiling %s: %ld steps after %ld warm-up, batch %d, on %s\n", p->e->name, a->steps,
-           a->warmup, dl_trainer_config_of(p->t)->batch, p->be->description);
+    const dl_trainer_config *tc = dl_trainer_config_of(p->t);
+    printf("profiling %s: %ld steps after %ld warm-up, batch %d, %s, on %s\n", p->e->name, a->steps,
+           a->warmup, tc->batch, dl_precision_name(tc->precision), p->be->description);
     fflush(stdout);
     double start = dl_clock_mono_s();
     int rc = dl_trainer_run(p->t);

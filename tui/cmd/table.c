@@ -237,6 +237,7 @@ static const dl_opt predict_opts[] = {
 
 static const dl_opt profile_opts[] = {
     {0, "k=v", NULL, NULL, "override a hyperparameter the script declares", 0},
+    SET,
     {DL_OPT_STEPS, "--steps", NULL, "N", "optimizer steps to profile (default 50)", 0},
     {DL_OPT_WARMUP, "--warmup", NULL, "N", "steps run first and not counted (default 5)", 0},
     {DL_OPT_SORT, "--sort", NULL, "total|self|calls|mean|flops|name",
