@@ -210,8 +210,8 @@ function field(line, key,    n, i, kv, parts) {
         if (!(setup in sseen)) { sord[++ns] = setup; sseen[setup] = 1 }
         if (s > pt[$2, t]) { pt[$2, t] = s; ps[$2, t] = setup; ptok[$2, t] = field($0, "tokens_per_s") }
     } else if ($1 == "dlbench-ceiling") {
-        # the best f32 GEMM at the MLP's shapes in this process: OpenBLAS's
-        # threaded sgemm or the backend's own products (oneDNN on AVX-512)
+        # the best f32 GEMM at the MLP shapes in this process: OpenBLAS
+        # threaded sgemm or the backend own products (oneDNN on AVX-512)
         ceil[t] = field($0, "sgemm_gflops") + 0
         eng = field($0, "engine_f32_gflops") + 0
         if (eng > ceil[t]) ceil[t] = eng
@@ -255,7 +255,7 @@ END {
         }
     }
     print "  (ratio = dlbench / PyTorch best set-up; %ceil = achieved GFLOP/s, 2.41 MFLOP/sample counted"
-    print "   exactly, over the best f32 GEMM (OpenBLAS sgemm or the backend's own) at the same 8 shapes and"
+    print "   exactly, over the best f32 GEMM (OpenBLAS sgemm or the backend own) at the same 8 shapes and"
     print "   threads, same process; for mlp-bf16"
     print "   over the backend bf16 GEMM on those shapes; MLP target at 2 threads also >= 85% of sgemm)"
     for (j = 1; j <= nt; j++) {
