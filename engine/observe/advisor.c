@@ -23,7 +23,7 @@
 #define OVERFIT_MIN_POINTS 5 /* validated epochs before the trend is read */
 #define OVERFIT_NOISE 3.0    /* rise over the noise's robust sigma that counts */
 #define OVERFIT_REL 0.03     /* ... and over this share of the best loss */
-#define SMALL_OUTSIDE 0.4    /* share of a step outside the products */
+#define SMALL_MIN_GAIN 1.2   /* projected samples/s gain of a larger batch worth advising */
 #define SMALL_MAX_BATCH 128  /* batches from here up are not called small */
 #define SMALL_MAX_DATA 0.5   /* from here the loader is the cause: the input rule speaks */
 #define VAL_SHARE_WARN 0.25  /* validation's share of the wall time */
@@ -31,9 +31,10 @@
 #define LR_MIN_STEPS 40      /* logged step losses before the curve is read */
 #define LR_SLOW_DROP 0.05    /* a steady fall smaller than this share: too low */
 
-static const char *names[DL_ADV_NKINDS] = {
-    "divergence", "out of memory",   "input-bound", "launch-bound",     "overfitting",
-    "precision",  "memory headroom", "small batch", "validation share", "learning rate"};
+static const char *names[DL_ADV_NKINDS] = {"divergence",      "out of memory", "input-bound",
+                                           "launch-bound",    "overfitting",   "precision",
+                                           "memory headroom", "small batch",   "validation share",
+                                           "learning rate",   "plateau"};
 
 const char *dl_advice_name(dl_advice_kind k)
 {
@@ -49,7 +50,8 @@ void dl_advisor_input_init(dl_advisor_input *in)
     in->lr = -1;
     in->batch = 0;
     in->accumulate = 1;
-    in->product_share = -1;
+    in->product_share = in->fixed_share = -1;
+    in->product_flops_per_s = in->peak_flops = -1;
     in->bf16_native = in->f16_native = -1;
     in->adaptive_optim = -1;
     in->base_lr = -1;
@@ -447,29 +449,57 @@ static void rule_overfitting(const dl_advisor_input *in, out_list *o)
     overfit_advice(in, o, idx, v, n, raw, rise);
 }
 
-/* A batch too small for the device: most of a step goes outside the
- * matrix products (fixed per-step costs: the optimizer over every
- * parameter, element-wise layers, launches), with the loader keeping up. */
+/* A batch too small for the device, measured: the step is split into a
+ * part that does not grow with the batch (the optimizer phase, time
+ * outside any span) and the rest, which does. A batch factor x larger pays
+ * the fixed part factor x less often; if the products run no faster than
+ * now, that alone gives gain_lo = factor * step / (fixed + factor * rest),
+ * and if they reach the calibrated peak, gain_hi. The rule speaks when
+ * gain_lo reaches SMALL_MIN_GAIN: a projection from this run's own
+ * figures, so no share of the step is a threshold fitted to one machine. */
 static void rule_small_batch(const dl_advisor_input *in, out_list *o)
 {
-    if (in->product_share < 0 || in->step_ms <= 0 || in->batch <= 0 || in->batch >= SMALL_MAX_BATCH)
+    if (in->fixed_share < 0 || in->step_ms <= 0 || in->batch <= 0 || in->batch >= SMALL_MAX_BATCH)
         return;
-    double outside = 1 - in->product_share;
-    if (outside < SMALL_OUTSIDE || in->data_wait_share >= SMALL_MAX_DATA)
-        return;
-    dl_advice *a = add(o, DL_ADV_SMALL_BATCH, DL_ADV_WARNING);
-    if (!a)
+    if (in->data_wait_share >= SMALL_MAX_DATA)
         return;
     int factor = in->batch * 4 <= SMALL_MAX_BATCH ? 4 : 2;
     int nb = in->batch * factor;
-    snprintf(a->evidence, sizeof a->evidence,
-             "batch %d: %.0f%% of the %.2f ms step is outside the matrix products (%.2f ms "
-             "inside)",
-             in->batch, 100 * outside, in->step_ms, in->product_share * in->step_ms);
+    double fixed = in->fixed_share * in->step_ms, rest = in->step_ms - fixed;
+    double gain_lo = factor * in->step_ms / (fixed + factor * rest);
+    if (gain_lo < SMALL_MIN_GAIN)
+        return;
+    double gain_hi = gain_lo;
+    double prod = in->product_share > 0 ? in->product_share * in->step_ms : 0;
+    if (prod > 0 && in->product_flops_per_s > 0 && in->peak_flops > in->product_flops_per_s)
+        gain_hi = factor * in->step_ms /
+                  (fixed + factor * (rest - prod) +
+                   factor * prod * in->product_flops_per_s / in->peak_flops);
+    dl_advice *a = add(o, DL_ADV_SMALL_BATCH, DL_ADV_WARNING);
+    if (!a)
+        return;
+    int len = snprintf(a->evidence, sizeof a->evidence,
+                       "batch %d: %.0f%% of the %.3f ms step does not grow with the batch "
+                       "(optimizer, %.3f ms)",
+                       in->batch, 100 * in->fixed_share, in->step_ms, fixed);
+    if (prod > 0 && in->product_flops_per_s > 0 && in->peak_flops > 0 && len > 0 &&
+        (size_t)len < sizeof a->evidence)
+        snprintf(a->evidence + len, sizeof a->evidence - (size_t)len,
+                 "; the products run at %.0f%% of the calibrated peak (%.1f of %.1f GFLOP/s)",
+                 100 * in->product_flops_per_s / in->peak_flops, in->product_flops_per_s * 1e-9,
+                 in->peak_flops * 1e-9);
     num(a, "batch", in->batch);
     num(a, "step_ms", in->step_ms);
-    num(a, "outside_share", outside);
-    num(a, "inside_ms", in->product_share * in->step_ms);
+    num(a, "fixed_share", in->fixed_share);
+    num(a, "fixed_ms", fixed);
+    if (in->product_share >= 0)
+        num(a, "product_share", in->product_share);
+    if (in->product_flops_per_s > 0)
+        num(a, "product_gflops", in->product_flops_per_s * 1e-9);
+    if (in->peak_flops > 0)
+        num(a, "peak_gflops", in->peak_flops * 1e-9);
+    num(a, "gain_lo", gain_lo);
+    num(a, "gain_hi", gain_hi);
     /* the learning rate follows the batch: linearly for SGD, by the square
      * root for adaptive optimizers */
     double lr_factor = in->adaptive_optim == 0 ? factor : sqrt((double)factor);
@@ -487,12 +517,14 @@ static void rule_small_batch(const dl_advisor_input *in, out_list *o)
                  nb, lr_factor, factor);
         snprintf(a->command, sizeof a->command, "--set batch=%d", nb);
     }
-    /* the outside part is paid per step: a step of factor x the rows costs
-     * at most the inside part scaled plus the same outside part */
-    double per_sample_now = in->step_ms / in->batch;
-    double per_sample_new = (in->product_share * in->step_ms * factor + outside * in->step_ms) / nb;
-    effect(a, -1, "up to %.1fx the samples per second (the products scale, the rest does not)",
-           per_sample_now / per_sample_new);
+    if (gain_hi > gain_lo * 1.005)
+        effect(a, -1,
+               "%.2fx to %.2fx the samples per second (the fixed part paid %dx less often; the "
+               "products as fast as now, or at the peak)",
+               gain_lo, gain_hi, factor);
+    else
+        effect(a, -1, "about %.2fx the samples per second (the fixed part paid %dx less often)",
+               gain_lo, factor);
 }
 
 /* Validation's share of the wall time, with the frequency that brings it
