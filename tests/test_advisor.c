@@ -409,6 +409,81 @@ static void test_overfitting_noisy(void)
     dl_telemetry_destroy(t);
 }
 
+/* A plateau: accuracy up for 6 epochs, then flat within noise for 24
+ * (the loss flat too: no overfitting) - "--set epochs=K" with K in the first half (the noise delays it a little) and
+ * the accuracy there within 0.4 point of the end; silent for a curve that
+ * keeps rising by 0.5 point an epoch under the same noise, and for one
+ * that flattens only in its last two epochs. */
+static void test_plateau(void)
+{
+    enum { E = 30 };
+    double tl[E], vl[E], acc[E], secs[E];
+    uint64_t st = 5;
+    dl_advisor_input in;
+    dl_advice adv[8];
+    for (int e = 0; e < E; e++) {
+        double level = e < 6 ? 0.70 + 0.025 * e : 0.85;
+        acc[e] = level + 0.003 * noise(&st);
+        vl[e] = 0.45 + 0.01 * noise(&st);
+        tl[e] = 0.5 - 0.002 * e;
+        secs[e] = 1.0 + 0.05 * noise(&st);
+    }
+    dl_advisor_input_init(&in);
+    in.train_loss = tl;
+    in.val_loss = vl;
+    in.val_acc = acc;
+    in.epoch_s = secs;
+    in.nepochs = E;
+    in.epochs_planned = E;
+    const dl_advice *a = has(adv, dl_advisor_run(&in, adv, 8), DL_ADV_PLATEAU);
+    CHECK(a != NULL);
+    if (a) {
+        int k = atoi(a->command + strlen("--set epochs="));
+        CHECK_MSG(!strncmp(a->command, "--set epochs=", 13) && k >= 5 && k <= 14, "'%s'",
+                  a->command);
+        if (k >= 1 && k <= E)
+            CHECK(acc[k - 1] >= acc[E - 1] - 0.004);
+        CHECK(a->saves_s > 15);
+    }
+    /* still rising: no plateau */
+    for (int e = 0; e < E; e++)
+        acc[e] = 0.70 + 0.005 * e + 0.003 * noise(&st);
+    CHECK(!has(adv, dl_advisor_run(&in, adv, 8), DL_ADV_PLATEAU));
+    /* flat only over the last two epochs */
+    for (int e = 0; e < E; e++)
+        acc[e] = 0.70 + 0.005 * (e < E - 2 ? e : E - 3) + 0.001 * noise(&st);
+    CHECK(!has(adv, dl_advisor_run(&in, adv, 8), DL_ADV_PLATEAU));
+    /* no accuracy curve: silent */
+    in.val_acc = NULL;
+    CHECK(!has(adv, dl_advisor_run(&in, adv, 8), DL_ADV_PLATEAU));
+}
+
+/* The input-bound command stops at the core count: 2 workers on 2 cores
+ * get no "--set workers=4" (it would compete with the training's own
+ * threads), 1 worker on 2 cores gets 2, and an unknown count keeps 2x. */
+static void test_input_cores(void)
+{
+    dl_advisor_input in;
+    dl_advice adv[8];
+    dl_advisor_input_init(&in);
+    in.step_ms = 0.13;
+    in.data_wait_share = 0.21;
+    in.workers = 2;
+    in.cpu_cores = 2;
+    const dl_advice *a = has(adv, dl_advisor_run(&in, adv, 8), DL_ADV_INPUT_BOUND);
+    CHECK(a && !a->command[0] && strstr(a->remedy, "2 workers on 2 cores") != NULL);
+    in.workers = 1;
+    a = has(adv, dl_advisor_run(&in, adv, 8), DL_ADV_INPUT_BOUND);
+    CHECK(a && !strcmp(a->command, "--set workers=2"));
+    in.workers = 2;
+    in.cpu_cores = 16;
+    a = has(adv, dl_advisor_run(&in, adv, 8), DL_ADV_INPUT_BOUND);
+    CHECK(a && !strcmp(a->command, "--set workers=4"));
+    in.cpu_cores = -1;
+    a = has(adv, dl_advisor_run(&in, adv, 8), DL_ADV_INPUT_BOUND);
+    CHECK(a && !strcmp(a->command, "--set workers=4"));
+}
+
 /* A batch too small, measured: the part of the step that does not grow
  * with the batch (the optimizer) paid 4x less often projects a gain of at
  * least 1.2x; the learning rate scaled with the batch (square root for
@@ -683,6 +758,8 @@ int main(void)
 {
     be = dl_backend_cpu(0);
     RUN(test_slow_loader_input_bound);
+    RUN(test_input_cores);
+    RUN(test_plateau);
     RUN(test_augment_workers0_input_bound);
     RUN(test_diverging_lr);
     RUN(test_overfitting_noisy);

@@ -26,6 +26,10 @@
 #define SMALL_MIN_GAIN 1.2   /* projected samples/s gain of a larger batch worth advising */
 #define SMALL_MAX_BATCH 128  /* batches from here up are not called small */
 #define SMALL_MAX_DATA 0.5   /* from here the loader is the cause: the input rule speaks */
+#define PLATEAU_MIN_POINTS 6 /* validated epochs before a plateau is read */
+#define PLATEAU_MIN_FLAT 3   /* validated epochs on the plateau */
+#define PLATEAU_TOL 0.004    /* accuracy within this of the end counts as the same */
+#define PLATEAU_MIN_SAVE 0.2 /* share of the planned epochs the advice must save */
 #define VAL_SHARE_WARN 0.25  /* validation's share of the wall time */
 #define VAL_SHARE_GOAL 0.10  /* the share the suggested frequency aims at */
 #define LR_MIN_STEPS 40      /* logged step losses before the curve is read */
@@ -46,6 +50,7 @@ void dl_advisor_input_init(dl_advisor_input *in)
     memset(in, 0, sizeof *in);
     in->step_ms = in->data_wait_share = in->leaf_ops_per_step = in->mean_op_ms = -1;
     in->workers = in->queue_fill = in->queue_size = -1;
+    in->cpu_cores = -1;
     in->gpu_util_pct = in->gpu_mem_used_mb = in->gpu_mem_total_mb = -1;
     in->lr = -1;
     in->batch = 0;
@@ -201,10 +206,15 @@ static void rule_input(const dl_advisor_input *in, out_list *o)
     num(a, "data_wait_share", in->data_wait_share);
     if (in->step_ms > 0)
         num(a, "step_ms", in->step_ms);
+    /* more workers than cores compete with the training's own threads:
+     * the command stops at the core count, and is none past it */
+    int more = in->workers < 2 ? 2 : 2 * in->workers;
+    if (in->cpu_cores > 0 && more > in->cpu_cores)
+        more = in->cpu_cores;
     if (in->workers >= 0) {
         num(a, "workers", in->workers);
-        snprintf(a->command, sizeof a->command, "--set workers=%d",
-                 in->workers < 2 ? 2 : 2 * in->workers);
+        if (more > in->workers)
+            snprintf(a->command, sizeof a->command, "--set workers=%d", more);
     }
     if (in->data_wait_share > 0 && in->step_ms > 0)
         effect(a, -1, "up to %.0f%% less time a step if the loader keeps up",
@@ -213,6 +223,11 @@ static void rule_input(const dl_advisor_input *in, out_list *o)
         snprintf(a->remedy, sizeof a->remedy,
                  "the batches are prepared on the training thread: set workers = 2 or more "
                  "(and prefetch = 4); keep the data in memory, store it as u8");
+    else if (more <= in->workers)
+        snprintf(a->remedy, sizeof a->remedy,
+                 "the loader has %d workers on %d cores already: in-memory mode, u8 storage "
+                 "(scale on the device), lighter augmentation",
+                 in->workers, in->cpu_cores);
     else
         snprintf(a->remedy, sizeof a->remedy,
                  "more loader workers%s, a deeper prefetch, in-memory mode, u8 storage (scale "
@@ -527,6 +542,83 @@ static void rule_small_batch(const dl_advisor_input *in, out_list *o)
                gain_lo, factor);
 }
 
+/* A plateau: validation accuracy reached its level epochs ago and the
+ * rest of the run did not move it (not overfitting: the loss need not
+ * rise). The epoch named is the first whose smoothed accuracy is within
+ * PLATEAU_TOL of the smoothed top and whose own accuracy is within it of
+ * the last epoch's (the same run stopped there ends where this one did, to
+ * the tolerance); the tail after it must be flat: its fitted line gains
+ * less than PLATEAU_TOL over the epochs it spans. */
+static void rule_plateau(const dl_advisor_input *in, out_list *o)
+{
+    if (!in->val_acc || in->nepochs < PLATEAU_MIN_POINTS)
+        return;
+    for (int i = 0; i < o->n; i++)
+        if (o->a[i].kind == DL_ADV_OVERFITTING)
+            return; /* that advice names its own stopping epoch */
+    int at[DL_ADV_MAX_EPOCHS], m = 0;
+    double acc[DL_ADV_MAX_EPOCHS], sm[DL_ADV_MAX_EPOCHS];
+    for (int i = 0; i < in->nepochs && i < DL_ADV_MAX_EPOCHS; i++)
+        if (isfinite(in->val_acc[i])) {
+            at[m] = i;
+            acc[m++] = in->val_acc[i];
+        }
+    if (m < PLATEAU_MIN_POINTS)
+        return;
+    smooth(acc, m, sm);
+    double top = sm[0];
+    for (int i = 1; i < m; i++)
+        top = fmax(top, sm[i]);
+    int k = -1;
+    for (int i = 0; i < m && k < 0; i++)
+        if (sm[i] >= top - PLATEAU_TOL && acc[i] >= acc[m - 1] - PLATEAU_TOL)
+            k = i;
+    if (k < 0 || m - 1 - k < PLATEAU_MIN_FLAT)
+        return;
+    double slope;
+    slope_t(acc + k, m - k, &slope);
+    if (!(slope * (m - 1 - k) < PLATEAU_TOL))
+        return;
+    int stop = at[k] + 1, end = at[m - 1] + 1;
+    int planned = in->epochs_planned > end ? in->epochs_planned : end;
+    if (stop > planned * (1 - PLATEAU_MIN_SAVE))
+        return;
+    dl_advice *a = add(o, DL_ADV_PLATEAU, DL_ADV_WARNING);
+    if (!a)
+        return;
+    double past_s = -1, per_epoch = -1;
+    if (in->epoch_s) {
+        past_s = 0;
+        for (int i = stop; i < end; i++)
+            past_s += isfinite(in->epoch_s[i]) ? in->epoch_s[i] : 0;
+        per_epoch = mean_of(in->epoch_s, 0, end);
+    }
+    int len = snprintf(a->evidence, sizeof a->evidence,
+                       "validation accuracy %.4f at epoch %d, %.4f at epoch %d: the %d epochs "
+                       "after it moved the trend by %+.2f points",
+                       acc[k], stop, acc[m - 1], end, end - stop, 100 * slope * (m - 1 - k));
+    if (past_s >= 0 && len > 0 && (size_t)len < sizeof a->evidence)
+        snprintf(a->evidence + len, sizeof a->evidence - (size_t)len,
+                 "; %.1f s trained on the plateau", past_s);
+    num(a, "stop_epoch", stop);
+    num(a, "stop_val_acc", acc[k]);
+    num(a, "last_epoch", end);
+    num(a, "last_val_acc", acc[m - 1]);
+    num(a, "tail_gain", slope * (m - 1 - k));
+    if (past_s >= 0)
+        num(a, "seconds_on_plateau", past_s);
+    snprintf(a->remedy, sizeof a->remedy,
+             "train %d epochs instead of %d (the same run up to there, within %.1f point of "
+             "where it ended; a schedule that spans the epochs changes with them), or early "
+             "stopping on val_acc",
+             stop, planned, 100 * PLATEAU_TOL);
+    snprintf(a->command, sizeof a->command, "--set epochs=%d", stop);
+    if (per_epoch > 0)
+        effect(a, per_epoch * (planned - stop),
+               "%d of %d epochs: about %.1f s saved (%.0f%% of the run)", stop, planned,
+               per_epoch * (planned - stop), 100.0 * (planned - stop) / planned);
+}
+
 /* Validation's share of the wall time, with the frequency that brings it
  * near VAL_SHARE_GOAL. */
 static void rule_validation(const dl_advisor_input *in, out_list *o)
@@ -750,6 +842,7 @@ int dl_advisor_run(const dl_advisor_input *in, dl_advice *out, int max)
     rule_small_batch(in, &o);
     rule_validation(in, &o);
     rule_learning_rate(in, &o);
+    rule_plateau(in, &o);
     qsort(out, (size_t)o.n, sizeof *out, by_level);
     return o.n;
 }

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cjson/cJSON.h>
 
@@ -506,6 +507,7 @@ void dl_telemetry_advisor_input(const dl_telemetry_snapshot *s, dl_advisor_input
         in->data_wait_share = r->data_wait_share;
     }
     in->workers = r->workers;
+    in->cpu_cores = r->step > 0 ? (int)sysconf(_SC_NPROCESSORS_ONLN) : -1;
     if (s->have_loader) {
         in->queue_fill = s->loader.queue_fill;
         in->queue_size = s->loader.queue_size;
