@@ -478,7 +478,11 @@ static void rule_small_batch(const dl_advisor_input *in, out_list *o)
         return;
     if (in->data_wait_share >= SMALL_MAX_DATA)
         return;
-    int factor = in->batch * 4 <= SMALL_MAX_BATCH ? 4 : 2;
+    /* up to 8x, as far as SMALL_MAX_BATCH (a batch that size rarely costs
+     * accuracy; past it the rule does not speak) */
+    int factor = 8;
+    while (factor > 2 && in->batch * factor > SMALL_MAX_BATCH)
+        factor /= 2;
     int nb = in->batch * factor;
     double fixed = in->fixed_share * in->step_ms, rest = in->step_ms - fixed;
     double gain_lo = factor * in->step_ms / (fixed + factor * rest);
