@@ -207,10 +207,15 @@ static void rule_input(const dl_advisor_input *in, out_list *o)
     if (in->step_ms > 0)
         num(a, "step_ms", in->step_ms);
     /* more workers than cores compete with the training's own threads:
-     * the command stops at the core count, and is none past it */
+     * the command stops at the cores the training leaves free (on the
+     * CPU, the cores less its compute threads; at the core count on a
+     * GPU), and is none when there are none */
     int more = in->workers < 2 ? 2 : 2 * in->workers;
-    if (in->cpu_cores > 0 && more > in->cpu_cores)
-        more = in->cpu_cores;
+    int room = in->cpu_cores;
+    if (room > 0 && !in->on_gpu && in->compute_threads > 0)
+        room -= in->compute_threads;
+    if (in->cpu_cores > 0 && more > room)
+        more = room;
     if (in->workers >= 0) {
         num(a, "workers", in->workers);
         if (more > in->workers)
@@ -219,15 +224,22 @@ static void rule_input(const dl_advisor_input *in, out_list *o)
     if (in->data_wait_share > 0 && in->step_ms > 0)
         effect(a, -1, "up to %.0f%% less time a step if the loader keeps up",
                100 * in->data_wait_share);
-    if (in->workers == 0)
+    if (in->workers >= 0 && more <= in->workers && in->compute_threads > 0 && !in->on_gpu)
         snprintf(a->remedy, sizeof a->remedy,
-                 "the batches are prepared on the training thread: set workers = 2 or more "
-                 "(and prefetch = 4); keep the data in memory, store it as u8");
-    else if (more <= in->workers)
+                 "the training's %d threads take the %d cores: more loader workers would compete "
+                 "with them; in-memory mode, u8 storage, lighter augmentation, or a bigger "
+                 "machine",
+                 in->compute_threads, in->cpu_cores);
+    else if (in->workers >= 0 && more <= in->workers)
         snprintf(a->remedy, sizeof a->remedy,
                  "the loader has %d workers on %d cores already: in-memory mode, u8 storage "
                  "(scale on the device), lighter augmentation",
                  in->workers, in->cpu_cores);
+    else if (in->workers == 0)
+        snprintf(a->remedy, sizeof a->remedy,
+                 "the batches are prepared on the training thread: set workers = %d (and "
+                 "prefetch = 4); keep the data in memory, store it as u8",
+                 more);
     else
         snprintf(a->remedy, sizeof a->remedy,
                  "more loader workers%s, a deeper prefetch, in-memory mode, u8 storage (scale "

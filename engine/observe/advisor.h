@@ -65,6 +65,7 @@ typedef struct dl_advisor_input {
     /* loader; < 0 unknown */
     int workers;                /* loader worker threads (0: synchronous) */
     int cpu_cores;              /* cores of the machine; <= 0 unknown */
+    int compute_threads;        /* CPU threads the training computes on; <= 0 unknown */
     int queue_fill, queue_size; /* ready batches at the last look */
     /* device */
     int on_gpu;                               /* training runs on a GPU */

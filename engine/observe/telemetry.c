@@ -508,6 +508,7 @@ void dl_telemetry_advisor_input(const dl_telemetry_snapshot *s, dl_advisor_input
     }
     in->workers = r->workers;
     in->cpu_cores = r->step > 0 ? (int)sysconf(_SC_NPROCESSORS_ONLN) : -1;
+    in->compute_threads = r->compute_threads > 0 ? r->compute_threads : -1;
     if (s->have_loader) {
         in->queue_fill = s->loader.queue_fill;
         in->queue_size = s->loader.queue_size;
