@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # bench/advise_accept.sh - the advisor's acceptance: deliberately wasteful
-# experiments (tests/advise/*.lua), each run as written, then run again
+# experiments (tests/advise/*.lua, and bench/advise/*.lua, which no test
+# uses), each run as written, then run again
 # following only the advisor's commands (the warnings' and critical
 # advice's "command" in the first run's summary.json, merged in order);
 # prints experiment, advice, wall time and accuracy before and after, and
@@ -8,14 +9,15 @@
 #
 # Environment: BUILD (build), DLBENCH ($BUILD/dlbench), ADVISE_REPS (1:
 # runs per side, the median counts), ADVISE_EXPERIMENTS (all of
-# tests/advise/*.lua). bf16_cpu.lua runs with DLBENCH_CPU_BF16=0: the
+# tests/advise/*.lua bench/advise/*.lua). The "tests" column says whether
+# a test under tests/ runs the experiment (yes) or not (no). bf16_cpu.lua runs with DLBENCH_CPU_BF16=0: the
 # emulated path, as on a CPU without AVX-512 BF16.
 set -u
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
 DLBENCH=${DLBENCH:-$BUILD/dlbench}
 REPS=${ADVISE_REPS:-1}
-EXPS=${ADVISE_EXPERIMENTS:-$(ls tests/advise/*.lua)}
+EXPS=${ADVISE_EXPERIMENTS:-$(ls tests/advise/*.lua bench/advise/*.lua)}
 OUT=$(mktemp -d)
 trap 'rm -rf "$OUT"' EXIT
 if [ ! -f data/fashion-mnist.h5 ]; then
@@ -60,11 +62,14 @@ print(" ".join(f"--set {k}={v}" for k, v in sets.items()) + "|" + ",".join(kinds
 PY
 }
 
-printf '%-18s %-64s %9s %9s %7s %8s %8s\n' experiment advice "before s" "after s" speedup \
-    "acc bef" "acc aft"
+printf '%-18s %-5s %-64s %9s %9s %7s %8s %8s\n' experiment tests advice "before s" "after s" \
+    speedup "acc bef" "acc aft"
 ratios=""
+failed=""
 for script in $EXPS; do
     name=$(basename "$script" .lua)
+    used=no
+    grep -rlq --exclude-dir=advise "advise/$name.lua" tests/ && used=yes
     env=""
     [ "$name" = bf16_cpu ] && env="DLBENCH_CPU_BF16=0"
     read -r wb ab db <<<"$(one "$name-before" "$env" "$script")"
@@ -76,16 +81,26 @@ for script in $EXPS; do
     sets=${c%%|*}
     kinds=${c##*|}
     if [ -z "$sets" ]; then
-        printf '%-18s %-64s %9.1f %9s %7s %8.4f %8s\n' "$name" "(none)" "$wb" - - "$ab" -
+        printf '%-18s %-5s %-64s %9.1f %9s %7s %8.4f %8s\n' "$name" "$used" "(none)" "$wb" - - \
+            "$ab" -
         continue
     fi
     # shellcheck disable=SC2086
     read -r wa aa da <<<"$(one "$name-after" "$env" "$script" $sets)"
     r=$(awk -v a="$wb" -v b="$wa" 'BEGIN { printf "%.2f", (b > 0 ? a / b : 0) }')
     ratios="$ratios $r"
-    printf '%-18s %-64s %9.1f %9.1f %6sx %8.4f %8.4f\n' "$name" "$kinds: $sets" "$wb" "$wa" "$r" \
-        "$ab" "$aa"
+    # slower, or more than half a point less accurate: the advice failed
+    worse=$(awk -v wb="$wb" -v wa="$wa" -v ab="$ab" -v aa="$aa" \
+        'BEGIN { print (wa > wb || aa < ab - 0.005) ? 1 : 0 }')
+    [ "$worse" = 1 ] && failed="$failed $name"
+    printf '%-18s %-5s %-64s %9.1f %9.1f %6sx %8.4f %8.4f\n' "$name" "$used" "$kinds: $sets" \
+        "$wb" "$wa" "$r" "$ab" "$aa"
 done
 echo "$ratios" | tr ' ' '\n' | grep . | sort -n |
     awk '{ v[NR] = $1 } END { if (NR) printf "median speed-up %.2fx over %d experiments\n",
         (NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2), NR }'
+if [ -n "$failed" ]; then
+    echo "advice made these slower or worse (more than 0.5 point of accuracy):$failed"
+else
+    echo "no advice made a run slower or more than 0.5 point less accurate"
+fi

@@ -122,6 +122,9 @@ int dl_session_metric(const dl_session *s, const char *name, double *final, doub
 /* Checks one --set FIELD=VALUE before a script is loaded: DL_OK, or
  * DL_EINVAL naming the field, the known fields or what the value takes. */
 int dl_session_set_check(const char *kv);
+/* 1 when FIELD of "FIELD=VALUE" is one of --set's fields (batch, precision,
+ * epochs, lr, workers, val_every, early_stopping, ...), whatever VALUE is. */
+int dl_session_set_field(const char *kv);
 
 /* What --parity-device accepts: "cpu" (the process's CPU backend, 0),
  * "cuda" (1) or "cpu:T", a CPU backend of its own with T threads (2, T in

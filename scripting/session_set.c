@@ -169,6 +169,18 @@ int session_apply_sets(dl_session *s)
     return DL_OK;
 }
 
+int dl_session_set_field(const char *kv)
+{
+    const char *eq = strchr(kv, '=');
+    if (!eq)
+        return 0;
+    for (size_t f = 0; f < NFIELDS; f++)
+        if (strlen(fields[f].name) == (size_t)(eq - kv) &&
+            !strncmp(fields[f].name, kv, (size_t)(eq - kv)))
+            return 1;
+    return 0;
+}
+
 int dl_session_set_check(const char *kv)
 {
     dl_experiment e;

@@ -32,6 +32,7 @@ void session_publish_run(dl_session *s, dl_tele_state st)
     r.accumulate = cfg->accumulate;
     r.epochs = cfg->epochs;
     r.workers = s->exp->data.workers;
+    r.compute_threads = be && be->ops->device == DL_DEVICE_CPU ? be->threads : 0;
     r.steps_per_epoch = dl_session_steps_per_epoch(s);
     r.total_steps = r.steps_per_epoch * cfg->epochs;
     if (cfg->max_steps > 0 && (r.total_steps <= 0 || cfg->max_steps < r.total_steps))

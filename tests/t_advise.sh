@@ -125,3 +125,49 @@ if run advise_bad 2 advise scripts/spirals.lua --steps 1 && grep -q -- "--steps 
     pass advise_bad
 fi
 
+
+# --- the wasteful experiments (tests/advise/): each rule fires on its own case --------------
+# advice_of DIR KIND: the command of the advice of KIND in summary.json ("-" when none)
+advice_of() {
+    python3 -c "
+import json; s = json.load(open('$1/summary.json'))
+a = [x for x in s['advice'] if x['kind'] == '$2']
+print(a[0]['command'] if a else '-')"
+}
+if [ -f data/fashion-mnist.h5 ]; then
+    # a 784-256-10 MLP at batch 8 (the experiment's 16 halved, for a margin on a busy
+    # machine): the optimizer's fixed cost projects >= 1.2x at batch 64 (the old
+    # 40%-outside-the-products threshold stayed silent at batch 16 on a Zen 5 CPU)
+    if run waste_small 0 run tests/advise/small_batch.lua limit=8000 --set batch=8 \
+        --out "$OUT/runs" -q; then
+        d=$(run_dir waste_small)
+        c=$(advice_of "$d" "small batch")
+        if [ "$c" = "--set batch=64 --set lr=0.00283" ]; then
+            pass waste_small_batch
+        else
+            fail waste_small_batch "small-batch advice '$c'; $(python3 -c "
+import json; print([a['evidence'] for a in json.load(open('$d/summary.json'))['advice']])")"
+        fi
+    fi
+    # a softmax regression flat after a few epochs: the plateau rule names an epoch, the
+    # same run stopped there ends within 0.5 point of the full run
+    if run waste_plateau 0 run tests/advise/plateau.lua epochs=16 --out "$OUT/runs" -q; then
+        d=$(run_dir waste_plateau)
+        c=$(advice_of "$d" plateau)
+        e=${c#--set epochs=}
+        if [ "$c" = - ] || [ "$e" -ge 14 ]; then
+            fail waste_plateau "plateau advice '$c'"
+        elif run waste_plateau_after 0 run tests/advise/plateau.lua epochs=16 $c \
+            --out "$OUT/runs" -q; then
+            ok=$(python3 -c "
+import json
+b = json.load(open('$d/summary.json')); a = json.load(open('$(run_dir waste_plateau_after)/summary.json'))
+print(a['final']['val_acc'] >= b['final']['val_acc'] - 0.005 and a['epochs'] == $e)")
+            if [ "$ok" = True ]; then
+                pass waste_plateau
+            else
+                fail waste_plateau "after '$c': more than 0.5 point lost, or not $e epochs"
+            fi
+        fi
+    fi
+fi

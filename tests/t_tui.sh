@@ -360,3 +360,37 @@ else
 fi
 for ((i = 0; i < 50; i++)); do kill -0 "$PID" 2>/dev/null || break; sleep 0.2; done
 kill -0 "$PID" 2>/dev/null && fail sighup_exits "process $PID still there after the end" || pass sighup_exits
+
+# --- e: --set's FIELD=VALUE for fields the script does not declare --------------------
+# (tui_spirals declares lr, hidden, epochs and n; batch and val_every are the
+# experiment's own fields, which a k=v override could not reach)
+start wbe 100 30 "$DLBENCH" "$SCRIPT" epochs=4 n=600 --out "$OUT/eruns"
+wait_for wbe "4 Log" 15
+TM send-keys -t wbe e
+TM send-keys -t wbe -l "batch=24 val_every=3 precision=fp8"
+TM send-keys -t wbe Enter
+wait_for wbe "applies from the next start" 10
+wait_for wbe "precision=fp8: precision takes" 5 && e_refused=1 || e_refused=0
+TM send-keys -t wbe r
+ERUN=""
+for ((i = 0; i < 150; i++)); do
+    ERUN=$(ls -d "$OUT"/eruns/*/ 2>/dev/null | head -1)
+    [ -n "$ERUN" ] && [ -f "$ERUN/summary.json" ] && grep -q '"finished"' "$ERUN/summary.json" && break
+    sleep 0.2
+done
+if [ -z "$ERUN" ] || ! grep -q '"finished"' "$ERUN/summary.json" 2>/dev/null; then
+    fail e_set_fields "the run after e did not finish; screen:"
+    screen wbe | tail -6 | sed 's/^/    /'
+else
+    got=$(python3 -c "
+import json; c = json.load(open('${ERUN}config.json'))
+print(c['batch'], c['val_every'], ' '.join(c.get('sets', [])))")
+    if [ "$got" != "24 3 batch=24 val_every=3" ]; then
+        fail e_set_fields "config.json after e: '$got'"
+    elif [ "$e_refused" != 1 ]; then
+        fail e_set_fields "no error for precision=fp8 on the screen"
+    else
+        pass e_set_fields
+    fi
+fi
+TM send-keys -t wbe q

@@ -108,7 +108,8 @@ static const char *prompt_label(prompt_kind k)
 {
     switch (k) {
     case PROMPT_NOTE: return "note: ";
-    case PROMPT_HPARAMS: return "hyperparameters k=v (lr applies now): ";
+    case PROMPT_HPARAMS:
+        return "k=v or a --set FIELD=VALUE (batch=64 val_every=3; lr applies now): ";
     case PROMPT_LUA: return "lua> ";
     case PROMPT_FILTER: return "filter (k=v, tag=T or text) /";
     case PROMPT_TAG: return "tag the selected runs (-TAG removes it): ";

@@ -42,6 +42,9 @@ typedef struct wb {
     int no_mouse; /* --no-mouse */
     char *ovs[MAX_OVERRIDES];
     int nov;
+    /* the e prompt's FIELD=VALUE for the experiment's own fields (as --set) */
+    char *sets[MAX_OVERRIDES];
+    int nsets;
     /* the training thread */
     pthread_mutex_t lock; /* guards session */
     pthread_t thread;
@@ -99,6 +102,8 @@ static void *train(void *arg)
     o.script = w->script;
     o.overrides = w->ovs;
     o.noverrides = w->nov;
+    o.sets = w->sets;
+    o.nsets = w->nsets;
     o.device = w->device;
     o.seed = w->seed;
     o.out_dir = w->out_dir;
@@ -217,23 +222,33 @@ static void hparams(wb *w, const char *line)
             else if (post(w, DL_CMD_SET_LR, lr, NULL))
                 dl_telemetry_event(w->tele, "info", "new learning rate queued for the next step");
         }
-        /* kept for the next start (lr too: a restart uses it from step 0) */
+        /* kept for the next start (lr too: a restart uses it from step 0):
+         * the experiment's own fields as --set does (the script need not
+         * declare them), anything else as a k=v hyperparameter override */
+        int is_set = dl_session_set_field(tok);
+        if (is_set && dl_session_set_check(tok) != DL_OK) {
+            dl_telemetry_event(w->tele, "error", dl_error_message());
+            continue;
+        }
+        char **list = is_set ? w->sets : w->ovs;
+        int *nlist = is_set ? &w->nsets : &w->nov;
         int k;
-        for (k = 0; k < w->nov; k++)
-            if (!strncmp(w->ovs[k], tok, (size_t)(eq - tok) + 1))
+        for (k = 0; k < *nlist; k++)
+            if (!strncmp(list[k], tok, (size_t)(eq - tok) + 1))
                 break;
         if (k == MAX_OVERRIDES)
             continue;
         char *dup = strdup(tok);
         if (!dup)
             continue;
-        if (k < w->nov)
-            free(w->ovs[k]);
+        if (k < *nlist)
+            free(list[k]);
         else
-            w->nov++;
-        w->ovs[k] = dup;
+            (*nlist)++;
+        list[k] = dup;
         char msg[300];
-        snprintf(msg, sizeof msg, "%s applies from the next start (r)", tok);
+        snprintf(msg, sizeof msg, "%s%s applies from the next start (r)", is_set ? "--set " : "",
+                 tok);
         if (strncmp(tok, "lr=", 3))
             dl_telemetry_event(w->tele, "info", msg);
     }
@@ -480,6 +495,8 @@ static void teardown(wb *w, int term_fd)
     dl_telemetry_destroy(w->tele);
     for (int i = 0; i < w->nov; i++)
         free(w->ovs[i]);
+    for (int i = 0; i < w->nsets; i++)
+        free(w->sets[i]);
     if (w->out_pipe >= 0)
         close(w->out_pipe);
     if (term_fd >= 0)

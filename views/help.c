@@ -13,7 +13,7 @@ static const char *const keys[][2] = {
     {"A", "what-if probes: 20 steps of each variant from this state, put back"},
     {"s", "checkpoint now"},
     {"n", "add a note to the run's events.log"},
-    {"e", "edit hyperparameters k=v (lr applies live, the rest at the next start)"},
+    {"e", "edit k=v hyperparameters or --set fields (batch=64; lr live, the rest next start)"},
     {":", "Lua prompt: a line runs in the training's Lua state between two steps"},
     {"Tab  arrows", "move focus between panes / scroll the focused pane"},
     {"1-7", "zoom a pane: 1 loss 2 system 3 profile 4 log 5 runs 6 help 7 trials; again: back"},

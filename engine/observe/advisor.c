@@ -23,17 +23,22 @@
 #define OVERFIT_MIN_POINTS 5 /* validated epochs before the trend is read */
 #define OVERFIT_NOISE 3.0    /* rise over the noise's robust sigma that counts */
 #define OVERFIT_REL 0.03     /* ... and over this share of the best loss */
-#define SMALL_OUTSIDE 0.4    /* share of a step outside the products */
+#define SMALL_MIN_GAIN 1.2   /* projected samples/s gain of a larger batch worth advising */
 #define SMALL_MAX_BATCH 128  /* batches from here up are not called small */
 #define SMALL_MAX_DATA 0.5   /* from here the loader is the cause: the input rule speaks */
+#define PLATEAU_MIN_POINTS 6 /* validated epochs before a plateau is read */
+#define PLATEAU_MIN_FLAT 3   /* validated epochs on the plateau */
+#define PLATEAU_TOL 0.004    /* accuracy within this of the end counts as the same */
+#define PLATEAU_MIN_SAVE 0.2 /* share of the planned epochs the advice must save */
 #define VAL_SHARE_WARN 0.25  /* validation's share of the wall time */
 #define VAL_SHARE_GOAL 0.10  /* the share the suggested frequency aims at */
 #define LR_MIN_STEPS 40      /* logged step losses before the curve is read */
 #define LR_SLOW_DROP 0.05    /* a steady fall smaller than this share: too low */
 
-static const char *names[DL_ADV_NKINDS] = {
-    "divergence", "out of memory",   "input-bound", "launch-bound",     "overfitting",
-    "precision",  "memory headroom", "small batch", "validation share", "learning rate"};
+static const char *names[DL_ADV_NKINDS] = {"divergence",      "out of memory", "input-bound",
+                                           "launch-bound",    "overfitting",   "precision",
+                                           "memory headroom", "small batch",   "validation share",
+                                           "learning rate",   "plateau"};
 
 const char *dl_advice_name(dl_advice_kind k)
 {
@@ -45,11 +50,13 @@ void dl_advisor_input_init(dl_advisor_input *in)
     memset(in, 0, sizeof *in);
     in->step_ms = in->data_wait_share = in->leaf_ops_per_step = in->mean_op_ms = -1;
     in->workers = in->queue_fill = in->queue_size = -1;
+    in->cpu_cores = -1;
     in->gpu_util_pct = in->gpu_mem_used_mb = in->gpu_mem_total_mb = -1;
     in->lr = -1;
     in->batch = 0;
     in->accumulate = 1;
-    in->product_share = -1;
+    in->product_share = in->fixed_share = -1;
+    in->product_flops_per_s = in->peak_flops = -1;
     in->bf16_native = in->f16_native = -1;
     in->adaptive_optim = -1;
     in->base_lr = -1;
@@ -199,18 +206,40 @@ static void rule_input(const dl_advisor_input *in, out_list *o)
     num(a, "data_wait_share", in->data_wait_share);
     if (in->step_ms > 0)
         num(a, "step_ms", in->step_ms);
+    /* more workers than cores compete with the training's own threads:
+     * the command stops at the cores the training leaves free (on the
+     * CPU, the cores less its compute threads; at the core count on a
+     * GPU), and is none when there are none */
+    int more = in->workers < 2 ? 2 : 2 * in->workers;
+    int room = in->cpu_cores;
+    if (room > 0 && !in->on_gpu && in->compute_threads > 0)
+        room -= in->compute_threads;
+    if (in->cpu_cores > 0 && more > room)
+        more = room;
     if (in->workers >= 0) {
         num(a, "workers", in->workers);
-        snprintf(a->command, sizeof a->command, "--set workers=%d",
-                 in->workers < 2 ? 2 : 2 * in->workers);
+        if (more > in->workers)
+            snprintf(a->command, sizeof a->command, "--set workers=%d", more);
     }
     if (in->data_wait_share > 0 && in->step_ms > 0)
         effect(a, -1, "up to %.0f%% less time a step if the loader keeps up",
                100 * in->data_wait_share);
-    if (in->workers == 0)
+    if (in->workers >= 0 && more <= in->workers && in->compute_threads > 0 && !in->on_gpu)
         snprintf(a->remedy, sizeof a->remedy,
-                 "the batches are prepared on the training thread: set workers = 2 or more "
-                 "(and prefetch = 4); keep the data in memory, store it as u8");
+                 "the training's %d threads take the %d cores: more loader workers would compete "
+                 "with them; in-memory mode, u8 storage, lighter augmentation, or a bigger "
+                 "machine",
+                 in->compute_threads, in->cpu_cores);
+    else if (in->workers >= 0 && more <= in->workers)
+        snprintf(a->remedy, sizeof a->remedy,
+                 "the loader has %d workers on %d cores already: in-memory mode, u8 storage "
+                 "(scale on the device), lighter augmentation",
+                 in->workers, in->cpu_cores);
+    else if (in->workers == 0)
+        snprintf(a->remedy, sizeof a->remedy,
+                 "the batches are prepared on the training thread: set workers = %d (and "
+                 "prefetch = 4); keep the data in memory, store it as u8",
+                 more);
     else
         snprintf(a->remedy, sizeof a->remedy,
                  "more loader workers%s, a deeper prefetch, in-memory mode, u8 storage (scale "
@@ -447,29 +476,61 @@ static void rule_overfitting(const dl_advisor_input *in, out_list *o)
     overfit_advice(in, o, idx, v, n, raw, rise);
 }
 
-/* A batch too small for the device: most of a step goes outside the
- * matrix products (fixed per-step costs: the optimizer over every
- * parameter, element-wise layers, launches), with the loader keeping up. */
+/* A batch too small for the device, measured: the step is split into a
+ * part that does not grow with the batch (the optimizer phase, time
+ * outside any span) and the rest, which does. A batch factor x larger pays
+ * the fixed part factor x less often; if the products run no faster than
+ * now, that alone gives gain_lo = factor * step / (fixed + factor * rest),
+ * and if they reach the calibrated peak, gain_hi. The rule speaks when
+ * gain_lo reaches SMALL_MIN_GAIN: a projection from this run's own
+ * figures, so no share of the step is a threshold fitted to one machine. */
 static void rule_small_batch(const dl_advisor_input *in, out_list *o)
 {
-    if (in->product_share < 0 || in->step_ms <= 0 || in->batch <= 0 || in->batch >= SMALL_MAX_BATCH)
+    if (in->fixed_share < 0 || in->step_ms <= 0 || in->batch <= 0 || in->batch >= SMALL_MAX_BATCH)
         return;
-    double outside = 1 - in->product_share;
-    if (outside < SMALL_OUTSIDE || in->data_wait_share >= SMALL_MAX_DATA)
+    if (in->data_wait_share >= SMALL_MAX_DATA)
         return;
+    /* up to 8x, as far as SMALL_MAX_BATCH (a batch that size rarely costs
+     * accuracy; past it the rule does not speak) */
+    int factor = 8;
+    while (factor > 2 && in->batch * factor > SMALL_MAX_BATCH)
+        factor /= 2;
+    int nb = in->batch * factor;
+    double fixed = in->fixed_share * in->step_ms, rest = in->step_ms - fixed;
+    double gain_lo = factor * in->step_ms / (fixed + factor * rest);
+    if (gain_lo < SMALL_MIN_GAIN)
+        return;
+    double gain_hi = gain_lo;
+    double prod = in->product_share > 0 ? in->product_share * in->step_ms : 0;
+    if (prod > 0 && in->product_flops_per_s > 0 && in->peak_flops > in->product_flops_per_s)
+        gain_hi = factor * in->step_ms /
+                  (fixed + factor * (rest - prod) +
+                   factor * prod * in->product_flops_per_s / in->peak_flops);
     dl_advice *a = add(o, DL_ADV_SMALL_BATCH, DL_ADV_WARNING);
     if (!a)
         return;
-    int factor = in->batch * 4 <= SMALL_MAX_BATCH ? 4 : 2;
-    int nb = in->batch * factor;
-    snprintf(a->evidence, sizeof a->evidence,
-             "batch %d: %.0f%% of the %.2f ms step is outside the matrix products (%.2f ms "
-             "inside)",
-             in->batch, 100 * outside, in->step_ms, in->product_share * in->step_ms);
+    int len = snprintf(a->evidence, sizeof a->evidence,
+                       "batch %d: %.0f%% of the %.3f ms step does not grow with the batch "
+                       "(optimizer, %.3f ms)",
+                       in->batch, 100 * in->fixed_share, in->step_ms, fixed);
+    if (prod > 0 && in->product_flops_per_s > 0 && in->peak_flops > 0 && len > 0 &&
+        (size_t)len < sizeof a->evidence)
+        snprintf(a->evidence + len, sizeof a->evidence - (size_t)len,
+                 "; the products run at %.0f%% of the calibrated peak (%.1f of %.1f GFLOP/s)",
+                 100 * in->product_flops_per_s / in->peak_flops, in->product_flops_per_s * 1e-9,
+                 in->peak_flops * 1e-9);
     num(a, "batch", in->batch);
     num(a, "step_ms", in->step_ms);
-    num(a, "outside_share", outside);
-    num(a, "inside_ms", in->product_share * in->step_ms);
+    num(a, "fixed_share", in->fixed_share);
+    num(a, "fixed_ms", fixed);
+    if (in->product_share >= 0)
+        num(a, "product_share", in->product_share);
+    if (in->product_flops_per_s > 0)
+        num(a, "product_gflops", in->product_flops_per_s * 1e-9);
+    if (in->peak_flops > 0)
+        num(a, "peak_gflops", in->peak_flops * 1e-9);
+    num(a, "gain_lo", gain_lo);
+    num(a, "gain_hi", gain_hi);
     /* the learning rate follows the batch: linearly for SGD, by the square
      * root for adaptive optimizers */
     double lr_factor = in->adaptive_optim == 0 ? factor : sqrt((double)factor);
@@ -487,12 +548,91 @@ static void rule_small_batch(const dl_advisor_input *in, out_list *o)
                  nb, lr_factor, factor);
         snprintf(a->command, sizeof a->command, "--set batch=%d", nb);
     }
-    /* the outside part is paid per step: a step of factor x the rows costs
-     * at most the inside part scaled plus the same outside part */
-    double per_sample_now = in->step_ms / in->batch;
-    double per_sample_new = (in->product_share * in->step_ms * factor + outside * in->step_ms) / nb;
-    effect(a, -1, "up to %.1fx the samples per second (the products scale, the rest does not)",
-           per_sample_now / per_sample_new);
+    if (gain_hi > gain_lo * 1.005)
+        effect(a, -1,
+               "%.2fx to %.2fx the samples per second (the fixed part paid %dx less often; the "
+               "products as fast as now, or at the peak)",
+               gain_lo, gain_hi, factor);
+    else
+        effect(a, -1, "about %.2fx the samples per second (the fixed part paid %dx less often)",
+               gain_lo, factor);
+}
+
+/* A plateau: validation accuracy reached its level epochs ago and the
+ * rest of the run did not move it (not overfitting: the loss need not
+ * rise). The epoch named is the first whose smoothed accuracy is within
+ * PLATEAU_TOL of the smoothed top and whose own accuracy is within it of
+ * the last epoch's (the same run stopped there ends where this one did, to
+ * the tolerance); the tail after it must be flat: its fitted line gains
+ * less than PLATEAU_TOL over the epochs it spans. */
+static void rule_plateau(const dl_advisor_input *in, out_list *o)
+{
+    if (!in->val_acc || in->nepochs < PLATEAU_MIN_POINTS)
+        return;
+    for (int i = 0; i < o->n; i++)
+        if (o->a[i].kind == DL_ADV_OVERFITTING)
+            return; /* that advice names its own stopping epoch */
+    int at[DL_ADV_MAX_EPOCHS], m = 0;
+    double acc[DL_ADV_MAX_EPOCHS], sm[DL_ADV_MAX_EPOCHS];
+    for (int i = 0; i < in->nepochs && i < DL_ADV_MAX_EPOCHS; i++)
+        if (isfinite(in->val_acc[i])) {
+            at[m] = i;
+            acc[m++] = in->val_acc[i];
+        }
+    if (m < PLATEAU_MIN_POINTS)
+        return;
+    smooth(acc, m, sm);
+    double top = sm[0];
+    for (int i = 1; i < m; i++)
+        top = fmax(top, sm[i]);
+    int k = -1;
+    for (int i = 0; i < m && k < 0; i++)
+        if (sm[i] >= top - PLATEAU_TOL && acc[i] >= acc[m - 1] - PLATEAU_TOL)
+            k = i;
+    if (k < 0 || m - 1 - k < PLATEAU_MIN_FLAT)
+        return;
+    double slope;
+    slope_t(acc + k, m - k, &slope);
+    if (!(slope * (m - 1 - k) < PLATEAU_TOL))
+        return;
+    int stop = at[k] + 1, end = at[m - 1] + 1;
+    int planned = in->epochs_planned > end ? in->epochs_planned : end;
+    if (stop > planned * (1 - PLATEAU_MIN_SAVE))
+        return;
+    dl_advice *a = add(o, DL_ADV_PLATEAU, DL_ADV_WARNING);
+    if (!a)
+        return;
+    double past_s = -1, per_epoch = -1;
+    if (in->epoch_s) {
+        past_s = 0;
+        for (int i = stop; i < end; i++)
+            past_s += isfinite(in->epoch_s[i]) ? in->epoch_s[i] : 0;
+        per_epoch = mean_of(in->epoch_s, 0, end);
+    }
+    int len = snprintf(a->evidence, sizeof a->evidence,
+                       "validation accuracy %.4f at epoch %d, %.4f at epoch %d: the %d epochs "
+                       "after it moved the trend by %+.2f points",
+                       acc[k], stop, acc[m - 1], end, end - stop, 100 * slope * (m - 1 - k));
+    if (past_s >= 0 && len > 0 && (size_t)len < sizeof a->evidence)
+        snprintf(a->evidence + len, sizeof a->evidence - (size_t)len,
+                 "; %.1f s trained on the plateau", past_s);
+    num(a, "stop_epoch", stop);
+    num(a, "stop_val_acc", acc[k]);
+    num(a, "last_epoch", end);
+    num(a, "last_val_acc", acc[m - 1]);
+    num(a, "tail_gain", slope * (m - 1 - k));
+    if (past_s >= 0)
+        num(a, "seconds_on_plateau", past_s);
+    snprintf(a->remedy, sizeof a->remedy,
+             "train %d epochs instead of %d (the same run up to there, within %.1f point of "
+             "where it ended; a schedule that spans the epochs changes with them), or early "
+             "stopping on val_acc",
+             stop, planned, 100 * PLATEAU_TOL);
+    snprintf(a->command, sizeof a->command, "--set epochs=%d", stop);
+    if (per_epoch > 0)
+        effect(a, per_epoch * (planned - stop),
+               "%d of %d epochs: about %.1f s saved (%.0f%% of the run)", stop, planned,
+               per_epoch * (planned - stop), 100.0 * (planned - stop) / planned);
 }
 
 /* Validation's share of the wall time, with the frequency that brings it
@@ -718,6 +858,7 @@ int dl_advisor_run(const dl_advisor_input *in, dl_advice *out, int max)
     rule_small_batch(in, &o);
     rule_validation(in, &o);
     rule_learning_rate(in, &o);
+    rule_plateau(in, &o);
     qsort(out, (size_t)o.n, sizeof *out, by_level);
     return o.n;
 }

@@ -24,6 +24,7 @@ typedef enum {
     DL_ADV_SMALL_BATCH,     /* most of a step outside the matrix products */
     DL_ADV_VALIDATION,      /* validation takes a large share of the wall time */
     DL_ADV_LEARNING_RATE,   /* the loss curve says the learning rate is far off */
+    DL_ADV_PLATEAU,         /* validation accuracy flat for the last epochs: fewer epochs */
     DL_ADV_NKINDS
 } dl_advice_kind;
 
@@ -63,6 +64,8 @@ typedef struct dl_advisor_input {
     double mean_op_ms;        /* mean duration of a layer pass */
     /* loader; < 0 unknown */
     int workers;                /* loader worker threads (0: synchronous) */
+    int cpu_cores;              /* cores of the machine; <= 0 unknown */
+    int compute_threads;        /* CPU threads the training computes on; <= 0 unknown */
     int queue_fill, queue_size; /* ready batches at the last look */
     /* device */
     int on_gpu;                               /* training runs on a GPU */
@@ -94,6 +97,13 @@ typedef struct dl_advisor_input {
     int nall_steps;
     /* where the step goes, from the profiler; < 0 unknown */
     double product_share; /* [0, 1] of step time inside Linear, Conv2d and attention */
+    /* [0, 1] of step time that does not grow with the batch (the optimizer
+     * phase: update, gradient norm, low-precision refresh; time outside
+     * any span); < 0 unknown */
+    double fixed_share;
+    /* FLOP/s the products reach in this run, and the device's calibrated
+     * (or table) peak; <= 0 unknown */
+    double product_flops_per_s, peak_flops;
     /* the hardware's low precision: 1 native arithmetic, 0 emulated, -1 unknown */
     int bf16_native, f16_native;
     int adaptive_optim; /* 1 Adam/AdamW, 0 SGD, -1 unknown (learning-rate scaling) */

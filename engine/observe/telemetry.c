@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cjson/cJSON.h>
 
@@ -433,6 +434,35 @@ static double product_share(const dl_telemetry_snapshot *s)
     return share > 1 ? 1 : share;
 }
 
+/* The share of the profiled step time that does not grow with the batch:
+ * the optimizer phase (update, gradient norm and clipping, low-precision
+ * refresh) and the time between spans; -1 without a profile. */
+static double fixed_share(const dl_telemetry_snapshot *s)
+{
+    if (s->prof.steps <= 0 || s->prof.step_ms <= 0 || s->nops <= 0)
+        return -1;
+    double fixed = 0;
+    for (int i = 0; i < s->nops; i++)
+        if (s->ops[i].cat == DL_PROF_OPTIMIZER || s->ops[i].cat == DL_PROF_OTHER)
+            fixed += s->ops[i].self_ms;
+    double share = fixed / s->prof.step_ms;
+    return share > 1 ? 1 : share;
+}
+
+/* FLOP/s inside the products (their FLOPs over their self time); -1 unknown. */
+static double product_flops_per_s(const dl_telemetry_snapshot *s)
+{
+    double ms = 0, flops = 0;
+    for (int i = 0; i < s->nops; i++) {
+        const char *k = s->ops[i].kind;
+        if (!strcmp(k, "Linear") || !strcmp(k, "Conv2d") || !strcmp(k, "MultiheadAttention")) {
+            ms += s->ops[i].self_ms;
+            flops += s->ops[i].flops;
+        }
+    }
+    return ms > 0 && flops > 0 ? flops / (ms * 1e-3) : -1;
+}
+
 /* The per-epoch series by epoch number into in->store (NaN where an epoch
  * has no point) and in's curves pointing at them. */
 static void epoch_curves(const dl_telemetry_snapshot *s, dl_advisor_input *in)
@@ -477,6 +507,8 @@ void dl_telemetry_advisor_input(const dl_telemetry_snapshot *s, dl_advisor_input
         in->data_wait_share = r->data_wait_share;
     }
     in->workers = r->workers;
+    in->cpu_cores = r->step > 0 ? (int)sysconf(_SC_NPROCESSORS_ONLN) : -1;
+    in->compute_threads = r->compute_threads > 0 ? r->compute_threads : -1;
     if (s->have_loader) {
         in->queue_fill = s->loader.queue_fill;
         in->queue_size = s->loader.queue_size;
@@ -508,6 +540,9 @@ void dl_telemetry_advisor_input(const dl_telemetry_snapshot *s, dl_advisor_input
     in->early_stopping = r->early_stopping;
     in->val_every = r->val_every;
     in->product_share = product_share(s);
+    in->fixed_share = fixed_share(s);
+    in->product_flops_per_s = product_flops_per_s(s);
+    in->peak_flops = s->peak_flops > 0 ? s->peak_flops : -1;
     epoch_curves(s, in);
     const dl_tele_series *sl = dl_telemetry_series(s, "loss");
     if (sl) {

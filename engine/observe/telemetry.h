@@ -67,6 +67,7 @@ typedef struct dl_tele_run {
     dl_precision precision;
     char precision_name[8];                 /* its name, for the views: set by the telemetry */
     int batch, accumulate, epochs, workers; /* workers < 0 unknown */
+    int compute_threads;                    /* CPU threads the training computes on; 0 unknown */
     long steps_per_epoch, total_steps;
     /* progress */
     dl_tele_state state;

@@ -169,7 +169,11 @@ static void probe_command(dl_trainer *t, int steps)
     const dl_probe_variant *b = &r.v[0];
     for (int i = 0; i < r.n; i++) {
         const dl_probe_variant *v = &r.v[i];
-        if (v->failed)
+        if (v->projected)
+            dl_trainer_event(
+                t, "probe", "%s: projected, %.1f s saved over the rest of the run (%s)%s%s",
+                v->label, v->saves_s, v->note, v->command[0] ? "; apply: " : "", v->command);
+        else if (v->failed)
             dl_trainer_event(t, "probe", "%s: failed: %s", v->label, v->why);
         else if (b->failed || !(b->step_s > 0) || !(b->loss > 0))
             dl_trainer_event(t, "probe", "%s: %d steps, %.3f ms a step, loss %.4f", v->label,

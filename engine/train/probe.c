@@ -11,6 +11,67 @@
 #include "engine/train/snapshot.h"
 #include "engine/train/trainer_internal.h"
 
+/* Validation every k epochs, projected from the validations so far: k
+ * brings validation near a tenth of the wall time; the saving is the
+ * validations it skips over the epochs left. */
+static void project_val_every(dl_trainer *t, dl_probe_report *r)
+{
+    int every = t->cfg.val_every > 1 ? t->cfg.val_every : 1;
+    int left = t->cfg.epochs - t->epoch;
+    if (!t->val || t->hist.nval < 1 || t->hist.epochs < 1 || left < 2 || r->n >= DL_PROBE_MAX)
+        return;
+    double per_val = t->hist.val_s / t->hist.nval, train = t->hist.train_s / t->hist.epochs;
+    int k = train > 0 ? (int)ceil(per_val * 0.9 / (0.1 * train)) : 2 * every;
+    if (k <= every)
+        k = every + 1;
+    if (k > t->cfg.epochs)
+        k = t->cfg.epochs;
+    if (k <= every)
+        return;
+    /* validations in the epochs left, now and with k (the last epoch always validates) */
+    int now = 0, with_k = 0;
+    for (int e = t->epoch; e < t->cfg.epochs; e++) {
+        int last = e + 1 >= t->cfg.epochs;
+        now += (e + 1) % every == 0 || last;
+        with_k += (e + 1) % k == 0 || last;
+    }
+    dl_probe_variant *v = &r->v[r->n++];
+    v->lr_factor = 1;
+    v->precision = -1;
+    v->projected = 1;
+    v->saves_s = per_val * (now - with_k);
+    snprintf(v->label, sizeof v->label, "validate every %d", k);
+    snprintf(v->command, sizeof v->command, "--set val_every=%d", k);
+    snprintf(v->note, sizeof v->note,
+             "%.3f s a validation against %.3f s of training an epoch: %d of %d validations "
+             "left skipped",
+             per_val, train, now - with_k, now);
+}
+
+/* Early stopping, where the curve shows it: the validation loss has not
+ * improved for PATIENCE validations, so a patience-3 callback would stop
+ * now; the saving is the epochs left. */
+#define PATIENCE 3
+static void project_early_stop(dl_trainer *t, dl_probe_report *r)
+{
+    int left = t->cfg.epochs - t->epoch;
+    if (!t->val || t->hist.nval < PATIENCE + 1 || t->hist.vals_since_best < PATIENCE || left < 1 ||
+        r->n >= DL_PROBE_MAX)
+        return;
+    double per_epoch = (t->hist.train_s + t->hist.val_s) / t->hist.epochs;
+    dl_probe_variant *v = &r->v[r->n++];
+    v->lr_factor = 1;
+    v->precision = -1;
+    v->projected = 1;
+    v->saves_s = per_epoch * left;
+    snprintf(v->label, sizeof v->label, "early stopping %d", PATIENCE);
+    snprintf(v->command, sizeof v->command, "--set early_stopping=%d", PATIENCE);
+    snprintf(v->note, sizeof v->note,
+             "validation loss best at epoch %d (%.4f), not improved for %d validations: it "
+             "would stop now, %d epochs left",
+             t->hist.best_at + 1, t->hist.best_val, t->hist.vals_since_best, left);
+}
+
 void dl_trainer_probe_variants(dl_trainer *t, dl_probe_report *r)
 {
     memset(r, 0, sizeof *r);
@@ -18,6 +79,7 @@ void dl_trainer_probe_variants(dl_trainer *t, dl_probe_report *r)
     for (int i = 0; i < 3; i++) {
         dl_probe_variant *v = &r->v[r->n++];
         v->lr_factor = f[i];
+        v->precision = -1;
         if (f[i] == 1) {
             snprintf(v->label, sizeof v->label, "baseline");
         } else {
@@ -29,10 +91,28 @@ void dl_trainer_probe_variants(dl_trainer *t, dl_probe_report *r)
         int th = t->be->threads > 1 ? 1 : 2;
         dl_probe_variant *v = &r->v[r->n++];
         v->lr_factor = 1;
+        v->precision = -1;
         v->threads = th;
         snprintf(v->label, sizeof v->label, "threads %d", th);
         snprintf(v->command, sizeof v->command, "DLBENCH_THREADS=%d", th);
     }
+    /* the other precision the device has: bf16 only where it is native */
+    int to = -1;
+    if (t->cfg.precision == DL_PREC_F32 && (t->be->lowp & DL_LOWP_KNOWN) &&
+        (t->be->lowp & DL_LOWP_BF16))
+        to = DL_PREC_BF16;
+    else if (t->cfg.precision != DL_PREC_F32)
+        to = DL_PREC_F32;
+    if (to >= 0) {
+        dl_probe_variant *v = &r->v[r->n++];
+        v->lr_factor = 1;
+        v->precision = to;
+        snprintf(v->label, sizeof v->label, "%s", dl_precision_name((dl_precision)to));
+        snprintf(v->command, sizeof v->command, "--set precision=%s",
+                 dl_precision_name((dl_precision)to));
+    }
+    project_val_every(t, r);
+    project_early_stop(t, r);
 }
 
 static int cmp_double(const void *x, const void *y)
@@ -87,6 +167,18 @@ static int leg(dl_trainer *t, int steps, dl_probe_variant *v)
     return rc;
 }
 
+/* The training in precision p from the next step: the model computes in
+ * it, its workspaces planned for it, the low-precision copy refreshed.
+ * fp16's loss scale starts where the configuration says. */
+static int set_precision(dl_trainer *t, dl_precision p)
+{
+    t->cfg.precision = p;
+    dl_model_set_precision(t->m, p);
+    t->loss_scale = p == DL_PREC_F16 ? t->cfg.loss_scale : 1.0f;
+    t->lowp_dirty = 1;
+    return dl_model_plan(t->m, t->cfg.batch);
+}
+
 /* One variant from snap's state, which is put back afterwards (and the
  * training back on home). Returns the restore's outcome; the variant's own
  * failure goes into v. */
@@ -99,6 +191,9 @@ static int probe_one(dl_trainer *t, const dl_trainer_snapshot *snap, int steps, 
         own = t->devices->cpu_create(v->threads);
         rc = own ? dl_trainer_switch_device(t, own) : DL_ENODEV;
     }
+    dl_precision prec = t->cfg.precision;
+    if (rc == DL_OK && v->precision >= 0 && (dl_precision)v->precision != prec)
+        rc = set_precision(t, (dl_precision)v->precision);
     if (rc == DL_OK) {
         dl_trainer_set_base_lr(t, (float)(lr * v->lr_factor));
         rc = leg(t, steps, v);
@@ -111,8 +206,9 @@ static int probe_one(dl_trainer *t, const dl_trainer_snapshot *snap, int steps, 
     if (own && t->be != own)
         t->devices->cpu_destroy(own);
     dl_trainer_set_base_lr(t, lr);
+    int prec_back = t->cfg.precision != prec ? set_precision(t, prec) : DL_OK;
     int put = dl_trainer_snapshot_restore(t, snap);
-    return back < 0 ? back : put;
+    return back < 0 ? back : prec_back < 0 ? prec_back : put;
 }
 
 int dl_trainer_probe(dl_trainer *t, int steps, dl_probe_report *r)
@@ -127,8 +223,16 @@ int dl_trainer_probe(dl_trainer *t, int steps, dl_probe_report *r)
     dl_callbacks saved = t->cb;
     memset(&t->cb, 0, sizeof t->cb);
     int rc = DL_OK;
+    float scale = t->loss_scale;
+    int clean = t->clean_steps;
+    dl_trainer_hist hist = t->hist; /* a leg's epoch end adds to it */
     for (int i = 0; i < r->n && rc == DL_OK; i++)
-        rc = probe_one(t, snap, steps, &r->v[i]);
+        if (!r->v[i].projected) {
+            rc = probe_one(t, snap, steps, &r->v[i]);
+            t->hist = hist;
+        }
+    t->loss_scale = scale;
+    t->clean_steps = clean;
     t->cb = saved;
     dl_trainer_snapshot_destroy(snap);
     return rc;

@@ -504,6 +504,18 @@ int dl_trainer_end_epoch(dl_trainer *t)
         info.val_seconds = dl_clock_mono_s() - v0;
     }
     info.seconds = dl_clock_mono_s() - t->ep_t0;
+    t->hist.epochs++;
+    t->hist.train_s += info.seconds - info.val_seconds;
+    if (validate && isfinite(info.val_loss)) {
+        t->hist.val_s += info.val_seconds;
+        if (t->hist.nval++ == 0 || info.val_loss < t->hist.best_val) {
+            t->hist.best_val = info.val_loss;
+            t->hist.best_at = t->epoch;
+            t->hist.vals_since_best = 0;
+        } else {
+            t->hist.vals_since_best++;
+        }
+    }
     /* a plateau schedule reads validation, only in the epochs it ran (NaN is skipped) */
     if (dl_schedule_epoch_end(&t->sched, t->val ? info.val_loss : info.train_loss))
         dl_trainer_event(t, "lr", "epoch %d: no improvement, learning rate scaled to %g x base",

@@ -25,6 +25,14 @@ typedef struct dl_trainer_command {
     char text[256];
 } dl_trainer_command;
 
+/* What the epochs so far measured (dl_trainer.hist). */
+typedef struct dl_trainer_hist {
+    int epochs, nval;
+    double train_s, val_s; /* summed: training (epoch less validation), validation */
+    double best_val;       /* lowest validation loss, and the epoch (0-based) */
+    int best_at, vals_since_best;
+} dl_trainer_hist;
+
 struct dl_trainer {
     dl_model *m;
     dl_loss loss;
@@ -72,6 +80,9 @@ struct dl_trainer {
     double ep_loss, ep_correct;
     long ep_samples;
     double ep_t0;
+    /* what the epochs so far measured, for the probes' projections
+     * (validation every k epochs, early stopping); probes put it back */
+    dl_trainer_hist hist;
 
     /* data parallel: dp is &red in a job of several ranks, NULL alone */
     const dl_reducer *dp;
