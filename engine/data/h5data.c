@@ -13,6 +13,7 @@
 #include "engine/base/mem.h"
 #include "engine/base/h5util.h"
 #include "engine/base/rng.h"
+#include "engine/data/gather.h"
 
 /* Reads rows [0, count) of a [rows, ...] dataset into buf (the caller
  * holds the HDF5 lock). Returns DL_EIO when HDF5 fails. */
@@ -316,6 +317,31 @@ static void copy_augmented(const h5_source *s, uint8_t *dst, const uint8_t *src,
     }
 }
 
+/* The sample at epoch position q when it lies in one of the resident
+ * windows wa (a) or wb (b) and is shuffled, for prefetching; else NULL (in
+ * order, the hardware prefetcher sees the stream). */
+static const uint8_t *row_to_prefetch(const h5_source *s, size_t q, size_t wa, size_t wb,
+                                      const window *a, const window *b)
+{
+    const window *win = NULL;
+    size_t w = 0;
+    if (q >= s->win_start[wa] && q < s->win_start[wa + 1])
+        win = a, w = wa;
+    else if (q >= s->win_start[wb] && q < s->win_start[wb + 1])
+        win = b, w = wb;
+    if (!win || !win->perm || q >= s->end_pos)
+        return NULL;
+    return win->x + (size_t)win->perm[q - s->win_start[w]] * s->x_row;
+}
+
+/* Prefetches one row_to_prefetch (a macro: see DL_PREFETCH_ROW). */
+#define PREFETCH_POSITION(s, q, wa, wb, a, b)                                                      \
+    do {                                                                                           \
+        const uint8_t *pf_ = row_to_prefetch(s, q, wa, wb, a, b);                                  \
+        if (pf_)                                                                                   \
+            DL_PREFETCH_ROW(pf_, (s)->x_row);                                                      \
+    } while (0)
+
 /* Assembles batch k into sl. Called with mu held; returns with mu held. */
 static int assemble(h5_source *s, size_t k, slot *sl)
 {
@@ -336,6 +362,14 @@ static int assemble(h5_source *s, size_t k, slot *sl)
     int augment = s->opt.crop_pad > 0 || s->opt.hflip;
     uint8_t *dx = sl->x, *dy = sl->y;
     const uint8_t *ys = s->y_all;
+    /* rows come from random places: keep the next `ahead` rows in flight.
+     * Without workers the next batch is this thread's too, so the reach
+     * goes past this batch (within a resident window: the next one may not
+     * be loaded yet) and the next call finds its first rows on the way. */
+    size_t ahead = dl_gather_ahead(s->x_row);
+    size_t reach = p0 + n + (s->nworkers == 0 ? ahead : 0);
+    for (size_t q = p0; q < p0 + ahead && q < reach; q++)
+        PREFETCH_POSITION(s, q, wa, wb, a, b);
     for (size_t i = 0; i < n; i++) {
         size_t p = p0 + i;
         window *win = p < split ? a : b;
@@ -344,17 +378,13 @@ static int assemble(h5_source *s, size_t k, slot *sl)
         size_t l = win->perm ? win->perm[o] : o;
         size_t row = win->rows ? win->rows[l] : l;
         const uint8_t *xs = win->x + l * s->x_row;
-        if (i + 4 < n && win->perm && p + 4 < split) {
-            /* rows come from random places: start fetching one 4 ahead */
-            const uint8_t *ahead = win->x + (size_t)win->perm[o + 4] * s->x_row;
-            for (size_t c = 0; c < s->x_row; c += 64)
-                __builtin_prefetch(ahead + c);
-        }
+        if (p + ahead < reach)
+            PREFETCH_POSITION(s, p + ahead, wa, wb, a, b);
         if (augment)
             copy_augmented(s, dx + i * s->x_row, xs, p);
         else
             memcpy(dx + i * s->x_row, xs, s->x_row);
-        memcpy(dy + i * s->y_row, ys + row * s->y_row, s->y_row);
+        dl_copy_small(dy + i * s->y_row, ys + row * s->y_row, s->y_row);
     }
     sl->n = (int)n;
 
