@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <hdf5.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -72,6 +73,14 @@ typedef struct slot {
     int state, n;
     void *x, *y;
 } slot;
+
+/* Slot states are written under mu; the consumer also watches its next
+ * slot without it (h5_next), so the writes are atomic. */
+static void slot_set(slot *sl, int state) { __atomic_store_n(&sl->state, state, __ATOMIC_RELEASE); }
+
+/* How long the consumer watches a slot a worker is filling, yielding its
+ * core meanwhile, before it sleeps on the condition variable. */
+#define SPIN_S 50e-6
 
 typedef struct h5_source {
     dl_source base;
@@ -412,14 +421,14 @@ static void *worker_main(void *arg)
         }
         size_t k = s->next_job++;
         slot *sl = &s->ring[k % (size_t)s->prefetch];
-        sl->state = SLOT_FILLING;
+        slot_set(sl, SLOT_FILLING);
         int rc = assemble(s, k, sl);
         if (rc < 0) {
             if (rc != DL_ERR || !s->stop)
                 set_error(s, rc);
             break;
         }
-        sl->state = SLOT_READY;
+        slot_set(sl, SLOT_READY);
         pthread_cond_broadcast(&s->cv);
     }
     pthread_mutex_unlock(&s->mu);
@@ -456,7 +465,7 @@ static int start_pipeline(h5_source *s, int epoch, size_t skip)
     s->next_job = s->consumed = s->released = skip;
     s->holding = 0;
     for (int i = 0; i < s->prefetch; i++)
-        s->ring[i].state = SLOT_FREE;
+        slot_set(&s->ring[i], SLOT_FREE);
     if (s->streaming) {
         if (s->opt.shuffle)
             dl_shuffle_permutation(s->block_order, s->nblocks, derive_seed(s->opt.seed, 1, 0),
@@ -516,7 +525,7 @@ static int h5_next(dl_source *src, dl_batch *out)
     double t0 = dl_clock_mono_s();
     pthread_mutex_lock(&s->mu);
     if (s->holding) {
-        s->ring[(s->consumed - 1) % (size_t)s->prefetch].state = SLOT_FREE;
+        slot_set(&s->ring[(s->consumed - 1) % (size_t)s->prefetch], SLOT_FREE);
         s->released++;
         s->holding = 0;
         pthread_cond_broadcast(&s->cv);
@@ -532,10 +541,38 @@ static int h5_next(dl_source *src, dl_batch *out)
         if (s->err)
             rc = s->err;
         else if ((rc = assemble(s, k, sl)) == DL_OK)
-            sl->state = SLOT_READY;
+            slot_set(sl, SLOT_READY);
     } else {
-        while (sl->state != SLOT_READY && !s->err)
-            pthread_cond_wait(&s->cv, &s->mu);
+        while (sl->state != SLOT_READY && !s->err) {
+            if (s->next_job < s->nbatches && s->next_job < s->released + (size_t)s->prefetch) {
+                /* batches are waiting for a worker while this one is not
+                 * ready: assemble the next of them here rather than sit
+                 * idle (the same bytes: a batch depends only on its index).
+                 * When the workers keep up, the ring is full and this never
+                 * runs. */
+                size_t j = s->next_job++;
+                slot *o = &s->ring[j % (size_t)s->prefetch];
+                slot_set(o, SLOT_FILLING);
+                if ((rc = assemble(s, j, o)) < 0) {
+                    if (!s->err)
+                        set_error(s, rc);
+                    break;
+                }
+                slot_set(o, SLOT_READY);
+                continue;
+            }
+            /* a worker is on it and done within a batch's time: sooner
+             * than a sleep and a wake-up (tens of microseconds each on a
+             * busy machine), so watch the slot for a while first */
+            pthread_mutex_unlock(&s->mu);
+            double until = dl_clock_mono_s() + SPIN_S;
+            while (__atomic_load_n(&sl->state, __ATOMIC_ACQUIRE) != SLOT_READY &&
+                   dl_clock_mono_s() < until)
+                sched_yield(); /* the worker may be waiting for this core */
+            pthread_mutex_lock(&s->mu);
+            if (sl->state != SLOT_READY && !s->err)
+                pthread_cond_wait(&s->cv, &s->mu);
+        }
         if (sl->state != SLOT_READY)
             rc = s->err;
     }
