@@ -10,6 +10,7 @@
 #include "engine/data/data.h"
 #include "engine/base/error.h"
 #include "engine/base/h5util.h"
+#include "engine/base/rng.h"
 #include "engine/data/h5write.h"
 #include "engine/data/import_csv.h"
 #include "engine/data/import_text.h"
@@ -244,6 +245,37 @@ static void test_shuffle_permutation(void)
     dl_shuffle_permutation(small, 1, 7, 3);
     CHECK(small[0] == 0);
     dl_shuffle_permutation(small, 0, 7, 3);
+}
+
+/* The permutation is pinned to its definition: Fisher-Yates from the top,
+ * each partner drawn in turn from dl_rng_philox, whatever batching of the
+ * draws the library does (runs of 256, four lanes at a time). Sizes around
+ * the run and lane edges, a seed with high bits and a large epoch. */
+static void test_shuffle_permutation_definition(void)
+{
+    enum { MAXN = 70000 };
+    uint32_t *got = malloc(MAXN * sizeof *got), *want = malloc(MAXN * sizeof *want);
+    const size_t sizes[] = {2, 3, 4, 5, 6, 255, 256, 257, 258, 259, 260, 261, 1023, 60000, 70000};
+    const uint64_t seeds[] = {1, 0xFFFFFFFF12345678ull};
+    for (size_t si = 0; si < sizeof sizes / sizeof *sizes; si++)
+        for (int k = 0; k < 2; k++) {
+            size_t n = sizes[si];
+            int epoch = k ? 123456 : 0;
+            for (size_t i = 0; i < n; i++)
+                want[i] = (uint32_t)i;
+            for (size_t i = n; i-- > 1;) {
+                dl_rng4 r = dl_rng_philox(seeds[k], DL_STREAM_SHUFFLE, (uint64_t)epoch, i);
+                uint64_t bits = (uint64_t)r.v[0] << 32 | r.v[1];
+                size_t j = (size_t)(((unsigned __int128)bits * (i + 1)) >> 64);
+                uint32_t t = want[i];
+                want[i] = want[j];
+                want[j] = t;
+            }
+            dl_shuffle_permutation(got, n, seeds[k], epoch);
+            CHECK(memcmp(got, want, n * sizeof *got) == 0);
+        }
+    free(got);
+    free(want);
 }
 
 /* A dataset whose sample i is x = 4 bytes of i, y = i. */
@@ -913,6 +945,7 @@ int main(void)
     RUN(test_idx_bad_input);
     RUN(test_fashion_mnist_t10k);
     RUN(test_shuffle_permutation);
+    RUN(test_shuffle_permutation_definition);
     RUN(test_memory_source_epochs);
     RUN(test_memory_source_resume);
     RUN(test_csv_import_many_lines);

@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <hdf5.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -13,6 +14,7 @@
 #include "engine/base/mem.h"
 #include "engine/base/h5util.h"
 #include "engine/base/rng.h"
+#include "engine/data/gather.h"
 
 /* Reads rows [0, count) of a [rows, ...] dataset into buf (the caller
  * holds the HDF5 lock). Returns DL_EIO when HDF5 fails. */
@@ -71,6 +73,14 @@ typedef struct slot {
     int state, n;
     void *x, *y;
 } slot;
+
+/* Slot states are written under mu; the consumer also watches its next
+ * slot without it (h5_next), so the writes are atomic. */
+static void slot_set(slot *sl, int state) { __atomic_store_n(&sl->state, state, __ATOMIC_RELEASE); }
+
+/* How long the consumer watches a slot a worker is filling, yielding its
+ * core meanwhile, before it sleeps on the condition variable. */
+#define SPIN_S 50e-6
 
 typedef struct h5_source {
     dl_source base;
@@ -316,6 +326,31 @@ static void copy_augmented(const h5_source *s, uint8_t *dst, const uint8_t *src,
     }
 }
 
+/* The sample at epoch position q when it lies in one of the resident
+ * windows wa (a) or wb (b) and is shuffled, for prefetching; else NULL (in
+ * order, the hardware prefetcher sees the stream). */
+static const uint8_t *row_to_prefetch(const h5_source *s, size_t q, size_t wa, size_t wb,
+                                      const window *a, const window *b)
+{
+    const window *win = NULL;
+    size_t w = 0;
+    if (q >= s->win_start[wa] && q < s->win_start[wa + 1])
+        win = a, w = wa;
+    else if (q >= s->win_start[wb] && q < s->win_start[wb + 1])
+        win = b, w = wb;
+    if (!win || !win->perm || q >= s->end_pos)
+        return NULL;
+    return win->x + (size_t)win->perm[q - s->win_start[w]] * s->x_row;
+}
+
+/* Prefetches one row_to_prefetch (a macro: see DL_PREFETCH_ROW). */
+#define PREFETCH_POSITION(s, q, wa, wb, a, b)                                                      \
+    do {                                                                                           \
+        const uint8_t *pf_ = row_to_prefetch(s, q, wa, wb, a, b);                                  \
+        if (pf_)                                                                                   \
+            DL_PREFETCH_ROW(pf_, (s)->x_row);                                                      \
+    } while (0)
+
 /* Assembles batch k into sl. Called with mu held; returns with mu held. */
 static int assemble(h5_source *s, size_t k, slot *sl)
 {
@@ -336,6 +371,14 @@ static int assemble(h5_source *s, size_t k, slot *sl)
     int augment = s->opt.crop_pad > 0 || s->opt.hflip;
     uint8_t *dx = sl->x, *dy = sl->y;
     const uint8_t *ys = s->y_all;
+    /* rows come from random places: keep the next `ahead` rows in flight.
+     * Without workers the next batch is this thread's too, so the reach
+     * goes past this batch (within a resident window: the next one may not
+     * be loaded yet) and the next call finds its first rows on the way. */
+    size_t ahead = dl_gather_ahead(s->x_row);
+    size_t reach = p0 + n + (s->nworkers == 0 ? ahead : 0);
+    for (size_t q = p0; q < p0 + ahead && q < reach; q++)
+        PREFETCH_POSITION(s, q, wa, wb, a, b);
     for (size_t i = 0; i < n; i++) {
         size_t p = p0 + i;
         window *win = p < split ? a : b;
@@ -344,17 +387,13 @@ static int assemble(h5_source *s, size_t k, slot *sl)
         size_t l = win->perm ? win->perm[o] : o;
         size_t row = win->rows ? win->rows[l] : l;
         const uint8_t *xs = win->x + l * s->x_row;
-        if (i + 4 < n && win->perm && p + 4 < split) {
-            /* rows come from random places: start fetching one 4 ahead */
-            const uint8_t *ahead = win->x + (size_t)win->perm[o + 4] * s->x_row;
-            for (size_t c = 0; c < s->x_row; c += 64)
-                __builtin_prefetch(ahead + c);
-        }
+        if (p + ahead < reach)
+            PREFETCH_POSITION(s, p + ahead, wa, wb, a, b);
         if (augment)
             copy_augmented(s, dx + i * s->x_row, xs, p);
         else
             memcpy(dx + i * s->x_row, xs, s->x_row);
-        memcpy(dy + i * s->y_row, ys + row * s->y_row, s->y_row);
+        dl_copy_small(dy + i * s->y_row, ys + row * s->y_row, s->y_row);
     }
     sl->n = (int)n;
 
@@ -382,14 +421,14 @@ static void *worker_main(void *arg)
         }
         size_t k = s->next_job++;
         slot *sl = &s->ring[k % (size_t)s->prefetch];
-        sl->state = SLOT_FILLING;
+        slot_set(sl, SLOT_FILLING);
         int rc = assemble(s, k, sl);
         if (rc < 0) {
             if (rc != DL_ERR || !s->stop)
                 set_error(s, rc);
             break;
         }
-        sl->state = SLOT_READY;
+        slot_set(sl, SLOT_READY);
         pthread_cond_broadcast(&s->cv);
     }
     pthread_mutex_unlock(&s->mu);
@@ -426,7 +465,7 @@ static int start_pipeline(h5_source *s, int epoch, size_t skip)
     s->next_job = s->consumed = s->released = skip;
     s->holding = 0;
     for (int i = 0; i < s->prefetch; i++)
-        s->ring[i].state = SLOT_FREE;
+        slot_set(&s->ring[i], SLOT_FREE);
     if (s->streaming) {
         if (s->opt.shuffle)
             dl_shuffle_permutation(s->block_order, s->nblocks, derive_seed(s->opt.seed, 1, 0),
@@ -486,7 +525,7 @@ static int h5_next(dl_source *src, dl_batch *out)
     double t0 = dl_clock_mono_s();
     pthread_mutex_lock(&s->mu);
     if (s->holding) {
-        s->ring[(s->consumed - 1) % (size_t)s->prefetch].state = SLOT_FREE;
+        slot_set(&s->ring[(s->consumed - 1) % (size_t)s->prefetch], SLOT_FREE);
         s->released++;
         s->holding = 0;
         pthread_cond_broadcast(&s->cv);
@@ -502,10 +541,38 @@ static int h5_next(dl_source *src, dl_batch *out)
         if (s->err)
             rc = s->err;
         else if ((rc = assemble(s, k, sl)) == DL_OK)
-            sl->state = SLOT_READY;
+            slot_set(sl, SLOT_READY);
     } else {
-        while (sl->state != SLOT_READY && !s->err)
-            pthread_cond_wait(&s->cv, &s->mu);
+        while (sl->state != SLOT_READY && !s->err) {
+            if (s->next_job < s->nbatches && s->next_job < s->released + (size_t)s->prefetch) {
+                /* batches are waiting for a worker while this one is not
+                 * ready: assemble the next of them here rather than sit
+                 * idle (the same bytes: a batch depends only on its index).
+                 * When the workers keep up, the ring is full and this never
+                 * runs. */
+                size_t j = s->next_job++;
+                slot *o = &s->ring[j % (size_t)s->prefetch];
+                slot_set(o, SLOT_FILLING);
+                if ((rc = assemble(s, j, o)) < 0) {
+                    if (!s->err)
+                        set_error(s, rc);
+                    break;
+                }
+                slot_set(o, SLOT_READY);
+                continue;
+            }
+            /* a worker is on it and done within a batch's time: sooner
+             * than a sleep and a wake-up (tens of microseconds each on a
+             * busy machine), so watch the slot for a while first */
+            pthread_mutex_unlock(&s->mu);
+            double until = dl_clock_mono_s() + SPIN_S;
+            while (__atomic_load_n(&sl->state, __ATOMIC_ACQUIRE) != SLOT_READY &&
+                   dl_clock_mono_s() < until)
+                sched_yield(); /* the worker may be waiting for this core */
+            pthread_mutex_lock(&s->mu);
+            if (sl->state != SLOT_READY && !s->err)
+                pthread_cond_wait(&s->cv, &s->mu);
+        }
         if (sl->state != SLOT_READY)
             rc = s->err;
     }
