@@ -20,10 +20,25 @@ typedef struct dl_rng4 {
 #define DL_RNG_FN static inline
 #endif
 
+/* Philox4x32's round multipliers and key increments (Salmon et al.), for
+ * the vector versions of the rounds too. */
+#define DL_PHILOX_M0 0xD2511F53u
+#define DL_PHILOX_M1 0xCD9E8D57u
+#define DL_PHILOX_W0 0x9E3779B9u
+#define DL_PHILOX_W1 0xBB67AE85u
+
+/* The 2 x 32-bit key of (seed, stream): every Philox draw, scalar or in
+ * vector lanes, starts from it. */
+DL_RNG_FN void dl_philox_key(uint64_t seed, uint64_t stream, uint32_t k[2])
+{
+    k[0] = (uint32_t)seed ^ (uint32_t)(stream * DL_PHILOX_W0);
+    k[1] = (uint32_t)(seed >> 32) ^ (uint32_t)(stream >> 32) ^ (uint32_t)stream;
+}
+
 DL_RNG_FN void dl_philox_round(uint32_t c[4], const uint32_t k[2])
 {
-    const uint64_t p0 = (uint64_t)0xD2511F53u * c[0];
-    const uint64_t p1 = (uint64_t)0xCD9E8D57u * c[2];
+    const uint64_t p0 = (uint64_t)DL_PHILOX_M0 * c[0];
+    const uint64_t p1 = (uint64_t)DL_PHILOX_M1 * c[2];
     const uint32_t hi0 = (uint32_t)(p0 >> 32), lo0 = (uint32_t)p0;
     const uint32_t hi1 = (uint32_t)(p1 >> 32), lo1 = (uint32_t)p1;
     uint32_t n0 = hi1 ^ c[1] ^ k[0], n2 = hi0 ^ c[3] ^ k[1];
@@ -37,14 +52,14 @@ DL_RNG_FN void dl_philox_round(uint32_t c[4], const uint32_t k[2])
  * (counter, index). */
 DL_RNG_FN dl_rng4 dl_rng_philox(uint64_t seed, uint64_t stream, uint64_t counter, uint64_t index)
 {
-    uint32_t k[2] = {(uint32_t)seed ^ (uint32_t)(stream * 0x9E3779B9u),
-                     (uint32_t)(seed >> 32) ^ (uint32_t)(stream >> 32) ^ (uint32_t)stream};
+    uint32_t k[2];
+    dl_philox_key(seed, stream, k);
     uint32_t c[4] = {(uint32_t)index, (uint32_t)(index >> 32), (uint32_t)counter,
                      (uint32_t)(counter >> 32)};
     for (int i = 0; i < 10; i++) {
         dl_philox_round(c, k);
-        k[0] += 0x9E3779B9u;
-        k[1] += 0xBB67AE85u;
+        k[0] += DL_PHILOX_W0;
+        k[1] += DL_PHILOX_W1;
     }
     dl_rng4 r = {{c[0], c[1], c[2], c[3]}};
     return r;

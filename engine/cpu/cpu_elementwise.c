@@ -662,15 +662,16 @@ static inline void mul_hilo(__m256i a, __m256i m, __m256i *hi, __m256i *lo)
  * block): u[0] holds elements 0-7 (blocks blk, blk + 1), and so on. */
 static void philox8(const job *j, uint64_t blk, __m256 u[4])
 {
-    uint32_t k0 = (uint32_t)j->u0 ^ (uint32_t)(j->u1 * 0x9E3779B9u);
-    uint32_t k1 = (uint32_t)(j->u0 >> 32) ^ (uint32_t)(j->u1 >> 32) ^ (uint32_t)j->u1;
+    uint32_t k[2];
+    dl_philox_key(j->u0, j->u1, k);
+    uint32_t k0 = k[0], k1 = k[1];
     __m256i c0 = _mm256_add_epi32(_mm256_set1_epi32((int)(uint32_t)blk),
                                   _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
     __m256i c1 = _mm256_set1_epi32((int)(uint32_t)(blk >> 32));
     __m256i c2 = _mm256_set1_epi32((int)(uint32_t)j->u2);
     __m256i c3 = _mm256_set1_epi32((int)(uint32_t)(j->u2 >> 32));
-    const __m256i m0 = _mm256_set1_epi32((int)0xD2511F53u),
-                  m1 = _mm256_set1_epi32((int)0xCD9E8D57u);
+    const __m256i m0 = _mm256_set1_epi32((int)DL_PHILOX_M0),
+                  m1 = _mm256_set1_epi32((int)DL_PHILOX_M1);
     for (int r = 0; r < 10; r++) {
         __m256i hi0, lo0, hi1, lo1;
         mul_hilo(c0, m0, &hi0, &lo0);
@@ -679,8 +680,8 @@ static void philox8(const job *j, uint64_t blk, __m256 u[4])
         c1 = lo1;
         c2 = _mm256_xor_si256(_mm256_xor_si256(hi0, c3), _mm256_set1_epi32((int)k1));
         c3 = lo0;
-        k0 += 0x9E3779B9u;
-        k1 += 0xBB67AE85u;
+        k0 += DL_PHILOX_W0;
+        k1 += DL_PHILOX_W1;
     }
     /* a 4 x 8 transpose: block b's four words become elements 4b .. 4b + 3 */
     __m256i t0 = _mm256_unpacklo_epi32(c0, c1), t1 = _mm256_unpackhi_epi32(c0, c1);
@@ -726,8 +727,9 @@ DL_V512_TARGET static inline void mul_hilo_v512(__m512i a, __m512i m, __m512i *h
 DL_V512_TARGET static void drop128_v512(const job *j, size_t i, float keep_scale)
 {
     uint64_t blk = i >> 2;
-    uint32_t k0 = (uint32_t)j->u0 ^ (uint32_t)(j->u1 * 0x9E3779B9u);
-    uint32_t k1 = (uint32_t)(j->u0 >> 32) ^ (uint32_t)(j->u1 >> 32) ^ (uint32_t)j->u1;
+    uint32_t k[2];
+    dl_philox_key(j->u0, j->u1, k);
+    uint32_t k0 = k[0], k1 = k[1];
     const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
     __m512i c[2][4];
     for (int g = 0; g < 2; g++) {
@@ -737,8 +739,8 @@ DL_V512_TARGET static void drop128_v512(const job *j, size_t i, float keep_scale
         c[g][2] = _mm512_set1_epi32((int)(uint32_t)j->u2);
         c[g][3] = _mm512_set1_epi32((int)(uint32_t)(j->u2 >> 32));
     }
-    const __m512i m0 = _mm512_set1_epi32((int)0xD2511F53u),
-                  m1 = _mm512_set1_epi32((int)0xCD9E8D57u);
+    const __m512i m0 = _mm512_set1_epi32((int)DL_PHILOX_M0),
+                  m1 = _mm512_set1_epi32((int)DL_PHILOX_M1);
     for (int r = 0; r < 10; r++) {
         __m512i kk0 = _mm512_set1_epi32((int)k0), kk1 = _mm512_set1_epi32((int)k1);
         for (int g = 0; g < 2; g++) {
@@ -750,8 +752,8 @@ DL_V512_TARGET static void drop128_v512(const job *j, size_t i, float keep_scale
             c[g][2] = _mm512_ternarylogic_epi32(hi0, c[g][3], kk1, 0x96);
             c[g][3] = lo0;
         }
-        k0 += 0x9E3779B9u;
-        k1 += 0xBB67AE85u;
+        k0 += DL_PHILOX_W0;
+        k1 += DL_PHILOX_W1;
     }
     const __m512 scale = _mm512_set1_ps(1.0f / 16777216.0f), p = _mm512_set1_ps(j->s0),
                  ks = _mm512_set1_ps(keep_scale);

@@ -286,10 +286,11 @@ static uint64_t shuffle_bits(uint64_t seed, int epoch, size_t i)
 static void shuffle_bits4(uint64_t *out, uint64_t seed, int epoch, size_t i0)
 {
     const uint64_t stream = DL_STREAM_SHUFFLE, ctr = (uint64_t)epoch;
-    uint32_t k0 = (uint32_t)seed ^ (uint32_t)(stream * 0x9E3779B9u);
-    uint32_t k1 = (uint32_t)(seed >> 32) ^ (uint32_t)(stream >> 32) ^ (uint32_t)stream;
+    uint32_t k[2];
+    dl_philox_key(seed, stream, k);
+    uint32_t k0 = k[0], k1 = k[1];
     const __m256i lo32 = _mm256_set1_epi64x(0xFFFFFFFF);
-    const __m256i m0 = _mm256_set1_epi64x(0xD2511F53u), m1 = _mm256_set1_epi64x(0xCD9E8D57u);
+    const __m256i m0 = _mm256_set1_epi64x(DL_PHILOX_M0), m1 = _mm256_set1_epi64x(DL_PHILOX_M1);
     __m256i idx =
         _mm256_add_epi64(_mm256_set1_epi64x((long long)i0), _mm256_set_epi64x(3, 2, 1, 0));
     __m256i c0 = _mm256_and_si256(idx, lo32), c1 = _mm256_srli_epi64(idx, 32);
@@ -304,8 +305,8 @@ static void shuffle_bits4(uint64_t *out, uint64_t seed, int epoch, size_t i0)
         c1 = _mm256_and_si256(p1, lo32);
         c2 = n2;
         c3 = _mm256_and_si256(p0, lo32);
-        k0 += 0x9E3779B9u;
-        k1 += 0xBB67AE85u;
+        k0 += DL_PHILOX_W0;
+        k1 += DL_PHILOX_W1;
     }
     _mm256_storeu_si256((__m256i *)out, _mm256_or_si256(_mm256_slli_epi64(c0, 32), c1));
 }

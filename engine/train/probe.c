@@ -11,6 +11,16 @@
 #include "engine/train/snapshot.h"
 #include "engine/train/trainer_internal.h"
 
+/* The next variant of r: the baseline's learning rate and precision
+ * until the caller changes them. */
+static dl_probe_variant *add_variant(dl_probe_report *r)
+{
+    dl_probe_variant *v = &r->v[r->n++];
+    v->lr_factor = 1;
+    v->precision = -1;
+    return v;
+}
+
 /* Validation every k epochs, projected from the validations so far: k
  * brings validation near a tenth of the wall time; the saving is the
  * validations it skips over the epochs left. */
@@ -35,9 +45,7 @@ static void project_val_every(dl_trainer *t, dl_probe_report *r)
         now += (e + 1) % every == 0 || last;
         with_k += (e + 1) % k == 0 || last;
     }
-    dl_probe_variant *v = &r->v[r->n++];
-    v->lr_factor = 1;
-    v->precision = -1;
+    dl_probe_variant *v = add_variant(r);
     v->projected = 1;
     v->saves_s = per_val * (now - with_k);
     snprintf(v->label, sizeof v->label, "validate every %d", k);
@@ -59,9 +67,7 @@ static void project_early_stop(dl_trainer *t, dl_probe_report *r)
         r->n >= DL_PROBE_MAX)
         return;
     double per_epoch = (t->hist.train_s + t->hist.val_s) / t->hist.epochs;
-    dl_probe_variant *v = &r->v[r->n++];
-    v->lr_factor = 1;
-    v->precision = -1;
+    dl_probe_variant *v = add_variant(r);
     v->projected = 1;
     v->saves_s = per_epoch * left;
     snprintf(v->label, sizeof v->label, "early stopping %d", PATIENCE);
@@ -77,9 +83,8 @@ void dl_trainer_probe_variants(dl_trainer *t, dl_probe_report *r)
     memset(r, 0, sizeof *r);
     static const double f[] = {1, 0.3, 3};
     for (int i = 0; i < 3; i++) {
-        dl_probe_variant *v = &r->v[r->n++];
+        dl_probe_variant *v = add_variant(r);
         v->lr_factor = f[i];
-        v->precision = -1;
         if (f[i] == 1) {
             snprintf(v->label, sizeof v->label, "baseline");
         } else {
@@ -89,9 +94,7 @@ void dl_trainer_probe_variants(dl_trainer *t, dl_probe_report *r)
     }
     if (t->be->ops->device == DL_DEVICE_CPU && t->devices && t->devices->cpu_create) {
         int th = t->be->threads > 1 ? 1 : 2;
-        dl_probe_variant *v = &r->v[r->n++];
-        v->lr_factor = 1;
-        v->precision = -1;
+        dl_probe_variant *v = add_variant(r);
         v->threads = th;
         snprintf(v->label, sizeof v->label, "threads %d", th);
         snprintf(v->command, sizeof v->command, "DLBENCH_THREADS=%d", th);
@@ -104,8 +107,7 @@ void dl_trainer_probe_variants(dl_trainer *t, dl_probe_report *r)
     else if (t->cfg.precision != DL_PREC_F32)
         to = DL_PREC_F32;
     if (to >= 0) {
-        dl_probe_variant *v = &r->v[r->n++];
-        v->lr_factor = 1;
+        dl_probe_variant *v = add_variant(r);
         v->precision = to;
         snprintf(v->label, sizeof v->label, "%s", dl_precision_name((dl_precision)to));
         snprintf(v->command, sizeof v->command, "--set precision=%s",
