@@ -602,6 +602,120 @@ static void test_relu_pool_fusion(void)
     harness_done(&h);
 }
 
+/* A Sequential lets Conv2d, BatchNorm and the activations WRITE their
+ * input gradients where nothing else writes them (the op table's *_set
+ * ops): outputs, parameter gradients and the input gradient must equal
+ * those of the same model on an op table without the set ops, which
+ * zeroes each such dx and adds into it. The set ops count their calls to
+ * show they ran. */
+static int set_calls;
+static int count_act_set(dl_backend *b, dl_act kind, float *dx, const float *x, const float *y,
+                         const float *dy, size_t n)
+{
+    set_calls++;
+    return real_ops->act_backward_set(b, kind, dx, x, y, dy, n);
+}
+static int count_bn_set(dl_backend *b, int n, int c, int inner, float *dx, float *dgamma,
+                        float *dbeta, const float *dy, const float *x, const float *gamma,
+                        const float *sm, const float *si)
+{
+    set_calls++;
+    return real_ops->batchnorm_backward_set(b, n, c, inner, dx, dgamma, dbeta, dy, x, gamma, sm,
+                                            si);
+}
+static int count_conv_set(dl_backend *b, const dl_conv_desc *d, float *dx, const float *dy,
+                          const float *w, void *ws, size_t wsb, dl_dtype compute)
+{
+    set_calls++;
+    return real_ops->conv_backward_data_set(b, d, dx, dy, w, ws, wsb, compute);
+}
+
+static void test_backward_set_ops(void)
+{
+    real_ops = be->ops;
+    if (!real_ops->act_backward_set || !real_ops->batchnorm_backward_set ||
+        !real_ops->conv_backward_data_set) {
+        SKIP("the CPU backend has no set ops");
+        return;
+    }
+    dl_backend_ops set_ops = *be->ops, add_ops = *be->ops;
+    set_ops.act_backward_set = count_act_set;
+    set_ops.batchnorm_backward_set = count_bn_set;
+    set_ops.conv_backward_data_set = count_conv_set;
+    add_ops.act_backward_set = NULL;
+    add_ops.batchnorm_backward_set = NULL;
+    add_ops.conv_backward_data_set = NULL;
+    dl_backend with_set = *be, adding = *be;
+    with_set.ops = &set_ops;
+    adding.ops = &add_ops;
+
+    /* conv -> BN -> ReLU twice (8 and 16 channels: oneDNN's kernels where
+     * the build has them), a GELU, then the head */
+    dl_layer *seq = dl_nn_sequential();
+    dl_nn_sequential_add(seq, dl_nn_conv2d(3, 8, 3, 1, 1, 1));
+    dl_nn_sequential_add(seq, dl_nn_batchnorm(8, 1e-5f, 0.1f));
+    dl_nn_sequential_add(seq, dl_nn_activation(DL_ACT_RELU));
+    dl_nn_sequential_add(seq, dl_nn_conv2d(8, 16, 3, 2, 1, 0));
+    dl_nn_sequential_add(seq, dl_nn_batchnorm(16, 1e-5f, 0.1f));
+    dl_nn_sequential_add(seq, dl_nn_activation(DL_ACT_GELU));
+    dl_nn_sequential_add(seq, dl_nn_conv2d(16, 8, 1, 1, 0, 1));
+    dl_nn_sequential_add(seq, dl_nn_flatten());
+    dl_nn_sequential_add(seq, dl_nn_linear(8 * 5 * 5, 4, 1));
+    harness h;
+    dl_shape in = {3, {3, 10, 10}};
+    CHECK_OK(harness_init(&h, seq, &in, 6));
+    if (check_current_failed)
+        return;
+    dl_model_state s;
+    dl_model_get_state(h.m, &s);
+    size_t np = s.count, nb = s.buffer_count;
+    float *buf0 = malloc((nb + 1) * 4);
+    memcpy(buf0, s.buffers, nb * 4);
+    float *out[2], *grads[2], *dxs[2];
+    dl_backend *which[2] = {&with_set, &adding};
+    for (int k = 0; k < 2; k++) {
+        dl_pass p;
+        dl_model_pass(h.m, &p, h.n, 1, DL_PREC_F32, 5, 3);
+        p.be = which[k];
+        memcpy(s.buffers, buf0, nb * 4); /* the same running statistics */
+        memset(s.grads, 0, np * 4);
+        for (size_t i = 0; i < h.nin; i++) /* the caller's dx is added to */
+            h.dx[i] = 0.5f;
+        float *y = dl_model_output(h.m);
+        CHECK_OK(seq->vt->forward(seq, &p, h.x, y));
+        CHECK_OK(seq->vt->backward(seq, &p, h.x, y, h.r, h.dx));
+        out[k] = malloc(h.nout * 4);
+        grads[k] = malloc(np * 4);
+        dxs[k] = malloc(h.nin * 4);
+        memcpy(out[k], y, h.nout * 4);
+        memcpy(grads[k], s.grads, np * 4);
+        memcpy(dxs[k], h.dx, h.nin * 4);
+        if (k == 0) /* BN, ReLU, conv, BN, GELU, conv; the first conv adds into the caller's dx */
+            CHECK_MSG(set_calls == 6, "set ops called %d times, expected 6", set_calls);
+    }
+    size_t bad = 0;
+    for (size_t i = 0; i < h.nout; i++)
+        bad += !(out[0][i] == out[1][i]);
+    for (size_t i = 0; i < np; i++)
+        bad += !(grads[0][i] == grads[1][i]);
+    for (size_t i = 0; i < h.nin; i++)
+        bad += !(dxs[0][i] == dxs[1][i]);
+    CHECK_MSG(bad == 0, "%zu values differ between the set ops and zero + add", bad);
+    double gsum = 0, dsum = 0;
+    for (size_t i = 0; i < np; i++)
+        gsum += fabs(grads[0][i]);
+    for (size_t i = 0; i < h.nin; i++)
+        dsum += fabs(dxs[0][i] - 0.5f);
+    CHECK(gsum > 0 && dsum > 0); /* what is compared is not all zero */
+    for (int k = 0; k < 2; k++) {
+        free(out[k]);
+        free(grads[k]);
+        free(dxs[k]);
+    }
+    free(buf0);
+    harness_done(&h);
+}
+
 static void test_train_flops(void)
 {
     /* Flatten -> Linear(784, 512) -> ReLU -> Linear(512, 10): backward is
@@ -1272,6 +1386,7 @@ int main(void)
     RUN(test_golden_convs);
     RUN(test_golden_basic_block);
     RUN(test_relu_pool_fusion);
+    RUN(test_backward_set_ops);
     RUN(test_train_flops);
     RUN(test_batchnorm_eval);
     RUN(test_shape_errors);

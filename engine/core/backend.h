@@ -21,7 +21,7 @@
 
 /* Bumped whenever the table below changes; a CUDA module built against
  * another version is refused. */
-#define DL_BACKEND_API_VERSION 5
+#define DL_BACKEND_API_VERSION 6
 
 typedef enum { DL_DEVICE_CPU = 0, DL_DEVICE_CUDA = 1 } dl_device;
 
@@ -318,6 +318,21 @@ typedef struct dl_backend_ops {
      * the current step. NULL: the caller uses to_device. */
     int (*to_device_after)(dl_backend *be, void *dst, const void *src, size_t bytes,
                            dl_event *after);
+
+    /* --- optional: input gradients written, not added ------------------
+     * The same as act_backward, batchnorm_backward and conv_backward_data,
+     * but dx is OVERWRITTEN (what it held is never read; dgamma, dbeta
+     * still accumulate). A container whose dx has no other writer calls
+     * these and saves a pass that zeroes dx and the read of dx in the
+     * adding op. The values equal the adding op's into a zeroed dx (where
+     * that gives +0, this may give -0). NULL: the container zeroes dx and calls the adding op. */
+    int (*act_backward_set)(dl_backend *be, dl_act kind, float *dx, const float *x, const float *y,
+                            const float *dy, size_t n);
+    int (*batchnorm_backward_set)(dl_backend *be, int n, int c, int inner, float *dx, float *dgamma,
+                                  float *dbeta, const float *dy, const float *x, const float *gamma,
+                                  const float *save_mean, const float *save_invstd);
+    int (*conv_backward_data_set)(dl_backend *be, const dl_conv_desc *d, float *dx, const float *dy,
+                                  const float *w, void *ws, size_t ws_bytes, dl_dtype compute);
 } dl_backend_ops;
 
 /* A backend instance: the op table plus its private context. */

@@ -61,6 +61,10 @@ int dl_cpu_conv_forward(dl_backend *be, const dl_conv_desc *d, float *y, const f
                         const float *w, const float *b, void *ws, dl_dtype compute);
 int dl_cpu_conv_backward_data(dl_backend *be, const dl_conv_desc *d, float *dx, const float *dy,
                               const float *w, void *ws, dl_dtype compute);
+/* dl_cpu_conv_backward_data, dx written instead of added (the op table's
+ * conv_backward_data_set). */
+int dl_cpu_conv_backward_data_set(dl_backend *be, const dl_conv_desc *d, float *dx, const float *dy,
+                                  const float *w, void *ws, dl_dtype compute);
 int dl_cpu_conv_backward_filter(dl_backend *be, const dl_conv_desc *d, float *dw, float *db,
                                 const float *dy, const float *x, void *ws, dl_dtype compute);
 /* cpu_conv_dnnl.c: dense f32 and bf16 convolutions through oneDNN where the build
@@ -68,7 +72,7 @@ int dl_cpu_conv_backward_filter(dl_backend *be, const dl_conv_desc *d, float *dw
  * (not when DLBENCH_CONV=own). dl_cpu_dnnl_conv runs direction dir (0
  * forward: out = y, in = x, b may be NULL; 1 backward data: out = dx +=,
  * in = dy; 2 backward filter: out = dw +=, out2 = db += (may be NULL),
- * in = x, in2 = dy); returns 1 when done, 0 when oneDNN has no primitive
+ * in = x, in2 = dy; 3 backward data as 1 with dx written); returns 1 when done, 0 when oneDNN has no primitive
  * for d (the own kernels run), < 0 on error. dl_cpu_dnnl_free releases
  * the cache (backend destroy). */
 int dl_cpu_dnnl_conv_wanted(const dl_conv_desc *d, dl_dtype compute);
@@ -115,6 +119,10 @@ int dl_cpu_batchnorm_forward(dl_backend *be, int training, int n, int c, int inn
 int dl_cpu_batchnorm_backward(dl_backend *be, int n, int c, int inner, float *dx, float *dgamma,
                               float *dbeta, const float *dy, const float *x, const float *gamma,
                               const float *save_mean, const float *save_invstd);
+/* The same with dx written, not added (dgamma, dbeta still accumulate). */
+int dl_cpu_batchnorm_backward_set(dl_backend *be, int n, int c, int inner, float *dx, float *dgamma,
+                                  float *dbeta, const float *dy, const float *x, const float *gamma,
+                                  const float *save_mean, const float *save_invstd);
 int dl_cpu_layernorm_forward(dl_backend *be, int rows, int cols, float eps, float *y,
                              const float *x, const float *gamma, const float *beta,
                              float *save_mean, float *save_invstd);
@@ -140,6 +148,9 @@ int dl_cpu_bias_grad(dl_backend *be, float *db, const float *dy, int rows, int c
 int dl_cpu_act_forward(dl_backend *be, dl_act kind, float *y, const float *x, size_t n);
 int dl_cpu_act_backward(dl_backend *be, dl_act kind, float *dx, const float *x, const float *y,
                         const float *dy, size_t n);
+/* dx = act'(x) * dy: dx written, not added. */
+int dl_cpu_act_backward_set(dl_backend *be, dl_act kind, float *dx, const float *x, const float *y,
+                            const float *dy, size_t n);
 int dl_cpu_add(dl_backend *be, float *y, const float *a, const float *b, size_t n);
 int dl_cpu_axpy(dl_backend *be, float *y, float alpha, const float *x, size_t n);
 int dl_cpu_scale(dl_backend *be, float *x, float alpha, size_t n);

@@ -96,6 +96,14 @@ static int conv_backward_filter_op(dl_backend *be, const dl_conv_desc *d, float 
     return dl_cpu_conv_backward_filter(be, d, dw, db, dy, x, ws, compute);
 }
 
+static int conv_backward_data_set_op(dl_backend *be, const dl_conv_desc *d, float *dx,
+                                     const float *dy, const float *w, void *ws, size_t ws_bytes,
+                                     dl_dtype compute)
+{
+    DL_TRY(check_ws(be, d, ws ? ws_bytes : 0, compute, "conv_backward_data"));
+    return dl_cpu_conv_backward_data_set(be, d, dx, dy, w, ws, compute);
+}
+
 static const dl_backend_ops cpu_ops = {
     .api_version = DL_BACKEND_API_VERSION,
     .name = "cpu",
@@ -155,6 +163,9 @@ static const dl_backend_ops cpu_ops = {
     .attention_backward = dl_cpu_attention_backward,
     .softmax_xent_tokens = dl_cpu_softmax_xent_tokens,
     .conv_algo = dl_cpu_conv_algo,
+    .act_backward_set = dl_cpu_act_backward_set,
+    .batchnorm_backward_set = dl_cpu_batchnorm_backward_set,
+    .conv_backward_data_set = conv_backward_data_set_op,
 };
 
 /* Fills be as a CPU backend with its own context and `threads` workers

@@ -996,6 +996,23 @@ int dl_cpu_conv_backward_data(dl_backend *be, const dl_conv_desc *d, float *dx, 
     return DL_OK;
 }
 
+/* dx [n, c, h, w] = conv_transpose(dy, w): written, not added. oneDNN
+ * writes it from its own layout; the other kernels add into a zeroed dx. */
+int dl_cpu_conv_backward_data_set(dl_backend *be, const dl_conv_desc *d, float *dx, const float *dy,
+                                  const float *w, void *ws, dl_dtype compute)
+{
+    if (!is_grouped(d)) {
+        DL_TRY(check_desc(d, compute, "conv_backward_data"));
+        int done = dl_cpu_dnnl_conv_wanted(d, compute)
+                       ? dl_cpu_dnnl_conv(be, 3, d, compute, dx, NULL, dy, NULL, w, NULL)
+                       : 0;
+        if (done)
+            return done < 0 ? done : DL_OK;
+    }
+    memset(dx, 0, (size_t)d->n * d->c * d->h * d->w * sizeof(float));
+    return dl_cpu_conv_backward_data(be, d, dx, dy, w, ws, compute);
+}
+
 /* Pool task: db[kk] += sum over images and pixels of dy, channels
  * [begin, end). */
 typedef struct db_task {

@@ -75,8 +75,9 @@ typedef struct prim {
     dnnl_memory_desc_t in_md, in2_md, w_md, out_md; /* the primitive's layouts */
     dnnl_memory_desc_t u_in, u_in2, u_w, u_out;     /* the user's plain ones */
     dnnl_primitive_t r_in, r_in2, r_w, r_out;       /* user -> primitive (r_out: back) */
-    size_t scratch;                                 /* the primitive's scratchpad */
-    char impl[48];                                  /* oneDNN's name of its kernel */
+    dnnl_primitive_t r_out_set; /* BWD_DATA: back, written (NULL: the layouts agree) */
+    size_t scratch;             /* the primitive's scratchpad */
+    char impl[48];              /* oneDNN's name of its kernel */
 } prim;
 
 typedef struct entry {
@@ -242,12 +243,14 @@ static int make_prim(dnnl_engine_t eng, const dl_conv_desc *d, int nb, int dir, 
     /* outputs: y overwritten, dx and dw added into */
     if (rc == 0)
         rc = make_reorder(eng, &pr->out_md, &pr->u_out, dir != FWD, &pr->r_out);
+    if (rc == 0 && dir == BWD_DATA)
+        rc = make_reorder(eng, &pr->out_md, &pr->u_out, 0, &pr->r_out_set);
     return rc;
 }
 
 static void prim_free(prim *p)
 {
-    dnnl_primitive_t *all[] = {&p->p, &p->r_in, &p->r_in2, &p->r_w, &p->r_out};
+    dnnl_primitive_t *all[] = {&p->p, &p->r_in, &p->r_in2, &p->r_w, &p->r_out, &p->r_out_set};
     for (size_t i = 0; i < sizeof all / sizeof *all; i++)
         if (*all[i])
             dnnl_primitive_destroy(*all[i]);
@@ -329,6 +332,7 @@ static int reorder(dnnl_engine_t eng, dnnl_stream_t st, dnnl_primitive_t r,
 typedef struct run_job {
     struct dl_cpu_dnnl *dn;
     int dir;
+    int set; /* BWD_DATA: dx written, not added */
     const dl_conv_desc *d;
     int chunk;              /* images per chunk (chunk_for) */
     entry *full, *last;     /* chunk images; the last, shorter chunk (may be full) */
@@ -388,9 +392,11 @@ static int run_chunk(const run_job *j, size_t ci, dnnl_stream_t st)
         return exec(eng, st, p->p, 5, ids, mds, data);
     }
     float *uout = j->out + (size_t)n0 * out_img;
-    /* y goes straight to the user's buffer when the layouts agree; dx
-     * always through the adding reorder */
-    char *dst = j->dir == FWD && !p->r_out ? (char *)uout : out;
+    /* y, and a written dx, go straight to the user's buffer when the
+     * layouts agree; an added dx always through the adding reorder */
+    dnnl_primitive_t back = j->set ? p->r_out_set : p->r_out;
+    int direct = (j->dir == FWD || j->set) && !back;
+    char *dst = direct ? (char *)uout : out;
     dnnl_memory_desc_t bmd, smd;
     dnnl_dims_t db = {d->k}, ds = {(dnnl_dim_t)p->scratch};
     dnnl_memory_desc_init_by_tag(&bmd, 1, db, dnnl_f32, dnnl_x);
@@ -410,8 +416,8 @@ static int run_chunk(const run_job *j, size_t ci, dnnl_stream_t st)
         void *data[] = {(void *)src, (void *)(nb == j->chunk ? j->w : j->w_last), dst, pad};
         rc = exec(eng, st, p->p, 4, ids, mds, data);
     }
-    if (rc == 0 && dst == out)
-        rc = reorder(eng, st, p->r_out, &p->out_md, out, &p->u_out, uout);
+    if (rc == 0 && !direct)
+        rc = reorder(eng, st, back, &p->out_md, out, &p->u_out, uout);
     return rc;
 }
 
@@ -519,6 +525,9 @@ int dl_cpu_dnnl_conv(dl_backend *be, int dir, const dl_conv_desc *d, dl_dtype co
                      float *out2, const float *in, const float *in2, const float *w, const float *b)
 {
     dl_cpu_ctx *c = dl_cpu(be);
+    int set = dir == 3; /* backward data, dx written */
+    if (set)
+        dir = BWD_DATA;
     /* before primitives are made: oneDNN plans them for the OpenMP thread
      * count of the thread that creates them */
     omp_single();
@@ -530,6 +539,7 @@ int dl_cpu_dnnl_conv(dl_backend *be, int dir, const dl_conv_desc *d, dl_dtype co
     int rest = d->n - (int)(chunks - 1) * chunk;
     run_job j = {.dn = dn,
                  .dir = dir,
+                 .set = set,
                  .d = d,
                  .full = lookup(c, d, chunk, compute),
                  .in = in,

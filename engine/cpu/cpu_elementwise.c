@@ -552,6 +552,41 @@ int dl_cpu_act_backward(dl_backend *be, dl_act kind, float *dx, const float *x, 
     return DL_OK;
 }
 
+/* ReLU's gradient written: dx = dy where x > 0, else 0 (NaN: 0). */
+static void relu_bwd_set_range(void *p, size_t b, size_t e)
+{
+    act_bwd_job *j = p;
+    float *restrict dx = j->dx;
+    const float *restrict x = j->x, *restrict dy = j->dy;
+    size_t i = b;
+#ifdef __AVX2__
+    for (; i + 8 <= e; i += 8) {
+        __m256 keep = _mm256_cmp_ps(_mm256_loadu_ps(x + i), _mm256_setzero_ps(), _CMP_GT_OQ);
+        _mm256_storeu_ps(dx + i, _mm256_and_ps(_mm256_loadu_ps(dy + i), keep));
+    }
+#endif
+    for (; i < e; i++)
+        dx[i] = x[i] > 0 ? dy[i] : 0;
+}
+
+/* The other kinds: the range is zeroed and then added into while it is in
+ * cache (the values are those of the adding op into zeros, 0 + g = g). */
+static void act_bwd_set_range(void *p, size_t b, size_t e)
+{
+    act_bwd_job *j = p;
+    memset(j->dx + b, 0, (e - b) * sizeof(float));
+    act_bwd_range(p, b, e);
+}
+
+int dl_cpu_act_backward_set(dl_backend *be, dl_act kind, float *dx, const float *x, const float *y,
+                            const float *dy, size_t n)
+{
+    act_bwd_job j = {dx, x, y, dy, kind};
+    dl_pool_for(dl_cpu(be)->pool, n, GRAIN,
+                kind == DL_ACT_RELU ? relu_bwd_set_range : act_bwd_set_range, &j);
+    return DL_OK;
+}
+
 /* --- arithmetic ---------------------------------------------------------- */
 
 static void add_range(void *p, size_t b, size_t e)

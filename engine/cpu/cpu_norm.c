@@ -6,6 +6,7 @@
  * parallel), both on the backend's pool.
  */
 #include <math.h>
+#include <string.h>
 
 #include "engine/cpu/cpu.h"
 #include "engine/cpu/cpu_vmath.h"
@@ -13,6 +14,7 @@
 
 typedef struct bn_task {
     int n, c, inner, training;
+    int set; /* backward: dx written, not added */
     float momentum, eps;
     float *y, *dx, *dgamma, *dbeta;
     const float *x, *dy, *gamma, *beta;
@@ -253,6 +255,8 @@ static void bn_bwd_task(void *arg, size_t begin, size_t end)
         float fm = (float)mean, fi = (float)invstd;
         for (int i = 0; i < t->n; i++) {
             size_t at = i * plane + ch * t->inner;
+            if (t->set) /* zeroed in cache, then added into */
+                memset(t->dx + at, 0, (size_t)t->inner * sizeof(float));
             plane_dx(t->dx + at, t->x + at, t->dy + at, t->inner, k, mdy, fm, fi, mdyx);
         }
     }
@@ -262,9 +266,9 @@ static void bn_bwd_task(void *arg, size_t begin, size_t end)
  * batch statistics: dx += d loss / dx (through the batch statistics),
  * dgamma[c] += sum dy * xhat, dbeta[c] += sum dy. dx, dgamma, dbeta may be
  * NULL (skipped); gamma NULL means 1. */
-int dl_cpu_batchnorm_backward(dl_backend *be, int n, int c, int inner, float *dx, float *dgamma,
-                              float *dbeta, const float *dy, const float *x, const float *gamma,
-                              const float *save_mean, const float *save_invstd)
+static int bn_backward(dl_backend *be, int n, int c, int inner, float *dx, float *dgamma,
+                       float *dbeta, const float *dy, const float *x, const float *gamma,
+                       const float *save_mean, const float *save_invstd, int set)
 {
     if (n <= 0 || c <= 0 || inner <= 0)
         return dl_error(DL_EINVAL, "batchnorm_backward: bad shape [%d, %d, %d]", n, c, inner);
@@ -278,10 +282,26 @@ int dl_cpu_batchnorm_backward(dl_backend *be, int n, int c, int inner, float *dx
                  .x = x,
                  .gamma = gamma,
                  .smean = save_mean,
-                 .sinvstd = save_invstd};
+                 .sinvstd = save_invstd,
+                 .set = set};
     size_t grain = 1 + 32768 / ((size_t)n * inner);
     dl_pool_for(dl_cpu(be)->pool, (size_t)c, grain, bn_bwd_task, &t);
     return DL_OK;
+}
+
+int dl_cpu_batchnorm_backward(dl_backend *be, int n, int c, int inner, float *dx, float *dgamma,
+                              float *dbeta, const float *dy, const float *x, const float *gamma,
+                              const float *save_mean, const float *save_invstd)
+{
+    return bn_backward(be, n, c, inner, dx, dgamma, dbeta, dy, x, gamma, save_mean, save_invstd, 0);
+}
+
+/* The same with dx written (the op table's batchnorm_backward_set). */
+int dl_cpu_batchnorm_backward_set(dl_backend *be, int n, int c, int inner, float *dx, float *dgamma,
+                                  float *dbeta, const float *dy, const float *x, const float *gamma,
+                                  const float *save_mean, const float *save_invstd)
+{
+    return bn_backward(be, n, c, inner, dx, dgamma, dbeta, dy, x, gamma, save_mean, save_invstd, 1);
 }
 
 /* ---------------------------------------------------------------------- */

@@ -271,8 +271,9 @@ static int conv_forward(dl_layer *l, dl_pass *p, const float *x, float *y)
                                 C->bias ? p->params + C->b : NULL, ws, wsb, p->compute);
 }
 
-static int conv_backward(dl_layer *l, dl_pass *p, const float *x, const float *y, const float *dy,
-                         float *dx)
+/* dx added into, or written (set) where the backend can write it and
+ * zeroed first where not. */
+static int conv_grads(dl_layer *l, dl_pass *p, const float *x, const float *dy, float *dx, int set)
 {
     conv2d *C = (conv2d *)l;
     dl_conv_desc d = conv_desc(C, p->n);
@@ -281,10 +282,26 @@ static int conv_backward(dl_layer *l, dl_pass *p, const float *x, const float *y
     DL_TRY(conv_ws(C, p, &ws, &wsb));
     DL_TRY(OPS(p)->conv_backward_filter(
         p->be, &d, p->grads + C->w, C->bias ? p->grads + C->b : NULL, dy, x, ws, wsb, p->compute));
-    if (dx)
-        DL_TRY(
-            OPS(p)->conv_backward_data(p->be, &d, dx, dy, p->params + C->w, ws, wsb, p->compute));
-    return DL_OK;
+    if (!dx)
+        return DL_OK;
+    if (set && OPS(p)->conv_backward_data_set)
+        return OPS(p)->conv_backward_data_set(p->be, &d, dx, dy, p->params + C->w, ws, wsb,
+                                              p->compute);
+    if (set)
+        DL_TRY(OPS(p)->memset0(p->be, dx, (size_t)p->n * numel(&l->in) * sizeof(float)));
+    return OPS(p)->conv_backward_data(p->be, &d, dx, dy, p->params + C->w, ws, wsb, p->compute);
+}
+
+static int conv_backward(dl_layer *l, dl_pass *p, const float *x, const float *y, const float *dy,
+                         float *dx)
+{
+    return conv_grads(l, p, x, dy, dx, 0);
+}
+
+static int conv_backward_set(dl_layer *l, dl_pass *p, const float *x, const float *y,
+                             const float *dy, float *dx)
+{
+    return conv_grads(l, p, x, dy, dx, 1);
 }
 
 static void conv_describe(const dl_layer *l, char *buf, size_t size)
@@ -318,6 +335,7 @@ static const dl_layer_vt conv_vt = {
     .plan = conv_plan,
     .forward = conv_forward,
     .backward = conv_backward,
+    .backward_set = conv_backward_set,
     .describe = conv_describe,
     .note = conv_note,
     .config = conv_config,
@@ -627,13 +645,26 @@ static int act_backward(dl_layer *l, dl_pass *p, const float *x, const float *y,
                                 (size_t)p->n * numel(&l->in));
 }
 
+static int act_backward_set(dl_layer *l, dl_pass *p, const float *x, const float *y,
+                            const float *dy, float *dx)
+{
+    if (!dx)
+        return DL_OK;
+    size_t n = (size_t)p->n * numel(&l->in);
+    if (OPS(p)->act_backward_set)
+        return OPS(p)->act_backward_set(p->be, ((activation *)l)->kind, dx, x, y, dy, n);
+    DL_TRY(OPS(p)->memset0(p->be, dx, n * sizeof(float)));
+    return act_backward(l, p, x, y, dy, dx);
+}
+
 /* The activations differ only in kind (act_forward/backward switch on it). */
 #define ACT_VT(var, name)                                                                          \
     static const dl_layer_vt var = {.kind = name,                                                  \
                                     .setup = same_shape_setup,                                     \
                                     .plan = no_plan,                                               \
                                     .forward = act_forward,                                        \
-                                    .backward = act_backward}
+                                    .backward = act_backward,                                      \
+                                    .backward_set = act_backward_set}
 ACT_VT(relu_vt, "ReLU");
 ACT_VT(gelu_vt, "GELU");
 ACT_VT(tanh_vt, "Tanh");
@@ -770,20 +801,37 @@ static int bn_forward(dl_layer *l, dl_pass *p, const float *x, float *y)
                                      (float *)(p->act + B->save_invstd));
 }
 
-static int bn_backward(dl_layer *l, dl_pass *p, const float *x, const float *y, const float *dy,
-                       float *dx)
+/* dx added into, or written (set) where the backend can write it and
+ * zeroed first where not. */
+static int bn_grads(dl_layer *l, dl_pass *p, const float *x, const float *dy, float *dx, int set)
 {
     batchnorm *B = (batchnorm *)l;
     if (!p->training)
         return dl_error(DL_EINVAL, "%s: backward through BatchNorm in eval mode", l->name);
     if (!dx) { /* the backend computes dx with the parameter grads: give it scratch */
         dx = (float *)(p->act + B->dx_scratch);
-        DL_TRY(OPS(p)->memset0(p->be, dx, (size_t)p->n * numel(&l->in) * 4));
+        set = 1;
     }
-    return OPS(p)->batchnorm_backward(p->be, p->n, B->features, B->inner, dx, p->grads + B->gamma,
-                                      p->grads + B->beta, dy, x, p->params + B->gamma,
-                                      (const float *)(p->act + B->save_mean),
-                                      (const float *)(p->act + B->save_invstd));
+    if (set && !OPS(p)->batchnorm_backward_set) {
+        DL_TRY(OPS(p)->memset0(p->be, dx, (size_t)p->n * numel(&l->in) * 4));
+        set = 0;
+    }
+    return (set ? OPS(p)->batchnorm_backward_set : OPS(p)->batchnorm_backward)(
+        p->be, p->n, B->features, B->inner, dx, p->grads + B->gamma, p->grads + B->beta, dy, x,
+        p->params + B->gamma, (const float *)(p->act + B->save_mean),
+        (const float *)(p->act + B->save_invstd));
+}
+
+static int bn_backward(dl_layer *l, dl_pass *p, const float *x, const float *y, const float *dy,
+                       float *dx)
+{
+    return bn_grads(l, p, x, dy, dx, 0);
+}
+
+static int bn_backward_set(dl_layer *l, dl_pass *p, const float *x, const float *y, const float *dy,
+                           float *dx)
+{
+    return bn_grads(l, p, x, dy, dx, 1);
 }
 
 static void bn_describe(const dl_layer *l, char *buf, size_t size)
@@ -804,6 +852,7 @@ static const dl_layer_vt bn_vt = {
     .plan = bn_plan,
     .forward = bn_forward,
     .backward = bn_backward,
+    .backward_set = bn_backward_set,
     .describe = bn_describe,
     .config = bn_config,
 };
