@@ -649,14 +649,14 @@ static void test_backward_set_ops(void)
     with_set.ops = &set_ops;
     adding.ops = &add_ops;
 
-    /* conv -> BN -> ReLU twice (8 and 16 channels: oneDNN's kernels where
-     * the build has them), a GELU, then the head */
+    /* conv -> BN -> ReLU, a residual block with a projection shortcut
+     * (8 and 16 channels: oneDNN's kernels where the build has them; the
+     * shortcut a Sequential that writes its dx), a GELU, then the head */
     dl_layer *seq = dl_nn_sequential();
     dl_nn_sequential_add(seq, dl_nn_conv2d(3, 8, 3, 1, 1, 1));
     dl_nn_sequential_add(seq, dl_nn_batchnorm(8, 1e-5f, 0.1f));
     dl_nn_sequential_add(seq, dl_nn_activation(DL_ACT_RELU));
-    dl_nn_sequential_add(seq, dl_nn_conv2d(8, 16, 3, 2, 1, 0));
-    dl_nn_sequential_add(seq, dl_nn_batchnorm(16, 1e-5f, 0.1f));
+    dl_nn_sequential_add(seq, dl_nn_residual_shortcut(basic_block(8, 16, 2), projection(8, 16, 2)));
     dl_nn_sequential_add(seq, dl_nn_activation(DL_ACT_GELU));
     dl_nn_sequential_add(seq, dl_nn_conv2d(16, 8, 1, 1, 0, 1));
     dl_nn_sequential_add(seq, dl_nn_flatten());
@@ -690,8 +690,11 @@ static void test_backward_set_ops(void)
         memcpy(out[k], y, h.nout * 4);
         memcpy(grads[k], s.grads, np * 4);
         memcpy(dxs[k], h.dx, h.nin * 4);
-        if (k == 0) /* BN, ReLU, conv, BN, GELU, conv; the first conv adds into the caller's dx */
-            CHECK_MSG(set_calls == 6, "set ops called %d times, expected 6", set_calls);
+        /* conv 1x1, GELU; the shortcut's BN and conv; the block's BN,
+         * conv, ReLU, BN (its first conv adds into the residual's dx);
+         * ReLU, BN (the first conv adds into the caller's dx) */
+        if (k == 0)
+            CHECK_MSG(set_calls == 10, "set ops called %d times, expected 10", set_calls);
     }
     size_t bad = 0;
     for (size_t i = 0; i < h.nout; i++)

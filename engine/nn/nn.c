@@ -267,14 +267,17 @@ static int seq_forward(dl_layer *l, dl_pass *p, const float *x, float *y)
     return DL_OK;
 }
 
-static int seq_backward(dl_layer *l, dl_pass *p, const float *x, const float *y, const float *dy,
-                        float *dx)
+/* The first child adds into dx (RUN_ADD) or writes it (RUN_SET: the
+ * container's own dx has no other writer either). */
+static int seq_grads(dl_layer *l, dl_pass *p, const float *x, const float *y, const float *dy,
+                     float *dx, int first_mode)
 {
     sequential *s = (sequential *)l;
+    size_t count = (size_t)p->n * (size_t)dl_shape_numel(&l->in);
+    if (l->nchild == 0 && dx && first_mode == RUN_SET)
+        return p->be->ops->copy(p->be, dx, dy, count * sizeof(float));
     if (l->nchild == 0)
-        return dx ? p->be->ops->axpy(p->be, dx, 1.0f, dy,
-                                     (size_t)p->n * (size_t)dl_shape_numel(&l->in))
-                  : DL_OK;
+        return dx ? p->be->ops->axpy(p->be, dx, 1.0f, dy, count) : DL_OK;
     for (int i = l->nchild - 1; i >= 0; i--) {
         /* as in forward: child i-1 a ReLU fused into the MaxPool2d i */
         int fused = i >= 2 && fuses(l->child[i], l->child[i - 1], p);
@@ -289,13 +292,25 @@ static int seq_backward(dl_layer *l, dl_pass *p, const float *x, const float *y,
         float *din = first == 0                      ? dx
                      : dx || s->params_before[first] ? (float *)(p->act_grad + s->dy_off[first - 1])
                                                      : NULL;
-        int mode = fused ? RUN_FUSED : first > 0 ? RUN_SET : RUN_ADD;
+        int mode = fused ? RUN_FUSED : first > 0 ? RUN_SET : first_mode;
         DL_TRY(child_backward(l->child[i], p, in, out, dout, din, mode));
         if (fused && p->grad_hook)
             DL_TRY(p->grad_hook(p->grad_user, l->child[first]));
         i = first;
     }
     return DL_OK;
+}
+
+static int seq_backward(dl_layer *l, dl_pass *p, const float *x, const float *y, const float *dy,
+                        float *dx)
+{
+    return seq_grads(l, p, x, y, dy, dx, RUN_ADD);
+}
+
+static int seq_backward_set(dl_layer *l, dl_pass *p, const float *x, const float *y,
+                            const float *dy, float *dx)
+{
+    return seq_grads(l, p, x, y, dy, dx, RUN_SET);
 }
 
 static void seq_destroy(dl_layer *l)
@@ -317,6 +332,7 @@ static const dl_layer_vt sequential_vt = {
     .plan = seq_plan,
     .forward = seq_forward,
     .backward = seq_backward,
+    .backward_set = seq_backward_set,
     .destroy = seq_destroy,
     .describe = seq_describe,
 };
