@@ -817,7 +817,8 @@ static int open_objects(h5_source *s, const dl_hdf5_options *o, split_objs *c)
      * (1 MiB by default) would only add a copy of each chunk on the way
      * (1.2x the read time), so x is opened without one */
     DL_H5_TRY(DL_EIO, c->dapl = H5Pcreate(H5P_DATASET_ACCESS), "%s:%s", path, s->xpath);
-    DL_H5_TRY(DL_EIO, H5Pset_chunk_cache(c->dapl, H5D_CHUNK_CACHE_NSLOTS_DEFAULT, 0, 1.0), "%s:%s", path, s->xpath);
+    DL_H5_TRY(DL_EIO, H5Pset_chunk_cache(c->dapl, H5D_CHUNK_CACHE_NSLOTS_DEFAULT, 0, 1.0), "%s:%s",
+              path, s->xpath);
     DL_H5_TRY(DL_EIO, s->xset = H5Dopen2(s->file, s->xpath, c->dapl), "%s: %s is not a dataset",
               path, s->xpath);
     DL_H5_TRY(DL_EIO, c->yset = H5Dopen2(s->file, c->ypath, H5P_DEFAULT), "%s: %s is not a dataset",
