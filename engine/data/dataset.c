@@ -392,20 +392,14 @@ static int mem_next(dl_source *s, dl_batch *out)
     const char *sx = m->d->x, *sy = m->d->y;
     char *dx = m->x, *dy = m->y;
     if (m->shuffle) {
-        /* rows come from random places: keep the next ahead rows in flight,
-         * reaching into the next batch so that its first rows do not start
-         * cold (the whole epoch order is known) */
+        /* rows come from random places: the gather keeps the next rows in
+         * flight, reaching into the next batch so that its first rows do
+         * not start cold (the whole epoch order is known) */
         const uint32_t *idx = m->perm + m->pos;
-        size_t ahead = dl_gather_ahead(m->x_row), xr = m->x_row, yr = m->y_row;
+        size_t ahead = dl_gather_ahead(m->x_row);
         size_t reach = left - (size_t)n < ahead ? left : (size_t)n + ahead;
-        for (size_t k = 0; k < ahead && k < reach; k++)
-            DL_PREFETCH_ROW(sx + (size_t)idx[k] * xr, xr);
-        for (int k = 0; k < n; k++) {
-            if ((size_t)k + ahead < reach)
-                DL_PREFETCH_ROW(sx + (size_t)idx[(size_t)k + ahead] * xr, xr);
-            memcpy(dx + (size_t)k * xr, sx + (size_t)idx[k] * xr, xr);
-            dl_copy_small(dy + (size_t)k * yr, sy + (size_t)idx[k] * yr, yr);
-        }
+        dl_gather_rows(dx, sx, m->x_row, idx, (size_t)n, reach);
+        dl_gather_labels(dy, sy, m->y_row, idx, NULL, (size_t)n);
     } else {
         memcpy(dx, sx + m->pos * m->x_row, (size_t)n * m->x_row);
         memcpy(dy, sy + m->pos * m->y_row, (size_t)n * m->y_row);

@@ -43,4 +43,16 @@ static inline void dl_copy_small(void *dst, const void *src, size_t bytes)
         memcpy(dst, src, bytes);
 }
 
+/* Copies rows idx[0 .. n) of src (row bytes each) to dst back to back:
+ * dst row k = src row idx[k]. idx[n .. reach) are the rows the next call
+ * will copy: they are asked for but not copied, so that its first rows are
+ * on their way (reach = n when they are unknown). */
+void dl_gather_rows(void *dst, const void *src, size_t row, const uint32_t *idx, size_t n,
+                    size_t reach);
+
+/* The same for label rows (small, from an array that stays in cache): dst
+ * row k = src row map[idx[k]], or src row idx[k] when map is NULL. */
+void dl_gather_labels(void *dst, const void *src, size_t row, const uint32_t *idx,
+                      const uint32_t *map, size_t n);
+
 #endif

@@ -107,7 +107,14 @@ typedef struct h5_source {
 
     /* pipeline, under mu */
     pthread_mutex_t mu;
-    pthread_cond_t cv;
+    /* one condition per kind of waiter, so that a finished batch wakes
+     * only the consumer and a released slot only the workers: with one
+     * for all, every batch woke every thread (the reader too) to find
+     * nothing to do, a futex call and a context switch each on a machine
+     * with fewer cores than threads */
+    pthread_cond_t ready; /* the consumer: a batch is ready */
+    pthread_cond_t work;  /* workers: a slot is free or a window loaded */
+    pthread_cond_t room;  /* the reader: a window is free */
     slot *ring;
     size_t next_job, consumed, released;
     int holding, stop, err, running;
@@ -127,6 +134,13 @@ static uint64_t derive_seed(uint64_t seed, uint64_t purpose, uint64_t index)
     return (uint64_t)r.v[0] << 32 | r.v[1];
 }
 
+static void wake_all(h5_source *s)
+{
+    pthread_cond_broadcast(&s->ready);
+    pthread_cond_broadcast(&s->work);
+    pthread_cond_broadcast(&s->room);
+}
+
 static void set_error(h5_source *s, int code)
 {
     /* first error wins; the message comes from this thread's dl_error */
@@ -134,7 +148,7 @@ static void set_error(h5_source *s, int code)
         s->err = code;
         snprintf(s->errmsg, sizeof s->errmsg, "%s", dl_error_message());
     }
-    pthread_cond_broadcast(&s->cv);
+    wake_all(s);
 }
 
 /* Reads window w of the current plan into win (HDF5 lock held per chunk).
@@ -225,7 +239,7 @@ static void *reader_main(void *arg)
             if (s->win[i].state == WIN_EMPTY)
                 free_win = &s->win[i];
         if (!free_win) {
-            pthread_cond_wait(&s->cv, &s->mu);
+            pthread_cond_wait(&s->room, &s->mu);
             continue;
         }
         free_win->state = WIN_LOADING;
@@ -241,7 +255,7 @@ static void *reader_main(void *arg)
         free_win->state = WIN_READY;
         s->next_win++;
         s->st.bytes_read += (double)free_win->n * (double)s->x_row;
-        pthread_cond_broadcast(&s->cv);
+        pthread_cond_broadcast(&s->work);
     }
     pthread_mutex_unlock(&s->mu);
     return NULL;
@@ -261,7 +275,7 @@ static int acquire_windows(h5_source *s, size_t wa, size_t wb, window **a, windo
         if (*a && *b)
             return DL_OK;
         if (s->nworkers > 0) {
-            pthread_cond_wait(&s->cv, &s->mu);
+            pthread_cond_wait(&s->work, &s->mu);
             continue;
         }
         /* synchronous: the windows are used in order, so a free one exists */
@@ -326,37 +340,45 @@ static void copy_augmented(const h5_source *s, uint8_t *dst, const uint8_t *src,
     }
 }
 
-/* The sample at epoch position q when it lies in one of the resident
- * windows wa (a) or wb (b) and is shuffled, for prefetching; else NULL (in
- * order, the hardware prefetcher sees the stream). */
-static const uint8_t *row_to_prefetch(const h5_source *s, size_t q, size_t wa, size_t wb,
-                                      const window *a, const window *b)
+/* Copies the n samples at epoch positions [p, p + n), all in window win
+ * (number w), to dx and dy, with the crop and flip when asked. Rows up to
+ * position reach (within win) are asked for ahead: the next call's. */
+static void gather_run(const h5_source *s, uint8_t *dx, uint8_t *dy, const window *win, size_t w,
+                       size_t p, size_t n, size_t reach)
 {
-    const window *win = NULL;
-    size_t w = 0;
-    if (q >= s->win_start[wa] && q < s->win_start[wa + 1])
-        win = a, w = wa;
-    else if (q >= s->win_start[wb] && q < s->win_start[wb + 1])
-        win = b, w = wb;
-    if (!win || !win->perm || q >= s->end_pos)
-        return NULL;
-    return win->x + (size_t)win->perm[q - s->win_start[w]] * s->x_row;
+    size_t o = p - s->win_start[w], xr = s->x_row;
+    if (!win->perm) { /* in file order: memory mode without shuffling */
+        DL_ASSERT(!win->rows);
+        if (s->opt.crop_pad > 0 || s->opt.hflip)
+            for (size_t i = 0; i < n; i++)
+                copy_augmented(s, dx + i * xr, win->x + (o + i) * xr, p + i);
+        else
+            memcpy(dx, win->x + o * xr, n * xr);
+        memcpy(dy, (const uint8_t *)s->y_all + o * s->y_row, n * s->y_row);
+        return;
+    }
+    const uint32_t *idx = win->perm + o;
+    if (s->opt.crop_pad > 0 || s->opt.hflip) {
+        size_t ahead = dl_gather_ahead(xr), far = reach - p;
+        for (size_t i = 0; i < ahead && i < far; i++)
+            DL_PREFETCH_ROW(win->x + (size_t)idx[i] * xr, xr);
+        for (size_t i = 0; i < n; i++) {
+            if (i + ahead < far)
+                DL_PREFETCH_ROW(win->x + (size_t)idx[i + ahead] * xr, xr);
+            copy_augmented(s, dx + i * xr, win->x + (size_t)idx[i] * xr, p + i);
+        }
+    } else {
+        dl_gather_rows(dx, win->x, xr, idx, n, reach - p);
+    }
+    dl_gather_labels(dy, s->y_all, s->y_row, idx, win->rows, n);
 }
-
-/* Prefetches one row_to_prefetch (a macro: see DL_PREFETCH_ROW). */
-#define PREFETCH_POSITION(s, q, wa, wb, a, b)                                                      \
-    do {                                                                                           \
-        const uint8_t *pf_ = row_to_prefetch(s, q, wa, wb, a, b);                                  \
-        if (pf_)                                                                                   \
-            DL_PREFETCH_ROW(pf_, (s)->x_row);                                                      \
-    } while (0)
 
 /* Assembles batch k into sl. Called with mu held; returns with mu held. */
 static int assemble(h5_source *s, size_t k, slot *sl)
 {
     size_t p0 = k * (size_t)s->batch;
     size_t n = s->count - p0 < (size_t)s->batch ? s->count - p0 : (size_t)s->batch;
-    size_t wa = window_of(s, p0), wb = window_of(s, p0 + n - 1);
+    size_t end = p0 + n, wa = window_of(s, p0), wb = window_of(s, end - 1);
     window *a = NULL, *b = NULL;
     if (s->streaming) {
         int rc = acquire_windows(s, wa, wb, &a, &b);
@@ -367,34 +389,18 @@ static int assemble(h5_source *s, size_t k, slot *sl)
     }
     pthread_mutex_unlock(&s->mu);
 
-    size_t split = s->win_start[wa + 1], na = 0;
-    int augment = s->opt.crop_pad > 0 || s->opt.hflip;
+    /* Without workers the next batch is this thread's too, so the rows
+     * asked for ahead go past this batch (within its window: the next one
+     * may not be loaded yet) and the next call finds its first rows on the
+     * way. A worker's next batch is another one's. */
+    size_t reach = end + (s->nworkers == 0 ? dl_gather_ahead(s->x_row) : 0);
+    if (reach > s->win_start[wb + 1])
+        reach = s->win_start[wb + 1];
+    size_t split = wa == wb ? end : s->win_start[wa + 1], na = split - p0;
     uint8_t *dx = sl->x, *dy = sl->y;
-    const uint8_t *ys = s->y_all;
-    /* rows come from random places: keep the next `ahead` rows in flight.
-     * Without workers the next batch is this thread's too, so the reach
-     * goes past this batch (within a resident window: the next one may not
-     * be loaded yet) and the next call finds its first rows on the way. */
-    size_t ahead = dl_gather_ahead(s->x_row);
-    size_t reach = p0 + n + (s->nworkers == 0 ? ahead : 0);
-    for (size_t q = p0; q < p0 + ahead && q < reach; q++)
-        PREFETCH_POSITION(s, q, wa, wb, a, b);
-    for (size_t i = 0; i < n; i++) {
-        size_t p = p0 + i;
-        window *win = p < split ? a : b;
-        na += p < split;
-        size_t o = p - s->win_start[win == a ? wa : wb];
-        size_t l = win->perm ? win->perm[o] : o;
-        size_t row = win->rows ? win->rows[l] : l;
-        const uint8_t *xs = win->x + l * s->x_row;
-        if (p + ahead < reach)
-            PREFETCH_POSITION(s, p + ahead, wa, wb, a, b);
-        if (augment)
-            copy_augmented(s, dx + i * s->x_row, xs, p);
-        else
-            memcpy(dx + i * s->x_row, xs, s->x_row);
-        dl_copy_small(dy + i * s->y_row, ys + row * s->y_row, s->y_row);
-    }
+    gather_run(s, dx, dy, a, wa, p0, na, wa == wb ? reach : split);
+    if (wb != wa)
+        gather_run(s, dx + na * s->x_row, dy + na * s->y_row, b, wb, split, n - na, reach);
     sl->n = (int)n;
 
     pthread_mutex_lock(&s->mu);
@@ -402,10 +408,14 @@ static int assemble(h5_source *s, size_t k, slot *sl)
         a->gathered += na;
         if (b != a)
             b->gathered += n - na;
+        int freed = 0;
         for (int i = 0; i < NWIN; i++)
-            if (s->win[i].state == WIN_READY && s->win[i].gathered == s->win[i].n)
+            if (s->win[i].state == WIN_READY && s->win[i].gathered == s->win[i].n) {
                 s->win[i].state = WIN_EMPTY;
-        pthread_cond_broadcast(&s->cv);
+                freed = 1;
+            }
+        if (freed)
+            pthread_cond_signal(&s->room); /* only the reader waits for it */
     }
     return DL_OK;
 }
@@ -416,7 +426,7 @@ static void *worker_main(void *arg)
     pthread_mutex_lock(&s->mu);
     while (!s->stop && !s->err) {
         if (s->next_job >= s->nbatches || s->next_job >= s->released + (size_t)s->prefetch) {
-            pthread_cond_wait(&s->cv, &s->mu);
+            pthread_cond_wait(&s->work, &s->mu);
             continue;
         }
         size_t k = s->next_job++;
@@ -429,7 +439,7 @@ static void *worker_main(void *arg)
             break;
         }
         slot_set(sl, SLOT_READY);
-        pthread_cond_broadcast(&s->cv);
+        pthread_cond_signal(&s->ready); /* only the consumer waits for it */
     }
     pthread_mutex_unlock(&s->mu);
     return NULL;
@@ -441,7 +451,7 @@ static void stop_threads(h5_source *s)
         return;
     pthread_mutex_lock(&s->mu);
     s->stop = 1;
-    pthread_cond_broadcast(&s->cv);
+    wake_all(s);
     pthread_mutex_unlock(&s->mu);
     for (int i = 0; i < s->nworkers; i++)
         pthread_join(s->threads[i], NULL);
@@ -528,7 +538,7 @@ static int h5_next(dl_source *src, dl_batch *out)
         slot_set(&s->ring[(s->consumed - 1) % (size_t)s->prefetch], SLOT_FREE);
         s->released++;
         s->holding = 0;
-        pthread_cond_broadcast(&s->cv);
+        pthread_cond_broadcast(&s->work);
     }
     if (s->consumed >= s->nbatches) {
         pthread_mutex_unlock(&s->mu);
@@ -571,7 +581,7 @@ static int h5_next(dl_source *src, dl_batch *out)
                 sched_yield(); /* the worker may be waiting for this core */
             pthread_mutex_lock(&s->mu);
             if (sl->state != SLOT_READY && !s->err)
-                pthread_cond_wait(&s->cv, &s->mu);
+                pthread_cond_wait(&s->ready, &s->mu);
         }
         if (sl->state != SLOT_READY)
             rc = s->err;
@@ -686,7 +696,9 @@ static void h5_destroy(dl_source *src)
         dl_hdf5_unlock();
     }
     pthread_mutex_destroy(&s->mu);
-    pthread_cond_destroy(&s->cv);
+    pthread_cond_destroy(&s->ready);
+    pthread_cond_destroy(&s->work);
+    pthread_cond_destroy(&s->room);
     free(s);
 }
 
@@ -772,7 +784,7 @@ static const char *h5_type_text(hid_t t, char *buf, size_t size)
 
 /* What open_split holds open while it reads a split's metadata. */
 typedef struct split_objs {
-    hid_t grp, yset, xsp, ysp, xft, yft, dcpl;
+    hid_t grp, yset, xsp, ysp, xft, yft, dcpl, dapl;
     char gpath[512], ypath[1024];
     int xrank, yrank;
     hsize_t xd[H5S_MAX_RANK], yd[H5S_MAX_RANK];
@@ -801,7 +813,13 @@ static int open_objects(h5_source *s, const dl_hdf5_options *o, split_objs *c)
         if (!path_exists(s->file, p))
             return dl_error(DL_EINVAL, "%s: no dataset %s", path, p);
     }
-    DL_H5_TRY(DL_EIO, s->xset = H5Dopen2(s->file, s->xpath, H5P_DEFAULT), "%s: %s is not a dataset",
+    /* x is read in whole chunks, each once per epoch: HDF5's chunk cache
+     * (1 MiB by default) would only add a copy of each chunk on the way
+     * (1.2x the read time), so x is opened without one */
+    DL_H5_TRY(DL_EIO, c->dapl = H5Pcreate(H5P_DATASET_ACCESS), "%s:%s", path, s->xpath);
+    DL_H5_TRY(DL_EIO, H5Pset_chunk_cache(c->dapl, H5D_CHUNK_CACHE_NSLOTS_DEFAULT, 0, 1.0), "%s:%s",
+              path, s->xpath);
+    DL_H5_TRY(DL_EIO, s->xset = H5Dopen2(s->file, s->xpath, c->dapl), "%s: %s is not a dataset",
               path, s->xpath);
     DL_H5_TRY(DL_EIO, c->yset = H5Dopen2(s->file, c->ypath, H5P_DEFAULT), "%s: %s is not a dataset",
               path, c->ypath);
@@ -1003,6 +1021,8 @@ static void close_objects(h5_source *s, split_objs *c, int rc)
 {
     if (c->dcpl >= 0)
         H5Pclose(c->dcpl);
+    if (c->dapl >= 0)
+        H5Pclose(c->dapl);
     if (c->xft >= 0)
         H5Tclose(c->xft);
     if (c->yft >= 0)
@@ -1035,7 +1055,8 @@ static int open_split(h5_source *s, const dl_hdf5_options *o)
                     .ysp = H5I_INVALID_HID,
                     .xft = H5I_INVALID_HID,
                     .yft = H5I_INVALID_HID,
-                    .dcpl = H5I_INVALID_HID};
+                    .dcpl = H5I_INVALID_HID,
+                    .dapl = H5I_INVALID_HID};
     const char *path = o->path;
     snprintf(c.gpath, sizeof c.gpath, "%s", o->group && *o->group ? o->group : "/");
     const char *sep = c.gpath[strlen(c.gpath) - 1] == '/' ? "" : "/";
@@ -1100,12 +1121,16 @@ static int plan_streaming(h5_source *s, const dl_hdf5_options *o)
         return dl_error(DL_ENOMEM, "%s: out of memory for the streaming plan", s->base.name);
     size_t rows = blocks * s->block_rows;
     for (int i = 0; i < NWIN; i++) {
-        s->win[i].x = malloc(rows * s->x_row);
+        /* on huge pages: rows are picked at random from the window, and
+         * with 4 KiB pages nearly each one would miss the TLB */
+        s->win[i].x = dl_mem_alloc_big(rows * s->x_row);
         s->win[i].rows = malloc(rows * sizeof(uint32_t));
         s->win[i].perm = malloc(rows * sizeof(uint32_t));
         if (!s->win[i].x || !s->win[i].rows || !s->win[i].perm)
             return dl_error(DL_ENOMEM, "%s: out of memory for shuffle windows of %zu rows",
                             s->base.name, rows);
+        /* the pages now, not in the first epoch's reads */
+        memset(s->win[i].x, 0, rows * s->x_row);
     }
     return DL_OK;
 }
@@ -1154,7 +1179,9 @@ int dl_source_hdf5(dl_source **out, const dl_hdf5_options *o)
     s->batch = o->batch;
     s->prefetch = o->prefetch;
     pthread_mutex_init(&s->mu, NULL);
-    pthread_cond_init(&s->cv, NULL);
+    pthread_cond_init(&s->ready, NULL);
+    pthread_cond_init(&s->work, NULL);
+    pthread_cond_init(&s->room, NULL);
     int rc = open_split(s, o);
     if (rc < 0)
         goto fail;
