@@ -1310,6 +1310,85 @@ static void test_softmax_xent_reference(void)
     free(d[0]), free(d[1]), free(z), free(lab);
 }
 
+/* Softmax cross-entropy of rows of every tail length (1 to 4100 classes,
+ * past the 4K rows that keep their exps) on the AVX-512 and the AVX2
+ * kernels against a double reference: loss, correct count (ties: the
+ * first maximum), gradient added onto a nonzero one. Without smoothing
+ * some logits are -inf (masked classes: they add nothing, the loss stays
+ * finite); some rows have their label's logit tied with an earlier
+ * maximum; a row with a NaN gives a NaN loss. */
+static void xent_case(int rows, int classes, float sm, float gs)
+{
+    size_t nz = (size_t)rows * classes;
+    float *z = frandv(nz), *d = frandv(nz), *d0 = NULL, st[2] = {0, 0};
+    int32_t *lab = malloc(rows * sizeof *lab);
+    for (size_t i = 0; i < nz; i++)
+        z[i] = 8 * z[i];
+    for (int r = 0; r < rows; r++) {
+        float *zr = z + (size_t)r * classes;
+        lab[r] = irand(0, classes - 1);
+        int masked = irand(0, classes - 1);
+        if (sm == 0 && r % 3 == 1 && masked != lab[r])
+            zr[masked] = -INFINITY;
+        if (r % 5 == 2) { /* the label ties with an earlier maximum, or is it */
+            int a = irand(0, lab[r]);
+            zr[a] = zr[lab[r]] = 9.0f;
+        }
+    }
+    d0 = fcopy(d, nz);
+    CHECK_OK(cpu()->ops->softmax_xent(cpu(), rows, classes, z, lab, sm, gs, d, st));
+    double loss = 0, worst = 0;
+    int correct = 0;
+    for (int r = 0; r < rows; r++) {
+        const float *zr = z + (size_t)r * classes;
+        double mx = zr[0], sum = 0, zs = 0;
+        int arg = 0;
+        for (int c = 1; c < classes; c++)
+            if (zr[c] > mx)
+                mx = zr[c], arg = c;
+        for (int c = 0; c < classes; c++)
+            sum += exp(zr[c] - mx), zs += zr[c] - mx;
+        double lse = log(sum);
+        double nll = lse - (zr[lab[r]] - mx);
+        loss += sm ? (1 - sm) * nll + sm * (lse - zs / classes) : nll;
+        correct += arg == lab[r];
+        for (int c = 0; c < classes; c++) {
+            double t = sm / classes + (c == lab[r] ? 1 - sm : 0);
+            size_t at = (size_t)r * classes + c;
+            double g = d0[at] + gs * (exp(zr[c] - mx) / sum - t), e = fabs(d[at] - g);
+            worst = e > worst ? e : worst;
+        }
+    }
+    CHECK_MSG(fabs(st[0] - loss) <= 1e-5 * fabs(loss), "%d x %d: loss %.9g, want %.9g", rows,
+              classes, st[0], loss);
+    CHECK_MSG(st[1] == (float)correct, "%d x %d: correct %g, want %d", rows, classes, st[1],
+              correct);
+    CHECK_MSG(worst < 2e-6, "%d x %d: worst gradient error %g", rows, classes, worst);
+    free(z), free(d), free(d0), free(lab);
+}
+
+static void test_softmax_xent_tails(void)
+{
+    static const int classes[] = {1, 2, 7, 15, 16, 17, 31, 33, 100, 257, 4100};
+    for (int isa = 1; isa >= 0; isa--) {
+        dl_cpu_set_avx512(isa);
+        for (size_t k = 0; k < sizeof classes / sizeof *classes; k++) {
+            int rows = classes[k] > 1000 ? 5 : 41;
+            xent_case(rows, classes[k], 0.0f, 1.0f);
+            xent_case(rows, classes[k], 0.1f, 0.25f);
+        }
+        /* a NaN in a row: its loss is NaN, whatever the path */
+        float z[40], st[2] = {0, 0};
+        int32_t lab[2] = {3, 17};
+        for (int i = 0; i < 40; i++)
+            z[i] = 0.1f * (float)i;
+        z[25] = NAN;
+        CHECK_OK(cpu()->ops->softmax_xent(cpu(), 2, 20, z, lab, 0.0f, 1.0f, NULL, st));
+        CHECK_MSG(isnan(st[0]), "isa %d: loss %g of a row with a NaN", isa, st[0]);
+    }
+    dl_cpu_set_avx512(1);
+}
+
 /* BatchNorm and LayerNorm, forward and backward, give the same bits at 1
  * and 3 threads (planes and rows with tails). */
 static void test_norm_threads(void)
@@ -1377,6 +1456,7 @@ int main(void)
     RUN(test_smooth_activations);
     RUN(test_dropout_masks);
     RUN(test_softmax_xent_reference);
+    RUN(test_softmax_xent_tails);
     RUN(test_norm_threads);
     CHECK_EXIT();
 }
