@@ -993,6 +993,72 @@ static void test_layernorm(void)
     free(dx0), free(dg0), free(db0);
 }
 
+/* LayerNorm on the AVX-512 and the AVX2 kernels, rows of every tail
+ * length and more rows than one backward block (64) with a partial last
+ * one: y within 1e-5 of the double reference, dx within 1e-5 between the
+ * two, dgamma/dbeta from the same statistics (summed per column, row
+ * after row) bit for bit, and
+ * all of them against the plain sums in double. */
+static void test_layernorm_isa(void)
+{
+    static const int widths[] = {1, 7, 16, 45, 256, 300};
+    const int rows = 131;
+    for (size_t k = 0; k < sizeof widths / sizeof *widths; k++) {
+        int cols = widths[k];
+        size_t nx = (size_t)rows * cols;
+        float *x = frandv(nx), *dy = frandv(nx), *gm = frandv(cols), *bt = frandv(cols);
+        float *y[2], *dx[2], *dg[2], *db[2], sm[2][131], si[2][131];
+        for (size_t i = 0; i < nx; i++)
+            x[i] = 3.0f * x[i] + 1.0f;
+        for (int isa = 0; isa < 2; isa++) {
+            dl_cpu_set_avx512(isa);
+            y[isa] = malloc(nx * 4), dx[isa] = calloc(nx, 4);
+            dg[isa] = calloc(cols, 4), db[isa] = calloc(cols, 4);
+            CHECK_OK(dl_cpu_layernorm_forward(cpu(), rows, cols, 1e-5f, y[isa], x, gm, bt, sm[isa],
+                                              si[isa]));
+        }
+        for (int isa = 0; isa < 2; isa++) { /* both from the same statistics */
+            dl_cpu_set_avx512(isa);
+            CHECK_OK(dl_cpu_layernorm_backward(cpu(), rows, cols, dx[isa], dg[isa], db[isa], dy, x,
+                                               gm, sm[1], si[1]));
+        }
+        dl_cpu_set_avx512(1);
+        double wy = 0, wdx = 0;
+        for (int r = 0; r < rows; r++) {
+            const float *xr = x + (size_t)r * cols;
+            double mu = 0, var = 0;
+            for (int j = 0; j < cols; j++)
+                mu += xr[j] / (double)cols;
+            for (int j = 0; j < cols; j++)
+                var += (xr[j] - mu) * (xr[j] - mu) / cols;
+            for (int j = 0; j < cols; j++) {
+                size_t at = (size_t)r * cols + j;
+                double ref = gm[j] * (xr[j] - mu) / sqrt(var + 1e-5) + bt[j];
+                for (int isa = 0; isa < 2; isa++)
+                    wy = fmax(wy, fabs(y[isa][at] - ref));
+                wdx = fmax(wdx, fabs(dx[0][at] - dx[1][at]) / fmax(fabs(dx[0][at]), 1.0));
+            }
+        }
+        CHECK_MSG(wy < 1e-5, "cols %d: worst forward error %g", cols, wy);
+        CHECK_MSG(wdx < 1e-5, "cols %d: dx differs by %g between the kernels", cols, wdx);
+        CHECK_MSG(memcmp(dg[0], dg[1], cols * 4) == 0 && memcmp(db[0], db[1], cols * 4) == 0,
+                  "cols %d: dgamma/dbeta differ between the kernels", cols);
+        for (int j = 0; j < cols; j++) {
+            double g = 0, b = 0;
+            for (int r = 0; r < rows; r++) {
+                size_t at = (size_t)r * cols + j;
+                g += (double)dy[at] * ((x[at] - sm[1][r]) * si[1][r]);
+                b += dy[at];
+            }
+            CHECK_NEAR(dg[1][j], g, 1e-4);
+            CHECK_NEAR(db[1][j], b, 1e-4);
+        }
+        free(x), free(dy), free(gm), free(bt);
+        for (int isa = 0; isa < 2; isa++)
+            free(y[isa]), free(dx[isa]), free(dg[isa]), free(db[isa]);
+    }
+}
+
 /* The norms' backward against central differences of the kernels' own
  * f32 forward (step 1e-2, loss in double): ties each kernel's forward to
  * its backward. Truncation and f32 rounding allow 1e-2 relative. */
@@ -1450,6 +1516,7 @@ int main(void)
     RUN(test_batchnorm);
     RUN(test_batchnorm_large);
     RUN(test_layernorm);
+    RUN(test_layernorm_isa);
     RUN(test_norm_fd_own_forward);
     RUN(test_attention_reference);
     RUN(test_attention_threads);

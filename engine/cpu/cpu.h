@@ -36,7 +36,7 @@ static inline int dl_cpu_avx512(void)
  * kernels run. */
 int dl_cpu_set_avx512(int on);
 
-#define DL_CPU_SCRATCH_SLOTS 5
+#define DL_CPU_SCRATCH_SLOTS 6
 
 typedef struct dl_cpu_ctx {
     dl_pool *pool;
@@ -50,9 +50,11 @@ typedef struct dl_cpu_ctx {
 } dl_cpu_ctx;
 
 /* Scratch slots: 0-2 the GEMM's (cpu_gemm.c), 3 the oneDNN convolutions',
- * 4 the losses' per-block partial sums (cpu_elementwise.c). */
+ * 4 the losses' per-block partial sums (cpu_elementwise.c), 5 LayerNorm
+ * backward's per-block dgamma/dbeta (cpu_norm.c). */
 #define DL_CPU_SCRATCH_CONV 3
 #define DL_CPU_SCRATCH_LOSS 4
+#define DL_CPU_SCRATCH_NORM 5
 
 static inline dl_cpu_ctx *dl_cpu(dl_backend *be) { return (dl_cpu_ctx *)be->ctx; }
 

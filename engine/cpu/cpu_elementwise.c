@@ -1066,19 +1066,6 @@ static inline double xent_loss(const xent_job *j, const xent_group *g, int r, in
 }
 
 /* 16 lanes in double, the halves added lane-wise, then across. */
-/* The lanes of a and of b summed: the halves of each are added in float,
- * then the 8 + 8 lanes in double. */
-DL_V512_TARGET static inline void hsum2_v512(__m512 a, __m512 b, double *sa, double *sb)
-{
-    /* [a_lo + a_hi, b_lo + b_hi] as 4-lane blocks: a0+a2 a1+a3 b0+b2 b1+b3 */
-    __m512 lo = _mm512_shuffle_f32x4(a, b, 0x44), hi = _mm512_shuffle_f32x4(a, b, 0xEE);
-    __m512 s = _mm512_add_ps(lo, hi);
-    __m512d da = _mm512_cvtps_pd(_mm512_castps512_ps256(s));
-    __m512d db = _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(s), 1)));
-    *sa = _mm512_reduce_add_pd(da);
-    *sb = _mm512_reduce_add_pd(db);
-}
-
 /* The last n % 16 floats of a row at p (lanes past them: missing): a
  * whole vector when that stays inside the array (it ends at end), a
  * masked load otherwise. Which one is used never changes a result. */
@@ -1149,7 +1136,7 @@ DL_V512_TARGET static void xent_group_v512(const xent_job *j, xent_group *g, dou
             if (keep)
                 _mm512_storeu_ps(keep + full, e); /* the row's stride has room */
         }
-        hsum2_v512(_mm512_add_ps(s0, s1), zs, &g->sum[i], &g->zsum[i]);
+        dl_v512_hsum2(_mm512_add_ps(s0, s1), zs, &g->sum[i], &g->zsum[i]);
     }
     const float off = j->smoothing / (float)n;
     const float *dend = j->dlogits ? j->dlogits + (size_t)j->rows * n : NULL;

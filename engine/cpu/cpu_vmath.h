@@ -165,6 +165,18 @@ DL_V512_TARGET static inline __m512 dl_v512_erf(__m512 x)
     return _mm512_div_ps(p, q);
 }
 
+/* The lanes of a and of b summed: the halves of each added in float,
+ * then the 8 + 8 lanes in double. */
+DL_V512_TARGET static inline void dl_v512_hsum2(__m512 a, __m512 b, double *sa, double *sb)
+{
+    /* 4-lane blocks a0+a2 a1+a3 b0+b2 b1+b3 */
+    __m512 s = _mm512_add_ps(_mm512_shuffle_f32x4(a, b, 0x44), _mm512_shuffle_f32x4(a, b, 0xEE));
+    __m512d da = _mm512_cvtps_pd(_mm512_castps512_ps256(s));
+    __m512d db = _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(s), 1)));
+    *sa = _mm512_reduce_add_pd(da);
+    *sb = _mm512_reduce_add_pd(db);
+}
+
 /* The first n lanes (0 <= n <= 16). */
 static inline __mmask16 dl_v512_mask(int n) { return (__mmask16)((1u << n) - 1u); }
 #endif
