@@ -12,32 +12,6 @@
 
 void openblas_set_num_threads(int num_threads);
 
-_Atomic int dl_cpu_avx512_state = -1;
-
-static int cpu_has_avx512(void)
-{
-#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx512f") ? 1 : 0;
-#else
-    return 0;
-#endif
-}
-
-int dl_cpu_avx512_detect(void)
-{
-    const char *e = getenv("DLBENCH_CPU_AVX512");
-    int on = cpu_has_avx512() && !(e && !strcmp(e, "0"));
-    atomic_store_explicit(&dl_cpu_avx512_state, on, memory_order_relaxed);
-    return on;
-}
-
-int dl_cpu_set_avx512(int on)
-{
-    on = on && cpu_has_avx512();
-    atomic_store_explicit(&dl_cpu_avx512_state, on, memory_order_relaxed);
-    return on;
-}
 char *openblas_get_config(void);
 
 static int cpu_copy(dl_backend *be, void *dst, const void *src, size_t bytes)
