@@ -1002,7 +1002,7 @@ static void test_layernorm(void)
 static void test_layernorm_isa(void)
 {
     static const int widths[] = {1, 7, 16, 45, 256, 300};
-    const int rows = 131;
+    const int rows = 131, was = dl_cpu_avx512();
     for (size_t k = 0; k < sizeof widths / sizeof *widths; k++) {
         int cols = widths[k];
         size_t nx = (size_t)rows * cols;
@@ -1022,7 +1022,7 @@ static void test_layernorm_isa(void)
             CHECK_OK(dl_cpu_layernorm_backward(cpu(), rows, cols, dx[isa], dg[isa], db[isa], dy, x,
                                                gm, sm[1], si[1]));
         }
-        dl_cpu_set_avx512(1);
+        dl_cpu_set_avx512(was);
         double wy = 0, wdx = 0;
         for (int r = 0; r < rows; r++) {
             const float *xr = x + (size_t)r * cols;
@@ -1436,6 +1436,7 @@ static void xent_case(int rows, int classes, float sm, float gs)
 static void test_softmax_xent_tails(void)
 {
     static const int classes[] = {1, 2, 7, 15, 16, 17, 31, 33, 100, 257, 4100};
+    int was = dl_cpu_avx512();
     for (int isa = 1; isa >= 0; isa--) {
         dl_cpu_set_avx512(isa);
         for (size_t k = 0; k < sizeof classes / sizeof *classes; k++) {
@@ -1452,7 +1453,7 @@ static void test_softmax_xent_tails(void)
         CHECK_OK(cpu()->ops->softmax_xent(cpu(), 2, 20, z, lab, 0.0f, 1.0f, NULL, st));
         CHECK_MSG(isnan(st[0]), "isa %d: loss %g of a row with a NaN", isa, st[0]);
     }
-    dl_cpu_set_avx512(1);
+    dl_cpu_set_avx512(was);
 }
 
 /* BatchNorm and LayerNorm, forward and backward, give the same bits at 1
