@@ -993,6 +993,72 @@ static void test_layernorm(void)
     free(dx0), free(dg0), free(db0);
 }
 
+/* LayerNorm on the AVX-512 and the AVX2 kernels, rows of every tail
+ * length and more rows than one backward block (64) with a partial last
+ * one: y within 1e-5 of the double reference, dx within 1e-5 between the
+ * two, dgamma/dbeta from the same statistics (summed per column, row
+ * after row) bit for bit, and
+ * all of them against the plain sums in double. */
+static void test_layernorm_isa(void)
+{
+    static const int widths[] = {1, 7, 16, 45, 256, 300};
+    const int rows = 131, was = dl_cpu_avx512();
+    for (size_t k = 0; k < sizeof widths / sizeof *widths; k++) {
+        int cols = widths[k];
+        size_t nx = (size_t)rows * cols;
+        float *x = frandv(nx), *dy = frandv(nx), *gm = frandv(cols), *bt = frandv(cols);
+        float *y[2], *dx[2], *dg[2], *db[2], sm[2][131], si[2][131];
+        for (size_t i = 0; i < nx; i++)
+            x[i] = 3.0f * x[i] + 1.0f;
+        for (int isa = 0; isa < 2; isa++) {
+            dl_cpu_set_avx512(isa);
+            y[isa] = malloc(nx * 4), dx[isa] = calloc(nx, 4);
+            dg[isa] = calloc(cols, 4), db[isa] = calloc(cols, 4);
+            CHECK_OK(dl_cpu_layernorm_forward(cpu(), rows, cols, 1e-5f, y[isa], x, gm, bt, sm[isa],
+                                              si[isa]));
+        }
+        for (int isa = 0; isa < 2; isa++) { /* both from the same statistics */
+            dl_cpu_set_avx512(isa);
+            CHECK_OK(dl_cpu_layernorm_backward(cpu(), rows, cols, dx[isa], dg[isa], db[isa], dy, x,
+                                               gm, sm[1], si[1]));
+        }
+        dl_cpu_set_avx512(was);
+        double wy = 0, wdx = 0;
+        for (int r = 0; r < rows; r++) {
+            const float *xr = x + (size_t)r * cols;
+            double mu = 0, var = 0;
+            for (int j = 0; j < cols; j++)
+                mu += xr[j] / (double)cols;
+            for (int j = 0; j < cols; j++)
+                var += (xr[j] - mu) * (xr[j] - mu) / cols;
+            for (int j = 0; j < cols; j++) {
+                size_t at = (size_t)r * cols + j;
+                double ref = gm[j] * (xr[j] - mu) / sqrt(var + 1e-5) + bt[j];
+                for (int isa = 0; isa < 2; isa++)
+                    wy = fmax(wy, fabs(y[isa][at] - ref));
+                wdx = fmax(wdx, fabs(dx[0][at] - dx[1][at]) / fmax(fabs(dx[0][at]), 1.0));
+            }
+        }
+        CHECK_MSG(wy < 1e-5, "cols %d: worst forward error %g", cols, wy);
+        CHECK_MSG(wdx < 1e-5, "cols %d: dx differs by %g between the kernels", cols, wdx);
+        CHECK_MSG(memcmp(dg[0], dg[1], cols * 4) == 0 && memcmp(db[0], db[1], cols * 4) == 0,
+                  "cols %d: dgamma/dbeta differ between the kernels", cols);
+        for (int j = 0; j < cols; j++) {
+            double g = 0, b = 0;
+            for (int r = 0; r < rows; r++) {
+                size_t at = (size_t)r * cols + j;
+                g += (double)dy[at] * ((x[at] - sm[1][r]) * si[1][r]);
+                b += dy[at];
+            }
+            CHECK_NEAR(dg[1][j], g, 1e-4);
+            CHECK_NEAR(db[1][j], b, 1e-4);
+        }
+        free(x), free(dy), free(gm), free(bt);
+        for (int isa = 0; isa < 2; isa++)
+            free(y[isa]), free(dx[isa]), free(dg[isa]), free(db[isa]);
+    }
+}
+
 /* The norms' backward against central differences of the kernels' own
  * f32 forward (step 1e-2, loss in double): ties each kernel's forward to
  * its backward. Truncation and f32 rounding allow 1e-2 relative. */
@@ -1310,6 +1376,86 @@ static void test_softmax_xent_reference(void)
     free(d[0]), free(d[1]), free(z), free(lab);
 }
 
+/* Softmax cross-entropy of rows of every tail length (1 to 4100 classes,
+ * past the 4K rows that keep their exps) on the AVX-512 and the AVX2
+ * kernels against a double reference: loss, correct count (ties: the
+ * first maximum), gradient added onto a nonzero one. Without smoothing
+ * some logits are -inf (masked classes: they add nothing, the loss stays
+ * finite); some rows have their label's logit tied with an earlier
+ * maximum; a row with a NaN gives a NaN loss. */
+static void xent_case(int rows, int classes, float sm, float gs)
+{
+    size_t nz = (size_t)rows * classes;
+    float *z = frandv(nz), *d = frandv(nz), *d0 = NULL, st[2] = {0, 0};
+    int32_t *lab = malloc(rows * sizeof *lab);
+    for (size_t i = 0; i < nz; i++)
+        z[i] = 8 * z[i];
+    for (int r = 0; r < rows; r++) {
+        float *zr = z + (size_t)r * classes;
+        lab[r] = irand(0, classes - 1);
+        int masked = irand(0, classes - 1);
+        if (sm == 0 && r % 3 == 1 && masked != lab[r])
+            zr[masked] = -INFINITY;
+        if (r % 5 == 2) { /* the label ties with an earlier maximum, or is it */
+            int a = irand(0, lab[r]);
+            zr[a] = zr[lab[r]] = 9.0f;
+        }
+    }
+    d0 = fcopy(d, nz);
+    CHECK_OK(cpu()->ops->softmax_xent(cpu(), rows, classes, z, lab, sm, gs, d, st));
+    double loss = 0, worst = 0;
+    int correct = 0;
+    for (int r = 0; r < rows; r++) {
+        const float *zr = z + (size_t)r * classes;
+        double mx = zr[0], sum = 0, zs = 0;
+        int arg = 0;
+        for (int c = 1; c < classes; c++)
+            if (zr[c] > mx)
+                mx = zr[c], arg = c;
+        for (int c = 0; c < classes; c++)
+            sum += exp(zr[c] - mx), zs += zr[c] - mx;
+        double lse = log(sum);
+        double nll = lse - (zr[lab[r]] - mx);
+        loss += sm ? (1 - sm) * nll + sm * (lse - zs / classes) : nll;
+        correct += arg == lab[r];
+        for (int c = 0; c < classes; c++) {
+            double t = sm / classes + (c == lab[r] ? 1 - sm : 0);
+            size_t at = (size_t)r * classes + c;
+            double g = d0[at] + gs * (exp(zr[c] - mx) / sum - t), e = fabs(d[at] - g);
+            worst = e > worst ? e : worst;
+        }
+    }
+    CHECK_MSG(fabs(st[0] - loss) <= 1e-5 * fabs(loss), "%d x %d: loss %.9g, want %.9g", rows,
+              classes, st[0], loss);
+    CHECK_MSG(st[1] == (float)correct, "%d x %d: correct %g, want %d", rows, classes, st[1],
+              correct);
+    CHECK_MSG(worst < 2e-6, "%d x %d: worst gradient error %g", rows, classes, worst);
+    free(z), free(d), free(d0), free(lab);
+}
+
+static void test_softmax_xent_tails(void)
+{
+    static const int classes[] = {1, 2, 7, 15, 16, 17, 31, 33, 100, 257, 4100};
+    int was = dl_cpu_avx512();
+    for (int isa = 1; isa >= 0; isa--) {
+        dl_cpu_set_avx512(isa);
+        for (size_t k = 0; k < sizeof classes / sizeof *classes; k++) {
+            int rows = classes[k] > 1000 ? 5 : 41;
+            xent_case(rows, classes[k], 0.0f, 1.0f);
+            xent_case(rows, classes[k], 0.1f, 0.25f);
+        }
+        /* a NaN in a row: its loss is NaN, whatever the path */
+        float z[40], st[2] = {0, 0};
+        int32_t lab[2] = {3, 17};
+        for (int i = 0; i < 40; i++)
+            z[i] = 0.1f * (float)i;
+        z[25] = NAN;
+        CHECK_OK(cpu()->ops->softmax_xent(cpu(), 2, 20, z, lab, 0.0f, 1.0f, NULL, st));
+        CHECK_MSG(isnan(st[0]), "isa %d: loss %g of a row with a NaN", isa, st[0]);
+    }
+    dl_cpu_set_avx512(was);
+}
+
 /* BatchNorm and LayerNorm, forward and backward, give the same bits at 1
  * and 3 threads (planes and rows with tails). */
 static void test_norm_threads(void)
@@ -1371,12 +1517,14 @@ int main(void)
     RUN(test_batchnorm);
     RUN(test_batchnorm_large);
     RUN(test_layernorm);
+    RUN(test_layernorm_isa);
     RUN(test_norm_fd_own_forward);
     RUN(test_attention_reference);
     RUN(test_attention_threads);
     RUN(test_smooth_activations);
     RUN(test_dropout_masks);
     RUN(test_softmax_xent_reference);
+    RUN(test_softmax_xent_tails);
     RUN(test_norm_threads);
     CHECK_EXIT();
 }

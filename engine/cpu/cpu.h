@@ -2,6 +2,7 @@
 #ifndef DL_CPU_H
 #define DL_CPU_H
 
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -19,7 +20,23 @@ void dl_pool_destroy(dl_pool *p);
 void dl_pool_for(dl_pool *p, size_t n, size_t grain, dl_pool_fn fn, void *arg);
 int dl_pool_threads(const dl_pool *p);
 
-#define DL_CPU_SCRATCH_SLOTS 5
+/* Whether the kernels may use AVX-512F (16-lane bodies; the AVX2 ones
+ * otherwise): the CPU's answer, unless DLBENCH_CPU_AVX512=0 (the AVX2
+ * kernels on an AVX-512 CPU, for comparisons and tests) or a test has
+ * called dl_cpu_set_avx512. Read once, at the first call. */
+extern _Atomic int dl_cpu_avx512_state; /* -1 until known */
+int dl_cpu_avx512_detect(void);
+static inline int dl_cpu_avx512(void)
+{
+    int u = atomic_load_explicit(&dl_cpu_avx512_state, memory_order_relaxed);
+    return u >= 0 ? u : dl_cpu_avx512_detect();
+}
+/* Tests: on 0 the AVX2 kernels run from now on; on 1 the AVX-512 ones
+ * where the CPU has them. Returns the setting now in force. Not while
+ * kernels run. */
+int dl_cpu_set_avx512(int on);
+
+#define DL_CPU_SCRATCH_SLOTS 6
 
 typedef struct dl_cpu_ctx {
     dl_pool *pool;
@@ -33,9 +50,11 @@ typedef struct dl_cpu_ctx {
 } dl_cpu_ctx;
 
 /* Scratch slots: 0-2 the GEMM's (cpu_gemm.c), 3 the oneDNN convolutions',
- * 4 the losses' per-block partial sums (cpu_elementwise.c). */
+ * 4 the losses' per-block partial sums (cpu_elementwise.c), 5 LayerNorm
+ * backward's per-block dgamma/dbeta (cpu_norm.c). */
 #define DL_CPU_SCRATCH_CONV 3
 #define DL_CPU_SCRATCH_LOSS 4
+#define DL_CPU_SCRATCH_NORM 5
 
 static inline dl_cpu_ctx *dl_cpu(dl_backend *be) { return (dl_cpu_ctx *)be->ctx; }
 

@@ -11,6 +11,7 @@
 #include "engine/base/error.h"
 
 void openblas_set_num_threads(int num_threads);
+
 char *openblas_get_config(void);
 
 static int cpu_copy(dl_backend *be, void *dst, const void *src, size_t bytes)

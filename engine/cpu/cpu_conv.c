@@ -423,15 +423,7 @@ static void dy_to_t_task(void *arg, size_t begin, size_t end)
 #define DIRECT_RS 25
 #define DIRECT_K 256
 
-static int have_avx512(void)
-{
-#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx512f");
-#else
-    return 0;
-#endif
-}
+static int have_avx512(void) { return dl_cpu_avx512(); }
 
 static int use_direct(const dl_conv_desc *d)
 {

@@ -1008,8 +1008,20 @@ static int row_argmax(const float *z, int n)
     return arg;
 }
 
+/* (1 - s) nll + s mean_nll; without smoothing the mean is left out, so a
+ * masked (-inf) logit does not turn the loss into 0 * inf = NaN, but a
+ * NaN logit (zsum NaN) still gives NaN. */
+static inline double xent_mix(double nll, double mean_nll, double zsum, float s)
+{
+    if (s == 0)
+        return zsum != zsum ? zsum : nll;
+    return (1.0 - s) * nll + s * mean_nll;
+}
+
 /* Loss of one row of logits z [classes] with label y and smoothing;
- * d (may be NULL) += grad_scale * dloss/dz; *correct += argmax == y. */
+ * d (may be NULL) += grad_scale * dloss/dz; *correct += argmax == y.
+ * Any values, NaN and infinities included (the vector rows below hand
+ * over rows whose maximum is not finite). */
 static double xent_row(const float *z, int classes, int y, float smoothing, float grad_scale,
                        float *d, int *correct)
 {
@@ -1027,7 +1039,7 @@ static double xent_row(const float *z, int classes, int y, float smoothing, floa
     *correct += arg == y;
     if (d)
         row_grad(d, z, keep, classes, y, mx, (float)(1.0 / sum), smoothing, grad_scale);
-    return (1.0 - smoothing) * nll + smoothing * mean_nll;
+    return xent_mix(nll, mean_nll, zsum, smoothing);
 }
 
 /* Rows run in fixed blocks on the pool; each block's loss and count land
@@ -1045,17 +1057,275 @@ typedef struct xent_job {
     int *correct; /* [blocks] */
 } xent_job;
 
+#ifdef DL_CPU_VMATH
+/* The vector rows: a group of rows goes through each pass before the
+ * next starts (the largest value of each row, NaN ignored; exp(z - mx),
+ * kept, with its sums; then losses and gradients), so that the rows'
+ * long chains (a reduction, the exps, a sum, a division) overlap instead
+ * of waiting on each other. A group's exps stay in L1 (XENT_KEEP
+ * floats). The argmax is only needed as "is it y": z[y] == mx and no
+ * earlier class equal to mx. A row whose maximum is not finite (all NaN
+ * or -inf, or a +inf) goes to xent_row. The loss is xent_row's
+ * expression, the same to float rounding (the lane sums differ). */
+#define XENT_KEEP 4096
+
+typedef struct xent_group {
+    int r0, r1; /* rows [r0, r1) */
+    int stride; /* floats between two rows' exps in ez (0: not kept) */
+    float mx[XENT_BLOCK];
+    double sum[XENT_BLOCK], zsum[XENT_BLOCK];
+    float ez[XENT_KEEP + 16];
+} xent_group;
+
+/* Rows of a group: as many as keep their exps in ez, 1 to XENT_BLOCK. */
+static void xent_group_size(const xent_job *j, xent_group *g)
+{
+    int stride = (j->classes + 15) & ~15;
+    g->stride = j->dlogits && stride <= XENT_KEEP ? stride : 0;
+    int rows = g->stride ? XENT_KEEP / g->stride : XENT_BLOCK;
+    g->r1 = g->r0 + (rows < XENT_BLOCK ? rows : XENT_BLOCK);
+}
+
+/* The loss of row r of the group from its sums; *correct += (first, the
+ * first class equal to the maximum, or -1) == y. */
+static inline double xent_loss(const xent_job *j, const xent_group *g, int r, int first,
+                               int *correct)
+{
+    const float *z = j->logits + (size_t)r * j->classes;
+    int i = r - g->r0, y = j->labels[r];
+    double lse = log(g->sum[i]);
+    double nll = lse - (z[y] - g->mx[i]);
+    double mean_nll = lse - g->zsum[i] / j->classes;
+    *correct += first == y;
+    return xent_mix(nll, mean_nll, g->zsum[i], j->smoothing);
+}
+
+/* 16 lanes in double, the halves added lane-wise, then across. */
+/* The last n % 16 floats of a row at p (lanes past them: missing): a
+ * whole vector when that stays inside the array (it ends at end), a
+ * masked load otherwise. Which one is used never changes a result. */
+DL_V512_TARGET static inline __m512 tail_v512(const float *p, const float *end, __mmask16 k,
+                                              __m512 missing)
+{
+    if (end - p >= 16)
+        return _mm512_mask_blend_ps(k, missing, _mm512_loadu_ps(p));
+    return _mm512_mask_loadu_ps(missing, k, p);
+}
+
+DL_V512_TARGET static void xent_group_v512(const xent_job *j, xent_group *g, double *loss,
+                                           int *correct)
+{
+    const int n = j->classes, full = n & ~15;
+    const __mmask16 tail = dl_v512_mask(n - full);
+    const __m512 ninf = _mm512_set1_ps(-INFINITY), zero = _mm512_setzero_ps();
+    const float *zend = j->logits + (size_t)j->rows * n;
+    for (int r = g->r0; r < g->r1; r++) {
+        const float *z = j->logits + (size_t)r * n;
+        /* max(v, m) gives m where v is NaN: NaN never wins */
+        __m512 m0 = ninf, m1 = ninf;
+        int c = 0;
+        for (; c + 32 <= full; c += 32) {
+            m0 = _mm512_max_ps(_mm512_loadu_ps(z + c), m0);
+            m1 = _mm512_max_ps(_mm512_loadu_ps(z + c + 16), m1);
+        }
+        if (c < full)
+            m0 = _mm512_max_ps(_mm512_loadu_ps(z + c), m0);
+        if (tail)
+            m1 = _mm512_max_ps(tail_v512(z + full, zend, tail, ninf), m1);
+        g->mx[r - g->r0] = _mm512_reduce_max_ps(_mm512_max_ps(m0, m1));
+    }
+    for (int r = g->r0; r < g->r1; r++) {
+        int i = r - g->r0;
+        const float *z = j->logits + (size_t)r * n;
+        float *keep = g->stride ? g->ez + (size_t)i * g->stride : NULL;
+        if (j->labels[r] == j->ignore || !(g->mx[i] > -INFINITY && g->mx[i] < INFINITY))
+            continue;
+        const __m512 vm = _mm512_set1_ps(g->mx[i]);
+        __m512 s0 = zero, s1 = zero, zs = zero;
+        int c = 0;
+        for (; c + 32 <= full; c += 32) {
+            __m512 v0 = _mm512_sub_ps(_mm512_loadu_ps(z + c), vm);
+            __m512 v1 = _mm512_sub_ps(_mm512_loadu_ps(z + c + 16), vm);
+            __m512 e0 = dl_v512_exp_le0(v0), e1 = dl_v512_exp_le0(v1);
+            s0 = _mm512_add_ps(s0, e0);
+            s1 = _mm512_add_ps(s1, e1);
+            zs = _mm512_add_ps(zs, _mm512_add_ps(v0, v1));
+            if (keep) {
+                _mm512_storeu_ps(keep + c, e0);
+                _mm512_storeu_ps(keep + c + 16, e1);
+            }
+        }
+        if (c < full) {
+            __m512 v = _mm512_sub_ps(_mm512_loadu_ps(z + c), vm), e = dl_v512_exp_le0(v);
+            s0 = _mm512_add_ps(s0, e);
+            zs = _mm512_add_ps(zs, v);
+            if (keep)
+                _mm512_storeu_ps(keep + c, e);
+        }
+        if (tail) {
+            /* lanes past the row: v = 0 - 0 and e = 0 */
+            __m512 v = _mm512_maskz_sub_ps(tail, tail_v512(z + full, zend, tail, zero), vm);
+            __m512 e = _mm512_maskz_mov_ps(tail, dl_v512_exp_le0(v));
+            s1 = _mm512_add_ps(s1, e);
+            zs = _mm512_add_ps(zs, v);
+            if (keep)
+                _mm512_storeu_ps(keep + full, e); /* the row's stride has room */
+        }
+        dl_v512_hsum2(_mm512_add_ps(s0, s1), zs, &g->sum[i], &g->zsum[i]);
+    }
+    const float off = j->smoothing / (float)n;
+    const float *dend = j->dlogits ? j->dlogits + (size_t)j->rows * n : NULL;
+    for (int r = g->r0; r < g->r1; r++) {
+        int i = r - g->r0, y = j->labels[r];
+        const float *z = j->logits + (size_t)r * n;
+        float *d = j->dlogits ? j->dlogits + (size_t)r * n : NULL;
+        float mx = g->mx[i];
+        if (y == j->ignore)
+            continue;
+        if (!(mx > -INFINITY && mx < INFINITY)) {
+            *loss += xent_row(z, n, y, j->smoothing, j->grad_scale, d, correct);
+            continue;
+        }
+        /* the first class equal to mx, looked for only when it may be y */
+        int first = -1;
+        const __m512 vm = _mm512_set1_ps(mx);
+        for (int c = 0; z[y] == mx && c <= y; c += 16) {
+            __mmask16 k = c < full ? (__mmask16)0xffff : tail;
+            __mmask16 eq =
+                _mm512_mask_cmp_ps_mask(k, _mm512_maskz_loadu_ps(k, z + c), vm, _CMP_EQ_OQ);
+            if (eq) {
+                first = c + __builtin_ctz(eq);
+                break;
+            }
+        }
+        *loss += xent_loss(j, g, r, first, correct);
+        if (!d)
+            continue;
+        /* d[c] += grad_scale * (e_c / sum - target_c): e_c a + b, and
+         * the label's lane less grad_scale (1 - smoothing) in the same
+         * vector (a scalar d[y] -= after the vector store would wait for
+         * it to retire) */
+        const float *keep = g->stride ? g->ez + (size_t)i * g->stride : NULL;
+        const __m512 va = _mm512_set1_ps(j->grad_scale * (float)(1.0 / g->sum[i]));
+        const __m512 vb = _mm512_set1_ps(-j->grad_scale * off);
+        const __m512 vy = _mm512_set1_ps(j->grad_scale * (1.0f - j->smoothing));
+        int c = 0;
+        for (; c + 16 <= n; c += 16) {
+            __m512 e = keep ? _mm512_loadu_ps(keep + c)
+                            : dl_v512_exp_le0(_mm512_sub_ps(_mm512_loadu_ps(z + c), vm));
+            __m512 gr = _mm512_fmadd_ps(e, va, vb);
+            unsigned at = (unsigned)(y - c);
+            gr = _mm512_mask_sub_ps(gr, at < 16 ? (__mmask16)(1u << at) : 0, gr, vy);
+            _mm512_storeu_ps(d + c, _mm512_add_ps(_mm512_loadu_ps(d + c), gr));
+        }
+        if (tail) {
+            __m512 e = keep
+                           ? _mm512_loadu_ps(keep + c)
+                           : dl_v512_exp_le0(_mm512_sub_ps(tail_v512(z + c, zend, tail, zero), vm));
+            __m512 gr = _mm512_fmadd_ps(e, va, vb);
+            unsigned at = (unsigned)(y - c);
+            gr = _mm512_mask_sub_ps(gr, at < 16 ? (__mmask16)(1u << at) : 0, gr, vy);
+            __m512 o = _mm512_add_ps(tail_v512(d + c, dend, tail, zero), gr);
+            _mm512_mask_storeu_ps(d + c, tail, o);
+        }
+    }
+}
+
+/* The same on 8 lanes (AVX2), through row_exp_sums and row_grad. */
+static inline __m256 load_or(const float *p, int w, __m256 missing)
+{
+    if (w == 8)
+        return _mm256_loadu_ps(p);
+    return _mm256_blendv_ps(missing, dl_v_load_tail(p, w), _mm256_castsi256_ps(dl_v_mask(w)));
+}
+
+static void xent_group_v256(const xent_job *j, xent_group *g, double *loss, int *correct)
+{
+    const int n = j->classes;
+    const __m256 ninf = _mm256_set1_ps(-INFINITY);
+    for (int r = g->r0; r < g->r1; r++) {
+        const float *z = j->logits + (size_t)r * n;
+        __m256 m0 = ninf, m1 = ninf;
+        int c = 0;
+        for (; c + 16 <= n; c += 16) {
+            m0 = _mm256_max_ps(_mm256_loadu_ps(z + c), m0);
+            m1 = _mm256_max_ps(_mm256_loadu_ps(z + c + 8), m1);
+        }
+        for (; c < n; c += 8)
+            m0 = _mm256_max_ps(load_or(z + c, n - c < 8 ? n - c : 8, ninf), m0);
+        float part[8], mx = -INFINITY;
+        _mm256_storeu_ps(part, _mm256_max_ps(m0, m1));
+        for (int k = 0; k < 8; k++)
+            mx = part[k] > mx ? part[k] : mx;
+        g->mx[r - g->r0] = mx;
+    }
+    for (int r = g->r0; r < g->r1; r++) {
+        int i = r - g->r0;
+        if (j->labels[r] == j->ignore || !(g->mx[i] > -INFINITY && g->mx[i] < INFINITY))
+            continue;
+        row_exp_sums(j->logits + (size_t)r * n, n, g->mx[i],
+                     g->stride ? g->ez + (size_t)i * g->stride : NULL, &g->sum[i], &g->zsum[i]);
+    }
+    for (int r = g->r0; r < g->r1; r++) {
+        int i = r - g->r0, y = j->labels[r];
+        const float *z = j->logits + (size_t)r * n;
+        float *d = j->dlogits ? j->dlogits + (size_t)r * n : NULL;
+        float mx = g->mx[i];
+        if (y == j->ignore)
+            continue;
+        if (!(mx > -INFINITY && mx < INFINITY)) {
+            *loss += xent_row(z, n, y, j->smoothing, j->grad_scale, d, correct);
+            continue;
+        }
+        int first = -1;
+        const __m256 vm = _mm256_set1_ps(mx);
+        for (int c = 0; z[y] == mx && c <= y; c += 8) {
+            int w = n - c < 8 ? n - c : 8;
+            int eq = _mm256_movemask_ps(_mm256_cmp_ps(load_or(z + c, w, ninf), vm, _CMP_EQ_OQ));
+            if (eq) {
+                first = c + __builtin_ctz((unsigned)eq);
+                break;
+            }
+        }
+        *loss += xent_loss(j, g, r, first, correct);
+        if (d)
+            row_grad(d, z, g->stride ? g->ez + (size_t)i * g->stride : NULL, n, y, mx,
+                     (float)(1.0 / g->sum[i]), j->smoothing, j->grad_scale);
+    }
+}
+#endif
+
+/* Rows [r0, r1) of one block: *loss += their losses in row order,
+ * *correct += their argmax hits. */
+static void xent_rows(const xent_job *j, int r0, int r1, double *loss, int *correct)
+{
+#ifdef DL_CPU_VMATH
+    xent_group g;
+    for (g.r0 = r0; g.r0 < r1; g.r0 = g.r1) {
+        xent_group_size(j, &g);
+        if (g.r1 > r1)
+            g.r1 = r1;
+        if (dl_v512_usable())
+            xent_group_v512(j, &g, loss, correct);
+        else
+            xent_group_v256(j, &g, loss, correct);
+    }
+    return;
+#endif
+    for (int r = r0; r < r1; r++)
+        if (j->labels[r] != j->ignore)
+            *loss += xent_row(j->logits + (size_t)r * j->classes, j->classes, j->labels[r],
+                              j->smoothing, j->grad_scale,
+                              j->dlogits ? j->dlogits + (size_t)r * j->classes : NULL, correct);
+}
+
 static void xent_blocks(void *arg, size_t begin, size_t end)
 {
     const xent_job *j = arg;
     for (size_t b = begin; b < end; b++) {
         double loss = 0;
-        int correct = 0, r1 = (int)(b + 1) * XENT_BLOCK;
-        for (int r = (int)b * XENT_BLOCK; r < r1 && r < j->rows; r++)
-            if (j->labels[r] != j->ignore)
-                loss += xent_row(j->logits + (size_t)r * j->classes, j->classes, j->labels[r],
-                                 j->smoothing, j->grad_scale,
-                                 j->dlogits ? j->dlogits + (size_t)r * j->classes : NULL, &correct);
+        int correct = 0, r0 = (int)b * XENT_BLOCK;
+        xent_rows(j, r0, r0 + XENT_BLOCK < j->rows ? r0 + XENT_BLOCK : j->rows, &loss, &correct);
         j->loss[b] = loss;
         j->correct[b] = correct;
     }

@@ -2,8 +2,10 @@
  *
  * Statistics are summed in double (two passes: mean, then centred squares)
  * so large batches of similar values keep their variance. BatchNorm runs
- * channel-parallel, LayerNorm row-parallel (its dgamma/dbeta column-
- * parallel), both on the backend's pool.
+ * channel-parallel, LayerNorm row-parallel, both on the backend's pool.
+ * LayerNorm's backward is one pass over fixed blocks of rows: dx, and
+ * each block's dgamma/dbeta partial sums, added in block order after.
+ * LayerNorm rows have 16-lane bodies where the CPU has AVX-512F.
  */
 #include <math.h>
 #include <string.h>
@@ -344,9 +346,240 @@ static void row_norm(float *y, const float *x, int n, float mean, float invstd, 
     }
 }
 
+#ifdef DL_CPU_VMATH
+/* The first w <= 8 floats of p (gamma NULL: ones). */
+static inline __m256 load_w(const float *p, int w, float missing)
+{
+    return !p ? _mm256_set1_ps(missing) : w == 8 ? _mm256_loadu_ps(p) : dl_v_load_tail(p, w);
+}
+#endif
+
+#ifdef DL_CPU_VMATH
+/* --- LayerNorm rows on 16 lanes (AVX-512F): a group of rows gets its
+ * shifted moments (one pass, as plane_moments) before any is normalised,
+ * so that the rows' reductions and square roots overlap; the group stays
+ * in L1. */
+#define LN_GROUP_FLOATS 4096
+
+DL_V512_TARGET static void ln_stats_v512(const ln_task *t, size_t r)
+{
+    const int n = t->cols, full = n & ~15;
+    const float *x = t->x + r * n;
+    const __m512 vk = _mm512_set1_ps(x[0]);
+    __m512 a0 = _mm512_setzero_ps(), a1 = a0, b0 = a0, b1 = a0;
+    int j = 0;
+    for (; j + 32 <= full; j += 32) {
+        __m512 d = _mm512_sub_ps(_mm512_loadu_ps(x + j), vk);
+        __m512 e = _mm512_sub_ps(_mm512_loadu_ps(x + j + 16), vk);
+        a0 = _mm512_add_ps(a0, d);
+        a1 = _mm512_fmadd_ps(d, d, a1);
+        b0 = _mm512_add_ps(b0, e);
+        b1 = _mm512_fmadd_ps(e, e, b1);
+    }
+    for (; j < n; j += 16) {
+        __mmask16 k = dl_v512_mask(n - j < 16 ? n - j : 16);
+        __m512 d = _mm512_maskz_sub_ps(k, _mm512_maskz_loadu_ps(k, x + j), vk);
+        a0 = _mm512_add_ps(a0, d);
+        a1 = _mm512_fmadd_ps(d, d, a1);
+    }
+    double m[2];
+    dl_v512_hsum2(_mm512_add_ps(a0, b0), _mm512_add_ps(a1, b1), &m[0], &m[1]);
+    double dmu = m[0] / n, ss = m[1] - dmu * m[0];
+    t->save_mean[r] = (float)(x[0] + dmu);
+    t->save_invstd[r] = (float)(1.0 / sqrt((ss > 0 ? ss : 0) / n + t->eps));
+}
+
+DL_V512_TARGET static void ln_norm_v512(const ln_task *t, size_t r)
+{
+    const int n = t->cols, full = n & ~15;
+    const float *x = t->x + r * n, *gm = t->gamma, *bt = t->beta;
+    float *y = t->y + r * n;
+    const __m512 vm = _mm512_set1_ps(t->save_mean[r]), vi = _mm512_set1_ps(t->save_invstd[r]);
+    const __m512 one = _mm512_set1_ps(1.0f), zero = _mm512_setzero_ps();
+    int j = 0;
+    if (gm && bt)
+        for (; j < full; j += 16) {
+            __m512 v = _mm512_mul_ps(_mm512_sub_ps(_mm512_loadu_ps(x + j), vm), vi);
+            _mm512_storeu_ps(y + j,
+                             _mm512_fmadd_ps(_mm512_loadu_ps(gm + j), v, _mm512_loadu_ps(bt + j)));
+        }
+    for (; j < n; j += 16) {
+        __mmask16 k = dl_v512_mask(n - j < 16 ? n - j : 16);
+        __m512 v = _mm512_mul_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, x + j), vm), vi);
+        __m512 g = gm ? _mm512_maskz_loadu_ps(k, gm + j) : one;
+        __m512 b = bt ? _mm512_maskz_loadu_ps(k, bt + j) : zero;
+        _mm512_mask_storeu_ps(y + j, k, _mm512_fmadd_ps(g, v, b));
+    }
+}
+
+/* Rows [begin, end); the statistics go to save_mean / save_invstd (the
+ * caller points them at scratch when not kept). */
+DL_V512_TARGET static void ln_fwd_rows_v512(const ln_task *t, size_t begin, size_t end)
+{
+    size_t group = LN_GROUP_FLOATS / (size_t)t->cols;
+    group = group < 1 ? 1 : group > 16 ? 16 : group;
+    for (size_t r0 = begin; r0 < end; r0 += group) {
+        size_t r1 = r0 + group < end ? r0 + group : end;
+        for (size_t r = r0; r < r1; r++)
+            ln_stats_v512(t, r);
+        for (size_t r = r0; r < r1; r++)
+            ln_norm_v512(t, r);
+    }
+}
+
+/* Rows [r0, r1) of the backward: dx as ln_bwd_rows, and (pg, pb not
+ * NULL) pg[j] += dy xhat, pb[j] += dy in float, row after row, as
+ * ln_bwd_cols sums a block. */
+DL_V512_TARGET static void ln_bwd_block_v512(const ln_task *t, int r0, int r1, float *pg, float *pb)
+{
+    const int n = t->cols;
+    const __m512 one = _mm512_set1_ps(1.0f);
+    for (int r = r0; r < r1; r++) {
+        const float *xr = t->x + (size_t)r * n, *dyr = t->dy + (size_t)r * n, *gm = t->gamma;
+        const __m512 vm = _mm512_set1_ps(t->smean[r]), vi = _mm512_set1_ps(t->sinvstd[r]);
+        __m512 a0 = _mm512_setzero_ps(), a1 = a0;
+        for (int j = 0; j < n; j += 16) {
+            __mmask16 k = dl_v512_mask(n - j < 16 ? n - j : 16);
+            __m512 dy = _mm512_maskz_loadu_ps(k, dyr + j);
+            __m512 xh = _mm512_mul_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, xr + j), vm), vi);
+            __m512 g = _mm512_mul_ps(dy, gm ? _mm512_maskz_loadu_ps(k, gm + j) : one);
+            a0 = _mm512_add_ps(a0, g);
+            a1 = _mm512_fmadd_ps(g, xh, a1); /* g is 0 past the row */
+            if (pg) {
+                _mm512_mask_storeu_ps(pg + j, k,
+                                      _mm512_fmadd_ps(dy, xh, _mm512_maskz_loadu_ps(k, pg + j)));
+                _mm512_mask_storeu_ps(pb + j, k,
+                                      _mm512_add_ps(_mm512_maskz_loadu_ps(k, pb + j), dy));
+            }
+        }
+        if (!t->dx)
+            continue;
+        double sg, sgx;
+        dl_v512_hsum2(a0, a1, &sg, &sgx);
+        const __m512 vmg = _mm512_set1_ps((float)(sg / n)), vmgx = _mm512_set1_ps((float)(sgx / n));
+        float *dxr = t->dx + (size_t)r * n;
+        for (int j = 0; j < n; j += 16) {
+            __mmask16 k = dl_v512_mask(n - j < 16 ? n - j : 16);
+            __m512 g = _mm512_mul_ps(_mm512_maskz_loadu_ps(k, dyr + j),
+                                     gm ? _mm512_maskz_loadu_ps(k, gm + j) : one);
+            __m512 xh = _mm512_mul_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, xr + j), vm), vi);
+            __m512 d = _mm512_fnmadd_ps(xh, vmgx, _mm512_sub_ps(g, vmg));
+            _mm512_mask_storeu_ps(dxr + j, k,
+                                  _mm512_fmadd_ps(vi, d, _mm512_maskz_loadu_ps(k, dxr + j)));
+        }
+    }
+}
+
+/* The same on 8 lanes (AVX2). */
+static void ln_bwd_block_v256(const ln_task *t, int r0, int r1, float *pg, float *pb)
+{
+    const int n = t->cols;
+    for (int r = r0; r < r1; r++) {
+        const float *xr = t->x + (size_t)r * n, *dyr = t->dy + (size_t)r * n, *gm = t->gamma;
+        const __m256 vm = _mm256_set1_ps(t->smean[r]), vi = _mm256_set1_ps(t->sinvstd[r]);
+        __m256 a0 = _mm256_setzero_ps(), a1 = a0;
+        for (int j = 0; j < n; j += 8) {
+            int w = n - j < 8 ? n - j : 8;
+            __m256 dy = load_w(dyr + j, w, 0);
+            __m256 xh = _mm256_mul_ps(_mm256_sub_ps(load_w(xr + j, w, 0), vm), vi);
+            __m256 g = _mm256_mul_ps(dy, load_w(gm ? gm + j : NULL, w, 1));
+            a0 = _mm256_add_ps(a0, g);
+            a1 = _mm256_fmadd_ps(g, xh, a1);
+            if (pg) {
+                __m256 og = _mm256_fmadd_ps(dy, xh, load_w(pg + j, w, 0));
+                __m256 ob = _mm256_add_ps(load_w(pb + j, w, 0), dy);
+                if (w == 8) {
+                    _mm256_storeu_ps(pg + j, og);
+                    _mm256_storeu_ps(pb + j, ob);
+                } else {
+                    dl_v_store_tail(pg + j, og, w);
+                    dl_v_store_tail(pb + j, ob, w);
+                }
+            }
+        }
+        if (!t->dx)
+            continue;
+        float mg = (float)(dl_v_hsum(a0) / n), mgx = (float)(dl_v_hsum(a1) / n);
+        __m256 vmg = _mm256_set1_ps(mg), vmgx = _mm256_set1_ps(mgx);
+        float *dxr = t->dx + (size_t)r * n;
+        for (int j = 0; j < n; j += 8) {
+            int w = n - j < 8 ? n - j : 8;
+            __m256 g = _mm256_mul_ps(load_w(dyr + j, w, 0), load_w(gm ? gm + j : NULL, w, 1));
+            __m256 xh = _mm256_mul_ps(_mm256_sub_ps(load_w(xr + j, w, 0), vm), vi);
+            __m256 d = _mm256_fnmadd_ps(xh, vmgx, _mm256_sub_ps(g, vmg));
+            __m256 o = _mm256_fmadd_ps(vi, d, load_w(dxr + j, w, 0));
+            if (w == 8)
+                _mm256_storeu_ps(dxr + j, o);
+            else
+                dl_v_store_tail(dxr + j, o, w);
+        }
+    }
+}
+
+/* Rows are cut into fixed blocks of LN_BLOCK; each block's dgamma/dbeta
+ * sums land in its own slot (float, as ln_bwd_cols flushes every 64
+ * rows) and are added in double in block order: the same bits as the
+ * column pass, at any thread count. */
+#define LN_BLOCK 64
+
+typedef struct ln_bwd_job {
+    const ln_task *t;
+    float *part; /* [blocks][2][stride]: dgamma, dbeta partials, or NULL */
+    size_t stride;
+} ln_bwd_job;
+
+static void ln_bwd_blocks(void *arg, size_t begin, size_t end)
+{
+    const ln_bwd_job *j = arg;
+    const ln_task *t = j->t;
+    for (size_t b = begin; b < end; b++) {
+        int r0 = (int)b * LN_BLOCK, r1 = r0 + LN_BLOCK < t->rows ? r0 + LN_BLOCK : t->rows;
+        float *pg = j->part ? j->part + b * 2 * j->stride : NULL, *pb = pg ? pg + j->stride : NULL;
+        if (pg)
+            memset(pg, 0, 2 * j->stride * sizeof *pg);
+        if (dl_v512_usable())
+            ln_bwd_block_v512(t, r0, r1, pg, pb);
+        else
+            ln_bwd_block_v256(t, r0, r1, pg, pb);
+    }
+}
+
+static int ln_bwd_fused(dl_backend *be, const ln_task *t)
+{
+    size_t blocks = ((size_t)t->rows + LN_BLOCK - 1) / LN_BLOCK;
+    size_t stride = ((size_t)t->cols + 15) & ~(size_t)15;
+    ln_bwd_job j = {t, NULL, stride};
+    if (t->dgamma || t->dbeta) {
+        j.part = dl_cpu_scratch(be, DL_CPU_SCRATCH_NORM, blocks * 2 * stride * sizeof(float));
+        if (!j.part)
+            return dl_error(DL_ENOMEM, "layernorm_backward: out of memory for %zu blocks", blocks);
+    }
+    size_t grain = 1 + 16384 / ((size_t)LN_BLOCK * t->cols);
+    dl_pool_for(dl_cpu(be)->pool, blocks, grain, ln_bwd_blocks, &j);
+    for (int c = 0; j.part && c < t->cols; c++) {
+        double sg = 0.0, sb = 0.0;
+        for (size_t b = 0; b < blocks; b++) {
+            sg += j.part[b * 2 * stride + c];
+            sb += j.part[b * 2 * stride + stride + c];
+        }
+        if (t->dgamma)
+            t->dgamma[c] += (float)sg;
+        if (t->dbeta)
+            t->dbeta[c] += (float)sb;
+    }
+    return DL_OK;
+}
+#endif
+
 static void ln_fwd_task(void *arg, size_t begin, size_t end)
 {
     const ln_task *t = arg;
+#ifdef DL_CPU_VMATH
+    if (dl_v512_usable() && t->save_mean && t->save_invstd) {
+        ln_fwd_rows_v512(t, begin, end);
+        return;
+    }
+#endif
     for (size_t r = begin; r < end; r++) {
         const float *xr = t->x + r * t->cols;
         double m[2] = {0.0, 0.0};
@@ -384,16 +617,9 @@ int dl_cpu_layernorm_forward(dl_backend *be, int rows, int cols, float eps, floa
     return DL_OK;
 }
 
-#ifdef DL_CPU_VMATH
-/* The first w <= 8 floats of p (gamma NULL: ones). */
-static inline __m256 load_w(const float *p, int w, float missing)
-{
-    return !p ? _mm256_set1_ps(missing) : w == 8 ? _mm256_loadu_ps(p) : dl_v_load_tail(p, w);
-}
-#endif
-
-/* dx rows [begin, end): g = gamma * dy, dx += invstd (g - mean g - xhat
- * mean(g xhat)). */
+#ifndef DL_CPU_VMATH
+/* Builds without AVX2: dx rows [begin, end): g = gamma * dy, dx += invstd
+ * (g - mean g - xhat mean(g xhat)). */
 static void ln_bwd_rows(void *arg, size_t begin, size_t end)
 {
     const ln_task *t = arg;
@@ -403,87 +629,24 @@ static void ln_bwd_rows(void *arg, size_t begin, size_t end)
         float *dxr = t->dx + r * n;
         float mean = t->smean[r], invstd = t->sinvstd[r];
         double sg = 0.0, sgx = 0.0; /* sum of g = gamma*dy, sum g * xhat */
-        int j = 0;
-#ifdef DL_CPU_VMATH
-        __m256 vm = _mm256_set1_ps(mean), vi = _mm256_set1_ps(invstd);
-        __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
-        for (; j < n; j += 8) {
-            int w = n - j < 8 ? n - j : 8;
-            __m256 g = _mm256_mul_ps(load_w(dyr + j, w, 0), load_w(gm ? gm + j : NULL, w, 1));
-            __m256 xh = _mm256_mul_ps(_mm256_sub_ps(load_w(xr + j, w, 0), vm), vi);
-            a0 = _mm256_add_ps(a0, g);
-            a1 = _mm256_fmadd_ps(g, xh, a1); /* g is 0 past the row */
-        }
-        sg = dl_v_hsum(a0);
-        sgx = dl_v_hsum(a1);
-        float mg = (float)(sg / n), mgx = (float)(sgx / n);
-        __m256 vmg = _mm256_set1_ps(mg), vmgx = _mm256_set1_ps(mgx);
-        for (j = 0; j < n; j += 8) {
-            int w = n - j < 8 ? n - j : 8;
-            __m256 g = _mm256_mul_ps(load_w(dyr + j, w, 0), load_w(gm ? gm + j : NULL, w, 1));
-            __m256 xh = _mm256_mul_ps(_mm256_sub_ps(load_w(xr + j, w, 0), vm), vi);
-            __m256 d = _mm256_fnmadd_ps(xh, vmgx, _mm256_sub_ps(g, vmg));
-            __m256 o = _mm256_fmadd_ps(vi, d, load_w(dxr + j, w, 0));
-            if (w == 8)
-                _mm256_storeu_ps(dxr + j, o);
-            else
-                dl_v_store_tail(dxr + j, o, w);
-        }
-#else
-        for (; j < n; j++) {
+        for (int j = 0; j < n; j++) {
             double g = (double)dyr[j] * (gm ? gm[j] : 1.0f);
             sg += g;
             sgx += g * ((xr[j] - mean) * invstd);
         }
         float mg = (float)(sg / n), mgx = (float)(sgx / n);
-        for (j = 0; j < n; j++) {
+        for (int j = 0; j < n; j++) {
             float g = dyr[j] * (gm ? gm[j] : 1.0f);
             dxr[j] += invstd * (g - mg - (xr[j] - mean) * invstd * mgx);
         }
-#endif
     }
 }
 
-/* dgamma/dbeta columns [begin, end): each column's sums over the rows run
- * in the same order whatever lane it lands in, so the split does not
- * change them. Float lanes are flushed to double every 64 rows. */
+/* dgamma/dbeta columns [begin, end). */
 static void ln_bwd_cols(void *arg, size_t begin, size_t end)
 {
     const ln_task *t = arg;
-    size_t j = begin;
-#ifdef DL_CPU_VMATH
-    for (; j < end; j += 8) {
-        int w = end - j < 8 ? (int)(end - j) : 8;
-        double sg[8] = {0}, sb[8] = {0};
-        for (int r0 = 0; r0 < t->rows; r0 += 64) {
-            __m256 ag = _mm256_setzero_ps(), ab = _mm256_setzero_ps();
-            int r1 = r0 + 64 < t->rows ? r0 + 64 : t->rows;
-            for (int r = r0; r < r1; r++) {
-                size_t at = (size_t)r * t->cols + j;
-                __m256 dy = load_w(t->dy + at, w, 0);
-                __m256 xh = _mm256_mul_ps(
-                    _mm256_sub_ps(load_w(t->x + at, w, 0), _mm256_set1_ps(t->smean[r])),
-                    _mm256_set1_ps(t->sinvstd[r]));
-                ag = _mm256_fmadd_ps(dy, xh, ag);
-                ab = _mm256_add_ps(ab, dy);
-            }
-            float pg[8], pb[8];
-            _mm256_storeu_ps(pg, ag);
-            _mm256_storeu_ps(pb, ab);
-            for (int k = 0; k < 8; k++) {
-                sg[k] += pg[k];
-                sb[k] += pb[k];
-            }
-        }
-        for (int k = 0; k < w; k++) {
-            if (t->dgamma)
-                t->dgamma[j + k] += (float)sg[k];
-            if (t->dbeta)
-                t->dbeta[j + k] += (float)sb[k];
-        }
-    }
-#endif
-    for (; j < end; j++) {
+    for (size_t j = begin; j < end; j++) {
         double sg = 0.0, sb = 0.0;
         for (int r = 0; r < t->rows; r++) {
             float dy = t->dy[(size_t)r * t->cols + j];
@@ -496,6 +659,7 @@ static void ln_bwd_cols(void *arg, size_t begin, size_t end)
             t->dbeta[j] += (float)sb;
     }
 }
+#endif
 
 /* LayerNorm backward with the saved per-row statistics: dx [rows, cols]
  * += d loss / dx, dgamma[j] += sum_r dy * xhat, dbeta[j] += sum_r dy. dx,
@@ -516,9 +680,15 @@ int dl_cpu_layernorm_backward(dl_backend *be, int rows, int cols, float *dx, flo
                  .gamma = gamma,
                  .smean = save_mean,
                  .sinvstd = save_invstd};
+#ifdef DL_CPU_VMATH
+    if (!dx && !dgamma && !dbeta)
+        return DL_OK;
+    return ln_bwd_fused(be, &t);
+#else
     if (dx)
         dl_pool_for(dl_cpu(be)->pool, (size_t)rows, 1 + 16384 / (size_t)cols, ln_bwd_rows, &t);
     if (dgamma || dbeta)
         dl_pool_for(dl_cpu(be)->pool, (size_t)cols, 1 + 16384 / (size_t)rows, ln_bwd_cols, &t);
     return DL_OK;
+#endif
 }

@@ -13,6 +13,8 @@
 #define DL_CPU_VMATH 1
 #include <immintrin.h>
 
+#include "engine/cpu/cpu.h"
+
 /* exp of 8 floats: range reduction by ln 2 in two parts and a degree-6
  * polynomial (Cephes' expf coefficients), within 2 ulp of expf; arguments
  * below -87.3 (masked scores, -INFINITY) give 0, above 88.3 saturate. */
@@ -36,6 +38,12 @@ static inline __m256 dl_v_exp(__m256 x)
     y = _mm256_mul_ps(y, _mm256_castsi256_ps(e));
     return _mm256_andnot_ps(tiny, y);
 }
+
+/* exp of 16 floats x <= 0 (softmax's z - max, a Gaussian's -x^2/2):
+ * dl_v512_exp's reduction, its polynomial's coefficients by Horner's
+ * rule in FMAs (two operations fewer; within 1.3 ulp of expf), 2^n by
+ * scalef; below -87.3 (and -INFINITY) 0, NaN gives exp(-87.3) as in
+ * dl_v512_exp. Not for x > 0. Defined below with the 16-lane kernels. */
 
 /* erf of 8 floats: x clamped to [-4, 4], then x P(x^2) / Q(x^2) with odd
  * degree-13 and even degree-8 polynomials (the rational form used by
@@ -94,15 +102,7 @@ static inline double dl_v_hsum(__m256 v)
  * versions, so both give the same bits. */
 #define DL_V512_TARGET __attribute__((target("avx512f")))
 
-static inline int dl_v512_usable(void)
-{
-    static int usable = -1;
-    if (usable < 0) {
-        __builtin_cpu_init();
-        usable = __builtin_cpu_supports("avx512f") ? 1 : 0;
-    }
-    return usable;
-}
+static inline int dl_v512_usable(void) { return dl_cpu_avx512(); }
 
 DL_V512_TARGET static inline __m512 dl_v512_exp(__m512 x)
 {
@@ -120,10 +120,29 @@ DL_V512_TARGET static inline __m512 dl_v512_exp(__m512 x)
     y = _mm512_fmadd_ps(y, x, _mm512_set1_ps(1.6666665459e-1f));
     y = _mm512_fmadd_ps(y, x, _mm512_set1_ps(5.0000001201e-1f));
     y = _mm512_fmadd_ps(y, _mm512_mul_ps(x, x), _mm512_add_ps(x, _mm512_set1_ps(1.0f)));
-    __m512i e =
-        _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(fx), _mm512_set1_epi32(127)), 23);
-    y = _mm512_mul_ps(y, _mm512_castsi512_ps(e));
-    return _mm512_maskz_mov_ps((__mmask16)~tiny, y);
+    /* y * 2^fx in one step: fx is an integer in [-126, 127], so this is
+     * the 8-lane code's product with the float 2^fx, bit for bit */
+    return _mm512_maskz_scalef_ps((__mmask16)~tiny, y, fx);
+}
+
+DL_V512_TARGET static inline __m512 dl_v512_exp_le0(__m512 x)
+{
+    __mmask16 tiny = _mm512_cmp_ps_mask(x, _mm512_set1_ps(-87.3f), _CMP_LT_OQ);
+    x = _mm512_max_ps(x, _mm512_set1_ps(-87.3f));
+    __m512 fx = _mm512_roundscale_ps(
+        _mm512_fmadd_ps(x, _mm512_set1_ps(1.44269504088896341f), _mm512_set1_ps(0.5f)),
+        _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
+    x = _mm512_fnmadd_ps(fx, _mm512_set1_ps(0.693359375f), x);
+    x = _mm512_fnmadd_ps(fx, _mm512_set1_ps(-2.12194440e-4f), x);
+    __m512 y = _mm512_set1_ps(1.9875691500e-4f);
+    y = _mm512_fmadd_ps(y, x, _mm512_set1_ps(1.3981999507e-3f));
+    y = _mm512_fmadd_ps(y, x, _mm512_set1_ps(8.3334519073e-3f));
+    y = _mm512_fmadd_ps(y, x, _mm512_set1_ps(4.1665795894e-2f));
+    y = _mm512_fmadd_ps(y, x, _mm512_set1_ps(1.6666665459e-1f));
+    y = _mm512_fmadd_ps(y, x, _mm512_set1_ps(5.0000001201e-1f));
+    y = _mm512_fmadd_ps(y, x, _mm512_set1_ps(1.0f));
+    y = _mm512_fmadd_ps(y, x, _mm512_set1_ps(1.0f));
+    return _mm512_maskz_scalef_ps((__mmask16)~tiny, y, fx);
 }
 
 DL_V512_TARGET static inline __m512 dl_v512_erf(__m512 x)
@@ -144,6 +163,18 @@ DL_V512_TARGET static inline __m512 dl_v512_erf(__m512 x)
     q = _mm512_fmadd_ps(q, x2, _mm512_set1_ps(-7.37332916720468e-03f));
     q = _mm512_fmadd_ps(q, x2, _mm512_set1_ps(-1.42647390514189e-02f));
     return _mm512_div_ps(p, q);
+}
+
+/* The lanes of a and of b summed: the halves of each added in float,
+ * then the 8 + 8 lanes in double. */
+DL_V512_TARGET static inline void dl_v512_hsum2(__m512 a, __m512 b, double *sa, double *sb)
+{
+    /* 4-lane blocks a0+a2 a1+a3 b0+b2 b1+b3 */
+    __m512 s = _mm512_add_ps(_mm512_shuffle_f32x4(a, b, 0x44), _mm512_shuffle_f32x4(a, b, 0xEE));
+    __m512d da = _mm512_cvtps_pd(_mm512_castps512_ps256(s));
+    __m512d db = _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(s), 1)));
+    *sa = _mm512_reduce_add_pd(da);
+    *sb = _mm512_reduce_add_pd(db);
 }
 
 /* The first n lanes (0 <= n <= 16). */
