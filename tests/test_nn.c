@@ -508,6 +508,44 @@ static void test_sequential_grad(void)
     gradcheck(seq, (dl_shape){3, {1, 4, 4}}, 2, 1);
 }
 
+/* One training forward and backward of h's model on backend b, from the
+ * given running statistics (NULL: as they are), parameter gradients
+ * zeroed and the caller's dx at 0.5 (it is added to): copies of the
+ * output, the parameter gradients and dx. */
+typedef struct {
+    float *out, *grads, *dx;
+} pass_result;
+
+static void run_pass(harness *h, dl_backend *b, const float *buffers, pass_result *r)
+{
+    dl_model_state s;
+    dl_model_get_state(h->m, &s);
+    dl_pass p;
+    dl_model_pass(h->m, &p, h->n, 1, DL_PREC_F32, 5, 3);
+    p.be = b;
+    if (buffers)
+        memcpy(s.buffers, buffers, s.buffer_count * 4);
+    memset(s.grads, 0, s.count * 4);
+    for (size_t i = 0; i < h->nin; i++)
+        h->dx[i] = 0.5f;
+    float *y = dl_model_output(h->m);
+    CHECK_OK(h->l->vt->forward(h->l, &p, h->x, y));
+    CHECK_OK(h->l->vt->backward(h->l, &p, h->x, y, h->r, h->dx));
+    r->out = malloc(h->nout * 4);
+    r->grads = malloc(s.count * 4);
+    r->dx = malloc(h->nin * 4);
+    memcpy(r->out, y, h->nout * 4);
+    memcpy(r->grads, s.grads, s.count * 4);
+    memcpy(r->dx, h->dx, h->nin * 4);
+}
+
+static void pass_result_free(pass_result *r)
+{
+    free(r->out);
+    free(r->grads);
+    free(r->dx);
+}
+
 /* A Sequential runs ReLU -> MaxPool2d as one fused backend op and lets
  * Linear and Flatten overwrite their input gradients instead of zeroing
  * them: outputs, parameter gradients and the input gradient must be bit
@@ -563,42 +601,20 @@ static void test_relu_pool_fusion(void)
     dl_model_state s;
     dl_model_get_state(h.m, &s);
     size_t np = s.count;
-    float *out[2], *grads[2], *dxs[2];
-    dl_backend *which[2] = {&fused, &plain};
-    for (int k = 0; k < 2; k++) {
-        dl_pass p;
-        dl_model_pass(h.m, &p, h.n, 1, DL_PREC_F32, 5, 3);
-        p.be = which[k];
-        memset(s.grads, 0, np * 4);
-        for (size_t i = 0; i < h.nin; i++) /* the caller's dx is added to */
-            h.dx[i] = 0.5f;
-        float *y = dl_model_output(h.m);
-        CHECK_OK(seq->vt->forward(seq, &p, h.x, y));
-        CHECK_OK(seq->vt->backward(seq, &p, h.x, y, h.r, h.dx));
-        out[k] = malloc(h.nout * 4);
-        grads[k] = malloc(np * 4);
-        dxs[k] = malloc(h.nin * 4);
-        memcpy(out[k], y, h.nout * 4);
-        memcpy(grads[k], s.grads, np * 4);
-        memcpy(dxs[k], h.dx, h.nin * 4);
-        if (k == 0)
-            CHECK_MSG(fused_calls == 4,
-                      "fused op called %d times, expected 2 forward + 2 "
-                      "backward",
-                      fused_calls);
-    }
-    CHECK(memcmp(out[0], out[1], h.nout * 4) == 0);
-    CHECK(memcmp(grads[0], grads[1], np * 4) == 0);
-    CHECK(memcmp(dxs[0], dxs[1], h.nin * 4) == 0);
+    pass_result r[2];
+    run_pass(&h, &fused, NULL, &r[0]);
+    CHECK_MSG(fused_calls == 4, "fused op called %d times, expected 2 forward + 2 backward",
+              fused_calls);
+    run_pass(&h, &plain, NULL, &r[1]);
+    CHECK(memcmp(r[0].out, r[1].out, h.nout * 4) == 0);
+    CHECK(memcmp(r[0].grads, r[1].grads, np * 4) == 0);
+    CHECK(memcmp(r[0].dx, r[1].dx, h.nin * 4) == 0);
     double gsum = 0;
     for (size_t i = 0; i < np; i++)
-        gsum += fabs(grads[0][i]);
+        gsum += fabs(r[0].grads[i]);
     CHECK(gsum > 0); /* the gradients compared are not all zero */
-    for (int k = 0; k < 2; k++) {
-        free(out[k]);
-        free(grads[k]);
-        free(dxs[k]);
-    }
+    pass_result_free(&r[0]);
+    pass_result_free(&r[1]);
     harness_done(&h);
 }
 
@@ -668,53 +684,32 @@ static void test_backward_set_ops(void)
         return;
     dl_model_state s;
     dl_model_get_state(h.m, &s);
-    size_t np = s.count, nb = s.buffer_count;
-    float *buf0 = malloc((nb + 1) * 4);
-    memcpy(buf0, s.buffers, nb * 4);
-    float *out[2], *grads[2], *dxs[2];
-    dl_backend *which[2] = {&with_set, &adding};
-    for (int k = 0; k < 2; k++) {
-        dl_pass p;
-        dl_model_pass(h.m, &p, h.n, 1, DL_PREC_F32, 5, 3);
-        p.be = which[k];
-        memcpy(s.buffers, buf0, nb * 4); /* the same running statistics */
-        memset(s.grads, 0, np * 4);
-        for (size_t i = 0; i < h.nin; i++) /* the caller's dx is added to */
-            h.dx[i] = 0.5f;
-        float *y = dl_model_output(h.m);
-        CHECK_OK(seq->vt->forward(seq, &p, h.x, y));
-        CHECK_OK(seq->vt->backward(seq, &p, h.x, y, h.r, h.dx));
-        out[k] = malloc(h.nout * 4);
-        grads[k] = malloc(np * 4);
-        dxs[k] = malloc(h.nin * 4);
-        memcpy(out[k], y, h.nout * 4);
-        memcpy(grads[k], s.grads, np * 4);
-        memcpy(dxs[k], h.dx, h.nin * 4);
-        /* conv 1x1, GELU; the shortcut's BN and conv; the block's BN,
-         * conv, ReLU, BN (its first conv adds into the residual's dx);
-         * ReLU, BN (the first conv adds into the caller's dx) */
-        if (k == 0)
-            CHECK_MSG(set_calls == 10, "set ops called %d times, expected 10", set_calls);
-    }
+    size_t np = s.count;
+    float *buf0 = malloc((s.buffer_count + 1) * 4); /* both from the same running statistics */
+    memcpy(buf0, s.buffers, s.buffer_count * 4);
+    pass_result r[2];
+    run_pass(&h, &with_set, buf0, &r[0]);
+    /* conv 1x1, GELU; the shortcut's BN and conv; the block's BN, conv,
+     * ReLU, BN (its first conv adds into the residual's dx); ReLU, BN
+     * (the first conv adds into the caller's dx) */
+    CHECK_MSG(set_calls == 10, "set ops called %d times, expected 10", set_calls);
+    run_pass(&h, &adding, buf0, &r[1]);
     size_t bad = 0;
     for (size_t i = 0; i < h.nout; i++)
-        bad += !(out[0][i] == out[1][i]);
+        bad += !(r[0].out[i] == r[1].out[i]);
     for (size_t i = 0; i < np; i++)
-        bad += !(grads[0][i] == grads[1][i]);
+        bad += !(r[0].grads[i] == r[1].grads[i]);
     for (size_t i = 0; i < h.nin; i++)
-        bad += !(dxs[0][i] == dxs[1][i]);
+        bad += !(r[0].dx[i] == r[1].dx[i]);
     CHECK_MSG(bad == 0, "%zu values differ between the set ops and zero + add", bad);
     double gsum = 0, dsum = 0;
     for (size_t i = 0; i < np; i++)
-        gsum += fabs(grads[0][i]);
+        gsum += fabs(r[0].grads[i]);
     for (size_t i = 0; i < h.nin; i++)
-        dsum += fabs(dxs[0][i] - 0.5f);
+        dsum += fabs(r[0].dx[i] - 0.5f);
     CHECK(gsum > 0 && dsum > 0); /* what is compared is not all zero */
-    for (int k = 0; k < 2; k++) {
-        free(out[k]);
-        free(grads[k]);
-        free(dxs[k]);
-    }
+    pass_result_free(&r[0]);
+    pass_result_free(&r[1]);
     free(buf0);
     harness_done(&h);
 }
