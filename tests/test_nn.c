@@ -714,6 +714,37 @@ static void test_backward_set_ops(void)
     harness_done(&h);
 }
 
+/* Dropout writes its input gradient with the forward op on dy: the same
+ * values as its adding backward into zeros, whatever dx held. */
+static void test_dropout_backward_set(void)
+{
+    harness h;
+    dl_layer *l = dl_nn_dropout(0.3f);
+    dl_shape in = {1, {300}};
+    CHECK_OK(harness_init(&h, l, &in, 7));
+    if (check_current_failed)
+        return;
+    dl_pass p;
+    dl_model_pass(h.m, &p, h.n, 1, DL_PREC_F32, 5, 3);
+    float *y = dl_model_output(h.m), *set = malloc(h.nin * 4);
+    CHECK_OK(l->vt->forward(l, &p, h.x, y));
+    memset(h.dx, 0, h.nin * 4);
+    for (size_t i = 0; i < h.nin; i++)
+        set[i] = NAN;
+    CHECK_OK(l->vt->backward(l, &p, h.x, y, h.r, h.dx));
+    CHECK_OK(l->vt->backward_set(l, &p, h.x, y, h.r, set));
+    size_t bad = 0, dropped = 0;
+    for (size_t i = 0; i < h.nin; i++) {
+        bad += !(set[i] == h.dx[i]);
+        dropped += h.dx[i] == 0.0f;
+    }
+    CHECK_MSG(bad == 0, "%zu of %zu differ", bad, h.nin);
+    /* about 30% dropped: the mask was applied */
+    CHECK_MSG(dropped > h.nin / 5 && dropped < h.nin * 2 / 5, "%zu of %zu dropped", dropped, h.nin);
+    free(set);
+    harness_done(&h);
+}
+
 static void test_train_flops(void)
 {
     /* Flatten -> Linear(784, 512) -> ReLU -> Linear(512, 10): backward is
@@ -1385,6 +1416,7 @@ int main(void)
     RUN(test_golden_basic_block);
     RUN(test_relu_pool_fusion);
     RUN(test_backward_set_ops);
+    RUN(test_dropout_backward_set);
     RUN(test_train_flops);
     RUN(test_batchnorm_eval);
     RUN(test_shape_errors);

@@ -715,6 +715,16 @@ static int dropout_backward(dl_layer *l, dl_pass *p, const float *x, const float
                                     DL_STREAM_DROPOUT + (uint64_t)l->id, p->counter);
 }
 
+/* dx written: the gradient is the forward's mask applied to dy (the same
+ * seed, stream and counter), so the forward op writes it. */
+static int dropout_backward_set(dl_layer *l, dl_pass *p, const float *x, const float *y,
+                                const float *dy, float *dx)
+{
+    if (!dx)
+        return DL_OK;
+    return dropout_forward(l, p, dy, dx);
+}
+
 static void dropout_describe(const dl_layer *l, char *buf, size_t size)
 {
     snprintf(buf, size, "Dropout(%g)", (double)((const dropout *)l)->p);
@@ -731,6 +741,7 @@ static const dl_layer_vt dropout_vt = {
     .plan = no_plan,
     .forward = dropout_forward,
     .backward = dropout_backward,
+    .backward_set = dropout_backward_set,
     .describe = dropout_describe,
     .config = dropout_config,
 };
