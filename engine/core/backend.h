@@ -325,7 +325,8 @@ typedef struct dl_backend_ops {
      * still accumulate). A container whose dx has no other writer calls
      * these and saves a pass that zeroes dx and the read of dx in the
      * adding op. The values equal the adding op's into a zeroed dx (where
-     * that gives +0, this may give -0). NULL: the container zeroes dx and calls the adding op. */
+     * that gives +0, this may give -0). NULL: the container zeroes dx and
+     * calls the adding op. */
     int (*act_backward_set)(dl_backend *be, dl_act kind, float *dx, const float *x, const float *y,
                             const float *dy, size_t n);
     int (*batchnorm_backward_set)(dl_backend *be, int n, int c, int inner, float *dx, float *dgamma,

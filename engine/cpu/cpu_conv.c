@@ -943,18 +943,26 @@ int dl_cpu_conv_forward(dl_backend *be, const dl_conv_desc *d, float *y, const f
     return DL_OK;
 }
 
-/* dx [n, c, h, w] += conv_transpose(dy [n, k, p, q], w [k, c, r, s]). */
-int dl_cpu_conv_backward_data(dl_backend *be, const dl_conv_desc *d, float *dx, const float *dy,
-                              const float *w, void *ws, dl_dtype compute)
+/* dx [n, c, h, w] += conv_transpose(dy [n, k, p, q], w [k, c, r, s]), or
+ * = when set: oneDNN writes it from its own layout, the other kernels add
+ * into a zeroed dx. */
+static int backward_data(dl_backend *be, const dl_conv_desc *d, float *dx, const float *dy,
+                         const float *w, void *ws, dl_dtype compute, int set)
 {
-    if (is_grouped(d))
+    size_t dx_bytes = (size_t)d->n * d->c * d->h * d->w * sizeof(float);
+    if (is_grouped(d)) {
+        if (set)
+            memset(dx, 0, dx_bytes);
         return dl_cpu_conv_grouped_backward_data(be, d, dx, dy, w, ws, compute);
+    }
     DL_TRY(check_desc(d, compute, "conv_backward_data"));
     int done = dl_cpu_dnnl_conv_wanted(d, compute)
-                   ? dl_cpu_dnnl_conv(be, 1, d, compute, dx, NULL, dy, NULL, w, NULL)
+                   ? dl_cpu_dnnl_conv(be, set ? 3 : 1, d, compute, dx, NULL, dy, NULL, w, NULL)
                    : 0;
     if (done)
         return done < 0 ? done : DL_OK;
+    if (set)
+        memset(dx, 0, dx_bytes);
 #if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
     if (use_sparse(d, compute, dy)) {
         sparse_task t = {d, NULL, dy, w, dx, NULL, NULL, NULL, NULL, NULL, 0};
@@ -988,21 +996,16 @@ int dl_cpu_conv_backward_data(dl_backend *be, const dl_conv_desc *d, float *dx, 
     return DL_OK;
 }
 
-/* dx [n, c, h, w] = conv_transpose(dy, w): written, not added. oneDNN
- * writes it from its own layout; the other kernels add into a zeroed dx. */
+int dl_cpu_conv_backward_data(dl_backend *be, const dl_conv_desc *d, float *dx, const float *dy,
+                              const float *w, void *ws, dl_dtype compute)
+{
+    return backward_data(be, d, dx, dy, w, ws, compute, 0);
+}
+
 int dl_cpu_conv_backward_data_set(dl_backend *be, const dl_conv_desc *d, float *dx, const float *dy,
                                   const float *w, void *ws, dl_dtype compute)
 {
-    if (!is_grouped(d)) {
-        DL_TRY(check_desc(d, compute, "conv_backward_data"));
-        int done = dl_cpu_dnnl_conv_wanted(d, compute)
-                       ? dl_cpu_dnnl_conv(be, 3, d, compute, dx, NULL, dy, NULL, w, NULL)
-                       : 0;
-        if (done)
-            return done < 0 ? done : DL_OK;
-    }
-    memset(dx, 0, (size_t)d->n * d->c * d->h * d->w * sizeof(float));
-    return dl_cpu_conv_backward_data(be, d, dx, dy, w, ws, compute);
+    return backward_data(be, d, dx, dy, w, ws, compute, 1);
 }
 
 /* Pool task: db[kk] += sum over images and pixels of dy, channels

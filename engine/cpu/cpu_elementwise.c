@@ -1100,7 +1100,24 @@ static inline double xent_loss(const xent_job *j, const xent_group *g, int r, in
     return xent_mix(nll, mean_nll, g->zsum[i], j->smoothing);
 }
 
-/* 16 lanes in double, the halves added lane-wise, then across. */
+/* Whether row r of the group takes the vector path: not ignored, and a
+ * finite maximum. */
+static inline int xent_vector_row(const xent_job *j, const xent_group *g, int r)
+{
+    float mx = g->mx[r - g->r0];
+    return j->labels[r] != j->ignore && mx > -INFINITY && mx < INFINITY;
+}
+
+/* A row that does not: nothing when ignored, else xent_row. */
+static void xent_other_row(const xent_job *j, int r, double *loss, int *correct)
+{
+    if (j->labels[r] == j->ignore)
+        return;
+    const float *z = j->logits + (size_t)r * j->classes;
+    float *d = j->dlogits ? j->dlogits + (size_t)r * j->classes : NULL;
+    *loss += xent_row(z, j->classes, j->labels[r], j->smoothing, j->grad_scale, d, correct);
+}
+
 /* The last n % 16 floats of a row at p (lanes past them: missing): a
  * whole vector when that stays inside the array (it ends at end), a
  * masked load otherwise. Which one is used never changes a result. */
@@ -1138,7 +1155,7 @@ DL_V512_TARGET static void xent_group_v512(const xent_job *j, xent_group *g, dou
         int i = r - g->r0;
         const float *z = j->logits + (size_t)r * n;
         float *keep = g->stride ? g->ez + (size_t)i * g->stride : NULL;
-        if (j->labels[r] == j->ignore || !(g->mx[i] > -INFINITY && g->mx[i] < INFINITY))
+        if (!xent_vector_row(j, g, r))
             continue;
         const __m512 vm = _mm512_set1_ps(g->mx[i]);
         __m512 s0 = zero, s1 = zero, zs = zero;
@@ -1180,10 +1197,8 @@ DL_V512_TARGET static void xent_group_v512(const xent_job *j, xent_group *g, dou
         const float *z = j->logits + (size_t)r * n;
         float *d = j->dlogits ? j->dlogits + (size_t)r * n : NULL;
         float mx = g->mx[i];
-        if (y == j->ignore)
-            continue;
-        if (!(mx > -INFINITY && mx < INFINITY)) {
-            *loss += xent_row(z, n, y, j->smoothing, j->grad_scale, d, correct);
+        if (!xent_vector_row(j, g, r)) {
+            xent_other_row(j, r, loss, correct);
             continue;
         }
         /* the first class equal to mx, looked for only when it may be y */
@@ -1261,7 +1276,7 @@ static void xent_group_v256(const xent_job *j, xent_group *g, double *loss, int 
     }
     for (int r = g->r0; r < g->r1; r++) {
         int i = r - g->r0;
-        if (j->labels[r] == j->ignore || !(g->mx[i] > -INFINITY && g->mx[i] < INFINITY))
+        if (!xent_vector_row(j, g, r))
             continue;
         row_exp_sums(j->logits + (size_t)r * n, n, g->mx[i],
                      g->stride ? g->ez + (size_t)i * g->stride : NULL, &g->sum[i], &g->zsum[i]);
@@ -1271,10 +1286,8 @@ static void xent_group_v256(const xent_job *j, xent_group *g, double *loss, int 
         const float *z = j->logits + (size_t)r * n;
         float *d = j->dlogits ? j->dlogits + (size_t)r * n : NULL;
         float mx = g->mx[i];
-        if (y == j->ignore)
-            continue;
-        if (!(mx > -INFINITY && mx < INFINITY)) {
-            *loss += xent_row(z, n, y, j->smoothing, j->grad_scale, d, correct);
+        if (!xent_vector_row(j, g, r)) {
+            xent_other_row(j, r, loss, correct);
             continue;
         }
         int first = -1;

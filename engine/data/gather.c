@@ -1,6 +1,8 @@
 /* gather.c - the row gather of the in-memory and streaming loaders: rows picked at random, copied with the next ones in flight */
 #include "engine/data/gather.h"
 
+#include <string.h>
+
 /* The copy of each row is glibc's memcpy, which picks its AVX-512, AVX2 or
  * SSE2 loop from the CPU at load time: a fixed-size loop of 64-byte loads
  * and stores measured no faster for 784-byte rows on Zen 5, and the time

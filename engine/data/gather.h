@@ -4,7 +4,6 @@
 
 #include <stddef.h>
 #include <stdint.h>
-#include <string.h>
 
 /* Bytes of rows to have in flight ahead of the copy. A random row misses
  * every cache level, so the copy waits for DRAM unless enough lines are
@@ -33,15 +32,6 @@ static inline size_t dl_gather_ahead(size_t row_bytes)
             __builtin_prefetch(pf_row_ + pf_i_);                                                   \
         __builtin_prefetch(pf_row_ + pf_n_ - 1);                                                   \
     } while (0)
-
-/* Copies a label row: 4 bytes (one i32 or f32) without a call to memcpy. */
-static inline void dl_copy_small(void *dst, const void *src, size_t bytes)
-{
-    if (bytes == 4)
-        memcpy(dst, src, 4);
-    else
-        memcpy(dst, src, bytes);
-}
 
 /* Copies rows idx[0 .. n) of src (row bytes each) to dst back to back:
  * dst row k = src row idx[k]. idx[n .. reach) are the rows the next call
