@@ -67,6 +67,31 @@ static void r_bn_b(ctx *c)
     c->be->ops->batchnorm_backward(c->be, c->n, c->c, c->hw, c->dx, c->gamma + c->c, c->beta + c->c,
                                    c->dy, c->x, c->gamma, c->sm, c->si);
 }
+/* BatchNorm -> ReLU as the layers run it: the fused op where the backend
+ * has it, and the two ops (the BatchNorm output in y, the ReLU's in dx;
+ * backward through dx as scratch) for comparison. */
+static void r_bnrelu_f(ctx *c)
+{
+    c->be->ops->batchnorm_relu_forward(c->be, 1, c->n, c->c, c->hw, 0.1f, 1e-5f, c->y, c->x,
+                                       c->gamma, c->beta, c->rm, c->rv, c->sm, c->si);
+}
+static void r_bnrelu_f2(ctx *c)
+{
+    r_bn_f(c);
+    c->be->ops->act_forward(c->be, DL_ACT_RELU, c->dx, c->y, c->len);
+}
+static void r_bnrelu_b(ctx *c)
+{
+    c->be->ops->batchnorm_relu_backward_set(c->be, c->n, c->c, c->hw, c->dx, c->gamma + c->c,
+                                            c->beta + c->c, c->dy, c->x, c->gamma, c->beta, c->sm,
+                                            c->si);
+}
+static void r_bnrelu_b2(ctx *c)
+{
+    c->be->ops->act_backward_set(c->be, DL_ACT_RELU, c->y, c->x, NULL, c->dy, c->len);
+    c->be->ops->batchnorm_backward_set(c->be, c->n, c->c, c->hw, c->dx, c->gamma + c->c,
+                                       c->beta + c->c, c->y, c->x, c->gamma, c->sm, c->si);
+}
 static dl_pool_desc pool2(const ctx *c)
 {
     int side = 1;
@@ -120,6 +145,10 @@ static const op ops[] = {
     {"dropout bwd (dx +=)", 12, r_drop_b},
     {"batchnorm fwd (train)", 8, r_bn_f},
     {"batchnorm bwd (dx +=)", 16, r_bn_b},
+    {"batchnorm+relu fwd, fused", 8, r_bnrelu_f},
+    {"batchnorm+relu fwd, 2 ops", 8, r_bnrelu_f2},
+    {"batchnorm+relu bwd, fused", 12, r_bnrelu_b},
+    {"batchnorm+relu bwd, 2 ops", 12, r_bnrelu_b2},
     {"maxpool 2x2 fwd", 5, r_max_f},
     {"maxpool 2x2 bwd (dx +=)", 10, r_max_b},
     {"layernorm fwd", 8, r_ln_f},

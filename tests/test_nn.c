@@ -661,6 +661,9 @@ static void test_backward_set_ops(void)
     add_ops.act_backward_set = NULL;
     add_ops.batchnorm_backward_set = NULL;
     add_ops.conv_backward_data_set = NULL;
+    /* BatchNorm -> ReLU unfused in both, so each runs its own set op */
+    set_ops.batchnorm_relu_forward = add_ops.batchnorm_relu_forward = NULL;
+    set_ops.batchnorm_relu_backward_set = add_ops.batchnorm_relu_backward_set = NULL;
     dl_backend with_set = *be, adding = *be;
     with_set.ops = &set_ops;
     adding.ops = &add_ops;
@@ -712,6 +715,135 @@ static void test_backward_set_ops(void)
     pass_result_free(&r[1]);
     free(buf0);
     harness_done(&h);
+}
+
+/* A ReLU absorbs the BatchNorm before it (one op each way, the mask
+ * recomputed from x in the backward): outputs, parameter gradients,
+ * running statistics and the input gradient equal those of the same model
+ * on a table without the fused pair. Covered: BatchNorm over channels and
+ * over features, a BatchNorm -> ReLU -> MaxPool2d chain (the ReLU takes
+ * the BatchNorm, the pool runs alone, in both directions), a fused
+ * BatchNorm whose input gradient nobody wants (it follows a Flatten at the
+ * model's start), and the eval forward. */
+static int bn_relu_calls;
+static int count_bn_relu_fwd(dl_backend *b, int training, int n, int c, int inner, float mom,
+                             float eps, float *y, const float *x, const float *g, const float *bt,
+                             float *rm, float *rv, float *sm, float *si)
+{
+    bn_relu_calls++;
+    return real_ops->batchnorm_relu_forward(b, training, n, c, inner, mom, eps, y, x, g, bt, rm, rv,
+                                            sm, si);
+}
+static int count_bn_relu_bwd(dl_backend *b, int n, int c, int inner, float *dx, float *dg,
+                             float *db, const float *dy, const float *x, const float *g,
+                             const float *bt, const float *sm, const float *si)
+{
+    bn_relu_calls++;
+    return real_ops->batchnorm_relu_backward_set(b, n, c, inner, dx, dg, db, dy, x, g, bt, sm, si);
+}
+
+static void check_bn_relu_model(dl_layer *seq, dl_shape in, int fused_pairs)
+{
+    dl_backend_ops fused_ops = *be->ops, plain_ops = *be->ops;
+    fused_ops.batchnorm_relu_forward = count_bn_relu_fwd;
+    fused_ops.batchnorm_relu_backward_set = count_bn_relu_bwd;
+    plain_ops.batchnorm_relu_forward = NULL;
+    plain_ops.batchnorm_relu_backward_set = NULL;
+    dl_backend fused = *be, plain = *be;
+    fused.ops = &fused_ops;
+    plain.ops = &plain_ops;
+    harness h;
+    CHECK_OK(harness_init(&h, seq, &in, 5));
+    if (check_current_failed)
+        return;
+    dl_model_state s;
+    dl_model_get_state(h.m, &s);
+    size_t np = s.count, nb = s.buffer_count;
+    /* gamma and beta away from 1 and 0, so the mask depends on them */
+    for (size_t i = 0; i < np; i++)
+        s.params[i] += 0.3f * (float)sin(1.7 * (double)i);
+    float *buf0 = malloc((nb + 1) * 4), *buf_after[2];
+    memcpy(buf0, s.buffers, nb * 4);
+    pass_result r[2];
+    dl_backend *tables[2] = {&fused, &plain};
+    bn_relu_calls = 0;
+    for (int k = 0; k < 2; k++) {
+        run_pass(&h, tables[k], buf0, &r[k]);
+        buf_after[k] = malloc((nb + 1) * 4);
+        memcpy(buf_after[k], s.buffers, nb * 4);
+    }
+    CHECK_MSG(bn_relu_calls == 2 * fused_pairs, "fused ops called %d times, expected %d",
+              bn_relu_calls, 2 * fused_pairs);
+    size_t bad = 0, zeros = 0;
+    for (size_t i = 0; i < h.nout; i++)
+        bad += !(r[0].out[i] == r[1].out[i]);
+    for (size_t i = 0; i < np; i++)
+        bad += !(r[0].grads[i] == r[1].grads[i]);
+    for (size_t i = 0; i < h.nin; i++)
+        bad += !(r[0].dx[i] == r[1].dx[i]);
+    for (size_t i = 0; i < nb; i++)
+        bad += !(buf_after[0][i] == buf_after[1][i]);
+    for (size_t i = 0; i < np; i++)
+        zeros += r[0].grads[i] == 0;
+    CHECK_MSG(bad == 0, "%zu values differ between the fused pair and the two ops", bad);
+    CHECK_MSG(zeros < np / 2, "%zu of %zu parameter gradients are 0", zeros, np);
+
+    /* eval: the running statistics, fused and not */
+    dl_pass p;
+    float *y = dl_model_output(h.m), *ey = malloc(h.nout * 4);
+    for (int k = 0; k < 2; k++) {
+        dl_model_pass(h.m, &p, h.n, 0, DL_PREC_F32, 5, 3);
+        p.be = tables[k];
+        CHECK_OK(h.l->vt->forward(h.l, &p, h.x, y));
+        if (k == 0)
+            memcpy(ey, y, h.nout * 4);
+    }
+    bad = 0;
+    for (size_t i = 0; i < h.nout; i++)
+        bad += !(ey[i] == y[i]);
+    CHECK_MSG(bad == 0, "eval: %zu outputs differ", bad);
+    free(ey);
+    for (int k = 0; k < 2; k++) {
+        pass_result_free(&r[k]);
+        free(buf_after[k]);
+    }
+    free(buf0);
+    harness_done(&h);
+}
+
+static void test_bn_relu_fusion(void)
+{
+    real_ops = be->ops;
+    if (!real_ops->batchnorm_relu_forward || !real_ops->batchnorm_relu_backward_set) {
+        SKIP("the CPU backend has no fused BatchNorm -> ReLU");
+        return;
+    }
+    /* conv-BN-ReLU; conv-BN-ReLU-MaxPool; a residual block inside; then
+     * Linear-BN(features)-ReLU */
+    dl_layer *seq = dl_nn_sequential();
+    dl_nn_sequential_add(seq, dl_nn_conv2d(2, 6, 3, 1, 1, 1));
+    dl_nn_sequential_add(seq, dl_nn_batchnorm(6, 1e-5f, 0.1f));
+    dl_nn_sequential_add(seq, dl_nn_activation(DL_ACT_RELU));
+    dl_nn_sequential_add(seq, dl_nn_conv2d(6, 8, 3, 1, 1, 1));
+    dl_nn_sequential_add(seq, dl_nn_batchnorm(8, 1e-5f, 0.1f));
+    dl_nn_sequential_add(seq, dl_nn_activation(DL_ACT_RELU));
+    dl_nn_sequential_add(seq, dl_nn_maxpool2d(2, 2, 0)); /* 8 x 4 x 4 */
+    dl_nn_sequential_add(seq, dl_nn_residual(basic_block(8, 8, 1)));
+    dl_nn_sequential_add(seq, dl_nn_flatten());
+    dl_nn_sequential_add(seq, dl_nn_linear(8 * 4 * 4, 12, 1));
+    dl_nn_sequential_add(seq, dl_nn_batchnorm(12, 1e-5f, 0.1f));
+    dl_nn_sequential_add(seq, dl_nn_activation(DL_ACT_RELU));
+    dl_nn_sequential_add(seq, dl_nn_linear(12, 3, 1));
+    /* the basic block has one BN -> ReLU pair of its own */
+    check_bn_relu_model(seq, (dl_shape){3, {2, 9, 9}}, 4);
+
+    /* Flatten first: the fused BatchNorm's input gradient is not wanted */
+    dl_layer *head = dl_nn_sequential();
+    dl_nn_sequential_add(head, dl_nn_flatten());
+    dl_nn_sequential_add(head, dl_nn_batchnorm(20, 1e-5f, 0.1f));
+    dl_nn_sequential_add(head, dl_nn_activation(DL_ACT_RELU));
+    dl_nn_sequential_add(head, dl_nn_linear(20, 4, 1));
+    check_bn_relu_model(head, (dl_shape){3, {5, 2, 2}}, 1);
 }
 
 /* Dropout writes its input gradient with the forward op on dy: the same
@@ -1416,6 +1548,7 @@ int main(void)
     RUN(test_golden_basic_block);
     RUN(test_relu_pool_fusion);
     RUN(test_backward_set_ops);
+    RUN(test_bn_relu_fusion);
     RUN(test_dropout_backward_set);
     RUN(test_train_flops);
     RUN(test_batchnorm_eval);

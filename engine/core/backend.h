@@ -21,7 +21,7 @@
 
 /* Bumped whenever the table below changes; a CUDA module built against
  * another version is refused. */
-#define DL_BACKEND_API_VERSION 6
+#define DL_BACKEND_API_VERSION 7
 
 typedef enum { DL_DEVICE_CPU = 0, DL_DEVICE_CUDA = 1 } dl_device;
 
@@ -334,6 +334,23 @@ typedef struct dl_backend_ops {
                                   const float *save_mean, const float *save_invstd);
     int (*conv_backward_data_set)(dl_backend *be, const dl_conv_desc *d, float *dx, const float *dy,
                                   const float *w, void *ws, size_t ws_bytes, dl_dtype compute);
+
+    /* --- optional: BatchNorm -> ReLU in one op -------------------------
+     * forward: y = relu(batchnorm(x)), the same values as the two ops
+     * (the BatchNorm output is never written). backward: dx WRITTEN with
+     * the gradient through both, dgamma/dbeta added, from dy = the
+     * gradient of the ReLU's output; which elements the ReLU passed is
+     * recomputed from x, gamma, beta and the saved statistics, bit for
+     * bit as the forward decided it, so y is not read. NULL: the layers
+     * run the two ops. */
+    int (*batchnorm_relu_forward)(dl_backend *be, int training, int n, int c, int inner,
+                                  float momentum, float eps, float *y, const float *x,
+                                  const float *gamma, const float *beta, float *running_mean,
+                                  float *running_var, float *save_mean, float *save_invstd);
+    int (*batchnorm_relu_backward_set)(dl_backend *be, int n, int c, int inner, float *dx,
+                                       float *dgamma, float *dbeta, const float *dy, const float *x,
+                                       const float *gamma, const float *beta,
+                                       const float *save_mean, const float *save_invstd);
 } dl_backend_ops;
 
 /* A backend instance: the op table plus its private context. */

@@ -142,6 +142,16 @@ int dl_cpu_batchnorm_backward(dl_backend *be, int n, int c, int inner, float *dx
 int dl_cpu_batchnorm_backward_set(dl_backend *be, int n, int c, int inner, float *dx, float *dgamma,
                                   float *dbeta, const float *dy, const float *x, const float *gamma,
                                   const float *save_mean, const float *save_invstd);
+/* BatchNorm then ReLU in one pass each way (the op table's
+ * batchnorm_relu_forward / batchnorm_relu_backward_set). */
+int dl_cpu_batchnorm_relu_forward(dl_backend *be, int training, int n, int c, int inner,
+                                  float momentum, float eps, float *y, const float *x,
+                                  const float *gamma, const float *beta, float *running_mean,
+                                  float *running_var, float *save_mean, float *save_invstd);
+int dl_cpu_batchnorm_relu_backward_set(dl_backend *be, int n, int c, int inner, float *dx,
+                                       float *dgamma, float *dbeta, const float *dy, const float *x,
+                                       const float *gamma, const float *beta,
+                                       const float *save_mean, const float *save_invstd);
 int dl_cpu_layernorm_forward(dl_backend *be, int rows, int cols, float eps, float *y,
                              const float *x, const float *gamma, const float *beta,
                              float *save_mean, float *save_invstd);

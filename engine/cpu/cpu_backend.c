@@ -167,6 +167,8 @@ static const dl_backend_ops cpu_ops = {
     .act_backward_set = dl_cpu_act_backward_set,
     .batchnorm_backward_set = dl_cpu_batchnorm_backward_set,
     .conv_backward_data_set = conv_backward_data_set_op,
+    .batchnorm_relu_forward = dl_cpu_batchnorm_relu_forward,
+    .batchnorm_relu_backward_set = dl_cpu_batchnorm_relu_backward_set,
 };
 
 /* Fills be as a CPU backend with its own context and `threads` workers

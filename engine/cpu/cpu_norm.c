@@ -16,7 +16,8 @@
 
 typedef struct bn_task {
     int n, c, inner, training;
-    int set; /* backward: dx written, not added */
+    int set;  /* backward: dx written, not added */
+    int relu; /* a ReLU after the normalisation, fused */
     float momentum, eps;
     float *y, *dx, *dgamma, *dbeta;
     const float *x, *dy, *gamma, *beta;
@@ -72,25 +73,70 @@ static void plane_moments(const float *p, int n, float k, double s[2])
 #endif
 }
 
-/* y[j] = x[j] * scale + shift */
-static void plane_affine(float *y, const float *x, int n, float scale, float shift)
+/* A channel's normalisation as one affine map, x * scale + shift: the
+ * forward's output, and the backward's recomputation of the signs a
+ * fused ReLU saw, both from this and from one fused multiply-add per
+ * element, so the two agree bit for bit. */
+static void bn_affine(float gamma, float beta, float mean, float invstd, float *scale, float *shift)
+{
+    *scale = gamma * invstd;
+    *shift = fmaf(-mean, *scale, beta);
+}
+
+#ifdef DL_CPU_VMATH
+/* v where keep > 0, else 0 (NaN: 0, as ReLU maps it) */
+static inline __m256 pass_positive(__m256 v, __m256 keep)
+{
+    return _mm256_and_ps(v, _mm256_cmp_ps(keep, _mm256_setzero_ps(), _CMP_GT_OQ));
+}
+#endif
+
+/* y[j] = x[j] * scale + shift, then max(., 0) with relu */
+static void plane_affine(float *y, const float *x, int n, float scale, float shift, int relu)
 {
 #ifdef DL_CPU_VMATH
     __m256 a = _mm256_set1_ps(scale), b = _mm256_set1_ps(shift);
     int j = 0;
-    for (; j + 8 <= n; j += 8)
-        _mm256_storeu_ps(y + j, _mm256_fmadd_ps(_mm256_loadu_ps(x + j), a, b));
-    if (j < n)
-        dl_v_store_tail(y + j, _mm256_fmadd_ps(dl_v_load_tail(x + j, n - j), a, b), n - j);
+    for (; j + 8 <= n; j += 8) {
+        __m256 v = _mm256_fmadd_ps(_mm256_loadu_ps(x + j), a, b);
+        _mm256_storeu_ps(y + j, relu ? pass_positive(v, v) : v);
+    }
+    if (j < n) {
+        __m256 v = _mm256_fmadd_ps(dl_v_load_tail(x + j, n - j), a, b);
+        dl_v_store_tail(y + j, relu ? pass_positive(v, v) : v, n - j);
+    }
 #else
-    for (int j = 0; j < n; j++)
-        y[j] = x[j] * scale + shift;
+    for (int j = 0; j < n; j++) {
+        float v = fmaf(x[j], scale, shift);
+        y[j] = relu && !(v > 0) ? 0.0f : v;
+    }
 #endif
 }
 
-/* s[0] += sum dy, s[1] += sum dy * (x - mean) * invstd */
+/* The gradient reaching the normalisation's output: dy, or with a fused
+ * ReLU dy where x * scale + shift > 0, else 0 (what a->relu says). */
+typedef struct {
+    int relu;
+    float scale, shift;
+} bn_gate;
+
+#ifdef DL_CPU_VMATH
+static inline __m256 gate_v(const bn_gate *gt, __m256 dy, __m256 x)
+{
+    if (!gt->relu)
+        return dy;
+    return pass_positive(dy,
+                         _mm256_fmadd_ps(x, _mm256_set1_ps(gt->scale), _mm256_set1_ps(gt->shift)));
+}
+#endif
+static inline float gate1(const bn_gate *gt, float dy, float x)
+{
+    return gt->relu && !(fmaf(x, gt->scale, gt->shift) > 0) ? 0.0f : dy;
+}
+
+/* s[0] += sum g, s[1] += sum g * (x - mean) * invstd, g the gated dy */
 static void plane_dy_sums(const float *x, const float *dy, int n, float mean, float invstd,
-                          double s[2])
+                          const bn_gate *gt, double s[2])
 {
 #ifdef DL_CPU_VMATH
     __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
@@ -98,9 +144,11 @@ static void plane_dy_sums(const float *x, const float *dy, int n, float mean, fl
     __m256 b0 = a0, b1 = a0;
     int j = 0;
     for (; j + 16 <= n; j += 16) {
-        __m256 g = _mm256_loadu_ps(dy + j), h = _mm256_loadu_ps(dy + j + 8);
-        __m256 xh = _mm256_mul_ps(_mm256_sub_ps(_mm256_loadu_ps(x + j), m), is);
-        __m256 xk = _mm256_mul_ps(_mm256_sub_ps(_mm256_loadu_ps(x + j + 8), m), is);
+        __m256 x0 = _mm256_loadu_ps(x + j), x1 = _mm256_loadu_ps(x + j + 8);
+        __m256 g = gate_v(gt, _mm256_loadu_ps(dy + j), x0);
+        __m256 h = gate_v(gt, _mm256_loadu_ps(dy + j + 8), x1);
+        __m256 xh = _mm256_mul_ps(_mm256_sub_ps(x0, m), is);
+        __m256 xk = _mm256_mul_ps(_mm256_sub_ps(x1, m), is);
         a0 = _mm256_add_ps(a0, g);
         a1 = _mm256_fmadd_ps(g, xh, a1);
         b0 = _mm256_add_ps(b0, h);
@@ -109,14 +157,16 @@ static void plane_dy_sums(const float *x, const float *dy, int n, float mean, fl
     a0 = _mm256_add_ps(a0, b0);
     a1 = _mm256_add_ps(a1, b1);
     for (; j + 8 <= n; j += 8) {
-        __m256 g = _mm256_loadu_ps(dy + j);
-        __m256 xh = _mm256_mul_ps(_mm256_sub_ps(_mm256_loadu_ps(x + j), m), is);
+        __m256 x0 = _mm256_loadu_ps(x + j);
+        __m256 g = gate_v(gt, _mm256_loadu_ps(dy + j), x0);
+        __m256 xh = _mm256_mul_ps(_mm256_sub_ps(x0, m), is);
         a0 = _mm256_add_ps(a0, g);
         a1 = _mm256_fmadd_ps(g, xh, a1);
     }
     if (j < n) {
-        __m256 g = dl_v_load_tail(dy + j, n - j);
-        __m256 xh = _mm256_mul_ps(_mm256_sub_ps(dl_v_load_tail(x + j, n - j), m), is);
+        __m256 x0 = dl_v_load_tail(x + j, n - j);
+        __m256 g = gate_v(gt, dl_v_load_tail(dy + j, n - j), x0);
+        __m256 xh = _mm256_mul_ps(_mm256_sub_ps(x0, m), is);
         a0 = _mm256_add_ps(a0, g);
         a1 = _mm256_fmadd_ps(g, xh, a1); /* g is 0 past the tail */
     }
@@ -124,34 +174,44 @@ static void plane_dy_sums(const float *x, const float *dy, int n, float mean, fl
     s[1] += dl_v_hsum(a1);
 #else
     for (int j = 0; j < n; j++) {
-        s[0] += dy[j];
-        s[1] += dy[j] * ((x[j] - mean) * invstd);
+        float g = gate1(gt, dy[j], x[j]);
+        s[0] += g;
+        s[1] += g * ((x[j] - mean) * invstd);
     }
 #endif
 }
 
-/* dx[j] += k * (dy[j] - mdy - (x[j] - mean) * invstd * mdyx) */
+/* dx[j] (+)= k * (g[j] - mdy - (x[j] - mean) * invstd * mdyx), g the gated
+ * dy; set: written (k * t + 0, so the values equal adding into zeros). */
 static void plane_dx(float *dx, const float *x, const float *dy, int n, float k, float mdy,
-                     float mean, float invstd, float mdyx)
+                     float mean, float invstd, float mdyx, const bn_gate *gt, int set)
 {
 #ifdef DL_CPU_VMATH
     __m256 vk = _mm256_set1_ps(k), vm = _mm256_set1_ps(mean), vi = _mm256_set1_ps(invstd);
     __m256 vmdy = _mm256_set1_ps(mdy), vmdyx = _mm256_set1_ps(mdyx);
     int j = 0;
     for (; j + 8 <= n; j += 8) {
-        __m256 xh = _mm256_mul_ps(_mm256_sub_ps(_mm256_loadu_ps(x + j), vm), vi);
-        __m256 t = _mm256_fnmadd_ps(xh, vmdyx, _mm256_sub_ps(_mm256_loadu_ps(dy + j), vmdy));
-        _mm256_storeu_ps(dx + j, _mm256_fmadd_ps(vk, t, _mm256_loadu_ps(dx + j)));
+        __m256 x0 = _mm256_loadu_ps(x + j);
+        __m256 g = gate_v(gt, _mm256_loadu_ps(dy + j), x0);
+        __m256 xh = _mm256_mul_ps(_mm256_sub_ps(x0, vm), vi);
+        __m256 t = _mm256_fnmadd_ps(xh, vmdyx, _mm256_sub_ps(g, vmdy));
+        __m256 old = set ? _mm256_setzero_ps() : _mm256_loadu_ps(dx + j);
+        _mm256_storeu_ps(dx + j, _mm256_fmadd_ps(vk, t, old));
     }
     if (j < n) {
         int w = n - j;
-        __m256 xh = _mm256_mul_ps(_mm256_sub_ps(dl_v_load_tail(x + j, w), vm), vi);
-        __m256 t = _mm256_fnmadd_ps(xh, vmdyx, _mm256_sub_ps(dl_v_load_tail(dy + j, w), vmdy));
-        dl_v_store_tail(dx + j, _mm256_fmadd_ps(vk, t, dl_v_load_tail(dx + j, w)), w);
+        __m256 x0 = dl_v_load_tail(x + j, w);
+        __m256 g = gate_v(gt, dl_v_load_tail(dy + j, w), x0);
+        __m256 xh = _mm256_mul_ps(_mm256_sub_ps(x0, vm), vi);
+        __m256 t = _mm256_fnmadd_ps(xh, vmdyx, _mm256_sub_ps(g, vmdy));
+        __m256 old = set ? _mm256_setzero_ps() : dl_v_load_tail(dx + j, w);
+        dl_v_store_tail(dx + j, _mm256_fmadd_ps(vk, t, old), w);
     }
 #else
-    for (int j = 0; j < n; j++)
-        dx[j] += k * (dy[j] - mdy - (x[j] - mean) * invstd * mdyx);
+    for (int j = 0; j < n; j++) {
+        float t = k * (gate1(gt, dy[j], x[j]) - mdy - (x[j] - mean) * invstd * mdyx);
+        dx[j] = set ? t + 0.0f : dx[j] + t;
+    }
 #endif
 }
 
@@ -190,11 +250,12 @@ static void bn_fwd_task(void *arg, size_t begin, size_t end)
             mean = t->running_mean[ch];
             invstd = (float)(1.0 / sqrt((double)t->running_var[ch] + t->eps));
         }
-        float g = t->gamma ? t->gamma[ch] : 1.0f, b = t->beta ? t->beta[ch] : 0.0f;
-        float scale = g * invstd, shift = b - mean * scale;
+        float scale, shift;
+        bn_affine(t->gamma ? t->gamma[ch] : 1.0f, t->beta ? t->beta[ch] : 0.0f, mean, invstd,
+                  &scale, &shift);
         for (int i = 0; i < t->n; i++)
             plane_affine(t->y + i * plane + ch * t->inner, t->x + i * plane + ch * t->inner,
-                         t->inner, scale, shift);
+                         t->inner, scale, shift, t->relu);
     }
 }
 
@@ -205,10 +266,10 @@ static void bn_fwd_task(void *arg, size_t begin, size_t end)
  * running statistics. gamma/beta NULL mean 1/0; save and running arrays
  * may be NULL in training (not written). Returns DL_EINVAL for bad sizes
  * or missing running statistics in eval. */
-int dl_cpu_batchnorm_forward(dl_backend *be, int training, int n, int c, int inner, float momentum,
-                             float eps, float *y, const float *x, const float *gamma,
-                             const float *beta, float *running_mean, float *running_var,
-                             float *save_mean, float *save_invstd)
+static int bn_forward(dl_backend *be, int training, int n, int c, int inner, float momentum,
+                      float eps, float *y, const float *x, const float *gamma, const float *beta,
+                      float *running_mean, float *running_var, float *save_mean, float *save_invstd,
+                      int relu)
 {
     if (n <= 0 || c <= 0 || inner <= 0)
         return dl_error(DL_EINVAL, "batchnorm_forward: bad shape [%d, %d, %d]", n, c, inner);
@@ -227,10 +288,30 @@ int dl_cpu_batchnorm_forward(dl_backend *be, int training, int n, int c, int inn
                  .running_mean = running_mean,
                  .running_var = running_var,
                  .save_mean = save_mean,
-                 .save_invstd = save_invstd};
+                 .save_invstd = save_invstd,
+                 .relu = relu};
     size_t grain = 1 + 32768 / ((size_t)n * inner);
     dl_pool_for(dl_cpu(be)->pool, (size_t)c, grain, bn_fwd_task, &t);
     return DL_OK;
+}
+
+int dl_cpu_batchnorm_forward(dl_backend *be, int training, int n, int c, int inner, float momentum,
+                             float eps, float *y, const float *x, const float *gamma,
+                             const float *beta, float *running_mean, float *running_var,
+                             float *save_mean, float *save_invstd)
+{
+    return bn_forward(be, training, n, c, inner, momentum, eps, y, x, gamma, beta, running_mean,
+                      running_var, save_mean, save_invstd, 0);
+}
+
+/* y = relu(batchnorm(x)) in the same pass. */
+int dl_cpu_batchnorm_relu_forward(dl_backend *be, int training, int n, int c, int inner,
+                                  float momentum, float eps, float *y, const float *x,
+                                  const float *gamma, const float *beta, float *running_mean,
+                                  float *running_var, float *save_mean, float *save_invstd)
+{
+    return bn_forward(be, training, n, c, inner, momentum, eps, y, x, gamma, beta, running_mean,
+                      running_var, save_mean, save_invstd, 1);
 }
 
 static void bn_bwd_task(void *arg, size_t begin, size_t end)
@@ -240,10 +321,14 @@ static void bn_bwd_task(void *arg, size_t begin, size_t end)
     double count = (double)t->n * t->inner;
     for (size_t ch = begin; ch < end; ch++) {
         double mean = t->smean[ch], invstd = t->sinvstd[ch];
-        double sums[2] = {0.0, 0.0}; /* sum dy, sum dy * xhat */
+        bn_gate gt = {.relu = t->relu};
+        if (t->relu) /* the forward's map, from the same floats */
+            bn_affine(t->gamma ? t->gamma[ch] : 1.0f, t->beta ? t->beta[ch] : 0.0f, t->smean[ch],
+                      t->sinvstd[ch], &gt.scale, &gt.shift);
+        double sums[2] = {0.0, 0.0}; /* sum g, sum g * xhat */
         for (int i = 0; i < t->n; i++)
             plane_dy_sums(t->x + i * plane + ch * t->inner, t->dy + i * plane + ch * t->inner,
-                          t->inner, (float)mean, (float)invstd, sums);
+                          t->inner, (float)mean, (float)invstd, &gt, sums);
         double sdy = sums[0], sdyx = sums[1];
         if (t->dgamma)
             t->dgamma[ch] += (float)sdyx;
@@ -257,9 +342,8 @@ static void bn_bwd_task(void *arg, size_t begin, size_t end)
         float fm = (float)mean, fi = (float)invstd;
         for (int i = 0; i < t->n; i++) {
             size_t at = i * plane + ch * t->inner;
-            if (t->set) /* zeroed in cache, then added into */
-                memset(t->dx + at, 0, (size_t)t->inner * sizeof(float));
-            plane_dx(t->dx + at, t->x + at, t->dy + at, t->inner, k, mdy, fm, fi, mdyx);
+            plane_dx(t->dx + at, t->x + at, t->dy + at, t->inner, k, mdy, fm, fi, mdyx, &gt,
+                     t->set);
         }
     }
 }
@@ -270,7 +354,8 @@ static void bn_bwd_task(void *arg, size_t begin, size_t end)
  * NULL (skipped); gamma NULL means 1. */
 static int bn_backward(dl_backend *be, int n, int c, int inner, float *dx, float *dgamma,
                        float *dbeta, const float *dy, const float *x, const float *gamma,
-                       const float *save_mean, const float *save_invstd, int set)
+                       const float *beta, const float *save_mean, const float *save_invstd, int set,
+                       int relu)
 {
     if (n <= 0 || c <= 0 || inner <= 0)
         return dl_error(DL_EINVAL, "batchnorm_backward: bad shape [%d, %d, %d]", n, c, inner);
@@ -283,9 +368,11 @@ static int bn_backward(dl_backend *be, int n, int c, int inner, float *dx, float
                  .dy = dy,
                  .x = x,
                  .gamma = gamma,
+                 .beta = beta,
                  .smean = save_mean,
                  .sinvstd = save_invstd,
-                 .set = set};
+                 .set = set,
+                 .relu = relu};
     size_t grain = 1 + 32768 / ((size_t)n * inner);
     dl_pool_for(dl_cpu(be)->pool, (size_t)c, grain, bn_bwd_task, &t);
     return DL_OK;
@@ -295,7 +382,8 @@ int dl_cpu_batchnorm_backward(dl_backend *be, int n, int c, int inner, float *dx
                               float *dbeta, const float *dy, const float *x, const float *gamma,
                               const float *save_mean, const float *save_invstd)
 {
-    return bn_backward(be, n, c, inner, dx, dgamma, dbeta, dy, x, gamma, save_mean, save_invstd, 0);
+    return bn_backward(be, n, c, inner, dx, dgamma, dbeta, dy, x, gamma, NULL, save_mean,
+                       save_invstd, 0, 0);
 }
 
 /* The same with dx written (the op table's batchnorm_backward_set). */
@@ -303,7 +391,19 @@ int dl_cpu_batchnorm_backward_set(dl_backend *be, int n, int c, int inner, float
                                   float *dbeta, const float *dy, const float *x, const float *gamma,
                                   const float *save_mean, const float *save_invstd)
 {
-    return bn_backward(be, n, c, inner, dx, dgamma, dbeta, dy, x, gamma, save_mean, save_invstd, 1);
+    return bn_backward(be, n, c, inner, dx, dgamma, dbeta, dy, x, gamma, NULL, save_mean,
+                       save_invstd, 1, 0);
+}
+
+/* The gradient through ReLU(BatchNorm(x)), dy that of the ReLU's output,
+ * dx written; the ReLU's pass/zero decisions recomputed from x. */
+int dl_cpu_batchnorm_relu_backward_set(dl_backend *be, int n, int c, int inner, float *dx,
+                                       float *dgamma, float *dbeta, const float *dy, const float *x,
+                                       const float *gamma, const float *beta,
+                                       const float *save_mean, const float *save_invstd)
+{
+    return bn_backward(be, n, c, inner, dx, dgamma, dbeta, dy, x, gamma, beta, save_mean,
+                       save_invstd, 1, 1);
 }
 
 /* ---------------------------------------------------------------------- */

@@ -459,14 +459,14 @@ static int relu_pool_fuses(const dl_layer *pool, const dl_layer *relu, const dl_
     return relu->vt == &relu_vt && OPS(p)->relu_maxpool_forward && OPS(p)->relu_maxpool_backward;
 }
 
-static int relu_pool_forward(dl_layer *l, dl_pass *p, const float *x, float *y)
+static int relu_pool_forward(dl_layer *l, dl_layer *relu, dl_pass *p, const float *x, float *y)
 {
     dl_pool_desc d = pool_desc_of(l, p);
     return OPS(p)->relu_maxpool_forward(p->be, &d, y, x);
 }
 
-static int relu_pool_backward(dl_layer *l, dl_pass *p, const float *x, const float *y,
-                              const float *dy, float *dx)
+static int relu_pool_backward(dl_layer *l, dl_layer *relu, dl_pass *p, const float *x,
+                              const float *y, const float *dy, float *dx)
 {
     if (!dx)
         return DL_OK;
@@ -657,15 +657,24 @@ static int act_backward_set(dl_layer *l, dl_pass *p, const float *x, const float
     return act_backward(l, p, x, y, dy, dx);
 }
 
-/* The activations differ only in kind (act_forward/backward switch on it). */
-#define ACT_VT(var, name)                                                                          \
+/* BatchNorm -> ReLU, fused (defined with BatchNorm below) */
+static int bn_relu_fuses(const dl_layer *relu, const dl_layer *bn, const dl_pass *p);
+static int bn_relu_forward(dl_layer *relu, dl_layer *bn, dl_pass *p, const float *x, float *y);
+static int bn_relu_backward(dl_layer *relu, dl_layer *bn, dl_pass *p, const float *x,
+                            const float *y, const float *dy, float *dx);
+
+/* The activations differ only in kind (act_forward/backward switch on it);
+ * ReLU also absorbs a BatchNorm before it. */
+#define ACT_VT(var, name, ...)                                                                     \
     static const dl_layer_vt var = {.kind = name,                                                  \
                                     .setup = same_shape_setup,                                     \
                                     .plan = no_plan,                                               \
                                     .forward = act_forward,                                        \
                                     .backward = act_backward,                                      \
-                                    .backward_set = act_backward_set}
-ACT_VT(relu_vt, "ReLU");
+                                    .backward_set = act_backward_set,                              \
+                                    __VA_ARGS__}
+ACT_VT(relu_vt, "ReLU", .fuses = bn_relu_fuses, .forward_fused = bn_relu_forward,
+       .backward_fused = bn_relu_backward);
 ACT_VT(gelu_vt, "GELU");
 ACT_VT(tanh_vt, "Tanh");
 ACT_VT(sigmoid_vt, "Sigmoid");
@@ -797,14 +806,20 @@ static int bn_plan(dl_layer *l, dl_model *m, int n)
     return DL_OK;
 }
 
-static int bn_forward(dl_layer *l, dl_pass *p, const float *x, float *y)
+static int bn_check_batch(const dl_layer *l, const dl_pass *p)
 {
-    batchnorm *B = (batchnorm *)l;
-    if (p->training && p->n * B->inner < 2)
+    if (p->training && p->n * ((const batchnorm *)l)->inner < 2)
         return dl_error(DL_EINVAL,
                         "%s: BatchNorm in training needs more than one value per "
                         "channel (batch of %d)",
                         l->name, p->n);
+    return DL_OK;
+}
+
+static int bn_forward(dl_layer *l, dl_pass *p, const float *x, float *y)
+{
+    batchnorm *B = (batchnorm *)l;
+    DL_TRY(bn_check_batch(l, p));
     return OPS(p)->batchnorm_forward(p->be, p->training, p->n, B->features, B->inner, B->momentum,
                                      B->eps, y, x, p->params + B->gamma, p->params + B->beta,
                                      p->buffers + B->run_mean, p->buffers + B->run_var,
@@ -843,6 +858,42 @@ static int bn_backward_set(dl_layer *l, dl_pass *p, const float *x, const float 
                            float *dx)
 {
     return bn_grads(l, p, x, dy, dx, 1);
+}
+
+static const dl_layer_vt bn_vt;
+
+/* ReLU absorbs the BatchNorm before it where the backend has the fused
+ * pair: the normalised x is never written, and the backward recomputes
+ * the ReLU's mask from x instead of reading it. */
+static int bn_relu_fuses(const dl_layer *relu, const dl_layer *bn, const dl_pass *p)
+{
+    return bn->vt == &bn_vt && OPS(p)->batchnorm_relu_forward &&
+           OPS(p)->batchnorm_relu_backward_set;
+}
+
+static int bn_relu_forward(dl_layer *relu, dl_layer *bn, dl_pass *p, const float *x, float *y)
+{
+    batchnorm *B = (batchnorm *)bn;
+    DL_TRY(bn_check_batch(bn, p));
+    return OPS(p)->batchnorm_relu_forward(p->be, p->training, p->n, B->features, B->inner,
+                                          B->momentum, B->eps, y, x, p->params + B->gamma,
+                                          p->params + B->beta, p->buffers + B->run_mean,
+                                          p->buffers + B->run_var, (float *)(p->act + B->save_mean),
+                                          (float *)(p->act + B->save_invstd));
+}
+
+static int bn_relu_backward(dl_layer *relu, dl_layer *bn, dl_pass *p, const float *x,
+                            const float *y, const float *dy, float *dx)
+{
+    batchnorm *B = (batchnorm *)bn;
+    if (!p->training)
+        return dl_error(DL_EINVAL, "%s: backward through BatchNorm in eval mode", bn->name);
+    if (!dx) /* the parameter gradients are still wanted */
+        dx = (float *)(p->act + B->dx_scratch);
+    return OPS(p)->batchnorm_relu_backward_set(
+        p->be, p->n, B->features, B->inner, dx, p->grads + B->gamma, p->grads + B->beta, dy, x,
+        p->params + B->gamma, p->params + B->beta, (const float *)(p->act + B->save_mean),
+        (const float *)(p->act + B->save_invstd));
 }
 
 static void bn_describe(const dl_layer *l, char *buf, size_t size)

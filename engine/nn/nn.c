@@ -120,21 +120,35 @@ static int fuses(const dl_layer *l, const dl_layer *prev, const dl_pass *p)
     return l->vt->fuses && l->vt->fuses(l, prev, p);
 }
 
+/* absorbs[i] = 1 where child i runs fused with child i - 1 on this pass:
+ * pairs taken left to right, the absorbed child never the first (its
+ * input gradient is the caller's, added to, and a fused backward writes
+ * it), and none in two pairs. Forward and backward both read this, so
+ * they pair alike whatever the chain. */
+static void fused_pairs(const dl_layer *l, const dl_pass *p, char *absorbs)
+{
+    memset(absorbs, 0, (size_t)l->nchild);
+    for (int i = 1; i + 1 < l->nchild; i++)
+        if (fuses(l->child[i + 1], l->child[i], p))
+            absorbs[++i] = 1;
+}
+
 /* How a container runs a child's backward: adding into dx (the layer
  * contract), writing a dx nothing else writes (backward_set, or zeroing
  * dx first), or as the second half of a fused ReLU -> MaxPool2d. */
 enum { RUN_ADD, RUN_SET, RUN_FUSED };
 
-static int call_forward(dl_layer *c, dl_pass *p, const float *x, float *y, int fused)
+/* prev: the child absorbed into c (fused), else NULL */
+static int call_forward(dl_layer *c, dl_layer *prev, dl_pass *p, const float *x, float *y)
 {
-    return fused ? c->vt->forward_fused(c, p, x, y) : c->vt->forward(c, p, x, y);
+    return prev ? c->vt->forward_fused(c, prev, p, x, y) : c->vt->forward(c, p, x, y);
 }
 
-static int call_backward(dl_layer *c, dl_pass *p, const float *x, const float *y, const float *dy,
-                         float *dx, int mode)
+static int call_backward(dl_layer *c, dl_layer *prev, dl_pass *p, const float *x, const float *y,
+                         const float *dy, float *dx, int mode)
 {
     if (mode == RUN_FUSED)
-        return c->vt->backward_fused(c, p, x, y, dy, dx);
+        return c->vt->backward_fused(c, prev, p, x, y, dy, dx);
     if (mode == RUN_SET && dx) {
         if (c->vt->backward_set)
             return c->vt->backward_set(c, p, x, y, dy, dx);
@@ -145,13 +159,13 @@ static int call_backward(dl_layer *c, dl_pass *p, const float *x, const float *y
 }
 
 /* Runs a child's forward or backward, timing it when profiling. */
-static int child_forward(dl_layer *c, dl_pass *p, const float *x, float *y, int fused)
+static int child_forward(dl_layer *c, dl_layer *prev, dl_pass *p, const float *x, float *y)
 {
     if (!p->profile)
-        return call_forward(c, p, x, y, fused);
+        return call_forward(c, prev, p, x, y);
     p->be->ops->sync(p->be);
     double t0 = now_ms();
-    int rc = call_forward(c, p, x, y, fused);
+    int rc = call_forward(c, prev, p, x, y);
     p->be->ops->sync(p->be);
     double t1 = now_ms();
     c->prof.fwd_ms += t1 - t0;
@@ -161,16 +175,16 @@ static int child_forward(dl_layer *c, dl_pass *p, const float *x, float *y, int 
     return rc;
 }
 
-static int child_backward(dl_layer *c, dl_pass *p, const float *x, const float *y, const float *dy,
-                          float *dx, int mode)
+static int child_backward(dl_layer *c, dl_layer *prev, dl_pass *p, const float *x, const float *y,
+                          const float *dy, float *dx, int mode)
 {
     if (!p->profile) {
-        int rc = call_backward(c, p, x, y, dy, dx, mode);
+        int rc = call_backward(c, prev, p, x, y, dy, dx, mode);
         return rc == DL_OK && p->grad_hook ? p->grad_hook(p->grad_user, c) : rc;
     }
     p->be->ops->sync(p->be);
     double t0 = now_ms();
-    int rc = call_backward(c, p, x, y, dy, dx, mode);
+    int rc = call_backward(c, prev, p, x, y, dy, dx, mode);
     p->be->ops->sync(p->be);
     double t1 = now_ms();
     c->prof.bwd_ms += t1 - t0;
@@ -197,6 +211,7 @@ typedef struct {
     dl_layer base;
     size_t *y_off, *dy_off; /* outputs of children 0..n-2 */
     char *params_before;    /* child i has a parameter somewhere before it */
+    char *absorbs;          /* fused_pairs of the pass in flight */
 } sequential;
 
 static int seq_setup(dl_layer *l, dl_model *m, const dl_shape *in, dl_shape *out)
@@ -206,7 +221,8 @@ static int seq_setup(dl_layer *l, dl_model *m, const dl_shape *in, dl_shape *out
     s->y_off = calloc((size_t)l->nchild + 1, sizeof *s->y_off);
     s->dy_off = calloc((size_t)l->nchild + 1, sizeof *s->dy_off);
     s->params_before = calloc((size_t)l->nchild + 1, 1);
-    if (!s->y_off || !s->dy_off || !s->params_before)
+    s->absorbs = calloc((size_t)l->nchild + 1, 1);
+    if (!s->y_off || !s->dy_off || !s->params_before || !s->absorbs)
         return dl_error(DL_ENOMEM, "out of memory");
     int params_at_start = dl_model_num_params(m);
     for (int i = 0; i < l->nchild; i++) {
@@ -256,12 +272,14 @@ static int seq_forward(dl_layer *l, dl_pass *p, const float *x, float *y)
         return p->be->ops->copy(p->be, y, x,
                                 (size_t)p->n * (size_t)dl_shape_numel(&l->in) * sizeof(float));
     const float *in = x;
+    fused_pairs(l, p, s->absorbs);
     for (int i = 0; i < l->nchild; i++) {
-        /* a ReLU (not first) then a MaxPool2d: the pool reads the ReLU's input */
-        int fused = i >= 1 && i + 1 < l->nchild && fuses(l->child[i + 1], l->child[i], p);
+        /* a pair (ReLU -> MaxPool2d, BatchNorm -> ReLU): the second reads
+         * the first's input */
+        int fused = i + 1 < l->nchild && s->absorbs[i + 1];
         i += fused;
         float *out = i == l->nchild - 1 ? y : (float *)(p->act + s->y_off[i]);
-        DL_TRY(child_forward(l->child[i], p, in, out, fused));
+        DL_TRY(child_forward(l->child[i], fused ? l->child[i - 1] : NULL, p, in, out));
         in = out;
     }
     return DL_OK;
@@ -278,9 +296,10 @@ static int seq_grads(dl_layer *l, dl_pass *p, const float *x, const float *y, co
         return p->be->ops->copy(p->be, dx, dy, count * sizeof(float));
     if (l->nchild == 0)
         return dx ? p->be->ops->axpy(p->be, dx, 1.0f, dy, count) : DL_OK;
+    fused_pairs(l, p, s->absorbs);
     for (int i = l->nchild - 1; i >= 0; i--) {
-        /* as in forward: child i-1 a ReLU fused into the MaxPool2d i */
-        int fused = i >= 2 && fuses(l->child[i], l->child[i - 1], p);
+        /* as in forward: child i - 1 fused into child i */
+        int fused = s->absorbs[i];
         int first = i - fused; /* the child whose input gradient this computes */
         const float *in = first == 0 ? x : (const float *)(p->act + s->y_off[first - 1]);
         const float *out = i == l->nchild - 1 ? y : (const float *)(p->act + s->y_off[i]);
@@ -293,7 +312,8 @@ static int seq_grads(dl_layer *l, dl_pass *p, const float *x, const float *y, co
                      : dx || s->params_before[first] ? (float *)(p->act_grad + s->dy_off[first - 1])
                                                      : NULL;
         int mode = fused ? RUN_FUSED : first > 0 ? RUN_SET : first_mode;
-        DL_TRY(child_backward(l->child[i], p, in, out, dout, din, mode));
+        DL_TRY(child_backward(l->child[i], fused ? l->child[first] : NULL, p, in, out, dout, din,
+                              mode));
         if (fused && p->grad_hook)
             DL_TRY(p->grad_hook(p->grad_user, l->child[first]));
         i = first;
@@ -319,6 +339,7 @@ static void seq_destroy(dl_layer *l)
     free(s->y_off);
     free(s->dy_off);
     free(s->params_before);
+    free(s->absorbs);
 }
 
 static void seq_describe(const dl_layer *l, char *buf, size_t size)
@@ -424,12 +445,12 @@ static int res_forward(dl_layer *l, dl_pass *p, const float *x, float *y)
     residual *r = (residual *)l;
     size_t count = (size_t)p->n * (size_t)dl_shape_numel(&l->out);
     float *yb = (float *)(p->act + r->yb_off);
-    DL_TRY(child_forward(l->child[0], p, x, yb, 0));
+    DL_TRY(child_forward(l->child[0], NULL, p, x, yb));
     dl_layer *sc = shortcut_of(l);
     if (!sc)
         return p->be->ops->add(p->be, y, x, yb, count);
     float *ys = (float *)(p->act + r->ys_off);
-    DL_TRY(child_forward(sc, p, x, ys, 0));
+    DL_TRY(child_forward(sc, NULL, p, x, ys));
     return p->be->ops->add(p->be, y, yb, ys, count);
 }
 
@@ -441,12 +462,13 @@ static int res_grads(dl_layer *l, dl_pass *p, const float *x, const float *dy, f
     size_t count = (size_t)p->n * (size_t)dl_shape_numel(&l->in);
     dl_layer *sc = shortcut_of(l);
     if (sc)
-        DL_TRY(child_backward(sc, p, x, (const float *)(p->act + r->ys_off), dy, dx, mode));
+        DL_TRY(child_backward(sc, NULL, p, x, (const float *)(p->act + r->ys_off), dy, dx, mode));
     else if (dx && mode == RUN_SET)
         DL_TRY(p->be->ops->copy(p->be, dx, dy, count * sizeof(float)));
     else if (dx)
         DL_TRY(p->be->ops->axpy(p->be, dx, 1.0f, dy, count));
-    return child_backward(l->child[0], p, x, (const float *)(p->act + r->yb_off), dy, dx, RUN_ADD);
+    return child_backward(l->child[0], NULL, p, x, (const float *)(p->act + r->yb_off), dy, dx,
+                          RUN_ADD);
 }
 
 static int res_backward(dl_layer *l, dl_pass *p, const float *x, const float *y, const float *dy,
@@ -845,12 +867,12 @@ int dl_model_forward(dl_model *m, dl_pass *p)
         DL_TRY(
             p->be->ops->memset0(p->be, dl_model_output_grad(m),
                                 (size_t)p->n * (size_t)dl_shape_numel(&m->output) * sizeof(float)));
-    return child_forward(m->root, p, dl_model_input(m), dl_model_output(m), 0);
+    return child_forward(m->root, NULL, p, dl_model_input(m), dl_model_output(m));
 }
 
 int dl_model_backward(dl_model *m, dl_pass *p)
 {
-    return child_backward(m->root, p, dl_model_input(m), dl_model_output(m),
+    return child_backward(m->root, NULL, p, dl_model_input(m), dl_model_output(m),
                           dl_model_output_grad(m), NULL, RUN_ADD);
 }
 

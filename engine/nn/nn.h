@@ -101,15 +101,19 @@ typedef struct dl_layer_vt {
     int (*backward_set)(dl_layer *l, dl_pass *p, const float *x, const float *y, const float *dy,
                         float *dx);
     /* Optional, for a layer that can absorb the one before it into one
-     * backend op (ReLU -> MaxPool2d: relu(x) is never written). fuses says
-     * whether l runs fused with prev on this pass's backend; then a
-     * container calls forward_fused with prev's input x and l's output y,
-     * and backward_fused, which WRITES prev's input gradient dx (not
-     * accumulated; dx NULL: nothing to do). The time shows under l. */
+     * backend op (ReLU -> MaxPool2d: relu(x) is never written; BatchNorm
+     * -> ReLU: the normalised x is never written). fuses says whether l
+     * runs fused with prev on this pass's backend; then a container calls
+     * forward_fused with prev's input x and l's output y, and
+     * backward_fused, which WRITES prev's input gradient dx (not
+     * accumulated; dx NULL: prev's input gradient is not wanted, its
+     * parameter gradients still are). The time shows under l. Pairs are
+     * taken left to right: in BatchNorm -> ReLU -> MaxPool2d the ReLU
+     * absorbs the BatchNorm and the pool runs alone. */
     int (*fuses)(const dl_layer *l, const dl_layer *prev, const dl_pass *p);
-    int (*forward_fused)(dl_layer *l, dl_pass *p, const float *x, float *y);
-    int (*backward_fused)(dl_layer *l, dl_pass *p, const float *x, const float *y, const float *dy,
-                          float *dx);
+    int (*forward_fused)(dl_layer *l, dl_layer *prev, dl_pass *p, const float *x, float *y);
+    int (*backward_fused)(dl_layer *l, dl_layer *prev, dl_pass *p, const float *x, const float *y,
+                          const float *dy, float *dx);
     /* Optional: writes a line about how the layer runs on its backend
      * (Conv2d: the algorithms chosen when it was planned) and returns 1;
      * 0: nothing to say. Reads what plan kept, calls no backend. */
