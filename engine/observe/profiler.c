@@ -591,10 +591,14 @@ static int layer_rows(const dl_profiler *p, dl_prof_row *r)
         dl_prof_row *x = &r[n++];
         snprintf(x->name, sizeof x->name, "%s", e->name);
         snprintf(x->kind, sizeof x->kind, "%s", e->kind);
-        /* a ReLU run inside the MaxPool2d after it (nn.h: fused) */
-        if (!e->fcalls && !strcmp(e->kind, "ReLU") && i + 1 < p->nlayers &&
-            p->layers[i + 1].fcalls && !strcmp(p->layers[i + 1].kind, "MaxPool2d"))
+        /* a ReLU run inside the MaxPool2d after it, a BatchNorm inside
+         * the ReLU after it (nn.h: fused) */
+        const char *next =
+            i + 1 < p->nlayers && p->layers[i + 1].fcalls ? p->layers[i + 1].kind : "";
+        if (!e->fcalls && !strcmp(e->kind, "ReLU") && !strcmp(next, "MaxPool2d"))
             snprintf(x->kind, sizeof x->kind, "ReLU, fused in next");
+        if (!e->fcalls && !strcmp(e->kind, "BatchNorm") && !strcmp(next, "ReLU"))
+            snprintf(x->kind, sizeof x->kind, "BatchNorm, fused in next");
         x->cat = DL_PROF_FORWARD;
         x->depth = e->depth;
         x->calls = e->fcalls;

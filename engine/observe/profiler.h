@@ -188,7 +188,7 @@ int dl_prof_sort_parse(const char *key);
 
 typedef struct dl_prof_row {
     char name[64]; /* op: "Linear.forward", "optimizer step"; layer: "fc1" */
-    char kind[24]; /* layer kind ("Linear") or phase category ("optimizer") */
+    char kind[32]; /* layer kind ("Linear") or phase category ("optimizer") */
     dl_prof_cat cat;
     int depth; /* layer view: depth in the tree */
     long calls;
