@@ -137,7 +137,9 @@ DL_RNG_FN uint32_t dl_rng_hash_bits(uint64_t seed, uint64_t stream, uint64_t cou
 DL_RNG_FN uint32_t dl_rng_threshold(float p) { return (uint32_t)ceil((double)p * 4294967296.0); }
 
 /* Dropout keeps element i of (seed, stream, counter) at probability p
- * when its hash bits reach dl_rng_threshold(p). */
+ * when its hash bits reach dl_rng_threshold(p). One Philox call per
+ * element here (the key): the rule for references; kernels draw the key
+ * once and call dl_rng_hash32. */
 DL_RNG_FN int dl_rng_dropout_keep(uint64_t seed, uint64_t stream, uint64_t counter, uint64_t i,
                                   float p)
 {
