@@ -1293,39 +1293,54 @@ static void test_smooth_activations(void)
     free(x), free(y), free(dy), free(dx);
 }
 
-/* Dropout keeps element i exactly when dl_rng_uniform(seed, stream,
- * counter, i) >= p, whatever the range split; backward adds m * dy. */
+/* Dropout keeps element i exactly when dl_rng_dropout_keep(seed, stream,
+ * counter, i, p), on the AVX2 and the AVX-512 path, at 1 and 2 threads
+ * (whose ranges start off the vector width: 200003 / 3 chunks), for
+ * short odd lengths; backward adds m * dy. */
 static void test_dropout_masks(void)
 {
-    size_t n = 10007;
+    const size_t n = 200003, lens[] = {1, 7, 15, 17, 33, 100};
+    const int was = dl_cpu_avx512();
     float p = 0.3f, ks = 1.0f / (1.0f - p);
-    float *x = frandv(n), *y[2], *dx[2];
-    for (int k = 0; k < 2; k++) {
-        dl_backend *be = dl_backend_cpu_create(k == 0 ? 1 : 3);
-        y[k] = malloc(n * 4), dx[k] = malloc(n * 4);
-        for (size_t i = 0; i < n; i++)
-            dx[k][i] = 0.5f;
-        /* a range that starts off the 32-element vector boundary */
-        CHECK_OK(be->ops->dropout_forward(be, y[k], x, 5, p, 11, 22, 33));
-        CHECK_OK(be->ops->dropout_forward(be, y[k] + 5, x + 5, n - 5, p, 11, 22, 33));
-        CHECK_OK(be->ops->dropout_backward(be, dx[k], x, n, p, 11, 22, 34));
-        dl_backend_cpu_destroy(be);
-    }
+    float *x = frandv(n), *y[4], *dx[4], *ys[4];
+    for (int isa = 0; isa < 2; isa++)
+        for (int k = 0; k < 2; k++) {
+            int at = 2 * isa + k;
+            dl_cpu_set_avx512(isa);
+            dl_backend *be = dl_backend_cpu_create(k + 1);
+            y[at] = malloc(n * 4), dx[at] = malloc(n * 4), ys[at] = malloc(n * 4);
+            for (size_t i = 0; i < n; i++)
+                dx[at][i] = 0.5f, ys[at][i] = NAN;
+            CHECK_OK(be->ops->dropout_forward(be, y[at], x, n, p, 11, 22, 33));
+            CHECK_OK(be->ops->dropout_backward(be, dx[at], x, n, p, 11, 22, 34));
+            /* short calls, one after another (each from element 0) */
+            for (size_t t = 0, off = 0; t < sizeof lens / sizeof *lens; off += lens[t++])
+                CHECK_OK(be->ops->dropout_forward(be, ys[at] + off, x + off, lens[t], p, 11, 22,
+                                                  33 + t));
+            dl_backend_cpu_destroy(be);
+        }
+    dl_cpu_set_avx512(was);
     size_t wrong = 0, kept = 0;
     for (size_t i = 0; i < n; i++) {
-        /* the first 5 elements are elements 0..4 of their call, the rest
-         * elements 0.. of the second */
-        float m = dl_rng_uniform(11, 22, 33, i < 5 ? i : i - 5) >= p ? ks : 0.0f;
-        float m2 = dl_rng_uniform(11, 22, 34, i) >= p ? ks : 0.0f;
+        float m = dl_rng_dropout_keep(11, 22, 33, i, p) ? ks : 0.0f;
+        float m2 = dl_rng_dropout_keep(11, 22, 34, i, p) ? ks : 0.0f;
         wrong += y[0][i] != m * x[i];
         wrong += dx[0][i] != 0.5f + m2 * x[i];
         kept += m2 > 0;
     }
-    CHECK_MSG(wrong == 0, "%zu elements differ from the counter RNG's mask", wrong);
-    CHECK(memcmp(y[0], y[1], n * 4) == 0 && memcmp(dx[0], dx[1], n * 4) == 0);
-    CHECK_NEAR((double)kept / (double)n, 0.7, 0.02);
-    for (int k = 0; k < 2; k++)
-        free(y[k]), free(dx[k]);
+    for (size_t t = 0, off = 0; t < sizeof lens / sizeof *lens; off += lens[t++])
+        for (size_t i = 0; i < lens[t]; i++) {
+            float m = dl_rng_dropout_keep(11, 22, 33 + t, i, p) ? ks : 0.0f;
+            wrong += ys[0][off + i] != m * x[off + i];
+        }
+    CHECK_MSG(wrong == 0, "%zu elements differ from the scalar rule", wrong);
+    for (int at = 1; at < 4; at++)
+        CHECK_MSG(memcmp(y[0], y[at], n * 4) == 0 && memcmp(dx[0], dx[at], n * 4) == 0 &&
+                      memcmp(ys[0], ys[at], 173 * 4) == 0,
+                  "isa %d, %d threads differ from the AVX2 path at 1 thread", at / 2, at % 2 + 1);
+    CHECK_NEAR((double)kept / (double)n, 0.7, 0.005);
+    for (int at = 0; at < 4; at++)
+        free(y[at]), free(dx[at]), free(ys[at]);
     free(x);
 }
 

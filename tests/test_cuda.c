@@ -583,7 +583,7 @@ static void test_arith(void)
 static void test_dropout(void)
 {
     NEED_GPU();
-    size_t n = 10001; /* not a multiple of 4: the last Philox block is partial */
+    size_t n = 10001; /* not a multiple of the CPU's vector width: a scalar tail */
     pair x = pair_rand(n, 0.5f, 1.5f, 81), y = pair_const(n, -1), dx = pair_rand(n, -1, 1, 82);
     uint64_t seed = 0x1234567890abcdefull, stream = DL_STREAM_DROPOUT + 3, counter = 42;
     CHECK_OK(cpu->ops->dropout_forward(cpu, y.c, x.c, n, 0.3f, seed, stream, counter));

@@ -1242,6 +1242,85 @@ static void test_rng(void)
     CHECK_NEAR(n2 / N, 1.0, 0.02);
 }
 
+/* Dropout's keep decisions (dl_rng_dropout_keep): draw k of 4 for sample
+ * q, along the index (4 neighbours), the counter (4 steps), the stream
+ * (4 layers) or the seed. */
+static int keep4(int along, uint64_t q, int k, float p)
+{
+    uint64_t seed = 0x5eed, stream = DL_STREAM_DROPOUT + 3, counter = 40, i = q;
+    if (along == 0)
+        i = 4 * q + (uint64_t)k;
+    else if (along == 1)
+        counter += (uint64_t)k;
+    else if (along == 2)
+        stream += (uint64_t)k;
+    else
+        seed += (uint64_t)k;
+    return dl_rng_dropout_keep(seed, stream, counter, i, p);
+}
+
+/* Chi-square of the 16 keep patterns of 4 draws against independent
+ * draws at 1 - p each. */
+static double pattern_chi2(int along, float p, uint64_t samples)
+{
+    double count[16] = {0}, chi2 = 0;
+    for (uint64_t q = 0; q < samples; q++) {
+        int c = 0;
+        for (int k = 0; k < 4; k++)
+            c |= keep4(along, q, k, p) << k;
+        count[c]++;
+    }
+    for (int c = 0; c < 16; c++) {
+        double e = (double)samples;
+        for (int k = 0; k < 4; k++)
+            e *= (c >> k & 1) ? 1.0 - p : p;
+        chi2 += (count[c] - e) * (count[c] - e) / e;
+    }
+    return chi2;
+}
+
+/* The hash behind dropout's masks: keep rates within 4 standard errors
+ * for several p, including the endpoints' exact rules; no dependence
+ * between 4 neighbouring elements, 4 consecutive counters, 4 streams or
+ * 4 seeds (chi-square of the 16 patterns, 15 degrees of freedom: above
+ * 60 has probability 3e-7), nor between elements 16 or 1000 apart
+ * (vector lanes, rows). */
+static void test_rng_dropout_hash(void)
+{
+    const uint64_t N = 1 << 20;
+    const float ps[] = {0.01f, 0.1f, 0.3f, 0.5f, 0.9f};
+    for (size_t t = 0; t < sizeof ps / sizeof *ps; t++) {
+        double kept = 0, p = ps[t];
+        for (uint64_t i = 0; i < N; i++)
+            kept += dl_rng_dropout_keep(7, DL_STREAM_DROPOUT, 1, i, ps[t]);
+        double se = sqrt((double)N * p * (1 - p));
+        CHECK_MSG(fabs(kept - (double)N * (1 - p)) < 4 * se, "p %g: kept %.0f of %llu", p, kept,
+                  (unsigned long long)N);
+    }
+    CHECK(dl_rng_threshold(0.0f) == 0); /* p = 0 keeps everything */
+    CHECK(dl_rng_threshold(0.5f) == 1u << 31);
+    CHECK(dl_rng_threshold(nextafterf(1.0f, 0.0f)) == 0xFFFFFF00u);
+    for (int along = 0; along < 4; along++)
+        for (int t = 0; t < 2; t++) {
+            float p = t ? 0.5f : 0.2f;
+            double c2 = pattern_chi2(along, p, N / 4);
+            CHECK_MSG(c2 < 60, "along %d, p %g: chi-square %.1f", along, (double)p, c2);
+        }
+    /* pairs (i, i + d): 2 x 2 patterns, 3 degrees of freedom */
+    const uint64_t lags[] = {16, 1000, 1u << 16};
+    for (size_t t = 0; t < sizeof lags / sizeof *lags; t++) {
+        double count[4] = {0}, chi2 = 0, p = 0.5;
+        for (uint64_t i = 0; i < N; i++)
+            count[dl_rng_dropout_keep(3, 4, 5, i, 0.5f) * 2 +
+                  dl_rng_dropout_keep(3, 4, 5, i + lags[t], 0.5f)]++;
+        for (int c = 0; c < 4; c++)
+            chi2 += (count[c] - N * p * p) * (count[c] - N * p * p) / (N * p * p);
+        CHECK_MSG(chi2 < 30, "lag %llu: chi-square %.1f", (unsigned long long)lags[t], chi2);
+    }
+    /* the key of a second 2^32 segment is another */
+    CHECK(dl_rng_hash_bits(1, 2, 3, 5) != dl_rng_hash_bits(1, 2, 3, 5 + (1ull << 32)));
+}
+
 /* --- transformer layers (engine/nn/attention.c) and the per-token loss ------- */
 
 static dl_layer *seq_of(dl_layer **layers, int n)
@@ -1562,6 +1641,7 @@ int main(void)
     RUN(test_schedules);
     RUN(test_half_roundtrip);
     RUN(test_rng);
+    RUN(test_rng_dropout_hash);
     RUN(test_mha_grad);
     RUN(test_mha_causal_grad);
     RUN(test_mha_tiles_grad);

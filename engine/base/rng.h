@@ -1,7 +1,8 @@
 /* rng.h - counter-based random numbers (Philox4x32-10) keyed by (seed, stream, counter, index)
  *
  * No state: the same key gives the same numbers on any device, thread count
- * or after a resume. Streams separate uses (initialisation of parameter k,
+ * or after a resume. Dropout's masks use a cheaper keyed hash of the index
+ * (dl_rng_dropout_keep), its key drawn from Philox. Streams separate uses (initialisation of parameter k,
  * dropout of layer k, shuffling) so they never overlap.
  */
 #ifndef DL_RNG_H
@@ -84,6 +85,65 @@ DL_RNG_FN float dl_rng_normal(uint64_t seed, uint64_t stream, uint64_t counter, 
     float u1 = ((float)(r.v[j] >> 8) + 1.0f) * (1.0f / 16777217.0f); /* (0, 1] */
     float u2 = dl_rng_u01(r.v[j + 1]);
     return sqrtf(-2.0f * logf(u1)) * cosf(6.28318530718f * u2);
+}
+
+/* A keyed 32-bit hash of an element index, for dropout's masks: per
+ * element one Philox block costs ten rounds of widening multiplies, and a
+ * keep decision needs far less than 128 bits, so a mask draws one Philox
+ * block per 2^32 elements for the key and hashes each index with it
+ * (an odd multiplier and an offset, then Wellons' triple32 mixer). Vector
+ * lanes compute the same operations per element, in any order. */
+typedef struct dl_rng_hkey {
+    uint32_t a, b; /* index * a + b, a odd */
+} dl_rng_hkey;
+
+#define DL_RNG_HASH_M0 0xED5AD4BBu
+#define DL_RNG_HASH_M1 0xAC4C1B51u
+#define DL_RNG_HASH_M2 0x31848BABu
+/* Philox indices at or above this draw hash keys: far above any element
+ * index dl_rng_uniform or dl_rng_normal reaches. */
+#define DL_RNG_HASH_KEY_BLOCK (1ull << 63)
+
+/* The key of elements [hi 2^32, (hi + 1) 2^32) of (seed, stream, counter). */
+DL_RNG_FN dl_rng_hkey dl_rng_hash_key(uint64_t seed, uint64_t stream, uint64_t counter, uint32_t hi)
+{
+    dl_rng4 r = dl_rng_philox(seed, stream, counter, DL_RNG_HASH_KEY_BLOCK | hi);
+    dl_rng_hkey k = {r.v[0] | 1u, r.v[1]};
+    return k;
+}
+
+/* 32 bits for the element whose index has low word lo, under key k. */
+DL_RNG_FN uint32_t dl_rng_hash32(dl_rng_hkey k, uint32_t lo)
+{
+    uint32_t x = lo * k.a + k.b;
+    x ^= x >> 17;
+    x *= DL_RNG_HASH_M0;
+    x ^= x >> 11;
+    x *= DL_RNG_HASH_M1;
+    x ^= x >> 15;
+    x *= DL_RNG_HASH_M2;
+    x ^= x >> 14;
+    return x;
+}
+
+/* The same for element i of (seed, stream, counter), key included. */
+DL_RNG_FN uint32_t dl_rng_hash_bits(uint64_t seed, uint64_t stream, uint64_t counter, uint64_t i)
+{
+    return dl_rng_hash32(dl_rng_hash_key(seed, stream, counter, (uint32_t)(i >> 32)), (uint32_t)i);
+}
+
+/* Bits at or above this pass with probability 1 - p (to within 2^-32):
+ * ceil(p 2^32) for p in [0, 1), exact in double. */
+DL_RNG_FN uint32_t dl_rng_threshold(float p) { return (uint32_t)ceil((double)p * 4294967296.0); }
+
+/* Dropout keeps element i of (seed, stream, counter) at probability p
+ * when its hash bits reach dl_rng_threshold(p). One Philox call per
+ * element here (the key): the rule for references; kernels draw the key
+ * once and call dl_rng_hash32. */
+DL_RNG_FN int dl_rng_dropout_keep(uint64_t seed, uint64_t stream, uint64_t counter, uint64_t i,
+                                  float p)
+{
+    return dl_rng_hash_bits(seed, stream, counter, i) >= dl_rng_threshold(p);
 }
 
 /* Streams used by the engine (a layer's or parameter's index is added). */

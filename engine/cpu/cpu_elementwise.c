@@ -672,176 +672,138 @@ int dl_cpu_fill(dl_backend *be, float *dst, float value, size_t n)
 
 /* --- dropout -------------------------------------------------------------- */
 
-/* Element i is kept when dl_rng_uniform(seed, stream, counter, i) >= p:
- * word i % 4 of the Philox block i / 4. The vector body computes eight
- * blocks (32 elements) per pass, the same numbers the scalar code draws,
- * so masks agree with the CUDA kernel and with any range split. */
-static inline float drop_one(const job *j, size_t i, float u, float keep_scale)
+/* Element i is kept when dl_rng_hash_bits(seed, stream, counter, i) >=
+ * dl_rng_threshold(p) (rng.h): a hash of the index under a key drawn once
+ * per 2^32 elements, so any lane may compute any element, and masks agree
+ * with the CUDA kernel, with any range split and on either vector width.
+ * A kept element is x / (1 - p), a dropped one 0 * x. */
+static inline float drop_one(const job *j, size_t i, uint32_t bits, uint32_t thr, float ks)
 {
-    float m = u >= j->s0 ? keep_scale : 0.0f;
+    float m = bits >= thr ? ks : 0.0f;
     return j->i0 ? j->y[i] + m * j->a[i] : m * j->a[i];
 }
 
 #ifdef DL_CPU_VMATH
-/* hi and lo 32 bits of a * m per lane, both from the two widening
- * products (mullo would cost two more multiplies). */
-static inline void mul_hilo(__m256i a, __m256i m, __m256i *hi, __m256i *lo)
+/* dl_rng_hash32's mixer on 8 lanes (x = index * a + b already). */
+static inline __m256i hash_mix8(__m256i x)
 {
-    __m256i even = _mm256_mul_epu32(a, m);
-    __m256i odd = _mm256_mul_epu32(_mm256_srli_epi64(a, 32), m);
-    *hi = _mm256_blend_epi32(_mm256_srli_epi64(even, 32), odd, 0xAA);
-    *lo = _mm256_blend_epi32(even, _mm256_slli_epi64(odd, 32), 0xAA);
+    x = _mm256_xor_si256(x, _mm256_srli_epi32(x, 17));
+    x = _mm256_mullo_epi32(x, _mm256_set1_epi32((int)DL_RNG_HASH_M0));
+    x = _mm256_xor_si256(x, _mm256_srli_epi32(x, 11));
+    x = _mm256_mullo_epi32(x, _mm256_set1_epi32((int)DL_RNG_HASH_M1));
+    x = _mm256_xor_si256(x, _mm256_srli_epi32(x, 15));
+    x = _mm256_mullo_epi32(x, _mm256_set1_epi32((int)DL_RNG_HASH_M2));
+    return _mm256_xor_si256(x, _mm256_srli_epi32(x, 14));
 }
 
-/* The uniforms of Philox blocks blk .. blk + 7 in element order (4 per
- * block): u[0] holds elements 0-7 (blocks blk, blk + 1), and so on. */
-static void philox8(const job *j, uint64_t blk, __m256 u[4])
+/* One vector of 8 elements at y, x: m * x, added to y when add. */
+static inline void drop8(float *y, const float *x, __m256i h, __m256i t, __m256 vks, int add)
 {
-    uint32_t k[2];
-    dl_philox_key(j->u0, j->u1, k);
-    uint32_t k0 = k[0], k1 = k[1];
-    __m256i c0 = _mm256_add_epi32(_mm256_set1_epi32((int)(uint32_t)blk),
-                                  _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-    __m256i c1 = _mm256_set1_epi32((int)(uint32_t)(blk >> 32));
-    __m256i c2 = _mm256_set1_epi32((int)(uint32_t)j->u2);
-    __m256i c3 = _mm256_set1_epi32((int)(uint32_t)(j->u2 >> 32));
-    const __m256i m0 = _mm256_set1_epi32((int)DL_PHILOX_M0),
-                  m1 = _mm256_set1_epi32((int)DL_PHILOX_M1);
-    for (int r = 0; r < 10; r++) {
-        __m256i hi0, lo0, hi1, lo1;
-        mul_hilo(c0, m0, &hi0, &lo0);
-        mul_hilo(c2, m1, &hi1, &lo1);
-        c0 = _mm256_xor_si256(_mm256_xor_si256(hi1, c1), _mm256_set1_epi32((int)k0));
-        c1 = lo1;
-        c2 = _mm256_xor_si256(_mm256_xor_si256(hi0, c3), _mm256_set1_epi32((int)k1));
-        c3 = lo0;
-        k0 += DL_PHILOX_W0;
-        k1 += DL_PHILOX_W1;
+    /* h >= thr unsigned: max(h, thr) == h */
+    __m256i keep = _mm256_cmpeq_epi32(_mm256_max_epu32(h, t), h);
+    __m256 v = _mm256_mul_ps(_mm256_and_ps(vks, _mm256_castsi256_ps(keep)), _mm256_loadu_ps(x));
+    if (add)
+        v = _mm256_add_ps(_mm256_loadu_ps(y), v);
+    _mm256_storeu_ps(y, v);
+}
+
+/* Elements [i, e) by 16 while 16 remain (two independent hashes in
+ * flight), all in one key's 2^32 elements; returns where it stopped. */
+static size_t drop_v256(const job *j, dl_rng_hkey k, uint32_t thr, float ks, size_t i, size_t e)
+{
+    float *y = j->y;
+    const float *x = j->a;
+    const int add = j->i0;
+    const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    __m256i h0 = _mm256_add_epi32(
+        _mm256_mullo_epi32(_mm256_add_epi32(_mm256_set1_epi32((int)(uint32_t)i), lane),
+                           _mm256_set1_epi32((int)k.a)),
+        _mm256_set1_epi32((int)k.b));
+    const __m256i step = _mm256_set1_epi32((int)(8u * k.a)), t = _mm256_set1_epi32((int)thr);
+    __m256i h1 = _mm256_add_epi32(h0, step);
+    const __m256i step2 = _mm256_add_epi32(step, step);
+    const __m256 vks = _mm256_set1_ps(ks);
+    for (; i + 16 <= e; i += 16) {
+        __m256i m0 = hash_mix8(h0), m1 = hash_mix8(h1);
+        h0 = _mm256_add_epi32(h0, step2);
+        h1 = _mm256_add_epi32(h1, step2);
+        drop8(y + i, x + i, m0, t, vks, add);
+        drop8(y + i + 8, x + i + 8, m1, t, vks, add);
     }
-    /* a 4 x 8 transpose: block b's four words become elements 4b .. 4b + 3 */
-    __m256i t0 = _mm256_unpacklo_epi32(c0, c1), t1 = _mm256_unpackhi_epi32(c0, c1);
-    __m256i t2 = _mm256_unpacklo_epi32(c2, c3), t3 = _mm256_unpackhi_epi32(c2, c3);
-    __m256i b04 = _mm256_unpacklo_epi64(t0, t2), b15 = _mm256_unpackhi_epi64(t0, t2);
-    __m256i b26 = _mm256_unpacklo_epi64(t1, t3), b37 = _mm256_unpackhi_epi64(t1, t3);
-    __m256i w[4] = {
-        _mm256_permute2x128_si256(b04, b15, 0x20), _mm256_permute2x128_si256(b26, b37, 0x20),
-        _mm256_permute2x128_si256(b04, b15, 0x31), _mm256_permute2x128_si256(b26, b37, 0x31)};
-    const __m256 scale = _mm256_set1_ps(1.0f / 16777216.0f);
-    for (int q = 0; q < 4; q++)
-        u[q] = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_srli_epi32(w[q], 8)), scale);
+    return i;
 }
 
-/* Elements [i, i + 32), i a multiple of 32. */
-static void drop32(const job *j, size_t i, float keep_scale)
+/* The same on 16 lanes. */
+DL_V512_TARGET static inline __m512i hash_mix16(__m512i x)
 {
-    __m256 u[4];
-    philox8(j, i >> 2, u);
-    __m256 p = _mm256_set1_ps(j->s0), ks = _mm256_set1_ps(keep_scale);
-    for (int q = 0; q < 4; q++) {
-        __m256 keep = _mm256_cmp_ps(u[q], p, _CMP_GE_OQ);
-        __m256 m = _mm256_and_ps(ks, keep);
-        __m256 v = _mm256_mul_ps(m, _mm256_loadu_ps(j->a + i + 8 * q));
-        if (j->i0)
-            v = _mm256_add_ps(_mm256_loadu_ps(j->y + i + 8 * q), v);
-        _mm256_storeu_ps(j->y + i + 8 * q, v);
-    }
+    x = _mm512_xor_si512(x, _mm512_srli_epi32(x, 17));
+    x = _mm512_mullo_epi32(x, _mm512_set1_epi32((int)DL_RNG_HASH_M0));
+    x = _mm512_xor_si512(x, _mm512_srli_epi32(x, 11));
+    x = _mm512_mullo_epi32(x, _mm512_set1_epi32((int)DL_RNG_HASH_M1));
+    x = _mm512_xor_si512(x, _mm512_srli_epi32(x, 15));
+    x = _mm512_mullo_epi32(x, _mm512_set1_epi32((int)DL_RNG_HASH_M2));
+    return _mm512_xor_si512(x, _mm512_srli_epi32(x, 14));
 }
 
-/* The same on 16 lanes: two groups of 16 blocks (128 elements) per pass,
- * so that one group's multiplies fill the other's latency. */
-DL_V512_TARGET static inline void mul_hilo_v512(__m512i a, __m512i m, __m512i *hi, __m512i *lo)
+DL_V512_TARGET static inline void drop16(float *y, const float *x, __m512i h, __m512i t, __m512 vks,
+                                         int add)
 {
-    __m512i even = _mm512_mul_epu32(a, m);
-    __m512i odd = _mm512_mul_epu32(_mm512_srli_epi64(a, 32), m);
-    *hi = _mm512_mask_blend_epi32(0xAAAA, _mm512_srli_epi64(even, 32), odd);
-    *lo = _mm512_mask_blend_epi32(0xAAAA, even, _mm512_slli_epi64(odd, 32));
+    /* m * x as the 8-lane code does it (0 * x keeps its sign) */
+    __m512 v =
+        _mm512_mul_ps(_mm512_maskz_mov_ps(_mm512_cmpge_epu32_mask(h, t), vks), _mm512_loadu_ps(x));
+    if (add)
+        v = _mm512_add_ps(_mm512_loadu_ps(y), v);
+    _mm512_storeu_ps(y, v);
 }
 
-/* Elements [i, i + 128), i a multiple of 128: Philox blocks i / 4 ..
- * i / 4 + 31 (no carry into the high counter word: 32 | i / 4). */
-DL_V512_TARGET static void drop128_v512(const job *j, size_t i, float keep_scale)
+DL_V512_TARGET static size_t drop_v512(const job *j, dl_rng_hkey k, uint32_t thr, float ks,
+                                       size_t i, size_t e)
 {
-    uint64_t blk = i >> 2;
-    uint32_t k[2];
-    dl_philox_key(j->u0, j->u1, k);
-    uint32_t k0 = k[0], k1 = k[1];
+    float *y = j->y;
+    const float *x = j->a;
+    const int add = j->i0;
     const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-    __m512i c[2][4];
-    for (int g = 0; g < 2; g++) {
-        c[g][0] =
-            _mm512_add_epi32(_mm512_set1_epi32((int)(uint32_t)(blk + 16 * (unsigned)g)), lane);
-        c[g][1] = _mm512_set1_epi32((int)(uint32_t)(blk >> 32));
-        c[g][2] = _mm512_set1_epi32((int)(uint32_t)j->u2);
-        c[g][3] = _mm512_set1_epi32((int)(uint32_t)(j->u2 >> 32));
+    __m512i h0 = _mm512_add_epi32(
+        _mm512_mullo_epi32(_mm512_add_epi32(_mm512_set1_epi32((int)(uint32_t)i), lane),
+                           _mm512_set1_epi32((int)k.a)),
+        _mm512_set1_epi32((int)k.b));
+    const __m512i step = _mm512_set1_epi32((int)(16u * k.a)), t = _mm512_set1_epi32((int)thr);
+    __m512i h1 = _mm512_add_epi32(h0, step);
+    const __m512i step2 = _mm512_add_epi32(step, step);
+    const __m512 vks = _mm512_set1_ps(ks);
+    for (; i + 32 <= e; i += 32) {
+        __m512i m0 = hash_mix16(h0), m1 = hash_mix16(h1);
+        h0 = _mm512_add_epi32(h0, step2);
+        h1 = _mm512_add_epi32(h1, step2);
+        drop16(y + i, x + i, m0, t, vks, add);
+        drop16(y + i + 16, x + i + 16, m1, t, vks, add);
     }
-    const __m512i m0 = _mm512_set1_epi32((int)DL_PHILOX_M0),
-                  m1 = _mm512_set1_epi32((int)DL_PHILOX_M1);
-    for (int r = 0; r < 10; r++) {
-        __m512i kk0 = _mm512_set1_epi32((int)k0), kk1 = _mm512_set1_epi32((int)k1);
-        for (int g = 0; g < 2; g++) {
-            __m512i hi0, lo0, hi1, lo1;
-            mul_hilo_v512(c[g][0], m0, &hi0, &lo0);
-            mul_hilo_v512(c[g][2], m1, &hi1, &lo1);
-            c[g][0] = _mm512_ternarylogic_epi32(hi1, c[g][1], kk0, 0x96); /* a ^ b ^ c */
-            c[g][1] = lo1;
-            c[g][2] = _mm512_ternarylogic_epi32(hi0, c[g][3], kk1, 0x96);
-            c[g][3] = lo0;
-        }
-        k0 += DL_PHILOX_W0;
-        k1 += DL_PHILOX_W1;
-    }
-    const __m512 scale = _mm512_set1_ps(1.0f / 16777216.0f), p = _mm512_set1_ps(j->s0),
-                 ks = _mm512_set1_ps(keep_scale);
-    for (int g = 0; g < 2; g++) {
-        /* within each 128-bit lane: block 4L + r's four words (b[r]) ... */
-        __m512i t0 = _mm512_unpacklo_epi32(c[g][0], c[g][1]),
-                t1 = _mm512_unpackhi_epi32(c[g][0], c[g][1]);
-        __m512i t2 = _mm512_unpacklo_epi32(c[g][2], c[g][3]),
-                t3 = _mm512_unpackhi_epi32(c[g][2], c[g][3]);
-        __m512i b0 = _mm512_unpacklo_epi64(t0, t2), b1 = _mm512_unpackhi_epi64(t0, t2);
-        __m512i b2 = _mm512_unpacklo_epi64(t1, t3), b3 = _mm512_unpackhi_epi64(t1, t3);
-        /* ... then a 4 x 4 transpose of lanes: w[q] holds blocks 4q .. 4q + 3 */
-        __m512i x0 = _mm512_shuffle_i32x4(b0, b1, 0x44), x1 = _mm512_shuffle_i32x4(b0, b1, 0xEE);
-        __m512i y0 = _mm512_shuffle_i32x4(b2, b3, 0x44), y1 = _mm512_shuffle_i32x4(b2, b3, 0xEE);
-        __m512i w[4] = {_mm512_shuffle_i32x4(x0, y0, 0x88), _mm512_shuffle_i32x4(x0, y0, 0xDD),
-                        _mm512_shuffle_i32x4(x1, y1, 0x88), _mm512_shuffle_i32x4(x1, y1, 0xDD)};
-        for (int q = 0; q < 4; q++) {
-            size_t at = i + 64 * (size_t)g + 16 * (size_t)q;
-            __m512 u = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_srli_epi32(w[q], 8)), scale);
-            __mmask16 keep = _mm512_cmp_ps_mask(u, p, _CMP_GE_OQ);
-            /* m * a as the 8-lane code does it (0 * a keeps its sign) */
-            __m512 v = _mm512_mul_ps(_mm512_maskz_mov_ps(keep, ks), _mm512_loadu_ps(j->a + at));
-            if (j->i0)
-                v = _mm512_add_ps(_mm512_loadu_ps(j->y + at), v);
-            _mm512_storeu_ps(j->y + at, v);
-        }
-    }
+    return i;
 }
 #endif
+
+/* Elements [b, e), all under key k (one 2^32 segment of indices). */
+static void drop_segment(const job *j, dl_rng_hkey k, uint32_t thr, float ks, size_t b, size_t e)
+{
+    size_t i = b;
+#ifdef DL_CPU_VMATH
+    i = dl_v512_usable() ? drop_v512(j, k, thr, ks, i, e) : drop_v256(j, k, thr, ks, i, e);
+#endif
+    for (; i < e; i++)
+        j->y[i] = drop_one(j, i, dl_rng_hash32(k, (uint32_t)i), thr, ks);
+}
 
 static void dropout_range(void *p, size_t b, size_t e)
 {
     job *j = p;
-    float keep_scale = 1.0f / (1.0f - j->s0);
-    size_t i = b;
-#ifdef DL_CPU_VMATH
-    for (; i < e && i % 32; i++)
-        j->y[i] = drop_one(j, i, dl_rng_uniform(j->u0, j->u1, j->u2, i), keep_scale);
-    if (dl_v512_usable()) {
-        for (; i + 32 <= e && i % 128; i += 32)
-            drop32(j, i, keep_scale);
-        for (; i + 128 <= e; i += 128)
-            drop128_v512(j, i, keep_scale);
-    }
-    for (; i + 32 <= e; i += 32)
-        drop32(j, i, keep_scale);
-#endif
-    for (; i < e; i++) {
-        /* one Philox call per block of four */
-        dl_rng4 r = dl_rng_philox(j->u0, j->u1, j->u2, i >> 2);
-        j->y[i] = drop_one(j, i, dl_rng_u01(r.v[i & 3]), keep_scale);
-        for (; i + 1 < e && (i + 1) & 3; i++)
-            j->y[i + 1] = drop_one(j, i + 1, dl_rng_u01(r.v[(i + 1) & 3]), keep_scale);
+    float ks = 1.0f / (1.0f - j->s0);
+    uint32_t thr = dl_rng_threshold(j->s0);
+    while (b < e) {
+        uint32_t hi = (uint32_t)((uint64_t)b >> 32);
+        uint64_t seg_end = ((uint64_t)hi + 1) << 32;
+        size_t end = (uint64_t)e < seg_end ? e : (size_t)seg_end;
+        drop_segment(j, dl_rng_hash_key(j->u0, j->u1, j->u2, hi), thr, ks, b, end);
+        b = end;
     }
 }
 

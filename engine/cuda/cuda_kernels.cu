@@ -436,26 +436,22 @@ int cuda_scale(dl_backend *be, float *x, float alpha, size_t n)
 
 /* --- dropout ------------------------------------------------------------------------ */
 
-/* Thread j handles elements 4j..4j+3 with one Philox call: word t of block
- * j is element 4j+t's number, exactly dl_rng_uniform's layout, so masks
- * equal the CPU's. */
-__global__ void dropout_kernel(float *y, const float *x, size_t n, float p, float keep_scale,
-                               uint64_t seed, uint64_t stream, uint64_t counter, int backward)
+/* Element i is kept when its hash bits reach thr (dl_rng_hash32 under
+ * the key of i's 2^32 segment: k0 for the first, drawn here beyond it),
+ * the CPU's rule through the same rng.h functions, so masks equal. */
+__global__ void dropout_kernel(float *y, const float *x, size_t n, uint32_t thr, float keep_scale,
+                               dl_rng_hkey k0, uint64_t seed, uint64_t stream, uint64_t counter,
+                               int backward)
 {
-    size_t blocks = (n + 3) / 4;
-    GRID_STRIDE(j, blocks)
+    GRID_STRIDE(i, n)
     {
-        dl_rng4 r = dl_rng_philox(seed, stream, counter, (uint64_t)j);
-        for (int t = 0; t < 4; t++) {
-            size_t i = j * 4 + t;
-            if (i >= n)
-                break;
-            float m = dl_rng_u01(r.v[t]) >= p ? keep_scale : 0.0f;
-            if (backward)
-                y[i] += m * x[i];
-            else
-                y[i] = m * x[i];
-        }
+        uint32_t hi = (uint32_t)((uint64_t)i >> 32);
+        dl_rng_hkey k = hi == 0 ? k0 : dl_rng_hash_key(seed, stream, counter, hi);
+        float m = dl_rng_hash32(k, (uint32_t)i) >= thr ? keep_scale : 0.0f;
+        if (backward)
+            y[i] += m * x[i];
+        else
+            y[i] = m * x[i];
     }
 }
 
@@ -467,8 +463,9 @@ static int dropout(dl_backend *be, int backward, float *y, const float *x, size_
     if (n == 0)
         return DL_OK;
     float keep_scale = 1.0f / (1.0f - p);
-    dropout_kernel<<<grid_for(be, (n + 3) / 4), THREADS, 0, CTX(be)->stream>>>(
-        y, x, n, p, keep_scale, seed, stream, counter, backward);
+    dl_rng_hkey k0 = dl_rng_hash_key(seed, stream, counter, 0);
+    dropout_kernel<<<grid_for(be, n), THREADS, 0, CTX(be)->stream>>>(
+        y, x, n, dl_rng_threshold(p), keep_scale, k0, seed, stream, counter, backward);
     LAUNCH_CHECK("dropout");
     return DL_OK;
 }
