@@ -1129,10 +1129,14 @@ static int is_max2(const pool_task *t)
 static inline float max_step(float v, float x) { return (x > v) | (x != x) ? x : v; }
 
 #if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
-/* Vector max_step: x where x > v or x is NaN. */
-#define VMAX_STEP(v, x)                                                                            \
-    _mm512_mask_blend_ps(                                                                          \
-        _mm512_cmp_ps_mask(x, v, _CMP_GT_OQ) | _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q), v, x)
+/* Vector max_step: x where x > v or x is NaN. maxps(x, v) is x > v ? x :
+ * v (v where x is NaN, v on ties, so the first of equal zeros), then x
+ * where it is NaN. */
+DIRECT_TARGET static inline __m512 vmax_step(__m512 v, __m512 x)
+{
+    return _mm512_mask_mov_ps(_mm512_max_ps(x, v), _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q), x);
+}
+#define VMAX_STEP(v, x) vmax_step(v, x)
 
 /* relu: x where x > 0, else 0 (NaN too). */
 #define VRELU(x) _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_GT_OQ), x)
@@ -1239,6 +1243,176 @@ DIRECT_TARGET static void max2_bwd_avx512(const pool_task *t, size_t pl)
         }
     }
 }
+
+/* Small planes (w <= 32, so q <= 16): a block of g = 32 / w row pairs,
+ * at most 64 floats of x in four vectors, gives g * q outputs in one
+ * vector, whatever the plane size; blocks run on across planes when h is
+ * even (row pairs are then evenly spaced through the whole range). Each
+ * output lane takes its four window cells from the four vectors with two
+ * permutes and a blend; the maximum ((a0 . a1) . (b0 . b1)) equals the
+ * row-major scan's (max_step keeps the last NaN, else the first maximum,
+ * and that does not depend on the grouping). The backward compares x
+ * with y spread back over the cells, picks the first equal cell of each
+ * window with bit operations on the block's 64-bit mask and sends dy
+ * there. */
+typedef struct max2s {
+    int w, q, g;
+    int cell[4][16];   /* per window cell (a0 a1 b0 b1): x offset in the block per output lane */
+    int owner[64];     /* per x offset in the block: its output lane */
+    uint64_t where[4]; /* per window cell: the x offsets it takes, as bits */
+} max2s;
+
+static int max2s_fits(const dl_pool_desc *d) { return d->w >= 2 && d->w <= 32; }
+
+static void max2s_init(max2s *b, const dl_pool_desc *d)
+{
+    memset(b, 0, sizeof *b);
+    b->w = d->w, b->q = d->q, b->g = 32 / d->w;
+    for (int o = 0; o < b->g * b->q; o++) {
+        int f = o / b->q * 2 * b->w + 2 * (o % b->q);
+        int at[4] = {f, f + 1, f + b->w, f + b->w + 1};
+        for (int c = 0; c < 4; c++) {
+            b->cell[c][o] = at[c];
+            b->owner[at[c]] = o;
+            b->where[c] |= 1ull << at[c];
+        }
+    }
+}
+
+/* The first n of 64 bits. */
+static inline uint64_t bits64(int n) { return n >= 64 ? ~0ull : (1ull << n) - 1; }
+
+#define VLOAD_IDX(p) _mm512_loadu_si512((const void *)(p))
+#define INLINE512 DIRECT_TARGET static inline __attribute__((always_inline))
+
+/* The four x vectors of a block, the lanes of `valid` loaded (the others
+ * 0), relu'd when fused. */
+typedef struct xblock {
+    __m512 v0, v1, v2, v3;
+} xblock;
+
+INLINE512 xblock max2s_load(const float *xb, uint64_t valid, int relu)
+{
+    xblock X = {_mm512_maskz_loadu_ps((__mmask16)valid, xb),
+                _mm512_maskz_loadu_ps((__mmask16)(valid >> 16), xb + 16),
+                _mm512_maskz_loadu_ps((__mmask16)(valid >> 32), xb + 32),
+                _mm512_maskz_loadu_ps((__mmask16)(valid >> 48), xb + 48)};
+    if (relu) {
+        X.v0 = VRELU(X.v0), X.v1 = VRELU(X.v1);
+        X.v2 = VRELU(X.v2), X.v3 = VRELU(X.v3);
+    }
+    return X;
+}
+
+/* Lane o: x[i[o]] of the block's 64 floats (hi: the lanes with i >= 32). */
+INLINE512 __m512 max2s_cell(const xblock *X, __m512i i, __mmask16 hi)
+{
+    return _mm512_mask_blend_ps(hi, _mm512_permutex2var_ps(X->v0, i, X->v1),
+                                _mm512_permutex2var_ps(X->v2, i, X->v3));
+}
+
+INLINE512 void max2s_fwd_body(const max2s *b, const float *x, float *y, size_t pairs, int relu)
+{
+    const __m512i i0 = VLOAD_IDX(b->cell[0]), i1 = VLOAD_IDX(b->cell[1]);
+    const __m512i i2 = VLOAD_IDX(b->cell[2]), i3 = VLOAD_IDX(b->cell[3]);
+    const __m512i top = _mm512_set1_epi32(31);
+    const __mmask16 h0 = _mm512_cmpgt_epi32_mask(i0, top), h1 = _mm512_cmpgt_epi32_mask(i1, top);
+    const __mmask16 h2 = _mm512_cmpgt_epi32_mask(i2, top), h3 = _mm512_cmpgt_epi32_mask(i3, top);
+    const size_t in = 2 * (size_t)b->w, g = (size_t)b->g, q = (size_t)b->q;
+    const uint64_t full = bits64((int)(g * in));
+    const __mmask16 fo = (__mmask16)bits64((int)(g * q));
+    for (size_t r = 0; r < pairs; r += g) {
+        uint64_t valid = full;
+        __mmask16 mo = fo;
+        if (pairs - r < g) {
+            valid = bits64((int)((pairs - r) * in));
+            mo = (__mmask16)bits64((int)((pairs - r) * q));
+        }
+        xblock X = max2s_load(x + r * in, valid, relu);
+        __m512 a = VMAX_STEP(max2s_cell(&X, i0, h0), max2s_cell(&X, i1, h1));
+        __m512 c = VMAX_STEP(max2s_cell(&X, i2, h2), max2s_cell(&X, i3, h3));
+        _mm512_mask_storeu_ps(y + r * q, mo, VMAX_STEP(a, c));
+    }
+}
+
+/* x and y of `pairs` row pairs, evenly spaced (2w floats of x, q of y). */
+DIRECT_TARGET static void max2s_fwd(const pool_task *t, const max2s *b, const float *x, float *y,
+                                    size_t pairs)
+{
+    if (t->relu)
+        max2s_fwd_body(b, x, y, pairs, 1);
+    else
+        max2s_fwd_body(b, x, y, pairs, 0);
+}
+
+/* The winners' g spread back to x vector v, added to dx or written. */
+INLINE512 void max2s_put(float *db, __m512i own, __m512 gy, uint64_t win, uint64_t store, int set)
+{
+    __m512 gv = _mm512_maskz_mov_ps((__mmask16)win, _mm512_permutexvar_ps(own, gy));
+    if (!set)
+        gv = _mm512_add_ps(_mm512_maskz_loadu_ps((__mmask16)store, db), gv);
+    _mm512_mask_storeu_ps(db, (__mmask16)store, gv);
+}
+
+INLINE512 void max2s_bwd_body(const max2s *b, const float *x, const float *yc, const float *dy,
+                              float *dx, size_t pairs, int relu, int set)
+{
+    const __m512i o0 = VLOAD_IDX(b->owner), o1 = VLOAD_IDX(b->owner + 16);
+    const __m512i o2 = VLOAD_IDX(b->owner + 32), o3 = VLOAD_IDX(b->owner + 48);
+    const uint64_t a0w = b->where[0], a1w = b->where[1], b0w = b->where[2], b1w = b->where[3];
+    const uint64_t cells = a0w | a1w | b0w | b1w;
+    const int w = b->w;
+    const size_t in = 2 * (size_t)w, g = (size_t)b->g, q = (size_t)b->q;
+    const uint64_t full = bits64((int)(g * in));
+    const __mmask16 fo = (__mmask16)bits64((int)(g * q));
+    for (size_t r = 0; r < pairs; r += g) {
+        uint64_t valid = full;
+        __mmask16 mo = fo;
+        if (pairs - r < g) {
+            valid = bits64((int)((pairs - r) * in));
+            mo = (__mmask16)bits64((int)((pairs - r) * q));
+        }
+        const float *xb = x + r * in;
+        float *db = dx + r * in;
+        __m512 m = _mm512_maskz_loadu_ps(mo, yc + r * q);
+        __m512 gy = _mm512_maskz_loadu_ps(mo, dy + r * q);
+        if (relu) /* relu'(x) of the chosen cell is 1 exactly when the max is > 0 */
+            gy = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(m, _mm512_setzero_ps(), _CMP_GT_OQ), gy);
+        xblock X = max2s_load(xb, valid, relu);
+        uint64_t e = (uint64_t)_mm512_cmp_ps_mask(X.v0, _mm512_permutexvar_ps(o0, m), _CMP_EQ_OQ);
+        e |= (uint64_t)_mm512_cmp_ps_mask(X.v1, _mm512_permutexvar_ps(o1, m), _CMP_EQ_OQ) << 16;
+        e |= (uint64_t)_mm512_cmp_ps_mask(X.v2, _mm512_permutexvar_ps(o2, m), _CMP_EQ_OQ) << 32;
+        e |= (uint64_t)_mm512_cmp_ps_mask(X.v3, _mm512_permutexvar_ps(o3, m), _CMP_EQ_OQ) << 48;
+        e &= valid;
+        /* the first cell equal to the max, in the order a0 a1 b0 b1 */
+        uint64_t a0 = e & a0w, a1 = e & a1w & ~(a0 << 1);
+        uint64_t upper = a0 | a1 >> 1; /* at a0: the upper row has it */
+        uint64_t b0 = e & b0w & ~(upper << w);
+        uint64_t b1 = e & b1w & ~(upper << (w + 1)) & ~(b0 << 1);
+        uint64_t win = a0 | a1 | b0 | b1, store = cells & valid;
+        max2s_put(db, o0, gy, win, store, set);
+        max2s_put(db + 16, o1, gy, win >> 16, store >> 16, set);
+        max2s_put(db + 32, o2, gy, win >> 32, store >> 32, set);
+        max2s_put(db + 48, o3, gy, win >> 48, store >> 48, set);
+    }
+}
+
+/* dx of `pairs` evenly spaced row pairs += (or, with t->set, =) the
+ * gradient routed from dy; x and yc as the forward saw and wrote them. */
+DIRECT_TARGET static void max2s_bwd(const pool_task *t, const max2s *b, const float *x,
+                                    const float *yc, const float *dy, float *dx, size_t pairs)
+{
+    if (t->relu && t->set)
+        max2s_bwd_body(b, x, yc, dy, dx, pairs, 1, 1);
+    else if (t->relu)
+        max2s_bwd_body(b, x, yc, dy, dx, pairs, 1, 0);
+    else if (t->set)
+        max2s_bwd_body(b, x, yc, dy, dx, pairs, 0, 1);
+    else
+        max2s_bwd_body(b, x, yc, dy, dx, pairs, 0, 0);
+}
+#undef INLINE512
+#undef VLOAD_IDX
 #endif
 
 static void max2_fwd(const pool_task *t, size_t pl)
@@ -1307,11 +1481,41 @@ static int max2_plane(const pool_task *t, size_t pl, int backward)
     return 1;
 }
 
+/* Planes [begin, end) of a 2x2, stride-2 max pooling by the small-plane
+ * AVX-512 kernels; returns 0, doing nothing, where they do not apply. */
+static int max2s_planes(const pool_task *t, size_t begin, size_t end, int backward)
+{
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+    const dl_pool_desc *d = t->d;
+    if (!is_max2(t) || !t->avx512 || !max2s_fits(d))
+        return 0;
+    max2s b;
+    max2s_init(&b, d);
+    size_t hw = (size_t)d->h * d->w, pq = (size_t)d->p * d->q;
+    /* with h even the row pairs of all planes are evenly spaced: one run */
+    size_t step = d->h % 2 ? 1 : end - begin;
+    for (size_t pl = begin; pl < end; pl += step) {
+        size_t pairs = (size_t)d->p * step;
+        if (backward)
+            max2s_bwd(t, &b, t->x + pl * hw, t->yc + pl * pq, t->dy + pl * pq, t->dx + pl * hw,
+                      pairs);
+        else
+            max2s_fwd(t, &b, t->x + pl * hw, t->y + pl * pq, pairs);
+    }
+    return 1;
+#else
+    (void)t, (void)begin, (void)end, (void)backward;
+    return 0;
+#endif
+}
+
 /* Planes [begin, end) of n*c. */
 static void pool_fwd_task(void *arg, size_t begin, size_t end)
 {
     const pool_task *t = arg;
     const dl_pool_desc *d = t->d;
+    if (max2s_planes(t, begin, end, 0))
+        return;
     for (size_t pl = begin; pl < end; pl++) {
         if (max2_plane(t, pl, 0))
             continue;
@@ -1352,11 +1556,13 @@ static void pool_bwd_task(void *arg, size_t begin, size_t end)
     pool_task local = *t0;
     const pool_task *t = &local;
     int cover = is_max2(t0) && d->h % 2 == 0 && d->w % 2 == 0;
-    if (t0->set && !cover)
+    if (t0->set && !cover) {
         local.set = 0;
+        memset(t->dx + begin * d->h * d->w, 0, (end - begin) * d->h * d->w * sizeof(float));
+    }
+    if (max2s_planes(t, begin, end, 1))
+        return;
     for (size_t pl = begin; pl < end; pl++) {
-        if (t0->set && !cover)
-            memset(t->dx + pl * d->h * d->w, 0, (size_t)d->h * d->w * sizeof(float));
         if (max2_plane(t, pl, 1))
             continue;
         const float *xp = t->x ? t->x + pl * d->h * d->w : NULL;
