@@ -1260,6 +1260,8 @@ typedef struct max2s {
     int cell[4][16];   /* per window cell (a0 a1 b0 b1): x offset in the block per output lane */
     int owner[64];     /* per x offset in the block: its output lane */
     uint64_t where[4]; /* per window cell: the x offsets it takes, as bits */
+    int pair[2][16];   /* w even: the upper and lower pair's index among the block's
+                        * 32 pairs of neighbours (x[2i], x[2i + 1]) per output lane */
 } max2s;
 
 static int max2s_fits(const dl_pool_desc *d) { return d->w >= 2 && d->w <= 32; }
@@ -1276,6 +1278,7 @@ static void max2s_init(max2s *b, const dl_pool_desc *d)
             b->owner[at[c]] = o;
             b->where[c] |= 1ull << at[c];
         }
+        b->pair[0][o] = f / 2, b->pair[1][o] = (f + b->w) / 2;
     }
 }
 
@@ -1311,8 +1314,24 @@ INLINE512 __m512 max2s_cell(const xblock *X, __m512i i, __mmask16 hi)
                                 _mm512_permutex2var_ps(X->v2, i, X->v3));
 }
 
-INLINE512 void max2s_fwd_body(const max2s *b, const float *x, float *y, size_t pairs, int relu)
+/* w even: the maxima of the block's 32 pairs of neighbours, (x[2i] .
+ * x[2i + 1]) in P0 (i < 16) and P1, then of the upper and the lower pair
+ * of each window. */
+INLINE512 __m512 max2s_even(const xblock *X, __m512i up, __m512i lo)
 {
+    const __m512i ev = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    const __m512i od = _mm512_add_epi32(ev, _mm512_set1_epi32(1));
+    __m512 p0 = VMAX_STEP(_mm512_permutex2var_ps(X->v0, ev, X->v1),
+                          _mm512_permutex2var_ps(X->v0, od, X->v1));
+    __m512 p1 = VMAX_STEP(_mm512_permutex2var_ps(X->v2, ev, X->v3),
+                          _mm512_permutex2var_ps(X->v2, od, X->v3));
+    return VMAX_STEP(_mm512_permutex2var_ps(p0, up, p1), _mm512_permutex2var_ps(p0, lo, p1));
+}
+
+INLINE512 void max2s_fwd_body(const max2s *b, const float *x, float *y, size_t pairs, int relu,
+                              int even)
+{
+    const __m512i up = VLOAD_IDX(b->pair[0]), lo = VLOAD_IDX(b->pair[1]);
     const __m512i i0 = VLOAD_IDX(b->cell[0]), i1 = VLOAD_IDX(b->cell[1]);
     const __m512i i2 = VLOAD_IDX(b->cell[2]), i3 = VLOAD_IDX(b->cell[3]);
     const __m512i top = _mm512_set1_epi32(31);
@@ -1329,6 +1348,10 @@ INLINE512 void max2s_fwd_body(const max2s *b, const float *x, float *y, size_t p
             mo = (__mmask16)bits64((int)((pairs - r) * q));
         }
         xblock X = max2s_load(x + r * in, valid, relu);
+        if (even) {
+            _mm512_mask_storeu_ps(y + r * q, mo, max2s_even(&X, up, lo));
+            continue;
+        }
         __m512 a = VMAX_STEP(max2s_cell(&X, i0, h0), max2s_cell(&X, i1, h1));
         __m512 c = VMAX_STEP(max2s_cell(&X, i2, h2), max2s_cell(&X, i3, h3));
         _mm512_mask_storeu_ps(y + r * q, mo, VMAX_STEP(a, c));
@@ -1339,10 +1362,15 @@ INLINE512 void max2s_fwd_body(const max2s *b, const float *x, float *y, size_t p
 DIRECT_TARGET static void max2s_fwd(const pool_task *t, const max2s *b, const float *x, float *y,
                                     size_t pairs)
 {
-    if (t->relu)
-        max2s_fwd_body(b, x, y, pairs, 1);
+    int even = b->w % 2 == 0;
+    if (t->relu && even)
+        max2s_fwd_body(b, x, y, pairs, 1, 1);
+    else if (t->relu)
+        max2s_fwd_body(b, x, y, pairs, 1, 0);
+    else if (even)
+        max2s_fwd_body(b, x, y, pairs, 0, 1);
     else
-        max2s_fwd_body(b, x, y, pairs, 0);
+        max2s_fwd_body(b, x, y, pairs, 0, 0);
 }
 
 /* The winners' g spread back to x vector v, added to dx or written. */
@@ -1354,47 +1382,63 @@ INLINE512 void max2s_put(float *db, __m512i own, __m512 gy, uint64_t win, uint64
     _mm512_mask_storeu_ps(db, (__mmask16)store, gv);
 }
 
+/* The backward's per-call constants. */
+typedef struct max2s_k {
+    __m512i o0, o1, o2, o3;             /* output lane of each x lane */
+    uint64_t a0w, a1w, b0w, b1w, cells; /* cell positions */
+    int w;
+} max2s_k;
+
+/* One block: x at xb, dx at db, y and dy at yb, dyb; valid: its x lanes,
+ * mo: its outputs. */
+INLINE512 void max2s_bwd_block(const max2s_k *K, const float *xb, const float *yb, const float *dyb,
+                               float *db, uint64_t valid, __mmask16 mo, int relu, int set)
+{
+    __m512 m = _mm512_maskz_loadu_ps(mo, yb);
+    __m512 gy = _mm512_maskz_loadu_ps(mo, dyb);
+    if (relu) /* relu'(x) of the chosen cell is 1 exactly when the max is > 0 */
+        gy = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(m, _mm512_setzero_ps(), _CMP_GT_OQ), gy);
+    xblock X = max2s_load(xb, valid, relu);
+    /* lanes past `valid` only meet cells of outputs past mo, whose dy is 0 */
+    uint64_t e = (uint64_t)_mm512_cmp_ps_mask(X.v0, _mm512_permutexvar_ps(K->o0, m), _CMP_EQ_OQ);
+    e |= (uint64_t)_mm512_cmp_ps_mask(X.v1, _mm512_permutexvar_ps(K->o1, m), _CMP_EQ_OQ) << 16;
+    e |= (uint64_t)_mm512_cmp_ps_mask(X.v2, _mm512_permutexvar_ps(K->o2, m), _CMP_EQ_OQ) << 32;
+    e |= (uint64_t)_mm512_cmp_ps_mask(X.v3, _mm512_permutexvar_ps(K->o3, m), _CMP_EQ_OQ) << 48;
+    /* the first cell equal to the max, in the order a0 a1 b0 b1 */
+    uint64_t a0 = e & K->a0w, a1 = e & K->a1w & ~(a0 << 1);
+    uint64_t upper = a0 | a1 >> 1; /* at a0: the upper row has it */
+    uint64_t b0 = e & K->b0w & ~(upper << K->w);
+    uint64_t b1 = e & K->b1w & ~(upper << (K->w + 1)) & ~(b0 << 1);
+    uint64_t win = a0 | a1 | b0 | b1, store = K->cells & valid;
+    max2s_put(db, K->o0, gy, win, store, set);
+    max2s_put(db + 16, K->o1, gy, win >> 16, store >> 16, set);
+    max2s_put(db + 32, K->o2, gy, win >> 32, store >> 32, set);
+    max2s_put(db + 48, K->o3, gy, win >> 48, store >> 48, set);
+}
+
 INLINE512 void max2s_bwd_body(const max2s *b, const float *x, const float *yc, const float *dy,
                               float *dx, size_t pairs, int relu, int set)
 {
-    const __m512i o0 = VLOAD_IDX(b->owner), o1 = VLOAD_IDX(b->owner + 16);
-    const __m512i o2 = VLOAD_IDX(b->owner + 32), o3 = VLOAD_IDX(b->owner + 48);
-    const uint64_t a0w = b->where[0], a1w = b->where[1], b0w = b->where[2], b1w = b->where[3];
-    const uint64_t cells = a0w | a1w | b0w | b1w;
-    const int w = b->w;
-    const size_t in = 2 * (size_t)w, g = (size_t)b->g, q = (size_t)b->q;
+    max2s_k K = {VLOAD_IDX(b->owner),
+                 VLOAD_IDX(b->owner + 16),
+                 VLOAD_IDX(b->owner + 32),
+                 VLOAD_IDX(b->owner + 48),
+                 b->where[0],
+                 b->where[1],
+                 b->where[2],
+                 b->where[3],
+                 b->where[0] | b->where[1] | b->where[2] | b->where[3],
+                 b->w};
+    const size_t in = 2 * (size_t)b->w, g = (size_t)b->g, q = (size_t)b->q;
     const uint64_t full = bits64((int)(g * in));
     const __mmask16 fo = (__mmask16)bits64((int)(g * q));
-    for (size_t r = 0; r < pairs; r += g) {
-        uint64_t valid = full;
-        __mmask16 mo = fo;
-        if (pairs - r < g) {
-            valid = bits64((int)((pairs - r) * in));
-            mo = (__mmask16)bits64((int)((pairs - r) * q));
-        }
-        const float *xb = x + r * in;
-        float *db = dx + r * in;
-        __m512 m = _mm512_maskz_loadu_ps(mo, yc + r * q);
-        __m512 gy = _mm512_maskz_loadu_ps(mo, dy + r * q);
-        if (relu) /* relu'(x) of the chosen cell is 1 exactly when the max is > 0 */
-            gy = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(m, _mm512_setzero_ps(), _CMP_GT_OQ), gy);
-        xblock X = max2s_load(xb, valid, relu);
-        uint64_t e = (uint64_t)_mm512_cmp_ps_mask(X.v0, _mm512_permutexvar_ps(o0, m), _CMP_EQ_OQ);
-        e |= (uint64_t)_mm512_cmp_ps_mask(X.v1, _mm512_permutexvar_ps(o1, m), _CMP_EQ_OQ) << 16;
-        e |= (uint64_t)_mm512_cmp_ps_mask(X.v2, _mm512_permutexvar_ps(o2, m), _CMP_EQ_OQ) << 32;
-        e |= (uint64_t)_mm512_cmp_ps_mask(X.v3, _mm512_permutexvar_ps(o3, m), _CMP_EQ_OQ) << 48;
-        e &= valid;
-        /* the first cell equal to the max, in the order a0 a1 b0 b1 */
-        uint64_t a0 = e & a0w, a1 = e & a1w & ~(a0 << 1);
-        uint64_t upper = a0 | a1 >> 1; /* at a0: the upper row has it */
-        uint64_t b0 = e & b0w & ~(upper << w);
-        uint64_t b1 = e & b1w & ~(upper << (w + 1)) & ~(b0 << 1);
-        uint64_t win = a0 | a1 | b0 | b1, store = cells & valid;
-        max2s_put(db, o0, gy, win, store, set);
-        max2s_put(db + 16, o1, gy, win >> 16, store >> 16, set);
-        max2s_put(db + 32, o2, gy, win >> 32, store >> 32, set);
-        max2s_put(db + 48, o3, gy, win >> 48, store >> 48, set);
-    }
+    size_t r = 0;
+    for (; r + g <= pairs; r += g)
+        max2s_bwd_block(&K, x + r * in, yc + r * q, dy + r * q, dx + r * in, full, fo, relu, set);
+    if (r < pairs)
+        max2s_bwd_block(&K, x + r * in, yc + r * q, dy + r * q, dx + r * in,
+                        bits64((int)((pairs - r) * in)), (__mmask16)bits64((int)((pairs - r) * q)),
+                        relu, set);
 }
 
 /* dx of `pairs` evenly spaced row pairs += (or, with t->set, =) the
