@@ -357,7 +357,7 @@ static inline __m256 gelu_grad_v(__m256 x)
     s = _mm256_fmadd_ps(s, t, _mm256_set1_ps(GELU_A3));
     s = _mm256_fmadd_ps(s, t, _mm256_set1_ps(GELU_A2));
     s = _mm256_fmadd_ps(s, t, _mm256_set1_ps(GELU_A1));
-    __m256 e = dl_v_exp(_mm256_mul_ps(_mm256_mul_ps(x, _mm256_set1_ps(-0.5f)), x));
+    __m256 e = dl_v_exp_le0(_mm256_mul_ps(_mm256_mul_ps(x, _mm256_set1_ps(-0.5f)), x));
     __m256 lo = _mm256_mul_ps(_mm256_mul_ps(s, t), e); /* Phi(-|x|) */
     __m256 pos = _mm256_cmp_ps(x, _mm256_setzero_ps(), _CMP_GE_OQ);
     __m256 cdf = _mm256_blendv_ps(lo, _mm256_sub_ps(one, lo), pos);
@@ -431,7 +431,7 @@ DL_V512_TARGET static inline __m512 gelu_grad_v512(__m512 x)
     s = _mm512_fmadd_ps(s, t, _mm512_set1_ps(GELU_A3));
     s = _mm512_fmadd_ps(s, t, _mm512_set1_ps(GELU_A2));
     s = _mm512_fmadd_ps(s, t, _mm512_set1_ps(GELU_A1));
-    __m512 e = dl_v512_exp(_mm512_mul_ps(_mm512_mul_ps(x, _mm512_set1_ps(-0.5f)), x));
+    __m512 e = dl_v512_exp_le0(_mm512_mul_ps(_mm512_mul_ps(x, _mm512_set1_ps(-0.5f)), x));
     __m512 lo = _mm512_mul_ps(_mm512_mul_ps(s, t), e); /* Phi(-|x|) */
     __mmask16 pos = _mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_GE_OQ);
     __m512 cdf = _mm512_mask_sub_ps(lo, pos, one, lo);
