@@ -1128,6 +1128,26 @@ static int is_max2(const pool_task *t)
 
 static inline float max_step(float v, float x) { return (x > v) | (x != x) ? x : v; }
 
+/* max_step and pool_in for the scalar 2x2 loops, without branches where
+ * the build has SSE4.1 (random data makes the compares coin tosses). */
+#ifdef __AVX2__
+static inline float max_step_nb(float v, float x)
+{
+    __m128 X = _mm_set_ss(x), m = _mm_max_ss(X, _mm_set_ss(v)); /* x > v ? x : v */
+    return _mm_cvtss_f32(_mm_blendv_ps(m, X, _mm_cmpunord_ss(X, X)));
+}
+static inline float pool_in_nb(const pool_task *t, float x)
+{
+    if (!t->relu)
+        return x;
+    __m128 X = _mm_set_ss(x);
+    return _mm_cvtss_f32(_mm_and_ps(X, _mm_cmpgt_ss(X, _mm_setzero_ps())));
+}
+#else
+#define max_step_nb max_step
+#define pool_in_nb pool_in
+#endif
+
 #if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
 /* Vector max_step: x where x > v or x is NaN. maxps(x, v) is x > v ? x :
  * v (v where x is NaN, v on ties, so the first of equal zeros), then x
@@ -1468,9 +1488,9 @@ static void max2_fwd(const pool_task *t, size_t pl)
         const float *r0 = xp + (size_t)(2 * oh) * d->w, *r1 = r0 + d->w;
         float *yo = yp + (size_t)oh * d->q;
         for (int ow = 0; ow < d->q; ow++) {
-            float v = max_step(pool_in(t, r0[2 * ow]), pool_in(t, r0[2 * ow + 1]));
-            v = max_step(v, pool_in(t, r1[2 * ow]));
-            yo[ow] = max_step(v, pool_in(t, r1[2 * ow + 1]));
+            float v = max_step_nb(pool_in_nb(t, r0[2 * ow]), pool_in_nb(t, r0[2 * ow + 1]));
+            v = max_step_nb(v, pool_in_nb(t, r1[2 * ow]));
+            yo[ow] = max_step_nb(v, pool_in_nb(t, r1[2 * ow + 1]));
         }
     }
 }
@@ -1490,9 +1510,11 @@ static void max2_bwd(const pool_task *t, size_t pl)
             float m = yp[o + ow], g = dyp[o + ow];
             if (t->relu && !(m > 0))
                 g = 0; /* relu'(x) of the chosen cell */
-            int k = 0;
-            while (k < 4 && pool_in(t, xp[cell[k]]) != m)
-                k++;
+            /* the first cell equal to m (4: none, m is NaN) */
+            unsigned eq = 1;
+            for (int j = 3; j >= 0; j--)
+                eq = eq << 1 | (pool_in_nb(t, xp[cell[j]]) == m);
+            int k = __builtin_ctz(eq);
             if (t->set)
                 for (int j = 0; j < 4; j++)
                     dxp[cell[j]] = j == k ? g : 0.0f;
