@@ -48,6 +48,10 @@ static void r_relu_b(ctx *c)
     c->be->ops->act_backward(c->be, DL_ACT_RELU, c->dx, c->x, c->y, c->dy, c->len);
 }
 static void r_gelu_f(ctx *c) { c->be->ops->act_forward(c->be, DL_ACT_GELU, c->y, c->x, c->len); }
+static void r_gelu_b(ctx *c)
+{
+    c->be->ops->act_backward(c->be, DL_ACT_GELU, c->dx, c->x, c->y, c->dy, c->len);
+}
 static void r_add(ctx *c) { c->be->ops->add(c->be, c->y, c->x, c->dy, c->len); }
 static void r_drop_f(ctx *c)
 {
@@ -140,6 +144,7 @@ static const op ops[] = {
     {"relu fwd", 8, r_relu_f},
     {"relu bwd (dx +=)", 16, r_relu_b},
     {"gelu fwd", 8, r_gelu_f},
+    {"gelu bwd (dx +=)", 16, r_gelu_b},
     {"residual add", 12, r_add},
     {"dropout fwd", 8, r_drop_f},
     {"dropout bwd (dx +=)", 12, r_drop_b},

@@ -707,6 +707,105 @@ static void test_relu_maxpool_fused(void)
     }
 }
 
+/* x as a fused ReLU -> MaxPool2d sees it. */
+static float ref_pin(int relu, float v) { return !relu || v > 0 ? v : 0; }
+
+/* The 2x2, stride-2 max pooling by definition: the window's cells in
+ * row-major order, the running maximum replaced by a greater cell or a
+ * NaN (so the last NaN, else the first maximum, bits of -0/+0 included);
+ * dy to the first cell equal to y (none for a NaN), times relu'(y) when
+ * fused. Adding: every window cell gets dx + its share (0 or dy), cells
+ * outside windows keep their bits. Writing (fused): the share, 0 outside. */
+static void ref_max2(const dl_pool_desc *d, int relu, const float *x, float *y, const float *dy,
+                     float *dx, int set)
+{
+    size_t planes = (size_t)d->n * d->c, hw = (size_t)d->h * d->w;
+    if (set)
+        memset(dx, 0, planes * hw * sizeof *dx);
+    for (size_t pl = 0; pl < planes; pl++)
+        for (int oh = 0; oh < d->p; oh++)
+            for (int ow = 0; ow < d->q; ow++) {
+                size_t a = pl * hw + (size_t)(2 * oh) * d->w + 2 * (size_t)ow;
+                size_t cell[4] = {a, a + 1, a + d->w, a + d->w + 1};
+                float v = ref_pin(relu, x[cell[0]]);
+                for (int k = 1; k < 4; k++) {
+                    float e = ref_pin(relu, x[cell[k]]);
+                    if (e > v || e != e)
+                        v = e;
+                }
+                size_t o = (pl * d->p + oh) * d->q + ow;
+                y[o] = v;
+                float g = relu && !(v > 0) ? 0.0f : dy[o];
+                int won = 0;
+                for (int k = 0; k < 4; k++) {
+                    int here = !won && ref_pin(relu, x[cell[k]]) == v;
+                    won |= here;
+                    float share = here ? g : 0.0f;
+                    dx[cell[k]] = set ? share : dx[cell[k]] + share;
+                }
+            }
+}
+
+/* The 2x2 max pooling kernels (plain, and fused with ReLU: its written
+ * backward) against ref_max2 bit for bit, on both vector paths (AVX-512:
+ * the small-plane kernels for w <= 32 with blocks that run across planes,
+ * the row kernel for wider planes; AVX2: the scalar loops), 1 and 2
+ * threads; odd and tiny planes (7x7, 15x15, 3x5, 2x2), planes wider than
+ * 32, more planes than a task; values with ties, -0 and +0 in one window,
+ * NaN. */
+static void test_maxpool2_paths(void)
+{
+    static const int shapes[][4] = {{3, 5, 7, 7},   {2, 7, 14, 14}, {2, 3, 15, 15}, {1, 9, 28, 28},
+                                    {2, 3, 13, 11}, {1, 5, 6, 4},   {4, 3, 3, 5},   {1, 3, 2, 2},
+                                    {2, 3, 4, 32},  {1, 3, 9, 33},  {1, 2, 40, 36}, {1, 2, 16, 31},
+                                    {8, 8, 14, 14}, {5, 7, 7, 7},   {2, 9, 5, 2},   {3, 4, 12, 10}};
+    int was = dl_cpu_avx512();
+    for (int isa = 1; isa >= 0; isa--)
+        for (int threads = 1; threads <= 2; threads++) {
+            dl_cpu_set_avx512(isa);
+            dl_backend *be = dl_backend_cpu_create(threads);
+            for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++) {
+                dl_pool_desc d =
+                    pool_desc(shapes[s][0], shapes[s][1], shapes[s][2], shapes[s][3], 2, 2, 0);
+                size_t nx = (size_t)d.n * d.c * d.h * d.w, ny = (size_t)d.n * d.c * d.p * d.q;
+                float *x = malloc(nx * 4), *dy = frandv(ny), *dx0 = frandv(nx);
+                float *y = malloc(ny * 4), *yr = malloc(ny * 4);
+                float *dx = malloc(nx * 4), *dxr = malloc(nx * 4);
+                for (size_t i = 0; i < nx; i++) { /* coarse values: ties, zeros */
+                    int v = (int)((i * 7919 + s) % 9) - 5;
+                    x[i] = i % 5 == 2 ? frand() : 0.25f * (float)v;
+                    if (v == 0 && i % 2)
+                        x[i] = -0.0f;
+                }
+                x[nx / 3] = NAN;
+                x[(2 * nx) / 3] = -NAN;
+                for (int relu = 0; relu < 2; relu++) {
+                    memcpy(dx, dx0, nx * 4);
+                    memcpy(dxr, dx0, nx * 4);
+                    ref_max2(&d, relu, x, yr, dy, dxr, relu);
+                    if (relu) {
+                        for (size_t i = 0; i < nx; i++)
+                            dx[i] = 1234.5f;
+                        CHECK_OK(dl_cpu_relu_maxpool_forward(be, &d, y, x));
+                        CHECK_OK(dl_cpu_relu_maxpool_backward(be, &d, dx, dy, x, y));
+                    } else {
+                        CHECK_OK(dl_cpu_pool_forward(be, DL_POOL_MAX, &d, y, x));
+                        CHECK_OK(dl_cpu_pool_backward(be, DL_POOL_MAX, &d, dx, dy, x, y));
+                    }
+                    CHECK_MSG(memcmp(y, yr, ny * 4) == 0,
+                              "isa %d, %d threads, %dx%dx%dx%d, relu %d: forward", isa, threads,
+                              d.n, d.c, d.h, d.w, relu);
+                    CHECK_MSG(memcmp(dx, dxr, nx * 4) == 0,
+                              "isa %d, %d threads, %dx%dx%dx%d, relu %d: backward", isa, threads,
+                              d.n, d.c, d.h, d.w, relu);
+                }
+                free(x), free(dy), free(dx0), free(y), free(yr), free(dx), free(dxr);
+            }
+            dl_backend_cpu_destroy(be);
+        }
+    dl_cpu_set_avx512(was);
+}
+
 /* Pooling backward against central differences of the kernel's forward
  * (inputs spaced at least 0.01 apart so the step 1e-3 never changes the
  * argmax; both kinds are piecewise linear: tolerance 1e-3). */
@@ -1256,41 +1355,59 @@ static double gelu_grad_ref(double x)
 static double sigmoid_ref(double x) { return 1 / (1 + exp(-x)); }
 
 /* GELU, sigmoid and SiLU forward and backward within a few float ulps of
- * the double formulas, over [-12, 12] in a length with a tail. */
+ * the double formulas (GELU: PyTorch's exact erf form), over [-12, 12]
+ * in a length with a tail and densely over [-6, 6], on the AVX-512 and
+ * the AVX2 kernels, which give the same bits. */
 static void test_smooth_activations(void)
 {
-    dl_backend *be = cpu();
-    size_t n = 4803;
-    float *x = malloc(n * 4), *y = malloc(n * 4), *dy = malloc(n * 4), *dx = malloc(n * 4);
+    size_t n = 4803 + 240007;
+    float *x = malloc(n * 4), *y[2], *dx[2], *dy = malloc(n * 4);
     for (size_t i = 0; i < n; i++) {
-        x[i] = (float)(-12.0 + 24.0 * (double)i / (double)(n - 1));
+        x[i] = i < 4803 ? (float)(-12.0 + 24.0 * (double)i / 4802.0)
+                        : (float)(-6.0 + 12.0 * (double)(i - 4803) / 240006.0);
         dy[i] = 1.0f + 0.5f * frand();
     }
     dl_act kinds[] = {DL_ACT_GELU, DL_ACT_SIGMOID, DL_ACT_SILU};
+    int was = dl_cpu_avx512();
     for (int k = 0; k < 3; k++) {
-        CHECK_OK(be->ops->act_forward(be, kinds[k], y, x, n));
-        for (size_t i = 0; i < n; i++)
-            dx[i] = 0.25f;
-        CHECK_OK(be->ops->act_backward(be, kinds[k], dx, x, y, dy, n));
-        double worst_y = 0, worst_g = 0;
-        for (size_t i = 0; i < n; i++) {
-            double v = x[i], s = sigmoid_ref(v);
-            double ry = kinds[k] == DL_ACT_GELU      ? gelu_ref(v)
-                        : kinds[k] == DL_ACT_SIGMOID ? s
-                                                     : v * s;
-            double rg = kinds[k] == DL_ACT_GELU      ? gelu_grad_ref(v)
-                        : kinds[k] == DL_ACT_SIGMOID ? s * (1 - s)
-                                                     : s * (1 + v * (1 - s));
-            /* relative error, absolute below 1 */
-            double ey = fabs(y[i] - ry) / fmax(fabs(ry), 1.0);
-            double eg = fabs(dx[i] - (0.25 + dy[i] * rg)) / fmax(fabs(0.25 + dy[i] * rg), 1.0);
-            worst_y = ey > worst_y ? ey : worst_y;
-            worst_g = eg > worst_g ? eg : worst_g;
+        for (int isa = 0; isa < 2; isa++) {
+            dl_cpu_set_avx512(isa);
+            dl_backend *be = cpu();
+            y[isa] = malloc(n * 4), dx[isa] = malloc(n * 4);
+            CHECK_OK(be->ops->act_forward(be, kinds[k], y[isa], x, n));
+            for (size_t i = 0; i < n; i++)
+                dx[isa][i] = 0.25f;
+            CHECK_OK(be->ops->act_backward(be, kinds[k], dx[isa], x, y[isa], dy, n));
+            double worst_y = 0, worst_g = 0;
+            for (size_t i = 0; i < n; i++) {
+                double v = x[i], s = sigmoid_ref(v);
+                double ry = kinds[k] == DL_ACT_GELU      ? gelu_ref(v)
+                            : kinds[k] == DL_ACT_SIGMOID ? s
+                                                         : v * s;
+                double rg = kinds[k] == DL_ACT_GELU      ? gelu_grad_ref(v)
+                            : kinds[k] == DL_ACT_SIGMOID ? s * (1 - s)
+                                                         : s * (1 + v * (1 - s));
+                /* relative error, absolute below 1 */
+                double ey = fabs(y[isa][i] - ry) / fmax(fabs(ry), 1.0);
+                double want = 0.25 + dy[i] * rg;
+                double eg = fabs(dx[isa][i] - want) / fmax(fabs(want), 1.0);
+                worst_y = ey > worst_y ? ey : worst_y;
+                worst_g = eg > worst_g ? eg : worst_g;
+            }
+            CHECK_MSG(worst_y < 2e-6, "act %d, isa %d forward: worst relative error %g", k, isa,
+                      worst_y);
+            CHECK_MSG(worst_g < 2e-6, "act %d, isa %d backward: worst relative error %g", k, isa,
+                      worst_g);
         }
-        CHECK_MSG(worst_y < 2e-6, "act %d forward: worst relative error %g", k, worst_y);
-        CHECK_MSG(worst_g < 2e-6, "act %d backward: worst relative error %g", k, worst_g);
+        if (dl_cpu_set_avx512(1)) {
+            CHECK_MSG(memcmp(y[0], y[1], n * 4) == 0, "act %d: forward differs between ISAs", k);
+            CHECK_MSG(memcmp(dx[0], dx[1], n * 4) == 0, "act %d: backward differs between ISAs", k);
+        }
+        for (int isa = 0; isa < 2; isa++)
+            free(y[isa]), free(dx[isa]);
     }
-    free(x), free(y), free(dy), free(dx);
+    dl_cpu_set_avx512(was);
+    free(x), free(dy);
 }
 
 /* Dropout keeps element i exactly when dl_rng_dropout_keep(seed, stream,
@@ -1529,6 +1646,7 @@ int main(void)
     RUN(test_adaptive_pool);
     RUN(test_pool_fd);
     RUN(test_relu_maxpool_fused);
+    RUN(test_maxpool2_paths);
     RUN(test_batchnorm);
     RUN(test_batchnorm_large);
     RUN(test_layernorm);

@@ -1128,11 +1128,35 @@ static int is_max2(const pool_task *t)
 
 static inline float max_step(float v, float x) { return (x > v) | (x != x) ? x : v; }
 
+/* max_step and pool_in for the scalar 2x2 loops, without branches where
+ * the build has SSE4.1 (random data makes the compares coin tosses). */
+#ifdef __AVX2__
+static inline float max_step_nb(float v, float x)
+{
+    __m128 X = _mm_set_ss(x), m = _mm_max_ss(X, _mm_set_ss(v)); /* x > v ? x : v */
+    return _mm_cvtss_f32(_mm_blendv_ps(m, X, _mm_cmpunord_ss(X, X)));
+}
+static inline float pool_in_nb(const pool_task *t, float x)
+{
+    if (!t->relu)
+        return x;
+    __m128 X = _mm_set_ss(x);
+    return _mm_cvtss_f32(_mm_and_ps(X, _mm_cmpgt_ss(X, _mm_setzero_ps())));
+}
+#else
+#define max_step_nb max_step
+#define pool_in_nb pool_in
+#endif
+
 #if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
-/* Vector max_step: x where x > v or x is NaN. */
-#define VMAX_STEP(v, x)                                                                            \
-    _mm512_mask_blend_ps(                                                                          \
-        _mm512_cmp_ps_mask(x, v, _CMP_GT_OQ) | _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q), v, x)
+/* Vector max_step: x where x > v or x is NaN. maxps(x, v) is x > v ? x :
+ * v (v where x is NaN, v on ties, so the first of equal zeros), then x
+ * where it is NaN. */
+DIRECT_TARGET static inline __m512 vmax_step(__m512 v, __m512 x)
+{
+    return _mm512_mask_mov_ps(_mm512_max_ps(x, v), _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q), x);
+}
+#define VMAX_STEP(v, x) vmax_step(v, x)
 
 /* relu: x where x > 0, else 0 (NaN too). */
 #define VRELU(x) _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_GT_OQ), x)
@@ -1239,6 +1263,220 @@ DIRECT_TARGET static void max2_bwd_avx512(const pool_task *t, size_t pl)
         }
     }
 }
+
+/* Small planes (w <= 32, so q <= 16): a block of g = 32 / w row pairs,
+ * at most 64 floats of x in four vectors, gives g * q outputs in one
+ * vector, whatever the plane size; blocks run on across planes when h is
+ * even (row pairs are then evenly spaced through the whole range). Each
+ * output lane takes its four window cells from the four vectors with two
+ * permutes and a blend; the maximum ((a0 . a1) . (b0 . b1)) equals the
+ * row-major scan's (max_step keeps the last NaN, else the first maximum,
+ * and that does not depend on the grouping). The backward compares x
+ * with y spread back over the cells, picks the first equal cell of each
+ * window with bit operations on the block's 64-bit mask and sends dy
+ * there. */
+typedef struct max2s {
+    int w, q, g;
+    int cell[4][16];   /* per window cell (a0 a1 b0 b1): x offset in the block per output lane */
+    int owner[64];     /* per x offset in the block: its output lane */
+    uint64_t where[4]; /* per window cell: the x offsets it takes, as bits */
+    int pair[2][16];   /* w even: the upper and lower pair's index among the block's
+                        * 32 pairs of neighbours (x[2i], x[2i + 1]) per output lane */
+} max2s;
+
+static int max2s_fits(const dl_pool_desc *d) { return d->w >= 2 && d->w <= 32; }
+
+static void max2s_init(max2s *b, const dl_pool_desc *d)
+{
+    memset(b, 0, sizeof *b);
+    b->w = d->w, b->q = d->q, b->g = 32 / d->w;
+    for (int o = 0; o < b->g * b->q; o++) {
+        int f = o / b->q * 2 * b->w + 2 * (o % b->q);
+        int at[4] = {f, f + 1, f + b->w, f + b->w + 1};
+        for (int c = 0; c < 4; c++) {
+            b->cell[c][o] = at[c];
+            b->owner[at[c]] = o;
+            b->where[c] |= 1ull << at[c];
+        }
+        b->pair[0][o] = f / 2, b->pair[1][o] = (f + b->w) / 2;
+    }
+}
+
+/* The first n of 64 bits. */
+static inline uint64_t bits64(int n) { return n >= 64 ? ~0ull : (1ull << n) - 1; }
+
+#define VLOAD_IDX(p) _mm512_loadu_si512((const void *)(p))
+#define INLINE512 DIRECT_TARGET static inline __attribute__((always_inline))
+
+/* The four x vectors of a block, the lanes of `valid` loaded (the others
+ * 0), relu'd when fused. */
+typedef struct xblock {
+    __m512 v0, v1, v2, v3;
+} xblock;
+
+INLINE512 xblock max2s_load(const float *xb, uint64_t valid, int relu)
+{
+    xblock X = {_mm512_maskz_loadu_ps((__mmask16)valid, xb),
+                _mm512_maskz_loadu_ps((__mmask16)(valid >> 16), xb + 16),
+                _mm512_maskz_loadu_ps((__mmask16)(valid >> 32), xb + 32),
+                _mm512_maskz_loadu_ps((__mmask16)(valid >> 48), xb + 48)};
+    if (relu) {
+        X.v0 = VRELU(X.v0), X.v1 = VRELU(X.v1);
+        X.v2 = VRELU(X.v2), X.v3 = VRELU(X.v3);
+    }
+    return X;
+}
+
+/* Lane o: x[i[o]] of the block's 64 floats (hi: the lanes with i >= 32). */
+INLINE512 __m512 max2s_cell(const xblock *X, __m512i i, __mmask16 hi)
+{
+    return _mm512_mask_blend_ps(hi, _mm512_permutex2var_ps(X->v0, i, X->v1),
+                                _mm512_permutex2var_ps(X->v2, i, X->v3));
+}
+
+/* w even: the maxima of the block's 32 pairs of neighbours, (x[2i] .
+ * x[2i + 1]) in P0 (i < 16) and P1, then of the upper and the lower pair
+ * of each window. */
+INLINE512 __m512 max2s_even(const xblock *X, __m512i up, __m512i lo)
+{
+    const __m512i ev = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    const __m512i od = _mm512_add_epi32(ev, _mm512_set1_epi32(1));
+    __m512 p0 = VMAX_STEP(_mm512_permutex2var_ps(X->v0, ev, X->v1),
+                          _mm512_permutex2var_ps(X->v0, od, X->v1));
+    __m512 p1 = VMAX_STEP(_mm512_permutex2var_ps(X->v2, ev, X->v3),
+                          _mm512_permutex2var_ps(X->v2, od, X->v3));
+    return VMAX_STEP(_mm512_permutex2var_ps(p0, up, p1), _mm512_permutex2var_ps(p0, lo, p1));
+}
+
+INLINE512 void max2s_fwd_body(const max2s *b, const float *x, float *y, size_t pairs, int relu,
+                              int even)
+{
+    const __m512i up = VLOAD_IDX(b->pair[0]), lo = VLOAD_IDX(b->pair[1]);
+    const __m512i i0 = VLOAD_IDX(b->cell[0]), i1 = VLOAD_IDX(b->cell[1]);
+    const __m512i i2 = VLOAD_IDX(b->cell[2]), i3 = VLOAD_IDX(b->cell[3]);
+    const __m512i top = _mm512_set1_epi32(31);
+    const __mmask16 h0 = _mm512_cmpgt_epi32_mask(i0, top), h1 = _mm512_cmpgt_epi32_mask(i1, top);
+    const __mmask16 h2 = _mm512_cmpgt_epi32_mask(i2, top), h3 = _mm512_cmpgt_epi32_mask(i3, top);
+    const size_t in = 2 * (size_t)b->w, g = (size_t)b->g, q = (size_t)b->q;
+    const uint64_t full = bits64((int)(g * in));
+    const __mmask16 fo = (__mmask16)bits64((int)(g * q));
+    for (size_t r = 0; r < pairs; r += g) {
+        uint64_t valid = full;
+        __mmask16 mo = fo;
+        if (pairs - r < g) {
+            valid = bits64((int)((pairs - r) * in));
+            mo = (__mmask16)bits64((int)((pairs - r) * q));
+        }
+        xblock X = max2s_load(x + r * in, valid, relu);
+        if (even) {
+            _mm512_mask_storeu_ps(y + r * q, mo, max2s_even(&X, up, lo));
+            continue;
+        }
+        __m512 a = VMAX_STEP(max2s_cell(&X, i0, h0), max2s_cell(&X, i1, h1));
+        __m512 c = VMAX_STEP(max2s_cell(&X, i2, h2), max2s_cell(&X, i3, h3));
+        _mm512_mask_storeu_ps(y + r * q, mo, VMAX_STEP(a, c));
+    }
+}
+
+/* x and y of `pairs` row pairs, evenly spaced (2w floats of x, q of y). */
+DIRECT_TARGET static void max2s_fwd(const pool_task *t, const max2s *b, const float *x, float *y,
+                                    size_t pairs)
+{
+    int even = b->w % 2 == 0;
+    if (t->relu && even)
+        max2s_fwd_body(b, x, y, pairs, 1, 1);
+    else if (t->relu)
+        max2s_fwd_body(b, x, y, pairs, 1, 0);
+    else if (even)
+        max2s_fwd_body(b, x, y, pairs, 0, 1);
+    else
+        max2s_fwd_body(b, x, y, pairs, 0, 0);
+}
+
+/* The winners' g spread back to x vector v, added to dx or written. */
+INLINE512 void max2s_put(float *db, __m512i own, __m512 gy, uint64_t win, uint64_t store, int set)
+{
+    __m512 gv = _mm512_maskz_mov_ps((__mmask16)win, _mm512_permutexvar_ps(own, gy));
+    if (!set)
+        gv = _mm512_add_ps(_mm512_maskz_loadu_ps((__mmask16)store, db), gv);
+    _mm512_mask_storeu_ps(db, (__mmask16)store, gv);
+}
+
+/* The backward's per-call constants. */
+typedef struct max2s_k {
+    __m512i o0, o1, o2, o3;             /* output lane of each x lane */
+    uint64_t a0w, a1w, b0w, b1w, cells; /* cell positions */
+    int w;
+} max2s_k;
+
+/* One block: x at xb, dx at db, y and dy at yb, dyb; valid: its x lanes,
+ * mo: its outputs. */
+INLINE512 void max2s_bwd_block(const max2s_k *K, const float *xb, const float *yb, const float *dyb,
+                               float *db, uint64_t valid, __mmask16 mo, int relu, int set)
+{
+    __m512 m = _mm512_maskz_loadu_ps(mo, yb);
+    __m512 gy = _mm512_maskz_loadu_ps(mo, dyb);
+    if (relu) /* relu'(x) of the chosen cell is 1 exactly when the max is > 0 */
+        gy = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(m, _mm512_setzero_ps(), _CMP_GT_OQ), gy);
+    xblock X = max2s_load(xb, valid, relu);
+    /* lanes past `valid` only meet cells of outputs past mo, whose dy is 0 */
+    uint64_t e = (uint64_t)_mm512_cmp_ps_mask(X.v0, _mm512_permutexvar_ps(K->o0, m), _CMP_EQ_OQ);
+    e |= (uint64_t)_mm512_cmp_ps_mask(X.v1, _mm512_permutexvar_ps(K->o1, m), _CMP_EQ_OQ) << 16;
+    e |= (uint64_t)_mm512_cmp_ps_mask(X.v2, _mm512_permutexvar_ps(K->o2, m), _CMP_EQ_OQ) << 32;
+    e |= (uint64_t)_mm512_cmp_ps_mask(X.v3, _mm512_permutexvar_ps(K->o3, m), _CMP_EQ_OQ) << 48;
+    /* the first cell equal to the max, in the order a0 a1 b0 b1 */
+    uint64_t a0 = e & K->a0w, a1 = e & K->a1w & ~(a0 << 1);
+    uint64_t upper = a0 | a1 >> 1; /* at a0: the upper row has it */
+    uint64_t b0 = e & K->b0w & ~(upper << K->w);
+    uint64_t b1 = e & K->b1w & ~(upper << (K->w + 1)) & ~(b0 << 1);
+    uint64_t win = a0 | a1 | b0 | b1, store = K->cells & valid;
+    max2s_put(db, K->o0, gy, win, store, set);
+    max2s_put(db + 16, K->o1, gy, win >> 16, store >> 16, set);
+    max2s_put(db + 32, K->o2, gy, win >> 32, store >> 32, set);
+    max2s_put(db + 48, K->o3, gy, win >> 48, store >> 48, set);
+}
+
+INLINE512 void max2s_bwd_body(const max2s *b, const float *x, const float *yc, const float *dy,
+                              float *dx, size_t pairs, int relu, int set)
+{
+    max2s_k K = {VLOAD_IDX(b->owner),
+                 VLOAD_IDX(b->owner + 16),
+                 VLOAD_IDX(b->owner + 32),
+                 VLOAD_IDX(b->owner + 48),
+                 b->where[0],
+                 b->where[1],
+                 b->where[2],
+                 b->where[3],
+                 b->where[0] | b->where[1] | b->where[2] | b->where[3],
+                 b->w};
+    const size_t in = 2 * (size_t)b->w, g = (size_t)b->g, q = (size_t)b->q;
+    const uint64_t full = bits64((int)(g * in));
+    const __mmask16 fo = (__mmask16)bits64((int)(g * q));
+    size_t r = 0;
+    for (; r + g <= pairs; r += g)
+        max2s_bwd_block(&K, x + r * in, yc + r * q, dy + r * q, dx + r * in, full, fo, relu, set);
+    if (r < pairs)
+        max2s_bwd_block(&K, x + r * in, yc + r * q, dy + r * q, dx + r * in,
+                        bits64((int)((pairs - r) * in)), (__mmask16)bits64((int)((pairs - r) * q)),
+                        relu, set);
+}
+
+/* dx of `pairs` evenly spaced row pairs += (or, with t->set, =) the
+ * gradient routed from dy; x and yc as the forward saw and wrote them. */
+DIRECT_TARGET static void max2s_bwd(const pool_task *t, const max2s *b, const float *x,
+                                    const float *yc, const float *dy, float *dx, size_t pairs)
+{
+    if (t->relu && t->set)
+        max2s_bwd_body(b, x, yc, dy, dx, pairs, 1, 1);
+    else if (t->relu)
+        max2s_bwd_body(b, x, yc, dy, dx, pairs, 1, 0);
+    else if (t->set)
+        max2s_bwd_body(b, x, yc, dy, dx, pairs, 0, 1);
+    else
+        max2s_bwd_body(b, x, yc, dy, dx, pairs, 0, 0);
+}
+#undef INLINE512
+#undef VLOAD_IDX
 #endif
 
 static void max2_fwd(const pool_task *t, size_t pl)
@@ -1250,9 +1488,9 @@ static void max2_fwd(const pool_task *t, size_t pl)
         const float *r0 = xp + (size_t)(2 * oh) * d->w, *r1 = r0 + d->w;
         float *yo = yp + (size_t)oh * d->q;
         for (int ow = 0; ow < d->q; ow++) {
-            float v = max_step(pool_in(t, r0[2 * ow]), pool_in(t, r0[2 * ow + 1]));
-            v = max_step(v, pool_in(t, r1[2 * ow]));
-            yo[ow] = max_step(v, pool_in(t, r1[2 * ow + 1]));
+            float v = max_step_nb(pool_in_nb(t, r0[2 * ow]), pool_in_nb(t, r0[2 * ow + 1]));
+            v = max_step_nb(v, pool_in_nb(t, r1[2 * ow]));
+            yo[ow] = max_step_nb(v, pool_in_nb(t, r1[2 * ow + 1]));
         }
     }
 }
@@ -1272,9 +1510,11 @@ static void max2_bwd(const pool_task *t, size_t pl)
             float m = yp[o + ow], g = dyp[o + ow];
             if (t->relu && !(m > 0))
                 g = 0; /* relu'(x) of the chosen cell */
-            int k = 0;
-            while (k < 4 && pool_in(t, xp[cell[k]]) != m)
-                k++;
+            /* the first cell equal to m (4: none, m is NaN) */
+            unsigned eq = 1;
+            for (int j = 3; j >= 0; j--)
+                eq = eq << 1 | (pool_in_nb(t, xp[cell[j]]) == m);
+            int k = __builtin_ctz(eq);
             if (t->set)
                 for (int j = 0; j < 4; j++)
                     dxp[cell[j]] = j == k ? g : 0.0f;
@@ -1307,11 +1547,41 @@ static int max2_plane(const pool_task *t, size_t pl, int backward)
     return 1;
 }
 
+/* Planes [begin, end) of a 2x2, stride-2 max pooling by the small-plane
+ * AVX-512 kernels; returns 0, doing nothing, where they do not apply. */
+static int max2s_planes(const pool_task *t, size_t begin, size_t end, int backward)
+{
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+    const dl_pool_desc *d = t->d;
+    if (!is_max2(t) || !t->avx512 || !max2s_fits(d))
+        return 0;
+    max2s b;
+    max2s_init(&b, d);
+    size_t hw = (size_t)d->h * d->w, pq = (size_t)d->p * d->q;
+    /* with h even the row pairs of all planes are evenly spaced: one run */
+    size_t step = d->h % 2 ? 1 : end - begin;
+    for (size_t pl = begin; pl < end; pl += step) {
+        size_t pairs = (size_t)d->p * step;
+        if (backward)
+            max2s_bwd(t, &b, t->x + pl * hw, t->yc + pl * pq, t->dy + pl * pq, t->dx + pl * hw,
+                      pairs);
+        else
+            max2s_fwd(t, &b, t->x + pl * hw, t->y + pl * pq, pairs);
+    }
+    return 1;
+#else
+    (void)t, (void)begin, (void)end, (void)backward;
+    return 0;
+#endif
+}
+
 /* Planes [begin, end) of n*c. */
 static void pool_fwd_task(void *arg, size_t begin, size_t end)
 {
     const pool_task *t = arg;
     const dl_pool_desc *d = t->d;
+    if (max2s_planes(t, begin, end, 0))
+        return;
     for (size_t pl = begin; pl < end; pl++) {
         if (max2_plane(t, pl, 0))
             continue;
@@ -1352,11 +1622,13 @@ static void pool_bwd_task(void *arg, size_t begin, size_t end)
     pool_task local = *t0;
     const pool_task *t = &local;
     int cover = is_max2(t0) && d->h % 2 == 0 && d->w % 2 == 0;
-    if (t0->set && !cover)
+    if (t0->set && !cover) {
         local.set = 0;
+        memset(t->dx + begin * d->h * d->w, 0, (end - begin) * d->h * d->w * sizeof(float));
+    }
+    if (max2s_planes(t, begin, end, 1))
+        return;
     for (size_t pl = begin; pl < end; pl++) {
-        if (t0->set && !cover)
-            memset(t->dx + pl * d->h * d->w, 0, (size_t)d->h * d->w * sizeof(float));
         if (max2_plane(t, pl, 1))
             continue;
         const float *xp = t->x ? t->x + pl * d->h * d->w : NULL;

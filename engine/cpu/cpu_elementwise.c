@@ -293,13 +293,75 @@ int dl_cpu_bias_grad(dl_backend *be, float *db, const float *dy, int rows, int c
 /* --- activations -------------------------------------------------------- */
 
 #ifdef DL_CPU_VMATH
-/* The smooth activations and their derivatives on 8 lanes (exp and erf of
- * cpu_vmath.h); the scalar loops below serve builds without AVX2. */
-static inline __m256 gelu_cdf_v(__m256 x)
+/* GELU on vectors. Forward: y = x (1/2 + xc P(xc^2) / Q(xc^2)), x clamped
+ * to +-4 sqrt 2 in xc: x (1 + erf(x / sqrt 2)) / 2 with cpu_vmath.h's
+ * rational erf, the scaling by 1/sqrt 2 and the halving folded into its
+ * coefficients (u = 2 t^2: the powers of two are exact). Backward:
+ * Phi(-|x|) = t (a1 + .. + a5 t^4) exp(-x^2/2), t = 1 / (1 + p |x| /
+ * sqrt 2) (Abramowitz and Stegun 7.1.26, within 7.5e-8 of Phi), which
+ * shares its exp with the density phi = exp(-x^2/2) / sqrt(2 pi):
+ * GELU'(x) = Phi(x) + x phi(x). The 8- and 16-lane versions do the same
+ * operations, so they give the same bits. */
+#define GELU_CLAMP 5.65685424949238f /* 4 sqrt 2: erf(4) is 1 in float */
+#define GELU_P(k, c) ((float)((c)*0.5 * 0.70710678118654752 / (double)(1 << (k))))
+#define GELU_Q(k, c) ((float)((c) / (double)(1 << (k))))
+#define GELU_P6 GELU_P(6, -2.72614225801306e-10)
+#define GELU_P5 GELU_P(5, 2.77068142495902e-08)
+#define GELU_P4 GELU_P(4, -2.10102402082508e-06)
+#define GELU_P3 GELU_P(3, -5.69250639462346e-05)
+#define GELU_P2 GELU_P(2, -7.34990630326855e-04)
+#define GELU_P1 GELU_P(1, -2.95459980854025e-03)
+#define GELU_P0 GELU_P(0, -1.60960333262415e-02)
+#define GELU_Q4 GELU_Q(4, -1.45660718464996e-05)
+#define GELU_Q3 GELU_Q(3, -2.13374055278905e-04)
+#define GELU_Q2 GELU_Q(2, -1.68282697438203e-03)
+#define GELU_Q1 GELU_Q(1, -7.37332916720468e-03)
+#define GELU_Q0 GELU_Q(0, -1.42647390514189e-02)
+/* A&S 7.1.26: p / sqrt 2, and a1..a5 halved (Phi = erfc / 2) */
+#define GELU_T ((float)(0.3275911 * 0.70710678118654752))
+#define GELU_A1 0.127414796f
+#define GELU_A2 -0.142248368f
+#define GELU_A3 0.7107068705f
+#define GELU_A4 -0.7265760135f
+#define GELU_A5 0.5307027145f
+#define GELU_PDF 0.39894228040143268f /* 1 / sqrt(2 pi) */
+
+static inline __m256 gelu_v(__m256 x)
 {
-    __m256 half = _mm256_set1_ps(0.5f);
-    __m256 erf = dl_v_erf(_mm256_mul_ps(x, _mm256_set1_ps(0.70710678118f)));
-    return _mm256_mul_ps(half, _mm256_add_ps(_mm256_set1_ps(1.0f), erf));
+    __m256 xc =
+        _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(-GELU_CLAMP)), _mm256_set1_ps(GELU_CLAMP));
+    __m256 u = _mm256_mul_ps(xc, xc);
+    __m256 p = _mm256_set1_ps(GELU_P6);
+    p = _mm256_fmadd_ps(p, u, _mm256_set1_ps(GELU_P5));
+    p = _mm256_fmadd_ps(p, u, _mm256_set1_ps(GELU_P4));
+    p = _mm256_fmadd_ps(p, u, _mm256_set1_ps(GELU_P3));
+    p = _mm256_fmadd_ps(p, u, _mm256_set1_ps(GELU_P2));
+    p = _mm256_fmadd_ps(p, u, _mm256_set1_ps(GELU_P1));
+    p = _mm256_fmadd_ps(p, u, _mm256_set1_ps(GELU_P0));
+    __m256 q = _mm256_set1_ps(GELU_Q4);
+    q = _mm256_fmadd_ps(q, u, _mm256_set1_ps(GELU_Q3));
+    q = _mm256_fmadd_ps(q, u, _mm256_set1_ps(GELU_Q2));
+    q = _mm256_fmadd_ps(q, u, _mm256_set1_ps(GELU_Q1));
+    q = _mm256_fmadd_ps(q, u, _mm256_set1_ps(GELU_Q0));
+    __m256 cdf = _mm256_fmadd_ps(xc, _mm256_div_ps(p, q), _mm256_set1_ps(0.5f));
+    return _mm256_mul_ps(x, cdf);
+}
+/* GELU'(x) */
+static inline __m256 gelu_grad_v(__m256 x)
+{
+    __m256 one = _mm256_set1_ps(1.0f);
+    __m256 a = _mm256_andnot_ps(_mm256_set1_ps(-0.0f), x);
+    __m256 t = _mm256_div_ps(one, _mm256_fmadd_ps(a, _mm256_set1_ps(GELU_T), one));
+    __m256 s = _mm256_set1_ps(GELU_A5);
+    s = _mm256_fmadd_ps(s, t, _mm256_set1_ps(GELU_A4));
+    s = _mm256_fmadd_ps(s, t, _mm256_set1_ps(GELU_A3));
+    s = _mm256_fmadd_ps(s, t, _mm256_set1_ps(GELU_A2));
+    s = _mm256_fmadd_ps(s, t, _mm256_set1_ps(GELU_A1));
+    __m256 e = dl_v_exp_le0(_mm256_mul_ps(_mm256_mul_ps(x, _mm256_set1_ps(-0.5f)), x));
+    __m256 lo = _mm256_mul_ps(_mm256_mul_ps(s, t), e); /* Phi(-|x|) */
+    __m256 pos = _mm256_cmp_ps(x, _mm256_setzero_ps(), _CMP_GE_OQ);
+    __m256 cdf = _mm256_blendv_ps(lo, _mm256_sub_ps(one, lo), pos);
+    return _mm256_fmadd_ps(_mm256_mul_ps(x, e), _mm256_set1_ps(GELU_PDF), cdf);
 }
 static inline __m256 sigmoid_v(__m256 x)
 {
@@ -310,7 +372,7 @@ static inline __m256 sigmoid_v(__m256 x)
 static inline __m256 act_v(dl_act kind, __m256 x)
 {
     switch (kind) {
-    case DL_ACT_GELU: return _mm256_mul_ps(x, gelu_cdf_v(x));
+    case DL_ACT_GELU: return gelu_v(x);
     case DL_ACT_SIGMOID: return sigmoid_v(x);
     case DL_ACT_SILU: return _mm256_mul_ps(x, sigmoid_v(x));
     default: return x;
@@ -321,11 +383,7 @@ static inline __m256 act_grad_v(dl_act kind, __m256 x, __m256 dy)
 {
     __m256 one = _mm256_set1_ps(1.0f);
     switch (kind) {
-    case DL_ACT_GELU: {
-        __m256 h = _mm256_mul_ps(_mm256_set1_ps(-0.5f), _mm256_mul_ps(x, x));
-        __m256 pdf = _mm256_mul_ps(_mm256_set1_ps(0.39894228040f), dl_v_exp(h));
-        return _mm256_mul_ps(dy, _mm256_fmadd_ps(x, pdf, gelu_cdf_v(x)));
-    }
+    case DL_ACT_GELU: return _mm256_mul_ps(dy, gelu_grad_v(x));
     case DL_ACT_SIGMOID: {
         __m256 sg = sigmoid_v(x);
         return _mm256_mul_ps(dy, _mm256_mul_ps(sg, _mm256_sub_ps(one, sg)));
@@ -343,10 +401,41 @@ static int act_vectorised(dl_act kind)
     return kind == DL_ACT_GELU || kind == DL_ACT_SIGMOID || kind == DL_ACT_SILU;
 }
 /* The same on 16 lanes (AVX-512F): the same operations per lane. */
-DL_V512_TARGET static inline __m512 gelu_cdf_v512(__m512 x)
+DL_V512_TARGET static inline __m512 gelu_v512(__m512 x)
 {
-    __m512 erf = dl_v512_erf(_mm512_mul_ps(x, _mm512_set1_ps(0.70710678118f)));
-    return _mm512_mul_ps(_mm512_set1_ps(0.5f), _mm512_add_ps(_mm512_set1_ps(1.0f), erf));
+    __m512 xc =
+        _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(-GELU_CLAMP)), _mm512_set1_ps(GELU_CLAMP));
+    __m512 u = _mm512_mul_ps(xc, xc);
+    __m512 p = _mm512_set1_ps(GELU_P6);
+    p = _mm512_fmadd_ps(p, u, _mm512_set1_ps(GELU_P5));
+    p = _mm512_fmadd_ps(p, u, _mm512_set1_ps(GELU_P4));
+    p = _mm512_fmadd_ps(p, u, _mm512_set1_ps(GELU_P3));
+    p = _mm512_fmadd_ps(p, u, _mm512_set1_ps(GELU_P2));
+    p = _mm512_fmadd_ps(p, u, _mm512_set1_ps(GELU_P1));
+    p = _mm512_fmadd_ps(p, u, _mm512_set1_ps(GELU_P0));
+    __m512 q = _mm512_set1_ps(GELU_Q4);
+    q = _mm512_fmadd_ps(q, u, _mm512_set1_ps(GELU_Q3));
+    q = _mm512_fmadd_ps(q, u, _mm512_set1_ps(GELU_Q2));
+    q = _mm512_fmadd_ps(q, u, _mm512_set1_ps(GELU_Q1));
+    q = _mm512_fmadd_ps(q, u, _mm512_set1_ps(GELU_Q0));
+    __m512 cdf = _mm512_fmadd_ps(xc, _mm512_div_ps(p, q), _mm512_set1_ps(0.5f));
+    return _mm512_mul_ps(x, cdf);
+}
+DL_V512_TARGET static inline __m512 gelu_grad_v512(__m512 x)
+{
+    __m512 one = _mm512_set1_ps(1.0f);
+    __m512 a = _mm512_abs_ps(x);
+    __m512 t = _mm512_div_ps(one, _mm512_fmadd_ps(a, _mm512_set1_ps(GELU_T), one));
+    __m512 s = _mm512_set1_ps(GELU_A5);
+    s = _mm512_fmadd_ps(s, t, _mm512_set1_ps(GELU_A4));
+    s = _mm512_fmadd_ps(s, t, _mm512_set1_ps(GELU_A3));
+    s = _mm512_fmadd_ps(s, t, _mm512_set1_ps(GELU_A2));
+    s = _mm512_fmadd_ps(s, t, _mm512_set1_ps(GELU_A1));
+    __m512 e = dl_v512_exp_le0(_mm512_mul_ps(_mm512_mul_ps(x, _mm512_set1_ps(-0.5f)), x));
+    __m512 lo = _mm512_mul_ps(_mm512_mul_ps(s, t), e); /* Phi(-|x|) */
+    __mmask16 pos = _mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_GE_OQ);
+    __m512 cdf = _mm512_mask_sub_ps(lo, pos, one, lo);
+    return _mm512_fmadd_ps(_mm512_mul_ps(x, e), _mm512_set1_ps(GELU_PDF), cdf);
 }
 DL_V512_TARGET static inline __m512 sigmoid_v512(__m512 x)
 {
@@ -357,7 +446,7 @@ DL_V512_TARGET static inline __m512 sigmoid_v512(__m512 x)
 DL_V512_TARGET static inline __m512 act_v512(dl_act kind, __m512 x)
 {
     switch (kind) {
-    case DL_ACT_GELU: return _mm512_mul_ps(x, gelu_cdf_v512(x));
+    case DL_ACT_GELU: return gelu_v512(x);
     case DL_ACT_SIGMOID: return sigmoid_v512(x);
     case DL_ACT_SILU: return _mm512_mul_ps(x, sigmoid_v512(x));
     default: return x;
@@ -367,11 +456,7 @@ DL_V512_TARGET static inline __m512 act_grad_v512(dl_act kind, __m512 x, __m512 
 {
     __m512 one = _mm512_set1_ps(1.0f);
     switch (kind) {
-    case DL_ACT_GELU: {
-        __m512 h = _mm512_mul_ps(_mm512_set1_ps(-0.5f), _mm512_mul_ps(x, x));
-        __m512 pdf = _mm512_mul_ps(_mm512_set1_ps(0.39894228040f), dl_v512_exp(h));
-        return _mm512_mul_ps(dy, _mm512_fmadd_ps(x, pdf, gelu_cdf_v512(x)));
-    }
+    case DL_ACT_GELU: return _mm512_mul_ps(dy, gelu_grad_v512(x));
     case DL_ACT_SIGMOID: {
         __m512 sg = sigmoid_v512(x);
         return _mm512_mul_ps(dy, _mm512_mul_ps(sg, _mm512_sub_ps(one, sg)));
@@ -386,19 +471,38 @@ DL_V512_TARGET static inline __m512 act_grad_v512(dl_act kind, __m512 x, __m512 
 }
 DL_V512_TARGET static void act_fwd_v512(dl_act kind, float *y, const float *x, size_t b, size_t e)
 {
-    for (size_t i = b; i < e; i += 16) {
+    size_t i = b;
+    /* two vectors a step: their long dependency chains interleave */
+    for (; i + 32 <= e; i += 32) {
+        __m512 v0 = act_v512(kind, _mm512_loadu_ps(x + i));
+        __m512 v1 = act_v512(kind, _mm512_loadu_ps(x + i + 16));
+        _mm512_storeu_ps(y + i, v0);
+        _mm512_storeu_ps(y + i + 16, v1);
+    }
+    for (; i < e; i += 16) {
         __mmask16 m = dl_v512_mask(e - i < 16 ? (int)(e - i) : 16);
         _mm512_mask_storeu_ps(y + i, m, act_v512(kind, _mm512_maskz_loadu_ps(m, x + i)));
     }
 }
+/* dx += g, or with set dx = 0 + g (the adding op's bits on a zeroed dx). */
 DL_V512_TARGET static void act_bwd_v512(dl_act kind, float *dx, const float *x, const float *dy,
-                                        size_t b, size_t e)
+                                        size_t b, size_t e, int set)
 {
-    for (size_t i = b; i < e; i += 16) {
+    size_t i = b;
+    for (; i + 32 <= e; i += 32) {
+        __m512 g0 = act_grad_v512(kind, _mm512_loadu_ps(x + i), _mm512_loadu_ps(dy + i));
+        __m512 g1 = act_grad_v512(kind, _mm512_loadu_ps(x + i + 16), _mm512_loadu_ps(dy + i + 16));
+        __m512 base0 = set ? _mm512_setzero_ps() : _mm512_loadu_ps(dx + i);
+        __m512 base1 = set ? _mm512_setzero_ps() : _mm512_loadu_ps(dx + i + 16);
+        _mm512_storeu_ps(dx + i, _mm512_add_ps(base0, g0));
+        _mm512_storeu_ps(dx + i + 16, _mm512_add_ps(base1, g1));
+    }
+    for (; i < e; i += 16) {
         __mmask16 m = dl_v512_mask(e - i < 16 ? (int)(e - i) : 16);
         __m512 g =
             act_grad_v512(kind, _mm512_maskz_loadu_ps(m, x + i), _mm512_maskz_loadu_ps(m, dy + i));
-        _mm512_mask_storeu_ps(dx + i, m, _mm512_add_ps(_mm512_maskz_loadu_ps(m, dx + i), g));
+        __m512 base = set ? _mm512_setzero_ps() : _mm512_maskz_loadu_ps(m, dx + i);
+        _mm512_mask_storeu_ps(dx + i, m, _mm512_add_ps(base, g));
     }
 }
 
@@ -415,21 +519,24 @@ static void act_fwd_v(dl_act kind, float *y, const float *x, size_t b, size_t e)
     if (i < e)
         dl_v_store_tail(y + i, act_v(kind, dl_v_load_tail(x + i, (int)(e - i))), (int)(e - i));
 }
-static void act_bwd_v(dl_act kind, float *dx, const float *x, const float *dy, size_t b, size_t e)
+static void act_bwd_v(dl_act kind, float *dx, const float *x, const float *dy, size_t b, size_t e,
+                      int set)
 {
     if (dl_v512_usable()) {
-        act_bwd_v512(kind, dx, x, dy, b, e);
+        act_bwd_v512(kind, dx, x, dy, b, e, set);
         return;
     }
     size_t i = b;
     for (; i + 8 <= e; i += 8) {
         __m256 g = act_grad_v(kind, _mm256_loadu_ps(x + i), _mm256_loadu_ps(dy + i));
-        _mm256_storeu_ps(dx + i, _mm256_add_ps(_mm256_loadu_ps(dx + i), g));
+        __m256 base = set ? _mm256_setzero_ps() : _mm256_loadu_ps(dx + i);
+        _mm256_storeu_ps(dx + i, _mm256_add_ps(base, g));
     }
     if (i < e) {
         int n = (int)(e - i);
         __m256 g = act_grad_v(kind, dl_v_load_tail(x + i, n), dl_v_load_tail(dy + i, n));
-        dl_v_store_tail(dx + i, _mm256_add_ps(dl_v_load_tail(dx + i, n), g), n);
+        __m256 base = set ? _mm256_setzero_ps() : dl_v_load_tail(dx + i, n);
+        dl_v_store_tail(dx + i, _mm256_add_ps(base, g), n);
     }
 }
 #endif
@@ -490,6 +597,7 @@ typedef struct {
     float *dx;
     const float *x, *y, *dy;
     dl_act kind;
+    int set; /* write dx instead of adding to it */
 } act_bwd_job;
 
 static void act_bwd_range(void *p, size_t b, size_t e)
@@ -499,7 +607,7 @@ static void act_bwd_range(void *p, size_t b, size_t e)
     const float *restrict x = j->x, *restrict y = j->y, *restrict dy = j->dy;
 #ifdef DL_CPU_VMATH
     if (act_vectorised(j->kind)) {
-        act_bwd_v(j->kind, dx, x, dy, b, e);
+        act_bwd_v(j->kind, dx, x, dy, b, e, j->set);
         return;
     }
 #endif
@@ -547,7 +655,7 @@ static void act_bwd_range(void *p, size_t b, size_t e)
 int dl_cpu_act_backward(dl_backend *be, dl_act kind, float *dx, const float *x, const float *y,
                         const float *dy, size_t n)
 {
-    act_bwd_job j = {dx, x, y, dy, kind};
+    act_bwd_job j = {dx, x, y, dy, kind, 0};
     dl_pool_for(dl_cpu(be)->pool, n, GRAIN, act_bwd_range, &j);
     return DL_OK;
 }
@@ -569,11 +677,18 @@ static void relu_bwd_set_range(void *p, size_t b, size_t e)
         dx[i] = x[i] > 0 ? dy[i] : 0;
 }
 
-/* The other kinds: the range is zeroed and then added into while it is in
- * cache (the values are those of the adding op into zeros, 0 + g = g). */
+/* The other kinds: the values of the adding op into zeros (0 + g), the
+ * vector kernels' written directly, the others' added into the range
+ * zeroed while it is in cache. */
 static void act_bwd_set_range(void *p, size_t b, size_t e)
 {
     act_bwd_job *j = p;
+#ifdef DL_CPU_VMATH
+    if (act_vectorised(j->kind)) {
+        act_bwd_v(j->kind, j->dx, j->x, j->dy, b, e, 1);
+        return;
+    }
+#endif
     memset(j->dx + b, 0, (e - b) * sizeof(float));
     act_bwd_range(p, b, e);
 }
@@ -581,7 +696,7 @@ static void act_bwd_set_range(void *p, size_t b, size_t e)
 int dl_cpu_act_backward_set(dl_backend *be, dl_act kind, float *dx, const float *x, const float *y,
                             const float *dy, size_t n)
 {
-    act_bwd_job j = {dx, x, y, dy, kind};
+    act_bwd_job j = {dx, x, y, dy, kind, 1};
     dl_pool_for(dl_cpu(be)->pool, n, GRAIN,
                 kind == DL_ACT_RELU ? relu_bwd_set_range : act_bwd_set_range, &j);
     return DL_OK;

@@ -39,6 +39,30 @@ static inline __m256 dl_v_exp(__m256 x)
     return _mm256_andnot_ps(tiny, y);
 }
 
+/* exp of 8 floats x <= 0: the 16-lane dl_v512_exp_le0's operations (its
+ * bits): no upper clamp, the last two Horner steps as FMAs. */
+static inline __m256 dl_v_exp_le0(__m256 x)
+{
+    __m256 tiny = _mm256_cmp_ps(x, _mm256_set1_ps(-87.3f), _CMP_LT_OQ);
+    x = _mm256_max_ps(x, _mm256_set1_ps(-87.3f));
+    __m256 fx = _mm256_floor_ps(
+        _mm256_fmadd_ps(x, _mm256_set1_ps(1.44269504088896341f), _mm256_set1_ps(0.5f)));
+    x = _mm256_fnmadd_ps(fx, _mm256_set1_ps(0.693359375f), x);
+    x = _mm256_fnmadd_ps(fx, _mm256_set1_ps(-2.12194440e-4f), x);
+    __m256 y = _mm256_set1_ps(1.9875691500e-4f);
+    y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(1.3981999507e-3f));
+    y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(8.3334519073e-3f));
+    y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(4.1665795894e-2f));
+    y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(1.6666665459e-1f));
+    y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(5.0000001201e-1f));
+    y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(1.0f));
+    y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(1.0f));
+    __m256i e =
+        _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(fx), _mm256_set1_epi32(127)), 23);
+    y = _mm256_mul_ps(y, _mm256_castsi256_ps(e));
+    return _mm256_andnot_ps(tiny, y);
+}
+
 /* exp of 16 floats x <= 0 (softmax's z - max, a Gaussian's -x^2/2):
  * dl_v512_exp's reduction, its polynomial's coefficients by Horner's
  * rule in FMAs (two operations fewer; within 1.3 ulp of expf), 2^n by
