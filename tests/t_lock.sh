@@ -71,7 +71,9 @@ for round in 1 2 3; do
     ra=$?
     wait "$b"
     rb=$?
-    refused=$(cat "$OUT/a$round.log" "$OUT/b$round.log" | grep -c "is in use by process")
+    # "by process PID", or "by another process" when the loser looked
+    # between the winner's flock and its writing its PID into the lock
+    refused=$(cat "$OUT/a$round.log" "$OUT/b$round.log" | grep -c "is in use by")
     if { [ "$ra" = 130 ] && [ "$rb" = 2 ]; } || { [ "$ra" = 2 ] && [ "$rb" = 130 ]; } &&
         [ "$refused" -eq 1 ]; then
         good=$((good + 1))
