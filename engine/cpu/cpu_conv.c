@@ -1479,14 +1479,14 @@ DIRECT_TARGET static void max2s_bwd(const pool_task *t, const max2s *b, const fl
 #undef VLOAD_IDX
 #endif
 
-static void max2_fwd(const pool_task *t, size_t pl)
+/* The scalar 2x2 loops over `pairs` evenly spaced row pairs (2w floats
+ * of x, q of y each): a plane, or the tail of a run. */
+static void max2_fwd_rows(const pool_task *t, const float *xp, float *yp, size_t pairs)
 {
     const dl_pool_desc *d = t->d;
-    const float *xp = t->x + pl * d->h * d->w;
-    float *yp = t->y + pl * d->p * d->q;
-    for (int oh = 0; oh < d->p; oh++) {
-        const float *r0 = xp + (size_t)(2 * oh) * d->w, *r1 = r0 + d->w;
-        float *yo = yp + (size_t)oh * d->q;
+    for (size_t oh = 0; oh < pairs; oh++) {
+        const float *r0 = xp + 2 * oh * d->w, *r1 = r0 + d->w;
+        float *yo = yp + oh * d->q;
         for (int ow = 0; ow < d->q; ow++) {
             float v = max_step_nb(pool_in_nb(t, r0[2 * ow]), pool_in_nb(t, r0[2 * ow + 1]));
             v = max_step_nb(v, pool_in_nb(t, r1[2 * ow]));
@@ -1495,15 +1495,12 @@ static void max2_fwd(const pool_task *t, size_t pl)
     }
 }
 
-static void max2_bwd(const pool_task *t, size_t pl)
+static void max2_bwd_rows(const pool_task *t, const float *xp, const float *yp, const float *dyp,
+                          float *dxp, size_t pairs)
 {
     const dl_pool_desc *d = t->d;
-    const float *xp = t->x + pl * d->h * d->w;
-    const float *yp = t->yc + pl * d->p * d->q;
-    const float *dyp = t->dy + pl * d->p * d->q;
-    float *dxp = t->dx + pl * d->h * d->w;
-    for (int oh = 0; oh < d->p; oh++) {
-        size_t i0 = (size_t)(2 * oh) * d->w, o = (size_t)oh * d->q;
+    for (size_t oh = 0; oh < pairs; oh++) {
+        size_t i0 = 2 * oh * d->w, o = oh * d->q;
         for (int ow = 0; ow < d->q; ow++) {
             size_t a = i0 + 2 * (size_t)ow;
             size_t cell[4] = {a, a + 1, a + d->w, a + d->w + 1};
@@ -1522,6 +1519,227 @@ static void max2_bwd(const pool_task *t, size_t pl)
                 dxp[cell[k]] += g;
         }
     }
+}
+
+static void max2_fwd(const pool_task *t, size_t pl)
+{
+    const dl_pool_desc *d = t->d;
+    max2_fwd_rows(t, t->x + pl * d->h * d->w, t->y + pl * d->p * d->q, (size_t)d->p);
+}
+
+static void max2_bwd(const pool_task *t, size_t pl)
+{
+    const dl_pool_desc *d = t->d;
+    size_t hw = (size_t)d->h * d->w, pq = (size_t)d->p * d->q;
+    max2_bwd_rows(t, t->x + pl * hw, t->yc + pl * pq, t->dy + pl * pq, t->dx + pl * hw,
+                  (size_t)d->p);
+}
+
+#ifdef __AVX2__
+/* The 2x2 max pooling in 8 lanes (AVX2), for CPUs without AVX-512: 8
+ * outputs of one row pair at a time from 16 floats of each row, split
+ * into even and odd columns by in-lane shuffles, which leave the outputs
+ * in the order S = 0 1 4 5 2 3 6 7 (one 64-bit permute, its own inverse,
+ * converts). The maximum is ((a0 . a1) . (b0 . b1)) as in the AVX-512
+ * kernels. Rows of q >= 8 outputs end with a chunk that overlaps the one
+ * before; shorter rows run one chunk per row pair that reads and writes
+ * past the pair into the next one (written again right after), and the
+ * last pairs of a run, where that would leave the run, go to the scalar
+ * loops. The backward routes dy in the same chunks: the winners' dy and
+ * the other cells' -0 (adding -0 keeps every dx, -0 included) or, when
+ * writing, 0, interleaved back into columns by unpacks. */
+#define INLINE256 static inline __attribute__((always_inline))
+
+INLINE256 __m256 vmax_step8(__m256 v, __m256 x)
+{
+    return _mm256_blendv_ps(_mm256_max_ps(x, v), x, _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
+}
+
+INLINE256 __m256 vrelu8(__m256 x)
+{
+    return _mm256_and_ps(x, _mm256_cmp_ps(x, _mm256_setzero_ps(), _CMP_GT_OQ));
+}
+
+/* S order <-> output order */
+INLINE256 __m256 perm_s(__m256 v)
+{
+    return _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(v), 0xd8));
+}
+
+/* The even (cell 0) and odd (cell 1) columns of 16 floats at p, in S order. */
+INLINE256 void split8(const float *p, int relu, __m256 *c0, __m256 *c1)
+{
+    __m256 lo = _mm256_loadu_ps(p), hi = _mm256_loadu_ps(p + 8);
+    if (relu)
+        lo = vrelu8(lo), hi = vrelu8(hi);
+    *c0 = _mm256_shuffle_ps(lo, hi, 0x88);
+    *c1 = _mm256_shuffle_ps(lo, hi, 0xdd);
+}
+
+/* 8 outputs from the upper row at a and the lower at b, in output order. */
+INLINE256 __m256 max2_chunk8(const float *a, const float *b, int relu)
+{
+    __m256 c0, c1, v;
+    split8(a, relu, &c0, &c1);
+    v = vmax_step8(c0, c1);
+    split8(b, relu, &c0, &c1);
+    return perm_s(vmax_step8(v, vmax_step8(c0, c1)));
+}
+
+INLINE256 void max2_fwd8_body(const pool_task *t, const float *x, float *y, size_t pairs, int relu)
+{
+    const int w = t->d->w, q = t->d->q;
+    const size_t in = 2 * (size_t)w;
+    size_t r = 0;
+    if (q >= 8) {
+        for (; r < pairs; r++) {
+            const float *a = x + r * in;
+            float *yo = y + r * q;
+            for (int j = 0; j < q; j += 8) {
+                int s = j + 8 <= q ? j : q - 8;
+                _mm256_storeu_ps(yo + s, max2_chunk8(a + 2 * s, a + w + 2 * s, relu));
+            }
+        }
+    } else {
+        for (; r < pairs && r * in + w + 16 <= pairs * in && r * q + 8 <= pairs * q; r++)
+            _mm256_storeu_ps(y + r * q, max2_chunk8(x + r * in, x + r * in + w, relu));
+    }
+    if (r < pairs)
+        max2_fwd_rows(t, x + r * in, y + r * q, pairs - r);
+}
+
+/* x and y of `pairs` evenly spaced row pairs. */
+static void max2_fwd_avx2(const pool_task *t, const float *x, float *y, size_t pairs)
+{
+    if (t->relu)
+        max2_fwd8_body(t, x, y, pairs, 1);
+    else
+        max2_fwd8_body(t, x, y, pairs, 0);
+}
+
+/* The lanes (S order) of outputs lo <= j < hi of a chunk. */
+INLINE256 __m256 lanes8(int lo, int hi)
+{
+    const __m256 s = _mm256_setr_ps(0, 1, 4, 5, 2, 3, 6, 7);
+    return _mm256_and_ps(_mm256_cmp_ps(s, _mm256_set1_ps((float)lo), _CMP_GE_OQ),
+                         _mm256_cmp_ps(s, _mm256_set1_ps((float)hi), _CMP_LT_OQ));
+}
+
+/* One row's 16 cells at p: cell 0 and 1 of each output (S order) put
+ * back into columns, added to dx or written. */
+INLINE256 void max2_put8(float *p, __m256 g0, __m256 g1, int set)
+{
+    __m256 lo = _mm256_unpacklo_ps(g0, g1), hi = _mm256_unpackhi_ps(g0, g1);
+    if (!set) {
+        lo = _mm256_add_ps(_mm256_loadu_ps(p), lo);
+        hi = _mm256_add_ps(_mm256_loadu_ps(p + 8), hi);
+    }
+    _mm256_storeu_ps(p, lo);
+    _mm256_storeu_ps(p + 8, hi);
+}
+
+/* The gradient of 8 outputs (y at ym, dy at gy; the lanes of `keep`
+ * only) to the cells of x at a (upper row) and b, dx at da and db. */
+INLINE256 void max2_bwd_chunk8(const float *a, const float *b, const float *ym, const float *gy,
+                               float *da, float *db, __m256 keep, int relu, int set)
+{
+    __m256 m = perm_s(_mm256_loadu_ps(ym)), g = perm_s(_mm256_loadu_ps(gy));
+    if (relu) /* relu'(x) of the chosen cell is 1 exactly when the max is > 0 */
+        g = _mm256_and_ps(g, _mm256_cmp_ps(m, _mm256_setzero_ps(), _CMP_GT_OQ));
+    __m256 a0, a1, b0, b1;
+    split8(a, relu, &a0, &a1);
+    split8(b, relu, &b0, &b1);
+    /* the first cell equal to the max, in the order a0 a1 b0 b1 */
+    __m256 k0 = _mm256_and_ps(_mm256_cmp_ps(a0, m, _CMP_EQ_OQ), keep);
+    __m256 rest = _mm256_andnot_ps(k0, keep);
+    __m256 k1 = _mm256_and_ps(_mm256_cmp_ps(a1, m, _CMP_EQ_OQ), rest);
+    rest = _mm256_andnot_ps(k1, rest);
+    __m256 k2 = _mm256_and_ps(_mm256_cmp_ps(b0, m, _CMP_EQ_OQ), rest);
+    rest = _mm256_andnot_ps(k2, rest);
+    __m256 k3 = _mm256_and_ps(_mm256_cmp_ps(b1, m, _CMP_EQ_OQ), rest);
+    if (set) {
+        max2_put8(da, _mm256_and_ps(k0, g), _mm256_and_ps(k1, g), 1);
+        max2_put8(db, _mm256_and_ps(k2, g), _mm256_and_ps(k3, g), 1);
+    } else {
+        const __m256 nz = _mm256_set1_ps(-0.0f);
+        max2_put8(da, _mm256_blendv_ps(nz, g, k0), _mm256_blendv_ps(nz, g, k1), 0);
+        max2_put8(db, _mm256_blendv_ps(nz, g, k2), _mm256_blendv_ps(nz, g, k3), 0);
+    }
+}
+
+INLINE256 void max2_bwd8_body(const pool_task *t, const float *x, const float *yc, const float *dy,
+                              float *dx, size_t pairs, int relu, int set)
+{
+    const int w = t->d->w, q = t->d->q;
+    const size_t in = 2 * (size_t)w;
+    size_t r = 0;
+    if (q >= 8) {
+        const __m256 all = lanes8(0, 8);
+        /* the last chunk's lanes already done: written again the same when
+         * writing, skipped when adding */
+        const __m256 last = set ? all : lanes8(8 - q % 8, 8);
+        for (; r < pairs; r++) {
+            const float *a = x + r * in;
+            float *g = dx + r * in;
+            size_t o = r * q;
+            for (int j = 0; j < q; j += 8) {
+                int s = j + 8 <= q ? j : q - 8;
+                max2_bwd_chunk8(a + 2 * s, a + w + 2 * s, yc + o + s, dy + o + s, g + 2 * s,
+                                g + w + 2 * s, s == j ? all : last, relu, set);
+            }
+        }
+    } else {
+        const __m256 keep = lanes8(0, q);
+        for (; r < pairs && r * in + w + 16 <= pairs * in && r * q + 8 <= pairs * q; r++)
+            max2_bwd_chunk8(x + r * in, x + r * in + w, yc + r * q, dy + r * q, dx + r * in,
+                            dx + r * in + w, keep, relu, set);
+    }
+    if (r < pairs)
+        max2_bwd_rows(t, x + r * in, yc + r * q, dy + r * q, dx + r * in, pairs - r);
+}
+
+/* dx of `pairs` evenly spaced row pairs += (or, with t->set, =) the
+ * gradient routed from dy. */
+static void max2_bwd_avx2(const pool_task *t, const float *x, const float *yc, const float *dy,
+                          float *dx, size_t pairs)
+{
+    if (t->relu && t->set)
+        max2_bwd8_body(t, x, yc, dy, dx, pairs, 1, 1);
+    else if (t->relu)
+        max2_bwd8_body(t, x, yc, dy, dx, pairs, 1, 0);
+    else if (t->set)
+        max2_bwd8_body(t, x, yc, dy, dx, pairs, 0, 1);
+    else
+        max2_bwd8_body(t, x, yc, dy, dx, pairs, 0, 0);
+}
+#undef INLINE256
+#endif
+
+/* Planes [begin, end) of a 2x2, stride-2 max pooling by the AVX2 kernels
+ * (CPUs without AVX-512); returns 0, doing nothing, where they do not
+ * apply. */
+static int max2_avx2_planes(const pool_task *t, size_t begin, size_t end, int backward)
+{
+#ifdef __AVX2__
+    const dl_pool_desc *d = t->d;
+    if (!is_max2(t) || t->avx512)
+        return 0;
+    size_t hw = (size_t)d->h * d->w, pq = (size_t)d->p * d->q;
+    /* with h even the row pairs of all planes are evenly spaced: one run */
+    size_t step = d->h % 2 ? 1 : end - begin;
+    for (size_t pl = begin; pl < end; pl += step) {
+        size_t pairs = (size_t)d->p * step;
+        if (backward)
+            max2_bwd_avx2(t, t->x + pl * hw, t->yc + pl * pq, t->dy + pl * pq, t->dx + pl * hw,
+                          pairs);
+        else
+            max2_fwd_avx2(t, t->x + pl * hw, t->y + pl * pq, pairs);
+    }
+    return 1;
+#else
+    (void)t, (void)begin, (void)end, (void)backward;
+    return 0;
+#endif
 }
 
 /* Plane pl of a 2x2, stride-2 max pooling (forward, or backward), by the
@@ -1580,7 +1798,7 @@ static void pool_fwd_task(void *arg, size_t begin, size_t end)
 {
     const pool_task *t = arg;
     const dl_pool_desc *d = t->d;
-    if (max2s_planes(t, begin, end, 0))
+    if (max2s_planes(t, begin, end, 0) || max2_avx2_planes(t, begin, end, 0))
         return;
     for (size_t pl = begin; pl < end; pl++) {
         if (max2_plane(t, pl, 0))
@@ -1626,7 +1844,7 @@ static void pool_bwd_task(void *arg, size_t begin, size_t end)
         local.set = 0;
         memset(t->dx + begin * d->h * d->w, 0, (end - begin) * d->h * d->w * sizeof(float));
     }
-    if (max2s_planes(t, begin, end, 1))
+    if (max2s_planes(t, begin, end, 1) || max2_avx2_planes(t, begin, end, 1))
         return;
     for (size_t pl = begin; pl < end; pl++) {
         if (max2_plane(t, pl, 1))
