@@ -1244,8 +1244,10 @@ DIRECT_TARGET static void max2_bwd_avx512(const pool_task *t, size_t pl)
                            mo & ~(e0 | e1);
             __mmask16 e3 = _mm512_cmp_ps_mask(_mm512_permutex2var_ps(b0, od, b1), m, _CMP_EQ_OQ) &
                            mo & ~(e0 | e1 | e2);
-            __m512 ga = _mm512_maskz_mov_ps(e0, g), gb = _mm512_maskz_mov_ps(e1, g);
-            __m512 gc = _mm512_maskz_mov_ps(e2, g), gd = _mm512_maskz_mov_ps(e3, g);
+            /* the other cells' 0 when writing, else -0 (which keeps a dx of -0) */
+            const __m512 other = _mm512_set1_ps(t->set ? 0.0f : -0.0f);
+            __m512 ga = _mm512_mask_mov_ps(other, e0, g), gb = _mm512_mask_mov_ps(other, e1, g);
+            __m512 gc = _mm512_mask_mov_ps(other, e2, g), gd = _mm512_mask_mov_ps(other, e3, g);
             __m512 v00 = _mm512_permutex2var_ps(ga, lo, gb),
                    v01 = _mm512_permutex2var_ps(ga, hi, gb);
             __m512 v10 = _mm512_permutex2var_ps(gc, lo, gd),
@@ -1396,7 +1398,9 @@ DIRECT_TARGET static void max2s_fwd(const pool_task *t, const max2s *b, const fl
 /* The winners' g spread back to x vector v, added to dx or written. */
 INLINE512 void max2s_put(float *db, __m512i own, __m512 gy, uint64_t win, uint64_t store, int set)
 {
-    __m512 gv = _mm512_maskz_mov_ps((__mmask16)win, _mm512_permutexvar_ps(own, gy));
+    /* the other cells' 0 when writing, else -0 (which keeps a dx of -0) */
+    __m512 gv = _mm512_mask_mov_ps(_mm512_set1_ps(set ? 0.0f : -0.0f), (__mmask16)win,
+                                   _mm512_permutexvar_ps(own, gy));
     if (!set)
         gv = _mm512_add_ps(_mm512_maskz_loadu_ps((__mmask16)store, db), gv);
     _mm512_mask_storeu_ps(db, (__mmask16)store, gv);
@@ -1625,23 +1629,37 @@ INLINE256 __m256 lanes8(int lo, int hi)
                          _mm256_cmp_ps(s, _mm256_set1_ps((float)hi), _CMP_LT_OQ));
 }
 
-/* One row's 16 cells at p: cell 0 and 1 of each output (S order) put
- * back into columns, added to dx or written. */
-INLINE256 void max2_put8(float *p, __m256 g0, __m256 g1, int set)
+/* The gradient of a chunk's 32 cells, in column order: the upper row's
+ * 16 (u0 u1) and the lower's (l0 l1). */
+typedef struct g8x4 {
+    __m256 u0, u1, l0, l1;
+} g8x4;
+
+INLINE256 g8x4 g8x4_load(const float *da, const float *db)
 {
-    __m256 lo = _mm256_unpacklo_ps(g0, g1), hi = _mm256_unpackhi_ps(g0, g1);
+    g8x4 v = {_mm256_loadu_ps(da), _mm256_loadu_ps(da + 8), _mm256_loadu_ps(db),
+              _mm256_loadu_ps(db + 8)};
+    return v;
+}
+
+/* c, plus dx's old values v unless writing, to dx at da (upper row) and db. */
+INLINE256 void g8x4_store(float *da, float *db, g8x4 c, g8x4 v, int set)
+{
     if (!set) {
-        lo = _mm256_add_ps(_mm256_loadu_ps(p), lo);
-        hi = _mm256_add_ps(_mm256_loadu_ps(p + 8), hi);
+        c.u0 = _mm256_add_ps(v.u0, c.u0), c.u1 = _mm256_add_ps(v.u1, c.u1);
+        c.l0 = _mm256_add_ps(v.l0, c.l0), c.l1 = _mm256_add_ps(v.l1, c.l1);
     }
-    _mm256_storeu_ps(p, lo);
-    _mm256_storeu_ps(p + 8, hi);
+    _mm256_storeu_ps(da, c.u0);
+    _mm256_storeu_ps(da + 8, c.u1);
+    _mm256_storeu_ps(db, c.l0);
+    _mm256_storeu_ps(db + 8, c.l1);
 }
 
 /* The gradient of 8 outputs (y at ym, dy at gy; the lanes of `keep`
- * only) to the cells of x at a (upper row) and b, dx at da and db. */
-INLINE256 void max2_bwd_chunk8(const float *a, const float *b, const float *ym, const float *gy,
-                               float *da, float *db, __m256 keep, int relu, int set)
+ * only) to the cells of x at a (upper row) and b: the winners' dy, the
+ * others' 0 when writing, else -0. */
+INLINE256 g8x4 max2_grad8(const float *a, const float *b, const float *ym, const float *gy,
+                          __m256 keep, int relu, int set)
 {
     __m256 m = perm_s(_mm256_loadu_ps(ym)), g = perm_s(_mm256_loadu_ps(gy));
     if (relu) /* relu'(x) of the chosen cell is 1 exactly when the max is > 0 */
@@ -1657,23 +1675,46 @@ INLINE256 void max2_bwd_chunk8(const float *a, const float *b, const float *ym, 
     __m256 k2 = _mm256_and_ps(_mm256_cmp_ps(b0, m, _CMP_EQ_OQ), rest);
     rest = _mm256_andnot_ps(k2, rest);
     __m256 k3 = _mm256_and_ps(_mm256_cmp_ps(b1, m, _CMP_EQ_OQ), rest);
-    if (set) {
-        max2_put8(da, _mm256_and_ps(k0, g), _mm256_and_ps(k1, g), 1);
-        max2_put8(db, _mm256_and_ps(k2, g), _mm256_and_ps(k3, g), 1);
-    } else {
-        const __m256 nz = _mm256_set1_ps(-0.0f);
-        max2_put8(da, _mm256_blendv_ps(nz, g, k0), _mm256_blendv_ps(nz, g, k1), 0);
-        max2_put8(db, _mm256_blendv_ps(nz, g, k2), _mm256_blendv_ps(nz, g, k3), 0);
-    }
+    const __m256 other = set ? _mm256_setzero_ps() : _mm256_set1_ps(-0.0f);
+    __m256 g0 = _mm256_blendv_ps(other, g, k0), g1 = _mm256_blendv_ps(other, g, k1);
+    __m256 g2 = _mm256_blendv_ps(other, g, k2), g3 = _mm256_blendv_ps(other, g, k3);
+    g8x4 c = {_mm256_unpacklo_ps(g0, g1), _mm256_unpackhi_ps(g0, g1), _mm256_unpacklo_ps(g2, g3),
+              _mm256_unpackhi_ps(g2, g3)};
+    return c;
 }
 
+/* Adding, every load of dx comes before the stores that overlap it (a
+ * load that only partly overlaps a recent store waits for it): the q >= 8
+ * path (q <= 16) loads both chunks first and stores the overlapping last
+ * one first (the first chunk's stores then replace the cells both have);
+ * the q < 8 path loads the next row pair's dx
+ * before storing this one's (the overrun into it writes back its old
+ * values). */
 INLINE256 void max2_bwd8_body(const pool_task *t, const float *x, const float *yc, const float *dy,
                               float *dx, size_t pairs, int relu, int set)
 {
     const int w = t->d->w, q = t->d->q;
     const size_t in = 2 * (size_t)w;
+    const g8x4 none = {0};
     size_t r = 0;
-    if (q >= 8) {
+    if (q >= 8 && q <= 16) {
+        const __m256 all = lanes8(0, 8);
+        const int s = q - 8;
+        for (; r < pairs; r++) {
+            const float *a = x + r * in;
+            float *g = dx + r * in;
+            size_t o = r * q;
+            g8x4 v0 = none, v1 = none;
+            if (!set) {
+                v0 = g8x4_load(g, g + w);
+                v1 = g8x4_load(g + 2 * s, g + w + 2 * s);
+            }
+            g8x4 c0 = max2_grad8(a, a + w, yc + o, dy + o, all, relu, set);
+            g8x4 c1 = max2_grad8(a + 2 * s, a + w + 2 * s, yc + o + s, dy + o + s, all, relu, set);
+            g8x4_store(g + 2 * s, g + w + 2 * s, c1, v1, set);
+            g8x4_store(g, g + w, c0, v0, set);
+        }
+    } else if (q > 16) {
         const __m256 all = lanes8(0, 8);
         /* the last chunk's lanes already done: written again the same when
          * writing, skipped when adding */
@@ -1684,15 +1725,27 @@ INLINE256 void max2_bwd8_body(const pool_task *t, const float *x, const float *y
             size_t o = r * q;
             for (int j = 0; j < q; j += 8) {
                 int s = j + 8 <= q ? j : q - 8;
-                max2_bwd_chunk8(a + 2 * s, a + w + 2 * s, yc + o + s, dy + o + s, g + 2 * s,
-                                g + w + 2 * s, s == j ? all : last, relu, set);
+                float *da = g + 2 * s, *db = g + w + 2 * s;
+                g8x4 v = set ? none : g8x4_load(da, db);
+                g8x4 c = max2_grad8(a + 2 * s, a + w + 2 * s, yc + o + s, dy + o + s,
+                                    s == j ? all : last, relu, set);
+                g8x4_store(da, db, c, v, set);
             }
         }
     } else {
         const __m256 keep = lanes8(0, q);
-        for (; r < pairs && r * in + w + 16 <= pairs * in && r * q + 8 <= pairs * q; r++)
-            max2_bwd_chunk8(x + r * in, x + r * in + w, yc + r * q, dy + r * q, dx + r * in,
-                            dx + r * in + w, keep, relu, set);
+        size_t n = 0; /* the row pairs whose chunk stays inside the run */
+        while (n < pairs && n * in + w + 16 <= pairs * in && n * q + 8 <= pairs * q)
+            n++;
+        g8x4 v = n && !set ? g8x4_load(dx, dx + w) : none;
+        for (; r < n; r++) {
+            float *g = dx + r * in;
+            g8x4 c =
+                max2_grad8(x + r * in, x + r * in + w, yc + r * q, dy + r * q, keep, relu, set);
+            g8x4 next = r + 1 < n && !set ? g8x4_load(g + in, g + in + w) : none;
+            g8x4_store(g, g + w, c, v, set);
+            v = next;
+        }
     }
     if (r < pairs)
         max2_bwd_rows(t, x + r * in, yc + r * q, dy + r * q, dx + r * in, pairs - r);
