@@ -740,8 +740,10 @@ static void ref_max2(const dl_pool_desc *d, int relu, const float *x, float *y, 
                 for (int k = 0; k < 4; k++) {
                     int here = !won && ref_pin(relu, x[cell[k]]) == v;
                     won |= here;
-                    float share = here ? g : 0.0f;
-                    dx[cell[k]] = set ? share : dx[cell[k]] + share;
+                    if (set)
+                        dx[cell[k]] = here ? g : 0.0f;
+                    else if (here) /* the other cells untouched (a dx of -0 stays) */
+                        dx[cell[k]] += g;
                 }
             }
 }
@@ -749,10 +751,11 @@ static void ref_max2(const dl_pool_desc *d, int relu, const float *x, float *y, 
 /* The 2x2 max pooling kernels (plain, and fused with ReLU: its written
  * backward) against ref_max2 bit for bit, on both vector paths (AVX-512:
  * the small-plane kernels for w <= 32 with blocks that run across planes,
- * the row kernel for wider planes; AVX2: the scalar loops), 1 and 2
- * threads; odd and tiny planes (7x7, 15x15, 3x5, 2x2), planes wider than
- * 32, more planes than a task; values with ties, -0 and +0 in one window,
- * NaN. */
+ * the row kernel for wider planes; AVX2: the 8-lane kernels for rows of
+ * q < 8, 8..16 and more outputs, and the scalar loops for the tails), 1
+ * and 2 threads; odd and tiny planes (7x7, 15x15, 3x5, 2x2), planes wider
+ * than 32, more planes than a task; values with ties, -0 and +0 in one
+ * window, NaN; a dx with -0 cells, which adding keeps. */
 static void test_maxpool2_paths(void)
 {
     static const int shapes[][4] = {{3, 5, 7, 7},   {2, 7, 14, 14}, {2, 3, 15, 15}, {1, 9, 28, 28},
@@ -779,6 +782,8 @@ static void test_maxpool2_paths(void)
                 }
                 x[nx / 3] = NAN;
                 x[(2 * nx) / 3] = -NAN;
+                for (size_t i = 0; i < nx; i += 3) /* adding must keep a dx of -0 */
+                    dx0[i] = -0.0f;
                 for (int relu = 0; relu < 2; relu++) {
                     memcpy(dx, dx0, nx * 4);
                     memcpy(dxr, dx0, nx * 4);

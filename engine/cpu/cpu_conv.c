@@ -1244,8 +1244,10 @@ DIRECT_TARGET static void max2_bwd_avx512(const pool_task *t, size_t pl)
                            mo & ~(e0 | e1);
             __mmask16 e3 = _mm512_cmp_ps_mask(_mm512_permutex2var_ps(b0, od, b1), m, _CMP_EQ_OQ) &
                            mo & ~(e0 | e1 | e2);
-            __m512 ga = _mm512_maskz_mov_ps(e0, g), gb = _mm512_maskz_mov_ps(e1, g);
-            __m512 gc = _mm512_maskz_mov_ps(e2, g), gd = _mm512_maskz_mov_ps(e3, g);
+            /* the other cells' 0 when writing, else -0 (which keeps a dx of -0) */
+            const __m512 other = _mm512_set1_ps(t->set ? 0.0f : -0.0f);
+            __m512 ga = _mm512_mask_mov_ps(other, e0, g), gb = _mm512_mask_mov_ps(other, e1, g);
+            __m512 gc = _mm512_mask_mov_ps(other, e2, g), gd = _mm512_mask_mov_ps(other, e3, g);
             __m512 v00 = _mm512_permutex2var_ps(ga, lo, gb),
                    v01 = _mm512_permutex2var_ps(ga, hi, gb);
             __m512 v10 = _mm512_permutex2var_ps(gc, lo, gd),
@@ -1396,7 +1398,9 @@ DIRECT_TARGET static void max2s_fwd(const pool_task *t, const max2s *b, const fl
 /* The winners' g spread back to x vector v, added to dx or written. */
 INLINE512 void max2s_put(float *db, __m512i own, __m512 gy, uint64_t win, uint64_t store, int set)
 {
-    __m512 gv = _mm512_maskz_mov_ps((__mmask16)win, _mm512_permutexvar_ps(own, gy));
+    /* the other cells' 0 when writing, else -0 (which keeps a dx of -0) */
+    __m512 gv = _mm512_mask_mov_ps(_mm512_set1_ps(set ? 0.0f : -0.0f), (__mmask16)win,
+                                   _mm512_permutexvar_ps(own, gy));
     if (!set)
         gv = _mm512_add_ps(_mm512_maskz_loadu_ps((__mmask16)store, db), gv);
     _mm512_mask_storeu_ps(db, (__mmask16)store, gv);
@@ -1479,14 +1483,14 @@ DIRECT_TARGET static void max2s_bwd(const pool_task *t, const max2s *b, const fl
 #undef VLOAD_IDX
 #endif
 
-static void max2_fwd(const pool_task *t, size_t pl)
+/* The scalar 2x2 loops over `pairs` evenly spaced row pairs (2w floats
+ * of x, q of y each): a plane, or the tail of a run. */
+static void max2_fwd_rows(const pool_task *t, const float *xp, float *yp, size_t pairs)
 {
     const dl_pool_desc *d = t->d;
-    const float *xp = t->x + pl * d->h * d->w;
-    float *yp = t->y + pl * d->p * d->q;
-    for (int oh = 0; oh < d->p; oh++) {
-        const float *r0 = xp + (size_t)(2 * oh) * d->w, *r1 = r0 + d->w;
-        float *yo = yp + (size_t)oh * d->q;
+    for (size_t oh = 0; oh < pairs; oh++) {
+        const float *r0 = xp + 2 * oh * d->w, *r1 = r0 + d->w;
+        float *yo = yp + oh * d->q;
         for (int ow = 0; ow < d->q; ow++) {
             float v = max_step_nb(pool_in_nb(t, r0[2 * ow]), pool_in_nb(t, r0[2 * ow + 1]));
             v = max_step_nb(v, pool_in_nb(t, r1[2 * ow]));
@@ -1495,15 +1499,12 @@ static void max2_fwd(const pool_task *t, size_t pl)
     }
 }
 
-static void max2_bwd(const pool_task *t, size_t pl)
+static void max2_bwd_rows(const pool_task *t, const float *xp, const float *yp, const float *dyp,
+                          float *dxp, size_t pairs)
 {
     const dl_pool_desc *d = t->d;
-    const float *xp = t->x + pl * d->h * d->w;
-    const float *yp = t->yc + pl * d->p * d->q;
-    const float *dyp = t->dy + pl * d->p * d->q;
-    float *dxp = t->dx + pl * d->h * d->w;
-    for (int oh = 0; oh < d->p; oh++) {
-        size_t i0 = (size_t)(2 * oh) * d->w, o = (size_t)oh * d->q;
+    for (size_t oh = 0; oh < pairs; oh++) {
+        size_t i0 = 2 * oh * d->w, o = oh * d->q;
         for (int ow = 0; ow < d->q; ow++) {
             size_t a = i0 + 2 * (size_t)ow;
             size_t cell[4] = {a, a + 1, a + d->w, a + d->w + 1};
@@ -1522,6 +1523,276 @@ static void max2_bwd(const pool_task *t, size_t pl)
                 dxp[cell[k]] += g;
         }
     }
+}
+
+static void max2_fwd(const pool_task *t, size_t pl)
+{
+    const dl_pool_desc *d = t->d;
+    max2_fwd_rows(t, t->x + pl * d->h * d->w, t->y + pl * d->p * d->q, (size_t)d->p);
+}
+
+static void max2_bwd(const pool_task *t, size_t pl)
+{
+    const dl_pool_desc *d = t->d;
+    size_t hw = (size_t)d->h * d->w, pq = (size_t)d->p * d->q;
+    max2_bwd_rows(t, t->x + pl * hw, t->yc + pl * pq, t->dy + pl * pq, t->dx + pl * hw,
+                  (size_t)d->p);
+}
+
+#ifdef __AVX2__
+/* The 2x2 max pooling in 8 lanes (AVX2), for CPUs without AVX-512: 8
+ * outputs of one row pair at a time from 16 floats of each row, split
+ * into even and odd columns by in-lane shuffles, which leave the outputs
+ * in the order S = 0 1 4 5 2 3 6 7 (one 64-bit permute, its own inverse,
+ * converts). The maximum is ((a0 . a1) . (b0 . b1)) as in the AVX-512
+ * kernels. Rows of q >= 8 outputs end with a chunk that overlaps the one
+ * before; shorter rows run one chunk per row pair that reads and writes
+ * past the pair into the next one (written again right after), and the
+ * last pairs of a run, where that would leave the run, go to the scalar
+ * loops. The backward routes dy in the same chunks: the winners' dy and
+ * the other cells' -0 (adding -0 keeps every dx, -0 included) or, when
+ * writing, 0, interleaved back into columns by unpacks. */
+#define INLINE256 static inline __attribute__((always_inline))
+
+INLINE256 __m256 vmax_step8(__m256 v, __m256 x)
+{
+    return _mm256_blendv_ps(_mm256_max_ps(x, v), x, _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
+}
+
+INLINE256 __m256 vrelu8(__m256 x)
+{
+    return _mm256_and_ps(x, _mm256_cmp_ps(x, _mm256_setzero_ps(), _CMP_GT_OQ));
+}
+
+/* S order <-> output order */
+INLINE256 __m256 perm_s(__m256 v)
+{
+    return _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(v), 0xd8));
+}
+
+/* The even (cell 0) and odd (cell 1) columns of 16 floats at p, in S order. */
+INLINE256 void split8(const float *p, int relu, __m256 *c0, __m256 *c1)
+{
+    __m256 lo = _mm256_loadu_ps(p), hi = _mm256_loadu_ps(p + 8);
+    if (relu)
+        lo = vrelu8(lo), hi = vrelu8(hi);
+    *c0 = _mm256_shuffle_ps(lo, hi, 0x88);
+    *c1 = _mm256_shuffle_ps(lo, hi, 0xdd);
+}
+
+/* 8 outputs from the upper row at a and the lower at b, in output order. */
+INLINE256 __m256 max2_chunk8(const float *a, const float *b, int relu)
+{
+    __m256 c0, c1, v;
+    split8(a, relu, &c0, &c1);
+    v = vmax_step8(c0, c1);
+    split8(b, relu, &c0, &c1);
+    return perm_s(vmax_step8(v, vmax_step8(c0, c1)));
+}
+
+INLINE256 void max2_fwd8_body(const pool_task *t, const float *x, float *y, size_t pairs, int relu)
+{
+    const int w = t->d->w, q = t->d->q;
+    const size_t in = 2 * (size_t)w;
+    size_t r = 0;
+    if (q >= 8) {
+        for (; r < pairs; r++) {
+            const float *a = x + r * in;
+            float *yo = y + r * q;
+            for (int j = 0; j < q; j += 8) {
+                int s = j + 8 <= q ? j : q - 8;
+                _mm256_storeu_ps(yo + s, max2_chunk8(a + 2 * s, a + w + 2 * s, relu));
+            }
+        }
+    } else {
+        for (; r < pairs && r * in + w + 16 <= pairs * in && r * q + 8 <= pairs * q; r++)
+            _mm256_storeu_ps(y + r * q, max2_chunk8(x + r * in, x + r * in + w, relu));
+    }
+    if (r < pairs)
+        max2_fwd_rows(t, x + r * in, y + r * q, pairs - r);
+}
+
+/* x and y of `pairs` evenly spaced row pairs. */
+static void max2_fwd_avx2(const pool_task *t, const float *x, float *y, size_t pairs)
+{
+    if (t->relu)
+        max2_fwd8_body(t, x, y, pairs, 1);
+    else
+        max2_fwd8_body(t, x, y, pairs, 0);
+}
+
+/* The lanes (S order) of outputs lo <= j < hi of a chunk. */
+INLINE256 __m256 lanes8(int lo, int hi)
+{
+    const __m256 s = _mm256_setr_ps(0, 1, 4, 5, 2, 3, 6, 7);
+    return _mm256_and_ps(_mm256_cmp_ps(s, _mm256_set1_ps((float)lo), _CMP_GE_OQ),
+                         _mm256_cmp_ps(s, _mm256_set1_ps((float)hi), _CMP_LT_OQ));
+}
+
+/* The gradient of a chunk's 32 cells, in column order: the upper row's
+ * 16 (u0 u1) and the lower's (l0 l1). */
+typedef struct g8x4 {
+    __m256 u0, u1, l0, l1;
+} g8x4;
+
+INLINE256 g8x4 g8x4_load(const float *da, const float *db)
+{
+    g8x4 v = {_mm256_loadu_ps(da), _mm256_loadu_ps(da + 8), _mm256_loadu_ps(db),
+              _mm256_loadu_ps(db + 8)};
+    return v;
+}
+
+/* c, plus dx's old values v unless writing, to dx at da (upper row) and db. */
+INLINE256 void g8x4_store(float *da, float *db, g8x4 c, g8x4 v, int set)
+{
+    if (!set) {
+        c.u0 = _mm256_add_ps(v.u0, c.u0), c.u1 = _mm256_add_ps(v.u1, c.u1);
+        c.l0 = _mm256_add_ps(v.l0, c.l0), c.l1 = _mm256_add_ps(v.l1, c.l1);
+    }
+    _mm256_storeu_ps(da, c.u0);
+    _mm256_storeu_ps(da + 8, c.u1);
+    _mm256_storeu_ps(db, c.l0);
+    _mm256_storeu_ps(db + 8, c.l1);
+}
+
+/* The gradient of 8 outputs (y at ym, dy at gy; the lanes of `keep`
+ * only) to the cells of x at a (upper row) and b: the winners' dy, the
+ * others' 0 when writing, else -0. */
+INLINE256 g8x4 max2_grad8(const float *a, const float *b, const float *ym, const float *gy,
+                          __m256 keep, int relu, int set)
+{
+    __m256 m = perm_s(_mm256_loadu_ps(ym)), g = perm_s(_mm256_loadu_ps(gy));
+    if (relu) /* relu'(x) of the chosen cell is 1 exactly when the max is > 0 */
+        g = _mm256_and_ps(g, _mm256_cmp_ps(m, _mm256_setzero_ps(), _CMP_GT_OQ));
+    __m256 a0, a1, b0, b1;
+    split8(a, relu, &a0, &a1);
+    split8(b, relu, &b0, &b1);
+    /* the first cell equal to the max, in the order a0 a1 b0 b1 */
+    __m256 k0 = _mm256_and_ps(_mm256_cmp_ps(a0, m, _CMP_EQ_OQ), keep);
+    __m256 rest = _mm256_andnot_ps(k0, keep);
+    __m256 k1 = _mm256_and_ps(_mm256_cmp_ps(a1, m, _CMP_EQ_OQ), rest);
+    rest = _mm256_andnot_ps(k1, rest);
+    __m256 k2 = _mm256_and_ps(_mm256_cmp_ps(b0, m, _CMP_EQ_OQ), rest);
+    rest = _mm256_andnot_ps(k2, rest);
+    __m256 k3 = _mm256_and_ps(_mm256_cmp_ps(b1, m, _CMP_EQ_OQ), rest);
+    const __m256 other = set ? _mm256_setzero_ps() : _mm256_set1_ps(-0.0f);
+    __m256 g0 = _mm256_blendv_ps(other, g, k0), g1 = _mm256_blendv_ps(other, g, k1);
+    __m256 g2 = _mm256_blendv_ps(other, g, k2), g3 = _mm256_blendv_ps(other, g, k3);
+    g8x4 c = {_mm256_unpacklo_ps(g0, g1), _mm256_unpackhi_ps(g0, g1), _mm256_unpacklo_ps(g2, g3),
+              _mm256_unpackhi_ps(g2, g3)};
+    return c;
+}
+
+/* Adding, every load of dx comes before the stores that overlap it (a
+ * load that only partly overlaps a recent store waits for it): the q >= 8
+ * path (q <= 16) loads both chunks first and stores the overlapping last
+ * one first (the first chunk's stores then replace the cells both have);
+ * the q < 8 path loads the next row pair's dx
+ * before storing this one's (the overrun into it writes back its old
+ * values). */
+INLINE256 void max2_bwd8_body(const pool_task *t, const float *x, const float *yc, const float *dy,
+                              float *dx, size_t pairs, int relu, int set)
+{
+    const int w = t->d->w, q = t->d->q;
+    const size_t in = 2 * (size_t)w;
+    const g8x4 none = {0};
+    size_t r = 0;
+    if (q >= 8 && q <= 16) {
+        const __m256 all = lanes8(0, 8);
+        const int s = q - 8;
+        for (; r < pairs; r++) {
+            const float *a = x + r * in;
+            float *g = dx + r * in;
+            size_t o = r * q;
+            g8x4 v0 = none, v1 = none;
+            if (!set) {
+                v0 = g8x4_load(g, g + w);
+                v1 = g8x4_load(g + 2 * s, g + w + 2 * s);
+            }
+            g8x4 c0 = max2_grad8(a, a + w, yc + o, dy + o, all, relu, set);
+            g8x4 c1 = max2_grad8(a + 2 * s, a + w + 2 * s, yc + o + s, dy + o + s, all, relu, set);
+            g8x4_store(g + 2 * s, g + w + 2 * s, c1, v1, set);
+            g8x4_store(g, g + w, c0, v0, set);
+        }
+    } else if (q > 16) {
+        const __m256 all = lanes8(0, 8);
+        /* the last chunk's lanes already done: written again the same when
+         * writing, skipped when adding */
+        const __m256 last = set ? all : lanes8(8 - q % 8, 8);
+        for (; r < pairs; r++) {
+            const float *a = x + r * in;
+            float *g = dx + r * in;
+            size_t o = r * q;
+            for (int j = 0; j < q; j += 8) {
+                int s = j + 8 <= q ? j : q - 8;
+                float *da = g + 2 * s, *db = g + w + 2 * s;
+                g8x4 v = set ? none : g8x4_load(da, db);
+                g8x4 c = max2_grad8(a + 2 * s, a + w + 2 * s, yc + o + s, dy + o + s,
+                                    s == j ? all : last, relu, set);
+                g8x4_store(da, db, c, v, set);
+            }
+        }
+    } else {
+        const __m256 keep = lanes8(0, q);
+        size_t n = 0; /* the row pairs whose chunk stays inside the run */
+        while (n < pairs && n * in + w + 16 <= pairs * in && n * q + 8 <= pairs * q)
+            n++;
+        g8x4 v = n && !set ? g8x4_load(dx, dx + w) : none;
+        for (; r < n; r++) {
+            float *g = dx + r * in;
+            g8x4 c =
+                max2_grad8(x + r * in, x + r * in + w, yc + r * q, dy + r * q, keep, relu, set);
+            g8x4 next = r + 1 < n && !set ? g8x4_load(g + in, g + in + w) : none;
+            g8x4_store(g, g + w, c, v, set);
+            v = next;
+        }
+    }
+    if (r < pairs)
+        max2_bwd_rows(t, x + r * in, yc + r * q, dy + r * q, dx + r * in, pairs - r);
+}
+
+/* dx of `pairs` evenly spaced row pairs += (or, with t->set, =) the
+ * gradient routed from dy. */
+static void max2_bwd_avx2(const pool_task *t, const float *x, const float *yc, const float *dy,
+                          float *dx, size_t pairs)
+{
+    if (t->relu && t->set)
+        max2_bwd8_body(t, x, yc, dy, dx, pairs, 1, 1);
+    else if (t->relu)
+        max2_bwd8_body(t, x, yc, dy, dx, pairs, 1, 0);
+    else if (t->set)
+        max2_bwd8_body(t, x, yc, dy, dx, pairs, 0, 1);
+    else
+        max2_bwd8_body(t, x, yc, dy, dx, pairs, 0, 0);
+}
+#undef INLINE256
+#endif
+
+/* Planes [begin, end) of a 2x2, stride-2 max pooling by the AVX2 kernels
+ * (CPUs without AVX-512); returns 0, doing nothing, where they do not
+ * apply. */
+static int max2_avx2_planes(const pool_task *t, size_t begin, size_t end, int backward)
+{
+#ifdef __AVX2__
+    const dl_pool_desc *d = t->d;
+    if (!is_max2(t) || t->avx512)
+        return 0;
+    size_t hw = (size_t)d->h * d->w, pq = (size_t)d->p * d->q;
+    /* with h even the row pairs of all planes are evenly spaced: one run */
+    size_t step = d->h % 2 ? 1 : end - begin;
+    for (size_t pl = begin; pl < end; pl += step) {
+        size_t pairs = (size_t)d->p * step;
+        if (backward)
+            max2_bwd_avx2(t, t->x + pl * hw, t->yc + pl * pq, t->dy + pl * pq, t->dx + pl * hw,
+                          pairs);
+        else
+            max2_fwd_avx2(t, t->x + pl * hw, t->y + pl * pq, pairs);
+    }
+    return 1;
+#else
+    (void)t, (void)begin, (void)end, (void)backward;
+    return 0;
+#endif
 }
 
 /* Plane pl of a 2x2, stride-2 max pooling (forward, or backward), by the
@@ -1580,7 +1851,7 @@ static void pool_fwd_task(void *arg, size_t begin, size_t end)
 {
     const pool_task *t = arg;
     const dl_pool_desc *d = t->d;
-    if (max2s_planes(t, begin, end, 0))
+    if (max2s_planes(t, begin, end, 0) || max2_avx2_planes(t, begin, end, 0))
         return;
     for (size_t pl = begin; pl < end; pl++) {
         if (max2_plane(t, pl, 0))
@@ -1626,7 +1897,7 @@ static void pool_bwd_task(void *arg, size_t begin, size_t end)
         local.set = 0;
         memset(t->dx + begin * d->h * d->w, 0, (end - begin) * d->h * d->w * sizeof(float));
     }
-    if (max2s_planes(t, begin, end, 1))
+    if (max2s_planes(t, begin, end, 1) || max2_avx2_planes(t, begin, end, 1))
         return;
     for (size_t pl = begin; pl < end; pl++) {
         if (max2_plane(t, pl, 1))

@@ -802,13 +802,11 @@ static inline float drop_one(const job *j, size_t i, uint32_t bits, uint32_t thr
 /* dl_rng_hash32's mixer on 8 lanes (x = index * a + b already). */
 static inline __m256i hash_mix8(__m256i x)
 {
-    x = _mm256_xor_si256(x, _mm256_srli_epi32(x, 17));
+    x = _mm256_xor_si256(x, _mm256_srli_epi32(x, 16));
     x = _mm256_mullo_epi32(x, _mm256_set1_epi32((int)DL_RNG_HASH_M0));
-    x = _mm256_xor_si256(x, _mm256_srli_epi32(x, 11));
-    x = _mm256_mullo_epi32(x, _mm256_set1_epi32((int)DL_RNG_HASH_M1));
     x = _mm256_xor_si256(x, _mm256_srli_epi32(x, 15));
-    x = _mm256_mullo_epi32(x, _mm256_set1_epi32((int)DL_RNG_HASH_M2));
-    return _mm256_xor_si256(x, _mm256_srli_epi32(x, 14));
+    x = _mm256_mullo_epi32(x, _mm256_set1_epi32((int)DL_RNG_HASH_M1));
+    return _mm256_xor_si256(x, _mm256_srli_epi32(x, 16));
 }
 
 /* One vector of 8 elements at y, x: m * x, added to y when add. */
@@ -851,13 +849,11 @@ static size_t drop_v256(const job *j, dl_rng_hkey k, uint32_t thr, float ks, siz
 /* The same on 16 lanes. */
 DL_V512_TARGET static inline __m512i hash_mix16(__m512i x)
 {
-    x = _mm512_xor_si512(x, _mm512_srli_epi32(x, 17));
+    x = _mm512_xor_si512(x, _mm512_srli_epi32(x, 16));
     x = _mm512_mullo_epi32(x, _mm512_set1_epi32((int)DL_RNG_HASH_M0));
-    x = _mm512_xor_si512(x, _mm512_srli_epi32(x, 11));
-    x = _mm512_mullo_epi32(x, _mm512_set1_epi32((int)DL_RNG_HASH_M1));
     x = _mm512_xor_si512(x, _mm512_srli_epi32(x, 15));
-    x = _mm512_mullo_epi32(x, _mm512_set1_epi32((int)DL_RNG_HASH_M2));
-    return _mm512_xor_si512(x, _mm512_srli_epi32(x, 14));
+    x = _mm512_mullo_epi32(x, _mm512_set1_epi32((int)DL_RNG_HASH_M1));
+    return _mm512_xor_si512(x, _mm512_srli_epi32(x, 16));
 }
 
 DL_V512_TARGET static inline void drop16(float *y, const float *x, __m512i h, __m512i t, __m512 vks,
