@@ -514,6 +514,13 @@ static void act_fwd_v(dl_act kind, float *y, const float *x, size_t b, size_t e)
         return;
     }
     size_t i = b;
+    /* two vectors a step, as in the 16-lane loop */
+    for (; i + 16 <= e; i += 16) {
+        __m256 v0 = act_v(kind, _mm256_loadu_ps(x + i));
+        __m256 v1 = act_v(kind, _mm256_loadu_ps(x + i + 8));
+        _mm256_storeu_ps(y + i, v0);
+        _mm256_storeu_ps(y + i + 8, v1);
+    }
     for (; i + 8 <= e; i += 8)
         _mm256_storeu_ps(y + i, act_v(kind, _mm256_loadu_ps(x + i)));
     if (i < e)
@@ -527,6 +534,14 @@ static void act_bwd_v(dl_act kind, float *dx, const float *x, const float *dy, s
         return;
     }
     size_t i = b;
+    for (; i + 16 <= e; i += 16) {
+        __m256 g0 = act_grad_v(kind, _mm256_loadu_ps(x + i), _mm256_loadu_ps(dy + i));
+        __m256 g1 = act_grad_v(kind, _mm256_loadu_ps(x + i + 8), _mm256_loadu_ps(dy + i + 8));
+        __m256 base0 = set ? _mm256_setzero_ps() : _mm256_loadu_ps(dx + i);
+        __m256 base1 = set ? _mm256_setzero_ps() : _mm256_loadu_ps(dx + i + 8);
+        _mm256_storeu_ps(dx + i, _mm256_add_ps(base0, g0));
+        _mm256_storeu_ps(dx + i + 8, _mm256_add_ps(base1, g1));
+    }
     for (; i + 8 <= e; i += 8) {
         __m256 g = act_grad_v(kind, _mm256_loadu_ps(x + i), _mm256_loadu_ps(dy + i));
         __m256 base = set ? _mm256_setzero_ps() : _mm256_loadu_ps(dx + i);
