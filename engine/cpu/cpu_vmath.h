@@ -15,6 +15,34 @@
 
 #include "engine/cpu/cpu.h"
 
+/* The two 8-lane exps' shared steps: x = n ln2 + r (n returned, r in *x),
+ * the polynomial's first five Horner steps in r, and y * 2^n. */
+static inline __m256 dl_v_exp_reduce(__m256 *x)
+{
+    __m256 fx = _mm256_floor_ps(
+        _mm256_fmadd_ps(*x, _mm256_set1_ps(1.44269504088896341f), _mm256_set1_ps(0.5f)));
+    *x = _mm256_fnmadd_ps(fx, _mm256_set1_ps(0.693359375f), *x);
+    *x = _mm256_fnmadd_ps(fx, _mm256_set1_ps(-2.12194440e-4f), *x);
+    return fx;
+}
+
+static inline __m256 dl_v_exp_poly(__m256 x)
+{
+    __m256 y = _mm256_set1_ps(1.9875691500e-4f);
+    y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(1.3981999507e-3f));
+    y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(8.3334519073e-3f));
+    y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(4.1665795894e-2f));
+    y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(1.6666665459e-1f));
+    return _mm256_fmadd_ps(y, x, _mm256_set1_ps(5.0000001201e-1f));
+}
+
+static inline __m256 dl_v_exp_scale(__m256 y, __m256 fx)
+{
+    __m256i e =
+        _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(fx), _mm256_set1_epi32(127)), 23);
+    return _mm256_mul_ps(y, _mm256_castsi256_ps(e));
+}
+
 /* exp of 8 floats: range reduction by ln 2 in two parts and a degree-6
  * polynomial (Cephes' expf coefficients), within 2 ulp of expf; arguments
  * below -87.3 (masked scores, -INFINITY) give 0, above 88.3 saturate. */
@@ -22,21 +50,10 @@ static inline __m256 dl_v_exp(__m256 x)
 {
     __m256 tiny = _mm256_cmp_ps(x, _mm256_set1_ps(-87.3f), _CMP_LT_OQ);
     x = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(-87.3f)), _mm256_set1_ps(88.3f));
-    __m256 fx = _mm256_floor_ps(
-        _mm256_fmadd_ps(x, _mm256_set1_ps(1.44269504088896341f), _mm256_set1_ps(0.5f)));
-    x = _mm256_fnmadd_ps(fx, _mm256_set1_ps(0.693359375f), x);
-    x = _mm256_fnmadd_ps(fx, _mm256_set1_ps(-2.12194440e-4f), x);
-    __m256 y = _mm256_set1_ps(1.9875691500e-4f);
-    y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(1.3981999507e-3f));
-    y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(8.3334519073e-3f));
-    y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(4.1665795894e-2f));
-    y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(1.6666665459e-1f));
-    y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(5.0000001201e-1f));
+    __m256 fx = dl_v_exp_reduce(&x);
+    __m256 y = dl_v_exp_poly(x);
     y = _mm256_fmadd_ps(y, _mm256_mul_ps(x, x), _mm256_add_ps(x, _mm256_set1_ps(1.0f)));
-    __m256i e =
-        _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(fx), _mm256_set1_epi32(127)), 23);
-    y = _mm256_mul_ps(y, _mm256_castsi256_ps(e));
-    return _mm256_andnot_ps(tiny, y);
+    return _mm256_andnot_ps(tiny, dl_v_exp_scale(y, fx));
 }
 
 /* exp of 8 floats x <= 0: the 16-lane dl_v512_exp_le0's operations (its
@@ -45,22 +62,11 @@ static inline __m256 dl_v_exp_le0(__m256 x)
 {
     __m256 tiny = _mm256_cmp_ps(x, _mm256_set1_ps(-87.3f), _CMP_LT_OQ);
     x = _mm256_max_ps(x, _mm256_set1_ps(-87.3f));
-    __m256 fx = _mm256_floor_ps(
-        _mm256_fmadd_ps(x, _mm256_set1_ps(1.44269504088896341f), _mm256_set1_ps(0.5f)));
-    x = _mm256_fnmadd_ps(fx, _mm256_set1_ps(0.693359375f), x);
-    x = _mm256_fnmadd_ps(fx, _mm256_set1_ps(-2.12194440e-4f), x);
-    __m256 y = _mm256_set1_ps(1.9875691500e-4f);
-    y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(1.3981999507e-3f));
-    y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(8.3334519073e-3f));
-    y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(4.1665795894e-2f));
-    y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(1.6666665459e-1f));
-    y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(5.0000001201e-1f));
+    __m256 fx = dl_v_exp_reduce(&x);
+    __m256 y = dl_v_exp_poly(x);
     y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(1.0f));
     y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(1.0f));
-    __m256i e =
-        _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(fx), _mm256_set1_epi32(127)), 23);
-    y = _mm256_mul_ps(y, _mm256_castsi256_ps(e));
-    return _mm256_andnot_ps(tiny, y);
+    return _mm256_andnot_ps(tiny, dl_v_exp_scale(y, fx));
 }
 
 /* exp of 16 floats x <= 0 (softmax's z - max, a Gaussian's -x^2/2):
