@@ -53,6 +53,25 @@ static void r_gelu_b(ctx *c)
     c->be->ops->act_backward(c->be, DL_ACT_GELU, c->dx, c->x, c->y, c->dy, c->len);
 }
 static void r_add(ctx *c) { c->be->ops->add(c->be, c->y, c->x, c->dy, c->len); }
+/* The residual add -> ReLU as the layers run it: the fused op where the
+ * backend has it, and the two ops (the sum in dx); backward writing the
+ * gradient of both addends (the identity shortcut's dx and the block's
+ * dy), against the ReLU's written backward and the Residual's copy. */
+static void r_addrelu_f(ctx *c) { c->be->ops->add_relu_forward(c->be, c->y, c->x, c->m, c->len); }
+static void r_addrelu_f2(ctx *c)
+{
+    c->be->ops->add(c->be, c->dx, c->x, c->m, c->len);
+    c->be->ops->act_forward(c->be, DL_ACT_RELU, c->y, c->dx, c->len);
+}
+static void r_addrelu_b(ctx *c)
+{
+    c->be->ops->add_relu_backward_set(c->be, c->dx, c->g, c->y, c->dy, c->len);
+}
+static void r_addrelu_b2(ctx *c)
+{
+    c->be->ops->act_backward_set(c->be, DL_ACT_RELU, c->dx, c->y, NULL, c->dy, c->len);
+    c->be->ops->copy(c->be, c->g, c->dx, c->len * sizeof(float));
+}
 static void r_drop_f(ctx *c)
 {
     c->be->ops->dropout_forward(c->be, c->y, c->x, c->len, 0.25f, 1, 2, 3);
@@ -146,6 +165,10 @@ static const op ops[] = {
     {"gelu fwd", 8, r_gelu_f},
     {"gelu bwd (dx +=)", 16, r_gelu_b},
     {"residual add", 12, r_add},
+    {"add+relu fwd, fused", 12, r_addrelu_f},
+    {"add+relu fwd, 2 ops", 12, r_addrelu_f2},
+    {"add+relu bwd, fused", 16, r_addrelu_b},
+    {"add+relu bwd, 2 ops", 16, r_addrelu_b2},
     {"dropout fwd", 8, r_drop_f},
     {"dropout bwd (dx +=)", 12, r_drop_b},
     {"batchnorm fwd (train)", 8, r_bn_f},

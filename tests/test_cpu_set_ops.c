@@ -4,7 +4,8 @@
  * (checked against finite differences and references elsewhere) gives
  * into zeros, whatever dx held before (it starts as NaN here), on every
  * kernel path: one and two threads, ranges over several pool tasks,
- * oneDNN's convolutions and the own ones, f32 and bf16.
+ * oneDNN's convolutions and the own ones, f32 and bf16. The fused
+ * add + ReLU against add and the ReLU's two ops, likewise.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -81,6 +82,55 @@ static void test_act_set(void)
                 free(add);
                 free(set);
             }
+    }
+}
+
+/* add_relu_forward / add_relu_backward_set against add, then the ReLU's
+ * forward and written backward on the sum: the same bits, -0 and the
+ * NaN/inf sums included; both gradient outputs, and the one-output form. */
+static void test_add_relu(void)
+{
+    static const size_t sizes[] = {1, 13, 1000, 150001};
+    for (int threads = 1; threads <= 2; threads++) {
+        dl_backend *be = dl_backend_cpu(threads);
+        CHECK(be && be->ops->add_relu_forward && be->ops->add_relu_backward_set);
+        if (!be || !be->ops->add_relu_forward || !be->ops->add_relu_backward_set)
+            return;
+        for (size_t s = 0; s < sizeof sizes / sizeof *sizes; s++) {
+            size_t n = sizes[s];
+            float *a = randv(n, 7, 2.0f), *b = randv(n, 8, 2.0f), *dy = randv(n, 9, 1.0f);
+            if (n > 4) {
+                a[1] = -b[1];    /* a sum of exactly 0: no gradient */
+                a[2] = NAN;      /* NaN: 0, no gradient */
+                a[3] = INFINITY; /* +inf passes */
+                b[4] = -INFINITY;
+                dy[n - 1] = -0.0f; /* a -0 gradient passes as -0 where the sum is > 0 */
+                a[n - 1] = fabsf(a[n - 1]) + 1.0f;
+                b[n - 1] = fabsf(b[n - 1]);
+            }
+            float *sum = malloc(n * 4), *ref = malloc(n * 4), *y = nanv(n);
+            float *gref = nanv(n), *da = nanv(n), *db = nanv(n), *one = nanv(n);
+            CHECK_OK(be->ops->add(be, sum, a, b, n));
+            CHECK_OK(be->ops->act_forward(be, DL_ACT_RELU, ref, sum, n));
+            CHECK_OK(be->ops->add_relu_forward(be, y, a, b, n));
+            CHECK_SAME(y, ref, n, "forward, n %zu, %d threads", n, threads);
+            CHECK_OK(be->ops->act_backward_set(be, DL_ACT_RELU, gref, sum, ref, dy, n));
+            CHECK_OK(be->ops->add_relu_backward_set(be, da, db, y, dy, n));
+            CHECK_OK(be->ops->add_relu_backward_set(be, one, NULL, y, dy, n));
+            CHECK_SAME(da, gref, n, "backward da, n %zu, %d threads", n, threads);
+            CHECK_SAME(db, gref, n, "backward db, n %zu, %d threads", n, threads);
+            CHECK_SAME(one, gref, n, "backward, one output, n %zu, %d threads", n, threads);
+            size_t signs = 0;
+            for (size_t i = 0; i < n; i++)
+                signs += signbit(da[i]) != signbit(gref[i]) || signbit(y[i]) != signbit(ref[i]);
+            CHECK_MSG(signs == 0, "%zu signs of zero differ, n %zu", signs, n);
+            if (n > 4)
+                CHECK(y[2] == 0 && da[2] == 0 && da[1] == 0 && isinf(y[3]) && y[4] == 0 &&
+                      signbit(da[n - 1]));
+            float *all[] = {a, b, dy, sum, ref, y, gref, da, db, one};
+            for (size_t i = 0; i < sizeof all / sizeof *all; i++)
+                free(all[i]);
+        }
     }
 }
 
@@ -177,6 +227,7 @@ static void test_conv_set(void)
 int main(void)
 {
     RUN(test_act_set);
+    RUN(test_add_relu);
     RUN(test_batchnorm_set);
     RUN(test_conv_set);
     CHECK_EXIT();

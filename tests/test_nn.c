@@ -846,6 +846,155 @@ static void test_bn_relu_fusion(void)
     check_bn_relu_model(head, (dl_shape){3, {5, 2, 2}}, 1);
 }
 
+/* Residual -> ReLU: the ReLU absorbs the Residual where the backend has
+ * add_relu_forward / add_relu_backward_set; the model against the same
+ * model on a table without them, bit for bit, with and without the input
+ * gradient wanted. */
+static int res_relu_calls;
+static int count_add_relu_fwd(dl_backend *b, float *y, const float *a, const float *c, size_t n)
+{
+    res_relu_calls++;
+    return real_ops->add_relu_forward(b, y, a, c, n);
+}
+static int count_add_relu_bwd(dl_backend *b, float *da, float *db, const float *y, const float *dy,
+                              size_t n)
+{
+    res_relu_calls++;
+    return real_ops->add_relu_backward_set(b, da, db, y, dy, n);
+}
+
+static void check_res_relu_model(dl_layer *seq, dl_shape in, int fused_pairs, int want_dx)
+{
+    dl_backend_ops fused_ops = *be->ops, plain_ops = *be->ops;
+    fused_ops.add_relu_forward = count_add_relu_fwd;
+    fused_ops.add_relu_backward_set = count_add_relu_bwd;
+    plain_ops.add_relu_forward = NULL;
+    plain_ops.add_relu_backward_set = NULL;
+    dl_backend fused = *be, plain = *be;
+    fused.ops = &fused_ops;
+    plain.ops = &plain_ops;
+    harness h;
+    CHECK_OK(harness_init(&h, seq, &in, 5));
+    if (check_current_failed)
+        return;
+    dl_model_state s;
+    dl_model_get_state(h.m, &s);
+    size_t np = s.count, nb = s.buffer_count;
+    for (size_t i = 0; i < np; i++)
+        s.params[i] += 0.3f * (float)sin(1.7 * (double)i);
+    float *buf0 = malloc((nb + 1) * 4), *out[2], *grads[2], *dx[2], *bufs[2];
+    memcpy(buf0, s.buffers, nb * 4);
+    dl_backend *tables[2] = {&fused, &plain};
+    res_relu_calls = 0;
+    for (int k = 0; k < 2; k++) {
+        dl_pass p;
+        dl_model_pass(h.m, &p, h.n, 1, DL_PREC_F32, 5, 3);
+        p.be = tables[k];
+        memcpy(s.buffers, buf0, nb * 4);
+        memset(s.grads, 0, np * 4);
+        for (size_t i = 0; i < h.nin; i++)
+            h.dx[i] = 0.5f;
+        float *y = dl_model_output(h.m);
+        CHECK_OK(h.l->vt->forward(h.l, &p, h.x, y));
+        CHECK_OK(h.l->vt->backward(h.l, &p, h.x, y, h.r, want_dx ? h.dx : NULL));
+        out[k] = malloc(h.nout * 4);
+        grads[k] = malloc(np * 4);
+        dx[k] = malloc(h.nin * 4);
+        bufs[k] = malloc((nb + 1) * 4);
+        memcpy(out[k], y, h.nout * 4);
+        memcpy(grads[k], s.grads, np * 4);
+        memcpy(dx[k], h.dx, h.nin * 4);
+        memcpy(bufs[k], s.buffers, nb * 4);
+    }
+    CHECK_MSG(res_relu_calls == 2 * fused_pairs, "fused ops called %d times, expected %d",
+              res_relu_calls, 2 * fused_pairs);
+    size_t bad = 0, zeros = 0, moved = 0;
+    for (size_t i = 0; i < h.nout; i++)
+        bad += !(out[0][i] == out[1][i]);
+    for (size_t i = 0; i < np; i++)
+        bad += !(grads[0][i] == grads[1][i]);
+    for (size_t i = 0; i < h.nin; i++) {
+        bad += !(dx[0][i] == dx[1][i]) || signbit(dx[0][i]) != signbit(dx[1][i]);
+        moved += dx[0][i] != 0.5f;
+    }
+    for (size_t i = 0; i < nb; i++)
+        bad += !(bufs[0][i] == bufs[1][i]);
+    for (size_t i = 0; i < np; i++)
+        zeros += grads[0][i] == 0;
+    CHECK_MSG(bad == 0, "%zu values differ between the fused pair and the two ops", bad);
+    CHECK_MSG(zeros < np / 2, "%zu of %zu parameter gradients are 0", zeros, np);
+    /* the input gradient was added to where wanted, left alone where not */
+    CHECK_MSG(want_dx ? moved > h.nin / 2 : moved == 0, "%zu of %zu input gradients changed", moved,
+              h.nin);
+    for (int k = 0; k < 2; k++) {
+        free(out[k]);
+        free(grads[k]);
+        free(dx[k]);
+        free(bufs[k]);
+    }
+    free(buf0);
+    harness_done(&h);
+}
+
+static void test_residual_relu_fusion(void)
+{
+    real_ops = be->ops;
+    if (!real_ops->add_relu_forward || !real_ops->add_relu_backward_set) {
+        SKIP("the CPU backend has no fused add + ReLU");
+        return;
+    }
+    for (int want_dx = 0; want_dx < 2; want_dx++) {
+        /* a stem, an identity block and a projection block, each
+         * followed by a ReLU; the Residual never first (a container's
+         * first child adds into the caller's dx) */
+        dl_layer *seq = dl_nn_sequential();
+        dl_nn_sequential_add(seq, dl_nn_conv2d(2, 4, 3, 1, 1, 1));
+        dl_nn_sequential_add(seq, dl_nn_residual(basic_block(4, 4, 1)));
+        dl_nn_sequential_add(seq, dl_nn_activation(DL_ACT_RELU));
+        dl_nn_sequential_add(seq,
+                             dl_nn_residual_shortcut(basic_block(4, 6, 2), projection(4, 6, 2)));
+        dl_nn_sequential_add(seq, dl_nn_activation(DL_ACT_RELU));
+        dl_nn_sequential_add(seq, dl_nn_flatten());
+        dl_nn_sequential_add(seq, dl_nn_linear(6 * 4 * 4, 3, 1));
+        check_res_relu_model(seq, (dl_shape){3, {2, 7, 7}}, 2, want_dx);
+
+        /* nothing with parameters before the Residual: with the caller's
+         * dx not wanted, the fused backward computes no input gradient */
+        dl_layer *head = dl_nn_sequential();
+        dl_nn_sequential_add(head, dl_nn_flatten());
+        dl_nn_sequential_add(head, dl_nn_residual(dl_nn_linear(12, 12, 1)));
+        dl_nn_sequential_add(head, dl_nn_activation(DL_ACT_RELU));
+        dl_nn_sequential_add(head, dl_nn_linear(12, 2, 1));
+        check_res_relu_model(head, (dl_shape){3, {3, 2, 2}}, 1, want_dx);
+
+        /* ResNet's habit, Sequential { Residual, ReLU } per block: the pair
+         * first in its container, which writes its dx (inside) or adds
+         * into the caller's (outermost: identity and projection) */
+        dl_layer *net = dl_nn_sequential(), *b1 = dl_nn_sequential(), *b2 = dl_nn_sequential();
+        dl_nn_sequential_add(net, dl_nn_conv2d(2, 4, 3, 1, 1, 1));
+        dl_nn_sequential_add(b1, dl_nn_residual(basic_block(4, 4, 1)));
+        dl_nn_sequential_add(b1, dl_nn_activation(DL_ACT_RELU));
+        dl_nn_sequential_add(net, b1);
+        dl_nn_sequential_add(b2,
+                             dl_nn_residual_shortcut(basic_block(4, 6, 2), projection(4, 6, 2)));
+        dl_nn_sequential_add(b2, dl_nn_activation(DL_ACT_RELU));
+        dl_nn_sequential_add(net, b2);
+        dl_nn_sequential_add(net, dl_nn_flatten());
+        dl_nn_sequential_add(net, dl_nn_linear(6 * 4 * 4, 3, 1));
+        check_res_relu_model(net, (dl_shape){3, {2, 7, 7}}, 2, want_dx);
+        for (int proj = 0; proj < 2; proj++) {
+            dl_layer *top = dl_nn_sequential();
+            dl_nn_sequential_add(
+                top, proj ? dl_nn_residual_shortcut(basic_block(2, 3, 1), projection(2, 3, 1))
+                          : dl_nn_residual(basic_block(2, 2, 1)));
+            dl_nn_sequential_add(top, dl_nn_activation(DL_ACT_RELU));
+            dl_nn_sequential_add(top, dl_nn_flatten());
+            dl_nn_sequential_add(top, dl_nn_linear((proj ? 3 : 2) * 5 * 5, 2, 1));
+            check_res_relu_model(top, (dl_shape){3, {2, 5, 5}}, 1, want_dx);
+        }
+    }
+}
+
 /* Dropout writes its input gradient with the forward op on dy: the same
  * values as its adding backward into zeros, whatever dx held. */
 static void test_dropout_backward_set(void)
@@ -1628,6 +1777,7 @@ int main(void)
     RUN(test_relu_pool_fusion);
     RUN(test_backward_set_ops);
     RUN(test_bn_relu_fusion);
+    RUN(test_residual_relu_fusion);
     RUN(test_dropout_backward_set);
     RUN(test_train_flops);
     RUN(test_batchnorm_eval);

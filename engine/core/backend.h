@@ -21,7 +21,7 @@
 
 /* Bumped whenever the table below changes; a CUDA module built against
  * another version is refused. */
-#define DL_BACKEND_API_VERSION 7
+#define DL_BACKEND_API_VERSION 8
 
 typedef enum { DL_DEVICE_CPU = 0, DL_DEVICE_CUDA = 1 } dl_device;
 
@@ -351,6 +351,16 @@ typedef struct dl_backend_ops {
                                        float *dgamma, float *dbeta, const float *dy, const float *x,
                                        const float *gamma, const float *beta,
                                        const float *save_mean, const float *save_invstd);
+
+    /* --- optional: a residual add and the ReLU after it in one op ------
+     * forward: y = relu(a + b) (NaN gives 0, as relu), the sum never
+     * written. backward: da and db are both WRITTEN with the gradient of
+     * either addend, dy where y > 0, else 0: the same values as the
+     * ReLU's act_backward_set on the sum; db may be NULL (one copy
+     * wanted). NULL: the layers run add, then the ReLU. */
+    int (*add_relu_forward)(dl_backend *be, float *y, const float *a, const float *b, size_t n);
+    int (*add_relu_backward_set)(dl_backend *be, float *da, float *db, const float *y,
+                                 const float *dy, size_t n);
 } dl_backend_ops;
 
 /* A backend instance: the op table plus its private context. */

@@ -152,6 +152,11 @@ int dl_cpu_batchnorm_relu_backward_set(dl_backend *be, int n, int c, int inner, 
                                        float *dgamma, float *dbeta, const float *dy, const float *x,
                                        const float *gamma, const float *beta,
                                        const float *save_mean, const float *save_invstd);
+/* A residual add and the ReLU after it (backend.h: add_relu_forward /
+ * add_relu_backward_set). */
+int dl_cpu_add_relu_forward(dl_backend *be, float *y, const float *a, const float *b, size_t n);
+int dl_cpu_add_relu_backward_set(dl_backend *be, float *da, float *db, const float *y,
+                                 const float *dy, size_t n);
 int dl_cpu_layernorm_forward(dl_backend *be, int rows, int cols, float eps, float *y,
                              const float *x, const float *gamma, const float *beta,
                              float *save_mean, float *save_invstd);

@@ -169,6 +169,8 @@ static const dl_backend_ops cpu_ops = {
     .conv_backward_data_set = conv_backward_data_set_op,
     .batchnorm_relu_forward = dl_cpu_batchnorm_relu_forward,
     .batchnorm_relu_backward_set = dl_cpu_batchnorm_relu_backward_set,
+    .add_relu_forward = dl_cpu_add_relu_forward,
+    .add_relu_backward_set = dl_cpu_add_relu_backward_set,
 };
 
 /* Fills be as a CPU backend with its own context and `threads` workers

@@ -740,6 +740,67 @@ int dl_cpu_add(dl_backend *be, float *y, const float *a, const float *b, size_t 
     return DL_OK;
 }
 
+/* y = relu(a + b): the sum's sign decides, NaN gives 0 (as relu). */
+static void add_relu_range(void *p, size_t b, size_t e)
+{
+    job *j = p;
+    float *restrict y = j->y;
+    const float *restrict a = j->a, *restrict c = j->b;
+    size_t i = b;
+#ifdef __AVX2__
+    for (; i + 8 <= e; i += 8) {
+        __m256 v = _mm256_add_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(c + i));
+        __m256 keep = _mm256_cmp_ps(v, _mm256_setzero_ps(), _CMP_GT_OQ);
+        _mm256_storeu_ps(y + i, _mm256_and_ps(v, keep));
+    }
+#endif
+    for (; i < e; i++) {
+        float v = a[i] + c[i];
+        y[i] = v > 0 ? v : 0;
+    }
+}
+
+int dl_cpu_add_relu_forward(dl_backend *be, float *y, const float *a, const float *b, size_t n)
+{
+    job j = {.y = y, .a = a, .b = b};
+    par(be, n, add_relu_range, &j);
+    return DL_OK;
+}
+
+/* da (and db when not NULL) = dy where y > 0, else 0: y = relu(sum) is
+ * positive exactly where the sum is, so these are the ReLU's written
+ * gradient bits (relu_bwd_set_range) for both addends. */
+static void add_relu_bwd_range(void *p, size_t b, size_t e)
+{
+    job *j = p;
+    float *restrict da = j->y, *restrict db = j->dst;
+    const float *restrict y = j->a, *restrict dy = j->b;
+    size_t i = b;
+#ifdef __AVX2__
+    for (; i + 8 <= e; i += 8) {
+        __m256 keep = _mm256_cmp_ps(_mm256_loadu_ps(y + i), _mm256_setzero_ps(), _CMP_GT_OQ);
+        __m256 g = _mm256_and_ps(_mm256_loadu_ps(dy + i), keep);
+        _mm256_storeu_ps(da + i, g);
+        if (db)
+            _mm256_storeu_ps(db + i, g);
+    }
+#endif
+    for (; i < e; i++) {
+        float g = y[i] > 0 ? dy[i] : 0;
+        da[i] = g;
+        if (db)
+            db[i] = g;
+    }
+}
+
+int dl_cpu_add_relu_backward_set(dl_backend *be, float *da, float *db, const float *y,
+                                 const float *dy, size_t n)
+{
+    job j = {.y = da, .dst = db, .a = y, .b = dy};
+    par(be, n, add_relu_bwd_range, &j);
+    return DL_OK;
+}
+
 static void axpy_range(void *p, size_t b, size_t e)
 {
     job *j = p;

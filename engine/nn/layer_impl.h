@@ -28,4 +28,15 @@ const void *dl_layer_weights(const dl_pass *p, size_t off);
  * activation arena (*out). Returns DL_OK or the backend's error. */
 int dl_layer_operand(const dl_pass *p, const float *x, size_t count, size_t lp, const void **out);
 
+/* Residual -> ReLU in one pass (nn.c, for the ReLU's fused slots):
+ * whether res is a Residual the pass's backend can run so (DL_FUSE_ADD,
+ * else 0); its forward writing y = relu(block(x) + shortcut(x)) without
+ * writing the sum; its backward from dy, the gradient of the ReLU's
+ * output y, writing dx (adding into it with add; dx NULL: not computed),
+ * with mid (as big as y) as scratch. */
+int dl_residual_relu_fuses(const dl_layer *res, const dl_pass *p);
+int dl_residual_relu_forward(dl_layer *res, dl_pass *p, const float *x, float *y);
+int dl_residual_relu_backward(dl_layer *res, dl_pass *p, const float *x, const float *y,
+                              const float *dy, float *dx, float *mid, int add);
+
 #endif

@@ -456,7 +456,9 @@ static const dl_layer_vt relu_vt;
  * max(relu(x)) = relu(max(x)), so the ReLU's output is never written. */
 static int relu_pool_fuses(const dl_layer *pool, const dl_layer *relu, const dl_pass *p)
 {
-    return relu->vt == &relu_vt && OPS(p)->relu_maxpool_forward && OPS(p)->relu_maxpool_backward;
+    return relu->vt == &relu_vt && OPS(p)->relu_maxpool_forward && OPS(p)->relu_maxpool_backward
+               ? DL_FUSE_SET
+               : 0;
 }
 
 static int relu_pool_forward(dl_layer *l, dl_layer *relu, dl_pass *p, const float *x, float *y)
@@ -466,7 +468,7 @@ static int relu_pool_forward(dl_layer *l, dl_layer *relu, dl_pass *p, const floa
 }
 
 static int relu_pool_backward(dl_layer *l, dl_layer *relu, dl_pass *p, const float *x,
-                              const float *y, const float *dy, float *dx)
+                              const float *y, const float *dy, float *dx, float *mid, int add)
 {
     if (!dx)
         return DL_OK;
@@ -663,8 +665,29 @@ static int bn_relu_forward(dl_layer *relu, dl_layer *bn, dl_pass *p, const float
 static int bn_relu_backward(dl_layer *relu, dl_layer *bn, dl_pass *p, const float *x,
                             const float *y, const float *dy, float *dx);
 
+/* ReLU absorbs a BatchNorm before it, or a Residual (nn.c runs the add and
+ * the ReLU as one op; the sum is never written). */
+static int relu_fuses(const dl_layer *relu, const dl_layer *prev, const dl_pass *p)
+{
+    return bn_relu_fuses(relu, prev, p) ? DL_FUSE_SET : dl_residual_relu_fuses(prev, p);
+}
+
+static int relu_forward_fused(dl_layer *relu, dl_layer *prev, dl_pass *p, const float *x, float *y)
+{
+    return dl_residual_relu_fuses(prev, p) ? dl_residual_relu_forward(prev, p, x, y)
+                                           : bn_relu_forward(relu, prev, p, x, y);
+}
+
+static int relu_backward_fused(dl_layer *relu, dl_layer *prev, dl_pass *p, const float *x,
+                               const float *y, const float *dy, float *dx, float *mid, int add)
+{
+    return dl_residual_relu_fuses(prev, p)
+               ? dl_residual_relu_backward(prev, p, x, y, dy, dx, mid, add)
+               : bn_relu_backward(relu, prev, p, x, y, dy, dx);
+}
+
 /* The activations differ only in kind (act_forward/backward switch on it);
- * ReLU also absorbs a BatchNorm before it. */
+ * ReLU also absorbs a BatchNorm or a Residual before it. */
 #define ACT_VT(var, name, ...)                                                                     \
     static const dl_layer_vt var = {.kind = name,                                                  \
                                     .setup = same_shape_setup,                                     \
@@ -673,8 +696,8 @@ static int bn_relu_backward(dl_layer *relu, dl_layer *bn, dl_pass *p, const floa
                                     .backward = act_backward,                                      \
                                     .backward_set = act_backward_set,                              \
                                     __VA_ARGS__}
-ACT_VT(relu_vt, "ReLU", .fuses = bn_relu_fuses, .forward_fused = bn_relu_forward,
-       .backward_fused = bn_relu_backward);
+ACT_VT(relu_vt, "ReLU", .fuses = relu_fuses, .forward_fused = relu_forward_fused,
+       .backward_fused = relu_backward_fused);
 ACT_VT(gelu_vt, "GELU");
 ACT_VT(tanh_vt, "Tanh");
 ACT_VT(sigmoid_vt, "Sigmoid");

@@ -9,6 +9,7 @@
 
 #include "engine/base/error.h"
 #include "engine/base/rng.h"
+#include "engine/nn/layer_impl.h"
 
 #define ALIGN_BYTES 64
 #define ALIGN_FLOATS 16
@@ -114,29 +115,32 @@ static double now_ms(void)
 }
 
 /* Whether a container runs child l fused with prev, the child before it,
- * through the layer table's fused slots. */
+ * through the layer table's fused slots: 0, DL_FUSE_SET or DL_FUSE_ADD. */
 static int fuses(const dl_layer *l, const dl_layer *prev, const dl_pass *p)
 {
-    return l->vt->fuses && l->vt->fuses(l, prev, p);
+    return l->vt->fuses ? l->vt->fuses(l, prev, p) : 0;
 }
 
 /* absorbs[i] = 1 where child i runs fused with child i - 1 on this pass:
- * pairs taken left to right, the absorbed child never the first (its
- * input gradient is the caller's, added to, and a fused backward writes
- * it), and none in two pairs. Forward and backward both read this, so
- * they pair alike whatever the chain. */
+ * pairs taken left to right, none in two pairs, and the absorbed child
+ * the first only when the pair's backward can add (its input gradient is
+ * the caller's, which may have to be added to). Forward and backward both
+ * read this, so they pair alike whatever the chain. */
 static void fused_pairs(const dl_layer *l, const dl_pass *p, char *absorbs)
 {
     memset(absorbs, 0, (size_t)l->nchild);
-    for (int i = 1; i + 1 < l->nchild; i++)
-        if (fuses(l->child[i + 1], l->child[i], p))
+    for (int i = 0; i + 1 < l->nchild; i++) {
+        int f = fuses(l->child[i + 1], l->child[i], p);
+        if (f == DL_FUSE_ADD || (f && i > 0))
             absorbs[++i] = 1;
+    }
 }
 
 /* How a container runs a child's backward: adding into dx (the layer
  * contract), writing a dx nothing else writes (backward_set, or zeroing
- * dx first), or as the second half of a fused ReLU -> MaxPool2d. */
-enum { RUN_ADD, RUN_SET, RUN_FUSED };
+ * dx first), or as the second half of a fused pair (ReLU -> MaxPool2d),
+ * writing dx or adding into it. */
+enum { RUN_ADD, RUN_SET, RUN_FUSED, RUN_FUSED_ADD };
 
 /* prev: the child absorbed into c (fused), else NULL */
 static int call_forward(dl_layer *c, dl_layer *prev, dl_pass *p, const float *x, float *y)
@@ -145,10 +149,10 @@ static int call_forward(dl_layer *c, dl_layer *prev, dl_pass *p, const float *x,
 }
 
 static int call_backward(dl_layer *c, dl_layer *prev, dl_pass *p, const float *x, const float *y,
-                         const float *dy, float *dx, int mode)
+                         const float *dy, float *dx, float *mid, int mode)
 {
-    if (mode == RUN_FUSED)
-        return c->vt->backward_fused(c, prev, p, x, y, dy, dx);
+    if (mode == RUN_FUSED || mode == RUN_FUSED_ADD)
+        return c->vt->backward_fused(c, prev, p, x, y, dy, dx, mid, mode == RUN_FUSED_ADD);
     if (mode == RUN_SET && dx) {
         if (c->vt->backward_set)
             return c->vt->backward_set(c, p, x, y, dy, dx);
@@ -158,38 +162,45 @@ static int call_backward(dl_layer *c, dl_layer *prev, dl_pass *p, const float *x
     return c->vt->backward(c, p, x, y, dy, dx);
 }
 
+/* The layer a fused pair's time shows under: the container when the
+ * absorbed layer is one (its children's rows are timed inside it, and its
+ * self time is what is left: Residual -> ReLU), else the absorbing layer. */
+static dl_layer *timed_as(dl_layer *c, dl_layer *prev) { return prev && prev->nchild ? prev : c; }
+
 /* Runs a child's forward or backward, timing it when profiling. */
 static int child_forward(dl_layer *c, dl_layer *prev, dl_pass *p, const float *x, float *y)
 {
     if (!p->profile)
         return call_forward(c, prev, p, x, y);
+    dl_layer *t = timed_as(c, prev);
     p->be->ops->sync(p->be);
     double t0 = now_ms();
     int rc = call_forward(c, prev, p, x, y);
     p->be->ops->sync(p->be);
     double t1 = now_ms();
-    c->prof.fwd_ms += t1 - t0;
-    c->prof.calls++;
+    t->prof.fwd_ms += t1 - t0;
+    t->prof.calls++;
     if (p->prof_hook)
-        p->prof_hook(p->prof_user, c, 0, p->n, t0, t1);
+        p->prof_hook(p->prof_user, t, 0, p->n, t0, t1);
     return rc;
 }
 
 static int child_backward(dl_layer *c, dl_layer *prev, dl_pass *p, const float *x, const float *y,
-                          const float *dy, float *dx, int mode)
+                          const float *dy, float *dx, float *mid, int mode)
 {
     if (!p->profile) {
-        int rc = call_backward(c, prev, p, x, y, dy, dx, mode);
+        int rc = call_backward(c, prev, p, x, y, dy, dx, mid, mode);
         return rc == DL_OK && p->grad_hook ? p->grad_hook(p->grad_user, c) : rc;
     }
+    dl_layer *t = timed_as(c, prev);
     p->be->ops->sync(p->be);
     double t0 = now_ms();
-    int rc = call_backward(c, prev, p, x, y, dy, dx, mode);
+    int rc = call_backward(c, prev, p, x, y, dy, dx, mid, mode);
     p->be->ops->sync(p->be);
     double t1 = now_ms();
-    c->prof.bwd_ms += t1 - t0;
+    t->prof.bwd_ms += t1 - t0;
     if (p->prof_hook)
-        p->prof_hook(p->prof_user, c, 1, p->n, t0, t1);
+        p->prof_hook(p->prof_user, t, 1, p->n, t0, t1);
     if (rc == DL_OK && p->grad_hook)
         rc = p->grad_hook(p->grad_user, c);
     return rc;
@@ -311,9 +322,13 @@ static int seq_grads(dl_layer *l, dl_pass *p, const float *x, const float *y, co
         float *din = first == 0                      ? dx
                      : dx || s->params_before[first] ? (float *)(p->act_grad + s->dy_off[first - 1])
                                                      : NULL;
-        int mode = fused ? RUN_FUSED : first > 0 ? RUN_SET : first_mode;
+        int mode = first > 0 ? (fused ? RUN_FUSED : RUN_SET)
+                   : fused   ? (first_mode == RUN_ADD ? RUN_FUSED_ADD : RUN_FUSED)
+                             : first_mode;
+        /* a fused pair leaves the gradient buffer between its two alone */
+        float *mid = fused ? (float *)(p->act_grad + s->dy_off[first]) : NULL;
         DL_TRY(child_backward(l->child[i], fused ? l->child[first] : NULL, p, in, out, dout, din,
-                              mode));
+                              mid, mode));
         if (fused && p->grad_hook)
             DL_TRY(p->grad_hook(p->grad_user, l->child[first]));
         i = first;
@@ -440,18 +455,28 @@ static int res_plan(dl_layer *l, dl_model *m, int n)
     return l->child[0]->vt->plan(l->child[0], m, n);
 }
 
-static int res_forward(dl_layer *l, dl_pass *p, const float *x, float *y)
+/* y = block(x) + shortcut(x), or relu of it (the ReLU after the Residual
+ * absorbed: the sum is never written). */
+static int res_run(dl_layer *l, dl_pass *p, const float *x, float *y, int relu)
 {
     residual *r = (residual *)l;
     size_t count = (size_t)p->n * (size_t)dl_shape_numel(&l->out);
     float *yb = (float *)(p->act + r->yb_off);
     DL_TRY(child_forward(l->child[0], NULL, p, x, yb));
     dl_layer *sc = shortcut_of(l);
-    if (!sc)
-        return p->be->ops->add(p->be, y, x, yb, count);
-    float *ys = (float *)(p->act + r->ys_off);
-    DL_TRY(child_forward(sc, NULL, p, x, ys));
-    return p->be->ops->add(p->be, y, yb, ys, count);
+    const float *other = x;
+    if (sc) {
+        float *ys = (float *)(p->act + r->ys_off);
+        DL_TRY(child_forward(sc, NULL, p, x, ys));
+        other = ys;
+    }
+    return relu ? p->be->ops->add_relu_forward(p->be, y, other, yb, count)
+                : p->be->ops->add(p->be, y, other, yb, count);
+}
+
+static int res_forward(dl_layer *l, dl_pass *p, const float *x, float *y)
+{
+    return res_run(l, p, x, y, 0);
 }
 
 /* dx (+)= shortcut'(x)^T dy + block'(x)^T dy; the shortcut's share is
@@ -462,19 +487,53 @@ static int res_grads(dl_layer *l, dl_pass *p, const float *x, const float *dy, f
     size_t count = (size_t)p->n * (size_t)dl_shape_numel(&l->in);
     dl_layer *sc = shortcut_of(l);
     if (sc)
-        DL_TRY(child_backward(sc, NULL, p, x, (const float *)(p->act + r->ys_off), dy, dx, mode));
+        DL_TRY(child_backward(sc, NULL, p, x, (const float *)(p->act + r->ys_off), dy, dx, NULL,
+                              mode));
     else if (dx && mode == RUN_SET)
         DL_TRY(p->be->ops->copy(p->be, dx, dy, count * sizeof(float)));
     else if (dx)
         DL_TRY(p->be->ops->axpy(p->be, dx, 1.0f, dy, count));
     return child_backward(l->child[0], NULL, p, x, (const float *)(p->act + r->yb_off), dy, dx,
-                          RUN_ADD);
+                          NULL, RUN_ADD);
 }
 
 static int res_backward(dl_layer *l, dl_pass *p, const float *x, const float *y, const float *dy,
                         float *dx)
 {
     return res_grads(l, p, x, dy, dx, RUN_ADD);
+}
+
+static const dl_layer_vt residual_vt;
+
+int dl_residual_relu_fuses(const dl_layer *res, const dl_pass *p)
+{
+    return res->vt == &residual_vt && p->be->ops->add_relu_forward &&
+                   p->be->ops->add_relu_backward_set
+               ? DL_FUSE_ADD
+               : 0;
+}
+
+int dl_residual_relu_forward(dl_layer *res, dl_pass *p, const float *x, float *y)
+{
+    return res_run(res, p, x, y, 1);
+}
+
+/* g, the gradient of the sum, is written into mid; when dx is written
+ * and the shortcut is the identity, the same op also writes g into dx,
+ * the shortcut's share, so the copy res_grads would make is not a pass
+ * of its own. Then the branches as in res_grads. */
+int dl_residual_relu_backward(dl_layer *res, dl_pass *p, const float *x, const float *y,
+                              const float *dy, float *dx, float *mid, int add)
+{
+    size_t count = (size_t)p->n * (size_t)dl_shape_numel(&res->out);
+    if (add || shortcut_of(res)) {
+        DL_TRY(p->be->ops->add_relu_backward_set(p->be, mid, NULL, y, dy, count));
+        return res_grads(res, p, x, mid, dx, add ? RUN_ADD : RUN_SET);
+    }
+    residual *r = (residual *)res;
+    DL_TRY(p->be->ops->add_relu_backward_set(p->be, mid, dx, y, dy, count));
+    return child_backward(res->child[0], NULL, p, x, (const float *)(p->act + r->yb_off), mid, dx,
+                          NULL, RUN_ADD);
 }
 
 static int res_backward_set(dl_layer *l, dl_pass *p, const float *x, const float *y,
@@ -873,7 +932,7 @@ int dl_model_forward(dl_model *m, dl_pass *p)
 int dl_model_backward(dl_model *m, dl_pass *p)
 {
     return child_backward(m->root, NULL, p, dl_model_input(m), dl_model_output(m),
-                          dl_model_output_grad(m), NULL, RUN_ADD);
+                          dl_model_output_grad(m), NULL, NULL, RUN_ADD);
 }
 
 int dl_model_refresh_lowp(dl_model *m, dl_dtype t)

@@ -78,6 +78,9 @@ typedef struct dl_layer_config {
     float p;          /* Dropout */
 } dl_layer_config;
 
+/* What dl_layer_vt.fuses answers for a pair that runs as one. */
+enum { DL_FUSE_SET = 1, DL_FUSE_ADD = 2 };
+
 typedef struct dl_layer_vt {
     const char *kind; /* "Linear", "Conv2d", ... */
     /* Checks the per-sample input shape, sets the output shape, registers
@@ -102,18 +105,26 @@ typedef struct dl_layer_vt {
                         float *dx);
     /* Optional, for a layer that can absorb the one before it into one
      * backend op (ReLU -> MaxPool2d: relu(x) is never written; BatchNorm
-     * -> ReLU: the normalised x is never written). fuses says whether l
-     * runs fused with prev on this pass's backend; then a container calls
-     * forward_fused with prev's input x and l's output y, and
-     * backward_fused, which WRITES prev's input gradient dx (not
-     * accumulated; dx NULL: prev's input gradient is not wanted, its
-     * parameter gradients still are). The time shows under l. Pairs are
+     * -> ReLU: the normalised x is never written; Residual -> ReLU: the
+     * sum is never written). fuses says whether l runs fused with prev on
+     * this pass's backend: 0 no, DL_FUSE_SET yes, DL_FUSE_ADD yes and its
+     * backward can also add into dx. Then a container calls forward_fused
+     * with prev's input x and l's output y, and backward_fused, which
+     * WRITES prev's input gradient dx, or adds into it when add is set
+     * (only for DL_FUSE_ADD: a container's first child adds into the
+     * caller's dx, so only such a pair may start there; dx NULL: prev's
+     * input gradient is not wanted, its parameter gradients still are).
+     * mid is the buffer the container
+     * keeps for the gradient of prev's output, which a fused pair never
+     * writes otherwise: the fused backward may use it as scratch. The
+     * time shows under l, or under prev when prev is a container (its
+     * children time themselves inside: Residual -> ReLU). Pairs are
      * taken left to right: in BatchNorm -> ReLU -> MaxPool2d the ReLU
      * absorbs the BatchNorm and the pool runs alone. */
     int (*fuses)(const dl_layer *l, const dl_layer *prev, const dl_pass *p);
     int (*forward_fused)(dl_layer *l, dl_layer *prev, dl_pass *p, const float *x, float *y);
     int (*backward_fused)(dl_layer *l, dl_layer *prev, dl_pass *p, const float *x, const float *y,
-                          const float *dy, float *dx);
+                          const float *dy, float *dx, float *mid, int add);
     /* Optional: writes a line about how the layer runs on its backend
      * (Conv2d: the algorithms chosen when it was planned) and returns 1;
      * 0: nothing to say. Reads what plan kept, calls no backend. */

@@ -599,6 +599,15 @@ static int layer_rows(const dl_profiler *p, dl_prof_row *r)
             snprintf(x->kind, sizeof x->kind, "ReLU, fused in next");
         if (!e->fcalls && !strcmp(e->kind, "BatchNorm") && !strcmp(next, "ReLU"))
             snprintf(x->kind, sizeof x->kind, "BatchNorm, fused in next");
+        /* a ReLU run inside the Residual before it (its time is there):
+         * the previous layer at the same depth */
+        int before = i - 1;
+        while (before >= 0 && p->layers[before].depth > e->depth)
+            before--;
+        if (!e->fcalls && !strcmp(e->kind, "ReLU") && before >= 0 &&
+            p->layers[before].depth == e->depth && p->layers[before].fcalls &&
+            !strcmp(p->layers[before].kind, "Residual"))
+            snprintf(x->kind, sizeof x->kind, "ReLU, fused in Residual");
         x->cat = DL_PROF_FORWARD;
         x->depth = e->depth;
         x->calls = e->fcalls;
