@@ -444,6 +444,27 @@ static int use_direct(const dl_conv_desc *d)
 
 #define DIRECT_TARGET __attribute__((target("avx512f")))
 
+/* dst[0..n) = src rounded through bf16 and back, 16 lanes at a time:
+ * dl_f32_to_bf16's bits (round to nearest even, NaN kept NaN with its
+ * quiet bit set). The scalar rounding was most of the bf16 stem's time:
+ * its filter gradient ran at a third of the f32 one. */
+DIRECT_TARGET static void round_run_bf16(float *dst, const float *src, int n)
+{
+    const __m512i low = _mm512_set1_epi32(0x7fff), one = _mm512_set1_epi32(1);
+    const __m512i keep = _mm512_set1_epi32((int)0xffff0000u);
+    const __m512i abs = _mm512_set1_epi32(0x7fffffff), inf = _mm512_set1_epi32(0x7f800000);
+    const __m512i quiet = _mm512_set1_epi32(0x00400000);
+    for (int j = 0; j < n; j += 16) {
+        __mmask16 m = n - j >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - j)) - 1);
+        __m512i u = _mm512_castps_si512(_mm512_maskz_loadu_ps(m, src + j));
+        __m512i r = _mm512_add_epi32(
+            u, _mm512_add_epi32(low, _mm512_and_si512(_mm512_srli_epi32(u, 16), one)));
+        __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(u, abs), inf);
+        r = _mm512_mask_or_epi32(r, nan, u, quiet);
+        _mm512_mask_storeu_ps(dst + j, m, _mm512_castsi512_ps(_mm512_and_si512(r, keep)));
+    }
+}
+
 /* xp [(h+2pad) * (w+2pad)] = x plane zero-padded, rounded via compute;
  * 16 spare zeros at the end for the masked tails. */
 static void padded_plane(float *xp, const float *x, const dl_conv_desc *d, dl_dtype compute)
@@ -458,6 +479,8 @@ static void padded_plane(float *xp, const float *x, const dl_conv_desc *d, dl_dt
         const float *src = x + (size_t)ih * d->w;
         if (compute == DL_F32)
             memcpy(dst, src, (size_t)d->w * sizeof(float));
+        else if (compute == DL_BF16)
+            round_run_bf16(dst, src, d->w);
         else
             for (int iw = 0; iw < d->w; iw++)
                 dst[iw] = round_via(src[iw], compute);
@@ -518,7 +541,10 @@ DIRECT_TARGET static void direct_bwd_filter_task(void *arg, size_t begin, size_t
             padded_plane(xp, t->x + (size_t)i * d->h * d->w, d, t->compute);
             for (size_t kk = k0; kk < k1; kk++) {
                 const float *g = t->dy + ((size_t)i * d->k + kk) * pq;
-                if (t->compute != DL_F32) {
+                if (t->compute == DL_BF16) {
+                    round_run_bf16(gp, g, pq);
+                    g = gp;
+                } else if (t->compute != DL_F32) {
                     for (int j = 0; j < pq; j++)
                         gp[j] = round_via(g[j], t->compute);
                     g = gp;
