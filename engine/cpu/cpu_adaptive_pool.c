@@ -28,10 +28,33 @@ typedef struct aptask {
     const float *in;
 } aptask;
 
+/* Sum of x[0..n) in double, four running sums (a single one made global
+ * pooling latency-bound: one dependent add per element). */
+static double run_sum(const float *x, size_t n)
+{
+    double s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+    size_t i = 0;
+    for (; i + 4 <= n; i += 4) {
+        s0 += x[i];
+        s1 += x[i + 1];
+        s2 += x[i + 2];
+        s3 += x[i + 3];
+    }
+    for (; i < n; i++)
+        s0 += x[i];
+    return (s0 + s1) + (s2 + s3);
+}
+
 static void fwd_planes(void *arg, size_t begin, size_t end)
 {
     const aptask *t = arg;
     const dl_pool_desc *d = t->d;
+    if (d->p == 1 && d->q == 1) { /* global pooling: the plane is one run */
+        size_t hw = (size_t)d->h * d->w;
+        for (size_t pl = begin; pl < end; pl++)
+            t->out[pl] = (float)(run_sum(t->in + pl * hw, hw) / (double)hw);
+        return;
+    }
     for (size_t pl = begin; pl < end; pl++) {
         const float *x = t->in + pl * (size_t)d->h * d->w;
         float *y = t->out + pl * (size_t)d->p * d->q;
@@ -52,6 +75,15 @@ static void bwd_planes(void *arg, size_t begin, size_t end)
 {
     const aptask *t = arg;
     const dl_pool_desc *d = t->d;
+    if (d->p == 1 && d->q == 1) {
+        size_t hw = (size_t)d->h * d->w;
+        for (size_t pl = begin; pl < end; pl++) {
+            float g = t->in[pl] / (float)hw, *dx = t->out + pl * hw;
+            for (size_t k = 0; k < hw; k++)
+                dx[k] += g;
+        }
+        return;
+    }
     for (size_t pl = begin; pl < end; pl++) {
         float *dx = t->out + pl * (size_t)d->h * d->w;
         const float *dy = t->in + pl * (size_t)d->p * d->q;
