@@ -6,7 +6,8 @@
  * OpenBLAS's, split over the pool) on a 512^3 product. Run it with DLBENCH_CONV=own to time the own kernels
  * (im2col + GEMM, direct, sparse) instead of oneDNN's.
  *
- * usage: bench_conv [threads] [f32|bf16]   (default 1 thread, f32 compute)
+ * usage: bench_conv [threads] [f32|bf16] [only]   (default 1 thread, f32 compute;
+ *        only: run just the shapes whose name contains it)
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -115,6 +116,8 @@ int main(int argc, char **argv)
            "/sgemm");
     for (size_t i = 0; i < sizeof shapes / sizeof *shapes; i++) {
         const shape *s = &shapes[i];
+        if (argc > 3 && !strstr(s->what, argv[3]))
+            continue;
         int p = (s->h + 2 * s->pad - s->r) / s->stride + 1;
         bufs B = {.be = be,
                   .d = {s->n, s->c, s->h, s->h, s->k, s->r, s->r, s->stride, s->pad, p, p, 1, 1},

@@ -125,7 +125,7 @@ int dl_cpu_conv_grouped_backward_filter(dl_backend *be, const dl_conv_desc *d, f
  * they can take (d, compute) on this CPU (not with DLBENCH_CPU_AVX512=0);
  * _workspace: the bytes they need for d on this backend. */
 int dl_cpu_conv_1x1_fits(const dl_conv_desc *d, dl_dtype compute);
-size_t dl_cpu_conv_1x1_workspace(dl_backend *be, const dl_conv_desc *d);
+size_t dl_cpu_conv_1x1_workspace(dl_backend *be, const dl_conv_desc *d, dl_dtype compute);
 int dl_cpu_conv_1x1_forward(dl_backend *be, const dl_conv_desc *d, float *y, const float *x,
                             const float *w, const float *b, void *ws, dl_dtype compute);
 int dl_cpu_conv_1x1_backward_data(dl_backend *be, const dl_conv_desc *d, float *dx, const float *dy,

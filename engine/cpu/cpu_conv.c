@@ -90,13 +90,26 @@ static int is_grouped(const dl_conv_desc *d)
     return d->groups > 1 || d->dilation > 1 || d->groups < 0 || d->dilation < 0;
 }
 
-/* Dense 1x1 with pad 0 on an AVX-512 CPU: cpu_conv_1x1.c's kernels, for
- * every such shape and under DLBENCH_CONV=own too. bench_conv's 1x1 rows
- * (1 and 2 threads, f32 and bf16) measure them at or above oneDNN's
- * jit_1x1 with its NCHW <-> nChw16c reorders at every shape there. */
+/* Dense 1x1 with pad 0 on an AVX-512 CPU: cpu_conv_1x1.c's kernels below
+ * 128 input channels, except bf16 at stride 1 with k*c over 4096, and for
+ * every such shape where oneDNN is not wanted (DLBENCH_CONV=own, builds
+ * without it). bench_conv's 1x1 rows, 1 thread: below 128 input channels
+ * they beat oneDNN's jit_1x1 with its NCHW <-> nChw16c reorders (the
+ * stride-2 shortcuts by 1.3-3x in f32 and bf16); at 256->64 oneDNN's
+ * filter gradient is faster, the other two about equal; in bf16 at
+ * 64->256 stride 1 oneDNN's vdpbf16ps products are faster in all three. */
+#define OWN_1X1_MAX_C 128
+#define OWN_1X1_BF16_S1_MAX_KC 4096
+
 static int use_1x1(const dl_conv_desc *d, dl_dtype compute)
 {
-    return dl_cpu_conv_1x1_fits(d, compute);
+    if (!dl_cpu_conv_1x1_fits(d, compute))
+        return 0;
+    if (!dl_cpu_dnnl_conv_wanted(d, compute))
+        return 1;
+    if (compute == DL_BF16 && d->stride == 1 && d->k * d->c > OWN_1X1_BF16_S1_MAX_KC)
+        return 0;
+    return d->c < OWN_1X1_MAX_C;
 }
 
 /* Bytes of workspace the three conv ops need for d: see the file comment. */
@@ -107,7 +120,7 @@ size_t dl_cpu_conv_workspace(dl_backend *be, const dl_conv_desc *d, dl_dtype com
     if (check_desc(d, compute, "conv_workspace") < 0)
         return 0;
     if (use_1x1(d, compute))
-        return dl_cpu_conv_1x1_workspace(be, d);
+        return dl_cpu_conv_1x1_workspace(be, d, compute);
     size_t rows = (size_t)chunk_images(d) * d->p * d->q;
     size_t crs = (size_t)d->c * d->r * d->s;
     size_t bytes = rows * crs * 4 + rows * (size_t)d->k * 4 + 128;

@@ -16,9 +16,11 @@
  * small buffer (stride 2 by permutes); dx at stride 2 is written by
  * expanding each row of dxs into the even lanes.
  *
- * bf16 compute: W is rounded once into its packed copy, x and dy as they
- * are loaded (round to nearest even, as half.h), products summed in f32:
- * the f32 math on rounded operands. db sums dy itself.
+ * bf16 compute: W is rounded once into its packed copy, x and dy as the
+ * forward and data kernels load them (round to nearest even, as half.h);
+ * the filter rounds a chunk's x and dy once into its buffer (each is read
+ * by many tiles). Products are summed in f32: the f32 math on rounded
+ * operands. db sums dy itself.
  *
  * Threads: forward and data split the images into parts (one per pool
  * thread); an image's result does not depend on the split. The filter
@@ -27,7 +29,8 @@
  * any thread count.
  *
  * Workspace (dl_cpu_conv_1x1_workspace): the packed W, per part a buffer
- * of subsampled images (stride > 1), the chunks' partial sums.
+ * of subsampled images (stride > 1) or of a rounded chunk (bf16), the
+ * chunks' partial sums.
  */
 #include <stdint.h>
 #include <string.h>
@@ -53,6 +56,8 @@
 #define NR 32
 /* Bytes of dy and x a filter chunk keeps near (L2). */
 #define FILTER_CHUNK_BYTES ((size_t)512 << 10)
+/* Rows of input the subsampling prefetches ahead of its reads. */
+#define PF_ROWS 4
 
 int dl_cpu_conv_1x1_fits(const dl_conv_desc *d, dl_dtype compute)
 {
@@ -70,8 +75,8 @@ int dl_cpu_conv_1x1_fits(const dl_conv_desc *d, dl_dtype compute)
 typedef struct k1_plan {
     int pq, parts, chunk, chunks;
     size_t xs;   /* floats of one part's subsample buffer (0 at stride 1) */
-    size_t wpk;  /* floats of the packed W: max(k, c) rounded to 8 rows times min */
-    size_t part; /* floats of the chunks' dw partials, one chunk */
+    size_t wpk;  /* floats of the packed W (either way round: rows to a multiple of 8) */
+    size_t part; /* floats of one chunk's partial dw, then db in doubles */
 } k1_plan;
 
 static size_t up8(size_t v) { return (v + 7) & ~(size_t)7; }
@@ -83,7 +88,7 @@ static int threads_of(dl_backend *be)
     return pool ? dl_pool_threads(pool) : 1;
 }
 
-static k1_plan plan_of(dl_backend *be, const dl_conv_desc *d)
+static k1_plan plan_of(dl_backend *be, const dl_conv_desc *d, dl_dtype compute)
 {
     k1_plan p;
     p.pq = d->p * d->q;
@@ -102,15 +107,18 @@ static k1_plan plan_of(dl_backend *be, const dl_conv_desc *d)
     int t = threads_of(be);
     p.parts = t < d->n ? t : d->n;
     /* the filter's buffer holds a chunk, forward and data one image */
+    /* bf16: the filter rounds a chunk's x and dy once, into this buffer */
     p.xs = d->stride > 1 ? up16((size_t)p.chunk * d->c * p.pq) : 0;
+    if (compute == DL_BF16)
+        p.xs = up16((size_t)p.chunk * d->c * p.pq) + up16((size_t)p.chunk * d->k * p.pq);
     p.wpk = up16(up8((size_t)(d->k > d->c ? d->k : d->c)) * (d->k > d->c ? d->k : d->c));
     p.part = up16(up16((size_t)d->k * d->c) + 2 * (size_t)d->k); /* dw, then db as doubles */
     return p;
 }
 
-size_t dl_cpu_conv_1x1_workspace(dl_backend *be, const dl_conv_desc *d)
+size_t dl_cpu_conv_1x1_workspace(dl_backend *be, const dl_conv_desc *d, dl_dtype compute)
 {
-    k1_plan p = plan_of(be, d);
+    k1_plan p = plan_of(be, d, compute);
     return (p.wpk + (size_t)p.parts * p.xs + (size_t)p.chunks * p.part) * sizeof(float) + 64;
 }
 
@@ -266,6 +274,11 @@ K1_TARGET static void subsample(float *xs, const float *xi, const dl_conv_desc *
         for (int oh = 0; oh < d->p; oh++) {
             const float *src = xi + ((size_t)ch * d->h + (size_t)oh * s) * d->w;
             float *dst = xs + ((size_t)ch * d->p + oh) * d->q;
+            /* the rows PF_ROWS ahead (the next channel's past the
+             * plane's end: planes follow each other) */
+            const char *ahead = (const char *)(src + (size_t)PF_ROWS * s * d->w);
+            for (size_t at = 0; at < (size_t)d->w * sizeof(float); at += 64)
+                _mm_prefetch(ahead + at, _MM_HINT_T0);
             if (s == 2) {
                 for (int ow = 0; ow < d->q; ow += 16) {
                     int in = d->w - 2 * ow, out = d->q - ow;
@@ -385,6 +398,26 @@ K1_TARGET static void data_task(void *arg, size_t begin, size_t end)
     }
 }
 
+/* dst [rows, n] = src rounded to bf16; sum[r] (when sum) += the sum of
+ * src's row r itself. */
+K1_TARGET static void round_rows(float *dst, const float *src, int rows, int n, double *sum)
+{
+    for (int r = 0; r < rows; r++) {
+        const float *sr = src + (size_t)r * n;
+        float *dr = dst + (size_t)r * n;
+        __m512 acc = _mm512_setzero_ps();
+        for (int j = 0; j < n; j += 16) {
+            int left = n - j;
+            __mmask16 m = left >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << left) - 1);
+            __m512 v = _mm512_maskz_loadu_ps(m, sr + j);
+            acc = _mm512_add_ps(acc, v);
+            _mm512_mask_storeu_ps(dr + j, m, rnd(v));
+        }
+        if (sum)
+            sum[r] += _mm512_reduce_add_ps(acc);
+    }
+}
+
 /* The filter's 4x4 tile: s[r][c'] = sum over nimg images (dy_img, xs_img
  * floats apart) and pixels of dy rows r times xs rows c' (rows past kr,
  * cr repeat the last one; their sums are dropped); g[r] = sum of dy
@@ -393,7 +426,7 @@ K1_TARGET static void data_task(void *arg, size_t begin, size_t end)
 #define FC 4
 K1_TARGET static K1_INLINE void filter_tile(const float *dy, size_t dy_img, const float *xs,
                                             size_t xs_img, int nimg, int pq, int kr, int cr,
-                                            float s[FR][FC], float *g, int bf16)
+                                            float s[FR][FC], float *g)
 {
     __m512 acc[FR][FC], gs[FR];
     UNROLL
@@ -421,12 +454,11 @@ K1_TARGET static K1_INLINE void filter_tile(const float *dy, size_t dy_img, cons
                 __m512 v = _mm512_maskz_loadu_ps(m, gi + ro[r] + j);
                 if (g)
                     gs[r] = _mm512_add_ps(gs[r], v);
-                gv[r] = bf16 ? rnd(v) : v;
+                gv[r] = v;
             }
             UNROLL
             for (int c = 0; c < FC; c++) {
-                __m512 v = _mm512_maskz_loadu_ps(m, xi + co[c] + j);
-                xv[c] = bf16 ? rnd(v) : v;
+                xv[c] = _mm512_maskz_loadu_ps(m, xi + co[c] + j);
             }
             UNROLL
             for (int r = 0; r < FR; r++)
@@ -479,18 +511,35 @@ K1_TARGET static void filter_task(void *arg, size_t begin, size_t end)
             const float *dy = t->dy + (size_t)i0 * d->k * pq;
             float *dw = t->bufs.parts + ci * p->part;
             double *db = (double *)(dw + up16((size_t)d->k * d->c));
+            int want_db = t->want_db;
+            if (t->bf16) {
+                /* rounded once here rather than at each of the tiles'
+                 * loads; db from dy itself as it goes by */
+                size_t cpq = (size_t)d->c * pq, kpq = (size_t)d->k * pq;
+                float *gr = xsb + up16((size_t)p->chunk * cpq);
+                if (want_db)
+                    memset(db, 0, (size_t)d->k * sizeof(double));
+                for (int i = 0; i < i1 - i0; i++) {
+                    float *xr = xsb + (size_t)i * cpq;
+                    /* in place after the subsampling */
+                    round_rows(xr, xs + (size_t)i * xs_img, d->c, pq, NULL);
+                    round_rows(gr + (size_t)i * kpq, dy + (size_t)i * kpq, d->k, pq,
+                               want_db ? db : NULL);
+                }
+                xs = xsb;
+                xs_img = cpq;
+                dy = gr;
+                want_db = 0;
+            }
             for (int kb = 0; kb < d->k; kb += FR) {
                 int kr = d->k - kb < FR ? d->k - kb : FR;
                 for (int cb = 0; cb < d->c; cb += FC) {
                     int cr = d->c - cb < FC ? d->c - cb : FC;
                     float s[FR][FC], g[FR];
-                    float *gp = t->want_db && cb == 0 ? g : NULL;
+                    float *gp = want_db && cb == 0 ? g : NULL;
                     const float *gb = dy + (size_t)kb * pq, *xb = xs + (size_t)cb * pq;
                     size_t gl = (size_t)d->k * pq;
-                    if (t->bf16)
-                        filter_tile(gb, gl, xb, xs_img, i1 - i0, pq, kr, cr, s, gp, 1);
-                    else
-                        filter_tile(gb, gl, xb, xs_img, i1 - i0, pq, kr, cr, s, gp, 0);
+                    filter_tile(gb, gl, xb, xs_img, i1 - i0, pq, kr, cr, s, gp);
                     for (int r = 0; r < kr; r++)
                         for (int c = 0; c < cr; c++)
                             dw[(size_t)(kb + r) * d->c + cb + c] = s[r][c];
@@ -518,7 +567,7 @@ int dl_cpu_conv_1x1_forward(dl_backend *be, const dl_conv_desc *d, float *y, con
                             const float *w, const float *b, void *ws, dl_dtype compute)
 {
 #if HAVE_1X1
-    k1_plan p = plan_of(be, d);
+    k1_plan p = plan_of(be, d, compute);
     k1_task t = {d, &p, carve(&p, ws), x, NULL, b, y, NULL, compute == DL_BF16, 0};
     pack_a(t.bufs.wpk, w, d->k, d->c, 0, t.bf16);
     run_parts(be, (size_t)p.parts, fwd_task, &t);
@@ -532,7 +581,7 @@ int dl_cpu_conv_1x1_backward_data(dl_backend *be, const dl_conv_desc *d, float *
                                   const float *w, void *ws, dl_dtype compute, int set)
 {
 #if HAVE_1X1
-    k1_plan p = plan_of(be, d);
+    k1_plan p = plan_of(be, d, compute);
     k1_task t = {d, &p, carve(&p, ws), NULL, dy, NULL, NULL, dx, compute == DL_BF16, set};
     /* W^T [c, k] from w [k, c] */
     pack_a(t.bufs.wpk, w, d->c, d->k, 1, t.bf16);
@@ -547,7 +596,7 @@ int dl_cpu_conv_1x1_backward_filter(dl_backend *be, const dl_conv_desc *d, float
                                     const float *dy, const float *x, void *ws, dl_dtype compute)
 {
 #if HAVE_1X1
-    k1_plan p = plan_of(be, d);
+    k1_plan p = plan_of(be, d, compute);
     /* the filter's parts split the chunks */
     if (p.parts > p.chunks)
         p.parts = p.chunks;
