@@ -74,7 +74,7 @@ int dl_cpu_conv_1x1_fits(const dl_conv_desc *d, dl_dtype compute)
 
 typedef struct k1_plan {
     int pq, parts, chunk, chunks;
-    size_t xs;   /* floats of one part's subsample buffer (0 at stride 1) */
+    size_t xs;   /* floats of one part's buffer: subsampled images, bf16 rounded chunk */
     size_t wpk;  /* floats of the packed W (either way round: rows to a multiple of 8) */
     size_t part; /* floats of one chunk's partial dw, then db in doubles */
 } k1_plan;
