@@ -6,7 +6,8 @@
  * OpenBLAS's, split over the pool) on a 512^3 product. Run it with DLBENCH_CONV=own to time the own kernels
  * (im2col + GEMM, direct, sparse) instead of oneDNN's.
  *
- * usage: bench_conv [threads]   (default 1)
+ * usage: bench_conv [threads] [f32|bf16] [only]   (default 1 thread, f32 compute;
+ *        only: run just the shapes whose name contains it)
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,6 +32,10 @@ static const shape shapes[] = {
     {"32->64 7x7 s1", 64, 32, 7, 64, 3, 1, 1},
     {"64->64 7x7", 64, 64, 7, 64, 3, 1, 1},
     {"1x1 32->64 s2", 64, 32, 14, 64, 1, 2, 0},
+    {"1x1 16->32 s2 28x28", 128, 16, 28, 32, 1, 2, 0},
+    {"1x1 32->64 s1 7x7", 64, 32, 7, 64, 1, 1, 0},
+    {"1x1 64->256 s1 14x14", 64, 64, 14, 256, 1, 1, 0},
+    {"1x1 256->64 s1 14x14", 64, 256, 14, 64, 1, 1, 0},
     {"bench cnn 32->64 13x13", 128, 32, 13, 64, 3, 1, 0},
 };
 
@@ -40,6 +45,7 @@ typedef struct bufs {
     float *x, *w, *b, *y, *dx, *dw, *db;
     void *ws;
     size_t ws_bytes;
+    dl_dtype compute;
 } bufs;
 
 static double best_of(bufs *B, int dir)
@@ -50,12 +56,12 @@ static double best_of(bufs *B, int dir)
         double t0 = dl_clock_mono_s(), t;
         do {
             int rc = dir == 0 ? B->be->ops->conv_forward(B->be, &B->d, B->y, B->x, B->w, B->b,
-                                                         B->ws, B->ws_bytes, DL_F32)
+                                                         B->ws, B->ws_bytes, B->compute)
                      : dir == 1
                          ? B->be->ops->conv_backward_data(B->be, &B->d, B->dx, B->y, B->w, B->ws,
-                                                          B->ws_bytes, DL_F32)
+                                                          B->ws_bytes, B->compute)
                          : B->be->ops->conv_backward_filter(B->be, &B->d, B->dw, B->db, B->y, B->x,
-                                                            B->ws, B->ws_bytes, DL_F32);
+                                                            B->ws, B->ws_bytes, B->compute);
             DL_ASSERT(rc == DL_OK);
             reps++;
             t = dl_clock_mono_s() - t0;
@@ -99,17 +105,23 @@ int main(int argc, char **argv)
 {
     dl_backend *be = dl_backend_cpu(argc > 1 ? atoi(argv[1]) : 1);
     bench_cpu_line();
+    dl_dtype compute = argc > 2 && !strcmp(argv[2], "bf16") ? DL_BF16 : DL_F32;
     const char *algo = getenv("DLBENCH_CONV");
-    printf("backend: %s; convolutions: %s\n", be->description,
-           algo && !strcmp(algo, "own") ? "own kernels (DLBENCH_CONV=own)" : "default choice");
+    printf("backend: %s; convolutions: %s, %s compute\n", be->description,
+           algo && !strcmp(algo, "own") ? "own kernels (DLBENCH_CONV=own)" : "default choice",
+           dl_dtype_name(compute));
     double ceil = sgemm_rate(be, 512, 512, 512);
     printf("sgemm ceiling (512^3): %.1f GFLOP/s\n\n", ceil);
-    printf("  %-24s %9s %9s %9s %9s\n", "shape (batch 64)", "fwd", "bwd data", "bwd w", "/sgemm");
+    printf("  %-24s %9s %9s %9s %9s\n", "shape (batch 64/128)", "fwd", "bwd data", "bwd w",
+           "/sgemm");
     for (size_t i = 0; i < sizeof shapes / sizeof *shapes; i++) {
         const shape *s = &shapes[i];
+        if (argc > 3 && !strstr(s->what, argv[3]))
+            continue;
         int p = (s->h + 2 * s->pad - s->r) / s->stride + 1;
         bufs B = {.be = be,
-                  .d = {s->n, s->c, s->h, s->h, s->k, s->r, s->r, s->stride, s->pad, p, p, 1, 1}};
+                  .d = {s->n, s->c, s->h, s->h, s->k, s->r, s->r, s->stride, s->pad, p, p, 1, 1},
+                  .compute = compute};
         B.x = filled((size_t)s->n * s->c * s->h * s->h);
         B.dx = filled((size_t)s->n * s->c * s->h * s->h);
         B.w = filled((size_t)s->k * s->c * s->r * s->r);
@@ -117,7 +129,7 @@ int main(int argc, char **argv)
         B.b = filled((size_t)s->k);
         B.db = filled((size_t)s->k);
         B.y = filled((size_t)s->n * s->k * p * p);
-        B.ws_bytes = be->ops->conv_workspace(be, &B.d, DL_F32);
+        B.ws_bytes = be->ops->conv_workspace(be, &B.d, compute);
         B.ws = malloc(B.ws_bytes + 64);
         double flops = 2.0 * s->n * s->k * p * p * s->c * s->r * s->r, g[3];
         for (int dir = 0; dir < 3; dir++)

@@ -431,11 +431,182 @@ static void test_conv_reference(void)
     unsetenv("DLBENCH_CONV");
 }
 
+/* ---------------------------------------------------------------------- */
+/* 1x1 convolutions (cpu_conv_1x1.c on AVX-512, oneDNN or im2col without)  */
+
+/* The first index where got and want (double) differ by more than
+ * 1e-5 * abs + 1e-5, or -1. */
+static long first_off(const float *got, const double *want, const double *abs, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!(fabs(got[i] - want[i]) <= 1e-5 * abs[i] + 1e-5))
+            return (long)i;
+    return -1;
+}
+
+/* Outputs of one backend on one 1x1 case: y (with bias), dx added onto
+ * dx0, dx written over NaN garbage, dw added onto dw0 with db, dw again
+ * without db (db untouched). */
+typedef struct k1_out {
+    float *y, *dxa, *dxs, *dw, *db, *dw2;
+} k1_out;
+
+static void k1_run(dl_backend *be, const dl_conv_desc *d, dl_dtype compute, const float *x,
+                   const float *w, const float *b, const float *dy, const float *dx0,
+                   const float *dw0, const float *db0, k1_out *o)
+{
+    size_t nx = xsize(d), ny = ysize(d), nw = wsize(d);
+    o->y = malloc(ny * 4), o->dxa = fcopy(dx0, nx), o->dxs = malloc(nx * 4);
+    o->dw = fcopy(dw0, nw), o->db = fcopy(db0, (size_t)d->k), o->dw2 = fcopy(dw0, nw);
+    for (size_t i = 0; i < nx; i++)
+        o->dxs[i] = NAN;
+    size_t wsb = be->ops->conv_workspace(be, d, compute);
+    void *ws = malloc(wsb + 1);
+    CHECK_OK(be->ops->conv_forward(be, d, o->y, x, w, b, ws, wsb, compute));
+    CHECK_OK(be->ops->conv_backward_data(be, d, o->dxa, dy, w, ws, wsb, compute));
+    CHECK_OK(be->ops->conv_backward_data_set(be, d, o->dxs, dy, w, ws, wsb, compute));
+    CHECK_OK(be->ops->conv_backward_filter(be, d, o->dw, o->db, dy, x, ws, wsb, compute));
+    CHECK_OK(be->ops->conv_backward_filter(be, d, o->dw2, NULL, dy, x, ws, wsb, compute));
+    free(ws);
+}
+
+static void k1_free(k1_out *o)
+{
+    free(o->y), free(o->dxa), free(o->dxs), free(o->dw), free(o->db), free(o->dw2);
+}
+
+/* One 1x1 case against a scalar double reference on the operands rounded
+ * through compute, at 1 and 2 threads (which must agree bit for bit). */
+static void k1_case(const dl_conv_desc *d, dl_dtype compute)
+{
+    size_t nx = xsize(d), ny = ysize(d), nw = wsize(d), pq = (size_t)d->p * d->q;
+    size_t plane = (size_t)d->h * d->w;
+    float *x = frandv(nx), *w = frandv(nw), *b = frandv((size_t)d->k), *dy = frandv(ny);
+    float *dx0 = frandv(nx), *dw0 = frandv(nw), *db0 = frandv((size_t)d->k);
+    float *xr = fcopy(x, nx), *wr = fcopy(w, nw), *dyr = fcopy(dy, ny);
+    round_via(xr, nx, compute);
+    round_via(wr, nw, compute);
+    round_via(dyr, ny, compute);
+    /* reference: y = W xs + b, dxs = W^T dy, dw = sum dy xs^T, db = sum dy */
+    double *ry = calloc(ny, 8), *ay = calloc(ny, 8), *rdx = calloc(nx, 8), *adx = calloc(nx, 8);
+    double *rdw = calloc(nw, 8), *adw = calloc(nw, 8), *rdb = calloc((size_t)d->k, 8);
+    char *hit = calloc(nx, 1);
+    for (int i = 0; i < d->n; i++)
+        for (int kk = 0; kk < d->k; kk++)
+            for (int oh = 0; oh < d->p; oh++)
+                for (int ow = 0; ow < d->q; ow++) {
+                    size_t yi = ((size_t)i * d->k + kk) * pq + (size_t)oh * d->q + ow;
+                    ry[yi] = b[kk];
+                    ay[yi] = fabs(b[kk]);
+                    rdb[kk] += dy[yi];
+                    for (int ch = 0; ch < d->c; ch++) {
+                        size_t xi = ((size_t)i * d->c + ch) * plane +
+                                    (size_t)oh * d->stride * d->w + (size_t)ow * d->stride;
+                        size_t wi = (size_t)kk * d->c + ch;
+                        double xw = (double)xr[xi] * wr[wi], gw = (double)dyr[yi] * wr[wi];
+                        double gx = (double)dyr[yi] * xr[xi];
+                        ry[yi] += xw, ay[yi] += fabs(xw);
+                        rdx[xi] += gw, adx[xi] += fabs(gw);
+                        rdw[wi] += gx, adw[wi] += fabs(gx);
+                        hit[xi] = 1;
+                    }
+                }
+    double *want_dxa = malloc(nx * 8), *want_dw = malloc(nw * 8);
+    for (size_t i = 0; i < nx; i++)
+        want_dxa[i] = dx0[i] + rdx[i];
+    for (size_t i = 0; i < nw; i++)
+        want_dw[i] = dw0[i] + rdw[i];
+    k1_out out[2];
+    for (int t = 0; t < 2; t++) {
+        dl_backend *be = dl_backend_cpu_create(t + 1);
+        k1_run(be, d, compute, x, w, b, dy, dx0, dw0, db0, &out[t]);
+        dl_backend_cpu_destroy(be);
+        k1_out *o = &out[t];
+        long at;
+        CHECK_MSG((at = first_off(o->y, ry, ay, ny)) < 0, "y[%ld] = %.8g, want %.8g", at,
+                  at < 0 ? 0 : o->y[at], at < 0 ? 0 : ry[at]);
+        CHECK_MSG((at = first_off(o->dxa, want_dxa, adx, nx)) < 0, "dx+=[%ld] = %.8g, want %.8g",
+                  at, at < 0 ? 0 : o->dxa[at], at < 0 ? 0 : want_dxa[at]);
+        CHECK_MSG((at = first_off(o->dxs, rdx, adx, nx)) < 0, "dx=[%ld] = %.8g, want %.8g", at,
+                  at < 0 ? 0 : o->dxs[at], at < 0 ? 0 : rdx[at]);
+        size_t bad = 0;
+        for (size_t i = 0; i < nx; i++)
+            if (!hit[i] && (memcmp(&o->dxa[i], &dx0[i], 4) || o->dxs[i] != 0.0f))
+                bad++;
+        CHECK_MSG(bad == 0, "%zu positions no output reads were changed (or not zeroed)", bad);
+        CHECK_MSG((at = first_off(o->dw, want_dw, adw, nw)) < 0, "dw[%ld] = %.8g, want %.8g", at,
+                  at < 0 ? 0 : o->dw[at], at < 0 ? 0 : want_dw[at]);
+        CHECK(memcmp(o->dw, o->dw2, nw * 4) == 0);
+        for (int kk = 0; kk < d->k; kk++)
+            CHECK_NEAR(o->db[kk], db0[kk] + rdb[kk], 1e-4);
+    }
+    CHECK_MSG(memcmp(out[0].y, out[1].y, ny * 4) == 0 &&
+                  memcmp(out[0].dxa, out[1].dxa, nx * 4) == 0 &&
+                  memcmp(out[0].dxs, out[1].dxs, nx * 4) == 0 &&
+                  memcmp(out[0].dw, out[1].dw, nw * 4) == 0 &&
+                  memcmp(out[0].db, out[1].db, (size_t)d->k * 4) == 0,
+              "1 and 2 threads differ (n %d c %d h %d w %d k %d stride %d)", d->n, d->c, d->h, d->w,
+              d->k, d->stride);
+    k1_free(&out[0]), k1_free(&out[1]);
+    free(x), free(w), free(b), free(dy), free(dx0), free(dw0), free(db0), free(xr), free(wr);
+    free(dyr), free(ry), free(ay), free(rdx), free(adx), free(rdw), free(adw), free(rdb), free(hit);
+    free(want_dxa), free(want_dw);
+}
+
+/* Dense 1x1 convolutions, pad 0: strides 1-3, sizes that are not
+ * multiples of the stride, widths that leave vector tails (pixel counts
+ * under, between and over 16 and 32), channel counts 1, 3, 16, 17, 64 on
+ * both sides, batches over and under the filter's chunks; f32 and bf16,
+ * both ISA paths, the default choice and DLBENCH_CONV=own. */
+static void test_conv_1x1(void)
+{
+    static const int cases[][6] = {
+        /* n, c, h, w, k, stride */
+        {2, 1, 5, 7, 3, 1},    {3, 3, 9, 11, 16, 2},   {2, 16, 14, 14, 32, 2},
+        {5, 17, 7, 7, 17, 1},  {3, 64, 6, 9, 16, 3},   {2, 16, 13, 15, 64, 2},
+        {4, 17, 10, 33, 1, 2}, {9, 32, 14, 14, 64, 2}, {3, 64, 7, 7, 64, 1},
+        {2, 3, 20, 19, 17, 3}, {17, 16, 8, 8, 24, 1},  {1, 64, 3, 35, 3, 2},
+    };
+    int was = dl_cpu_avx512();
+    for (int isa = 0; isa < 2; isa++) {
+        if (isa && !dl_cpu_set_avx512(1))
+            break; /* no AVX-512 here: the AVX2 round was all */
+        dl_cpu_set_avx512(isa);
+        for (int own = 0; own < 2; own++) {
+            if (own)
+                setenv("DLBENCH_CONV", "own", 1);
+            for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+                const int *c = cases[i];
+                dl_conv_desc d = conv_desc(c[0], c[1], c[2], c[3], c[4], 1, 1, c[5], 0);
+                k1_case(&d, DL_F32);
+                k1_case(&d, DL_BF16);
+            }
+            unsetenv("DLBENCH_CONV");
+        }
+    }
+    dl_cpu_set_avx512(was);
+    /* with AVX-512 the own kernels take them, and say so */
+    if (dl_cpu_avx512()) {
+        char buf[128];
+        dl_conv_desc d = conv_desc(4, 16, 14, 14, 32, 1, 1, 2, 0);
+        CHECK_OK(dl_cpu_conv_algo(cpu(), &d, DL_F32, buf, sizeof buf));
+        CHECK_MSG(strstr(buf, "1x1") != NULL, "algo: %s", buf);
+    }
+}
+
 /* Convolutions give the same bits at 1 and 3 threads (oneDNN's chunks
  * are fixed; the own kernels split by image). */
+static void conv_threads_case(dl_conv_desc d);
 static void test_conv_threads(void)
 {
-    dl_conv_desc d = conv_desc(19, 16, 12, 12, 24, 3, 3, 1, 1);
+    conv_threads_case(conv_desc(19, 16, 12, 12, 24, 3, 3, 1, 1));
+    /* the 1x1 kernels: images split by part, dw summed per chunk */
+    conv_threads_case(conv_desc(37, 16, 13, 13, 24, 1, 1, 2, 0));
+    conv_threads_case(conv_desc(37, 32, 7, 7, 64, 1, 1, 1, 0));
+}
+
+static void conv_threads_case(dl_conv_desc d)
+{
     size_t nx = xsize(&d), ny = ysize(&d), nw = wsize(&d);
     float *x = frandv(nx), *w = frandv(nw), *dy = frandv(ny), *out[2][4];
     for (int k = 0; k < 2; k++) {
@@ -1643,6 +1814,7 @@ int main(void)
     RUN(test_gemm_edges);
     RUN(test_conv_reference);
     RUN(test_conv_threads);
+    RUN(test_conv_1x1);
     RUN(test_conv_grouped);
     RUN(test_conv_sparse_dy);
     RUN(test_conv_fd);

@@ -119,6 +119,19 @@ int dl_cpu_conv_grouped_backward_data(dl_backend *be, const dl_conv_desc *d, flo
 int dl_cpu_conv_grouped_backward_filter(dl_backend *be, const dl_conv_desc *d, float *dw, float *db,
                                         const float *dy, const float *x, void *ws,
                                         dl_dtype compute);
+/* cpu_conv_1x1.c: dense 1x1 convolutions with pad 0 and any stride, f32
+ * and bf16 compute, AVX-512 kernels (same contracts as the conv entry
+ * points; backward data writes dx when set, else adds). _fits: whether
+ * they can take (d, compute) on this CPU (not with DLBENCH_CPU_AVX512=0);
+ * _workspace: the bytes they need for d on this backend. */
+int dl_cpu_conv_1x1_fits(const dl_conv_desc *d, dl_dtype compute);
+size_t dl_cpu_conv_1x1_workspace(dl_backend *be, const dl_conv_desc *d, dl_dtype compute);
+int dl_cpu_conv_1x1_forward(dl_backend *be, const dl_conv_desc *d, float *y, const float *x,
+                            const float *w, const float *b, void *ws, dl_dtype compute);
+int dl_cpu_conv_1x1_backward_data(dl_backend *be, const dl_conv_desc *d, float *dx, const float *dy,
+                                  const float *w, void *ws, dl_dtype compute, int set);
+int dl_cpu_conv_1x1_backward_filter(dl_backend *be, const dl_conv_desc *d, float *dw, float *db,
+                                    const float *dy, const float *x, void *ws, dl_dtype compute);
 /* cpu_adaptive_pool.c */
 int dl_cpu_adaptive_avgpool_forward(dl_backend *be, const dl_pool_desc *d, float *y,
                                     const float *x);

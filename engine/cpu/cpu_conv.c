@@ -25,7 +25,9 @@
  * channels a multiple of 16: a sparse path that visits only dy's nonzeros
  * (see "sparse dy backward" below), chosen per call by measured density.
  *
- * Grouped, depthwise and dilated convolutions go to cpu_conv_grouped.c.
+ * Grouped, depthwise and dilated convolutions go to cpu_conv_grouped.c;
+ * dense 1x1 ones with pad 0 (any stride) to cpu_conv_1x1.c where the CPU
+ * has AVX-512 (use_1x1), ahead of oneDNN.
  *
  * Workspace (dl_cpu_conv_workspace): col [crs, chunk*pq] and t [k, chunk*pq]
  * at 4 bytes an element, plus a low-precision copy of w [k*crs].
@@ -88,6 +90,28 @@ static int is_grouped(const dl_conv_desc *d)
     return d->groups > 1 || d->dilation > 1 || d->groups < 0 || d->dilation < 0;
 }
 
+/* Dense 1x1 with pad 0 on an AVX-512 CPU: cpu_conv_1x1.c's kernels below
+ * 128 input channels, except bf16 at stride 1 with k*c over 4096, and for
+ * every such shape where oneDNN is not wanted (DLBENCH_CONV=own, builds
+ * without it). bench_conv's 1x1 rows, 1 thread: below 128 input channels
+ * they beat oneDNN's jit_1x1 with its NCHW <-> nChw16c reorders (the
+ * stride-2 shortcuts by 1.3-3x in f32 and bf16); at 256->64 oneDNN's
+ * filter gradient is faster, the other two about equal; in bf16 at
+ * 64->256 stride 1 oneDNN's vdpbf16ps products are faster in all three. */
+#define OWN_1X1_MAX_C 128
+#define OWN_1X1_BF16_S1_MAX_KC 4096
+
+static int use_1x1(const dl_conv_desc *d, dl_dtype compute)
+{
+    if (!dl_cpu_conv_1x1_fits(d, compute))
+        return 0;
+    if (!dl_cpu_dnnl_conv_wanted(d, compute))
+        return 1;
+    if (compute == DL_BF16 && d->stride == 1 && d->k * d->c > OWN_1X1_BF16_S1_MAX_KC)
+        return 0;
+    return d->c < OWN_1X1_MAX_C;
+}
+
 /* Bytes of workspace the three conv ops need for d: see the file comment. */
 size_t dl_cpu_conv_workspace(dl_backend *be, const dl_conv_desc *d, dl_dtype compute)
 {
@@ -95,6 +119,8 @@ size_t dl_cpu_conv_workspace(dl_backend *be, const dl_conv_desc *d, dl_dtype com
         return dl_cpu_conv_grouped_workspace(d, compute);
     if (check_desc(d, compute, "conv_workspace") < 0)
         return 0;
+    if (use_1x1(d, compute))
+        return dl_cpu_conv_1x1_workspace(be, d, compute);
     size_t rows = (size_t)chunk_images(d) * d->p * d->q;
     size_t crs = (size_t)d->c * d->r * d->s;
     size_t bytes = rows * crs * 4 + rows * (size_t)d->k * 4 + 128;
@@ -113,6 +139,11 @@ int dl_cpu_conv_algo(dl_backend *be, const dl_conv_desc *d, dl_dtype compute, ch
         return DL_OK;
     }
     DL_TRY(check_desc(d, compute, "conv_algo"));
+    if (use_1x1(d, compute)) {
+        snprintf(buf, size, "cpu 1x1 kernels (AVX-512), per-image products%s",
+                 d->stride > 1 ? ", strided input subsampled" : "");
+        return DL_OK;
+    }
     if (dl_cpu_dnnl_conv_wanted(d, compute) && dl_cpu_dnnl_conv_describe(be, d, compute, buf, size))
         return DL_OK;
     snprintf(buf, size, "cpu im2col + GEMM, %d images a chunk%s", chunk_images(d),
@@ -939,6 +970,8 @@ int dl_cpu_conv_forward(dl_backend *be, const dl_conv_desc *d, float *y, const f
     if (is_grouped(d))
         return dl_cpu_conv_grouped_forward(be, d, y, x, w, b, ws, compute);
     DL_TRY(check_desc(d, compute, "conv_forward"));
+    if (use_1x1(d, compute))
+        return dl_cpu_conv_1x1_forward(be, d, y, x, w, b, ws, compute);
     int done = dl_cpu_dnnl_conv_wanted(d, compute)
                    ? dl_cpu_dnnl_conv(be, 0, d, compute, y, NULL, x, NULL, w, b)
                    : 0;
@@ -982,6 +1015,8 @@ static int backward_data(dl_backend *be, const dl_conv_desc *d, float *dx, const
         return dl_cpu_conv_grouped_backward_data(be, d, dx, dy, w, ws, compute);
     }
     DL_TRY(check_desc(d, compute, "conv_backward_data"));
+    if (use_1x1(d, compute))
+        return dl_cpu_conv_1x1_backward_data(be, d, dx, dy, w, ws, compute, set);
     int done = dl_cpu_dnnl_conv_wanted(d, compute)
                    ? dl_cpu_dnnl_conv(be, set ? 3 : 1, d, compute, dx, NULL, dy, NULL, w, NULL)
                    : 0;
@@ -1062,6 +1097,8 @@ int dl_cpu_conv_backward_filter(dl_backend *be, const dl_conv_desc *d, float *dw
     if (is_grouped(d))
         return dl_cpu_conv_grouped_backward_filter(be, d, dw, db, dy, x, ws, compute);
     DL_TRY(check_desc(d, compute, "conv_backward_filter"));
+    if (use_1x1(d, compute))
+        return dl_cpu_conv_1x1_backward_filter(be, d, dw, db, dy, x, ws, compute);
     /* oneDNN's dw; db as below, summed in double */
     int done = dl_cpu_dnnl_conv_wanted(d, compute)
                    ? dl_cpu_dnnl_conv(be, 2, d, compute, dw, NULL, x, dy, NULL, NULL)

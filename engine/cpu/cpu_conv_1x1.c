@@ -1,0 +1,623 @@
+/* cpu_conv_1x1.c - dense 1x1 convolutions (pad 0, any stride) as per-image matrix products with AVX-512 micro-kernels
+ *
+ * A 1x1 convolution in NCHW needs no unfold: with xs_i [c, pq] the input
+ * image i taken at the strided positions (x_i itself at stride 1),
+ *   forward          y_i [k, pq]   = W [k, c] . xs_i (+ b)
+ *   backward data    dxs_i [c, pq] = W^T [c, k] . dy_i, put at the strided
+ *                    positions of dx_i (the others get nothing added, or 0
+ *                    when dx is written)
+ *   backward filter  dW [k, c]    += sum_i dy_i . xs_i^T,  db += sum of dy
+ * W is small and stays in cache: the forward and data kernels keep 8 rows
+ * of the output times 32 pixels in registers, broadcast the 8 weights of
+ * one input row (W packed [rows/8][K][8], zero rows to a multiple of 8)
+ * and stream the input rows; the filter kernel keeps 4x4 (output channel,
+ * input channel) pairs of 16-lane sums over pixels and images, reduced at
+ * the end of a chunk. At stride > 1 an image is first subsampled into a
+ * small buffer (stride 2 by permutes); dx at stride 2 is written by
+ * expanding each row of dxs into the even lanes.
+ *
+ * bf16 compute: W is rounded once into its packed copy, x and dy as the
+ * forward and data kernels load them (round to nearest even, as half.h);
+ * the filter rounds a chunk's x and dy once into its buffer (each is read
+ * by many tiles). Products are summed in f32: the f32 math on rounded
+ * operands. db sums dy itself.
+ *
+ * Threads: forward and data split the images into parts (one per pool
+ * thread); an image's result does not depend on the split. The filter
+ * gradient is summed per fixed chunk of images (chunk size from the shape
+ * alone), the chunks' partial sums added in chunk order: the same bits at
+ * any thread count.
+ *
+ * Workspace (dl_cpu_conv_1x1_workspace): the packed W, per part a buffer
+ * of subsampled images (stride > 1) or of a rounded chunk (bf16), the
+ * chunks' partial sums.
+ */
+#include <stdint.h>
+#include <string.h>
+
+#include "engine/base/error.h"
+#include "engine/base/half.h"
+#include "engine/cpu/cpu.h"
+
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+#define HAVE_1X1 1
+#include <immintrin.h>
+#define K1_TARGET __attribute__((target("avx512f")))
+#define K1_INLINE __attribute__((always_inline)) inline
+#else
+#define HAVE_1X1 0
+#endif
+/* the register blocks' loops unrolled, so that their accumulators stay in
+ * registers (at -O2 the arrays stay on the stack otherwise) */
+#define UNROLL _Pragma("GCC unroll 16")
+
+/* Output rows a forward/data micro-kernel computes, pixels per step. */
+#define MR 8
+#define NR 32
+/* Bytes of dy and x a filter chunk keeps near (L2). */
+#define FILTER_CHUNK_BYTES ((size_t)512 << 10)
+/* Rows of input the subsampling prefetches ahead of its reads. */
+#define PF_ROWS 4
+
+int dl_cpu_conv_1x1_fits(const dl_conv_desc *d, dl_dtype compute)
+{
+    if (!HAVE_1X1 || (compute != DL_F32 && compute != DL_BF16))
+        return 0;
+    if (dl_conv_groups(d) != 1 || dl_conv_dilation(d) != 1 || d->r != 1 || d->s != 1 ||
+        d->pad != 0 || d->stride < 1)
+        return 0;
+    return dl_cpu_avx512();
+}
+
+/* ---------------------------------------------------------------------- */
+/* layout of the workspace                                                 */
+
+typedef struct k1_plan {
+    int pq, parts, chunk, chunks;
+    size_t xs;   /* floats of one part's buffer: subsampled images, bf16 rounded chunk */
+    size_t wpk;  /* floats of the packed W (either way round: rows to a multiple of 8) */
+    size_t part; /* floats of one chunk's partial dw, then db in doubles */
+} k1_plan;
+
+static size_t up8(size_t v) { return (v + 7) & ~(size_t)7; }
+static size_t up16(size_t v) { return (v + 15) & ~(size_t)15; }
+
+static int threads_of(dl_backend *be)
+{
+    dl_pool *pool = dl_cpu(be)->pool;
+    return pool ? dl_pool_threads(pool) : 1;
+}
+
+static k1_plan plan_of(dl_backend *be, const dl_conv_desc *d, dl_dtype compute)
+{
+    k1_plan p;
+    p.pq = d->p * d->q;
+    size_t per_image = ((size_t)d->k + d->c) * p.pq * sizeof(float);
+    size_t nb = per_image ? FILTER_CHUNK_BYTES / per_image : (size_t)d->n;
+    if (nb < 1)
+        nb = 1;
+    if (nb > (size_t)d->n)
+        nb = (size_t)d->n;
+    /* at least 8 chunks where the batch allows: the parts stay balanced */
+    size_t eighth = ((size_t)d->n + 7) / 8;
+    if (nb > eighth)
+        nb = eighth;
+    p.chunk = (int)nb;
+    p.chunks = (d->n + p.chunk - 1) / p.chunk;
+    int t = threads_of(be);
+    p.parts = t < d->n ? t : d->n;
+    /* the filter's buffer holds a chunk, forward and data one image */
+    /* bf16: the filter rounds a chunk's x and dy once, into this buffer */
+    p.xs = d->stride > 1 ? up16((size_t)p.chunk * d->c * p.pq) : 0;
+    if (compute == DL_BF16)
+        p.xs = up16((size_t)p.chunk * d->c * p.pq) + up16((size_t)p.chunk * d->k * p.pq);
+    p.wpk = up16(up8((size_t)(d->k > d->c ? d->k : d->c)) * (d->k > d->c ? d->k : d->c));
+    p.part = up16(up16((size_t)d->k * d->c) + 2 * (size_t)d->k); /* dw, then db as doubles */
+    return p;
+}
+
+size_t dl_cpu_conv_1x1_workspace(dl_backend *be, const dl_conv_desc *d, dl_dtype compute)
+{
+    k1_plan p = plan_of(be, d, compute);
+    return (p.wpk + (size_t)p.parts * p.xs + (size_t)p.chunks * p.part) * sizeof(float) + 64;
+}
+
+typedef struct k1_bufs {
+    float *wpk, *xs, *parts;
+} k1_bufs;
+
+static k1_bufs carve(const k1_plan *p, void *ws)
+{
+    k1_bufs b;
+    b.wpk = (float *)(((uintptr_t)ws + 63) & ~(uintptr_t)63);
+    b.xs = b.wpk + p->wpk;
+    b.parts = b.xs + (size_t)p->parts * p->xs;
+    return b;
+}
+
+static inline float round_bf16(float v) { return dl_bf16_to_f32(dl_f32_to_bf16(v)); }
+
+/* ap [rows8/8][K][8] = a [rows, K] (transposed from a [K, rows] when trans),
+ * rounded through bf16 when asked; rows past `rows` are 0. */
+static void pack_a(float *ap, const float *a, int rows, int kdim, int trans, int bf16)
+{
+    int rows8 = (int)up8((size_t)rows);
+    for (int r0 = 0; r0 < rows8; r0 += MR)
+        for (int kk = 0; kk < kdim; kk++)
+            UNROLL
+    for (int r = 0; r < MR; r++) {
+        int row = r0 + r;
+        float v = row >= rows ? 0.0f
+                  : trans     ? a[(size_t)kk * rows + row]
+                              : a[(size_t)row * kdim + kk];
+        ap[((size_t)r0 * kdim) + (size_t)kk * MR + r] = bf16 ? round_bf16(v) : v;
+    }
+}
+
+#if HAVE_1X1
+
+/* v rounded to bf16 (nearest even; NaN stays a quiet NaN), as
+ * dl_f32_to_bf16 then back. */
+K1_TARGET static K1_INLINE __m512 rnd(__m512 v)
+{
+    __m512i u = _mm512_castps_si512(v);
+    __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
+    __m512i r = _mm512_add_epi32(u, _mm512_add_epi32(_mm512_set1_epi32(0x7fff), lsb));
+    __mmask16 nan = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+    r = _mm512_mask_or_epi32(r, nan, u, _mm512_set1_epi32(0x400000));
+    return _mm512_castsi512_ps(_mm512_and_si512(r, _mm512_set1_epi32((int)0xffff0000u)));
+}
+
+K1_TARGET static K1_INLINE __m512 load_b(const float *p, __mmask16 m, int full, int bf16)
+{
+    __m512 v = full ? _mm512_loadu_ps(p) : _mm512_maskz_loadu_ps(m, p);
+    return bf16 ? rnd(v) : v;
+}
+
+/* How an output block is stored: written, written plus a bias per row, or
+ * added to what is there. */
+enum { OUT_SET, OUT_BIAS, OUT_ADD };
+
+/* o [mr rows of ldo] (mode) ap [K][8] . b [K rows of ldb], nv vectors of
+ * pixels (the last masked by m). */
+K1_TARGET static K1_INLINE void mk(const float *ap, const float *b, size_t ldb, int kdim, float *o,
+                                   size_t ldo, int mr, int nv, __mmask16 m, int mode,
+                                   const float *bias, int bf16)
+{
+    __m512 acc0[MR], acc1[MR];
+    UNROLL
+    for (int r = 0; r < MR; r++)
+        acc0[r] = acc1[r] = _mm512_setzero_ps();
+    for (int kk = 0; kk < kdim; kk++) {
+        const float *bk = b + (size_t)kk * ldb;
+        __m512 b0 = load_b(bk, m, nv == 2, bf16);
+        __m512 b1 = nv == 2 ? load_b(bk + 16, m, 0, bf16) : b0;
+        const float *a = ap + (size_t)kk * MR;
+        UNROLL
+        for (int r = 0; r < MR; r++) {
+            __m512 av = _mm512_set1_ps(a[r]);
+            acc0[r] = _mm512_fmadd_ps(av, b0, acc0[r]);
+            if (nv == 2)
+                acc1[r] = _mm512_fmadd_ps(av, b1, acc1[r]);
+        }
+    }
+    __mmask16 m0 = nv == 2 ? (__mmask16)0xffff : m;
+    UNROLL
+    for (int r = 0; r < MR; r++) {
+        if (r >= mr)
+            break;
+        float *orow = o + (size_t)r * ldo;
+        __m512 v0 = acc0[r], v1 = acc1[r];
+        if (mode == OUT_BIAS) {
+            __m512 bv = _mm512_set1_ps(bias[r]);
+            v0 = _mm512_add_ps(v0, bv);
+            v1 = _mm512_add_ps(v1, bv);
+        } else if (mode == OUT_ADD) {
+            v0 = _mm512_add_ps(v0, _mm512_maskz_loadu_ps(m0, orow));
+            if (nv == 2)
+                v1 = _mm512_add_ps(v1, _mm512_maskz_loadu_ps(m, orow + 16));
+        }
+        _mm512_mask_storeu_ps(orow, m0, v0);
+        if (nv == 2)
+            _mm512_mask_storeu_ps(orow + 16, m, v1);
+    }
+}
+
+/* o [rows, ldo] (mode) ap . b [K, ldb] over n pixels: the micro-kernel
+ * over 32-pixel blocks (inner) and 8-row blocks. */
+K1_TARGET static void product(const float *ap, int rows, int kdim, const float *b, size_t ldb,
+                              int n, float *o, size_t ldo, int mode, const float *bias, int bf16)
+{
+    for (int j = 0; j < n; j += NR) {
+        int left = n - j;
+        int nv = left > 16 ? 2 : 1;
+        int tail = left >= NR ? 16 : left > 16 ? left - 16 : left;
+        __mmask16 m = (__mmask16)((1u << tail) - 1);
+        for (int r0 = 0; r0 < rows; r0 += MR) {
+            int mr = rows - r0 < MR ? rows - r0 : MR;
+            const float *a = ap + (size_t)r0 * kdim;
+            float *orow = o + (size_t)r0 * ldo + j;
+            const float *bj = b + j;
+            const float *bi = bias ? bias + r0 : NULL;
+#define MK_CASE(NV, MODE, BF) mk(a, bj, ldb, kdim, orow, ldo, mr, NV, m, MODE, bi, BF)
+            if (bf16) {
+                if (nv == 2)
+                    mode == OUT_SET    ? MK_CASE(2, OUT_SET, 1)
+                    : mode == OUT_BIAS ? MK_CASE(2, OUT_BIAS, 1)
+                                       : MK_CASE(2, OUT_ADD, 1);
+                else
+                    mode == OUT_SET    ? MK_CASE(1, OUT_SET, 1)
+                    : mode == OUT_BIAS ? MK_CASE(1, OUT_BIAS, 1)
+                                       : MK_CASE(1, OUT_ADD, 1);
+            } else {
+                if (nv == 2)
+                    mode == OUT_SET    ? MK_CASE(2, OUT_SET, 0)
+                    : mode == OUT_BIAS ? MK_CASE(2, OUT_BIAS, 0)
+                                       : MK_CASE(2, OUT_ADD, 0);
+                else
+                    mode == OUT_SET    ? MK_CASE(1, OUT_SET, 0)
+                    : mode == OUT_BIAS ? MK_CASE(1, OUT_BIAS, 0)
+                                       : MK_CASE(1, OUT_ADD, 0);
+            }
+#undef MK_CASE
+        }
+    }
+}
+
+/* xs [c, pq] = x_i [c, h, w] at the strided positions. */
+K1_TARGET static void subsample(float *xs, const float *xi, const dl_conv_desc *d)
+{
+    int s = d->stride;
+    const __m512i even =
+        _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
+    for (int ch = 0; ch < d->c; ch++)
+        for (int oh = 0; oh < d->p; oh++) {
+            const float *src = xi + ((size_t)ch * d->h + (size_t)oh * s) * d->w;
+            float *dst = xs + ((size_t)ch * d->p + oh) * d->q;
+            /* the rows PF_ROWS ahead (the next channel's past the
+             * plane's end: planes follow each other) */
+            const char *ahead = (const char *)(src + (size_t)PF_ROWS * s * d->w);
+            for (size_t at = 0; at < (size_t)d->w * sizeof(float); at += 64)
+                _mm_prefetch(ahead + at, _MM_HINT_T0);
+            if (s == 2) {
+                for (int ow = 0; ow < d->q; ow += 16) {
+                    int in = d->w - 2 * ow, out = d->q - ow;
+                    __mmask16 m0 = in >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << in) - 1);
+                    __mmask16 m1 = in >= 32   ? (__mmask16)0xffff
+                                   : in <= 16 ? 0
+                                              : (__mmask16)((1u << (in - 16)) - 1);
+                    __m512 a = _mm512_maskz_loadu_ps(m0, src + 2 * ow);
+                    __m512 b = _mm512_maskz_loadu_ps(m1, src + 2 * ow + 16);
+                    __mmask16 mo = out >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << out) - 1);
+                    _mm512_mask_storeu_ps(dst + ow, mo, _mm512_permutex2var_ps(a, even, b));
+                }
+            } else {
+                for (int ow = 0; ow < d->q; ow++)
+                    dst[ow] = src[(size_t)ow * s];
+            }
+        }
+}
+
+/* dx_i [c, h, w] from dxs [c, pq] at the strided positions: written (the
+ * other positions 0) or added (the others untouched). */
+K1_TARGET static void scatter(float *dxi, const float *dxs, const dl_conv_desc *d, int set)
+{
+    int s = d->stride;
+    for (int ch = 0; ch < d->c; ch++)
+        for (int ih = 0; ih < d->h; ih++) {
+            float *dst = dxi + ((size_t)ch * d->h + ih) * d->w;
+            int oh = ih / s;
+            if (ih % s || oh >= d->p) {
+                if (set)
+                    memset(dst, 0, (size_t)d->w * sizeof(float));
+                continue;
+            }
+            const float *src = dxs + ((size_t)ch * d->p + oh) * d->q;
+            if (s == 2) {
+                /* 8 values into the even lanes of 16 floats of dx */
+                for (int ow = 0; ow < d->q; ow += 8) {
+                    int out = d->w - 2 * ow, in = d->q - ow;
+                    __mmask16 mo = out >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << out) - 1);
+                    __mmask16 mi = in >= 8 ? (__mmask16)0xff : (__mmask16)((1u << in) - 1);
+                    __m512 v = _mm512_maskz_expand_ps(0x5555, _mm512_maskz_loadu_ps(mi, src + ow));
+                    if (!set)
+                        v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(mo, dst + 2 * ow));
+                    _mm512_mask_storeu_ps(dst + 2 * ow, mo, v);
+                }
+            } else if (set) {
+                memset(dst, 0, (size_t)d->w * sizeof(float));
+                for (int ow = 0; ow < d->q; ow++)
+                    dst[(size_t)ow * s] = src[ow];
+            } else {
+                for (int ow = 0; ow < d->q; ow++)
+                    dst[(size_t)ow * s] += src[ow];
+            }
+        }
+}
+
+typedef struct k1_task {
+    const dl_conv_desc *d;
+    const k1_plan *p;
+    k1_bufs bufs;
+    const float *x, *dy, *b;
+    float *y, *dx;
+    int bf16, set;
+} k1_task;
+
+/* The images of part `part`. */
+static void part_images(const k1_task *t, size_t part, int *i0, int *i1)
+{
+    *i0 = (int)(part * (size_t)t->d->n / (size_t)t->p->parts);
+    *i1 = (int)((part + 1) * (size_t)t->d->n / (size_t)t->p->parts);
+}
+
+K1_TARGET static void fwd_task(void *arg, size_t begin, size_t end)
+{
+    const k1_task *t = arg;
+    const dl_conv_desc *d = t->d;
+    int pq = t->p->pq;
+    size_t plane = (size_t)d->h * d->w;
+    for (size_t part = begin; part < end; part++) {
+        int i0, i1;
+        part_images(t, part, &i0, &i1);
+        float *xs = t->bufs.xs + part * t->p->xs;
+        for (int i = i0; i < i1; i++) {
+            const float *xi = t->x + (size_t)i * d->c * plane;
+            if (d->stride > 1) {
+                subsample(xs, xi, d);
+                xi = xs;
+            }
+            product(t->bufs.wpk, d->k, d->c, xi, (size_t)pq, pq, t->y + (size_t)i * d->k * pq,
+                    (size_t)pq, t->b ? OUT_BIAS : OUT_SET, t->b, t->bf16);
+        }
+    }
+}
+
+K1_TARGET static void data_task(void *arg, size_t begin, size_t end)
+{
+    const k1_task *t = arg;
+    const dl_conv_desc *d = t->d;
+    int pq = t->p->pq;
+    size_t plane = (size_t)d->h * d->w;
+    for (size_t part = begin; part < end; part++) {
+        int i0, i1;
+        part_images(t, part, &i0, &i1);
+        float *xs = t->bufs.xs + part * t->p->xs;
+        for (int i = i0; i < i1; i++) {
+            const float *dyi = t->dy + (size_t)i * d->k * pq;
+            float *dxi = t->dx + (size_t)i * d->c * plane;
+            if (d->stride == 1) {
+                product(t->bufs.wpk, d->c, d->k, dyi, (size_t)pq, pq, dxi, (size_t)pq,
+                        t->set ? OUT_SET : OUT_ADD, NULL, t->bf16);
+            } else {
+                product(t->bufs.wpk, d->c, d->k, dyi, (size_t)pq, pq, xs, (size_t)pq, OUT_SET, NULL,
+                        t->bf16);
+                scatter(dxi, xs, d, t->set);
+            }
+        }
+    }
+}
+
+/* dst [rows, n] = src rounded to bf16; sum[r] (when sum) += the sum of
+ * src's row r itself. */
+K1_TARGET static void round_rows(float *dst, const float *src, int rows, int n, double *sum)
+{
+    for (int r = 0; r < rows; r++) {
+        const float *sr = src + (size_t)r * n;
+        float *dr = dst + (size_t)r * n;
+        __m512 acc = _mm512_setzero_ps();
+        for (int j = 0; j < n; j += 16) {
+            int left = n - j;
+            __mmask16 m = left >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << left) - 1);
+            __m512 v = _mm512_maskz_loadu_ps(m, sr + j);
+            acc = _mm512_add_ps(acc, v);
+            _mm512_mask_storeu_ps(dr + j, m, rnd(v));
+        }
+        if (sum)
+            sum[r] += _mm512_reduce_add_ps(acc);
+    }
+}
+
+/* The filter's 4x4 tile: s[r][c'] = sum over nimg images (dy_img, xs_img
+ * floats apart) and pixels of dy rows r times xs rows c' (rows past kr,
+ * cr repeat the last one; their sums are dropped); g[r] = sum of dy
+ * itself when g. */
+#define FR 4
+#define FC 4
+K1_TARGET static K1_INLINE void filter_tile(const float *dy, size_t dy_img, const float *xs,
+                                            size_t xs_img, int nimg, int pq, int kr, int cr,
+                                            float s[FR][FC], float *g)
+{
+    __m512 acc[FR][FC], gs[FR];
+    UNROLL
+    for (int r = 0; r < FR; r++) {
+        gs[r] = _mm512_setzero_ps();
+        UNROLL
+        for (int c = 0; c < FC; c++)
+            acc[r][c] = _mm512_setzero_ps();
+    }
+    size_t ro[FR], co[FC];
+    UNROLL
+    for (int r = 0; r < FR; r++)
+        ro[r] = (size_t)(r < kr ? r : kr - 1) * pq;
+    UNROLL
+    for (int c = 0; c < FC; c++)
+        co[c] = (size_t)(c < cr ? c : cr - 1) * pq;
+    for (int i = 0; i < nimg; i++) {
+        const float *gi = dy + (size_t)i * dy_img, *xi = xs + (size_t)i * xs_img;
+        for (int j = 0; j < pq; j += 16) {
+            int left = pq - j;
+            __mmask16 m = left >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << left) - 1);
+            __m512 gv[FR], xv[FC];
+            UNROLL
+            for (int r = 0; r < FR; r++) {
+                __m512 v = _mm512_maskz_loadu_ps(m, gi + ro[r] + j);
+                if (g)
+                    gs[r] = _mm512_add_ps(gs[r], v);
+                gv[r] = v;
+            }
+            UNROLL
+            for (int c = 0; c < FC; c++) {
+                xv[c] = _mm512_maskz_loadu_ps(m, xi + co[c] + j);
+            }
+            UNROLL
+            for (int r = 0; r < FR; r++)
+                UNROLL
+            for (int c = 0; c < FC; c++)
+                acc[r][c] = _mm512_fmadd_ps(gv[r], xv[c], acc[r][c]);
+        }
+    }
+    UNROLL
+    for (int r = 0; r < FR; r++) {
+        UNROLL
+        for (int c = 0; c < FC; c++)
+            s[r][c] = _mm512_reduce_add_ps(acc[r][c]);
+        if (g)
+            g[r] = _mm512_reduce_add_ps(gs[r]);
+    }
+}
+
+typedef struct k1_filter_task {
+    const dl_conv_desc *d;
+    const k1_plan *p;
+    k1_bufs bufs;
+    const float *x, *dy;
+    int bf16, want_db;
+} k1_filter_task;
+
+/* Partial sums of the chunks of part `part` (chunks split over parts). */
+K1_TARGET static void filter_task(void *arg, size_t begin, size_t end)
+{
+    const k1_filter_task *t = arg;
+    const dl_conv_desc *d = t->d;
+    const k1_plan *p = t->p;
+    int pq = p->pq;
+    size_t plane = (size_t)d->h * d->w;
+    for (size_t part = begin; part < end; part++) {
+        size_t ch0 = part * (size_t)p->chunks / (size_t)p->parts;
+        size_t ch1 = (part + 1) * (size_t)p->chunks / (size_t)p->parts;
+        float *xsb = t->bufs.xs + part * p->xs;
+        for (size_t ci = ch0; ci < ch1; ci++) {
+            int i0 = (int)ci * p->chunk;
+            int i1 = i0 + p->chunk < d->n ? i0 + p->chunk : d->n;
+            size_t xs_img = (size_t)d->c * plane;
+            const float *xs = t->x + (size_t)i0 * xs_img;
+            if (d->stride > 1) {
+                for (int i = i0; i < i1; i++)
+                    subsample(xsb + (size_t)(i - i0) * d->c * pq, t->x + (size_t)i * xs_img, d);
+                xs_img = (size_t)d->c * pq;
+                xs = xsb;
+            }
+            const float *dy = t->dy + (size_t)i0 * d->k * pq;
+            float *dw = t->bufs.parts + ci * p->part;
+            double *db = (double *)(dw + up16((size_t)d->k * d->c));
+            int want_db = t->want_db;
+            if (t->bf16) {
+                /* rounded once here rather than at each of the tiles'
+                 * loads; db from dy itself as it goes by */
+                size_t cpq = (size_t)d->c * pq, kpq = (size_t)d->k * pq;
+                float *gr = xsb + up16((size_t)p->chunk * cpq);
+                if (want_db)
+                    memset(db, 0, (size_t)d->k * sizeof(double));
+                for (int i = 0; i < i1 - i0; i++) {
+                    float *xr = xsb + (size_t)i * cpq;
+                    /* in place after the subsampling */
+                    round_rows(xr, xs + (size_t)i * xs_img, d->c, pq, NULL);
+                    round_rows(gr + (size_t)i * kpq, dy + (size_t)i * kpq, d->k, pq,
+                               want_db ? db : NULL);
+                }
+                xs = xsb;
+                xs_img = cpq;
+                dy = gr;
+                want_db = 0;
+            }
+            for (int kb = 0; kb < d->k; kb += FR) {
+                int kr = d->k - kb < FR ? d->k - kb : FR;
+                for (int cb = 0; cb < d->c; cb += FC) {
+                    int cr = d->c - cb < FC ? d->c - cb : FC;
+                    float s[FR][FC], g[FR];
+                    float *gp = want_db && cb == 0 ? g : NULL;
+                    const float *gb = dy + (size_t)kb * pq, *xb = xs + (size_t)cb * pq;
+                    size_t gl = (size_t)d->k * pq;
+                    filter_tile(gb, gl, xb, xs_img, i1 - i0, pq, kr, cr, s, gp);
+                    for (int r = 0; r < kr; r++)
+                        for (int c = 0; c < cr; c++)
+                            dw[(size_t)(kb + r) * d->c + cb + c] = s[r][c];
+                    if (gp)
+                        for (int r = 0; r < kr; r++)
+                            db[kb + r] = g[r];
+                }
+            }
+        }
+    }
+}
+
+static void run_parts(dl_backend *be, size_t parts, dl_pool_fn fn, void *arg)
+{
+    dl_pool *pool = dl_cpu(be)->pool;
+    if (pool)
+        dl_pool_for(pool, parts, 1, fn, arg);
+    else
+        fn(arg, 0, parts);
+}
+
+#endif /* HAVE_1X1 */
+
+int dl_cpu_conv_1x1_forward(dl_backend *be, const dl_conv_desc *d, float *y, const float *x,
+                            const float *w, const float *b, void *ws, dl_dtype compute)
+{
+#if HAVE_1X1
+    k1_plan p = plan_of(be, d, compute);
+    k1_task t = {d, &p, carve(&p, ws), x, NULL, b, y, NULL, compute == DL_BF16, 0};
+    pack_a(t.bufs.wpk, w, d->k, d->c, 0, t.bf16);
+    run_parts(be, (size_t)p.parts, fwd_task, &t);
+    return DL_OK;
+#else
+    return dl_error(DL_EINVAL, "conv_forward: no 1x1 kernels in this build");
+#endif
+}
+
+int dl_cpu_conv_1x1_backward_data(dl_backend *be, const dl_conv_desc *d, float *dx, const float *dy,
+                                  const float *w, void *ws, dl_dtype compute, int set)
+{
+#if HAVE_1X1
+    k1_plan p = plan_of(be, d, compute);
+    k1_task t = {d, &p, carve(&p, ws), NULL, dy, NULL, NULL, dx, compute == DL_BF16, set};
+    /* W^T [c, k] from w [k, c] */
+    pack_a(t.bufs.wpk, w, d->c, d->k, 1, t.bf16);
+    run_parts(be, (size_t)p.parts, data_task, &t);
+    return DL_OK;
+#else
+    return dl_error(DL_EINVAL, "conv_backward_data: no 1x1 kernels in this build");
+#endif
+}
+
+int dl_cpu_conv_1x1_backward_filter(dl_backend *be, const dl_conv_desc *d, float *dw, float *db,
+                                    const float *dy, const float *x, void *ws, dl_dtype compute)
+{
+#if HAVE_1X1
+    k1_plan p = plan_of(be, d, compute);
+    /* the filter's parts split the chunks */
+    if (p.parts > p.chunks)
+        p.parts = p.chunks;
+    k1_filter_task t = {d, &p, carve(&p, ws), x, dy, compute == DL_BF16, db != NULL};
+    run_parts(be, (size_t)p.parts, filter_task, &t);
+    size_t kc = (size_t)d->k * d->c;
+    for (size_t j = 0; j < kc; j++) {
+        double s = 0.0;
+        for (int ci = 0; ci < p.chunks; ci++)
+            s += t.bufs.parts[(size_t)ci * p.part + j];
+        dw[j] += (float)s;
+    }
+    if (db)
+        for (int kk = 0; kk < d->k; kk++) {
+            double s = 0.0;
+            for (int ci = 0; ci < p.chunks; ci++)
+                s += ((const double *)(t.bufs.parts + (size_t)ci * p.part + up16(kc)))[kk];
+            db[kk] += (float)s;
+        }
+    return DL_OK;
+#else
+    return dl_error(DL_EINVAL, "conv_backward_filter: no 1x1 kernels in this build");
+#endif
+}
