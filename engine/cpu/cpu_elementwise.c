@@ -1269,46 +1269,59 @@ DL_V512_TARGET static int first_max_v512(const xent_job *j, const xent_group *g,
 }
 
 /* d += grad_scale (e / sum - target) over the group's rows as one flat
- * array of rows x classes floats (the exps in ez alike): each lane finds
- * its row from its place q, as floor((q + 1/2) / classes) in float (q <
- * 4112: the product's error stays far below the 1/2 classes it has),
- * and takes the row's a and label place from the 16 in one register; so
- * a vector may straddle rows and only the group's last one is masked (a
- * masked store per row made the next row's loads of d wait for it to
- * retire), and no step waits on the one before. Per element: fma(e, a,
- * -grad_scale smoothing / classes), less grad_scale (1 - smoothing) at
- * the label, added to d; lanes of rows not in live keep d as it is. */
+ * array of rows x classes floats (the exps in ez alike), vectors at every
+ * 16th float: a masked store per row made the next row's loads of d wait
+ * for it to retire, here only the group's last vector is masked. A
+ * vector inside a row takes the row's a and label; one that straddles
+ * rows finds each lane's row from its place q, as floor((q + 1/2) /
+ * classes) in float (q < 4112: the product's error stays far below the
+ * 1/2 classes it has), and the row's a and label place from the 16 in
+ * one register. Per element: fma(e, a, -grad_scale smoothing / classes),
+ * less grad_scale (1 - smoothing) at the label, added to d; lanes of rows
+ * not in live keep d as it is. */
 DL_V512_TARGET static void xent_grad_v512(const xent_job *j, const xent_group *g, unsigned live)
 {
-    const int n = j->classes, len = (g->r1 - g->r0) * n;
-    const int all = live == (1u << (g->r1 - g->r0)) - 1;
+    const int n = j->classes, rows = g->r1 - g->r0, len = rows * n;
     float a[XENT_BLOCK];
     int32_t y[XENT_BLOCK];
     xent_grad_coefs(j, g, live, a, y);
     float *d = j->dlogits + (size_t)g->r0 * n;
+    const float *ez = g->ez; /* room for a vector past len */
     const __m512 va = _mm512_loadu_ps(a), inv = _mm512_set1_ps(1.0f / (float)n);
     const __m512 half = _mm512_set1_ps(0.5f / (float)n);
     const __m512 vb = _mm512_set1_ps(-j->grad_scale * (j->smoothing / (float)n));
     const __m512 vt = _mm512_set1_ps(j->grad_scale * (1.0f - j->smoothing));
     const __m512i vy = _mm512_loadu_si512(y), one = _mm512_set1_epi32(1);
-    const __m512i vlive = _mm512_set1_epi32((int)live), step = _mm512_set1_epi32(16);
-    __m512i q = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-    for (int p = 0; p < len; p += 16, q = _mm512_add_epi32(q, step)) {
+    const __m512i vlive = _mm512_set1_epi32((int)live);
+    const __m512i lanes = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    int p = 0;
+    for (int i = 0; i < rows; i++) {
+        const int end = (i + 1) * n;
+        if (live >> i & 1) {
+            const __m512 ai = _mm512_set1_ps(a[i]);
+            for (; p + 16 <= end; p += 16) {
+                __m512 gr = _mm512_fmadd_ps(_mm512_loadu_ps(ez + p), ai, vb);
+                unsigned at = (unsigned)(y[i] - p);
+                gr = _mm512_mask_sub_ps(gr, at < 16 ? (__mmask16)(1u << at) : 0, gr, vt);
+                _mm512_storeu_ps(d + p, _mm512_add_ps(_mm512_loadu_ps(d + p), gr));
+            }
+        } else {
+            p += (end - p) / 16 * 16;
+        }
+        if (p >= end)
+            continue;
+        /* the vector from p straddles rows i, i + 1, ... */
+        __m512i q = _mm512_add_epi32(_mm512_set1_epi32(p), lanes);
         __m512i row = _mm512_cvttps_epi32(_mm512_fmadd_ps(_mm512_cvtepi32_ps(q), inv, half));
-        __m512 e = _mm512_loadu_ps(g->ez + p); /* ez has room past len */
-        __m512 gr = _mm512_fmadd_ps(e, _mm512_permutexvar_ps(row, va), vb);
+        __m512 gr =
+            _mm512_fmadd_ps(_mm512_loadu_ps(ez + p), _mm512_permutexvar_ps(row, va), vb);
         __mmask16 at = _mm512_cmpeq_epi32_mask(q, _mm512_permutexvar_epi32(row, vy));
         gr = _mm512_mask_sub_ps(gr, at, gr, vt);
-        __mmask16 on =
-            all ? (__mmask16)0xffff : _mm512_test_epi32_mask(_mm512_srlv_epi32(vlive, row), one);
-        if (len - p >= 16) {
-            __m512 o = _mm512_loadu_ps(d + p);
-            _mm512_storeu_ps(d + p, _mm512_mask_add_ps(o, on, o, gr));
-        } else {
-            __mmask16 k = dl_v512_mask(len - p);
-            __m512 o = _mm512_maskz_loadu_ps(k, d + p);
-            _mm512_mask_storeu_ps(d + p, k, _mm512_mask_add_ps(o, on, o, gr));
-        }
+        __mmask16 on = _mm512_test_epi32_mask(_mm512_srlv_epi32(vlive, row), one);
+        __mmask16 k = len - p >= 16 ? (__mmask16)0xffff : dl_v512_mask(len - p);
+        __m512 o = _mm512_maskz_loadu_ps(k, d + p);
+        _mm512_mask_storeu_ps(d + p, k, _mm512_mask_add_ps(o, on, o, gr));
+        p += 16;
     }
 }
 
@@ -1531,16 +1544,16 @@ static void xent_sums_v256(const xent_job *j, xent_group *g, int r)
     g->zsum[i] = dl_v_hsum(zs);
 }
 
-/* xent_grad_v512 on 8 lanes: a row's a and label place from the two
- * halves of the 16 by two permutes and a blend. */
+/* xent_grad_v512 on 8 lanes: in a straddling vector, a row's a and
+ * label place from the two halves of the 16 by two permutes and a blend. */
 static void xent_grad_v256(const xent_job *j, const xent_group *g, unsigned live)
 {
-    const int n = j->classes, len = (g->r1 - g->r0) * n;
-    const int all = live == (1u << (g->r1 - g->r0)) - 1;
+    const int n = j->classes, rows = g->r1 - g->r0, len = rows * n;
     float a[XENT_BLOCK];
     int32_t y[XENT_BLOCK];
     xent_grad_coefs(j, g, live, a, y);
     float *d = j->dlogits + (size_t)g->r0 * n;
+    const float *ez = g->ez;
     const __m256 a0 = _mm256_loadu_ps(a), a1 = _mm256_loadu_ps(a + 8);
     const __m256i y0 = _mm256_loadu_si256((const __m256i *)y);
     const __m256i y1 = _mm256_loadu_si256((const __m256i *)(y + 8));
@@ -1548,29 +1561,45 @@ static void xent_grad_v256(const xent_job *j, const xent_group *g, unsigned live
     const __m256 vb = _mm256_set1_ps(-j->grad_scale * (j->smoothing / (float)n));
     const __m256 vt = _mm256_set1_ps(j->grad_scale * (1.0f - j->smoothing));
     const __m256i seven = _mm256_set1_epi32(7), one = _mm256_set1_epi32(1);
-    const __m256i vlive = _mm256_set1_epi32((int)live), step = _mm256_set1_epi32(8);
-    __m256i q = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-    for (int p = 0; p < len; p += 8, q = _mm256_add_epi32(q, step)) {
+    const __m256i vlive = _mm256_set1_epi32((int)live);
+    const __m256i lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    int p = 0;
+    for (int i = 0; i < rows; i++) {
+        const int end = (i + 1) * n;
+        if (live >> i & 1) {
+            const __m256 ai = _mm256_set1_ps(a[i]);
+            const __m256i yi = _mm256_set1_epi32(y[i]);
+            for (; p + 8 <= end; p += 8) {
+                __m256 gr = _mm256_fmadd_ps(_mm256_loadu_ps(ez + p), ai, vb);
+                /* gr - 0 is gr: the label's lane alone changes */
+                __m256i at = _mm256_cmpeq_epi32(_mm256_add_epi32(_mm256_set1_epi32(p), lanes), yi);
+                gr = _mm256_sub_ps(gr, _mm256_and_ps(_mm256_castsi256_ps(at), vt));
+                _mm256_storeu_ps(d + p, _mm256_add_ps(_mm256_loadu_ps(d + p), gr));
+            }
+        } else {
+            p += (end - p) / 8 * 8;
+        }
+        if (p >= end)
+            continue;
+        __m256i q = _mm256_add_epi32(_mm256_set1_epi32(p), lanes);
         __m256i row = _mm256_cvttps_epi32(_mm256_fmadd_ps(_mm256_cvtepi32_ps(q), inv, half));
         __m256i hi = _mm256_cmpgt_epi32(row, seven);
         __m256 ar = _mm256_blendv_ps(_mm256_permutevar8x32_ps(a0, row),
                                      _mm256_permutevar8x32_ps(a1, row), _mm256_castsi256_ps(hi));
         __m256i yr = _mm256_blendv_epi8(_mm256_permutevar8x32_epi32(y0, row),
                                         _mm256_permutevar8x32_epi32(y1, row), hi);
-        __m256 gr = _mm256_fmadd_ps(_mm256_loadu_ps(g->ez + p), ar, vb);
-        /* gr - 0 is gr: the label's lane alone changes */
+        __m256 gr = _mm256_fmadd_ps(_mm256_loadu_ps(ez + p), ar, vb);
         gr = _mm256_sub_ps(gr, _mm256_and_ps(_mm256_castsi256_ps(_mm256_cmpeq_epi32(q, yr)), vt));
         int w = len - p < 8 ? len - p : 8;
         __m256 o = w == 8 ? _mm256_loadu_ps(d + p) : dl_v_load_tail(d + p, w);
-        __m256 s = _mm256_add_ps(o, gr);
-        if (!all) {
-            __m256i on = _mm256_and_si256(_mm256_srlv_epi32(vlive, row), one);
-            s = _mm256_blendv_ps(o, s, _mm256_castsi256_ps(_mm256_cmpeq_epi32(on, one)));
-        }
+        __m256i on = _mm256_and_si256(_mm256_srlv_epi32(vlive, row), one);
+        __m256 s = _mm256_blendv_ps(o, _mm256_add_ps(o, gr),
+                                    _mm256_castsi256_ps(_mm256_cmpeq_epi32(on, one)));
         if (w == 8)
             _mm256_storeu_ps(d + p, s);
         else
             dl_v_store_tail(d + p, s, w);
+        p += 8;
     }
 }
 
