@@ -1162,6 +1162,7 @@ typedef struct xent_group {
     int stride; /* floats between two rows' exps in ez (0: not kept) */
     float mx[XENT_BLOCK];
     double sum[XENT_BLOCK], zsum[XENT_BLOCK];
+    float lse[XENT_BLOCK]; /* log(sum), of the 16 at once */
     float ez[XENT_KEEP + 16];
 } xent_group;
 
@@ -1176,18 +1177,15 @@ static void xent_group_size(const xent_job *j, xent_group *g)
     g->r1 = g->r0 + (rows < XENT_BLOCK ? rows : XENT_BLOCK);
 }
 
-/* The loss of row r of the group from its sums; *correct += (first, the
- * first class equal to the maximum, or -1) == y. */
-static inline double xent_loss(const xent_job *j, const xent_group *g, int r, int first,
-                               int *correct)
+/* The loss of row r of the group from its sums and log-sum-exp. */
+static inline double xent_loss(const xent_job *j, const xent_group *g, int r)
 {
     const float *z = j->logits + (size_t)r * j->classes;
     int i = r - g->r0, y = j->labels[r];
-    double lse = log(g->sum[i]);
-    double nll = lse - (z[y] - g->mx[i]);
-    double mean_nll = lse - g->zsum[i] / j->classes;
-    *correct += first == y;
-    return xent_mix(nll, mean_nll, g->zsum[i], j->smoothing);
+    double nll = (double)g->lse[i] - (z[y] - g->mx[i]);
+    if (j->smoothing == 0)
+        return xent_mix(nll, 0, g->zsum[i], 0);
+    return xent_mix(nll, (double)g->lse[i] - g->zsum[i] / j->classes, g->zsum[i], j->smoothing);
 }
 
 /* Whether row r of the group takes the vector path: not ignored, and a
@@ -1210,22 +1208,29 @@ static void xent_other_row(const xent_job *j, int r, double *loss, int *correct)
 
 /* The losses of the group's rows in row order, after their sums: a row
  * off the vector path goes through xent_other_row (its gradient too).
- * first_max(j, g, r): the first class of row r equal to its maximum when
- * that may be its label, else -1. Returns the mask of the group's
- * vector rows (bit i: row r0 + i). */
+ * first_max(j, g, r): the first class of row r equal to its maximum, or
+ * -1; asked only when the label's logit is the maximum. Returns the mask
+ * of the group's vector rows (bit i: row r0 + i). */
 static unsigned xent_group_losses(const xent_job *j, const xent_group *g, double *loss,
                                   int *correct,
                                   int (*first_max)(const xent_job *, const xent_group *, int))
 {
     unsigned live = 0;
+    double sum = *loss; /* in a register, not through the pointer */
+    int hits = *correct;
     for (int r = g->r0; r < g->r1; r++) {
         if (!xent_vector_row(j, g, r)) {
-            xent_other_row(j, r, loss, correct);
+            xent_other_row(j, r, &sum, &hits);
             continue;
         }
+        int y = j->labels[r];
         live |= 1u << (r - g->r0);
-        *loss += xent_loss(j, g, r, first_max(j, g, r), correct);
+        sum += xent_loss(j, g, r);
+        hits +=
+            j->logits[(size_t)r * j->classes + y] == g->mx[r - g->r0] && first_max(j, g, r) == y;
     }
+    *loss = sum;
+    *correct = hits;
     return live;
 }
 
@@ -1313,8 +1318,7 @@ DL_V512_TARGET static void xent_grad_v512(const xent_job *j, const xent_group *g
         /* the vector from p straddles rows i, i + 1, ... */
         __m512i q = _mm512_add_epi32(_mm512_set1_epi32(p), lanes);
         __m512i row = _mm512_cvttps_epi32(_mm512_fmadd_ps(_mm512_cvtepi32_ps(q), inv, half));
-        __m512 gr =
-            _mm512_fmadd_ps(_mm512_loadu_ps(ez + p), _mm512_permutexvar_ps(row, va), vb);
+        __m512 gr = _mm512_fmadd_ps(_mm512_loadu_ps(ez + p), _mm512_permutexvar_ps(row, va), vb);
         __mmask16 at = _mm512_cmpeq_epi32_mask(q, _mm512_permutexvar_epi32(row, vy));
         gr = _mm512_mask_sub_ps(gr, at, gr, vt);
         __mmask16 on = _mm512_test_epi32_mask(_mm512_srlv_epi32(vlive, row), one);
@@ -1366,27 +1370,45 @@ DL_V512_TARGET static void xent_grad_rows_v512(const xent_job *j, const xent_gro
     }
 }
 
-/* The lane sums of 16 vectors v[0..16) at once: lane i of the result is
- * the sum of v[i]'s lanes, by a tree of shuffles and adds (46
+/* The lane sums (max: the largest lanes) of 16 vectors v[0..16) at
+ * once: lane i of the result is v[i]'s, by a tree of shuffles (46
  * operations, where a reduction of each vector takes 10 and waits on
  * each step). */
-DL_V512_TARGET static inline __m512 hsum16_v512(const __m512 *v)
+DL_V512_TARGET static inline __m512 hred16_v512(const __m512 *v, int max)
 {
+#define RED(p, q) (max ? _mm512_max_ps(p, q) : _mm512_add_ps(p, q))
     __m512 a[8], b[4], c[2];
     for (int k = 0; k < 8; k++) /* rows 2k, 2k+1: 8 partial sums each */
-        a[k] = _mm512_add_ps(_mm512_shuffle_f32x4(v[2 * k], v[2 * k + 1], 0x44),
-                             _mm512_shuffle_f32x4(v[2 * k], v[2 * k + 1], 0xEE));
+        a[k] = RED(_mm512_shuffle_f32x4(v[2 * k], v[2 * k + 1], 0x44),
+                   _mm512_shuffle_f32x4(v[2 * k], v[2 * k + 1], 0xEE));
     for (int m = 0; m < 4; m++) /* block i: row 4m + i, 4 partial sums */
-        b[m] = _mm512_add_ps(_mm512_shuffle_f32x4(a[2 * m], a[2 * m + 1], 0x88),
-                             _mm512_shuffle_f32x4(a[2 * m], a[2 * m + 1], 0xDD));
+        b[m] = RED(_mm512_shuffle_f32x4(a[2 * m], a[2 * m + 1], 0x88),
+                   _mm512_shuffle_f32x4(a[2 * m], a[2 * m + 1], 0xDD));
     for (int t = 0; t < 2; t++) /* block i: rows 8t + i, 8t + 4 + i, 2 each */
-        c[t] = _mm512_add_ps(_mm512_shuffle_ps(b[2 * t], b[2 * t + 1], _MM_SHUFFLE(1, 0, 1, 0)),
-                             _mm512_shuffle_ps(b[2 * t], b[2 * t + 1], _MM_SHUFFLE(3, 2, 3, 2)));
+        c[t] = RED(_mm512_shuffle_ps(b[2 * t], b[2 * t + 1], _MM_SHUFFLE(1, 0, 1, 0)),
+                   _mm512_shuffle_ps(b[2 * t], b[2 * t + 1], _MM_SHUFFLE(3, 2, 3, 2)));
     /* lane 4i + k: row 4k + i */
-    __m512 s = _mm512_add_ps(_mm512_shuffle_ps(c[0], c[1], _MM_SHUFFLE(2, 0, 2, 0)),
-                             _mm512_shuffle_ps(c[0], c[1], _MM_SHUFFLE(3, 1, 3, 1)));
+    __m512 s = RED(_mm512_shuffle_ps(c[0], c[1], _MM_SHUFFLE(2, 0, 2, 0)),
+                   _mm512_shuffle_ps(c[0], c[1], _MM_SHUFFLE(3, 1, 3, 1)));
+#undef RED
     const __m512i order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
     return _mm512_permutexvar_ps(order, s);
+}
+
+/* The group's sums and log-sum-exps from its rows' lane sums. */
+DL_V512_TARGET static void xent_sums_v512(xent_group *g, const __m512 *sums, const __m512 *zsums)
+{
+    float sum[XENT_BLOCK], zsum[XENT_BLOCK];
+    __m512 s = hred16_v512(sums, 0);
+    _mm512_storeu_ps(sum, s);
+    _mm512_storeu_ps(zsum, hred16_v512(zsums, 0));
+    /* rows off the vector path have a sum of 0: log(1) instead */
+    __mmask16 none = _mm512_cmp_ps_mask(s, _mm512_setzero_ps(), _CMP_EQ_OQ);
+    _mm512_storeu_ps(g->lse, dl_v512_log_pos(_mm512_mask_mov_ps(s, none, _mm512_set1_ps(1.0f))));
+    for (int i = 0; i < g->r1 - g->r0; i++) {
+        g->sum[i] = sum[i];
+        g->zsum[i] = zsum[i];
+    }
 }
 
 DL_V512_TARGET static void xent_group_v512(const xent_job *j, xent_group *g, double *loss,
@@ -1396,6 +1418,7 @@ DL_V512_TARGET static void xent_group_v512(const xent_job *j, xent_group *g, dou
     const __mmask16 tail = dl_v512_mask(n - full);
     const __m512 ninf = _mm512_set1_ps(-INFINITY), zero = _mm512_setzero_ps();
     const float *zend = j->logits + (size_t)j->rows * n;
+    __m512 maxes[XENT_BLOCK];
     for (int r = g->r0; r < g->r1; r++) {
         const float *z = j->logits + (size_t)r * n;
         /* max(v, m) gives m where v is NaN: NaN never wins */
@@ -1409,8 +1432,11 @@ DL_V512_TARGET static void xent_group_v512(const xent_job *j, xent_group *g, dou
             m0 = _mm512_max_ps(_mm512_loadu_ps(z + c), m0);
         if (tail)
             m1 = _mm512_max_ps(tail_v512(z + full, zend, tail, ninf), m1);
-        g->mx[r - g->r0] = _mm512_reduce_max_ps(_mm512_max_ps(m0, m1));
+        maxes[r - g->r0] = _mm512_max_ps(m0, m1);
     }
+    for (int i = g->r1 - g->r0; i < XENT_BLOCK; i++)
+        maxes[i] = ninf;
+    _mm512_storeu_ps(g->mx, hred16_v512(maxes, 1));
     /* each row's lane sums, reduced together after the rows */
     __m512 sums[XENT_BLOCK], zsums[XENT_BLOCK];
     for (int r = g->r0; r < g->r0 + XENT_BLOCK; r++) {
@@ -1454,13 +1480,7 @@ DL_V512_TARGET static void xent_group_v512(const xent_job *j, xent_group *g, dou
         sums[i] = _mm512_add_ps(s0, s1);
         zsums[i] = zs;
     }
-    float sum[XENT_BLOCK], zsum[XENT_BLOCK];
-    _mm512_storeu_ps(sum, hsum16_v512(sums));
-    _mm512_storeu_ps(zsum, hsum16_v512(zsums));
-    for (int i = 0; i < g->r1 - g->r0; i++) {
-        g->sum[i] = sum[i];
-        g->zsum[i] = zsum[i];
-    }
+    xent_sums_v512(g, sums, zsums);
     unsigned live = xent_group_losses(j, g, loss, correct, first_max_v512);
     if (!j->dlogits)
         return;
@@ -1500,9 +1520,44 @@ static int first_max_v256(const xent_job *j, const xent_group *g, int r)
     return -1;
 }
 
-/* Row r's sums of exp(z - mx) and of z - mx, the exps kept in ez when
- * the group keeps them. */
-static void xent_sums_v256(const xent_job *j, xent_group *g, int r)
+/* hred16_v512 on 8 lanes: lane i of the result is v[i]'s sum (max). */
+static inline __m256 hred8_v256(const __m256 *v, int max)
+{
+#define RED(p, q) (max ? _mm256_max_ps(p, q) : _mm256_add_ps(p, q))
+    __m256 a[4], c[2];
+    for (int k = 0; k < 4; k++) /* rows 2k, 2k+1: 4 partial sums each */
+        a[k] = RED(_mm256_permute2f128_ps(v[2 * k], v[2 * k + 1], 0x20),
+                   _mm256_permute2f128_ps(v[2 * k], v[2 * k + 1], 0x31));
+    for (int t = 0; t < 2; t++) /* half h: rows 4t + h, 4t + 2 + h, 2 each */
+        c[t] = RED(_mm256_shuffle_ps(a[2 * t], a[2 * t + 1], _MM_SHUFFLE(1, 0, 1, 0)),
+                   _mm256_shuffle_ps(a[2 * t], a[2 * t + 1], _MM_SHUFFLE(3, 2, 3, 2)));
+    /* half h: rows h, 2 + h, 4 + h, 6 + h */
+    __m256 s = RED(_mm256_shuffle_ps(c[0], c[1], _MM_SHUFFLE(2, 0, 2, 0)),
+                   _mm256_shuffle_ps(c[0], c[1], _MM_SHUFFLE(3, 1, 3, 1)));
+#undef RED
+    return _mm256_permutevar8x32_ps(s, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+}
+
+/* xent_sums_v512 on 8 lanes. */
+static void xent_sums_v256(xent_group *g, const __m256 *sums, const __m256 *zsums)
+{
+    for (int h = 0; h < XENT_BLOCK; h += 8) {
+        float sum[8], zsum[8];
+        __m256 s = hred8_v256(sums + h, 0);
+        _mm256_storeu_ps(sum, s);
+        _mm256_storeu_ps(zsum, hred8_v256(zsums + h, 0));
+        __m256 none = _mm256_cmp_ps(s, _mm256_setzero_ps(), _CMP_EQ_OQ);
+        _mm256_storeu_ps(g->lse + h, dl_v_log_pos(_mm256_blendv_ps(s, _mm256_set1_ps(1.0f), none)));
+        for (int i = h; i < h + 8 && i < g->r1 - g->r0; i++) {
+            g->sum[i] = sum[i - h];
+            g->zsum[i] = zsum[i - h];
+        }
+    }
+}
+
+/* Row r's lanes of the sums of exp(z - mx) and of z - mx, the exps kept
+ * in ez when the group keeps them. */
+static void xent_row_v256(const xent_job *j, xent_group *g, int r, __m256 *sum, __m256 *zsum)
 {
     const int n = j->classes, i = r - g->r0;
     const float *z = j->logits + (size_t)r * n, *zend = j->logits + (size_t)j->rows * n;
@@ -1540,8 +1595,8 @@ static void xent_sums_v256(const xent_job *j, xent_group *g, int r)
         if (keep) /* over the next row's start, written after this */
             _mm256_storeu_ps(keep + c, e);
     }
-    g->sum[i] = dl_v_hsum(_mm256_add_ps(s0, s1));
-    g->zsum[i] = dl_v_hsum(zs);
+    *sum = _mm256_add_ps(s0, s1);
+    *zsum = zs;
 }
 
 /* xent_grad_v512 on 8 lanes: in a straddling vector, a row's a and
@@ -1638,6 +1693,7 @@ static void xent_group_v256(const xent_job *j, xent_group *g, double *loss, int 
 {
     const int n = j->classes;
     const __m256 ninf = _mm256_set1_ps(-INFINITY);
+    __m256 maxes[XENT_BLOCK];
     for (int r = g->r0; r < g->r1; r++) {
         const float *z = j->logits + (size_t)r * n;
         __m256 m0 = ninf, m1 = ninf;
@@ -1648,15 +1704,20 @@ static void xent_group_v256(const xent_job *j, xent_group *g, double *loss, int 
         }
         for (; c < n; c += 8)
             m0 = _mm256_max_ps(load_or(z + c, n - c < 8 ? n - c : 8, ninf), m0);
-        float part[8], mx = -INFINITY;
-        _mm256_storeu_ps(part, _mm256_max_ps(m0, m1));
-        for (int k = 0; k < 8; k++)
-            mx = part[k] > mx ? part[k] : mx;
-        g->mx[r - g->r0] = mx;
+        maxes[r - g->r0] = _mm256_max_ps(m0, m1);
     }
-    for (int r = g->r0; r < g->r1; r++)
-        if (xent_vector_row(j, g, r))
-            xent_sums_v256(j, g, r);
+    for (int i = g->r1 - g->r0; i < XENT_BLOCK; i++)
+        maxes[i] = ninf;
+    _mm256_storeu_ps(g->mx, hred8_v256(maxes, 1));
+    _mm256_storeu_ps(g->mx + 8, hred8_v256(maxes + 8, 1));
+    __m256 sums[XENT_BLOCK], zsums[XENT_BLOCK];
+    for (int r = g->r0; r < g->r0 + XENT_BLOCK; r++) {
+        int i = r - g->r0;
+        sums[i] = zsums[i] = _mm256_setzero_ps();
+        if (r < g->r1 && xent_vector_row(j, g, r))
+            xent_row_v256(j, g, r, &sums[i], &zsums[i]);
+    }
+    xent_sums_v256(g, sums, zsums);
     unsigned live = xent_group_losses(j, g, loss, correct, first_max_v256);
     if (!j->dlogits)
         return;
