@@ -574,7 +574,12 @@ DL_V512_TARGET static void ln_bwd_block_v512(const ln_task *t, int r0, int r1, f
             __m512 g = _mm512_mul_ps(dy, gm ? _mm512_maskz_loadu_ps(k, gm + j) : one);
             a0 = _mm512_add_ps(a0, g);
             a1 = _mm512_fmadd_ps(g, xh, a1); /* g is 0 past the row */
-            if (pg) {
+            if (pg && k == 0xffff) {
+                /* whole vectors unmasked: the next row's loads of a
+                 * masked store's floats wait for it to retire */
+                _mm512_storeu_ps(pg + j, _mm512_fmadd_ps(dy, xh, _mm512_loadu_ps(pg + j)));
+                _mm512_storeu_ps(pb + j, _mm512_add_ps(_mm512_loadu_ps(pb + j), dy));
+            } else if (pg) {
                 _mm512_mask_storeu_ps(pg + j, k,
                                       _mm512_fmadd_ps(dy, xh, _mm512_maskz_loadu_ps(k, pg + j)));
                 _mm512_mask_storeu_ps(pb + j, k,
@@ -593,8 +598,11 @@ DL_V512_TARGET static void ln_bwd_block_v512(const ln_task *t, int r0, int r1, f
                                      gm ? _mm512_maskz_loadu_ps(k, gm + j) : one);
             __m512 xh = _mm512_mul_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, xr + j), vm), vi);
             __m512 d = _mm512_fnmadd_ps(xh, vmgx, _mm512_sub_ps(g, vmg));
-            _mm512_mask_storeu_ps(dxr + j, k,
-                                  _mm512_fmadd_ps(vi, d, _mm512_maskz_loadu_ps(k, dxr + j)));
+            if (k == 0xffff)
+                _mm512_storeu_ps(dxr + j, _mm512_fmadd_ps(vi, d, _mm512_loadu_ps(dxr + j)));
+            else
+                _mm512_mask_storeu_ps(dxr + j, k,
+                                      _mm512_fmadd_ps(vi, d, _mm512_maskz_loadu_ps(k, dxr + j)));
         }
     }
 }
