@@ -8,6 +8,7 @@
 #include "tests/check.h"
 #include "engine/core/backend.h"
 #include "engine/cpu/cpu.h"
+#include "engine/cpu/cpu_vmath.h"
 #include "engine/base/error.h"
 #include "engine/base/half.h"
 #include "engine/base/rng.h"
@@ -1593,6 +1594,54 @@ static void test_softmax_xent_tails(void)
     dl_cpu_set_avx512(was);
 }
 
+#ifdef DL_CPU_VMATH
+/* The softmax's exp and log (cpu_vmath.h) against libm: exp within its
+ * stated bound (1.7e-7 + |x| 7.3e-8) e^x over [-90, 0], 0 below -87.3
+ * and at -inf; log within 3 ulp over [1, 91] (below e^(1/8), 3 ulp of
+ * 1/8); the 16-lane versions
+ * the same bits as the 8-lane ones where the CPU has AVX-512F. */
+DL_V512_TARGET static void softmax_vmath_v512(float x, float *e16, float *l16)
+{
+    float e[16], l[16];
+    _mm512_storeu_ps(e, dl_v512_exp_sm(_mm512_set1_ps(x)));
+    _mm512_storeu_ps(l, dl_v512_log_pos(_mm512_set1_ps(1.0f - x)));
+    *e16 = e[5], *l16 = l[11];
+}
+
+static void test_softmax_vmath(void)
+{
+    const int wide = __builtin_cpu_supports("avx512f");
+    double worst_e = 0, worst_l = 0;
+    int same = 1;
+    for (int i = 0; i <= 3000000; i++) {
+        float x = -90.0f * (float)i / 3000000.0f, e8[8], l8[8], e16 = 0, l16 = 0;
+        _mm256_storeu_ps(e8, dl_v_exp_sm(_mm256_set1_ps(x)));
+        _mm256_storeu_ps(l8, dl_v_log_pos(_mm256_set1_ps(1.0f - x)));
+        double want = exp((double)x), bound = (1.7e-7 + fabs(x) * 7.3e-8) * want;
+        if (x < -87.3f)
+            CHECK_MSG(e8[3] == 0, "exp_sm(%g) = %g, want 0", x, e8[3]);
+        else
+            worst_e = fmax(worst_e, fabs(e8[3] - want) / bound);
+        /* near log 1 = 0 an ulp shrinks while the error does not: there
+         * in ulps of 1/8 */
+        double lw = log((double)(1.0f - x)), at = fmax(lw, 0.125);
+        double ulp = nextafterf((float)at, 1e9f) - (float)at;
+        if (x < 0)
+            worst_l = fmax(worst_l, fabs(l8[6] - lw) / ulp);
+        if (wide) {
+            softmax_vmath_v512(x, &e16, &l16);
+            same &= e16 == e8[3] && l16 == l8[6];
+        }
+    }
+    float ninf[8];
+    _mm256_storeu_ps(ninf, dl_v_exp_sm(_mm256_set1_ps(-INFINITY)));
+    CHECK(ninf[0] == 0);
+    CHECK_MSG(worst_e <= 1.0, "exp_sm: worst error %.3g of its bound", worst_e);
+    CHECK_MSG(worst_l <= 3.0, "log_pos: worst error %.3g ulp", worst_l);
+    CHECK_MSG(same, "the 16-lane exp_sm / log_pos differ from the 8-lane ones");
+}
+#endif
+
 /* Per-token softmax cross-entropy with ignored rows among the kept ones
  * (groups whose gradient pass skips some rows), on both kernels and row
  * lengths with every kind of tail, against a double reference: summed
@@ -1795,6 +1844,9 @@ int main(void)
     RUN(test_dropout_masks);
     RUN(test_softmax_xent_reference);
     RUN(test_softmax_xent_tails);
+#ifdef DL_CPU_VMATH
+    RUN(test_softmax_vmath);
+#endif
     RUN(test_softmax_xent_tokens_tails);
     RUN(test_softmax_xent_extremes);
     RUN(test_norm_threads);
