@@ -607,67 +607,24 @@ DL_V512_TARGET static void ln_bwd_block_v512(const ln_task *t, int r0, int r1, f
     }
 }
 
-/* dx row r += invstd (g - mean(g) - xhat mean(g xhat)), g = gamma dy, on
- * 8 lanes, from the row's lane sums a0 = g, a1 = g xhat. */
-static void ln_dx_v256(const ln_task *t, int r, __m256 a0, __m256 a1)
-{
-    const int n = t->cols;
-    const float *xr = t->x + (size_t)r * n, *dyr = t->dy + (size_t)r * n, *gm = t->gamma;
-    const __m256 vm = _mm256_set1_ps(t->smean[r]), vi = _mm256_set1_ps(t->sinvstd[r]);
-    float mg = (float)(dl_v_hsum(a0) / n), mgx = (float)(dl_v_hsum(a1) / n);
-    __m256 vmg = _mm256_set1_ps(mg), vmgx = _mm256_set1_ps(mgx);
-    float *dxr = t->dx + (size_t)r * n;
-    for (int j = 0; j < n; j += 8) {
-        int w = n - j < 8 ? n - j : 8;
-        __m256 g = _mm256_mul_ps(load_w(dyr + j, w, 0), load_w(gm ? gm + j : NULL, w, 1));
-        __m256 xh = _mm256_mul_ps(_mm256_sub_ps(load_w(xr + j, w, 0), vm), vi);
-        __m256 d = _mm256_fnmadd_ps(xh, vmgx, _mm256_sub_ps(g, vmg));
-        __m256 o = _mm256_fmadd_ps(vi, d, load_w(dxr + j, w, 0));
-        if (w == 8)
-            _mm256_storeu_ps(dxr + j, o);
-        else
-            dl_v_store_tail(dxr + j, o, w);
-    }
-}
-
-/* The same on 8 lanes (AVX2), two rows a step: their dgamma/dbeta
- * partials go through registers from one row to the next (loaded and
- * stored once for the two, the same operations in the same order). */
+/* The same on 8 lanes (AVX2). */
 static void ln_bwd_block_v256(const ln_task *t, int r0, int r1, float *pg, float *pb)
 {
     const int n = t->cols;
-    const float *gm = t->gamma;
-    for (int r = r0; r < r1; r += 2) {
-        const int two = r + 1 < r1;
-        const float *x0 = t->x + (size_t)r * n, *d0 = t->dy + (size_t)r * n;
-        const float *x1 = two ? x0 + n : x0, *d1 = two ? d0 + n : d0;
-        const __m256 vm0 = _mm256_set1_ps(t->smean[r]), vi0 = _mm256_set1_ps(t->sinvstd[r]);
-        const __m256 vm1 = _mm256_set1_ps(t->smean[two ? r + 1 : r]);
-        const __m256 vi1 = _mm256_set1_ps(t->sinvstd[two ? r + 1 : r]);
-        __m256 a0 = _mm256_setzero_ps(), a1 = a0, b0 = a0, b1 = a0;
+    for (int r = r0; r < r1; r++) {
+        const float *xr = t->x + (size_t)r * n, *dyr = t->dy + (size_t)r * n, *gm = t->gamma;
+        const __m256 vm = _mm256_set1_ps(t->smean[r]), vi = _mm256_set1_ps(t->sinvstd[r]);
+        __m256 a0 = _mm256_setzero_ps(), a1 = a0;
         for (int j = 0; j < n; j += 8) {
             int w = n - j < 8 ? n - j : 8;
-            __m256 gj = load_w(gm ? gm + j : NULL, w, 1);
-            __m256 dy0 = load_w(d0 + j, w, 0);
-            __m256 xh0 = _mm256_mul_ps(_mm256_sub_ps(load_w(x0 + j, w, 0), vm0), vi0);
-            __m256 g0 = _mm256_mul_ps(dy0, gj);
-            a0 = _mm256_add_ps(a0, g0);
-            a1 = _mm256_fmadd_ps(g0, xh0, a1);
-            __m256 dy1 = _mm256_setzero_ps(), xh1 = dy1;
-            if (two) {
-                dy1 = load_w(d1 + j, w, 0);
-                xh1 = _mm256_mul_ps(_mm256_sub_ps(load_w(x1 + j, w, 0), vm1), vi1);
-                __m256 g1 = _mm256_mul_ps(dy1, gj);
-                b0 = _mm256_add_ps(b0, g1);
-                b1 = _mm256_fmadd_ps(g1, xh1, b1);
-            }
+            __m256 dy = load_w(dyr + j, w, 0);
+            __m256 xh = _mm256_mul_ps(_mm256_sub_ps(load_w(xr + j, w, 0), vm), vi);
+            __m256 g = _mm256_mul_ps(dy, load_w(gm ? gm + j : NULL, w, 1));
+            a0 = _mm256_add_ps(a0, g);
+            a1 = _mm256_fmadd_ps(g, xh, a1);
             if (pg) {
-                __m256 og = _mm256_fmadd_ps(dy0, xh0, load_w(pg + j, w, 0));
-                __m256 ob = _mm256_add_ps(load_w(pb + j, w, 0), dy0);
-                if (two) {
-                    og = _mm256_fmadd_ps(dy1, xh1, og);
-                    ob = _mm256_add_ps(ob, dy1);
-                }
+                __m256 og = _mm256_fmadd_ps(dy, xh, load_w(pg + j, w, 0));
+                __m256 ob = _mm256_add_ps(load_w(pb + j, w, 0), dy);
                 if (w == 8) {
                     _mm256_storeu_ps(pg + j, og);
                     _mm256_storeu_ps(pb + j, ob);
@@ -679,9 +636,20 @@ static void ln_bwd_block_v256(const ln_task *t, int r0, int r1, float *pg, float
         }
         if (!t->dx)
             continue;
-        ln_dx_v256(t, r, a0, a1);
-        if (two)
-            ln_dx_v256(t, r + 1, b0, b1);
+        float mg = (float)(dl_v_hsum(a0) / n), mgx = (float)(dl_v_hsum(a1) / n);
+        __m256 vmg = _mm256_set1_ps(mg), vmgx = _mm256_set1_ps(mgx);
+        float *dxr = t->dx + (size_t)r * n;
+        for (int j = 0; j < n; j += 8) {
+            int w = n - j < 8 ? n - j : 8;
+            __m256 g = _mm256_mul_ps(load_w(dyr + j, w, 0), load_w(gm ? gm + j : NULL, w, 1));
+            __m256 xh = _mm256_mul_ps(_mm256_sub_ps(load_w(xr + j, w, 0), vm), vi);
+            __m256 d = _mm256_fnmadd_ps(xh, vmgx, _mm256_sub_ps(g, vmg));
+            __m256 o = _mm256_fmadd_ps(vi, d, load_w(dxr + j, w, 0));
+            if (w == 8)
+                _mm256_storeu_ps(dxr + j, o);
+            else
+                dl_v_store_tail(dxr + j, o, w);
+        }
     }
 }
 
