@@ -542,6 +542,29 @@ static void ln_stats_v256(const ln_task *t, size_t r)
     t->save_invstd[r] = (float)(1.0 / sqrt((ss > 0 ? ss : 0) / n + t->eps));
 }
 
+/* row_norm with gamma and beta: two vectors a step, then row_norm for
+ * the rest (the same operations, the same bits). */
+static void ln_norm_v256(const ln_task *t, size_t r)
+{
+    const int n = t->cols;
+    const float *x = t->x + r * n, *gm = t->gamma, *bt = t->beta;
+    float *y = t->y + r * n;
+    const __m256 vm = _mm256_set1_ps(t->save_mean[r]), vi = _mm256_set1_ps(t->save_invstd[r]);
+    int j = 0;
+    if (gm && bt)
+        for (; j + 16 <= n; j += 16) {
+            __m256 v0 = _mm256_mul_ps(_mm256_sub_ps(_mm256_loadu_ps(x + j), vm), vi);
+            __m256 v1 = _mm256_mul_ps(_mm256_sub_ps(_mm256_loadu_ps(x + j + 8), vm), vi);
+            _mm256_storeu_ps(y + j,
+                             _mm256_fmadd_ps(_mm256_loadu_ps(gm + j), v0, _mm256_loadu_ps(bt + j)));
+            _mm256_storeu_ps(y + j + 8, _mm256_fmadd_ps(_mm256_loadu_ps(gm + j + 8), v1,
+                                                        _mm256_loadu_ps(bt + j + 8)));
+        }
+    if (j < n)
+        row_norm(y + j, x + j, n - j, t->save_mean[r], t->save_invstd[r], gm ? gm + j : NULL,
+                 bt ? bt + j : NULL);
+}
+
 static void ln_fwd_rows_v256(const ln_task *t, size_t begin, size_t end)
 {
     size_t group = LN_GROUP_FLOATS / (size_t)t->cols;
@@ -551,8 +574,7 @@ static void ln_fwd_rows_v256(const ln_task *t, size_t begin, size_t end)
         for (size_t r = r0; r < r1; r++)
             ln_stats_v256(t, r);
         for (size_t r = r0; r < r1; r++)
-            row_norm(t->y + r * t->cols, t->x + r * t->cols, t->cols, t->save_mean[r],
-                     t->save_invstd[r], t->gamma, t->beta);
+            ln_norm_v256(t, r);
     }
 }
 
