@@ -629,15 +629,36 @@ DL_V512_TARGET static void ln_bwd_block_v512(const ln_task *t, int r0, int r1, f
     }
 }
 
-/* The same on 8 lanes (AVX2). */
+/* The same on 8 lanes (AVX2): whole pairs of vectors first (two chains
+ * for the row's sums), then the rest one vector a step. */
 static void ln_bwd_block_v256(const ln_task *t, int r0, int r1, float *pg, float *pb)
 {
-    const int n = t->cols;
+    const int n = t->cols, pairs = n & ~15;
     for (int r = r0; r < r1; r++) {
         const float *xr = t->x + (size_t)r * n, *dyr = t->dy + (size_t)r * n, *gm = t->gamma;
         const __m256 vm = _mm256_set1_ps(t->smean[r]), vi = _mm256_set1_ps(t->sinvstd[r]);
-        __m256 a0 = _mm256_setzero_ps(), a1 = a0;
-        for (int j = 0; j < n; j += 8) {
+        __m256 a0 = _mm256_setzero_ps(), a1 = a0, c0 = a0, c1 = a0;
+        int j = 0;
+        for (; j < pairs; j += 8) {
+            /* even and odd vectors in two chains each */
+            __m256 dy = _mm256_loadu_ps(dyr + j);
+            __m256 xh = _mm256_mul_ps(_mm256_sub_ps(_mm256_loadu_ps(xr + j), vm), vi);
+            __m256 g = _mm256_mul_ps(dy, load_w(gm ? gm + j : NULL, 8, 1));
+            if (j & 8) {
+                c0 = _mm256_add_ps(c0, g);
+                c1 = _mm256_fmadd_ps(g, xh, c1);
+            } else {
+                a0 = _mm256_add_ps(a0, g);
+                a1 = _mm256_fmadd_ps(g, xh, a1);
+            }
+            if (pg) {
+                _mm256_storeu_ps(pg + j, _mm256_fmadd_ps(dy, xh, _mm256_loadu_ps(pg + j)));
+                _mm256_storeu_ps(pb + j, _mm256_add_ps(_mm256_loadu_ps(pb + j), dy));
+            }
+        }
+        a0 = _mm256_add_ps(a0, c0);
+        a1 = _mm256_add_ps(a1, c1);
+        for (; j < n; j += 8) {
             int w = n - j < 8 ? n - j : 8;
             __m256 dy = load_w(dyr + j, w, 0);
             __m256 xh = _mm256_mul_ps(_mm256_sub_ps(load_w(xr + j, w, 0), vm), vi);
@@ -661,7 +682,7 @@ static void ln_bwd_block_v256(const ln_task *t, int r0, int r1, float *pg, float
         float mg = (float)(dl_v_hsum(a0) / n), mgx = (float)(dl_v_hsum(a1) / n);
         __m256 vmg = _mm256_set1_ps(mg), vmgx = _mm256_set1_ps(mgx);
         float *dxr = t->dx + (size_t)r * n;
-        for (int j = 0; j < n; j += 8) {
+        for (j = 0; j < n; j += 8) {
             int w = n - j < 8 ? n - j : 8;
             __m256 g = _mm256_mul_ps(load_w(dyr + j, w, 0), load_w(gm ? gm + j : NULL, w, 1));
             __m256 xh = _mm256_mul_ps(_mm256_sub_ps(load_w(xr + j, w, 0), vm), vi);
