@@ -581,6 +581,13 @@ static void ln_fwd_rows_v256(const ln_task *t, size_t begin, size_t end)
 /* Rows [r0, r1) of the backward: dx as ln_bwd_rows, and (pg, pb not
  * NULL) pg[j] += dy xhat, pb[j] += dy in float, row after row, as
  * ln_bwd_cols sums a block. */
+/* The floats of p in mask k: an unmasked load for a whole vector (the
+ * same values). */
+DL_V512_TARGET static inline __m512 ld512(__mmask16 k, const float *p)
+{
+    return k == 0xffff ? _mm512_loadu_ps(p) : _mm512_maskz_loadu_ps(k, p);
+}
+
 DL_V512_TARGET static void ln_bwd_block_v512(const ln_task *t, int r0, int r1, float *pg, float *pb)
 {
     const int n = t->cols;
@@ -591,9 +598,9 @@ DL_V512_TARGET static void ln_bwd_block_v512(const ln_task *t, int r0, int r1, f
         __m512 a0 = _mm512_setzero_ps(), a1 = a0;
         for (int j = 0; j < n; j += 16) {
             __mmask16 k = dl_v512_mask(n - j < 16 ? n - j : 16);
-            __m512 dy = _mm512_maskz_loadu_ps(k, dyr + j);
-            __m512 xh = _mm512_mul_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, xr + j), vm), vi);
-            __m512 g = _mm512_mul_ps(dy, gm ? _mm512_maskz_loadu_ps(k, gm + j) : one);
+            __m512 dy = ld512(k, dyr + j);
+            __m512 xh = _mm512_mul_ps(_mm512_sub_ps(ld512(k, xr + j), vm), vi);
+            __m512 g = _mm512_mul_ps(dy, gm ? ld512(k, gm + j) : one);
             a0 = _mm512_add_ps(a0, g);
             a1 = _mm512_fmadd_ps(g, xh, a1); /* g is 0 past the row */
             if (pg && k == 0xffff) {
@@ -602,10 +609,8 @@ DL_V512_TARGET static void ln_bwd_block_v512(const ln_task *t, int r0, int r1, f
                 _mm512_storeu_ps(pg + j, _mm512_fmadd_ps(dy, xh, _mm512_loadu_ps(pg + j)));
                 _mm512_storeu_ps(pb + j, _mm512_add_ps(_mm512_loadu_ps(pb + j), dy));
             } else if (pg) {
-                _mm512_mask_storeu_ps(pg + j, k,
-                                      _mm512_fmadd_ps(dy, xh, _mm512_maskz_loadu_ps(k, pg + j)));
-                _mm512_mask_storeu_ps(pb + j, k,
-                                      _mm512_add_ps(_mm512_maskz_loadu_ps(k, pb + j), dy));
+                _mm512_mask_storeu_ps(pg + j, k, _mm512_fmadd_ps(dy, xh, ld512(k, pg + j)));
+                _mm512_mask_storeu_ps(pb + j, k, _mm512_add_ps(ld512(k, pb + j), dy));
             }
         }
         if (!t->dx)
@@ -616,15 +621,13 @@ DL_V512_TARGET static void ln_bwd_block_v512(const ln_task *t, int r0, int r1, f
         float *dxr = t->dx + (size_t)r * n;
         for (int j = 0; j < n; j += 16) {
             __mmask16 k = dl_v512_mask(n - j < 16 ? n - j : 16);
-            __m512 g = _mm512_mul_ps(_mm512_maskz_loadu_ps(k, dyr + j),
-                                     gm ? _mm512_maskz_loadu_ps(k, gm + j) : one);
-            __m512 xh = _mm512_mul_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, xr + j), vm), vi);
+            __m512 g = _mm512_mul_ps(ld512(k, dyr + j), gm ? ld512(k, gm + j) : one);
+            __m512 xh = _mm512_mul_ps(_mm512_sub_ps(ld512(k, xr + j), vm), vi);
             __m512 d = _mm512_fnmadd_ps(xh, vmgx, _mm512_sub_ps(g, vmg));
             if (k == 0xffff)
                 _mm512_storeu_ps(dxr + j, _mm512_fmadd_ps(vi, d, _mm512_loadu_ps(dxr + j)));
             else
-                _mm512_mask_storeu_ps(dxr + j, k,
-                                      _mm512_fmadd_ps(vi, d, _mm512_maskz_loadu_ps(k, dxr + j)));
+                _mm512_mask_storeu_ps(dxr + j, k, _mm512_fmadd_ps(vi, d, ld512(k, dxr + j)));
         }
     }
 }
