@@ -1154,7 +1154,10 @@ typedef struct xent_job {
  * floats). The argmax is only needed as "is it y": z[y] == mx and no
  * earlier class equal to mx. A row whose maximum is not finite (all NaN
  * or -inf, or a +inf) goes to xent_row. The loss is xent_row's
- * expression, the same to float rounding (the lane sums differ). */
+ * expression to float rounding: the exps are dl_v_exp_sm's, the lane
+ * sums are reduced in float, log(sum) is dl_v_log_pos's; the 8- and
+ * 16-lane kernels give the same exps and run the same gradient
+ * operations (their sums differ in the order of the lanes). */
 #define XENT_KEEP 4096
 
 typedef struct xent_group {
