@@ -9,7 +9,8 @@
  * the issue's target is >= 50%. The memcpy runs split over the same
  * number of threads as the backend's pool.
  *
- * usage: bench_membound [threads]   (default 1)
+ * usage: bench_membound [threads [only]]   (default 1 thread, all ops;
+ *        only: run the ops whose name contains it, with memcpy)
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,7 +28,7 @@ typedef struct ctx {
     size_t len;   /* n * c * hw */
     float *x, *y, *dy, *dx, *m, *v, *g, *stats;
     float *gamma, *beta, *rm, *rv, *sm, *si;
-    int32_t *labels;
+    int32_t *labels; /* [len / 65]: i % 65, a label for every class count benched */
 } ctx;
 
 typedef struct op {
@@ -143,10 +144,18 @@ static void r_ln_b(ctx *c)
     c->be->ops->layernorm_backward(c->be, (int)(c->len / 256), 256, c->dx, c->gamma + 256,
                                    c->beta + 256, c->dy, c->x, c->gamma, c->m, c->v);
 }
-static void r_xent(ctx *c)
+static void xent(ctx *c, int classes)
 {
-    c->be->ops->softmax_xent(c->be, (int)(c->len / 100), 100, c->x, c->labels, 0.0f, 1e-3f, c->dx,
-                             c->stats);
+    c->be->ops->softmax_xent(c->be, (int)(c->len / classes), classes, c->x, c->labels, 0.0f, 1e-3f,
+                             c->dx, c->stats);
+}
+static void r_xent(ctx *c) { xent(c, 100); }
+static void r_xent1000(ctx *c) { xent(c, 1000); }
+/* the char-GPT's loss: per-token, a vocabulary of 65 characters */
+static void r_xent_tok(ctx *c)
+{
+    c->be->ops->softmax_xent_tokens(c->be, (int)(c->len / 65), 65, c->x, c->labels, -100, 0.0f,
+                                    1.0f, c->dx, c->stats);
 }
 static void r_adam(ctx *c)
 {
@@ -182,6 +191,8 @@ static const op ops[] = {
     {"layernorm fwd", 8, r_ln_f},
     {"layernorm bwd (dx +=)", 16, r_ln_b},
     {"softmax xent (dx +=)", 12, r_xent},
+    {"softmax xent 1000 classes", 12, r_xent1000},
+    {"xent tokens 65 classes", 12, r_xent_tok},
     {"sgd momentum", 24, r_sgd},
     {"adamw", 32, r_adam},
 };
@@ -215,7 +226,8 @@ static float *buf(size_t n, float lo, float hi, unsigned *seed)
     return p;
 }
 
-static void run_shape(dl_backend *be, int n, int ch, int hw)
+/* Runs memcpy and the ops whose name contains only (all when NULL). */
+static void run_shape(dl_backend *be, int n, int ch, int hw, const char *only)
 {
     unsigned seed = 7;
     ctx c = {.be = be, .n = n, .c = ch, .hw = hw, .len = (size_t)n * ch * hw};
@@ -230,14 +242,16 @@ static void run_shape(dl_backend *be, int n, int ch, int hw)
     c.sm = buf(1024, 0, 0, &seed);
     c.si = buf(1024, 1, 1, &seed);
     c.stats = buf(4, 0, 0, &seed);
-    c.labels = malloc(c.len / 100 * sizeof *c.labels);
+    c.labels = malloc(c.len / 65 * sizeof *c.labels);
     DL_ASSERT(c.labels);
-    for (size_t i = 0; i < c.len / 100; i++)
-        c.labels[i] = (int32_t)(i % 100);
+    for (size_t i = 0; i < c.len / 65; i++)
+        c.labels[i] = (int32_t)(i % 65);
     printf("\nx [%d, %d, %d]: %.1f MB of floats\n", n, ch, hw, (double)c.len * 4 / 1e6);
     printf("  %-26s %9s %9s %9s\n", "op", "ms", "GB/s", "/memcpy");
     double copy_bw = 0;
     for (size_t i = 0; i < sizeof ops / sizeof *ops; i++) {
+        if (i > 0 && only && !strstr(ops[i].name, only))
+            continue;
         double s = time_op(&ops[i], &c);
         double bw = ops[i].bytes_per_elem * (double)c.len / s / 1e9;
         if (i == 0)
@@ -263,7 +277,8 @@ int main(int argc, char **argv)
     }
     bench_cpu_line();
     printf("backend: %s\n", be->description);
-    run_shape(be, 64, 16, 28 * 28);
-    run_shape(be, 64, 32, 14 * 14);
+    const char *only = argc > 2 ? argv[2] : NULL;
+    run_shape(be, 64, 16, 28 * 28, only);
+    run_shape(be, 64, 32, 14 * 14, only);
     return 0;
 }

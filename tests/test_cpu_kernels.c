@@ -8,6 +8,7 @@
 #include "tests/check.h"
 #include "engine/core/backend.h"
 #include "engine/cpu/cpu.h"
+#include "engine/cpu/cpu_vmath.h"
 #include "engine/base/error.h"
 #include "engine/base/half.h"
 #include "engine/base/rng.h"
@@ -1743,12 +1744,12 @@ static void xent_case(int rows, int classes, float sm, float gs)
 
 static void test_softmax_xent_tails(void)
 {
-    static const int classes[] = {1, 2, 7, 15, 16, 17, 31, 33, 100, 257, 4100};
+    static const int classes[] = {1, 2, 7, 15, 16, 17, 31, 33, 65, 96, 100, 257, 1000, 4100};
     int was = dl_cpu_avx512();
     for (int isa = 1; isa >= 0; isa--) {
         dl_cpu_set_avx512(isa);
         for (size_t k = 0; k < sizeof classes / sizeof *classes; k++) {
-            int rows = classes[k] > 1000 ? 5 : 41;
+            int rows = classes[k] > 1000 ? 5 : classes[k] == 1000 ? 11 : 41;
             xent_case(rows, classes[k], 0.0f, 1.0f);
             xent_case(rows, classes[k], 0.1f, 0.25f);
         }
@@ -1760,6 +1761,186 @@ static void test_softmax_xent_tails(void)
         z[25] = NAN;
         CHECK_OK(cpu()->ops->softmax_xent(cpu(), 2, 20, z, lab, 0.0f, 1.0f, NULL, st));
         CHECK_MSG(isnan(st[0]), "isa %d: loss %g of a row with a NaN", isa, st[0]);
+    }
+    dl_cpu_set_avx512(was);
+}
+
+#ifdef DL_CPU_VMATH
+/* The softmax's exp and log (cpu_vmath.h) against libm: exp within its
+ * stated bound (1.7e-7 + |x| 7.3e-8) e^x over [-90, 0], 0 below -87.3
+ * and at -inf; log within 3 ulp over [1, 91] (below e^(1/8), 3 ulp of
+ * 1/8); the 16-lane versions
+ * the same bits as the 8-lane ones where the CPU has AVX-512F. */
+DL_V512_TARGET static void softmax_vmath_v512(float x, float *e16, float *l16)
+{
+    float e[16], l[16];
+    _mm512_storeu_ps(e, dl_v512_exp_sm(_mm512_set1_ps(x)));
+    _mm512_storeu_ps(l, dl_v512_log_pos(_mm512_set1_ps(1.0f - x)));
+    *e16 = e[5], *l16 = l[11];
+}
+
+static void test_softmax_vmath(void)
+{
+    const int wide = __builtin_cpu_supports("avx512f");
+    double worst_e = 0, worst_l = 0;
+    int same = 1;
+    for (int i = 0; i <= 3000000; i++) {
+        float x = -90.0f * (float)i / 3000000.0f, e8[8], l8[8], e16 = 0, l16 = 0;
+        _mm256_storeu_ps(e8, dl_v_exp_sm(_mm256_set1_ps(x)));
+        _mm256_storeu_ps(l8, dl_v_log_pos(_mm256_set1_ps(1.0f - x)));
+        double want = exp((double)x), bound = (1.7e-7 + fabs(x) * 7.3e-8) * want;
+        if (x < -87.3f)
+            CHECK_MSG(e8[3] == 0, "exp_sm(%g) = %g, want 0", x, e8[3]);
+        else
+            worst_e = fmax(worst_e, fabs(e8[3] - want) / bound);
+        /* near log 1 = 0 an ulp shrinks while the error does not: there
+         * in ulps of 1/8 */
+        double lw = log((double)(1.0f - x)), at = fmax(lw, 0.125);
+        double ulp = nextafterf((float)at, 1e9f) - (float)at;
+        if (x < 0)
+            worst_l = fmax(worst_l, fabs(l8[6] - lw) / ulp);
+        if (wide) {
+            softmax_vmath_v512(x, &e16, &l16);
+            same &= e16 == e8[3] && l16 == l8[6];
+        }
+    }
+    float ninf[8];
+    _mm256_storeu_ps(ninf, dl_v_exp_sm(_mm256_set1_ps(-INFINITY)));
+    CHECK(ninf[0] == 0);
+    CHECK_MSG(worst_e <= 1.0, "exp_sm: worst error %.3g of its bound", worst_e);
+    CHECK_MSG(worst_l <= 3.0, "log_pos: worst error %.3g ulp", worst_l);
+    CHECK_MSG(same, "the 16-lane exp_sm / log_pos differ from the 8-lane ones");
+}
+#endif
+
+/* Per-token softmax cross-entropy with ignored rows among the kept ones
+ * (groups whose gradient pass skips some rows), on both kernels and row
+ * lengths with every kind of tail, against a double reference: summed
+ * loss, correct count, kept count, gradient of the mean (grad_scale =
+ * kept, so a scale of 1) added onto a nonzero one; ignored rows' d keeps
+ * its bits (a -0 among them stays -0). The same bits at 1 and 3 threads. */
+static void xent_tokens_case(int rows, int classes)
+{
+    size_t nz = (size_t)rows * classes;
+    float *z = frandv(nz), *d0 = frandv(nz), *d[2], st[2][3];
+    int32_t *lab = malloc(rows * sizeof *lab);
+    int kept = 0;
+    for (size_t i = 0; i < nz; i++)
+        z[i] *= 8;
+    for (int r = 0; r < rows; r++) {
+        lab[r] = r % 4 == 1 || r % 7 == 3 ? -100 : irand(0, classes - 1);
+        kept += lab[r] != -100;
+        if (lab[r] == -100)
+            d0[(size_t)r * classes] = -0.0f;
+    }
+    for (int k = 0; k < 2; k++) {
+        dl_backend *be = dl_backend_cpu_create(k == 0 ? 1 : 3);
+        d[k] = fcopy(d0, nz);
+        st[k][0] = st[k][1] = st[k][2] = 0;
+        CHECK_OK(be->ops->softmax_xent_tokens(be, rows, classes, z, lab, -100, 0.1f, (float)kept,
+                                              d[k], st[k]));
+        dl_backend_cpu_destroy(be);
+    }
+    double loss = 0, worst = 0;
+    int correct = 0, untouched = 1;
+    for (int r = 0; r < rows; r++) {
+        const float *zr = z + (size_t)r * classes;
+        size_t at0 = (size_t)r * classes;
+        if (lab[r] == -100) {
+            untouched &= memcmp(d[0] + at0, d0 + at0, (size_t)classes * 4) == 0;
+            continue;
+        }
+        double mx = zr[0], sum = 0, zs = 0;
+        int arg = 0;
+        for (int c = 1; c < classes; c++)
+            if (zr[c] > mx)
+                mx = zr[c], arg = c;
+        for (int c = 0; c < classes; c++)
+            sum += exp(zr[c] - mx), zs += zr[c] - mx;
+        double lse = log(sum);
+        loss += 0.9 * (lse - (zr[lab[r]] - mx)) + 0.1 * (lse - zs / classes);
+        correct += arg == lab[r];
+        for (int c = 0; c < classes; c++) {
+            double t = 0.1 / classes + (c == lab[r] ? 0.9 : 0);
+            double g = d0[at0 + c] + (exp(zr[c] - mx) / sum - t), e = fabs(d[0][at0 + c] - g);
+            worst = e > worst ? e : worst;
+        }
+    }
+    CHECK_MSG(fabs(st[0][0] - loss) <= 1e-5 * fabs(loss), "%d x %d: loss %.9g, want %.9g", rows,
+              classes, st[0][0], loss);
+    CHECK_MSG(st[0][1] == (float)correct && st[0][2] == (float)kept,
+              "%d x %d: correct %g kept %g, want %d %d", rows, classes, st[0][1], st[0][2], correct,
+              kept);
+    CHECK_MSG(worst < 2e-6, "%d x %d: worst gradient error %g", rows, classes, worst);
+    CHECK_MSG(untouched, "%d x %d: an ignored row's gradient changed", rows, classes);
+    CHECK_MSG(memcmp(d[0], d[1], nz * 4) == 0 && memcmp(st[0], st[1], sizeof st[0]) == 0,
+              "%d x %d: 1 and 3 threads differ", rows, classes);
+    free(z), free(d0), free(d[0]), free(d[1]), free(lab);
+}
+
+static void test_softmax_xent_tokens_tails(void)
+{
+    static const int classes[] = {1, 7, 15, 16, 17, 33, 65, 96, 100, 1000, 4100};
+    int was = dl_cpu_avx512();
+    for (int isa = 1; isa >= 0; isa--) {
+        dl_cpu_set_avx512(isa);
+        for (size_t k = 0; k < sizeof classes / sizeof *classes; k++)
+            xent_tokens_case(classes[k] >= 1000 ? 23 : 301, classes[k]);
+    }
+    dl_cpu_set_avx512(was);
+}
+
+/* Rows with extreme logits, each on its own and all in one call, on both
+ * kernels: a logit of 1e30 (the label's: loss 0, gradient 0; another's:
+ * loss 1e30 - z_y, gradient +1 there and -1 at the label), every class
+ * -inf but the label (loss 0, gradient 0), -inf but the label and one
+ * other equal to it (loss log 2, gradient +-1/2). */
+static void test_softmax_xent_extremes(void)
+{
+    static const int classes[] = {5, 17, 100};
+    int was = dl_cpu_avx512();
+    for (int isa = 1; isa >= 0; isa--) {
+        dl_cpu_set_avx512(isa);
+        for (size_t k = 0; k < sizeof classes / sizeof *classes; k++) {
+            const int n = classes[k], rows = 4;
+            float *z = frandv((size_t)rows * n), *d = calloc((size_t)rows * n, 4), all[2] = {0, 0};
+            int32_t lab[4] = {3, 4, 2, 1};
+            z[0 * n + 3] = 1e30f;
+            z[1 * n + 3] = 1e30f;
+            for (int c = 0; c < n; c++) {
+                z[2 * n + c] = c == 2 ? 0.5f : -INFINITY;
+                z[3 * n + c] = c == 1 || c == 4 ? -7.0f : -INFINITY;
+            }
+            double want_loss[4] = {0, 1e30 - (double)z[1 * n + 4], 0, log(2.0)};
+            double want_d[4][5] = {
+                {0, 0, 0, 0, 0}, {0, 0, 0, 1, -1}, {0, 0, 0, 0, 0}, {0, -0.5, 0, 0, 0.5}};
+            for (int r = 0; r < rows; r++) {
+                float st[2] = {0, 0}, *dr = calloc(n, 4);
+                CHECK_OK(cpu()->ops->softmax_xent(cpu(), 1, n, z + (size_t)r * n, lab + r, 0.0f,
+                                                  1.0f, dr, st));
+                CHECK_MSG(fabs(st[0] - want_loss[r]) <= 1e-6 * fabs(want_loss[r]) + 1e-6,
+                          "isa %d, %d classes, row %d: loss %g, want %g", isa, n, r, st[0],
+                          want_loss[r]);
+                CHECK_MSG(st[1] == (r == 0 || r == 2 || r == 3 ? 1.0f : 0.0f),
+                          "isa %d, %d classes, row %d: correct %g", isa, n, r, st[1]);
+                double worst = 0;
+                for (int c = 0; c < n; c++) {
+                    double e = fabs(dr[c] - (c < 5 ? want_d[r][c] : 0));
+                    worst = e > worst ? e : worst;
+                }
+                CHECK_MSG(worst < 1e-6, "isa %d, %d classes, row %d: gradient off by %g", isa, n, r,
+                          worst);
+                memcpy(d + (size_t)r * n, dr, (size_t)n * 4);
+                free(dr);
+            }
+            /* all four in one call: the same gradients, the losses summed */
+            float *d2 = calloc((size_t)rows * n, 4);
+            CHECK_OK(cpu()->ops->softmax_xent(cpu(), rows, n, z, lab, 0.0f, 1.0f, d2, all));
+            CHECK_MSG(memcmp(d, d2, (size_t)rows * n * 4) == 0 && all[1] == 3.0f,
+                      "isa %d, %d classes: rows together differ from rows alone", isa, n);
+            CHECK_NEAR(all[0], 1e30, 1e24);
+            free(z), free(d), free(d2);
+        }
     }
     dl_cpu_set_avx512(was);
 }
@@ -1835,6 +2016,11 @@ int main(void)
     RUN(test_dropout_masks);
     RUN(test_softmax_xent_reference);
     RUN(test_softmax_xent_tails);
+#ifdef DL_CPU_VMATH
+    RUN(test_softmax_vmath);
+#endif
+    RUN(test_softmax_xent_tokens_tails);
+    RUN(test_softmax_xent_extremes);
     RUN(test_norm_threads);
     CHECK_EXIT();
 }

@@ -1215,7 +1215,10 @@ typedef struct xent_job {
  * floats). The argmax is only needed as "is it y": z[y] == mx and no
  * earlier class equal to mx. A row whose maximum is not finite (all NaN
  * or -inf, or a +inf) goes to xent_row. The loss is xent_row's
- * expression, the same to float rounding (the lane sums differ). */
+ * expression to float rounding: the exps are dl_v_exp_sm's, the lane
+ * sums are reduced in float, log(sum) is dl_v_log_pos's; the 8- and
+ * 16-lane kernels give the same exps and run the same gradient
+ * operations (their sums differ in the order of the lanes). */
 #define XENT_KEEP 4096
 
 typedef struct xent_group {
@@ -1223,30 +1226,30 @@ typedef struct xent_group {
     int stride; /* floats between two rows' exps in ez (0: not kept) */
     float mx[XENT_BLOCK];
     double sum[XENT_BLOCK], zsum[XENT_BLOCK];
+    float lse[XENT_BLOCK]; /* log(sum), of the 16 at once */
     float ez[XENT_KEEP + 16];
 } xent_group;
 
-/* Rows of a group: as many as keep their exps in ez, 1 to XENT_BLOCK. */
+/* Rows of a group: as many as keep their exps in ez, 1 to XENT_BLOCK.
+ * The rows' exps lie end to end (stride = classes), as their gradients
+ * do in dlogits, so that the gradient pass runs over the group as one
+ * flat array (xent_grad_v512, xent_grad_v256). */
 static void xent_group_size(const xent_job *j, xent_group *g)
 {
-    int stride = (j->classes + 15) & ~15;
-    g->stride = j->dlogits && stride <= XENT_KEEP ? stride : 0;
+    g->stride = j->dlogits && j->classes <= XENT_KEEP ? j->classes : 0;
     int rows = g->stride ? XENT_KEEP / g->stride : XENT_BLOCK;
     g->r1 = g->r0 + (rows < XENT_BLOCK ? rows : XENT_BLOCK);
 }
 
-/* The loss of row r of the group from its sums; *correct += (first, the
- * first class equal to the maximum, or -1) == y. */
-static inline double xent_loss(const xent_job *j, const xent_group *g, int r, int first,
-                               int *correct)
+/* The loss of row r of the group from its sums and log-sum-exp. */
+static inline double xent_loss(const xent_job *j, const xent_group *g, int r)
 {
     const float *z = j->logits + (size_t)r * j->classes;
     int i = r - g->r0, y = j->labels[r];
-    double lse = log(g->sum[i]);
-    double nll = lse - (z[y] - g->mx[i]);
-    double mean_nll = lse - g->zsum[i] / j->classes;
-    *correct += first == y;
-    return xent_mix(nll, mean_nll, g->zsum[i], j->smoothing);
+    double nll = (double)g->lse[i] - (z[y] - g->mx[i]);
+    if (j->smoothing == 0)
+        return xent_mix(nll, 0, g->zsum[i], 0);
+    return xent_mix(nll, (double)g->lse[i] - g->zsum[i] / j->classes, g->zsum[i], j->smoothing);
 }
 
 /* Whether row r of the group takes the vector path: not ignored, and a
@@ -1267,6 +1270,47 @@ static void xent_other_row(const xent_job *j, int r, double *loss, int *correct)
     *loss += xent_row(z, j->classes, j->labels[r], j->smoothing, j->grad_scale, d, correct);
 }
 
+/* The losses of the group's rows in row order, after their sums: a row
+ * off the vector path goes through xent_other_row (its gradient too).
+ * first_max(j, g, r): the first class of row r equal to its maximum, or
+ * -1; asked only when the label's logit is the maximum. Returns the mask
+ * of the group's vector rows (bit i: row r0 + i). */
+static unsigned xent_group_losses(const xent_job *j, const xent_group *g, double *loss,
+                                  int *correct,
+                                  int (*first_max)(const xent_job *, const xent_group *, int))
+{
+    unsigned live = 0;
+    double sum = *loss; /* in a register, not through the pointer */
+    int hits = *correct;
+    for (int r = g->r0; r < g->r1; r++) {
+        if (!xent_vector_row(j, g, r)) {
+            xent_other_row(j, r, &sum, &hits);
+            continue;
+        }
+        int y = j->labels[r];
+        live |= 1u << (r - g->r0);
+        sum += xent_loss(j, g, r);
+        hits +=
+            j->logits[(size_t)r * j->classes + y] == g->mx[r - g->r0] && first_max(j, g, r) == y;
+    }
+    *loss = sum;
+    *correct = hits;
+    return live;
+}
+
+/* Per vector row i of the group (bit i of live): a[i] = grad_scale / sum
+ * (the float product), y[i] its label's place in the group's flat array
+ * (i classes + label); 0 and -1 for the others of the 16. */
+static void xent_grad_coefs(const xent_job *j, const xent_group *g, unsigned live, float *a,
+                            int32_t *y)
+{
+    for (int i = 0; i < XENT_BLOCK; i++) {
+        int on = g->r0 + i < g->r1 && (live >> i & 1);
+        a[i] = on ? j->grad_scale * (float)(1.0 / g->sum[i]) : 0.0f;
+        y[i] = on ? i * j->classes + j->labels[g->r0 + i] : -1;
+    }
+}
+
 /* The last n % 16 floats of a row at p (lanes past them: missing): a
  * whole vector when that stays inside the array (it ends at end), a
  * masked load otherwise. Which one is used never changes a result. */
@@ -1278,6 +1322,159 @@ DL_V512_TARGET static inline __m512 tail_v512(const float *p, const float *end, 
     return _mm512_mask_loadu_ps(missing, k, p);
 }
 
+DL_V512_TARGET static int first_max_v512(const xent_job *j, const xent_group *g, int r)
+{
+    const int n = j->classes, y = j->labels[r];
+    const float *z = j->logits + (size_t)r * n;
+    const float mx = g->mx[r - g->r0];
+    const __m512 vm = _mm512_set1_ps(mx);
+    for (int c = 0; z[y] == mx && c <= y; c += 16) {
+        __mmask16 k = n - c >= 16 ? (__mmask16)0xffff : dl_v512_mask(n - c);
+        __mmask16 eq = _mm512_mask_cmp_ps_mask(k, _mm512_maskz_loadu_ps(k, z + c), vm, _CMP_EQ_OQ);
+        if (eq)
+            return c + __builtin_ctz(eq);
+    }
+    return -1;
+}
+
+/* d += grad_scale (e / sum - target) over the group's rows as one flat
+ * array of rows x classes floats (the exps in ez alike), vectors at every
+ * 16th float: a masked store per row made the next row's loads of d wait
+ * for it to retire, here only the group's last vector is masked. A
+ * vector inside a row takes the row's a and label; one that straddles
+ * rows finds each lane's row from its place q, as floor((q + 1/2) /
+ * classes) in float (q < 4112: the product's error stays far below the
+ * 1/2 classes it has), and the row's a and label place from the 16 in
+ * one register. Per element: fma(e, a, -grad_scale smoothing / classes),
+ * less grad_scale (1 - smoothing) at the label, added to d; lanes of rows
+ * not in live keep d as it is. */
+DL_V512_TARGET static void xent_grad_v512(const xent_job *j, const xent_group *g, unsigned live)
+{
+    const int n = j->classes, rows = g->r1 - g->r0, len = rows * n;
+    float a[XENT_BLOCK];
+    int32_t y[XENT_BLOCK];
+    xent_grad_coefs(j, g, live, a, y);
+    float *d = j->dlogits + (size_t)g->r0 * n;
+    const float *ez = g->ez; /* room for a vector past len */
+    const __m512 va = _mm512_loadu_ps(a), inv = _mm512_set1_ps(1.0f / (float)n);
+    const __m512 half = _mm512_set1_ps(0.5f / (float)n);
+    const __m512 vb = _mm512_set1_ps(-j->grad_scale * (j->smoothing / (float)n));
+    const __m512 vt = _mm512_set1_ps(j->grad_scale * (1.0f - j->smoothing));
+    const __m512i vy = _mm512_loadu_si512(y), one = _mm512_set1_epi32(1);
+    const __m512i vlive = _mm512_set1_epi32((int)live);
+    const __m512i lanes = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    int p = 0;
+    for (int i = 0; i < rows; i++) {
+        const int end = (i + 1) * n;
+        if (live >> i & 1) {
+            const __m512 ai = _mm512_set1_ps(a[i]);
+            for (; p + 16 <= end; p += 16) {
+                __m512 gr = _mm512_fmadd_ps(_mm512_loadu_ps(ez + p), ai, vb);
+                unsigned at = (unsigned)(y[i] - p);
+                gr = _mm512_mask_sub_ps(gr, at < 16 ? (__mmask16)(1u << at) : 0, gr, vt);
+                _mm512_storeu_ps(d + p, _mm512_add_ps(_mm512_loadu_ps(d + p), gr));
+            }
+        } else {
+            p += (end - p) / 16 * 16;
+        }
+        if (p >= end)
+            continue;
+        /* the vector from p straddles rows i, i + 1, ... */
+        __m512i q = _mm512_add_epi32(_mm512_set1_epi32(p), lanes);
+        __m512i row = _mm512_cvttps_epi32(_mm512_fmadd_ps(_mm512_cvtepi32_ps(q), inv, half));
+        __m512 gr = _mm512_fmadd_ps(_mm512_loadu_ps(ez + p), _mm512_permutexvar_ps(row, va), vb);
+        __mmask16 at = _mm512_cmpeq_epi32_mask(q, _mm512_permutexvar_epi32(row, vy));
+        gr = _mm512_mask_sub_ps(gr, at, gr, vt);
+        __mmask16 on = _mm512_test_epi32_mask(_mm512_srlv_epi32(vlive, row), one);
+        __mmask16 k = len - p >= 16 ? (__mmask16)0xffff : dl_v512_mask(len - p);
+        __m512 o = _mm512_maskz_loadu_ps(k, d + p);
+        _mm512_mask_storeu_ps(d + p, k, _mm512_mask_add_ps(o, on, o, gr));
+        p += 16;
+    }
+}
+
+/* The same for rows too long to keep their exps (more than XENT_KEEP
+ * classes): row by row, the exps again (the same bits as their sums'). */
+DL_V512_TARGET static void xent_grad_rows_v512(const xent_job *j, const xent_group *g,
+                                               unsigned live)
+{
+    const int n = j->classes, full = n & ~15;
+    const __mmask16 tail = dl_v512_mask(n - full);
+    const __m512 zero = _mm512_setzero_ps();
+    const float *zend = j->logits + (size_t)j->rows * n;
+    const float *dend = j->dlogits + (size_t)j->rows * n;
+    float a[XENT_BLOCK];
+    int32_t ys[XENT_BLOCK];
+    xent_grad_coefs(j, g, live, a, ys);
+    const __m512 vb = _mm512_set1_ps(-j->grad_scale * (j->smoothing / (float)n));
+    const __m512 vt = _mm512_set1_ps(j->grad_scale * (1.0f - j->smoothing));
+    for (int r = g->r0; r < g->r1; r++) {
+        int i = r - g->r0, y = ys[i] - i * n;
+        if (!(live >> i & 1))
+            continue;
+        const float *z = j->logits + (size_t)r * n;
+        float *d = j->dlogits + (size_t)r * n;
+        const __m512 vm = _mm512_set1_ps(g->mx[i]), va = _mm512_set1_ps(a[i]);
+        int c = 0;
+        for (; c + 16 <= n; c += 16) {
+            __m512 e = dl_v512_exp_sm(_mm512_sub_ps(_mm512_loadu_ps(z + c), vm));
+            __m512 gr = _mm512_fmadd_ps(e, va, vb);
+            unsigned at = (unsigned)(y - c);
+            gr = _mm512_mask_sub_ps(gr, at < 16 ? (__mmask16)(1u << at) : 0, gr, vt);
+            _mm512_storeu_ps(d + c, _mm512_add_ps(_mm512_loadu_ps(d + c), gr));
+        }
+        if (tail) {
+            __m512 e = dl_v512_exp_sm(_mm512_sub_ps(tail_v512(z + c, zend, tail, zero), vm));
+            __m512 gr = _mm512_fmadd_ps(e, va, vb);
+            unsigned at = (unsigned)(y - c);
+            gr = _mm512_mask_sub_ps(gr, at < 16 ? (__mmask16)(1u << at) : 0, gr, vt);
+            __m512 o = _mm512_add_ps(tail_v512(d + c, dend, tail, zero), gr);
+            _mm512_mask_storeu_ps(d + c, tail, o);
+        }
+    }
+}
+
+/* The lane sums (max: the largest lanes) of 16 vectors v[0..16) at
+ * once: lane i of the result is v[i]'s, by a tree of shuffles (46
+ * operations, where a reduction of each vector takes 10 and waits on
+ * each step). */
+DL_V512_TARGET static inline __m512 hred16_v512(const __m512 *v, int max)
+{
+#define RED(p, q) (max ? _mm512_max_ps(p, q) : _mm512_add_ps(p, q))
+    __m512 a[8], b[4], c[2];
+    for (int k = 0; k < 8; k++) /* rows 2k, 2k+1: 8 partial sums each */
+        a[k] = RED(_mm512_shuffle_f32x4(v[2 * k], v[2 * k + 1], 0x44),
+                   _mm512_shuffle_f32x4(v[2 * k], v[2 * k + 1], 0xEE));
+    for (int m = 0; m < 4; m++) /* block i: row 4m + i, 4 partial sums */
+        b[m] = RED(_mm512_shuffle_f32x4(a[2 * m], a[2 * m + 1], 0x88),
+                   _mm512_shuffle_f32x4(a[2 * m], a[2 * m + 1], 0xDD));
+    for (int t = 0; t < 2; t++) /* block i: rows 8t + i, 8t + 4 + i, 2 each */
+        c[t] = RED(_mm512_shuffle_ps(b[2 * t], b[2 * t + 1], _MM_SHUFFLE(1, 0, 1, 0)),
+                   _mm512_shuffle_ps(b[2 * t], b[2 * t + 1], _MM_SHUFFLE(3, 2, 3, 2)));
+    /* lane 4i + k: row 4k + i */
+    __m512 s = RED(_mm512_shuffle_ps(c[0], c[1], _MM_SHUFFLE(2, 0, 2, 0)),
+                   _mm512_shuffle_ps(c[0], c[1], _MM_SHUFFLE(3, 1, 3, 1)));
+#undef RED
+    const __m512i order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+    return _mm512_permutexvar_ps(order, s);
+}
+
+/* The group's sums and log-sum-exps from its rows' lane sums. */
+DL_V512_TARGET static void xent_sums_v512(xent_group *g, const __m512 *sums, const __m512 *zsums)
+{
+    float sum[XENT_BLOCK], zsum[XENT_BLOCK];
+    __m512 s = hred16_v512(sums, 0);
+    _mm512_storeu_ps(sum, s);
+    _mm512_storeu_ps(zsum, hred16_v512(zsums, 0));
+    /* rows off the vector path have a sum of 0: log(1) instead */
+    __mmask16 none = _mm512_cmp_ps_mask(s, _mm512_setzero_ps(), _CMP_EQ_OQ);
+    _mm512_storeu_ps(g->lse, dl_v512_log_pos(_mm512_mask_mov_ps(s, none, _mm512_set1_ps(1.0f))));
+    for (int i = 0; i < g->r1 - g->r0; i++) {
+        g->sum[i] = sum[i];
+        g->zsum[i] = zsum[i];
+    }
+}
+
 DL_V512_TARGET static void xent_group_v512(const xent_job *j, xent_group *g, double *loss,
                                            int *correct)
 {
@@ -1285,6 +1482,7 @@ DL_V512_TARGET static void xent_group_v512(const xent_job *j, xent_group *g, dou
     const __mmask16 tail = dl_v512_mask(n - full);
     const __m512 ninf = _mm512_set1_ps(-INFINITY), zero = _mm512_setzero_ps();
     const float *zend = j->logits + (size_t)j->rows * n;
+    __m512 maxes[XENT_BLOCK];
     for (int r = g->r0; r < g->r1; r++) {
         const float *z = j->logits + (size_t)r * n;
         /* max(v, m) gives m where v is NaN: NaN never wins */
@@ -1298,13 +1496,19 @@ DL_V512_TARGET static void xent_group_v512(const xent_job *j, xent_group *g, dou
             m0 = _mm512_max_ps(_mm512_loadu_ps(z + c), m0);
         if (tail)
             m1 = _mm512_max_ps(tail_v512(z + full, zend, tail, ninf), m1);
-        g->mx[r - g->r0] = _mm512_reduce_max_ps(_mm512_max_ps(m0, m1));
+        maxes[r - g->r0] = _mm512_max_ps(m0, m1);
     }
-    for (int r = g->r0; r < g->r1; r++) {
+    for (int i = g->r1 - g->r0; i < XENT_BLOCK; i++)
+        maxes[i] = ninf;
+    _mm512_storeu_ps(g->mx, hred16_v512(maxes, 1));
+    /* each row's lane sums, reduced together after the rows */
+    __m512 sums[XENT_BLOCK], zsums[XENT_BLOCK];
+    for (int r = g->r0; r < g->r0 + XENT_BLOCK; r++) {
         int i = r - g->r0;
         const float *z = j->logits + (size_t)r * n;
         float *keep = g->stride ? g->ez + (size_t)i * g->stride : NULL;
-        if (!xent_vector_row(j, g, r))
+        sums[i] = zsums[i] = zero;
+        if (r >= g->r1 || !xent_vector_row(j, g, r))
             continue;
         const __m512 vm = _mm512_set1_ps(g->mx[i]);
         __m512 s0 = zero, s1 = zero, zs = zero;
@@ -1312,7 +1516,7 @@ DL_V512_TARGET static void xent_group_v512(const xent_job *j, xent_group *g, dou
         for (; c + 32 <= full; c += 32) {
             __m512 v0 = _mm512_sub_ps(_mm512_loadu_ps(z + c), vm);
             __m512 v1 = _mm512_sub_ps(_mm512_loadu_ps(z + c + 16), vm);
-            __m512 e0 = dl_v512_exp_le0(v0), e1 = dl_v512_exp_le0(v1);
+            __m512 e0 = dl_v512_exp_sm(v0), e1 = dl_v512_exp_sm(v1);
             s0 = _mm512_add_ps(s0, e0);
             s1 = _mm512_add_ps(s1, e1);
             zs = _mm512_add_ps(zs, _mm512_add_ps(v0, v1));
@@ -1322,7 +1526,7 @@ DL_V512_TARGET static void xent_group_v512(const xent_job *j, xent_group *g, dou
             }
         }
         if (c < full) {
-            __m512 v = _mm512_sub_ps(_mm512_loadu_ps(z + c), vm), e = dl_v512_exp_le0(v);
+            __m512 v = _mm512_sub_ps(_mm512_loadu_ps(z + c), vm), e = dl_v512_exp_sm(v);
             s0 = _mm512_add_ps(s0, e);
             zs = _mm512_add_ps(zs, v);
             if (keep)
@@ -1331,71 +1535,26 @@ DL_V512_TARGET static void xent_group_v512(const xent_job *j, xent_group *g, dou
         if (tail) {
             /* lanes past the row: v = 0 - 0 and e = 0 */
             __m512 v = _mm512_maskz_sub_ps(tail, tail_v512(z + full, zend, tail, zero), vm);
-            __m512 e = _mm512_maskz_mov_ps(tail, dl_v512_exp_le0(v));
+            __m512 e = _mm512_maskz_mov_ps(tail, dl_v512_exp_sm(v));
             s1 = _mm512_add_ps(s1, e);
             zs = _mm512_add_ps(zs, v);
-            if (keep)
-                _mm512_storeu_ps(keep + full, e); /* the row's stride has room */
+            if (keep) /* over the next row's start, written after this */
+                _mm512_storeu_ps(keep + full, e);
         }
-        dl_v512_hsum2(_mm512_add_ps(s0, s1), zs, &g->sum[i], &g->zsum[i]);
+        sums[i] = _mm512_add_ps(s0, s1);
+        zsums[i] = zs;
     }
-    const float off = j->smoothing / (float)n;
-    const float *dend = j->dlogits ? j->dlogits + (size_t)j->rows * n : NULL;
-    for (int r = g->r0; r < g->r1; r++) {
-        int i = r - g->r0, y = j->labels[r];
-        const float *z = j->logits + (size_t)r * n;
-        float *d = j->dlogits ? j->dlogits + (size_t)r * n : NULL;
-        float mx = g->mx[i];
-        if (!xent_vector_row(j, g, r)) {
-            xent_other_row(j, r, loss, correct);
-            continue;
-        }
-        /* the first class equal to mx, looked for only when it may be y */
-        int first = -1;
-        const __m512 vm = _mm512_set1_ps(mx);
-        for (int c = 0; z[y] == mx && c <= y; c += 16) {
-            __mmask16 k = c < full ? (__mmask16)0xffff : tail;
-            __mmask16 eq =
-                _mm512_mask_cmp_ps_mask(k, _mm512_maskz_loadu_ps(k, z + c), vm, _CMP_EQ_OQ);
-            if (eq) {
-                first = c + __builtin_ctz(eq);
-                break;
-            }
-        }
-        *loss += xent_loss(j, g, r, first, correct);
-        if (!d)
-            continue;
-        /* d[c] += grad_scale * (e_c / sum - target_c): e_c a + b, and
-         * the label's lane less grad_scale (1 - smoothing) in the same
-         * vector (a scalar d[y] -= after the vector store would wait for
-         * it to retire) */
-        const float *keep = g->stride ? g->ez + (size_t)i * g->stride : NULL;
-        const __m512 va = _mm512_set1_ps(j->grad_scale * (float)(1.0 / g->sum[i]));
-        const __m512 vb = _mm512_set1_ps(-j->grad_scale * off);
-        const __m512 vy = _mm512_set1_ps(j->grad_scale * (1.0f - j->smoothing));
-        int c = 0;
-        for (; c + 16 <= n; c += 16) {
-            __m512 e = keep ? _mm512_loadu_ps(keep + c)
-                            : dl_v512_exp_le0(_mm512_sub_ps(_mm512_loadu_ps(z + c), vm));
-            __m512 gr = _mm512_fmadd_ps(e, va, vb);
-            unsigned at = (unsigned)(y - c);
-            gr = _mm512_mask_sub_ps(gr, at < 16 ? (__mmask16)(1u << at) : 0, gr, vy);
-            _mm512_storeu_ps(d + c, _mm512_add_ps(_mm512_loadu_ps(d + c), gr));
-        }
-        if (tail) {
-            __m512 e = keep
-                           ? _mm512_loadu_ps(keep + c)
-                           : dl_v512_exp_le0(_mm512_sub_ps(tail_v512(z + c, zend, tail, zero), vm));
-            __m512 gr = _mm512_fmadd_ps(e, va, vb);
-            unsigned at = (unsigned)(y - c);
-            gr = _mm512_mask_sub_ps(gr, at < 16 ? (__mmask16)(1u << at) : 0, gr, vy);
-            __m512 o = _mm512_add_ps(tail_v512(d + c, dend, tail, zero), gr);
-            _mm512_mask_storeu_ps(d + c, tail, o);
-        }
-    }
+    xent_sums_v512(g, sums, zsums);
+    unsigned live = xent_group_losses(j, g, loss, correct, first_max_v512);
+    if (!j->dlogits)
+        return;
+    if (g->stride)
+        xent_grad_v512(j, g, live);
+    else
+        xent_grad_rows_v512(j, g, live);
 }
 
-/* The same on 8 lanes (AVX2), through row_exp_sums and row_grad. */
+/* The same on 8 lanes (AVX2): the same exps and gradient operations. */
 static inline __m256 load_or(const float *p, int w, __m256 missing)
 {
     if (w == 8)
@@ -1403,10 +1562,202 @@ static inline __m256 load_or(const float *p, int w, __m256 missing)
     return _mm256_blendv_ps(missing, dl_v_load_tail(p, w), _mm256_castsi256_ps(dl_v_mask(w)));
 }
 
+/* The first w < 8 floats at p, the other lanes anything: a whole vector
+ * when that stays inside the array (it ends at end). */
+static inline __m256 tail_v256(const float *p, const float *end, int w)
+{
+    return end - p >= 8 ? _mm256_loadu_ps(p) : dl_v_load_tail(p, w);
+}
+
+static int first_max_v256(const xent_job *j, const xent_group *g, int r)
+{
+    const int n = j->classes, y = j->labels[r];
+    const float *z = j->logits + (size_t)r * n;
+    const float mx = g->mx[r - g->r0];
+    const __m256 vm = _mm256_set1_ps(mx), ninf = _mm256_set1_ps(-INFINITY);
+    for (int c = 0; z[y] == mx && c <= y; c += 8) {
+        int w = n - c < 8 ? n - c : 8;
+        int eq = _mm256_movemask_ps(_mm256_cmp_ps(load_or(z + c, w, ninf), vm, _CMP_EQ_OQ));
+        if (eq)
+            return c + __builtin_ctz((unsigned)eq);
+    }
+    return -1;
+}
+
+/* hred16_v512 on 8 lanes: lane i of the result is v[i]'s sum (max). */
+static inline __m256 hred8_v256(const __m256 *v, int max)
+{
+#define RED(p, q) (max ? _mm256_max_ps(p, q) : _mm256_add_ps(p, q))
+    __m256 a[4], c[2];
+    for (int k = 0; k < 4; k++) /* rows 2k, 2k+1: 4 partial sums each */
+        a[k] = RED(_mm256_permute2f128_ps(v[2 * k], v[2 * k + 1], 0x20),
+                   _mm256_permute2f128_ps(v[2 * k], v[2 * k + 1], 0x31));
+    for (int t = 0; t < 2; t++) /* half h: rows 4t + h, 4t + 2 + h, 2 each */
+        c[t] = RED(_mm256_shuffle_ps(a[2 * t], a[2 * t + 1], _MM_SHUFFLE(1, 0, 1, 0)),
+                   _mm256_shuffle_ps(a[2 * t], a[2 * t + 1], _MM_SHUFFLE(3, 2, 3, 2)));
+    /* half h: rows h, 2 + h, 4 + h, 6 + h */
+    __m256 s = RED(_mm256_shuffle_ps(c[0], c[1], _MM_SHUFFLE(2, 0, 2, 0)),
+                   _mm256_shuffle_ps(c[0], c[1], _MM_SHUFFLE(3, 1, 3, 1)));
+#undef RED
+    return _mm256_permutevar8x32_ps(s, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+}
+
+/* xent_sums_v512 on 8 lanes. */
+static void xent_sums_v256(xent_group *g, const __m256 *sums, const __m256 *zsums)
+{
+    for (int h = 0; h < XENT_BLOCK; h += 8) {
+        float sum[8], zsum[8];
+        __m256 s = hred8_v256(sums + h, 0);
+        _mm256_storeu_ps(sum, s);
+        _mm256_storeu_ps(zsum, hred8_v256(zsums + h, 0));
+        __m256 none = _mm256_cmp_ps(s, _mm256_setzero_ps(), _CMP_EQ_OQ);
+        _mm256_storeu_ps(g->lse + h, dl_v_log_pos(_mm256_blendv_ps(s, _mm256_set1_ps(1.0f), none)));
+        for (int i = h; i < h + 8 && i < g->r1 - g->r0; i++) {
+            g->sum[i] = sum[i - h];
+            g->zsum[i] = zsum[i - h];
+        }
+    }
+}
+
+/* Row r's lanes of the sums of exp(z - mx) and of z - mx, the exps kept
+ * in ez when the group keeps them. */
+static void xent_row_v256(const xent_job *j, xent_group *g, int r, __m256 *sum, __m256 *zsum)
+{
+    const int n = j->classes, i = r - g->r0;
+    const float *z = j->logits + (size_t)r * n, *zend = j->logits + (size_t)j->rows * n;
+    float *keep = g->stride ? g->ez + (size_t)i * g->stride : NULL;
+    const __m256 vm = _mm256_set1_ps(g->mx[i]), zero = _mm256_setzero_ps();
+    __m256 s0 = zero, s1 = zero, zs = zero;
+    int c = 0;
+    for (; c + 16 <= n; c += 16) {
+        __m256 v0 = _mm256_sub_ps(_mm256_loadu_ps(z + c), vm);
+        __m256 v1 = _mm256_sub_ps(_mm256_loadu_ps(z + c + 8), vm);
+        __m256 e0 = dl_v_exp_sm(v0), e1 = dl_v_exp_sm(v1);
+        s0 = _mm256_add_ps(s0, e0);
+        s1 = _mm256_add_ps(s1, e1);
+        zs = _mm256_add_ps(zs, _mm256_add_ps(v0, v1));
+        if (keep) {
+            _mm256_storeu_ps(keep + c, e0);
+            _mm256_storeu_ps(keep + c + 8, e1);
+        }
+    }
+    if (c + 8 <= n) {
+        __m256 v = _mm256_sub_ps(_mm256_loadu_ps(z + c), vm), e = dl_v_exp_sm(v);
+        s0 = _mm256_add_ps(s0, e);
+        zs = _mm256_add_ps(zs, v);
+        if (keep)
+            _mm256_storeu_ps(keep + c, e);
+        c += 8;
+    }
+    if (c < n) {
+        /* lanes past the row: v = 0 and e = 0 */
+        __m256 in = _mm256_castsi256_ps(dl_v_mask(n - c));
+        __m256 v = _mm256_and_ps(_mm256_sub_ps(tail_v256(z + c, zend, n - c), vm), in);
+        __m256 e = _mm256_and_ps(dl_v_exp_sm(v), in);
+        s1 = _mm256_add_ps(s1, e);
+        zs = _mm256_add_ps(zs, v);
+        if (keep) /* over the next row's start, written after this */
+            _mm256_storeu_ps(keep + c, e);
+    }
+    *sum = _mm256_add_ps(s0, s1);
+    *zsum = zs;
+}
+
+/* xent_grad_v512 on 8 lanes: in a straddling vector, a row's a and
+ * label place from the two halves of the 16 by two permutes and a blend. */
+static void xent_grad_v256(const xent_job *j, const xent_group *g, unsigned live)
+{
+    const int n = j->classes, rows = g->r1 - g->r0, len = rows * n;
+    float a[XENT_BLOCK];
+    int32_t y[XENT_BLOCK];
+    xent_grad_coefs(j, g, live, a, y);
+    float *d = j->dlogits + (size_t)g->r0 * n;
+    const float *ez = g->ez;
+    const __m256 a0 = _mm256_loadu_ps(a), a1 = _mm256_loadu_ps(a + 8);
+    const __m256i y0 = _mm256_loadu_si256((const __m256i *)y);
+    const __m256i y1 = _mm256_loadu_si256((const __m256i *)(y + 8));
+    const __m256 inv = _mm256_set1_ps(1.0f / (float)n), half = _mm256_set1_ps(0.5f / (float)n);
+    const __m256 vb = _mm256_set1_ps(-j->grad_scale * (j->smoothing / (float)n));
+    const __m256 vt = _mm256_set1_ps(j->grad_scale * (1.0f - j->smoothing));
+    const __m256i seven = _mm256_set1_epi32(7), one = _mm256_set1_epi32(1);
+    const __m256i vlive = _mm256_set1_epi32((int)live);
+    const __m256i lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    int p = 0;
+    for (int i = 0; i < rows; i++) {
+        const int end = (i + 1) * n;
+        if (live >> i & 1) {
+            const __m256 ai = _mm256_set1_ps(a[i]);
+            const __m256i yi = _mm256_set1_epi32(y[i]);
+            for (; p + 8 <= end; p += 8) {
+                __m256 gr = _mm256_fmadd_ps(_mm256_loadu_ps(ez + p), ai, vb);
+                /* gr - 0 is gr: the label's lane alone changes */
+                __m256i at = _mm256_cmpeq_epi32(_mm256_add_epi32(_mm256_set1_epi32(p), lanes), yi);
+                gr = _mm256_sub_ps(gr, _mm256_and_ps(_mm256_castsi256_ps(at), vt));
+                _mm256_storeu_ps(d + p, _mm256_add_ps(_mm256_loadu_ps(d + p), gr));
+            }
+        } else {
+            p += (end - p) / 8 * 8;
+        }
+        if (p >= end)
+            continue;
+        __m256i q = _mm256_add_epi32(_mm256_set1_epi32(p), lanes);
+        __m256i row = _mm256_cvttps_epi32(_mm256_fmadd_ps(_mm256_cvtepi32_ps(q), inv, half));
+        __m256i hi = _mm256_cmpgt_epi32(row, seven);
+        __m256 ar = _mm256_blendv_ps(_mm256_permutevar8x32_ps(a0, row),
+                                     _mm256_permutevar8x32_ps(a1, row), _mm256_castsi256_ps(hi));
+        __m256i yr = _mm256_blendv_epi8(_mm256_permutevar8x32_epi32(y0, row),
+                                        _mm256_permutevar8x32_epi32(y1, row), hi);
+        __m256 gr = _mm256_fmadd_ps(_mm256_loadu_ps(ez + p), ar, vb);
+        gr = _mm256_sub_ps(gr, _mm256_and_ps(_mm256_castsi256_ps(_mm256_cmpeq_epi32(q, yr)), vt));
+        int w = len - p < 8 ? len - p : 8;
+        __m256 o = w == 8 ? _mm256_loadu_ps(d + p) : dl_v_load_tail(d + p, w);
+        __m256i on = _mm256_and_si256(_mm256_srlv_epi32(vlive, row), one);
+        __m256 s = _mm256_blendv_ps(o, _mm256_add_ps(o, gr),
+                                    _mm256_castsi256_ps(_mm256_cmpeq_epi32(on, one)));
+        if (w == 8)
+            _mm256_storeu_ps(d + p, s);
+        else
+            dl_v_store_tail(d + p, s, w);
+        p += 8;
+    }
+}
+
+/* xent_grad_rows_v512 on 8 lanes. */
+static void xent_grad_rows_v256(const xent_job *j, const xent_group *g, unsigned live)
+{
+    const int n = j->classes;
+    float a[XENT_BLOCK];
+    int32_t ys[XENT_BLOCK];
+    xent_grad_coefs(j, g, live, a, ys);
+    const __m256 vb = _mm256_set1_ps(-j->grad_scale * (j->smoothing / (float)n));
+    const __m256 vt = _mm256_set1_ps(j->grad_scale * (1.0f - j->smoothing));
+    const __m256i lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    for (int r = g->r0; r < g->r1; r++) {
+        int i = r - g->r0;
+        if (!(live >> i & 1))
+            continue;
+        const float *z = j->logits + (size_t)r * n;
+        float *d = j->dlogits + (size_t)r * n;
+        const __m256 vm = _mm256_set1_ps(g->mx[i]), va = _mm256_set1_ps(a[i]);
+        for (int c = 0; c < n; c += 8) {
+            int w = n - c < 8 ? n - c : 8;
+            __m256 zc = w == 8 ? _mm256_loadu_ps(z + c) : dl_v_load_tail(z + c, w);
+            __m256 gr = _mm256_fmadd_ps(dl_v_exp_sm(_mm256_sub_ps(zc, vm)), va, vb);
+            __m256i at = _mm256_cmpeq_epi32(lanes, _mm256_set1_epi32(ys[i] - i * n - c));
+            gr = _mm256_sub_ps(gr, _mm256_and_ps(_mm256_castsi256_ps(at), vt));
+            if (w == 8)
+                _mm256_storeu_ps(d + c, _mm256_add_ps(_mm256_loadu_ps(d + c), gr));
+            else
+                dl_v_store_tail(d + c, _mm256_add_ps(dl_v_load_tail(d + c, w), gr), w);
+        }
+    }
+}
+
 static void xent_group_v256(const xent_job *j, xent_group *g, double *loss, int *correct)
 {
     const int n = j->classes;
     const __m256 ninf = _mm256_set1_ps(-INFINITY);
+    __m256 maxes[XENT_BLOCK];
     for (int r = g->r0; r < g->r1; r++) {
         const float *z = j->logits + (size_t)r * n;
         __m256 m0 = ninf, m1 = ninf;
@@ -1417,43 +1768,27 @@ static void xent_group_v256(const xent_job *j, xent_group *g, double *loss, int 
         }
         for (; c < n; c += 8)
             m0 = _mm256_max_ps(load_or(z + c, n - c < 8 ? n - c : 8, ninf), m0);
-        float part[8], mx = -INFINITY;
-        _mm256_storeu_ps(part, _mm256_max_ps(m0, m1));
-        for (int k = 0; k < 8; k++)
-            mx = part[k] > mx ? part[k] : mx;
-        g->mx[r - g->r0] = mx;
+        maxes[r - g->r0] = _mm256_max_ps(m0, m1);
     }
-    for (int r = g->r0; r < g->r1; r++) {
+    for (int i = g->r1 - g->r0; i < XENT_BLOCK; i++)
+        maxes[i] = ninf;
+    _mm256_storeu_ps(g->mx, hred8_v256(maxes, 1));
+    _mm256_storeu_ps(g->mx + 8, hred8_v256(maxes + 8, 1));
+    __m256 sums[XENT_BLOCK], zsums[XENT_BLOCK];
+    for (int r = g->r0; r < g->r0 + XENT_BLOCK; r++) {
         int i = r - g->r0;
-        if (!xent_vector_row(j, g, r))
-            continue;
-        row_exp_sums(j->logits + (size_t)r * n, n, g->mx[i],
-                     g->stride ? g->ez + (size_t)i * g->stride : NULL, &g->sum[i], &g->zsum[i]);
+        sums[i] = zsums[i] = _mm256_setzero_ps();
+        if (r < g->r1 && xent_vector_row(j, g, r))
+            xent_row_v256(j, g, r, &sums[i], &zsums[i]);
     }
-    for (int r = g->r0; r < g->r1; r++) {
-        int i = r - g->r0, y = j->labels[r];
-        const float *z = j->logits + (size_t)r * n;
-        float *d = j->dlogits ? j->dlogits + (size_t)r * n : NULL;
-        float mx = g->mx[i];
-        if (!xent_vector_row(j, g, r)) {
-            xent_other_row(j, r, loss, correct);
-            continue;
-        }
-        int first = -1;
-        const __m256 vm = _mm256_set1_ps(mx);
-        for (int c = 0; z[y] == mx && c <= y; c += 8) {
-            int w = n - c < 8 ? n - c : 8;
-            int eq = _mm256_movemask_ps(_mm256_cmp_ps(load_or(z + c, w, ninf), vm, _CMP_EQ_OQ));
-            if (eq) {
-                first = c + __builtin_ctz((unsigned)eq);
-                break;
-            }
-        }
-        *loss += xent_loss(j, g, r, first, correct);
-        if (d)
-            row_grad(d, z, g->stride ? g->ez + (size_t)i * g->stride : NULL, n, y, mx,
-                     (float)(1.0 / g->sum[i]), j->smoothing, j->grad_scale);
-    }
+    xent_sums_v256(g, sums, zsums);
+    unsigned live = xent_group_losses(j, g, loss, correct, first_max_v256);
+    if (!j->dlogits)
+        return;
+    if (g->stride)
+        xent_grad_v256(j, g, live);
+    else
+        xent_grad_rows_v256(j, g, live);
 }
 #endif
 

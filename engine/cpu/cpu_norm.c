@@ -527,9 +527,67 @@ DL_V512_TARGET static void ln_fwd_rows_v512(const ln_task *t, size_t begin, size
     }
 }
 
+/* The forward on 8 lanes (AVX2), grouped as ln_fwd_rows_v512: the
+ * statistics as plane_moments computes them (its bits), the
+ * normalisation as row_norm's (its bits) with gamma and beta loaded
+ * whole but in the tail. */
+static void ln_stats_v256(const ln_task *t, size_t r)
+{
+    const int n = t->cols;
+    const float *x = t->x + r * n;
+    double m[2] = {0.0, 0.0};
+    plane_moments(x, n, x[0], m);
+    double dmu = m[0] / n, ss = m[1] - dmu * m[0];
+    t->save_mean[r] = (float)(x[0] + dmu);
+    t->save_invstd[r] = (float)(1.0 / sqrt((ss > 0 ? ss : 0) / n + t->eps));
+}
+
+/* row_norm with gamma and beta: two vectors a step, then row_norm for
+ * the rest (the same operations, the same bits). */
+static void ln_norm_v256(const ln_task *t, size_t r)
+{
+    const int n = t->cols;
+    const float *x = t->x + r * n, *gm = t->gamma, *bt = t->beta;
+    float *y = t->y + r * n;
+    const __m256 vm = _mm256_set1_ps(t->save_mean[r]), vi = _mm256_set1_ps(t->save_invstd[r]);
+    int j = 0;
+    if (gm && bt)
+        for (; j + 16 <= n; j += 16) {
+            __m256 v0 = _mm256_mul_ps(_mm256_sub_ps(_mm256_loadu_ps(x + j), vm), vi);
+            __m256 v1 = _mm256_mul_ps(_mm256_sub_ps(_mm256_loadu_ps(x + j + 8), vm), vi);
+            _mm256_storeu_ps(y + j,
+                             _mm256_fmadd_ps(_mm256_loadu_ps(gm + j), v0, _mm256_loadu_ps(bt + j)));
+            _mm256_storeu_ps(y + j + 8, _mm256_fmadd_ps(_mm256_loadu_ps(gm + j + 8), v1,
+                                                        _mm256_loadu_ps(bt + j + 8)));
+        }
+    if (j < n)
+        row_norm(y + j, x + j, n - j, t->save_mean[r], t->save_invstd[r], gm ? gm + j : NULL,
+                 bt ? bt + j : NULL);
+}
+
+static void ln_fwd_rows_v256(const ln_task *t, size_t begin, size_t end)
+{
+    size_t group = LN_GROUP_FLOATS / (size_t)t->cols;
+    group = group < 1 ? 1 : group > 16 ? 16 : group;
+    for (size_t r0 = begin; r0 < end; r0 += group) {
+        size_t r1 = r0 + group < end ? r0 + group : end;
+        for (size_t r = r0; r < r1; r++)
+            ln_stats_v256(t, r);
+        for (size_t r = r0; r < r1; r++)
+            ln_norm_v256(t, r);
+    }
+}
+
 /* Rows [r0, r1) of the backward: dx as ln_bwd_rows, and (pg, pb not
  * NULL) pg[j] += dy xhat, pb[j] += dy in float, row after row, as
  * ln_bwd_cols sums a block. */
+/* The floats of p in mask k: an unmasked load for a whole vector (the
+ * same values). */
+DL_V512_TARGET static inline __m512 ld512(__mmask16 k, const float *p)
+{
+    return k == 0xffff ? _mm512_loadu_ps(p) : _mm512_maskz_loadu_ps(k, p);
+}
+
 DL_V512_TARGET static void ln_bwd_block_v512(const ln_task *t, int r0, int r1, float *pg, float *pb)
 {
     const int n = t->cols;
@@ -540,16 +598,19 @@ DL_V512_TARGET static void ln_bwd_block_v512(const ln_task *t, int r0, int r1, f
         __m512 a0 = _mm512_setzero_ps(), a1 = a0;
         for (int j = 0; j < n; j += 16) {
             __mmask16 k = dl_v512_mask(n - j < 16 ? n - j : 16);
-            __m512 dy = _mm512_maskz_loadu_ps(k, dyr + j);
-            __m512 xh = _mm512_mul_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, xr + j), vm), vi);
-            __m512 g = _mm512_mul_ps(dy, gm ? _mm512_maskz_loadu_ps(k, gm + j) : one);
+            __m512 dy = ld512(k, dyr + j);
+            __m512 xh = _mm512_mul_ps(_mm512_sub_ps(ld512(k, xr + j), vm), vi);
+            __m512 g = _mm512_mul_ps(dy, gm ? ld512(k, gm + j) : one);
             a0 = _mm512_add_ps(a0, g);
             a1 = _mm512_fmadd_ps(g, xh, a1); /* g is 0 past the row */
-            if (pg) {
-                _mm512_mask_storeu_ps(pg + j, k,
-                                      _mm512_fmadd_ps(dy, xh, _mm512_maskz_loadu_ps(k, pg + j)));
-                _mm512_mask_storeu_ps(pb + j, k,
-                                      _mm512_add_ps(_mm512_maskz_loadu_ps(k, pb + j), dy));
+            if (pg && k == 0xffff) {
+                /* whole vectors unmasked: the next row's loads of a
+                 * masked store's floats wait for it to retire */
+                _mm512_storeu_ps(pg + j, _mm512_fmadd_ps(dy, xh, _mm512_loadu_ps(pg + j)));
+                _mm512_storeu_ps(pb + j, _mm512_add_ps(_mm512_loadu_ps(pb + j), dy));
+            } else if (pg) {
+                _mm512_mask_storeu_ps(pg + j, k, _mm512_fmadd_ps(dy, xh, ld512(k, pg + j)));
+                _mm512_mask_storeu_ps(pb + j, k, _mm512_add_ps(ld512(k, pb + j), dy));
             }
         }
         if (!t->dx)
@@ -560,25 +621,47 @@ DL_V512_TARGET static void ln_bwd_block_v512(const ln_task *t, int r0, int r1, f
         float *dxr = t->dx + (size_t)r * n;
         for (int j = 0; j < n; j += 16) {
             __mmask16 k = dl_v512_mask(n - j < 16 ? n - j : 16);
-            __m512 g = _mm512_mul_ps(_mm512_maskz_loadu_ps(k, dyr + j),
-                                     gm ? _mm512_maskz_loadu_ps(k, gm + j) : one);
-            __m512 xh = _mm512_mul_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, xr + j), vm), vi);
+            __m512 g = _mm512_mul_ps(ld512(k, dyr + j), gm ? ld512(k, gm + j) : one);
+            __m512 xh = _mm512_mul_ps(_mm512_sub_ps(ld512(k, xr + j), vm), vi);
             __m512 d = _mm512_fnmadd_ps(xh, vmgx, _mm512_sub_ps(g, vmg));
-            _mm512_mask_storeu_ps(dxr + j, k,
-                                  _mm512_fmadd_ps(vi, d, _mm512_maskz_loadu_ps(k, dxr + j)));
+            if (k == 0xffff)
+                _mm512_storeu_ps(dxr + j, _mm512_fmadd_ps(vi, d, _mm512_loadu_ps(dxr + j)));
+            else
+                _mm512_mask_storeu_ps(dxr + j, k, _mm512_fmadd_ps(vi, d, ld512(k, dxr + j)));
         }
     }
 }
 
-/* The same on 8 lanes (AVX2). */
+/* The same on 8 lanes (AVX2): whole pairs of vectors first (two chains
+ * for the row's sums), then the rest one vector a step. */
 static void ln_bwd_block_v256(const ln_task *t, int r0, int r1, float *pg, float *pb)
 {
-    const int n = t->cols;
+    const int n = t->cols, pairs = n & ~15;
     for (int r = r0; r < r1; r++) {
         const float *xr = t->x + (size_t)r * n, *dyr = t->dy + (size_t)r * n, *gm = t->gamma;
         const __m256 vm = _mm256_set1_ps(t->smean[r]), vi = _mm256_set1_ps(t->sinvstd[r]);
-        __m256 a0 = _mm256_setzero_ps(), a1 = a0;
-        for (int j = 0; j < n; j += 8) {
+        __m256 a0 = _mm256_setzero_ps(), a1 = a0, c0 = a0, c1 = a0;
+        int j = 0;
+        for (; j < pairs; j += 8) {
+            /* even and odd vectors in two chains each */
+            __m256 dy = _mm256_loadu_ps(dyr + j);
+            __m256 xh = _mm256_mul_ps(_mm256_sub_ps(_mm256_loadu_ps(xr + j), vm), vi);
+            __m256 g = _mm256_mul_ps(dy, load_w(gm ? gm + j : NULL, 8, 1));
+            if (j & 8) {
+                c0 = _mm256_add_ps(c0, g);
+                c1 = _mm256_fmadd_ps(g, xh, c1);
+            } else {
+                a0 = _mm256_add_ps(a0, g);
+                a1 = _mm256_fmadd_ps(g, xh, a1);
+            }
+            if (pg) {
+                _mm256_storeu_ps(pg + j, _mm256_fmadd_ps(dy, xh, _mm256_loadu_ps(pg + j)));
+                _mm256_storeu_ps(pb + j, _mm256_add_ps(_mm256_loadu_ps(pb + j), dy));
+            }
+        }
+        a0 = _mm256_add_ps(a0, c0);
+        a1 = _mm256_add_ps(a1, c1);
+        for (; j < n; j += 8) {
             int w = n - j < 8 ? n - j : 8;
             __m256 dy = load_w(dyr + j, w, 0);
             __m256 xh = _mm256_mul_ps(_mm256_sub_ps(load_w(xr + j, w, 0), vm), vi);
@@ -602,7 +685,7 @@ static void ln_bwd_block_v256(const ln_task *t, int r0, int r1, float *pg, float
         float mg = (float)(dl_v_hsum(a0) / n), mgx = (float)(dl_v_hsum(a1) / n);
         __m256 vmg = _mm256_set1_ps(mg), vmgx = _mm256_set1_ps(mgx);
         float *dxr = t->dx + (size_t)r * n;
-        for (int j = 0; j < n; j += 8) {
+        for (j = 0; j < n; j += 8) {
             int w = n - j < 8 ? n - j : 8;
             __m256 g = _mm256_mul_ps(load_w(dyr + j, w, 0), load_w(gm ? gm + j : NULL, w, 1));
             __m256 xh = _mm256_mul_ps(_mm256_sub_ps(load_w(xr + j, w, 0), vm), vi);
@@ -675,8 +758,11 @@ static void ln_fwd_task(void *arg, size_t begin, size_t end)
 {
     const ln_task *t = arg;
 #ifdef DL_CPU_VMATH
-    if (dl_v512_usable() && t->save_mean && t->save_invstd) {
-        ln_fwd_rows_v512(t, begin, end);
+    if (t->save_mean && t->save_invstd) {
+        if (dl_v512_usable())
+            ln_fwd_rows_v512(t, begin, end);
+        else
+            ln_fwd_rows_v256(t, begin, end);
         return;
     }
 #endif
