@@ -9,8 +9,15 @@
  * the issue's target is >= 50%. The memcpy runs split over the same
  * number of threads as the backend's pool.
  *
- * usage: bench_membound [threads [only]]   (default 1 thread, all ops;
- *        only: run the ops whose name contains it, with memcpy)
+ * At the default batch the tensors stay in cache, as in a small CNN's
+ * step between its convolutions. A larger batch (a third argument) puts
+ * them past the L3, as a ResNet step's activations are: then the ops and
+ * memcpy both stream from memory, and the shares say how near the ops
+ * come to memory's speed rather than the cache's.
+ *
+ * usage: bench_membound [threads [only [batch]]]   (default 1 thread, all
+ *        ops, batch 64; only: run the ops whose name contains it, with
+ *        memcpy; "-" for all)
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -277,8 +284,13 @@ int main(int argc, char **argv)
     }
     bench_cpu_line();
     printf("backend: %s\n", be->description);
-    const char *only = argc > 2 ? argv[2] : NULL;
-    run_shape(be, 64, 16, 28 * 28, only);
-    run_shape(be, 64, 32, 14 * 14, only);
+    const char *only = argc > 2 && strcmp(argv[2], "-") ? argv[2] : NULL;
+    int batch = argc > 3 ? atoi(argv[3]) : 64;
+    if (batch < 1) {
+        fprintf(stderr, "bench_membound: batch '%s': expected a positive number\n", argv[3]);
+        return 2;
+    }
+    run_shape(be, batch, 16, 28 * 28, only);
+    run_shape(be, batch, 32, 14 * 14, only);
     return 0;
 }
