@@ -38,6 +38,7 @@
 #include "engine/base/error.h"
 #include "engine/base/half.h"
 #include "engine/cpu/cpu.h"
+#include "engine/cpu/cpu_vmath.h"
 
 #if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
 #define HAVE_1X1 1
@@ -156,22 +157,10 @@ static void pack_a(float *ap, const float *a, int rows, int kdim, int trans, int
 
 #if HAVE_1X1
 
-/* v rounded to bf16 (nearest even; NaN stays a quiet NaN), as
- * dl_f32_to_bf16 then back. */
-K1_TARGET static K1_INLINE __m512 rnd(__m512 v)
-{
-    __m512i u = _mm512_castps_si512(v);
-    __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
-    __m512i r = _mm512_add_epi32(u, _mm512_add_epi32(_mm512_set1_epi32(0x7fff), lsb));
-    __mmask16 nan = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
-    r = _mm512_mask_or_epi32(r, nan, u, _mm512_set1_epi32(0x400000));
-    return _mm512_castsi512_ps(_mm512_and_si512(r, _mm512_set1_epi32((int)0xffff0000u)));
-}
-
 K1_TARGET static K1_INLINE __m512 load_b(const float *p, __mmask16 m, int full, int bf16)
 {
     __m512 v = full ? _mm512_loadu_ps(p) : _mm512_maskz_loadu_ps(m, p);
-    return bf16 ? rnd(v) : v;
+    return bf16 ? dl_v512_round_bf16(v) : v;
 }
 
 /* How an output block is stored: written, written plus a bias per row, or
@@ -411,7 +400,7 @@ K1_TARGET static void round_rows(float *dst, const float *src, int rows, int n, 
             __mmask16 m = left >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << left) - 1);
             __m512 v = _mm512_maskz_loadu_ps(m, sr + j);
             acc = _mm512_add_ps(acc, v);
-            _mm512_mask_storeu_ps(dr + j, m, rnd(v));
+            _mm512_mask_storeu_ps(dr + j, m, dl_v512_round_bf16(v));
         }
         if (sum)
             sum[r] += _mm512_reduce_add_ps(acc);

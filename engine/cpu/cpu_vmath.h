@@ -1,4 +1,4 @@
-/* cpu_vmath.h - 8-lane AVX2 building blocks of the CPU kernels: exp, erf, tail masks, sums
+/* cpu_vmath.h - 8- and 16-lane building blocks of the CPU kernels: exp, erf, log, tail masks, sums, bf16 rounding
  *
  * Only for builds that target AVX2 with FMA (the Makefile's x86-64-v3);
  * kernels keep a scalar loop for other builds. A kernel runs its tail (the
@@ -319,6 +319,25 @@ DL_V512_TARGET static inline void dl_v512_hsum2(__m512 a, __m512 b, double *sa, 
 
 /* The first n lanes (0 <= n <= 16). */
 static inline __mmask16 dl_v512_mask(int n) { return (__mmask16)((1u << n) - 1u); }
+#endif
+
+/* --- bf16 rounding on 16 lanes, for any x86 build: the kernels that call
+ * it are compiled with target("avx512f") themselves and chosen at run
+ * time (the direct stem and 1x1 convolutions). */
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+#include <immintrin.h>
+
+/* v rounded to bf16 and back: dl_f32_to_bf16's bits (round to nearest
+ * even; a NaN stays NaN with its quiet bit set). */
+__attribute__((target("avx512f"), always_inline)) static inline __m512 dl_v512_round_bf16(__m512 v)
+{
+    __m512i u = _mm512_castps_si512(v);
+    __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
+    __m512i r = _mm512_add_epi32(u, _mm512_add_epi32(_mm512_set1_epi32(0x7fff), lsb));
+    __mmask16 nan = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+    r = _mm512_mask_or_epi32(r, nan, u, _mm512_set1_epi32(0x400000));
+    return _mm512_castsi512_ps(_mm512_and_si512(r, _mm512_set1_epi32((int)0xffff0000u)));
+}
 #endif
 
 #endif

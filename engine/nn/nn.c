@@ -479,6 +479,15 @@ static int res_forward(dl_layer *l, dl_pass *p, const float *x, float *y)
     return res_run(l, p, x, y, 0);
 }
 
+/* dx += block'(x)^T dy: the block's share, always added (after the
+ * shortcut's). */
+static int res_block_grads(dl_layer *l, dl_pass *p, const float *x, const float *dy, float *dx)
+{
+    residual *r = (residual *)l;
+    return child_backward(l->child[0], NULL, p, x, (const float *)(p->act + r->yb_off), dy, dx,
+                          NULL, RUN_ADD);
+}
+
 /* dx (+)= shortcut'(x)^T dy + block'(x)^T dy; the shortcut's share is
  * added (RUN_ADD) or written (RUN_SET), the block's always added. */
 static int res_grads(dl_layer *l, dl_pass *p, const float *x, const float *dy, float *dx, int mode)
@@ -493,8 +502,7 @@ static int res_grads(dl_layer *l, dl_pass *p, const float *x, const float *dy, f
         DL_TRY(p->be->ops->copy(p->be, dx, dy, count * sizeof(float)));
     else if (dx)
         DL_TRY(p->be->ops->axpy(p->be, dx, 1.0f, dy, count));
-    return child_backward(l->child[0], NULL, p, x, (const float *)(p->act + r->yb_off), dy, dx,
-                          NULL, RUN_ADD);
+    return res_block_grads(l, p, x, dy, dx);
 }
 
 static int res_backward(dl_layer *l, dl_pass *p, const float *x, const float *y, const float *dy,
@@ -530,10 +538,8 @@ int dl_residual_relu_backward(dl_layer *res, dl_pass *p, const float *x, const f
         DL_TRY(p->be->ops->add_relu_backward_set(p->be, mid, NULL, y, dy, count));
         return res_grads(res, p, x, mid, dx, add ? RUN_ADD : RUN_SET);
     }
-    residual *r = (residual *)res;
     DL_TRY(p->be->ops->add_relu_backward_set(p->be, mid, dx, y, dy, count));
-    return child_backward(res->child[0], NULL, p, x, (const float *)(p->act + r->yb_off), mid, dx,
-                          NULL, RUN_ADD);
+    return res_block_grads(res, p, x, mid, dx);
 }
 
 static int res_backward_set(dl_layer *l, dl_pass *p, const float *x, const float *y,
