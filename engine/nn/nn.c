@@ -994,6 +994,11 @@ static const dl_layer *leading_param_leaf(const dl_model *m, const dl_layer *l)
     return NULL;
 }
 
+const dl_layer *dl_model_input_grad_skipped(const dl_model *m)
+{
+    return leading_param_leaf(m, m->root);
+}
+
 double dl_model_train_flops(const dl_model *m)
 {
     const dl_layer *lead = leading_param_leaf(m, m->root);

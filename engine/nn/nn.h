@@ -335,6 +335,9 @@ double dl_model_flops(const dl_model *m);
  * the forward (weight and input gradients) except the input gradient of a
  * leading parameter layer, which nothing reads (see Sequential). */
 double dl_model_train_flops(const dl_model *m);
+/* The leading parameter layer whose input gradient is never computed (its
+ * backward does the weight gradient only), or NULL. */
+const dl_layer *dl_model_input_grad_skipped(const dl_model *m);
 
 /* Raw state for optimizers and checkpoints: device pointers. */
 typedef struct dl_model_state {

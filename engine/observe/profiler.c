@@ -23,6 +23,7 @@ typedef struct layer_ent {
     char name[48];
     char kind[24];
     int depth, parent, leaf;
+    int no_dx;       /* its backward computes no input gradient */
     double flops_ps; /* self forward FLOPs per sample */
     double in_numel, out_numel, params;
     long fcalls, bcalls;
@@ -203,6 +204,7 @@ static void add_layer(dl_layer *l, int depth, void *arg)
     if (depth < 64)
         w->stack[depth] = i;
     e->leaf = l->nchild == 0;
+    e->no_dx = l == dl_model_input_grad_skipped(p->model);
     double children = 0;
     for (int c = 0; c < l->nchild; c++)
         children += l->child[c]->flops;
@@ -485,7 +487,9 @@ void dl_profiler_arm_pass(dl_profiler *p, dl_pass *pass)
 static double layer_flops(const layer_ent *e, int backward, double rows)
 {
     double f = e->flops_ps * rows;
-    return backward ? (e->params > 0 ? 2 * f : f) : f;
+    /* a parameter layer's backward is the weight gradient and, unless
+     * nothing reads it, the input gradient: each as much as the forward */
+    return backward ? (e->params > 0 && !e->no_dx ? 2 * f : f) : f;
 }
 
 /* Compulsory traffic estimate in bytes (f32): forward reads x and the
