@@ -1252,6 +1252,109 @@ static void test_adam(void)
     }
 }
 
+/* dl_optim_step_lowp writes the low-precision copy in the update's pass
+ * (the backend's _lowp ops): the weights and the copy must be the same
+ * bits as the update followed by a cast (the path of a backend without
+ * those ops), and the copy must be each weight rounded as half.h rounds
+ * it. Every optimizer kind, bf16 and f16, weight-decay runs (the biases
+ * skip decay, so the update is split), 1 and 2 threads, two steps. */
+static int lowp_calls;
+static const dl_backend_ops *lowp_real;
+static int count_sgd_lowp(dl_backend *b, size_t n, float *w, float *g, float *m, float lr,
+                          float momentum, float wd, int nesterov, float grad_scale, void *w_lp,
+                          dl_dtype lp)
+{
+    lowp_calls++;
+    return lowp_real->sgd_update_lowp(b, n, w, g, m, lr, momentum, wd, nesterov, grad_scale, w_lp,
+                                      lp);
+}
+static int count_adam_lowp(dl_backend *b, size_t n, float *w, float *g, float *m, float *v,
+                           float lr, float beta1, float beta2, float eps, float wd, int decoupled,
+                           long step, float grad_scale, void *w_lp, dl_dtype lp)
+{
+    lowp_calls++;
+    return lowp_real->adam_update_lowp(b, n, w, g, m, v, lr, beta1, beta2, eps, wd, decoupled, step,
+                                       grad_scale, w_lp, lp);
+}
+
+static dl_model *lowp_model(dl_backend *b, int moments)
+{
+    dl_layer *seq = dl_nn_sequential();
+    dl_nn_sequential_add(seq, dl_nn_linear(37, 29, 1));
+    dl_nn_sequential_add(seq, dl_nn_activation(DL_ACT_RELU));
+    dl_nn_sequential_add(seq, dl_nn_linear(29, 5, 1));
+    dl_model *m;
+    dl_model_create(&m, seq, &(dl_shape){1, {37}});
+    dl_model_init_state(m, b, moments, 7);
+    return m;
+}
+
+static void lowp_grads(dl_model *m, int step)
+{
+    dl_model_state s;
+    dl_model_get_state(m, &s);
+    for (size_t i = 0; i < s.count; i++)
+        s.grads[i] = (float)sin(0.37 * (double)i + step) * (i % 3 ? 0.5f : 2.0f);
+}
+
+static void test_optim_lowp_copy(void)
+{
+    lowp_real = be->ops;
+    if (!be->ops->sgd_update_lowp || !be->ops->adam_update_lowp) {
+        SKIP("the CPU backend has no update that writes the low-precision copy");
+        return;
+    }
+    const dl_optim opts[] = {
+        dl_optim_sgd(0.1f, 0, 0, 0.01f),   dl_optim_sgd(0.1f, 0.9f, 0, 0.01f),
+        dl_optim_sgd(0.1f, 0.9f, 1, 0.05f), dl_optim_adam(0.01f, 0.01f),
+        dl_optim_adamw(0.01f, 0.1f),
+    };
+    const dl_dtype lps[] = {DL_BF16, DL_F16};
+    for (int threads = 1; threads <= 2; threads++) {
+        dl_backend *cpu = dl_backend_cpu(threads);
+        dl_backend_ops fused_ops = *cpu->ops, plain_ops = *cpu->ops;
+        fused_ops.sgd_update_lowp = count_sgd_lowp;
+        fused_ops.adam_update_lowp = count_adam_lowp;
+        plain_ops.sgd_update_lowp = NULL;
+        plain_ops.adam_update_lowp = NULL;
+        lowp_real = cpu->ops;
+        dl_backend fused = *cpu, plain = *cpu;
+        fused.ops = &fused_ops;
+        plain.ops = &plain_ops;
+        for (size_t k = 0; k < sizeof opts / sizeof opts[0]; k++)
+            for (int l = 0; l < 2; l++) {
+                const dl_optim *o = &opts[k];
+                dl_model *a = lowp_model(&fused, dl_optim_moments(o));
+                dl_model *b = lowp_model(&plain, dl_optim_moments(o));
+                lowp_calls = 0;
+                for (int step = 1; step <= 2; step++) {
+                    lowp_grads(a, step);
+                    lowp_grads(b, step);
+                    CHECK_OK(dl_optim_step_lowp(o, a, o->lr, step, 0.5f, NULL, lps[l]));
+                    CHECK_OK(dl_optim_step_lowp(o, b, o->lr, step, 0.5f, NULL, lps[l]));
+                }
+                CHECK(lowp_calls >= 2 * 2); /* decay runs: at least two calls a step */
+                dl_model_state sa, sb;
+                dl_model_get_state(a, &sa);
+                dl_model_get_state(b, &sb);
+                CHECK(sa.count == sb.count);
+                CHECK(!memcmp(sa.params, sb.params, sa.count * sizeof(float)));
+                CHECK(!memcmp(sa.params_lp, sb.params_lp, sa.count * sizeof(uint16_t)));
+                const uint16_t *lp = sa.params_lp;
+                size_t bad = 0;
+                for (size_t i = 0; i < sa.count; i++) {
+                    uint16_t want = lps[l] == DL_BF16 ? dl_f32_to_bf16(sa.params[i])
+                                                      : dl_f32_to_f16(sa.params[i]);
+                    bad += lp[i] != want;
+                }
+                CHECK(bad == 0);
+                dl_model_destroy(a);
+                dl_model_destroy(b);
+            }
+        dl_backend_cpu_destroy(cpu);
+    }
+}
+
 static void test_weight_decay_skips_bias(void)
 {
     dl_model *m;
@@ -1786,6 +1889,7 @@ int main(void)
     RUN(test_mse_bce);
     RUN(test_sgd);
     RUN(test_adam);
+    RUN(test_optim_lowp_copy);
     RUN(test_weight_decay_skips_bias);
     RUN(test_clip);
     RUN(test_schedules);

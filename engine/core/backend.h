@@ -21,7 +21,7 @@
 
 /* Bumped whenever the table below changes; a CUDA module built against
  * another version is refused. */
-#define DL_BACKEND_API_VERSION 8
+#define DL_BACKEND_API_VERSION 9
 
 typedef enum { DL_DEVICE_CPU = 0, DL_DEVICE_CUDA = 1 } dl_device;
 
@@ -361,6 +361,18 @@ typedef struct dl_backend_ops {
     int (*add_relu_forward)(dl_backend *be, float *y, const float *a, const float *b, size_t n);
     int (*add_relu_backward_set)(dl_backend *be, float *da, float *db, const float *y,
                                  const float *dy, size_t n);
+
+    /* --- optional: an update that also writes the low-precision copy ---
+     * sgd_update / adam_update, and in the same pass w_lp[0..n) = the
+     * updated w rounded to lp (DL_BF16 or DL_F16), the same bits as cast
+     * gives: the copy a bf16/f16 pass multiplies with is never a second
+     * pass over the weights. NULL: the caller casts after the update. */
+    int (*sgd_update_lowp)(dl_backend *be, size_t n, float *w, float *g, float *m, float lr,
+                           float momentum, float wd, int nesterov, float grad_scale, void *w_lp,
+                           dl_dtype lp);
+    int (*adam_update_lowp)(dl_backend *be, size_t n, float *w, float *g, float *m, float *v,
+                            float lr, float beta1, float beta2, float eps, float wd, int decoupled,
+                            long step, float grad_scale, void *w_lp, dl_dtype lp);
 } dl_backend_ops;
 
 /* A backend instance: the op table plus its private context. */

@@ -225,6 +225,12 @@ int dl_cpu_sgd_update(dl_backend *be, size_t n, float *w, float *g, float *m, fl
 int dl_cpu_adam_update(dl_backend *be, size_t n, float *w, float *g, float *m, float *v, float lr,
                        float beta1, float beta2, float eps, float wd, int decoupled, long step,
                        float grad_scale);
+int dl_cpu_sgd_update_lowp(dl_backend *be, size_t n, float *w, float *g, float *m, float lr,
+                           float momentum, float wd, int nesterov, float grad_scale, void *w_lp,
+                           dl_dtype lp);
+int dl_cpu_adam_update_lowp(dl_backend *be, size_t n, float *w, float *g, float *m, float *v,
+                            float lr, float beta1, float beta2, float eps, float wd, int decoupled,
+                            long step, float grad_scale, void *w_lp, dl_dtype lp);
 int dl_cpu_sumsq(dl_backend *be, const float *x, size_t n, double *host_result);
 
 #endif

@@ -171,6 +171,8 @@ static const dl_backend_ops cpu_ops = {
     .batchnorm_relu_backward_set = dl_cpu_batchnorm_relu_backward_set,
     .add_relu_forward = dl_cpu_add_relu_forward,
     .add_relu_backward_set = dl_cpu_add_relu_backward_set,
+    .sgd_update_lowp = dl_cpu_sgd_update_lowp,
+    .adam_update_lowp = dl_cpu_adam_update_lowp,
 };
 
 /* Fills be as a CPU backend with its own context and `threads` workers

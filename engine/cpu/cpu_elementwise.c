@@ -1925,7 +1925,32 @@ typedef struct {
     float *w, *g, *m, *v;
     float lr, momentum, wd, grad_scale, beta1, beta2, eps, bc1, bc2;
     int nesterov, decoupled;
+    void *lp;     /* the low-precision copy of w to write (NULL: none) */
+    dl_dtype lpt; /* its dtype: DL_BF16 or DL_F16 */
 } opt_job;
+
+/* The updated w[i] into the low-precision copy, as cast rounds it. */
+static inline void opt_store_lp(const opt_job *j, size_t i, float w)
+{
+    uint16_t *d = j->lp;
+    d[i] = j->lpt == DL_BF16 ? dl_f32_to_bf16(w) : dl_f32_to_f16(w);
+}
+
+#ifdef __AVX2__
+/* Eight updated w[i..i+8) into the copy: bf16 with cast's vector
+ * rounding, f16 one at a time (the same function as cast). */
+static inline void opt_store_lp8(const opt_job *j, size_t i, __m256 w)
+{
+    if (j->lpt == DL_BF16) {
+        _mm_storeu_si128((__m128i *)((uint16_t *)j->lp + i), bf16x8(w));
+        return;
+    }
+    float t[8];
+    _mm256_storeu_ps(t, w);
+    for (int k = 0; k < 8; k++)
+        opt_store_lp(j, i + k, t[k]);
+}
+#endif
 
 static void sgd_range(void *p, size_t b, size_t e)
 {
@@ -1948,8 +1973,11 @@ static void sgd_range(void *p, size_t b, size_t e)
             _mm256_storeu_ps(m + i, mi);
             step = kind == 2 ? _mm256_add_ps(d, _mm256_mul_ps(vmu, mi)) : mi;
         }
-        _mm256_storeu_ps(w + i, _mm256_sub_ps(wi, _mm256_mul_ps(vlr, step)));
+        __m256 wn = _mm256_sub_ps(wi, _mm256_mul_ps(vlr, step));
+        _mm256_storeu_ps(w + i, wn);
         _mm256_storeu_ps(g + i, zero);
+        if (j->lp)
+            opt_store_lp8(j, i, wn);
     }
 #endif
     for (; i < e; i++) {
@@ -1962,12 +1990,17 @@ static void sgd_range(void *p, size_t b, size_t e)
         }
         w[i] -= lr * step;
         g[i] = 0;
+        if (j->lp)
+            opt_store_lp(j, i, w[i]);
     }
 }
 
-int dl_cpu_sgd_update(dl_backend *be, size_t n, float *w, float *g, float *m, float lr,
-                      float momentum, float wd, int nesterov, float grad_scale)
+int dl_cpu_sgd_update_lowp(dl_backend *be, size_t n, float *w, float *g, float *m, float lr,
+                           float momentum, float wd, int nesterov, float grad_scale, void *w_lp,
+                           dl_dtype lp)
 {
+    if (w_lp && lp != DL_BF16 && lp != DL_F16)
+        return dl_error(DL_EINVAL, "sgd update: low-precision copy of dtype %s", dl_dtype_name(lp));
     opt_job j = {.w = w,
                  .g = g,
                  .m = m,
@@ -1975,9 +2008,18 @@ int dl_cpu_sgd_update(dl_backend *be, size_t n, float *w, float *g, float *m, fl
                  .momentum = momentum,
                  .wd = wd,
                  .grad_scale = grad_scale,
-                 .nesterov = nesterov};
+                 .nesterov = nesterov,
+                 .lp = w_lp,
+                 .lpt = lp};
     dl_pool_for(dl_cpu(be)->pool, n, GRAIN * 2, sgd_range, &j);
     return DL_OK;
+}
+
+int dl_cpu_sgd_update(dl_backend *be, size_t n, float *w, float *g, float *m, float lr,
+                      float momentum, float wd, int nesterov, float grad_scale)
+{
+    return dl_cpu_sgd_update_lowp(be, n, w, g, m, lr, momentum, wd, nesterov, grad_scale, NULL,
+                                  DL_F32);
 }
 
 static void adam_range(void *p, size_t b, size_t e)
@@ -2008,8 +2050,11 @@ static void adam_range(void *p, size_t b, size_t e)
         _mm256_storeu_ps(v + i, vi);
         __m256 den = _mm256_add_ps(_mm256_sqrt_ps(_mm256_mul_ps(vi, vbc2)), veps);
         __m256 upd = _mm256_div_ps(_mm256_mul_ps(vlr, _mm256_mul_ps(mi, vbc1)), den);
-        _mm256_storeu_ps(w + i, _mm256_sub_ps(_mm256_mul_ps(wi, vshrink), upd));
+        __m256 wn = _mm256_sub_ps(_mm256_mul_ps(wi, vshrink), upd);
+        _mm256_storeu_ps(w + i, wn);
         _mm256_storeu_ps(g + i, zero);
+        if (j->lp)
+            opt_store_lp8(j, i, wn);
     }
 #endif
     for (; i < e; i++) {
@@ -2021,6 +2066,8 @@ static void adam_range(void *p, size_t b, size_t e)
         float den = sqrtf(vi * bc2) + eps; /* sqrt(v_hat) + eps */
         w[i] = w[i] * shrink - lr * (mi * bc1) / den;
         g[i] = 0;
+        if (j->lp)
+            opt_store_lp(j, i, w[i]);
     }
 }
 
@@ -2028,8 +2075,19 @@ int dl_cpu_adam_update(dl_backend *be, size_t n, float *w, float *g, float *m, f
                        float beta1, float beta2, float eps, float wd, int decoupled, long step,
                        float grad_scale)
 {
+    return dl_cpu_adam_update_lowp(be, n, w, g, m, v, lr, beta1, beta2, eps, wd, decoupled, step,
+                                   grad_scale, NULL, DL_F32);
+}
+
+int dl_cpu_adam_update_lowp(dl_backend *be, size_t n, float *w, float *g, float *m, float *v,
+                            float lr, float beta1, float beta2, float eps, float wd, int decoupled,
+                            long step, float grad_scale, void *w_lp, dl_dtype lp)
+{
     if (step < 1)
         return dl_error(DL_EINVAL, "adam step %ld must count from 1", step);
+    if (w_lp && lp != DL_BF16 && lp != DL_F16)
+        return dl_error(DL_EINVAL, "adam update: low-precision copy of dtype %s",
+                        dl_dtype_name(lp));
     opt_job j = {.w = w,
                  .g = g,
                  .m = m,
@@ -2040,7 +2098,9 @@ int dl_cpu_adam_update(dl_backend *be, size_t n, float *w, float *g, float *m, f
                  .eps = eps,
                  .wd = wd,
                  .grad_scale = grad_scale,
-                 .decoupled = decoupled};
+                 .decoupled = decoupled,
+                 .lp = w_lp,
+                 .lpt = lp};
     j.bc1 = (float)(1.0 / (1.0 - pow(beta1, (double)step)));
     j.bc2 = (float)(1.0 / (1.0 - pow(beta2, (double)step)));
     dl_pool_for(dl_cpu(be)->pool, n, GRAIN * 2, adam_range, &j);

@@ -941,6 +941,8 @@ int dl_model_backward(dl_model *m, dl_pass *p)
                           dl_model_output_grad(m), NULL, NULL, RUN_ADD);
 }
 
+void dl_model_note_lowp(dl_model *m, dl_dtype t) { m->lp_type = t; }
+
 int dl_model_refresh_lowp(dl_model *m, dl_dtype t)
 {
     dl_backend *be = m->state->be;
@@ -1028,6 +1030,7 @@ void dl_model_get_state(dl_model *m, dl_model_state *s)
     s->moment1 = m->moments >= 1 ? base + region_m1(m) : NULL;
     s->moment2 = m->moments >= 2 ? base + region_m2(m) : NULL;
     s->buffers = base + region_buffers(m);
+    s->params_lp = (char *)m->state->ptr + region_lp_bytes(m);
     s->count = m->P;
     s->buffer_count = m->B;
     s->storage = m->state;

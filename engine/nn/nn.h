@@ -316,6 +316,9 @@ int dl_model_forward(dl_model *m, dl_pass *p);
 int dl_model_backward(dl_model *m, dl_pass *p);
 /* Refreshes the low-precision copy of the parameters. */
 int dl_model_refresh_lowp(dl_model *m, dl_dtype t);
+/* Records that the low-precision copy now holds the parameters in t,
+ * written by someone else (an optimizer update that writes it). */
+void dl_model_note_lowp(dl_model *m, dl_dtype t);
 
 /* Introspection. */
 size_t dl_model_param_count(const dl_model *m); /* floats in the params region */
@@ -342,6 +345,7 @@ const dl_layer *dl_model_input_grad_skipped(const dl_model *m);
 /* Raw state for optimizers and checkpoints: device pointers. */
 typedef struct dl_model_state {
     float *params, *grads, *moment1, *moment2, *buffers;
+    void *params_lp;     /* the low-precision copy of params (count uint16) */
     size_t count;        /* floats per region (params, grads, moments) */
     size_t buffer_count; /* floats of buffers */
     dl_storage *storage; /* the whole arena */

@@ -2,6 +2,7 @@
 #include "engine/nn/optim.h"
 
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 
 #include "engine/base/error.h"
@@ -41,10 +42,11 @@ int dl_optim_moments(const dl_optim *o)
 }
 
 /* Updates floats [begin, end) of the arena with weight decay wd; guard:
- * device cells of a grad_guard (NULL: unguarded). */
+ * device cells of a grad_guard (NULL: unguarded); lp: the low-precision
+ * copy to write in the same pass (NULL: none; never with a guard). */
 static int update_range(const dl_optim *o, dl_backend *be, const dl_model_state *s, size_t begin,
                         size_t end, float wd, float lr, long step, float grad_scale,
-                        const float *guard)
+                        const float *guard, dl_dtype lpt)
 {
     size_t n = end - begin;
     if (n == 0)
@@ -52,6 +54,7 @@ static int update_range(const dl_optim *o, dl_backend *be, const dl_model_state 
     float *m1 = s->moment1 ? s->moment1 + begin : NULL;
     float *m2 = s->moment2 ? s->moment2 + begin : NULL;
     float *w = s->params + begin, *g = s->grads + begin;
+    void *lp = lpt != DL_F32 ? (uint16_t *)s->params_lp + begin : NULL;
     int decoupled = o->kind == DL_OPT_ADAMW;
     if (guard && o->kind == DL_OPT_SGD)
         return be->ops->sgd_update_guarded(be, n, w, g, m1, lr, o->momentum, wd, o->nesterov,
@@ -60,18 +63,30 @@ static int update_range(const dl_optim *o, dl_backend *be, const dl_model_state 
         return be->ops->adam_update_guarded(be, n, w, g, m1, m2, lr, o->beta1, o->beta2, o->eps, wd,
                                             decoupled, step, grad_scale, guard);
     if (o->kind == DL_OPT_SGD)
-        return be->ops->sgd_update(be, n, w, g, m1, lr, o->momentum, wd, o->nesterov, grad_scale);
+        return lp ? be->ops->sgd_update_lowp(be, n, w, g, m1, lr, o->momentum, wd, o->nesterov,
+                                             grad_scale, lp, lpt)
+                  : be->ops->sgd_update(be, n, w, g, m1, lr, o->momentum, wd, o->nesterov,
+                                        grad_scale);
+    if (lp)
+        return be->ops->adam_update_lowp(be, n, w, g, m1, m2, lr, o->beta1, o->beta2, o->eps, wd,
+                                         decoupled, step, grad_scale, lp, lpt);
     return be->ops->adam_update(be, n, w, g, m1, m2, lr, o->beta1, o->beta2, o->eps, wd, decoupled,
                                 step, grad_scale);
 }
 
 int dl_optim_step(const dl_optim *o, dl_model *m, float lr, long step, float grad_scale)
 {
-    return dl_optim_step_guarded(o, m, lr, step, grad_scale, NULL);
+    return dl_optim_step_lowp(o, m, lr, step, grad_scale, NULL, DL_F32);
 }
 
 int dl_optim_step_guarded(const dl_optim *o, dl_model *m, float lr, long step, float grad_scale,
                           const float *guard)
+{
+    return dl_optim_step_lowp(o, m, lr, step, grad_scale, guard, DL_F32);
+}
+
+int dl_optim_step_lowp(const dl_optim *o, dl_model *m, float lr, long step, float grad_scale,
+                       const float *guard, dl_dtype lowp)
 {
     dl_model_state s;
     dl_model_get_state(m, &s);
@@ -79,24 +94,38 @@ int dl_optim_step_guarded(const dl_optim *o, dl_model *m, float lr, long step, f
     if (s.moments < dl_optim_moments(o))
         return dl_error(DL_EINVAL, "%s needs %d moment(s) per parameter; the model has %d",
                         dl_optim_name(o->kind), dl_optim_moments(o), s.moments);
-    if (o->weight_decay == 0)
-        return update_range(o, be, &s, 0, s.count, 0, lr, step, grad_scale, guard);
-    /* parameters are laid out in registration order: update runs of equal
-     * decay with one fused call each (weights decay, biases and norms not) */
-    int np = dl_model_num_params(m);
-    size_t run_start = 0;
-    int run_decay = np ? dl_model_param(m, 0)->decay : 1;
-    for (int i = 0; i < np; i++) {
-        const dl_param *p = dl_model_param(m, i);
-        if (p->decay != run_decay) {
-            DL_TRY(update_range(o, be, &s, run_start, p->offset, run_decay ? o->weight_decay : 0,
-                                lr, step, grad_scale, guard));
-            run_start = p->offset;
-            run_decay = p->decay;
+    /* the copy in the update's pass, or a cast after it */
+    int fused = lowp != DL_F32 && !guard && s.params_lp &&
+                (o->kind == DL_OPT_SGD ? be->ops->sgd_update_lowp != NULL
+                                       : be->ops->adam_update_lowp != NULL);
+    dl_dtype lpt = fused ? lowp : DL_F32;
+    if (o->weight_decay == 0) {
+        DL_TRY(update_range(o, be, &s, 0, s.count, 0, lr, step, grad_scale, guard, lpt));
+    } else {
+        /* parameters are laid out in registration order: update runs of
+         * equal decay with one fused call each (weights decay, biases and
+         * norms not) */
+        int np = dl_model_num_params(m);
+        size_t run_start = 0;
+        int run_decay = np ? dl_model_param(m, 0)->decay : 1;
+        for (int i = 0; i < np; i++) {
+            const dl_param *p = dl_model_param(m, i);
+            if (p->decay != run_decay) {
+                DL_TRY(update_range(o, be, &s, run_start, p->offset,
+                                    run_decay ? o->weight_decay : 0, lr, step, grad_scale, guard,
+                                    lpt));
+                run_start = p->offset;
+                run_decay = p->decay;
+            }
         }
+        DL_TRY(update_range(o, be, &s, run_start, s.count, run_decay ? o->weight_decay : 0, lr,
+                            step, grad_scale, guard, lpt));
     }
-    return update_range(o, be, &s, run_start, s.count, run_decay ? o->weight_decay : 0, lr, step,
-                        grad_scale, guard);
+    if (lowp != DL_F32 && !fused)
+        return dl_model_refresh_lowp(m, lowp);
+    if (fused)
+        dl_model_note_lowp(m, lowp);
+    return DL_OK;
 }
 
 int dl_guard_grads(dl_model *m, float max_norm, float grad_scale, float *cells)

@@ -36,6 +36,13 @@ int dl_optim_step(const dl_optim *o, dl_model *m, float lr, long step, float gra
  * dl_optim_step). Needs dl_guard_available. */
 int dl_optim_step_guarded(const dl_optim *o, dl_model *m, float lr, long step, float grad_scale,
                           const float *guard);
+/* dl_optim_step_guarded that also leaves the model's low-precision copy
+ * of the parameters (lowp DL_BF16 or DL_F16; DL_F32: no copy) equal to
+ * the updated weights, as dl_model_refresh_lowp would: written in the
+ * update's own pass where the backend has the _lowp update ops (never
+ * with a guard), else cast after it. */
+int dl_optim_step_lowp(const dl_optim *o, dl_model *m, float lr, long step, float grad_scale,
+                       const float *guard, dl_dtype lowp);
 
 /* Learning-rate schedules, evaluated per optimizer step. */
 typedef enum {
