@@ -1305,7 +1305,7 @@ static void test_optim_lowp_copy(void)
         return;
     }
     const dl_optim opts[] = {
-        dl_optim_sgd(0.1f, 0, 0, 0.01f),   dl_optim_sgd(0.1f, 0.9f, 0, 0.01f),
+        dl_optim_sgd(0.1f, 0, 0, 0.01f),    dl_optim_sgd(0.1f, 0.9f, 0, 0.01f),
         dl_optim_sgd(0.1f, 0.9f, 1, 0.05f), dl_optim_adam(0.01f, 0.01f),
         dl_optim_adamw(0.01f, 0.1f),
     };

@@ -237,8 +237,8 @@ static int apply_step(dl_trainer *t, double norm, float grad_scale)
     dl_dtype lowp = lowp_dtype(t->cfg.precision);
     t->grad_norm = norm;
     t->lr_now = dl_schedule_lr(&t->sched, t->base_lr, t->step, t->total_steps);
-    DL_TRY(dl_optim_step_lowp(&t->opt, t->m, (float)t->lr_now, t->step + 1, grad_scale, NULL,
-                              lowp));
+    DL_TRY(
+        dl_optim_step_lowp(&t->opt, t->m, (float)t->lr_now, t->step + 1, grad_scale, NULL, lowp));
     if (t->cfg.precision == DL_PREC_F16 && ++t->clean_steps >= t->cfg.loss_scale_window) {
         t->loss_scale *= 2.0f;
         t->clean_steps = 0;
@@ -271,8 +271,8 @@ static int update_on_device(dl_trainer *t, float grad_scale)
     sp = dl_prof_begin(pf);
     dl_dtype lowp = lowp_dtype(t->cfg.precision);
     t->lr_now = dl_schedule_lr(&t->sched, t->base_lr, t->step, t->total_steps);
-    DL_TRY(dl_optim_step_lowp(&t->opt, t->m, (float)t->lr_now, t->step + 1, grad_scale, cells,
-                              lowp));
+    DL_TRY(
+        dl_optim_step_lowp(&t->opt, t->m, (float)t->lr_now, t->step + 1, grad_scale, cells, lowp));
     int moments = dl_optim_moments(&t->opt);
     dl_prof_end(pf, sp, DL_PROF_OPTIMIZER, "optimizer step", (moments == 2 ? 12.0 : 4.0) * nparam,
                 8.0 * (2 + moments) * nparam);
