@@ -380,11 +380,152 @@ BF16_TARGET static inline void store_row(float *row, __m512 a0, __m512 a1, int c
     }
 }
 
+/* The upper eight floats of x (AVX-512F only: no DQ extract). */
+BF16_TARGET static inline __m256 upper8(__m512 x)
+{
+    return _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(x), 1));
+}
+
+/* Stores the tile transposed: tile row i, lane l goes to c[l * ldc + i]
+ * (C^T was computed), for i < rows and l < cols, scaled as store_row.
+ * Each 8 x 16 half is transposed in registers: pairs, then quads within
+ * 128-bit lanes, then the lanes across registers, leaving output row l's
+ * eight floats in one half of a zmm. */
+BF16_TARGET static void store_tile_t(float *c, int ldc, __m512 acc[MR][2], int rows, int cols,
+                                     float alpha, float beta)
+{
+    __m256 va = _mm256_set1_ps(alpha), vb = _mm256_set1_ps(beta);
+    __mmask8 mk = (__mmask8)((1u << rows) - 1);
+    for (int h = 0; h < 2 && cols > 16 * h; h++) {
+        __m512 t[8], u[8];
+        for (int i = 0; i < 8; i += 2) {
+            t[i] = _mm512_unpacklo_ps(acc[i][h], acc[i + 1][h]);
+            t[i + 1] = _mm512_unpackhi_ps(acc[i][h], acc[i + 1][h]);
+        }
+        for (int i = 0; i < 8; i += 4) {
+            u[i] = _mm512_shuffle_ps(t[i], t[i + 2], 0x44);
+            u[i + 1] = _mm512_shuffle_ps(t[i], t[i + 2], 0xee);
+            u[i + 2] = _mm512_shuffle_ps(t[i + 1], t[i + 3], 0x44);
+            u[i + 3] = _mm512_shuffle_ps(t[i + 1], t[i + 3], 0xee);
+        }
+        /* u[q] lane L holds column 4L+q's rows 0-3, u[q+4] its rows 4-7 */
+        for (int q = 0; q < 4; q++) {
+            __m512 lo = _mm512_shuffle_f32x4(u[q], u[q + 4], _MM_SHUFFLE(1, 0, 1, 0));
+            __m512 hi = _mm512_shuffle_f32x4(u[q], u[q + 4], _MM_SHUFFLE(3, 2, 3, 2));
+            lo = _mm512_shuffle_f32x4(lo, lo, _MM_SHUFFLE(3, 1, 2, 0));
+            hi = _mm512_shuffle_f32x4(hi, hi, _MM_SHUFFLE(3, 1, 2, 0));
+            __m256 out[4] = {_mm512_castps512_ps256(lo), upper8(lo), _mm512_castps512_ps256(hi),
+                             upper8(hi)};
+            for (int L = 0; L < 4; L++) {
+                int l = 16 * h + 4 * L + q;
+                if (l >= cols)
+                    continue;
+                float *row = c + (size_t)l * ldc;
+                __m256 v = _mm256_mul_ps(out[L], va);
+                if (beta != 0.0f)
+                    v = _mm256_fmadd_ps(vb, _mm256_maskz_loadu_ps(mk, row), v);
+                _mm256_mask_storeu_ps(row, mk, v);
+            }
+        }
+    }
+}
+
+/* Where a tile's broadcast operand comes from: MR rows at row_at(i) =
+ * base + i * rstride bytes, pair p at + p * pstride. A packed panel has
+ * pstride MR * 4 and rstride 4; a matrix stored with k contiguous is read
+ * as it is (pstride 4, rstride its row in bytes), with no packing. half:
+ * after the kp pairs, one pair of which only the low bf16 is in the
+ * matrix (an odd k read in place: the high one lies past the row). */
+typedef struct bsrc {
+    const char *base;
+    size_t pstride, rstride;
+    int half;
+} bsrc;
+
+/* One MR x NR tile: C = alpha * A . Bpanel + beta * C over kp pairs,
+ * storing only rows x cols of it (transposed: see store_tile_t). cols <=
+ * 16 takes a half-width loop (the narrow last layer of a classifier). */
+BF16_TARGET static inline __attribute__((always_inline)) void
+tile_8x32_body(int kp, const bsrc *as, const size_t ps, const size_t rs, const uint32_t *pb,
+               float *c, int ldc, int rows, int cols, float alpha, float beta, int transposed)
+{
+    __m512 c00 = _mm512_setzero_ps(), c01 = _mm512_setzero_ps();
+    __m512 c10 = _mm512_setzero_ps(), c11 = _mm512_setzero_ps();
+    __m512 c20 = _mm512_setzero_ps(), c21 = _mm512_setzero_ps();
+    __m512 c30 = _mm512_setzero_ps(), c31 = _mm512_setzero_ps();
+    __m512 c40 = _mm512_setzero_ps(), c41 = _mm512_setzero_ps();
+    __m512 c50 = _mm512_setzero_ps(), c51 = _mm512_setzero_ps();
+    __m512 c60 = _mm512_setzero_ps(), c61 = _mm512_setzero_ps();
+    __m512 c70 = _mm512_setzero_ps(), c71 = _mm512_setzero_ps();
+    const char *r0 = as->base, *r1 = r0 + rs, *r2 = r1 + rs, *r3 = r2 + rs, *r4 = r3 + rs;
+    const char *r5 = r4 + rs, *r6 = r5 + rs, *r7 = r6 + rs;
+    size_t off = 0;
+    __m512bh a, b0, b1;
+    uint32_t w;
+#define ROW1(r, x0)                                                                                \
+    memcpy(&w, (r) + off, 4);                                                                      \
+    a = (__m512bh)_mm512_set1_epi32((int)w);                                                       \
+    x0 = _mm512_dpbf16_ps(x0, a, b0);
+#define ROW2(r, x0, x1)                                                                            \
+    ROW1(r, x0)                                                                                    \
+    x1 = _mm512_dpbf16_ps(x1, a, b1);
+    if (cols <= 16) {
+        for (int p = 0; p < kp; p++, off += ps, pb += NR) {
+            b0 = (__m512bh)_mm512_loadu_si512(pb);
+            ROW1(r0, c00)
+            ROW1(r1, c10)
+            ROW1(r2, c20)
+            ROW1(r3, c30)
+            ROW1(r4, c40)
+            ROW1(r5, c50)
+            ROW1(r6, c60)
+            ROW1(r7, c70)
+        }
+    } else {
+        for (int p = 0; p < kp; p++, off += ps, pb += NR) {
+            b0 = (__m512bh)_mm512_loadu_si512(pb);
+            b1 = (__m512bh)_mm512_loadu_si512(pb + 16);
+            ROW2(r0, c00, c01)
+            ROW2(r1, c10, c11)
+            ROW2(r2, c20, c21)
+            ROW2(r3, c30, c31)
+            ROW2(r4, c40, c41)
+            ROW2(r5, c50, c51)
+            ROW2(r6, c60, c61)
+            ROW2(r7, c70, c71)
+        }
+    }
+#undef ROW1
+#undef ROW2
+    if (as->half) { /* the last k alone: its pair partner is zero */
+        const char *rr[MR] = {r0, r1, r2, r3, r4, r5, r6, r7};
+        __m512 *acc0[MR] = {&c00, &c10, &c20, &c30, &c40, &c50, &c60, &c70};
+        __m512 *acc1[MR] = {&c01, &c11, &c21, &c31, &c41, &c51, &c61, &c71};
+        b0 = (__m512bh)_mm512_loadu_si512(pb);
+        b1 = (__m512bh)_mm512_loadu_si512(pb + 16);
+        for (int i = 0; i < MR; i++) {
+            uint16_t lo;
+            memcpy(&lo, rr[i] + off, 2);
+            a = (__m512bh)_mm512_set1_epi32((int)lo);
+            *acc0[i] = _mm512_dpbf16_ps(*acc0[i], a, b0);
+            *acc1[i] = _mm512_dpbf16_ps(*acc1[i], a, b1);
+        }
+    }
+    __m512 acc[MR][2] = {{c00, c01}, {c10, c11}, {c20, c21}, {c30, c31},
+                         {c40, c41}, {c50, c51}, {c60, c61}, {c70, c71}};
+    if (transposed) {
+        store_tile_t(c, ldc, acc, rows, cols, alpha, beta);
+        return;
+    }
+    for (int i = 0; i < rows; i++)
+        store_row(c + (size_t)i * ldc, acc[i][0], acc[i][1], cols, alpha, beta);
+}
+
 /* One MR x NR tile: C = alpha * Apanel . Bpanel + beta * C over kp pairs,
  * storing only rows x cols of it. cols <= 16 takes a half-width loop
  * (the narrow last layer of a classifier). */
-BF16_TARGET static void tile_8x32(int kp, const uint32_t *pa, const uint32_t *pb, float *c, int ldc,
-                                  int rows, int cols, float alpha, float beta)
+BF16_TARGET static void tile_8x32_packed(int kp, const uint32_t *pa, const uint32_t *pb, float *c,
+                                         int ldc, int rows, int cols, float alpha, float beta)
 {
     __m512 c00 = _mm512_setzero_ps(), c01 = _mm512_setzero_ps();
     __m512 c10 = _mm512_setzero_ps(), c11 = _mm512_setzero_ps();
@@ -435,6 +576,20 @@ BF16_TARGET static void tile_8x32(int kp, const uint32_t *pa, const uint32_t *pb
         store_row(c + (size_t)i * ldc, acc[i][0], acc[i][1], cols, alpha, beta);
 }
 
+/* The tile with its pair stride a constant, so that the eight rows are
+ * addressed as base + offset with one offset register: a packed panel
+ * (MR * 4) or a matrix read in place (4). */
+BF16_TARGET static void tile_8x32(int kp, const bsrc *as, const uint32_t *pb, float *c, int ldc,
+                                  int rows, int cols, float alpha, float beta, int transposed)
+{
+    if (as->pstride == 4)
+        tile_8x32_body(kp, as, 4, as->rstride, pb, c, ldc, rows, cols, alpha, beta, transposed);
+    else if (!transposed)
+        tile_8x32_packed(kp, (const uint32_t *)as->base, pb, c, ldc, rows, cols, alpha, beta);
+    else
+        tile_8x32_body(kp, as, MR * 4, 4, pb, c, ldc, rows, cols, alpha, beta, transposed);
+}
+
 typedef struct pack_job {
     uint32_t *dst;
     const uint16_t *x;
@@ -459,16 +614,21 @@ BF16_TARGET static void pack_a_panels(void *arg, size_t begin, size_t end)
 }
 
 typedef struct bf16_job {
-    const uint32_t *pa; /* packed A: mt panels of [kpairs][MR] (KC blocks) */
-    pack_job b;         /* how to pack B panels */
+    const uint32_t *pa;    /* packed A: mt panels of [kpairs][MR] (KC blocks); NULL: direct */
+    const uint32_t *pedge; /* direct with m % MR: the last panel, packed likewise */
+    const uint16_t *ax;    /* direct: A stored [m][k], k contiguous */
+    int lda;
+    pack_job b; /* how to pack B panels */
     float *c;
-    int m, n, kpairs, ldc, mt, nt, groups;
+    int m, n, kpairs, kend, ldc, mt, nt, groups, transposed;
     float alpha, beta;
 } bf16_job;
 
 /* Pool task: tasks [begin, end), task = (B panel, group of A panels).
  * Per KC block the task packs its B panel into a stack buffer that stays
- * in L1 while the group's A panels stream past it. */
+ * in L1 while the group's A panels stream past it. An A read in place
+ * whose last panel has fewer than MR rows has that panel packed (pedge),
+ * so that no row past m is ever read. */
 BF16_TARGET static void bf16_tasks(void *arg, size_t begin, size_t end)
 {
     const bf16_job *j = arg;
@@ -484,44 +644,93 @@ BF16_TARGET static void bf16_tasks(void *arg, size_t begin, size_t end)
             float beta = p0 == 0 ? j->beta : 1.0f;
             for (int it = i0; it < i1; it++) {
                 int r0 = it * MR, rows = j->m - r0 < MR ? j->m - r0 : MR;
-                const uint32_t *pa = j->pa + ((size_t)it * j->kpairs + p0) * MR;
-                tile_8x32(kp, pa, bbuf, j->c + (size_t)r0 * j->ldc + c0, j->ldc, rows, cols,
-                          j->alpha, beta);
+                bsrc as = {NULL, MR * 4, 4, 0};
+                int kpt = kp;
+                if (j->pa) {
+                    as.base = (const char *)(j->pa + ((size_t)it * j->kpairs + p0) * MR);
+                } else if (rows < MR) {
+                    as.base = (const char *)(j->pedge + (size_t)p0 * MR);
+                } else {
+                    as.base = (const char *)(j->ax + (size_t)r0 * j->lda + 2 * (size_t)p0);
+                    as.pstride = 4;
+                    as.rstride = (size_t)j->lda * 2;
+                    /* an odd k's last pair, read in place: the low half only */
+                    as.half = (j->kend & 1) && p0 + kp == j->kpairs;
+                    kpt = kp - as.half;
+                }
+                float *ct = j->transposed ? j->c + (size_t)c0 * j->ldc + r0
+                                          : j->c + (size_t)r0 * j->ldc + c0;
+                tile_8x32(kpt, &as, bbuf, ct, j->ldc, rows, cols, j->alpha, beta, j->transposed);
             }
         }
     }
 }
 
+/* C = alpha op(A) op(B) + beta C with bf16 A and B. The tiles broadcast
+ * one operand's pairs and multiply them with packed panels of the other;
+ * an operand stored with k contiguous can be broadcast from where it lies,
+ * with no packing. Packing costs about a fifth of a product like an MLP's
+ * forward (x [128, 784] times w^T [784, 512], 0.4 ns per element), so:
+ *   - op(A) = A (k contiguous): A is read in place;
+ *   - op(B) = B^T with B stored [n][k] (k contiguous), and op(A) either
+ *     transposed or the smaller: the roles swap, C^T = op(B)^T op(A)^T is
+ *     computed with B read in place and only A packed, and the tiles are
+ *     stored transposed. A Linear's forward (x w^T) packs x, not w.
+ * Each element of C is summed over k in the same order whichever way, so
+ * the result does not depend on the thread count. */
 static int gemm_bf16_avx512(dl_backend *be, int trans_a, int trans_b, int m, int n, int k,
                             float alpha, const uint16_t *a, int lda, const uint16_t *b, int ldb,
                             float beta, float *c, int ldc)
 {
+    int swap = trans_b && (trans_a || m < n);
+    if (swap) { /* C^T [n, m] = op(B)^T op(A)^T: B [n][k] broadcast in place */
+        const uint16_t *tx = a;
+        int tm = m, tl = lda, tt = trans_a;
+        a = b;
+        lda = ldb;
+        trans_a = 0;
+        b = tx;
+        ldb = tl;
+        trans_b = !tt;
+        m = n;
+        n = tm;
+    }
     dl_pool *pool = dl_cpu(be)->pool;
     int threads = pool ? dl_pool_threads(pool) : 1;
     int mt = (m + MR - 1) / MR, nt = (n + NR - 1) / NR;
     int kpairs = (k + 1) / 2;
-    uint32_t *pa = dl_cpu_scratch(be, SCRATCH_A, (size_t)mt * MR * kpairs * 4);
-    if (!pa)
-        return dl_error(DL_ENOMEM, "gemm: no scratch for bf16 packing (%dx%dx%d)", m, n, k);
     /* A waking of the pool costs tens of microseconds: only products of a
      * few MFLOP and more are split. */
     double flops = 2.0 * m * n * k;
     int par = pool && threads > 1 && flops >= 4e6;
-    /* op(A)[r, kk] is A[r*lda+kk], or A[kk*lda+r] transposed; the B panel
-     * is op(B)^T[j, kk] = op(B)[kk, j]: B[kk*ldb+j], or B[j*ldb+kk]. */
-    pack_job ja = {pa, a, lda, trans_a, m, MR, kpairs, k};
-    if (par && (size_t)m * k >= 65536)
-        dl_pool_for(pool, (size_t)mt, 1, pack_a_panels, &ja);
-    else
-        pack_a_panels(&ja, 0, (size_t)mt);
+    uint32_t *pa = NULL, *pedge = NULL;
+    if (trans_a) {
+        pa = dl_cpu_scratch(be, SCRATCH_A, (size_t)mt * MR * kpairs * 4);
+        if (!pa)
+            return dl_error(DL_ENOMEM, "gemm: no scratch for bf16 packing (%dx%dx%d)", m, n, k);
+        /* op(A)[r, kk] is A[kk*lda+r] transposed */
+        pack_job ja = {pa, a, lda, 1, m, MR, kpairs, k};
+        if (par && (size_t)m * k >= 65536)
+            dl_pool_for(pool, (size_t)mt, 1, pack_a_panels, &ja);
+        else
+            pack_a_panels(&ja, 0, (size_t)mt);
+    } else if (m % MR) {
+        pedge = dl_cpu_scratch(be, SCRATCH_A, (size_t)MR * kpairs * 4);
+        if (!pedge)
+            return dl_error(DL_ENOMEM, "gemm: no scratch for bf16 packing (%dx%dx%d)", m, n, k);
+        int r0 = (mt - 1) * MR;
+        for (int p0 = 0; p0 < kpairs; p0 += KC)
+            pack_pairs(pedge + (size_t)p0 * MR, a, lda, 0, r0, m - r0, MR, p0,
+                       kpairs - p0 < KC ? kpairs - p0 : KC, k);
+    }
     int groups = 1;
     if (par && nt < 2 * threads) /* too few B panels to share: split M too */
         groups = (2 * threads + nt - 1) / nt < mt ? (2 * threads + nt - 1) / nt : mt;
-    bf16_job job = {pa,    {NULL, b, ldb, !trans_b, n, NR, kpairs, k},
-                    c,     m,
-                    n,     kpairs,
-                    ldc,   mt,
-                    nt,    groups,
+    /* the B panel is op(B)^T[j, kk] = op(B)[kk, j]: B[kk*ldb+j], or
+     * B[j*ldb+kk] */
+    bf16_job job = {pa,    pedge, a,  lda,    {NULL, b, ldb, !trans_b, n, NR, kpairs, k},
+                    c,     m,     n,  kpairs, k,
+                    ldc,   mt,    nt, groups, swap,
                     alpha, beta};
     size_t tasks = (size_t)nt * groups;
     if (par)
