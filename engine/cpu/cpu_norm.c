@@ -11,7 +11,11 @@
  * image order, then a second pass in order writes y or dx. Walking one
  * channel's planes across the images instead reads runs of inner floats
  * strided by c * inner, which the prefetchers do not follow: on tensors
- * past the L3 that ran at a fifth of memcpy, the stream at over half.
+ * past the L3 (bench_membound 2 - 512) that ran at a quarter of memcpy,
+ * the stream at about half to two thirds. Tried and dropped, each slower:
+ * the writing pass walking the planes last to first (to meet in cache
+ * what the sums read last), summing 2 or 4 planes at once with their
+ * chains interleaved, and four chains a plane instead of two.
  * The per-plane sums and their order are those of the channel walk, which
  * short planes (under BN_STREAM_MIN floats) and builds without AVX2 keep:
  * the same bits either way, at any thread count.
