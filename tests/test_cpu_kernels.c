@@ -1986,6 +1986,68 @@ static void test_norm_threads(void)
     free(x), free(dy), free(g), free(b);
 }
 
+/* BatchNorm streams its tensor plane after plane and adds each channel's
+ * plane sums in image order: every channel of x [n, c, inner] must get
+ * the very bits it gets alone, as x[:, ch] [n, 1, inner], forward
+ * (train, plain and with the ReLU fused) and backward, at 2 threads. */
+static void test_batchnorm_channels_alone(void)
+{
+    const int n = 6, c = 5, inner = 40;
+    size_t nx = (size_t)n * c * inner, nc = (size_t)n * inner;
+    float *x = frandv(nx), *dy = frandv(nx), *g = frandv(c), *b = frandv(c);
+    for (size_t i = 0; i < nx; i++)
+        x[i] = 3.0f * x[i] + 10.0f;
+    dl_backend *be = dl_backend_cpu_create(2);
+    for (int relu = 0; relu < 2; relu++) {
+        float *y = malloc(nx * 4), *dx = calloc(nx, 4), *st = calloc(6 * (size_t)c, 4);
+        float *sm = st, *si = st + c, *dg = st + 2 * c, *db = st + 3 * c;
+        if (relu) {
+            CHECK_OK(be->ops->batchnorm_relu_forward(be, 1, n, c, inner, 0.1f, 1e-5f, y, x, g, b,
+                                                     NULL, NULL, sm, si));
+            CHECK_OK(be->ops->batchnorm_relu_backward_set(be, n, c, inner, dx, dg, db, dy, x, g, b,
+                                                          sm, si));
+        } else {
+            CHECK_OK(be->ops->batchnorm_forward(be, 1, n, c, inner, 0.1f, 1e-5f, y, x, g, b, NULL,
+                                                NULL, sm, si));
+            CHECK_OK(be->ops->batchnorm_backward(be, n, c, inner, dx, dg, db, dy, x, g, sm, si));
+        }
+        for (int ch = 0; ch < c; ch++) {
+            float *xc = malloc(nc * 4), *dyc = malloc(nc * 4), *yc = malloc(nc * 4);
+            float *dxc = calloc(nc, 4), one[4] = {0, 0, 0, 0}; /* sm, si, dg, db */
+            for (int i = 0; i < n; i++) {
+                memcpy(xc + (size_t)i * inner, x + ((size_t)i * c + ch) * inner, inner * 4);
+                memcpy(dyc + (size_t)i * inner, dy + ((size_t)i * c + ch) * inner, inner * 4);
+            }
+            if (relu) {
+                CHECK_OK(be->ops->batchnorm_relu_forward(be, 1, n, 1, inner, 0.1f, 1e-5f, yc, xc,
+                                                         g + ch, b + ch, NULL, NULL, one, one + 1));
+                CHECK_OK(be->ops->batchnorm_relu_backward_set(
+                    be, n, 1, inner, dxc, one + 2, one + 3, dyc, xc, g + ch, b + ch, one, one + 1));
+            } else {
+                CHECK_OK(be->ops->batchnorm_forward(be, 1, n, 1, inner, 0.1f, 1e-5f, yc, xc, g + ch,
+                                                    b + ch, NULL, NULL, one, one + 1));
+                CHECK_OK(be->ops->batchnorm_backward(be, n, 1, inner, dxc, one + 2, one + 3, dyc,
+                                                     xc, g + ch, one, one + 1));
+            }
+            float whole[4] = {sm[ch], si[ch], dg[ch], db[ch]};
+            CHECK_MSG(memcmp(whole, one, sizeof one) == 0,
+                      "relu %d channel %d: statistics or dgamma/dbeta differ from it alone", relu,
+                      ch);
+            int same = 1;
+            for (int i = 0; i < n; i++) {
+                size_t at = ((size_t)i * c + ch) * inner, ac = (size_t)i * inner;
+                same &= memcmp(y + at, yc + ac, inner * 4) == 0;
+                same &= memcmp(dx + at, dxc + ac, inner * 4) == 0;
+            }
+            CHECK_MSG(same, "relu %d channel %d: y or dx differ from it alone", relu, ch);
+            free(xc), free(dyc), free(yc), free(dxc);
+        }
+        free(y), free(dx), free(st);
+    }
+    dl_backend_cpu_destroy(be);
+    free(x), free(dy), free(g), free(b);
+}
+
 int main(void)
 {
     RUN(test_pool_each_index_once);
@@ -2007,6 +2069,7 @@ int main(void)
     RUN(test_maxpool2_paths);
     RUN(test_batchnorm);
     RUN(test_batchnorm_large);
+    RUN(test_batchnorm_channels_alone);
     RUN(test_layernorm);
     RUN(test_layernorm_isa);
     RUN(test_norm_fd_own_forward);

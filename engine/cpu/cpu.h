@@ -51,7 +51,8 @@ typedef struct dl_cpu_ctx {
 
 /* Scratch slots: 0-2 the GEMM's (cpu_gemm.c), 3 the oneDNN convolutions',
  * 4 the losses' per-block partial sums (cpu_elementwise.c), 5 LayerNorm
- * backward's per-block dgamma/dbeta (cpu_norm.c). */
+ * backward's per-block dgamma/dbeta and BatchNorm's per-plane sums
+ * (cpu_norm.c). */
 #define DL_CPU_SCRATCH_CONV 3
 #define DL_CPU_SCRATCH_LOSS 4
 #define DL_CPU_SCRATCH_NORM 5

@@ -1,12 +1,28 @@
 /* cpu_norm.c - batch normalisation and layer normalisation on the CPU, forward and backward
  *
  * Statistics are summed in double (two passes: mean, then centred squares)
- * so large batches of similar values keep their variance. BatchNorm runs
- * channel-parallel, LayerNorm row-parallel, both on the backend's pool.
+ * so large batches of similar values keep their variance. LayerNorm runs
+ * row-parallel on the backend's pool.
+ *
+ * BatchNorm streams x [n, c, inner] as memory holds it: a pass of sums
+ * over the planes p = i * c + ch in order, split over the pool, leaves
+ * each plane's sums (shifted moments forward, sum dy and sum dy * xhat
+ * backward) in a scratch slot; each channel adds its planes' sums in
+ * image order, then a second pass in order writes y or dx. Walking one
+ * channel's planes across the images instead reads runs of inner floats
+ * strided by c * inner, which the prefetchers do not follow: on tensors
+ * past the L3 (bench_membound 2 - 512) that ran at a quarter of memcpy,
+ * the stream at about half to two thirds. Tried and dropped, each slower:
+ * the writing pass walking the planes last to first (to meet in cache
+ * what the sums read last), summing 2 or 4 planes at once with their
+ * chains interleaved, and four chains a plane instead of two.
+ * The per-plane sums and their order are those of the channel walk, which
+ * short planes (under BN_STREAM_MIN floats) and builds without AVX2 keep:
+ * the same bits either way, at any thread count.
+ *
  * LayerNorm's backward is one pass over fixed blocks of rows: dx, and
  * each block's dgamma/dbeta partial sums, added in block order after.
- * LayerNorm rows have 16-lane bodies where the CPU has AVX-512F.
- */
+ * LayerNorm rows have 16-lane bodies where the CPU has AVX-512F. */
 #include <math.h>
 #include <string.h>
 
@@ -215,49 +231,156 @@ static void plane_dx(float *dx, const float *x, const float *dy, int n, float k,
 #endif
 }
 
-/* Channels [begin, end): x [n, c, inner], stats over n*inner values. */
+/* Channel ch's batch statistics from its sums m about k (plane_moments):
+ * mean and invstd (biased variance), saved and the running statistics
+ * updated where t has the arrays. */
+static void bn_channel_stats(const bn_task *t, size_t ch, float k, const double m[2], float *mean,
+                             float *invstd)
+{
+    double count = (double)t->n * t->inner;
+    double dmu = m[0] / count;
+    double mu = k + dmu, ss = m[1] - dmu * m[0];
+    ss = ss > 0 ? ss : 0;
+    double var = ss / count; /* biased: used to normalise */
+    *mean = (float)mu;
+    *invstd = (float)(1.0 / sqrt(var + t->eps));
+    if (t->save_mean)
+        t->save_mean[ch] = *mean;
+    if (t->save_invstd)
+        t->save_invstd[ch] = *invstd;
+    if (t->running_mean)
+        t->running_mean[ch] = (1.0f - t->momentum) * t->running_mean[ch] + t->momentum * *mean;
+    if (t->running_var) {
+        double unbiased = count > 1 ? ss / (count - 1) : var;
+        t->running_var[ch] =
+            (1.0f - t->momentum) * t->running_var[ch] + t->momentum * (float)unbiased;
+    }
+}
+
+/* Channel ch's map x * scale + shift: batch statistics from its sums m
+ * about k in training, the running statistics in eval. */
+static void bn_channel_map(const bn_task *t, size_t ch, float k, const double m[2], float *scale,
+                           float *shift)
+{
+    float mean, invstd;
+    if (t->training) {
+        bn_channel_stats(t, ch, k, m, &mean, &invstd);
+    } else {
+        mean = t->running_mean[ch];
+        invstd = (float)(1.0 / sqrt((double)t->running_var[ch] + t->eps));
+    }
+    bn_affine(t->gamma ? t->gamma[ch] : 1.0f, t->beta ? t->beta[ch] : 0.0f, mean, invstd, scale,
+              shift);
+}
+
+/* Channels [begin, end): x [n, c, inner], stats over n*inner values, the
+ * channel's planes walked image after image (short planes only). */
 static void bn_fwd_task(void *arg, size_t begin, size_t end)
 {
     const bn_task *t = arg;
     size_t plane = (size_t)t->c * t->inner;
-    double count = (double)t->n * t->inner;
     for (size_t ch = begin; ch < end; ch++) {
-        float mean, invstd;
-        if (t->training) {
-            float shift0 = t->x[ch * t->inner];
-            double m[2] = {0.0, 0.0};
-            for (int i = 0; i < t->n; i++)
-                plane_moments(t->x + i * plane + ch * t->inner, t->inner, shift0, m);
-            double dmu = m[0] / count;
-            double mu = shift0 + dmu, ss = m[1] - dmu * m[0];
-            ss = ss > 0 ? ss : 0;
-            double var = ss / count; /* biased: used to normalise */
-            mean = (float)mu;
-            invstd = (float)(1.0 / sqrt(var + t->eps));
-            if (t->save_mean)
-                t->save_mean[ch] = mean;
-            if (t->save_invstd)
-                t->save_invstd[ch] = invstd;
-            if (t->running_mean)
-                t->running_mean[ch] =
-                    (1.0f - t->momentum) * t->running_mean[ch] + t->momentum * mean;
-            if (t->running_var) {
-                double unbiased = count > 1 ? ss / (count - 1) : var;
-                t->running_var[ch] =
-                    (1.0f - t->momentum) * t->running_var[ch] + t->momentum * (float)unbiased;
-            }
-        } else {
-            mean = t->running_mean[ch];
-            invstd = (float)(1.0 / sqrt((double)t->running_var[ch] + t->eps));
-        }
+        float k = t->x[ch * t->inner];
+        double m[2] = {0.0, 0.0};
+        for (int i = 0; t->training && i < t->n; i++)
+            plane_moments(t->x + i * plane + ch * t->inner, t->inner, k, m);
         float scale, shift;
-        bn_affine(t->gamma ? t->gamma[ch] : 1.0f, t->beta ? t->beta[ch] : 0.0f, mean, invstd,
-                  &scale, &shift);
+        bn_channel_map(t, ch, k, m, &scale, &shift);
         for (int i = 0; i < t->n; i++)
             plane_affine(t->y + i * plane + ch * t->inner, t->x + i * plane + ch * t->inner,
                          t->inner, scale, shift, t->relu);
     }
 }
+
+#ifdef DL_CPU_VMATH
+/* --- the streaming traversal, for planes of BN_STREAM_MIN floats and up
+ * The tensor is walked as memory holds it, plane p = i * c + ch after
+ * plane, so that each thread reads long contiguous runs. A pass of sums
+ * leaves each plane's two double sums in part[p]; they are added per
+ * channel in image order after (bn_sum_planes), the very additions the
+ * channel walk makes, so both give the same bits at any thread count. */
+#define BN_STREAM_MIN 32
+
+/* per channel: the forward's (or a fused ReLU's) map, the backward's dx */
+enum { BN_SCALE, BN_SHIFT, BN_K, BN_MDY, BN_MDYX, BN_COEFS };
+
+typedef struct bn_stream {
+    const bn_task *t;
+    size_t planes; /* n * c */
+    double *part;  /* [planes][2] a plane's sums */
+    double *sum;   /* [c][2] a channel's sums */
+    float *coef;   /* [c][BN_COEFS] */
+} bn_stream;
+
+/* Scratch for s's arrays; DL_ENOMEM when there is not enough memory. */
+static int bn_stream_init(dl_backend *be, bn_stream *s, const bn_task *t)
+{
+    s->t = t;
+    s->planes = (size_t)t->n * t->c;
+    size_t doubles = 2 * s->planes + 2 * (size_t)t->c;
+    size_t bytes = doubles * sizeof(double) + (size_t)t->c * BN_COEFS * sizeof(float);
+    s->part = dl_cpu_scratch(be, DL_CPU_SCRATCH_NORM, bytes);
+    if (!s->part)
+        return dl_error(DL_ENOMEM, "batchnorm: out of memory for %zu planes' sums", s->planes);
+    s->sum = s->part + 2 * s->planes;
+    s->coef = (float *)(s->sum + 2 * (size_t)t->c);
+    return DL_OK;
+}
+
+/* Planes [begin, end) a chunk: at least 64 KB of x. */
+static size_t bn_stream_grain(const bn_task *t) { return 1 + 16384 / (size_t)t->inner; }
+
+/* sum[ch] = the sums part[i * c + ch] added in image order i */
+static void bn_sum_planes(const bn_stream *s)
+{
+    size_t w = 2 * (size_t)s->t->c;
+    memset(s->sum, 0, w * sizeof *s->sum);
+    for (int i = 0; i < s->t->n; i++) {
+        const double *pi = s->part + (size_t)i * w;
+        for (size_t k = 0; k < w; k++)
+            s->sum[k] += pi[k];
+    }
+}
+
+static void bn_fwd_sums(void *arg, size_t begin, size_t end)
+{
+    const bn_stream *s = arg;
+    const bn_task *t = s->t;
+    for (size_t p = begin; p < end; p++) {
+        double *m = s->part + 2 * p;
+        m[0] = m[1] = 0.0;
+        plane_moments(t->x + p * t->inner, t->inner, t->x[p % t->c * t->inner], m);
+    }
+}
+
+static void bn_fwd_planes(void *arg, size_t begin, size_t end)
+{
+    const bn_stream *s = arg;
+    const bn_task *t = s->t;
+    for (size_t p = begin; p < end; p++) {
+        const float *cf = s->coef + p % t->c * BN_COEFS;
+        plane_affine(t->y + p * t->inner, t->x + p * t->inner, t->inner, cf[BN_SCALE], cf[BN_SHIFT],
+                     t->relu);
+    }
+}
+
+static int bn_fwd_stream(dl_backend *be, const bn_task *t)
+{
+    bn_stream s;
+    DL_TRY(bn_stream_init(be, &s, t));
+    dl_pool *pool = dl_cpu(be)->pool;
+    if (t->training) {
+        dl_pool_for(pool, s.planes, bn_stream_grain(t), bn_fwd_sums, &s);
+        bn_sum_planes(&s);
+    }
+    for (size_t ch = 0; ch < (size_t)t->c; ch++) {
+        float *cf = s.coef + ch * BN_COEFS;
+        bn_channel_map(t, ch, t->x[ch * t->inner], s.sum + 2 * ch, &cf[BN_SCALE], &cf[BN_SHIFT]);
+    }
+    dl_pool_for(pool, s.planes, bn_stream_grain(t), bn_fwd_planes, &s);
+    return DL_OK;
+}
+#endif
 
 /* y [n, c, inner] = gamma * (x - mean) * invstd + beta per channel c.
  * training: batch statistics (biased variance), saved to save_mean /
@@ -290,6 +413,10 @@ static int bn_forward(dl_backend *be, int training, int n, int c, int inner, flo
                  .save_mean = save_mean,
                  .save_invstd = save_invstd,
                  .relu = relu};
+#ifdef DL_CPU_VMATH
+    if (inner >= BN_STREAM_MIN)
+        return bn_fwd_stream(be, &t);
+#endif
     size_t grain = 1 + 32768 / ((size_t)n * inner);
     dl_pool_for(dl_cpu(be)->pool, (size_t)c, grain, bn_fwd_task, &t);
     return DL_OK;
@@ -314,32 +441,51 @@ int dl_cpu_batchnorm_relu_forward(dl_backend *be, int training, int n, int c, in
                       running_var, save_mean, save_invstd, 1);
 }
 
+/* Channel ch's gate: the forward's map when a ReLU is fused, from the
+ * same floats. */
+static bn_gate bn_channel_gate(const bn_task *t, size_t ch)
+{
+    bn_gate gt = {.relu = t->relu};
+    if (t->relu)
+        bn_affine(t->gamma ? t->gamma[ch] : 1.0f, t->beta ? t->beta[ch] : 0.0f, t->smean[ch],
+                  t->sinvstd[ch], &gt.scale, &gt.shift);
+    return gt;
+}
+
+/* Channel ch's dgamma and dbeta from its sums (sum g, sum g * xhat), and
+ * dx's coefficients: dx = k * (g - mdy - xhat * mdyx). */
+static void bn_channel_grad(const bn_task *t, size_t ch, const double sums[2], float *k, float *mdy,
+                            float *mdyx)
+{
+    double count = (double)t->n * t->inner;
+    double sdy = sums[0], sdyx = sums[1];
+    if (t->dgamma)
+        t->dgamma[ch] += (float)sdyx;
+    if (t->dbeta)
+        t->dbeta[ch] += (float)sdy;
+    /* dx = gamma * invstd * (dy - mean(dy) - xhat * mean(dy * xhat)) */
+    double g = t->gamma ? t->gamma[ch] : 1.0;
+    *k = (float)(g * (double)t->sinvstd[ch]);
+    *mdy = (float)(sdy / count);
+    *mdyx = (float)(sdyx / count);
+}
+
+/* Channels [begin, end), walked image after image (short planes only). */
 static void bn_bwd_task(void *arg, size_t begin, size_t end)
 {
     const bn_task *t = arg;
     size_t plane = (size_t)t->c * t->inner;
-    double count = (double)t->n * t->inner;
     for (size_t ch = begin; ch < end; ch++) {
-        double mean = t->smean[ch], invstd = t->sinvstd[ch];
-        bn_gate gt = {.relu = t->relu};
-        if (t->relu) /* the forward's map, from the same floats */
-            bn_affine(t->gamma ? t->gamma[ch] : 1.0f, t->beta ? t->beta[ch] : 0.0f, t->smean[ch],
-                      t->sinvstd[ch], &gt.scale, &gt.shift);
+        float fm = t->smean[ch], fi = t->sinvstd[ch];
+        bn_gate gt = bn_channel_gate(t, ch);
         double sums[2] = {0.0, 0.0}; /* sum g, sum g * xhat */
         for (int i = 0; i < t->n; i++)
             plane_dy_sums(t->x + i * plane + ch * t->inner, t->dy + i * plane + ch * t->inner,
-                          t->inner, (float)mean, (float)invstd, &gt, sums);
-        double sdy = sums[0], sdyx = sums[1];
-        if (t->dgamma)
-            t->dgamma[ch] += (float)sdyx;
-        if (t->dbeta)
-            t->dbeta[ch] += (float)sdy;
+                          t->inner, fm, fi, &gt, sums);
+        float k, mdy, mdyx;
+        bn_channel_grad(t, ch, sums, &k, &mdy, &mdyx);
         if (!t->dx)
             continue;
-        /* dx = gamma * invstd * (dy - mean(dy) - xhat * mean(dy * xhat)) */
-        double g = t->gamma ? t->gamma[ch] : 1.0;
-        float k = (float)(g * invstd), mdy = (float)(sdy / count), mdyx = (float)(sdyx / count);
-        float fm = (float)mean, fi = (float)invstd;
         for (int i = 0; i < t->n; i++) {
             size_t at = i * plane + ch * t->inner;
             plane_dx(t->dx + at, t->x + at, t->dy + at, t->inner, k, mdy, fm, fi, mdyx, &gt,
@@ -347,6 +493,58 @@ static void bn_bwd_task(void *arg, size_t begin, size_t end)
         }
     }
 }
+
+#ifdef DL_CPU_VMATH
+/* The backward's passes over the planes as bn_fwd_sums, bn_fwd_planes */
+static void bn_bwd_sums(void *arg, size_t begin, size_t end)
+{
+    const bn_stream *s = arg;
+    const bn_task *t = s->t;
+    for (size_t p = begin; p < end; p++) {
+        size_t ch = p % t->c;
+        const float *cf = s->coef + ch * BN_COEFS;
+        bn_gate gt = {.relu = t->relu, .scale = cf[BN_SCALE], .shift = cf[BN_SHIFT]};
+        double *m = s->part + 2 * p;
+        m[0] = m[1] = 0.0;
+        plane_dy_sums(t->x + p * t->inner, t->dy + p * t->inner, t->inner, t->smean[ch],
+                      t->sinvstd[ch], &gt, m);
+    }
+}
+
+static void bn_bwd_planes(void *arg, size_t begin, size_t end)
+{
+    const bn_stream *s = arg;
+    const bn_task *t = s->t;
+    for (size_t p = begin; p < end; p++) {
+        size_t ch = p % t->c, at = p * t->inner;
+        const float *cf = s->coef + ch * BN_COEFS;
+        bn_gate gt = {.relu = t->relu, .scale = cf[BN_SCALE], .shift = cf[BN_SHIFT]};
+        plane_dx(t->dx + at, t->x + at, t->dy + at, t->inner, cf[BN_K], cf[BN_MDY], t->smean[ch],
+                 t->sinvstd[ch], cf[BN_MDYX], &gt, t->set);
+    }
+}
+
+static int bn_bwd_stream(dl_backend *be, const bn_task *t)
+{
+    bn_stream s;
+    DL_TRY(bn_stream_init(be, &s, t));
+    for (size_t ch = 0; ch < (size_t)t->c; ch++) {
+        bn_gate gt = bn_channel_gate(t, ch);
+        s.coef[ch * BN_COEFS + BN_SCALE] = gt.scale;
+        s.coef[ch * BN_COEFS + BN_SHIFT] = gt.shift;
+    }
+    dl_pool *pool = dl_cpu(be)->pool;
+    dl_pool_for(pool, s.planes, bn_stream_grain(t), bn_bwd_sums, &s);
+    bn_sum_planes(&s);
+    for (size_t ch = 0; ch < (size_t)t->c; ch++) {
+        float *cf = s.coef + ch * BN_COEFS;
+        bn_channel_grad(t, ch, s.sum + 2 * ch, &cf[BN_K], &cf[BN_MDY], &cf[BN_MDYX]);
+    }
+    if (t->dx)
+        dl_pool_for(pool, s.planes, bn_stream_grain(t), bn_bwd_planes, &s);
+    return DL_OK;
+}
+#endif
 
 /* Training-mode BatchNorm backward over x [n, c, inner] with the saved
  * batch statistics: dx += d loss / dx (through the batch statistics),
@@ -373,6 +571,10 @@ static int bn_backward(dl_backend *be, int n, int c, int inner, float *dx, float
                  .sinvstd = save_invstd,
                  .set = set,
                  .relu = relu};
+#ifdef DL_CPU_VMATH
+    if (inner >= BN_STREAM_MIN)
+        return bn_bwd_stream(be, &t);
+#endif
     size_t grain = 1 + 32768 / ((size_t)n * inner);
     dl_pool_for(dl_cpu(be)->pool, (size_t)c, grain, bn_bwd_task, &t);
     return DL_OK;
