@@ -28,7 +28,6 @@ struct dl_model {
     dl_storage *state;
     int moments;
     size_t P, B; /* padded float counts */
-    dl_dtype lp_type;
     /* activation arena */
     dl_storage *act;
     size_t reserved[2];
@@ -817,7 +816,6 @@ int dl_model_init_state(dl_model *m, dl_backend *be, int moments, uint64_t seed)
         m->state = NULL;
         return rc;
     }
-    m->lp_type = DL_F32;
     /* activations move with the state */
     if (m->act && m->act->be != be) {
         DL_TRY(dl_storage_move(m->act, be));
@@ -941,12 +939,9 @@ int dl_model_backward(dl_model *m, dl_pass *p)
                           dl_model_output_grad(m), NULL, NULL, RUN_ADD);
 }
 
-void dl_model_note_lowp(dl_model *m, dl_dtype t) { m->lp_type = t; }
-
 int dl_model_refresh_lowp(dl_model *m, dl_dtype t)
 {
     dl_backend *be = m->state->be;
-    m->lp_type = t;
     if (t == DL_F32)
         return DL_OK;
     return be->ops->cast(be, (char *)m->state->ptr + region_lp_bytes(m), t, m->state->ptr, DL_F32,

@@ -316,9 +316,6 @@ int dl_model_forward(dl_model *m, dl_pass *p);
 int dl_model_backward(dl_model *m, dl_pass *p);
 /* Refreshes the low-precision copy of the parameters. */
 int dl_model_refresh_lowp(dl_model *m, dl_dtype t);
-/* Records that the low-precision copy now holds the parameters in t,
- * written by someone else (an optimizer update that writes it). */
-void dl_model_note_lowp(dl_model *m, dl_dtype t);
 
 /* Introspection. */
 size_t dl_model_param_count(const dl_model *m); /* floats in the params region */

@@ -95,7 +95,7 @@ int dl_optim_step_lowp(const dl_optim *o, dl_model *m, float lr, long step, floa
         return dl_error(DL_EINVAL, "%s needs %d moment(s) per parameter; the model has %d",
                         dl_optim_name(o->kind), dl_optim_moments(o), s.moments);
     /* the copy in the update's pass, or a cast after it */
-    int fused = lowp != DL_F32 && !guard && s.params_lp &&
+    int fused = lowp != DL_F32 && !guard &&
                 (o->kind == DL_OPT_SGD ? be->ops->sgd_update_lowp != NULL
                                        : be->ops->adam_update_lowp != NULL);
     dl_dtype lpt = fused ? lowp : DL_F32;
@@ -121,11 +121,7 @@ int dl_optim_step_lowp(const dl_optim *o, dl_model *m, float lr, long step, floa
         DL_TRY(update_range(o, be, &s, run_start, s.count, run_decay ? o->weight_decay : 0, lr,
                             step, grad_scale, guard, lpt));
     }
-    if (lowp != DL_F32 && !fused)
-        return dl_model_refresh_lowp(m, lowp);
-    if (fused)
-        dl_model_note_lowp(m, lowp);
-    return DL_OK;
+    return lowp != DL_F32 && !fused ? dl_model_refresh_lowp(m, lowp) : DL_OK;
 }
 
 int dl_guard_grads(dl_model *m, float max_norm, float grad_scale, float *cells)

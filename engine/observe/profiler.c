@@ -182,6 +182,7 @@ typedef struct walk {
     dl_profiler *p;
     int stack[64]; /* index of the last layer seen at each depth */
     int fail;
+    const dl_layer *no_dx; /* the layer whose backward skips the input gradient */
 } walk;
 
 static void count_layer(dl_layer *l, int depth, void *arg) { (*(int *)arg)++; }
@@ -204,7 +205,7 @@ static void add_layer(dl_layer *l, int depth, void *arg)
     if (depth < 64)
         w->stack[depth] = i;
     e->leaf = l->nchild == 0;
-    e->no_dx = l == dl_model_input_grad_skipped(p->model);
+    e->no_dx = l == w->no_dx;
     double children = 0;
     for (int c = 0; c < l->nchild; c++)
         children += l->child[c]->flops;
@@ -229,7 +230,7 @@ int dl_profiler_attach(dl_profiler *p, dl_model *m, dl_backend *be)
         p->layers = ls;
         p->nlayers = n;
         p->model = m;
-        walk w = {p, {0}, 0};
+        walk w = {p, {0}, 0, dl_model_input_grad_skipped(m)};
         dl_model_each_layer(m, add_layer, &w);
         for (int i = 0; i < dl_model_num_params(m); i++) {
             const dl_param *prm = dl_model_param(m, i);
