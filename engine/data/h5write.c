@@ -10,6 +10,45 @@
 #include "engine/base/error.h"
 #include "engine/base/h5util.h"
 
+#ifdef __AVX2__
+#include <immintrin.h>
+#endif
+
+/* The sum and the sum of squares of px[0..n), n <= 65536 (so that 32-bit
+ * sums cannot overflow), exact. */
+static void u8_sums(const uint8_t *px, size_t n, double *s, double *s2)
+{
+    uint32_t a = 0, a2 = 0;
+    size_t p = 0;
+#ifdef __AVX2__
+    /* 32 bytes a step: sad against zero sums them in four 64-bit lanes,
+     * madd of the widened bytes with themselves adds squares in pairs */
+    __m256i zero = _mm256_setzero_si256(), sum = zero, sq = zero;
+    for (; p + 32 <= n; p += 32) {
+        __m256i v = _mm256_loadu_si256((const __m256i *)(px + p));
+        sum = _mm256_add_epi64(sum, _mm256_sad_epu8(v, zero));
+        __m256i lo = _mm256_cvtepu8_epi16(_mm256_castsi256_si128(v));
+        __m256i hi = _mm256_cvtepu8_epi16(_mm256_extracti128_si256(v, 1));
+        sq = _mm256_add_epi32(sq, _mm256_madd_epi16(lo, lo));
+        sq = _mm256_add_epi32(sq, _mm256_madd_epi16(hi, hi));
+    }
+    uint64_t ls[4];
+    uint32_t lq[8];
+    _mm256_storeu_si256((__m256i *)ls, sum);
+    _mm256_storeu_si256((__m256i *)lq, sq);
+    for (int i = 0; i < 4; i++)
+        a += (uint32_t)ls[i];
+    for (int i = 0; i < 8; i++)
+        a2 += lq[i];
+#endif
+    for (; p < n; p++) {
+        a += px[p];
+        a2 += (uint32_t)px[p] * px[p];
+    }
+    *s += (double)a;
+    *s2 += (double)a2;
+}
+
 /* Per-channel mean and std of x * scale over d (channels = dim 0 of
  * [C, H, W] samples, else 1). Returns the channel count, 0 for too many. */
 static int channel_stats(const dl_dataset *d, float *mean, float *std)
@@ -24,16 +63,8 @@ static int channel_stats(const dl_dataset *d, float *mean, float *std)
         for (size_t i = 0; i < in->count && in->x_dtype == DL_U8; i++) {
             /* u8 (images): exact integer sums, one plane at a time */
             const uint8_t *px = (const uint8_t *)d->x + i * per + (size_t)c * plane;
-            for (size_t p0 = 0; p0 < plane; p0 += 65536) { /* 32-bit sums cannot overflow */
-                size_t p1 = plane - p0 < 65536 ? plane : p0 + 65536;
-                uint32_t a = 0, a2 = 0;
-                for (size_t p = p0; p < p1; p++) {
-                    a += px[p];
-                    a2 += (uint32_t)px[p] * px[p];
-                }
-                s += (double)a;
-                s2 += (double)a2;
-            }
+            for (size_t p0 = 0; p0 < plane; p0 += 65536)
+                u8_sums(px + p0, plane - p0 < 65536 ? plane - p0 : 65536, &s, &s2);
         }
         for (size_t i = 0; i < in->count && in->x_dtype != DL_U8; i++)
             for (size_t p = 0; p < plane; p++) {

@@ -15,6 +15,7 @@
 #include <time.h>
 
 #include "engine/base/error.h"
+#include "engine/base/mem.h"
 #include "engine/base/sha256.h"
 #include "engine/data/image.h"
 
@@ -434,7 +435,9 @@ static int build_split(job *j, dl_import *im, const split_files *s, const char *
     in->count = n;
     in->scale = 1.0f;
     snprintf(out->d.name, sizeof out->d.name, "%s", name);
-    uint8_t *x = out->d.x = malloc(n * per);
+    /* huge pages: 4 KiB faults on a fresh 86 MB array were a tenth of an
+     * import of 1500 160x120 JPEGs on one worker */
+    uint8_t *x = out->d.x = dl_mem_alloc_big(n * per);
     int32_t *y = out->d.y = malloc(n * sizeof *y);
     if (!x || !y) {
         dl_dataset_done(&out->d);
