@@ -28,6 +28,8 @@
 #include "engine/core/backend.h"
 #include "engine/train/checkpoint.h"
 
+#include "bench/bench_cpu.h"
+
 enum { LAYERS = 6, WIDTH = 4096, REPS = 3 };
 
 static double best(double a, double b) { return a < b ? a : b; }
@@ -79,6 +81,7 @@ static void write_named(const char *path, dl_model *m, const float *params)
 
 int main(int argc, char **argv)
 {
+    bench_cpu_line();
     const char *dir = argc > 1 ? argv[1] : "/tmp";
     char v2[1024], named[1024];
     snprintf(v2, sizeof v2, "%s/bench-ckpt-v2.h5", dir);

@@ -32,6 +32,8 @@
 #include "engine/base/h5util.h"
 #include "engine/data/h5data.h"
 
+#include "bench/bench_cpu.h"
+
 enum { BATCH = 128 };
 
 static double seconds = 1.0;
@@ -264,6 +266,7 @@ static void wait_share(const char *path, int workers, mlp *m)
 
 int main(int argc, char **argv)
 {
+    bench_cpu_line();
     const char *path = argc > 1 ? argv[1] : "data/fashion-mnist.h5";
     if (argc > 2)
         seconds = atof(argv[2]);

@@ -17,6 +17,8 @@
 
 #ifdef DL_HAVE_DNNL
 #include <oneapi/dnnl/dnnl.h>
+
+#include "bench/bench_cpu.h"
 #endif
 
 void openblas_set_num_threads(int num_threads);
@@ -118,6 +120,7 @@ static void dnnl_done(dnnl_mm *d)
 
 int main(void)
 {
+    bench_cpu_line();
     dl_backend *be = dl_backend_cpu(0);
     dl_cpu_ctx *ctx = dl_cpu(be);
     dl_pool *pool = ctx->pool;

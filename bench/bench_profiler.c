@@ -14,6 +14,8 @@
 #include "engine/base/rng.h"
 #include "engine/train/trainer.h"
 
+#include "bench/bench_cpu.h"
+
 /* Seconds for `steps` optimizer steps (new epochs started as needed). */
 static double timed_steps(dl_trainer *t, int steps)
 {
@@ -43,6 +45,7 @@ static int cmp(const void *a, const void *b)
 
 int main(int argc, char **argv)
 {
+    bench_cpu_line();
     int rounds = argc > 1 ? atoi(argv[1]) : 7, steps = argc > 2 ? atoi(argv[2]) : 40;
     dl_backend *be = dl_backend_cpu(0);
     /* the fmnist MLP: 784 -> 512 -> 10, batch 128, random inputs */

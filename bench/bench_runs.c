@@ -32,6 +32,8 @@
 #include "tui/runs_screen.h"
 #include "views/views.h"
 
+#include "bench/bench_cpu.h"
+
 /* One finished run: lr and seed vary, 500 step records like a training's. */
 static int make_run(const char *dir, int i, int steps)
 {
@@ -168,6 +170,7 @@ static const char *peer_py =
 
 int main(int argc, char **argv)
 {
+    bench_cpu_line();
     int n = 1000, steps = 500;
     const char *dir = NULL, *exe = "build/dlbench";
     for (int i = 1; i + 1 < argc; i += 2) {

@@ -48,6 +48,7 @@
 #include "engine/train/trainer.h"
 
 #include "bench/bench_models.h"
+#include "bench/bench_cpu.h"
 
 #define FMNIST "/usr/share/datasets/fashion-mnist"
 #define BATCH 128          /* all models but char-gpt; and the ceiling and accuracy runs */
@@ -451,6 +452,7 @@ static void usage(void)
 
 int main(int argc, char **argv)
 {
+    bench_cpu_line();
     int threads = 0, reps = 3, ceiling = 0, accuracy = 0;
     long warmup = -1, steps = -1;
     const char *model = NULL;

@@ -30,6 +30,8 @@
 #include "engine/base/error.h"
 #include "engine/tune/tune.h"
 
+#include "bench/bench_cpu.h"
+
 #define MAX_SEEDS 64
 
 static double hartmann6(const double *x)
@@ -288,6 +290,7 @@ static void print_table(void)
 
 int main(int argc, char **argv)
 {
+    bench_cpu_line();
     int seeds = 10, peer = 1;
     const char *python = "/usr/bin/python3";
     for (int i = 1; i < argc; i++) {

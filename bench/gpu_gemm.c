@@ -24,6 +24,8 @@
 #include "engine/base/half.h"
 #include "engine/base/rng.h"
 
+#include "bench/bench_cpu.h"
+
 #define RANDOM_BLOCK 4194301 /* values: 16 MiB of f32 */
 
 /* Fills the device array dst [n] with the host block, repeated. */
@@ -97,6 +99,7 @@ static double time_gemm(dl_backend *be, int m, int n, int k, dl_dtype t, const v
 
 int main(int argc, char **argv)
 {
+    bench_cpu_line();
     /* --device cpu: the same checks on the CPU backend, one small shape
      * (a dry run of this program on a machine without a GPU) */
     int on_cpu = argc == 3 && !strcmp(argv[1], "--device") && !strcmp(argv[2], "cpu");

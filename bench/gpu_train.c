@@ -46,6 +46,7 @@
 #include "engine/train/trainer.h"
 
 #include "bench/bench_models.h"
+#include "bench/bench_cpu.h"
 
 #define MAX_REPS 16
 #define WINDOW_CAP_S 2.0 /* a timed window ends after its steps or this long */
@@ -256,6 +257,7 @@ static void usage(void)
 
 int main(int argc, char **argv)
 {
+    bench_cpu_line();
     int reps = 3, quick = 0, cpu = 0, probe = 0;
     const char *model = "all";
     for (int i = 1; i < argc; i++) {

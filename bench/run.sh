@@ -72,7 +72,7 @@ record() {
     local out rc
     out=$("$@" 2>&1)
     rc=$?
-    echo "$out" | grep -v '^#' | sed 's/^/  /'
+    echo "$out" | grep -v -e '^#' -e '^cpu: ' | sed 's/^/  /' # the cores line stays: it changes
     echo "$out" | grep -E '^(dlbench|torch)' >>"$results"
     if [ $rc -ne 0 ]; then
         echo "  (exited with status $rc: $*)"
