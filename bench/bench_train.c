@@ -24,8 +24,11 @@
  * --ceiling: OpenBLAS sgemm on the MLP's own products at batch 128 (the
  * same shapes, transpositions and beta as engine/nn/layers.c), with this
  * process's thread count; the backend's bf16 GEMM and its own f32 products
- * (oneDNN's sgemm where the CPU has AVX-512) on the same shapes.
+ * (oneDNN's sgemm where the CPU has AVX-512) on the same shapes; and one
+ * 512^3 product, the better f32 path and bf16 (the yardstick of the other
+ * models).
  *   dlbench-ceiling threads=T sgemm_gflops=X bf16_gemm_gflops=Y engine_f32_gflops=Z
+ *                   mflop_per_sample=M square_f32_gflops=F square_bf16_gflops=B
  *
  * --accuracy E: the MLP with SGD-momentum and a cosine schedule for E
  * epochs in f32 and in bf16, same seed and order; test accuracy on t10k.
@@ -328,10 +331,11 @@ static double time_step(dl_backend *be, const product *p, int np, const operands
     return best;
 }
 
-static int bench_ceiling(dl_backend *be)
+/* GFLOP/s of the products p[0..np) run back to back: the backend's in
+ * bf16 (*bf16) and f32 (*eng), and OpenBLAS's threaded sgemm (*blas). */
+static int time_products(dl_backend *be, const product *p, int np, double *bf16, double *eng,
+                         double *blas)
 {
-    product p[8];
-    int np = mlp_products(p);
     operands f, h;
     memset(&f, 0, sizeof f);
     memset(&h, 0, sizeof h);
@@ -359,25 +363,41 @@ static int bench_ceiling(dl_backend *be)
     if (rc == 0) {
         /* bf16 first: OpenBLAS's workers spin for a while after each call
          * and would take the second core from the backend's pool */
-        double tb = time_step(be, p, np, &h, DL_BF16, 0);
+        *bf16 = flop / time_step(be, p, np, &h, DL_BF16, 0) * 1e-9;
         /* the backend's own f32 products (oneDNN's sgemm on AVX-512, else
          * OpenBLAS, split over its pool) */
-        double te = time_step(be, p, np, &f, DL_F32, 0);
+        *eng = flop / time_step(be, p, np, &f, DL_F32, 0) * 1e-9;
         /* OpenBLAS's own threaded sgemm; the backend keeps OpenBLAS
          * single-threaded and splits products over its pool */
         openblas_set_num_threads(be->threads);
-        double ts = time_step(be, p, np, &f, DL_F32, 1);
+        *blas = flop / time_step(be, p, np, &f, DL_F32, 1) * 1e-9;
         openblas_set_num_threads(1);
-        printf("dlbench-ceiling threads=%d sgemm_gflops=%.2f bf16_gemm_gflops=%.2f "
-               "engine_f32_gflops=%.2f mflop_per_sample=%.4f\n",
-               be->threads, flop / ts * 1e-9, flop / tb * 1e-9, flop / te * 1e-9,
-               flop / BATCH * 1e-6);
     }
     for (int i = 0; i < np; i++) {
         free(f.a[i]), free(f.b[i]), free(f.c[i]);
         free(h.a[i]), free(h.b[i]);
     }
     return rc;
+}
+
+/* The ceilings: at the MLP's own 8 products, and at one 512^3 product
+ * (the yardstick of the models whose products are convolutions and
+ * attention: bench_conv's too), each the best f32 path and bf16. */
+static int bench_ceiling(dl_backend *be)
+{
+    product p[8], sq = {0, 0, 512, 512, 512, 0.0f};
+    int np = mlp_products(p);
+    double tb, te, ts, qb, qe, qs;
+    if (time_products(be, p, np, &tb, &te, &ts) < 0 || time_products(be, &sq, 1, &qb, &qe, &qs) < 0)
+        return -1;
+    double flop = 0;
+    for (int i = 0; i < np; i++)
+        flop += 2.0 * p[i].m * p[i].n * p[i].k;
+    printf("dlbench-ceiling threads=%d sgemm_gflops=%.2f bf16_gemm_gflops=%.2f "
+           "engine_f32_gflops=%.2f mflop_per_sample=%.4f square_f32_gflops=%.2f "
+           "square_bf16_gflops=%.2f\n",
+           be->threads, ts, tb, te, flop / BATCH * 1e-6, qe > qs ? qe : qs, qb);
+    return 0;
 }
 
 /* --- bf16 against f32 accuracy ------------------------------------------- */

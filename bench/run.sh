@@ -216,6 +216,9 @@ function field(line, key,    n, i, kv, parts) {
         eng = field($0, "engine_f32_gflops") + 0
         if (eng > ceil[t]) ceil[t] = eng
         bceil[t] = field($0, "bf16_gemm_gflops") + 0
+        # the other models: one 512^3 product, f32 (its better path) or bf16
+        sqf[t] = field($0, "square_f32_gflops") + 0
+        sqb[t] = field($0, "square_bf16_gflops") + 0
     } else if ($1 == "dlbench-accuracy") {
         p = field($0, "precision")
         if (p != "bf16") p = "f32"
@@ -249,6 +252,11 @@ END {
                 gcol = sprintf("%.1f", gf[m, t])
                 ccol = sprintf("%.1f", m == "mlp-bf16" ? bceil[t] : ceil[t])
                 pcol = sprintf("%.0f%%", 100 * gf[m, t] / (m == "mlp-bf16" ? bceil[t] : ceil[t]))
+            } else if (gf[m, t] > 0 && (t in sqf) && sqf[t] > 0) {
+                cl = m ~ /-bf16$/ ? sqb[t] : sqf[t]
+                gcol = sprintf("%.1f", gf[m, t])
+                ccol = sprintf("%.1f", cl)
+                pcol = cl > 0 ? sprintf("%.0f%%", 100 * gf[m, t] / cl) : "-"
             }
             printf "%-13s %3s %11.0f %s %-18s %6s %7s %4s %8s %8s %6s\n", m, t, dl[m, t], ps_,
                 setup, (ratio > 0 ? sprintf("%.2fx", ratio) : "-"), tg, met, gcol, ccol, pcol
@@ -257,7 +265,9 @@ END {
     print "  (ratio = dlbench / PyTorch best set-up; %ceil = achieved GFLOP/s, 2.41 MFLOP/sample counted"
     print "   exactly, over the best f32 GEMM (OpenBLAS sgemm or the backend own) at the same 8 shapes and"
     print "   threads, same process; for mlp-bf16"
-    print "   over the backend bf16 GEMM on those shapes; MLP target at 2 threads also >= 85% of sgemm)"
+    print "   over the backend bf16 GEMM on those shapes; MLP target at 2 threads also >= 85% of sgemm;"
+    print "   the other models: their FLOPs as the model counts them, over one 512^3 product at the same"
+    print "   threads, f32 (the better of OpenBLAS and the backend) or bf16 for the -bf16 models)"
     for (j = 1; j <= nt; j++) {
         t = tord[j]
         if (("char-gpt", t) in dl && dtok["char-gpt", t] != "")
