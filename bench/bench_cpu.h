@@ -87,8 +87,10 @@ static inline void bench_cores_line(void)
     cpu_set_t saved;
     if (sysconf(_SC_NPROCESSORS_ONLN) < 2 ||
         pthread_getaffinity_np(pthread_self(), sizeof saved, &saved) != 0 ||
-        !CPU_ISSET(0, &saved) || !CPU_ISSET(1, &saved))
+        !CPU_ISSET(0, &saved) || !CPU_ISSET(1, &saved)) {
+        printf("cores: not measured (this process may not run on both CPU 0 and CPU 1)\n");
         return;
+    }
     bench_xc x = {aligned_alloc(64, BENCH_XC_BYTES), aligned_alloc(64, BENCH_XC_BYTES), 0, 0, 0};
     pthread_t w;
     if (!x.src || !x.dst || pthread_create(&w, NULL, bench_xc_writer, &x) != 0) {

@@ -187,6 +187,10 @@ int dl_cpu_attention_backward(dl_backend *be, int n, int t, int heads, int d, in
 
 /* cpu_elementwise.c */
 int dl_cpu_cast(dl_backend *be, void *dst, dl_dtype dt, const void *src, dl_dtype st, size_t n);
+/* d[0..n) = the bf16 bits of s[0..n) (dl_f32_to_bf16's rounding), on
+ * this thread: the cast's loop, for kernels that convert inside a pool
+ * task (the im2col columns). */
+void dl_cpu_f32_to_bf16(uint16_t *restrict d, const float *restrict s, size_t n);
 int dl_cpu_round_through(dl_backend *be, float *x, dl_dtype via, size_t n);
 int dl_cpu_input_to_f32(dl_backend *be, float *dst, const void *src, dl_dtype type, size_t rows,
                         int channels, size_t plane, float scale, const float *mean,

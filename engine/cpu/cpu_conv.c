@@ -188,6 +188,10 @@ static inline float round_via(float v, dl_dtype t)
 
 static void convert_w(uint16_t *dst, const float *w, size_t n, dl_dtype t)
 {
+    if (t == DL_BF16) {
+        dl_cpu_f32_to_bf16(dst, w, n);
+        return;
+    }
     for (size_t i = 0; i < n; i++)
         dst[i] = to_half(w[i], t);
 }
@@ -203,29 +207,13 @@ static const void *gemm_weights(const conv_work *cw, const dl_conv_desc *d, cons
     return cw->w16;
 }
 
-#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
-/* h[0..n) = bf16 bits of src[0..n), 16 lanes at a time (dl_f32_to_bf16's
- * rounding). The scalar loop was most of the own bf16 path's im2col. */
-__attribute__((target("avx512f"))) static void store_bf16_v512(uint16_t *h, const float *src, int n)
-{
-    for (int j = 0; j < n; j += 16) {
-        __mmask16 m = n - j >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - j)) - 1);
-        __m512 r = dl_v512_round_bf16(_mm512_maskz_loadu_ps(m, src + j));
-        _mm512_mask_cvtepi32_storeu_epi16(h + j, m, _mm512_srli_epi32(_mm512_castps_si512(r), 16));
-    }
-}
-#define HAVE_STORE_BF16_V512 1
-#else
-#define HAVE_STORE_BF16_V512 0
-#endif
-
 /* dst[j] = src[j] in the compute dtype (f32 copy or 16-bit rounding). */
 static inline void store_run(void *dst, size_t at, const float *src, int n, dl_dtype t)
 {
     if (t == DL_F32) {
         memcpy((float *)dst + at, src, (size_t)n * sizeof(float));
-    } else if (HAVE_STORE_BF16_V512 && t == DL_BF16 && dl_cpu_avx512()) {
-        store_bf16_v512((uint16_t *)dst + at, src, n);
+    } else if (t == DL_BF16) {
+        dl_cpu_f32_to_bf16((uint16_t *)dst + at, src, (size_t)n);
     } else {
         uint16_t *h = (uint16_t *)dst + at;
         for (int j = 0; j < n; j++)

@@ -64,6 +64,17 @@ static inline __m128i bf16x8(__m256 x)
 }
 #endif
 
+void dl_cpu_f32_to_bf16(uint16_t *restrict d, const float *restrict s, size_t n)
+{
+    size_t i = 0;
+#ifdef __AVX2__
+    for (; i + 8 <= n; i += 8)
+        _mm_storeu_si128((__m128i *)(d + i), bf16x8(_mm256_loadu_ps(s + i)));
+#endif
+    for (; i < n; i++)
+        d[i] = dl_f32_to_bf16(s[i]);
+}
+
 static void cast_range(void *p, size_t b, size_t e)
 {
     job *j = p;
@@ -77,12 +88,7 @@ static void cast_range(void *p, size_t b, size_t e)
         const float *restrict s = j->src;
         uint16_t *restrict d = j->dst;
         if (j->t0 == DL_BF16) {
-#ifdef __AVX2__
-            for (; i + 8 <= e; i += 8)
-                _mm_storeu_si128((__m128i *)(d + i), bf16x8(_mm256_loadu_ps(s + i)));
-#endif
-            for (; i < e; i++)
-                d[i] = dl_f32_to_bf16(s[i]);
+            dl_cpu_f32_to_bf16(d + b, s + b, e - b);
         } else {
             for (; i < e; i++)
                 d[i] = dl_f32_to_f16(s[i]);
