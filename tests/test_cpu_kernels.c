@@ -597,16 +597,18 @@ static void test_conv_1x1(void)
 
 /* Convolutions give the same bits at 1 and 3 threads (oneDNN's chunks
  * are fixed; the own kernels split by image). */
-static void conv_threads_case(dl_conv_desc d);
+static void conv_threads_case(dl_conv_desc d, dl_dtype compute);
 static void test_conv_threads(void)
 {
-    conv_threads_case(conv_desc(19, 16, 12, 12, 24, 3, 3, 1, 1));
+    conv_threads_case(conv_desc(19, 16, 12, 12, 24, 3, 3, 1, 1), DL_F32);
     /* the 1x1 kernels: images split by part, dw summed per chunk */
-    conv_threads_case(conv_desc(37, 16, 13, 13, 24, 1, 1, 2, 0));
-    conv_threads_case(conv_desc(37, 32, 7, 7, 64, 1, 1, 1, 0));
+    conv_threads_case(conv_desc(37, 16, 13, 13, 24, 1, 1, 2, 0), DL_F32);
+    conv_threads_case(conv_desc(37, 32, 7, 7, 64, 1, 1, 1, 0), DL_F32);
+    /* the bf16 filter kernel's chunks (cpu_conv_bf16.c) */
+    conv_threads_case(conv_desc(23, 16, 14, 14, 20, 3, 3, 1, 1), DL_BF16);
 }
 
-static void conv_threads_case(dl_conv_desc d)
+static void conv_threads_case(dl_conv_desc d, dl_dtype compute)
 {
     size_t nx = xsize(&d), ny = ysize(&d), nw = wsize(&d);
     float *x = frandv(nx), *w = frandv(nw), *dy = frandv(ny), *out[2][4];
@@ -614,11 +616,11 @@ static void conv_threads_case(dl_conv_desc d)
         dl_backend *be = dl_backend_cpu_create(k == 0 ? 1 : 3);
         float *y = out[k][0] = malloc(ny * 4), *dx = out[k][1] = calloc(nx, 4);
         float *dw = out[k][2] = calloc(nw, 4), *db = out[k][3] = calloc((size_t)d.k, 4);
-        size_t wsb = be->ops->conv_workspace(be, &d, DL_F32);
+        size_t wsb = be->ops->conv_workspace(be, &d, compute);
         void *ws = malloc(wsb + 1);
-        CHECK_OK(be->ops->conv_forward(be, &d, y, x, w, NULL, ws, wsb, DL_F32));
-        CHECK_OK(be->ops->conv_backward_data(be, &d, dx, dy, w, ws, wsb, DL_F32));
-        CHECK_OK(be->ops->conv_backward_filter(be, &d, dw, db, dy, x, ws, wsb, DL_F32));
+        CHECK_OK(be->ops->conv_forward(be, &d, y, x, w, NULL, ws, wsb, compute));
+        CHECK_OK(be->ops->conv_backward_data(be, &d, dx, dy, w, ws, wsb, compute));
+        CHECK_OK(be->ops->conv_backward_filter(be, &d, dw, db, dy, x, ws, wsb, compute));
         free(ws);
         dl_backend_cpu_destroy(be);
     }
@@ -629,6 +631,41 @@ static void conv_threads_case(dl_conv_desc d)
         for (int i = 0; i < 4; i++)
             free(out[k][i]);
     free(x), free(w), free(dy);
+}
+
+/* The bf16 filter gradient of stride-1 convolutions as shifted dot
+ * products (cpu_conv_bf16.c) against the double reference on rounded
+ * operands: kernels with more offsets than a tile (5x5, 7x7), output
+ * channels that leave a short tile, rectangular kernels, padding 0 to 3,
+ * one input channel, batches that end in a shorter chunk; the wide planes
+ * take it by default, the narrow ones under DLBENCH_CONV=own. */
+static void test_conv_bf16_filter(void)
+{
+    static const int cases[][9] = {
+        /* n, c, h, w, k, r, s, stride, pad */
+        {5, 16, 28, 28, 16, 3, 3, 1, 1}, {11, 16, 14, 14, 32, 3, 3, 1, 1},
+        {7, 3, 12, 11, 4, 5, 5, 1, 3},   {3, 8, 20, 17, 7, 3, 2, 1, 0},
+        {2, 1, 9, 40, 5, 7, 7, 1, 3},    {4, 12, 7, 7, 20, 3, 3, 1, 1},
+    };
+    dl_backend *be = cpu();
+    for (int own = 0; own < 2; own++) {
+        if (own)
+            setenv("DLBENCH_CONV", "own", 1);
+        for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+            const int *c = cases[i];
+            dl_conv_desc d = conv_desc(c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7], c[8]);
+            conv_case(&d, DL_BF16, (int)(i & 1));
+        }
+        unsetenv("DLBENCH_CONV");
+    }
+    /* where the CPU has vdpbf16ps, the ResNet shape takes the kernel and says so */
+    dl_conv_desc d = conv_desc(5, 16, 28, 28, 16, 3, 3, 1, 1);
+    char buf[256];
+    CHECK_OK(dl_cpu_conv_algo(be, &d, DL_BF16, buf, sizeof buf));
+    int want = dl_cpu(be)->has_avx512_bf16 && dl_cpu_avx512();
+    CHECK_MSG((strstr(buf, "vdpbf16ps") != NULL) == want, "algo: %s", buf);
+    CHECK_OK(dl_cpu_conv_algo(be, &d, DL_F32, buf, sizeof buf));
+    CHECK_MSG(strstr(buf, "vdpbf16ps") == NULL, "algo (f32): %s", buf);
 }
 
 /* Grouped, depthwise and dilated convolutions (cpu_conv_grouped.c)
@@ -2051,6 +2088,7 @@ static void test_batchnorm_channels_alone(void)
 int main(void)
 {
     RUN(test_pool_each_index_once);
+    RUN(test_conv_bf16_filter);
     RUN(test_gemm_f32);
     RUN(test_gemm_bf16);
     RUN(test_gemm_widened);

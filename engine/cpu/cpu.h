@@ -133,6 +133,15 @@ int dl_cpu_conv_1x1_backward_data(dl_backend *be, const dl_conv_desc *d, float *
                                   const float *w, void *ws, dl_dtype compute, int set);
 int dl_cpu_conv_1x1_backward_filter(dl_backend *be, const dl_conv_desc *d, float *dw, float *db,
                                     const float *dy, const float *x, void *ws, dl_dtype compute);
+/* cpu_conv_bf16.c: the bf16 filter gradient of dense stride-1
+ * convolutions (not 1x1) as shifted dot products, on CPUs with AVX-512
+ * BF16. _fits: whether it takes (d, compute) here (not with
+ * DLBENCH_CONV=dnnl where oneDNN has the shape); _workspace: its bytes;
+ * backward_filter: dw += the gradient (db is the caller's). */
+int dl_cpu_conv_bf16_filter_fits(dl_backend *be, const dl_conv_desc *d, dl_dtype compute);
+size_t dl_cpu_conv_bf16_filter_workspace(dl_backend *be, const dl_conv_desc *d);
+int dl_cpu_conv_bf16_backward_filter(dl_backend *be, const dl_conv_desc *d, float *dw,
+                                     const float *dy, const float *x, void *ws);
 /* cpu_adaptive_pool.c */
 int dl_cpu_adaptive_avgpool_forward(dl_backend *be, const dl_pool_desc *d, float *y,
                                     const float *x);

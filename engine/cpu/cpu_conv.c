@@ -129,6 +129,9 @@ size_t dl_cpu_conv_workspace(dl_backend *be, const dl_conv_desc *d, dl_dtype com
         bytes += (size_t)d->k * crs * 2 + 64;
     if (sparse_fits(d, compute) && sparse_workspace(d) > bytes)
         bytes = sparse_workspace(d);
+    if (dl_cpu_conv_bf16_filter_fits(be, d, compute) &&
+        dl_cpu_conv_bf16_filter_workspace(be, d) > bytes)
+        bytes = dl_cpu_conv_bf16_filter_workspace(be, d);
     return bytes;
 }
 
@@ -145,10 +148,14 @@ int dl_cpu_conv_algo(dl_backend *be, const dl_conv_desc *d, dl_dtype compute, ch
                  d->stride > 1 ? ", strided input subsampled" : "");
         return DL_OK;
     }
-    if (dl_cpu_dnnl_conv_wanted(d, compute) && dl_cpu_dnnl_conv_describe(be, d, compute, buf, size))
-        return DL_OK;
-    snprintf(buf, size, "cpu im2col + GEMM, %d images a chunk%s", chunk_images(d),
-             sparse_fits(d, compute) ? "; direct kernels when dy is sparse" : "");
+    if (!dl_cpu_dnnl_conv_wanted(d, compute) ||
+        !dl_cpu_dnnl_conv_describe(be, d, compute, buf, size))
+        snprintf(buf, size, "cpu im2col + GEMM, %d images a chunk%s", chunk_images(d),
+                 sparse_fits(d, compute) ? "; direct kernels when dy is sparse" : "");
+    if (dl_cpu_conv_bf16_filter_fits(be, d, compute)) {
+        size_t used = strlen(buf);
+        snprintf(buf + used, size - used, "; filter gradient: own vdpbf16ps shifted products");
+    }
     return DL_OK;
 }
 
@@ -1096,8 +1103,12 @@ int dl_cpu_conv_backward_filter(dl_backend *be, const dl_conv_desc *d, float *dw
     DL_TRY(check_desc(d, compute, "conv_backward_filter"));
     if (use_1x1(d, compute))
         return dl_cpu_conv_1x1_backward_filter(be, d, dw, db, dy, x, ws, compute);
-    /* oneDNN's dw; db as below, summed in double */
-    int done = dl_cpu_dnnl_conv_wanted(d, compute)
+    /* the own bf16 kernel's or oneDNN's dw; db as below, summed in double */
+    int done = dl_cpu_conv_bf16_filter_fits(be, d, compute) ? 1 : 0;
+    if (done)
+        DL_TRY(dl_cpu_conv_bf16_backward_filter(be, d, dw, dy, x, ws));
+    else
+        done = dl_cpu_dnnl_conv_wanted(d, compute)
                    ? dl_cpu_dnnl_conv(be, 2, d, compute, dw, NULL, x, dy, NULL, NULL)
                    : 0;
     if (done < 0)
