@@ -633,12 +633,14 @@ static void conv_threads_case(dl_conv_desc d, dl_dtype compute)
     free(x), free(w), free(dy);
 }
 
-/* The bf16 filter gradient of stride-1 convolutions as shifted dot
- * products (cpu_conv_bf16.c) against the double reference on rounded
- * operands: kernels with more offsets than a tile (5x5, 7x7), output
- * channels that leave a short tile, rectangular kernels, padding 0 to 3,
- * one input channel, batches that end in a shorter chunk; the wide planes
- * take it by default, the narrow ones under DLBENCH_CONV=own. */
+/* The bf16 kernels of stride-1 convolutions (cpu_conv_bf16.c: forward and
+ * data on channel pairs, the filter as shifted dot products) against the
+ * double reference on rounded operands: kernels with more offsets than a
+ * filter tile (5x5, 7x7), channel counts that leave short tiles and an
+ * unpaired channel (1, 3, 7, 12, 20), rectangular kernels, padding 0 to 3
+ * (so the data gradient's own padding r-1-pad is 0 to 3 too), planes of
+ * 1 to 3 vectors a row, batches that end in a shorter chunk; the wide
+ * planes take them by default, the narrow ones under DLBENCH_CONV=own. */
 static void test_conv_bf16_filter(void)
 {
     static const int cases[][9] = {
@@ -664,6 +666,7 @@ static void test_conv_bf16_filter(void)
     CHECK_OK(dl_cpu_conv_algo(be, &d, DL_BF16, buf, sizeof buf));
     int want = dl_cpu(be)->has_avx512_bf16 && dl_cpu_avx512();
     CHECK_MSG((strstr(buf, "vdpbf16ps") != NULL) == want, "algo: %s", buf);
+    CHECK_MSG(!want || strstr(buf, "channel pairs") != NULL, "algo: %s", buf);
     CHECK_OK(dl_cpu_conv_algo(be, &d, DL_F32, buf, sizeof buf));
     CHECK_MSG(strstr(buf, "vdpbf16ps") == NULL, "algo (f32): %s", buf);
 }

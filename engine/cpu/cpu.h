@@ -142,6 +142,15 @@ int dl_cpu_conv_bf16_filter_fits(dl_backend *be, const dl_conv_desc *d, dl_dtype
 size_t dl_cpu_conv_bf16_filter_workspace(dl_backend *be, const dl_conv_desc *d);
 int dl_cpu_conv_bf16_backward_filter(dl_backend *be, const dl_conv_desc *d, float *dw,
                                      const float *dy, const float *x, void *ws);
+/* The same file's forward and backward data of those convolutions, on
+ * channel pairs (backward data writes dx when set, else adds). */
+int dl_cpu_conv_bf16_forward_fits(dl_backend *be, const dl_conv_desc *d, dl_dtype compute);
+int dl_cpu_conv_bf16_data_fits(dl_backend *be, const dl_conv_desc *d, dl_dtype compute);
+size_t dl_cpu_conv_bf16_pairs_workspace(dl_backend *be, const dl_conv_desc *d);
+int dl_cpu_conv_bf16_forward(dl_backend *be, const dl_conv_desc *d, float *y, const float *x,
+                             const float *w, const float *b, void *ws);
+int dl_cpu_conv_bf16_backward_data(dl_backend *be, const dl_conv_desc *d, float *dx,
+                                   const float *dy, const float *w, void *ws, int set);
 /* cpu_adaptive_pool.c */
 int dl_cpu_adaptive_avgpool_forward(dl_backend *be, const dl_pool_desc *d, float *y,
                                     const float *x);

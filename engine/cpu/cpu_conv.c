@@ -132,6 +132,10 @@ size_t dl_cpu_conv_workspace(dl_backend *be, const dl_conv_desc *d, dl_dtype com
     if (dl_cpu_conv_bf16_filter_fits(be, d, compute) &&
         dl_cpu_conv_bf16_filter_workspace(be, d) > bytes)
         bytes = dl_cpu_conv_bf16_filter_workspace(be, d);
+    if ((dl_cpu_conv_bf16_forward_fits(be, d, compute) ||
+         dl_cpu_conv_bf16_data_fits(be, d, compute)) &&
+        dl_cpu_conv_bf16_pairs_workspace(be, d) > bytes)
+        bytes = dl_cpu_conv_bf16_pairs_workspace(be, d);
     return bytes;
 }
 
@@ -148,13 +152,23 @@ int dl_cpu_conv_algo(dl_backend *be, const dl_conv_desc *d, dl_dtype compute, ch
                  d->stride > 1 ? ", strided input subsampled" : "");
         return DL_OK;
     }
+    int own_f = dl_cpu_conv_bf16_forward_fits(be, d, compute),
+        own_d = dl_cpu_conv_bf16_data_fits(be, d, compute),
+        own_w = dl_cpu_conv_bf16_filter_fits(be, d, compute);
+    if (own_f && own_d && own_w) {
+        snprintf(buf, size,
+                 "cpu bf16 kernels (vdpbf16ps): forward and data on channel pairs, "
+                 "filter as shifted products");
+        return DL_OK;
+    }
     if (!dl_cpu_dnnl_conv_wanted(d, compute) ||
         !dl_cpu_dnnl_conv_describe(be, d, compute, buf, size))
         snprintf(buf, size, "cpu im2col + GEMM, %d images a chunk%s", chunk_images(d),
                  sparse_fits(d, compute) ? "; direct kernels when dy is sparse" : "");
-    if (dl_cpu_conv_bf16_filter_fits(be, d, compute)) {
+    if (own_f || own_d || own_w) {
         size_t used = strlen(buf);
-        snprintf(buf + used, size - used, "; filter gradient: own vdpbf16ps shifted products");
+        snprintf(buf + used, size - used, "; own vdpbf16ps kernels for%s%s%s",
+                 own_f ? " forward" : "", own_d ? " data" : "", own_w ? " filter" : "");
     }
     return DL_OK;
 }
@@ -976,6 +990,8 @@ int dl_cpu_conv_forward(dl_backend *be, const dl_conv_desc *d, float *y, const f
     DL_TRY(check_desc(d, compute, "conv_forward"));
     if (use_1x1(d, compute))
         return dl_cpu_conv_1x1_forward(be, d, y, x, w, b, ws, compute);
+    if (dl_cpu_conv_bf16_forward_fits(be, d, compute))
+        return dl_cpu_conv_bf16_forward(be, d, y, x, w, b, ws);
     int done = dl_cpu_dnnl_conv_wanted(d, compute)
                    ? dl_cpu_dnnl_conv(be, 0, d, compute, y, NULL, x, NULL, w, b)
                    : 0;
@@ -1021,6 +1037,8 @@ static int backward_data(dl_backend *be, const dl_conv_desc *d, float *dx, const
     DL_TRY(check_desc(d, compute, "conv_backward_data"));
     if (use_1x1(d, compute))
         return dl_cpu_conv_1x1_backward_data(be, d, dx, dy, w, ws, compute, set);
+    if (dl_cpu_conv_bf16_data_fits(be, d, compute))
+        return dl_cpu_conv_bf16_backward_data(be, d, dx, dy, w, ws, set);
     int done = dl_cpu_dnnl_conv_wanted(d, compute)
                    ? dl_cpu_dnnl_conv(be, set ? 3 : 1, d, compute, dx, NULL, dy, NULL, w, NULL)
                    : 0;

@@ -30,6 +30,7 @@
 #include <string.h>
 
 #include "engine/base/error.h"
+#include "engine/base/half.h"
 #include "engine/cpu/cpu.h"
 #include "engine/cpu/cpu_vmath.h"
 
@@ -262,6 +263,321 @@ BF_TARGET static void filter_task(void *arg, size_t begin, size_t end)
     }
 }
 
+/* ---------------------------------------------------------------------- */
+/* forward and backward data: channel pairs                                */
+
+/* Both are stride-1 correlations of a padded input with a kernel:
+ *   out [m, y, x] = sum over i, r, s of wk [m, i, r, s] * inp [i, y + r, x + s]
+ * the forward with inp = x padded by pad, wk = w; the data gradient with
+ * inp = dy padded by r-1-pad (s-1-pad across), wk [c, k, r, s] = w [k, c,
+ * r-1-r', s-1-s'] (the kernel turned round). The input is laid out as
+ * padded planes of channel pairs, one 32-bit (bf16, bf16) element per
+ * position, so a vector load at flat position j + r*Wp + s gives 16
+ * positions of two channels, and vdpbf16ps with the broadcast weight pair
+ * of those channels adds both products into 16 outputs. A tile keeps 4
+ * output channels times 6 vectors of positions (24 accumulators); each
+ * (pair, offset) step loads 6 vectors and 4 weight pairs for 24
+ * instructions. Outputs on the padded pitch (the last s-1 of each row are
+ * not outputs) are compressed into place with a per-vector mask. */
+
+#define MK 4
+#define NV 6
+
+typedef struct pr_geom {
+    int cin, hin, win, ph, pw; /* input planes and their padding */
+    int kout, r, s, hout, wout;
+    int wp, cp, kb;    /* padded pitch, channel pairs, 4-channel output blocks */
+    int nvec;          /* vectors of 16 positions covering hout * wp */
+    size_t plane;      /* 32-bit elements of one padded pair plane, with slack */
+    size_t wpk, table; /* 32-bit elements of the packed weights, of the store table */
+    int parts;
+} pr_geom;
+
+static pr_geom pr_geom_of(dl_backend *be, int n, int cin, int hin, int win, int ph, int pw,
+                          int kout, int r, int s)
+{
+    pr_geom g;
+    g.cin = cin, g.hin = hin, g.win = win, g.ph = ph, g.pw = pw;
+    g.kout = kout, g.r = r, g.s = s;
+    g.hout = hin + 2 * ph - r + 1;
+    g.wout = win + 2 * pw - s + 1;
+    g.wp = win + 2 * pw;
+    g.cp = (cin + 1) / 2;
+    g.kb = (kout + MK - 1) / MK;
+    g.nvec = (int)(((size_t)g.hout * g.wp + 15) / 16);
+    /* the last vector read starts at (r-1)*wp + s-1 past the last position */
+    g.plane = up((size_t)g.nvec * 16 + (size_t)(r - 1) * g.wp + s, 16);
+    g.wpk = (size_t)g.kb * g.cp * r * s * MK;
+    g.table = 2 * (size_t)g.nvec;
+    dl_pool *pool = dl_cpu(be)->pool;
+    int t = pool ? dl_pool_threads(pool) : 1;
+    g.parts = t < n ? t : n;
+    return g;
+}
+
+static size_t pr_bytes(const pr_geom *g)
+{
+    return (up(g->wpk, 16) + up(g->table, 16) +
+            (size_t)g->parts * up((size_t)g->cp * g->plane, 16) + up((size_t)g->r * g->s, 16)) *
+               4 +
+           128;
+}
+
+/* Whether the pair kernels take the correlation g (with oneDNN there as
+ * the other choice: only where the padded pitch and the round-up cost
+ * under a fifth of extra products, as for the filter). */
+static int pr_fits(dl_backend *be, const dl_conv_desc *d, dl_dtype compute, const pr_geom *g)
+{
+    if (compute != DL_BF16 || !dl_cpu(be)->has_avx512_bf16 || !dl_cpu_avx512())
+        return 0;
+    if (dl_conv_groups(d) != 1 || dl_conv_dilation(d) != 1 || d->stride != 1 || d->r * d->s == 1 ||
+        g->ph < 0 || g->pw < 0 || g->hout <= 0 || g->wout <= 0)
+        return 0;
+    if (!dl_cpu_dnnl_conv_wanted(d, compute))
+        return 1;
+    const char *e = getenv("DLBENCH_CONV");
+    if (e && !strcmp(e, "dnnl"))
+        return 0;
+    return (size_t)g->nvec * 16 * 5 <= (size_t)g->hout * g->wout * 6;
+}
+
+static pr_geom fwd_geom(dl_backend *be, const dl_conv_desc *d)
+{
+    return pr_geom_of(be, d->n, d->c, d->h, d->w, d->pad, d->pad, d->k, d->r, d->s);
+}
+
+static pr_geom data_geom(dl_backend *be, const dl_conv_desc *d)
+{
+    return pr_geom_of(be, d->n, d->k, d->p, d->q, d->r - 1 - d->pad, d->s - 1 - d->pad, d->c, d->r,
+                      d->s);
+}
+
+int dl_cpu_conv_bf16_forward_fits(dl_backend *be, const dl_conv_desc *d, dl_dtype compute)
+{
+    pr_geom g = fwd_geom(be, d);
+    return pr_fits(be, d, compute, &g);
+}
+
+int dl_cpu_conv_bf16_data_fits(dl_backend *be, const dl_conv_desc *d, dl_dtype compute)
+{
+    pr_geom g = data_geom(be, d);
+    return pr_fits(be, d, compute, &g);
+}
+
+size_t dl_cpu_conv_bf16_pairs_workspace(dl_backend *be, const dl_conv_desc *d)
+{
+    pr_geom f = fwd_geom(be, d), b = data_geom(be, d);
+    size_t a = pr_bytes(&f), c = b.ph >= 0 && b.pw >= 0 ? pr_bytes(&b) : 0;
+    return a > c ? a : c;
+}
+
+enum { PR_SET, PR_BIAS, PR_ADD };
+
+typedef struct pr_task {
+    const pr_geom *g;
+    const float *in, *bias;
+    float *out;
+    const uint32_t *wpk, *table; /* table: per vector its valid-lane mask, then its first output */
+    uint32_t *bufs;
+    const int *off;
+    int n, mode;
+} pr_task;
+
+/* Image `in` [cin, hin, win] into the pair planes at buf (zero where not
+ * written: the caller zeroes the buffer once). */
+BF_TARGET static void pr_lay_out(uint32_t *buf, const pr_geom *g, const float *in)
+{
+    /* lanes 2i, 2i+1 of a pair element: channel a, channel b at position i */
+    const __m512i idx = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24,
+                                         8, 23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
+    size_t hw = (size_t)g->hin * g->win;
+    for (int cp = 0; cp < g->cp; cp++) {
+        const float *a = in + (size_t)(2 * cp) * hw;
+        const float *b = 2 * cp + 1 < g->cin ? a + hw : NULL;
+        uint32_t *pl = buf + (size_t)cp * g->plane + (size_t)g->ph * g->wp + g->pw;
+        for (int y = 0; y < g->hin; y++) {
+            const float *ar = a + (size_t)y * g->win, *br = b ? b + (size_t)y * g->win : NULL;
+            uint32_t *dst = pl + (size_t)y * g->wp;
+            for (int x0 = 0; x0 < g->win; x0 += 16) {
+                __mmask16 m = g->win - x0 >= 16 ? (__mmask16)0xffff : dl_v512_mask(g->win - x0);
+                __m512 va = _mm512_maskz_loadu_ps(m, ar + x0);
+                __m512 vb = br ? _mm512_maskz_loadu_ps(m, br + x0) : _mm512_setzero_ps();
+                __m512i t = (__m512i)_mm512_cvtne2ps_pbh(vb, va); /* a low, b high */
+                _mm512_mask_storeu_epi32(dst + x0, m, _mm512_permutexvar_epi16(idx, t));
+            }
+        }
+    }
+}
+
+/* One tile: output channels kb*MK.. of vectors t0 .. t0+nv of one image. */
+BF_TARGET static BF_INLINE void pr_tile_body(const pr_task *t, const uint32_t *xi, float *out,
+                                             int kb, int t0, int nv)
+{
+    const pr_geom *g = t->g;
+    int rs = g->r * g->s;
+    __m512 acc[MK][NV];
+    UNROLL
+    for (int m = 0; m < MK; m++)
+        UNROLL
+    for (int v = 0; v < NV; v++)
+        acc[m][v] = _mm512_setzero_ps();
+    for (int cp = 0; cp < g->cp; cp++) {
+        const uint32_t *xp = xi + (size_t)cp * g->plane + (size_t)t0 * 16;
+        const uint32_t *wq = t->wpk + ((size_t)kb * g->cp + cp) * rs * MK;
+        for (int o = 0; o < rs; o++) {
+            const uint32_t *xo = xp + t->off[o];
+            __m512bh xv[NV];
+            UNROLL
+            for (int v = 0; v < NV; v++)
+                if (v < nv)
+                    xv[v] = (__m512bh)_mm512_loadu_si512((const void *)(xo + 16 * v));
+            UNROLL
+            for (int m = 0; m < MK; m++) {
+                __m512bh wv = (__m512bh)_mm512_set1_epi32((int)wq[o * MK + m]);
+                UNROLL
+                for (int v = 0; v < NV; v++)
+                    if (v < nv)
+                        acc[m][v] = _mm512_dpbf16_ps(acc[m][v], wv, xv[v]);
+            }
+        }
+    }
+    size_t plane_out = (size_t)g->hout * g->wout;
+    UNROLL
+    for (int m = 0; m < MK; m++) {
+        int k = kb * MK + m;
+        if (k >= g->kout)
+            break;
+        float *ob = out + (size_t)k * plane_out;
+        __m512 bias = t->mode == PR_BIAS ? _mm512_set1_ps(t->bias[k]) : _mm512_setzero_ps();
+        UNROLL
+        for (int v = 0; v < NV; v++) {
+            if (v >= nv)
+                break;
+            int tv = t0 + v;
+            __mmask16 valid = (__mmask16)t->table[tv];
+            __mmask16 sm = dl_v512_mask(__builtin_popcount(valid));
+            float *dst = ob + t->table[g->nvec + tv];
+            __m512 c = _mm512_maskz_compress_ps(valid, _mm512_add_ps(acc[m][v], bias));
+            if (t->mode == PR_ADD)
+                c = _mm512_add_ps(c, _mm512_maskz_loadu_ps(sm, dst));
+            _mm512_mask_storeu_ps(dst, sm, c);
+        }
+    }
+}
+
+BF_TARGET static void pr_tile(const pr_task *t, const uint32_t *xi, float *out, int kb, int t0,
+                              int nv)
+{
+    if (nv == NV)
+        pr_tile_body(t, xi, out, kb, t0, NV);
+    else
+        pr_tile_body(t, xi, out, kb, t0, nv);
+}
+
+BF_TARGET static void pr_task_fn(void *arg, size_t begin, size_t end)
+{
+    const pr_task *t = arg;
+    const pr_geom *g = t->g;
+    size_t in_img = (size_t)g->cin * g->hin * g->win, out_img = (size_t)g->kout * g->hout * g->wout;
+    for (size_t part = begin; part < end; part++) {
+        int i0 = (int)(part * (size_t)t->n / (size_t)g->parts);
+        int i1 = (int)((part + 1) * (size_t)t->n / (size_t)g->parts);
+        uint32_t *xi = t->bufs + part * up((size_t)g->cp * g->plane, 16);
+        memset(xi, 0, (size_t)g->cp * g->plane * 4); /* the padding, once */
+        for (int i = i0; i < i1; i++) {
+            pr_lay_out(xi, g, t->in + (size_t)i * in_img);
+            float *out = t->out + (size_t)i * out_img;
+            for (int kb = 0; kb < g->kb; kb++)
+                for (int t0 = 0; t0 < g->nvec; t0 += NV)
+                    pr_tile(t, xi, out, kb, t0, g->nvec - t0 < NV ? g->nvec - t0 : NV);
+        }
+    }
+}
+
+/* The f32 weight of output channel m, input channel i, offset (r, s) of
+ * the correlation, from w [k, c, r, s]. */
+typedef float (*pr_weight_fn)(const dl_conv_desc *d, const float *w, int m, int i, int r, int s);
+
+static float fwd_weight(const dl_conv_desc *d, const float *w, int m, int i, int r, int s)
+{
+    return w[(((size_t)m * d->c + i) * d->r + r) * d->s + s];
+}
+
+static float data_weight(const dl_conv_desc *d, const float *w, int m, int i, int r, int s)
+{
+    /* output channel m is an input channel c of the convolution, i its k */
+    return w[(((size_t)i * d->c + m) * d->r + (d->r - 1 - r)) * d->s + (d->s - 1 - s)];
+}
+
+/* Runs the correlation g over the images of d into out (mode: written,
+ * written plus bias, added). */
+static int pr_run(dl_backend *be, const dl_conv_desc *d, const pr_geom *g, pr_weight_fn wf,
+                  const float *w, const float *in, const float *bias, float *out, void *ws,
+                  int mode)
+{
+    uint32_t *base = (uint32_t *)(((uintptr_t)ws + 63) & ~(uintptr_t)63);
+    uint32_t *wpk = base, *table = wpk + up(g->wpk, 16);
+    int *off = (int *)(table + up(g->table, 16));
+    uint32_t *bufs = (uint32_t *)off + up((size_t)g->r * g->s, 16);
+    int rs = g->r * g->s;
+    /* wpk [kb][cp][o][MK]: (bf16 of channel 2cp) | (bf16 of 2cp+1) << 16 */
+    for (int kb = 0; kb < g->kb; kb++)
+        for (int cp = 0; cp < g->cp; cp++)
+            for (int o = 0; o < rs; o++)
+                for (int m = 0; m < MK; m++) {
+                    int k = kb * MK + m, r = o / g->s, s = o % g->s;
+                    uint32_t lo = 0, hi = 0;
+                    if (k < g->kout) {
+                        lo = dl_f32_to_bf16(wf(d, w, k, 2 * cp, r, s));
+                        if (2 * cp + 1 < g->cin)
+                            hi = dl_f32_to_bf16(wf(d, w, k, 2 * cp + 1, r, s));
+                    }
+                    wpk[(((size_t)kb * g->cp + cp) * rs + o) * MK + m] = lo | hi << 16;
+                }
+    for (int o = 0; o < rs; o++)
+        off[o] = (o / g->s) * g->wp + o % g->s;
+    /* per vector of 16 positions: which lanes are outputs, where the first goes */
+    uint32_t first = 0;
+    for (int v = 0; v < g->nvec; v++) {
+        uint32_t mask = 0;
+        for (int l = 0; l < 16; l++) {
+            size_t j = (size_t)v * 16 + l;
+            if (j < (size_t)g->hout * g->wp && (int)(j % g->wp) < g->wout)
+                mask |= 1u << l;
+        }
+        table[v] = mask;
+        table[g->nvec + v] = first;
+        first += (uint32_t)__builtin_popcount(mask);
+    }
+    pr_task t = {g, in, bias, out, wpk, table, bufs, off, d->n, mode};
+    dl_pool *pool = dl_cpu(be)->pool;
+    if (pool)
+        dl_pool_for(pool, (size_t)g->parts, 1, pr_task_fn, &t);
+    else
+        pr_task_fn(&t, 0, (size_t)g->parts);
+    return DL_OK;
+}
+
+#else /* !HAVE_BF16_FILTER */
+
+int dl_cpu_conv_bf16_forward_fits(dl_backend *be, const dl_conv_desc *d, dl_dtype compute)
+{
+    (void)be, (void)d, (void)compute;
+    return 0;
+}
+
+int dl_cpu_conv_bf16_data_fits(dl_backend *be, const dl_conv_desc *d, dl_dtype compute)
+{
+    (void)be, (void)d, (void)compute;
+    return 0;
+}
+
+size_t dl_cpu_conv_bf16_pairs_workspace(dl_backend *be, const dl_conv_desc *d)
+{
+    (void)be, (void)d;
+    return 0;
+}
+
 #endif /* HAVE_BF16_FILTER */
 
 /* dw [k, c, r, s] += the filter gradient of dy and x (db is the caller's). */
@@ -297,5 +613,29 @@ int dl_cpu_conv_bf16_backward_filter(dl_backend *be, const dl_conv_desc *d, floa
 #else
     (void)be, (void)d, (void)dw, (void)dy, (void)x, (void)ws;
     return dl_error(DL_EINVAL, "conv_backward_filter: no bf16 filter kernel in this build");
+#endif
+}
+
+int dl_cpu_conv_bf16_forward(dl_backend *be, const dl_conv_desc *d, float *y, const float *x,
+                             const float *w, const float *b, void *ws)
+{
+#if HAVE_BF16_FILTER
+    pr_geom g = fwd_geom(be, d);
+    return pr_run(be, d, &g, fwd_weight, w, x, b, y, ws, b ? PR_BIAS : PR_SET);
+#else
+    (void)be, (void)d, (void)y, (void)x, (void)w, (void)b, (void)ws;
+    return dl_error(DL_EINVAL, "conv_forward: no bf16 pair kernel in this build");
+#endif
+}
+
+int dl_cpu_conv_bf16_backward_data(dl_backend *be, const dl_conv_desc *d, float *dx,
+                                   const float *dy, const float *w, void *ws, int set)
+{
+#if HAVE_BF16_FILTER
+    pr_geom g = data_geom(be, d);
+    return pr_run(be, d, &g, data_weight, w, dy, NULL, dx, ws, set ? PR_SET : PR_ADD);
+#else
+    (void)be, (void)d, (void)dx, (void)dy, (void)w, (void)ws, (void)set;
+    return dl_error(DL_EINVAL, "conv_backward_data: no bf16 pair kernel in this build");
 #endif
 }
