@@ -129,31 +129,44 @@ BF_TARGET static BF_INLINE void cvt_run(uint16_t *dst, const float *src, int n)
     }
 }
 
+/* n zero elements of 16 bits (a padding gap: short ones by one store). */
+BF_TARGET static BF_INLINE void zero16(uint16_t *dst, size_t n)
+{
+    if (n <= 32)
+        _mm512_mask_storeu_epi16(dst, (__mmask32)(n == 32 ? ~0u : (1u << n) - 1u),
+                                 _mm512_setzero_si512());
+    else
+        memset(dst, 0, n * 2);
+}
+
 /* Image i of the chunk into buf: c padded planes of x, k rows of dy on
- * the planes' pitch. Only the values are written: the padding is zeroed
- * once per call (pad_zero) and every chunk writes the same places. */
+ * the planes' pitch, the padding between them zeroed as it goes by. */
 BF_TARGET static void lay_out(uint16_t *buf, const bf_plan *p, const dl_conv_desc *d,
                               const float *x, const float *dy)
 {
+    size_t lead = (size_t)d->pad * p->wp + d->pad;
     for (int c = 0; c < d->c; c++) {
-        uint16_t *pl = buf + (size_t)c * p->xplane + (size_t)d->pad * p->wp + d->pad;
+        uint16_t *pl = buf + (size_t)c * p->xplane;
         const float *xc = x + (size_t)c * d->h * d->w;
-        if (d->pad == 0)
-            cvt_run(pl, xc, d->h * d->w);
-        else
-            for (int h = 0; h < d->h; h++)
-                cvt_run(pl + (size_t)h * p->wp, xc + (size_t)h * d->w, d->w);
+        zero16(pl, lead);
+        for (int h = 0; h < d->h; h++) {
+            size_t at = lead + (size_t)h * p->wp;
+            cvt_run(pl + at, xc + (size_t)h * d->w, d->w);
+            size_t next = h + 1 < d->h ? at + p->wp : p->xplane;
+            zero16(pl + at + d->w, next - at - d->w);
+        }
     }
     uint16_t *g = buf + (size_t)d->c * p->xplane;
     size_t pq = (size_t)d->p * d->q;
     for (int k = 0; k < d->k; k++) {
         uint16_t *row = g + (size_t)k * p->dyrow;
         const float *src = dy + k * pq;
-        if (p->wp == d->q)
-            cvt_run(row, src, (int)pq);
-        else
-            for (int y = 0; y < d->p; y++)
-                cvt_run(row + (size_t)y * p->wp, src + (size_t)y * d->q, d->q);
+        for (int y = 0; y < d->p; y++) {
+            size_t at = (size_t)y * p->wp;
+            cvt_run(row + at, src + (size_t)y * d->q, d->q);
+            size_t next = y + 1 < d->p ? at + p->wp : p->dyrow;
+            zero16(row + at + d->q, next - at - d->q);
+        }
     }
 }
 
@@ -235,7 +248,6 @@ BF_TARGET static void filter_task(void *arg, size_t begin, size_t end)
         size_t ch0 = part * (size_t)p->chunks / (size_t)p->parts;
         size_t ch1 = (part + 1) * (size_t)p->chunks / (size_t)p->parts;
         uint16_t *buf = t->bufs + part * (size_t)p->chunk * p->img;
-        memset(buf, 0, (size_t)p->chunk * p->img * 2); /* the padding, once */
         for (size_t ci = ch0; ci < ch1; ci++) {
             int i0 = (int)ci * p->chunk;
             int nb = d->n - i0 < p->chunk ? d->n - i0 : p->chunk;
@@ -383,21 +395,32 @@ typedef struct pr_task {
     int n, mode;
 } pr_task;
 
-/* Image `in` [cin, hin, win] into the pair planes at buf (zero where not
- * written: the caller zeroes the buffer once). */
+/* n zero elements of 32 bits. */
+BF_TARGET static BF_INLINE void zero32(uint32_t *dst, size_t n)
+{
+    if (n <= 16)
+        _mm512_mask_storeu_epi32(dst, dl_v512_mask((int)n), _mm512_setzero_si512());
+    else
+        memset(dst, 0, n * 4);
+}
+
+/* Image `in` [cin, hin, win] into the pair planes at buf, the padding
+ * between rows zeroed as it goes by. */
 BF_TARGET static void pr_lay_out(uint32_t *buf, const pr_geom *g, const float *in)
 {
     /* lanes 2i, 2i+1 of a pair element: channel a, channel b at position i */
     const __m512i idx = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24,
                                          8, 23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
-    size_t hw = (size_t)g->hin * g->win;
+    size_t hw = (size_t)g->hin * g->win, lead = (size_t)g->ph * g->wp + g->pw;
     for (int cp = 0; cp < g->cp; cp++) {
         const float *a = in + (size_t)(2 * cp) * hw;
         const float *b = 2 * cp + 1 < g->cin ? a + hw : NULL;
-        uint32_t *pl = buf + (size_t)cp * g->plane + (size_t)g->ph * g->wp + g->pw;
+        uint32_t *pl = buf + (size_t)cp * g->plane;
+        zero32(pl, lead);
         for (int y = 0; y < g->hin; y++) {
             const float *ar = a + (size_t)y * g->win, *br = b ? b + (size_t)y * g->win : NULL;
-            uint32_t *dst = pl + (size_t)y * g->wp;
+            size_t at = lead + (size_t)y * g->wp;
+            uint32_t *dst = pl + at;
             for (int x0 = 0; x0 < g->win; x0 += 16) {
                 __mmask16 m = g->win - x0 >= 16 ? (__mmask16)0xffff : dl_v512_mask(g->win - x0);
                 __m512 va = _mm512_maskz_loadu_ps(m, ar + x0);
@@ -405,6 +428,8 @@ BF_TARGET static void pr_lay_out(uint32_t *buf, const pr_geom *g, const float *i
                 __m512i t = (__m512i)_mm512_cvtne2ps_pbh(vb, va); /* a low, b high */
                 _mm512_mask_storeu_epi32(dst + x0, m, _mm512_permutexvar_epi16(idx, t));
             }
+            size_t next = y + 1 < g->hin ? at + g->wp : g->plane;
+            zero32(pl + at + g->win, next - at - g->win);
         }
     }
 }
@@ -483,7 +508,6 @@ BF_TARGET static void pr_task_fn(void *arg, size_t begin, size_t end)
         int i0 = (int)(part * (size_t)t->n / (size_t)g->parts);
         int i1 = (int)((part + 1) * (size_t)t->n / (size_t)g->parts);
         uint32_t *xi = t->bufs + part * up((size_t)g->cp * g->plane, 16);
-        memset(xi, 0, (size_t)g->cp * g->plane * 4); /* the padding, once */
         for (int i = i0; i < i1; i++) {
             pr_lay_out(xi, g, t->in + (size_t)i * in_img);
             float *out = t->out + (size_t)i * out_img;
