@@ -25,6 +25,7 @@
  * Workspace: per part (one per pool thread) the padded chunk (x and dy),
  * per chunk its partial dw.
  */
+#include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -73,10 +74,13 @@ static bf_plan plan_of(dl_backend *be, const dl_conv_desc *d)
     size_t nb = CHUNK_BYTES / (p.img * 2);
     if (nb < 1)
         nb = 1;
-    size_t eighth = ((size_t)d->n + 3) / 4; /* at least 4 chunks where the batch allows */
-    if (nb > eighth)
-        nb = eighth;
-    p.chunk = (int)nb;
+    /* a multiple of 4 chunks of about equal size where the batch allows:
+     * 2 or 4 threads get equal shares */
+    size_t chunks = ((size_t)d->n + nb - 1) / nb;
+    chunks = (chunks + 3) / 4 * 4;
+    if (chunks > (size_t)d->n)
+        chunks = (size_t)d->n;
+    p.chunk = (int)(((size_t)d->n + chunks - 1) / chunks);
     p.chunks = (d->n + p.chunk - 1) / p.chunk;
     dl_pool *pool = dl_cpu(be)->pool;
     int t = pool ? dl_pool_threads(pool) : 1;
@@ -454,8 +458,8 @@ BF_TARGET static BF_INLINE void pr_tile_body(const pr_task *t, const uint32_t *x
             __m512bh xv[NV];
             UNROLL
             for (int v = 0; v < NV; v++)
-                if (v < nv)
-                    xv[v] = (__m512bh)_mm512_loadu_si512((const void *)(xo + 16 * v));
+                xv[v] = v < nv ? (__m512bh)_mm512_loadu_si512((const void *)(xo + 16 * v))
+                               : (__m512bh)_mm512_setzero_si512();
             UNROLL
             for (int m = 0; m < MK; m++) {
                 __m512bh wv = (__m512bh)_mm512_set1_epi32((int)wq[o * MK + m]);
@@ -493,10 +497,12 @@ BF_TARGET static BF_INLINE void pr_tile_body(const pr_task *t, const uint32_t *x
 BF_TARGET static void pr_tile(const pr_task *t, const uint32_t *xi, float *out, int kb, int t0,
                               int nv)
 {
-    if (nv == NV)
-        pr_tile_body(t, xi, out, kb, t0, NV);
-    else
-        pr_tile_body(t, xi, out, kb, t0, nv);
+    switch (nv) { /* the block sizes the balanced split gives, with constants */
+    case NV: pr_tile_body(t, xi, out, kb, t0, NV); break;
+    case NV - 1: pr_tile_body(t, xi, out, kb, t0, NV - 1); break;
+    case NV - 2: pr_tile_body(t, xi, out, kb, t0, NV - 2); break;
+    default: pr_tile_body(t, xi, out, kb, t0, nv);
+    }
 }
 
 BF_TARGET static void pr_task_fn(void *arg, size_t begin, size_t end)
@@ -511,53 +517,78 @@ BF_TARGET static void pr_task_fn(void *arg, size_t begin, size_t end)
         for (int i = i0; i < i1; i++) {
             pr_lay_out(xi, g, t->in + (size_t)i * in_img);
             float *out = t->out + (size_t)i * out_img;
+            /* blocks of about equal size (14 vectors: 5, 5, 4 rather than
+             * 6, 6, 2, whose last has too few sums in flight) */
+            int blocks = (g->nvec + NV - 1) / NV;
             for (int kb = 0; kb < g->kb; kb++)
-                for (int t0 = 0; t0 < g->nvec; t0 += NV)
-                    pr_tile(t, xi, out, kb, t0, g->nvec - t0 < NV ? g->nvec - t0 : NV);
+                for (int bi = 0; bi < blocks; bi++) {
+                    int t0 = bi * g->nvec / blocks, t1 = (bi + 1) * g->nvec / blocks;
+                    pr_tile(t, xi, out, kb, t0, t1 - t0);
+                }
         }
     }
 }
 
-/* The f32 weight of output channel m, input channel i, offset (r, s) of
- * the correlation, from w [k, c, r, s]. */
-typedef float (*pr_weight_fn)(const dl_conv_desc *d, const float *w, int m, int i, int r, int s);
+/* wpk [kb][cp][o][MK] for output blocks [begin, end): the bf16 pair of
+ * input channels (2cp, 2cp+1) of output channel kb*MK+m at offset o,
+ * channel 2cp in the low half; zero past kout and cin. The forward's
+ * weight (m, i, o) is w [m, i, o], the data gradient's w [i, m, rs-1-o]
+ * (the kernel turned round: o = r*s + s' runs backwards). */
+typedef struct pack_task {
+    const pr_geom *g;
+    const dl_conv_desc *d;
+    const float *w;
+    uint32_t *wpk;
+    int data;
+} pack_task;
 
-static float fwd_weight(const dl_conv_desc *d, const float *w, int m, int i, int r, int s)
+static void pack_range(void *arg, size_t begin, size_t end)
 {
-    return w[(((size_t)m * d->c + i) * d->r + r) * d->s + s];
-}
-
-static float data_weight(const dl_conv_desc *d, const float *w, int m, int i, int r, int s)
-{
-    /* output channel m is an input channel c of the convolution, i its k */
-    return w[(((size_t)i * d->c + m) * d->r + (d->r - 1 - r)) * d->s + (d->s - 1 - s)];
+    const pack_task *t = arg;
+    const pr_geom *g = t->g;
+    int rs = g->r * g->s, cin = g->cin;
+    for (size_t kb = begin; kb < end; kb++)
+        for (int m = 0; m < MK; m++) {
+            int k = (int)kb * MK + m;
+            for (int cp = 0; cp < g->cp; cp++) {
+                uint32_t *dst = t->wpk + ((kb * g->cp + cp) * rs) * MK + m;
+                const float *a = NULL, *b = NULL;
+                if (k < g->kout) {
+                    if (t->data) { /* w [i, m, rs-1-o]: from the last offset back */
+                        size_t crs = (size_t)t->d->c * rs;
+                        a = t->w + (size_t)(2 * cp) * crs + (size_t)k * rs + rs - 1;
+                        b = 2 * cp + 1 < cin ? a + crs : NULL;
+                    } else {
+                        a = t->w + ((size_t)k * cin + 2 * cp) * rs;
+                        b = 2 * cp + 1 < cin ? a + rs : NULL;
+                    }
+                }
+                for (int o = 0; o < rs; o++) {
+                    ptrdiff_t at = t->data ? -(ptrdiff_t)o : o;
+                    uint32_t lo = a ? dl_f32_to_bf16(a[at]) : 0;
+                    uint32_t hi = b ? dl_f32_to_bf16(b[at]) : 0;
+                    dst[(size_t)o * MK] = lo | hi << 16;
+                }
+            }
+        }
 }
 
 /* Runs the correlation g over the images of d into out (mode: written,
  * written plus bias, added). */
-static int pr_run(dl_backend *be, const dl_conv_desc *d, const pr_geom *g, pr_weight_fn wf,
-                  const float *w, const float *in, const float *bias, float *out, void *ws,
-                  int mode)
+static int pr_run(dl_backend *be, const dl_conv_desc *d, const pr_geom *g, int data, const float *w,
+                  const float *in, const float *bias, float *out, void *ws, int mode)
 {
     uint32_t *base = (uint32_t *)(((uintptr_t)ws + 63) & ~(uintptr_t)63);
     uint32_t *wpk = base, *table = wpk + up(g->wpk, 16);
     int *off = (int *)(table + up(g->table, 16));
     uint32_t *bufs = (uint32_t *)off + up((size_t)g->r * g->s, 16);
     int rs = g->r * g->s;
-    /* wpk [kb][cp][o][MK]: (bf16 of channel 2cp) | (bf16 of 2cp+1) << 16 */
-    for (int kb = 0; kb < g->kb; kb++)
-        for (int cp = 0; cp < g->cp; cp++)
-            for (int o = 0; o < rs; o++)
-                for (int m = 0; m < MK; m++) {
-                    int k = kb * MK + m, r = o / g->s, s = o % g->s;
-                    uint32_t lo = 0, hi = 0;
-                    if (k < g->kout) {
-                        lo = dl_f32_to_bf16(wf(d, w, k, 2 * cp, r, s));
-                        if (2 * cp + 1 < g->cin)
-                            hi = dl_f32_to_bf16(wf(d, w, k, 2 * cp + 1, r, s));
-                    }
-                    wpk[(((size_t)kb * g->cp + cp) * rs + o) * MK + m] = lo | hi << 16;
-                }
+    dl_pool *pool = dl_cpu(be)->pool;
+    pack_task pk = {g, d, w, wpk, data};
+    if (pool)
+        dl_pool_for(pool, (size_t)g->kb, 1, pack_range, &pk);
+    else
+        pack_range(&pk, 0, (size_t)g->kb);
     for (int o = 0; o < rs; o++)
         off[o] = (o / g->s) * g->wp + o % g->s;
     /* per vector of 16 positions: which lanes are outputs, where the first goes */
@@ -574,7 +605,6 @@ static int pr_run(dl_backend *be, const dl_conv_desc *d, const pr_geom *g, pr_we
         first += (uint32_t)__builtin_popcount(mask);
     }
     pr_task t = {g, in, bias, out, wpk, table, bufs, off, d->n, mode};
-    dl_pool *pool = dl_cpu(be)->pool;
     if (pool)
         dl_pool_for(pool, (size_t)g->parts, 1, pr_task_fn, &t);
     else
@@ -604,6 +634,24 @@ size_t dl_cpu_conv_bf16_pairs_workspace(dl_backend *be, const dl_conv_desc *d)
 
 #endif /* HAVE_BF16_FILTER */
 
+typedef struct sum_task {
+    float *dw;
+    const float *parts;
+    size_t stride;
+    int chunks;
+} sum_task;
+
+static void sum_range(void *arg, size_t begin, size_t end)
+{
+    const sum_task *t = arg;
+    for (size_t j = begin; j < end; j++) {
+        double s = 0.0;
+        for (int ci = 0; ci < t->chunks; ci++)
+            s += t->parts[(size_t)ci * t->stride + j];
+        t->dw[j] += (float)s;
+    }
+}
+
 /* dw [k, c, r, s] += the filter gradient of dy and x (db is the caller's). */
 int dl_cpu_conv_bf16_backward_filter(dl_backend *be, const dl_conv_desc *d, float *dw,
                                      const float *dy, const float *x, void *ws)
@@ -625,13 +673,13 @@ int dl_cpu_conv_bf16_backward_filter(dl_backend *be, const dl_conv_desc *d, floa
         dl_pool_for(pool, (size_t)p.parts, 1, filter_task, &t);
     else
         filter_task(&t, 0, (size_t)p.parts);
+    /* each weight summed over the chunks in order: any split of j is the same */
+    sum_task st = {dw, parts, p.part_dw, p.chunks};
     size_t n = (size_t)d->k * d->c * rs;
-    for (size_t j = 0; j < n; j++) {
-        double s = 0.0;
-        for (int ci = 0; ci < p.chunks; ci++)
-            s += parts[(size_t)ci * p.part_dw + j];
-        dw[j] += (float)s;
-    }
+    if (pool)
+        dl_pool_for(pool, n, 1024, sum_range, &st);
+    else
+        sum_range(&st, 0, n);
     free(off);
     return DL_OK;
 #else
@@ -645,7 +693,7 @@ int dl_cpu_conv_bf16_forward(dl_backend *be, const dl_conv_desc *d, float *y, co
 {
 #if HAVE_BF16_FILTER
     pr_geom g = fwd_geom(be, d);
-    return pr_run(be, d, &g, fwd_weight, w, x, b, y, ws, b ? PR_BIAS : PR_SET);
+    return pr_run(be, d, &g, 0, w, x, b, y, ws, b ? PR_BIAS : PR_SET);
 #else
     (void)be, (void)d, (void)y, (void)x, (void)w, (void)b, (void)ws;
     return dl_error(DL_EINVAL, "conv_forward: no bf16 pair kernel in this build");
@@ -657,7 +705,7 @@ int dl_cpu_conv_bf16_backward_data(dl_backend *be, const dl_conv_desc *d, float 
 {
 #if HAVE_BF16_FILTER
     pr_geom g = data_geom(be, d);
-    return pr_run(be, d, &g, data_weight, w, dy, NULL, dx, ws, set ? PR_SET : PR_ADD);
+    return pr_run(be, d, &g, 1, w, dy, NULL, dx, ws, set ? PR_SET : PR_ADD);
 #else
     (void)be, (void)d, (void)dx, (void)dy, (void)w, (void)ws, (void)set;
     return dl_error(DL_EINVAL, "conv_backward_data: no bf16 pair kernel in this build");
