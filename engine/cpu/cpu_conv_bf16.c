@@ -38,7 +38,7 @@
 #if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
 #define HAVE_BF16_FILTER 1
 #include <immintrin.h>
-#define BF_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16")))
+#define BF_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16,prfchw")))
 #define BF_INLINE __attribute__((always_inline)) inline
 #else
 #define HAVE_BF16_FILTER 0
@@ -48,8 +48,9 @@
 /* Output channels and kernel offsets of a tile. */
 #define KB 3
 #define TB 9
-/* bf16 bytes of x and dy one chunk lays out (near L2). */
-#define CHUNK_BYTES ((size_t)512 << 10)
+/* bf16 bytes of x and dy one chunk lays out: with the next chunk's f32
+ * operands on their way in, L2 holds both. */
+#define CHUNK_BYTES ((size_t)256 << 10)
 
 typedef struct bf_plan {
     int wp, hp;    /* padded plane */
@@ -260,11 +261,24 @@ BF_TARGET static void filter_task(void *arg, size_t begin, size_t end)
                         t->dy + (size_t)(i0 + i) * dy_img);
             float *dw = t->parts + ci * p->part_dw;
             const uint16_t *g = buf + (size_t)d->c * p->xplane;
+            /* the next chunk's x and dy are asked for (into L2) a slice per
+             * tile, so that its layout does not wait on memory */
+            int n1 = ci + 1 < ch1 ? i0 + nb : d->n,
+                nb1 = d->n - n1 < p->chunk ? d->n - n1 : p->chunk;
+            const char *nx = (const char *)(t->x + (size_t)n1 * xs_img);
+            const char *ng = (const char *)(t->dy + (size_t)n1 * dy_img);
+            size_t xl = (size_t)nb1 * xs_img * 4 / 64, gl = (size_t)nb1 * dy_img * 4 / 64;
+            size_t tiles = (size_t)d->c * ((d->k + KB - 1) / KB) * ((rs + TB - 1) / TB);
+            size_t xper = (xl + tiles - 1) / tiles, gper = (gl + tiles - 1) / tiles, xa = 0, ga = 0;
             for (int c = 0; c < d->c; c++) {
                 const uint16_t *xc = buf + (size_t)c * p->xplane;
                 for (int kb = 0; kb < d->k; kb += KB) {
                     int kr = d->k - kb < KB ? d->k - kb : KB;
                     for (int o0 = 0; o0 < rs; o0 += TB) {
+                        for (size_t e = xa + xper; xa < e && xa < xl; xa++)
+                            _mm_prefetch(nx + xa * 64, _MM_HINT_T1);
+                        for (size_t e = ga + gper; ga < e && ga < gl; ga++)
+                            _mm_prefetch(ng + ga * 64, _MM_HINT_T1);
                         int nt = rs - o0 < TB ? rs - o0 : TB;
                         float s[KB * TB];
                         tile(s, g + (size_t)kb * p->dyrow, xc, p->img, p->dyrow, kr, t->off + o0,
@@ -520,8 +534,21 @@ BF_TARGET static void pr_task_fn(void *arg, size_t begin, size_t end)
             /* blocks of about equal size (14 vectors: 5, 5, 4 rather than
              * 6, 6, 2, whose last has too few sums in flight) */
             int blocks = (g->nvec + NV - 1) / NV;
+            /* the next image's input is asked for (into L2) a slice per
+             * tile, so that its layout does not wait on memory */
+            const char *next = i + 1 < i1 ? (const char *)(t->in + (size_t)(i + 1) * in_img) : NULL;
+            char *next_out = next ? (char *)(out + out_img) : NULL;
+            size_t lines = in_img * 4 / 64, olines = out_img * 4 / 64;
+            size_t tiles = (size_t)g->kb * blocks;
+            size_t per = (lines + tiles - 1) / tiles, oper = (olines + tiles - 1) / tiles;
+            size_t line = 0, oline = 0;
             for (int kb = 0; kb < g->kb; kb++)
                 for (int bi = 0; bi < blocks; bi++) {
+                    for (size_t e = line + per; next && line < e && line < lines; line++)
+                        _mm_prefetch(next + line * 64, _MM_HINT_T1);
+                    /* and its output, for writing (and reading when added to) */
+                    for (size_t e = oline + oper; next_out && oline < e && oline < olines; oline++)
+                        __builtin_prefetch(next_out + oline * 64, 1, 2);
                     int t0 = bi * g->nvec / blocks, t1 = (bi + 1) * g->nvec / blocks;
                     pr_tile(t, xi, out, kb, t0, t1 - t0);
                 }
