@@ -37,6 +37,11 @@ static const shape shapes[] = {
     {"1x1 64->256 s1 14x14", 64, 64, 14, 256, 1, 1, 0},
     {"1x1 256->64 s1 14x14", 64, 256, 14, 64, 1, 1, 0},
     {"bench cnn 32->64 13x13", 128, 32, 13, 64, 3, 1, 0},
+    /* shapes no kernel was tuned for: a CIFAR VGG/ResNet's */
+    {"cifar stem 3->32 32x32", 64, 3, 32, 32, 3, 1, 1},
+    {"cifar 64->64 16x16", 64, 64, 16, 64, 3, 1, 1},
+    {"cifar 128->128 8x8", 64, 128, 8, 128, 3, 1, 1},
+    {"cifar 128->128 16x16 5x5", 32, 128, 16, 128, 5, 1, 2},
 };
 
 typedef struct bufs {

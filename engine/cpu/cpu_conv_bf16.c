@@ -51,6 +51,8 @@
 /* bf16 bytes of x and dy one chunk lays out: with the next chunk's f32
  * operands on their way in, L2 holds both. */
 #define CHUNK_BYTES ((size_t)256 << 10)
+#define MAX_CHUNK_BYTES ((size_t)768 << 10)
+#define MIN_STEPS 64
 
 typedef struct bf_plan {
     int wp, hp;    /* padded plane */
@@ -73,6 +75,11 @@ static bf_plan plan_of(dl_backend *be, const dl_conv_desc *d)
     p.xplane = up((size_t)p.hp * p.wp + d->s + 32, 32);
     p.img = (size_t)d->c * p.xplane + (size_t)d->k * p.dyrow;
     size_t nb = CHUNK_BYTES / (p.img * 2);
+    /* but enough images that a tile's sums run MIN_STEPS steps before
+     * their lanes are reduced (many channels: large images, short runs) */
+    size_t steps = p.dyrow / 32, want = (MIN_STEPS + steps - 1) / steps;
+    if (nb < want)
+        nb = want * p.img * 2 <= MAX_CHUNK_BYTES ? want : MAX_CHUNK_BYTES / (p.img * 2);
     if (nb < 1)
         nb = 1;
     /* a multiple of 4 chunks of about equal size where the batch allows:
