@@ -4,7 +4,10 @@
  * op table, as Conv2d calls them; the ceiling is the backend's own f32
  * GEMM (dl_cpu_gemm: oneDNN's sgemm where the CPU has AVX-512, else
  * OpenBLAS's, split over the pool) on a 512^3 product. Run it with DLBENCH_CONV=own to time the own kernels
- * (im2col + GEMM, direct, sparse) instead of oneDNN's.
+ * (im2col + GEMM, direct, sparse) instead of oneDNN's, with DLBENCH_CONV=dnnl for oneDNN's wherever it
+ * has the shape (the peer of the own bf16 kernels), with BENCH_CONV_COLD=1 to time each call with its
+ * operands in memory rather than in cache, as a model's layers find them, and with BENCH_CONV_VS=dnnl to
+ * time the default choice and oneDNN's alternately in the same process, with their ratio.
  *
  * usage: bench_conv [threads] [f32|bf16] [only]   (default 1 thread, f32 compute;
  *        only: run just the shapes whose name contains it)
@@ -138,14 +141,26 @@ int main(int argc, char **argv)
     dl_backend *be = dl_backend_cpu(argc > 1 ? atoi(argv[1]) : 1);
     bench_cpu_line();
     dl_dtype compute = argc > 2 && !strcmp(argv[2], "bf16") ? DL_BF16 : DL_F32;
-    const char *algo = getenv("DLBENCH_CONV");
-    printf("backend: %s; convolutions: %s, %s compute\n", be->description,
-           algo && !strcmp(algo, "own") ? "own kernels (DLBENCH_CONV=own)" : "default choice",
-           dl_dtype_name(compute));
+    const char *algo = getenv("DLBENCH_CONV"), *cold = getenv("BENCH_CONV_COLD");
+    const char *tag = algo && !strcmp(algo, "own")    ? "own"
+                      : algo && !strcmp(algo, "dnnl") ? "dnnl"
+                                                      : "default";
+    printf("backend: %s; convolutions: %s, %s compute%s\n", be->description,
+           !strcmp(tag, "own")    ? "own kernels (DLBENCH_CONV=own)"
+           : !strcmp(tag, "dnnl") ? "oneDNN's where it has the shape (DLBENCH_CONV=dnnl)"
+                                  : "default choice",
+           dl_dtype_name(compute),
+           cold && !strcmp(cold, "1") ? ", operands in memory (BENCH_CONV_COLD=1)" : "");
+    const char *vse = getenv("BENCH_CONV_VS");
+    int vs = vse && !strcmp(vse, "dnnl");
     double ceil = sgemm_rate(be, 512, 512, 512);
     printf("sgemm ceiling (512^3): %.1f GFLOP/s\n\n", ceil);
-    printf("  %-24s %9s %9s %9s %9s\n", "shape (batch 64/128)", "fwd", "bwd data", "bwd w",
-           "/sgemm");
+    if (vs)
+        printf("  %-24s %21s %21s %21s\n  %-24s %s\n", "shape (batch 64/128)", "fwd", "bwd data",
+               "bwd w", "", "  (GFLOP/s: the default choice, oneDNN's, the ratio)");
+    else
+        printf("  %-24s %9s %9s %9s %9s\n", "shape (batch 64/128)", "fwd", "bwd data", "bwd w",
+               "/sgemm");
     for (size_t i = 0; i < sizeof shapes / sizeof *shapes; i++) {
         const shape *s = &shapes[i];
         if (argc > 3 && !strstr(s->what, argv[3]))
@@ -164,12 +179,36 @@ int main(int argc, char **argv)
         B.ws_bytes = be->ops->conv_workspace(be, &B.d, compute);
         B.ws = malloc(B.ws_bytes + 64);
         double flops = 2.0 * s->n * s->k * p * p * s->c * s->r * s->r, g[3];
+        if (vs) {
+            /* the default choice against oneDNN's, alternating in this
+             * process (the machine's speed drifts between runs) */
+            double own[3] = {1e30, 1e30, 1e30}, dn[3] = {1e30, 1e30, 1e30};
+            for (int round = 0; round < 2; round++)
+                for (int dir = 0; dir < 3; dir++) {
+                    unsetenv("DLBENCH_CONV");
+                    double a = best_of(&B, dir);
+                    setenv("DLBENCH_CONV", "dnnl", 1);
+                    double b = best_of(&B, dir);
+                    own[dir] = a < own[dir] ? a : own[dir];
+                    dn[dir] = b < dn[dir] ? b : dn[dir];
+                }
+            unsetenv("DLBENCH_CONV");
+            printf("  %-24s", s->what);
+            for (int dir = 0; dir < 3; dir++)
+                printf(" %7.1f %6.1f %5.2fx", flops / own[dir] / 1e9, flops / dn[dir] / 1e9,
+                       dn[dir] / own[dir]);
+            printf("\nRESULT convvs %s %s %.2f %.2f %.2f\n", s->what, dl_dtype_name(compute),
+                   dn[0] / own[0], dn[1] / own[1], dn[2] / own[2]);
+            void *all[] = {B.x, B.dx, B.w, B.dw, B.b, B.db, B.y, B.ws};
+            for (size_t k = 0; k < sizeof all / sizeof *all; k++)
+                free(all[k]);
+            continue;
+        }
         for (int dir = 0; dir < 3; dir++)
             g[dir] = flops / best_of(&B, dir) / 1e9;
         printf("  %-24s %9.1f %9.1f %9.1f %8.0f%%\n", s->what, g[0], g[1], g[2],
                100 * 3 / (1 / g[0] + 1 / g[1] + 1 / g[2]) / ceil);
-        printf("RESULT conv %s %s %.2f %.2f %.2f %.3f\n", s->what,
-               algo && !strcmp(algo, "own") ? "own" : "default", g[0], g[1], g[2],
+        printf("RESULT conv %s %s %.2f %.2f %.2f %.3f\n", s->what, tag, g[0], g[1], g[2],
                3 / (1 / g[0] + 1 / g[1] + 1 / g[2]) / ceil);
         void *all[] = {B.x, B.dx, B.w, B.dw, B.b, B.db, B.y, B.ws};
         for (size_t k = 0; k < sizeof all / sizeof *all; k++)

@@ -115,6 +115,11 @@ for t in $THREADS; do
             env $([ $algo = own ] && echo DLBENCH_CONV=own) "$BUILD/bench/bench_conv" "$t" |
                 tee -a "$results" | grep -v '^RESULT' | sed 's/^/  /'
         done
+        if grep -qw avx512_bf16 /proc/cpuinfo 2>/dev/null; then
+            echo "== bf16 convolutions, $t thread(s), operands in memory: the default choice (own vdpbf16ps kernels where they fit) against oneDNN's (bench_conv, BENCH_CONV_VS=dnnl BENCH_CONV_COLD=1)"
+            env BENCH_CONV_VS=dnnl BENCH_CONV_COLD=1 "$BUILD/bench/bench_conv" "$t" bf16 |
+                tee -a "$results" | grep -v '^RESULT' | sed 's/^/  /'
+        fi
     fi
 done
 
