@@ -639,15 +639,27 @@ static void conv_threads_case(dl_conv_desc d, dl_dtype compute)
  * filter tile (5x5, 7x7), channel counts that leave short tiles and an
  * unpaired channel (1, 3, 7, 12, 20), rectangular kernels, padding 0 to 3
  * (so the data gradient's own padding r-1-pad is 0 to 3 too), planes of
- * 1 to 3 vectors a row, batches that end in a shorter chunk; the wide
- * planes take them by default, the narrow ones under DLBENCH_CONV=own. */
+ * 1 to 3 vectors a row, batches that end in a shorter chunk, stride 2;
+ * the wide planes take them by default, the narrow ones under
+ * DLBENCH_CONV=own. */
 static void test_conv_bf16_filter(void)
 {
     static const int cases[][9] = {
         /* n, c, h, w, k, r, s, stride, pad */
-        {5, 16, 28, 28, 16, 3, 3, 1, 1}, {11, 16, 14, 14, 32, 3, 3, 1, 1},
-        {7, 3, 12, 11, 4, 5, 5, 1, 3},   {3, 8, 20, 17, 7, 3, 2, 1, 0},
-        {2, 1, 9, 40, 5, 7, 7, 1, 3},    {4, 12, 7, 7, 20, 3, 3, 1, 1},
+        {5, 16, 28, 28, 16, 3, 3, 1, 1},
+        {11, 16, 14, 14, 32, 3, 3, 1, 1},
+        {7, 3, 12, 11, 4, 5, 5, 1, 3},
+        {3, 8, 20, 17, 7, 3, 2, 1, 0},
+        {2, 1, 9, 40, 5, 7, 7, 1, 3},
+        {4, 12, 7, 7, 20, 3, 3, 1, 1},
+        /* stride 2 (forward and filter on phase planes; odd and even
+         * sizes and padding, so either parity starts a row) */
+        {6, 16, 28, 28, 32, 3, 3, 2, 1},
+        {3, 3, 13, 12, 5, 3, 3, 2, 1},
+        {2, 4, 11, 9, 6, 5, 5, 2, 2},
+        {2, 1, 10, 10, 4, 4, 4, 2, 1},
+        {3, 8, 9, 14, 7, 3, 2, 2, 0},
+        {2, 2, 37, 35, 3, 3, 3, 2, 1},
     };
     dl_backend *be = cpu();
     for (int own = 0; own < 2; own++) {

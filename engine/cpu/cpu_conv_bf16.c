@@ -56,8 +56,11 @@
 
 typedef struct bf_plan {
     int wp, hp;    /* padded plane */
-    size_t dyrow;  /* elements of one padded dy row set: p*wp rounded up to 32 */
-    size_t xplane; /* elements of one padded x plane, with the zero slack the shifted reads need */
+    int st;        /* stride: st*st phase planes of x, each wph wide */
+    int wph, hph;  /* a phase plane: every st-th row and column of the padded plane */
+    size_t dyrow;  /* elements of one dy row set on the pitch wph: p*wph rounded up to 32 */
+    size_t xphase; /* elements of one phase plane, with the slack the shifted reads need */
+    size_t xplane; /* st*st phase planes: one channel of x */
     size_t img;    /* elements of one image in a chunk buffer: c planes, then k dy rows */
     int chunk, chunks, parts;
     size_t part_dw; /* floats of one chunk's partial dw (k*c*r*s rounded up to 16) */
@@ -70,9 +73,15 @@ static bf_plan plan_of(dl_backend *be, const dl_conv_desc *d)
     bf_plan p;
     p.wp = d->w + 2 * d->pad;
     p.hp = d->h + 2 * d->pad;
-    p.dyrow = up((size_t)d->p * p.wp, 32);
-    /* the last read starts at (r-1)*wp + s-1 and runs dyrow elements */
-    p.xplane = up((size_t)p.hp * p.wp + d->s + 32, 32);
+    p.st = d->stride;
+    p.wph = (p.wp + p.st - 1) / p.st;
+    p.hph = (p.hp + p.st - 1) / p.st;
+    p.dyrow = up((size_t)d->p * p.wph, 32);
+    /* the last read starts at the largest offset and runs dyrow elements */
+    size_t reach = p.dyrow + (size_t)((d->r - 1) / p.st) * p.wph + (d->s - 1) / p.st;
+    size_t ph = (size_t)p.hph * p.wph;
+    p.xphase = up(reach > ph ? reach : ph, 32);
+    p.xplane = (size_t)p.st * p.st * p.xphase;
     p.img = (size_t)d->c * p.xplane + (size_t)d->k * p.dyrow;
     size_t nb = CHUNK_BYTES / (p.img * 2);
     /* but enough images that a tile's sums run MIN_STEPS steps before
@@ -101,8 +110,8 @@ int dl_cpu_conv_bf16_filter_fits(dl_backend *be, const dl_conv_desc *d, dl_dtype
 {
     if (!HAVE_BF16_FILTER || compute != DL_BF16 || !dl_cpu(be)->has_avx512_bf16 || !dl_cpu_avx512())
         return 0;
-    if (dl_conv_groups(d) != 1 || dl_conv_dilation(d) != 1 || d->stride != 1 || d->r * d->s == 1 ||
-        d->r > d->h + 2 * d->pad || d->s > d->w + 2 * d->pad)
+    if (dl_conv_groups(d) != 1 || dl_conv_dilation(d) != 1 || d->stride < 1 || d->stride > 2 ||
+        d->r * d->s == 1 || d->r > d->h + 2 * d->pad || d->s > d->w + 2 * d->pad)
         return 0;
     if (!dl_cpu_dnnl_conv_wanted(d, compute))
         return 1;
@@ -151,13 +160,42 @@ BF_TARGET static BF_INLINE void zero16(uint16_t *dst, size_t n)
         memset(dst, 0, n * 2);
 }
 
-/* Image i of the chunk into buf: c padded planes of x, k rows of dy on
- * the planes' pitch, the padding between them zeroed as it goes by. */
+/* Stride 2: one channel xc [h, w] of x into its 4 phase planes at pl
+ * (phase (a, b) holds the padded rows 2u + a, columns 2v + b), only the
+ * values: the rest was zeroed once per call (filter_task). */
+BF_TARGET static void lay_out_phases(uint16_t *pl, const bf_plan *p, const dl_conv_desc *d,
+                                     const float *xc)
+{
+    /* the even lanes into the low half, the odd ones into the high half */
+    const __m256i split = _mm256_set_epi16(15, 13, 11, 9, 7, 5, 3, 1, 14, 12, 10, 8, 6, 4, 2, 0);
+    for (int h = 0; h < d->h; h++) {
+        int hh = h + d->pad;
+        uint16_t *prow = pl + (size_t)(hh & 1) * 2 * p->xphase + (size_t)(hh >> 1) * p->wph;
+        const float *src = xc + (size_t)h * d->w;
+        for (int x0 = 0; x0 < d->w; x0 += 16) {
+            int n = d->w - x0 < 16 ? d->w - x0 : 16, ww = x0 + d->pad, e = ww & 1;
+            __m256i v =
+                (__m256i)_mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(dl_v512_mask(n), src + x0));
+            v = _mm256_permutexvar_epi16(split, v);
+            /* even lanes: columns of parity e from ww/2 on; odd ones: 1-e from (ww+1)/2 */
+            _mm_mask_storeu_epi16(prow + (size_t)e * p->xphase + (ww >> 1),
+                                  (__mmask8)((1u << ((n + 1) / 2)) - 1), _mm256_castsi256_si128(v));
+            _mm_mask_storeu_epi16(prow + (size_t)(1 - e) * p->xphase + ((ww + 1) >> 1),
+                                  (__mmask8)((1u << (n / 2)) - 1), _mm256_extracti128_si256(v, 1));
+        }
+    }
+}
+
+/* Image i of the chunk into buf: c padded planes of x (stride 2: phase
+ * planes), k rows of dy on the planes' pitch, the padding between them
+ * zeroed as it goes by. */
 BF_TARGET static void lay_out(uint16_t *buf, const bf_plan *p, const dl_conv_desc *d,
                               const float *x, const float *dy)
 {
     size_t lead = (size_t)d->pad * p->wp + d->pad;
-    for (int c = 0; c < d->c; c++) {
+    for (int c = 0; c < d->c && p->st == 2; c++)
+        lay_out_phases(buf + (size_t)c * p->xplane, p, d, x + (size_t)c * d->h * d->w);
+    for (int c = 0; c < d->c && p->st == 1; c++) {
         uint16_t *pl = buf + (size_t)c * p->xplane;
         const float *xc = x + (size_t)c * d->h * d->w;
         zero16(pl, lead);
@@ -174,9 +212,9 @@ BF_TARGET static void lay_out(uint16_t *buf, const bf_plan *p, const dl_conv_des
         uint16_t *row = g + (size_t)k * p->dyrow;
         const float *src = dy + k * pq;
         for (int y = 0; y < d->p; y++) {
-            size_t at = (size_t)y * p->wp;
+            size_t at = (size_t)y * p->wph;
             cvt_run(row + at, src + (size_t)y * d->q, d->q);
-            size_t next = y + 1 < d->p ? at + p->wp : p->dyrow;
+            size_t next = y + 1 < d->p ? at + p->wph : p->dyrow;
             zero16(row + at + d->q, next - at - d->q);
         }
     }
@@ -260,6 +298,10 @@ BF_TARGET static void filter_task(void *arg, size_t begin, size_t end)
         size_t ch0 = part * (size_t)p->chunks / (size_t)p->parts;
         size_t ch1 = (part + 1) * (size_t)p->chunks / (size_t)p->parts;
         uint16_t *buf = t->bufs + part * (size_t)p->chunk * p->img;
+        /* stride 2: the phase planes' padding once (every image writes the
+         * same places) */
+        for (int i = 0; i < p->chunk && p->st == 2; i++)
+            memset(buf + (size_t)i * p->img, 0, (size_t)d->c * p->xplane * 2);
         for (size_t ci = ch0; ci < ch1; ci++) {
             int i0 = (int)ci * p->chunk;
             int nb = d->n - i0 < p->chunk ? d->n - i0 : p->chunk;
@@ -323,27 +365,33 @@ BF_TARGET static void filter_task(void *arg, size_t begin, size_t end)
 typedef struct pr_geom {
     int cin, hin, win, ph, pw; /* input planes and their padding */
     int kout, r, s, hout, wout;
-    int wp, cp, kb;    /* padded pitch, channel pairs, 4-channel output blocks */
-    int nvec;          /* vectors of 16 positions covering hout * wp */
-    size_t plane;      /* 32-bit elements of one padded pair plane, with slack */
+    int wp, cp, kb;    /* padded width, channel pairs, 4-channel output blocks */
+    int st, wph;       /* stride: st*st phase planes wph wide (the pitch of positions) */
+    int nvec;          /* vectors of 16 positions covering hout * wph */
+    size_t phase;      /* 32-bit elements of one phase plane, with the slack the reads need */
+    size_t plane;      /* st*st phase planes: one channel pair */
     size_t wpk, table; /* 32-bit elements of the packed weights, of the store table */
     int parts;
 } pr_geom;
 
 static pr_geom pr_geom_of(dl_backend *be, int n, int cin, int hin, int win, int ph, int pw,
-                          int kout, int r, int s)
+                          int kout, int r, int s, int st)
 {
     pr_geom g;
     g.cin = cin, g.hin = hin, g.win = win, g.ph = ph, g.pw = pw;
-    g.kout = kout, g.r = r, g.s = s;
-    g.hout = hin + 2 * ph - r + 1;
-    g.wout = win + 2 * pw - s + 1;
+    g.kout = kout, g.r = r, g.s = s, g.st = st;
+    g.hout = (hin + 2 * ph - r) / st + 1;
+    g.wout = (win + 2 * pw - s) / st + 1;
     g.wp = win + 2 * pw;
+    g.wph = (g.wp + st - 1) / st;
     g.cp = (cin + 1) / 2;
     g.kb = (kout + MK - 1) / MK;
-    g.nvec = (int)(((size_t)g.hout * g.wp + 15) / 16);
-    /* the last vector read starts at (r-1)*wp + s-1 past the last position */
-    g.plane = up((size_t)g.nvec * 16 + (size_t)(r - 1) * g.wp + s, 16);
+    g.nvec = (int)(((size_t)g.hout * g.wph + 15) / 16);
+    /* the last vector read starts at the largest offset past the last position */
+    size_t reach = (size_t)g.nvec * 16 + (size_t)((r - 1) / st) * g.wph + (s - 1) / st;
+    size_t hph = (size_t)(hin + 2 * ph + st - 1) / st * g.wph;
+    g.phase = up(reach > hph ? reach : hph, 16);
+    g.plane = (size_t)st * st * g.phase;
     g.wpk = (size_t)g.kb * g.cp * r * s * MK;
     g.table = 2 * (size_t)g.nvec;
     dl_pool *pool = dl_cpu(be)->pool;
@@ -367,8 +415,8 @@ static int pr_fits(dl_backend *be, const dl_conv_desc *d, dl_dtype compute, cons
 {
     if (compute != DL_BF16 || !dl_cpu(be)->has_avx512_bf16 || !dl_cpu_avx512())
         return 0;
-    if (dl_conv_groups(d) != 1 || dl_conv_dilation(d) != 1 || d->stride != 1 || d->r * d->s == 1 ||
-        g->ph < 0 || g->pw < 0 || g->hout <= 0 || g->wout <= 0)
+    if (dl_conv_groups(d) != 1 || dl_conv_dilation(d) != 1 || d->stride != g->st || g->st > 2 ||
+        d->r * d->s == 1 || g->ph < 0 || g->pw < 0 || g->hout <= 0 || g->wout <= 0)
         return 0;
     if (!dl_cpu_dnnl_conv_wanted(d, compute))
         return 1;
@@ -380,13 +428,15 @@ static int pr_fits(dl_backend *be, const dl_conv_desc *d, dl_dtype compute, cons
 
 static pr_geom fwd_geom(dl_backend *be, const dl_conv_desc *d)
 {
-    return pr_geom_of(be, d->n, d->c, d->h, d->w, d->pad, d->pad, d->k, d->r, d->s);
+    return pr_geom_of(be, d->n, d->c, d->h, d->w, d->pad, d->pad, d->k, d->r, d->s, d->stride);
 }
 
 static pr_geom data_geom(dl_backend *be, const dl_conv_desc *d)
 {
+    /* stride 1 only (the data gradient of a stride-2 convolution is no
+     * correlation of this kind; pr_fits refuses it) */
     return pr_geom_of(be, d->n, d->k, d->p, d->q, d->r - 1 - d->pad, d->s - 1 - d->pad, d->c, d->r,
-                      d->s);
+                      d->s, 1);
 }
 
 int dl_cpu_conv_bf16_forward_fits(dl_backend *be, const dl_conv_desc *d, dl_dtype compute)
@@ -429,8 +479,24 @@ BF_TARGET static BF_INLINE void zero32(uint32_t *dst, size_t n)
         memset(dst, 0, n * 4);
 }
 
+/* Stride 2: pair elements v (16 positions of padded row hh from padded
+ * column ww on, n of them real) into the phase planes of one pair at pl. */
+BF_TARGET static BF_INLINE void pr_store_phases(uint32_t *pl, const pr_geom *g, __m512i v, int hh,
+                                                int ww, int n)
+{
+    const __m512i split = _mm512_set_epi32(15, 13, 11, 9, 7, 5, 3, 1, 14, 12, 10, 8, 6, 4, 2, 0);
+    v = _mm512_permutexvar_epi32(split, v);
+    uint32_t *prow = pl + (size_t)(hh & 1) * 2 * g->phase + (size_t)(hh >> 1) * g->wph;
+    int e = ww & 1;
+    _mm256_mask_storeu_epi32(prow + (size_t)e * g->phase + (ww >> 1),
+                             (__mmask8)((1u << ((n + 1) / 2)) - 1), _mm512_castsi512_si256(v));
+    _mm256_mask_storeu_epi32(prow + (size_t)(1 - e) * g->phase + ((ww + 1) >> 1),
+                             (__mmask8)((1u << (n / 2)) - 1), _mm512_extracti64x4_epi64(v, 1));
+}
+
 /* Image `in` [cin, hin, win] into the pair planes at buf, the padding
- * between rows zeroed as it goes by. */
+ * between rows zeroed as it goes by (stride 2: the values into the phase
+ * planes, whose padding was zeroed once per call). */
 BF_TARGET static void pr_lay_out(uint32_t *buf, const pr_geom *g, const float *in)
 {
     /* lanes 2i, 2i+1 of a pair element: channel a, channel b at position i */
@@ -441,7 +507,8 @@ BF_TARGET static void pr_lay_out(uint32_t *buf, const pr_geom *g, const float *i
         const float *a = in + (size_t)(2 * cp) * hw;
         const float *b = 2 * cp + 1 < g->cin ? a + hw : NULL;
         uint32_t *pl = buf + (size_t)cp * g->plane;
-        zero32(pl, lead);
+        if (g->st == 1)
+            zero32(pl, lead);
         for (int y = 0; y < g->hin; y++) {
             const float *ar = a + (size_t)y * g->win, *br = b ? b + (size_t)y * g->win : NULL;
             size_t at = lead + (size_t)y * g->wp;
@@ -451,8 +518,15 @@ BF_TARGET static void pr_lay_out(uint32_t *buf, const pr_geom *g, const float *i
                 __m512 va = _mm512_maskz_loadu_ps(m, ar + x0);
                 __m512 vb = br ? _mm512_maskz_loadu_ps(m, br + x0) : _mm512_setzero_ps();
                 __m512i t = (__m512i)_mm512_cvtne2ps_pbh(vb, va); /* a low, b high */
-                _mm512_mask_storeu_epi32(dst + x0, m, _mm512_permutexvar_epi16(idx, t));
+                t = _mm512_permutexvar_epi16(idx, t);
+                if (g->st == 1)
+                    _mm512_mask_storeu_epi32(dst + x0, m, t);
+                else
+                    pr_store_phases(pl, g, t, y + g->ph, x0 + g->pw,
+                                    g->win - x0 < 16 ? g->win - x0 : 16);
             }
+            if (g->st > 1)
+                continue;
             size_t next = y + 1 < g->hin ? at + g->wp : g->plane;
             zero32(pl + at + g->win, next - at - g->win);
         }
@@ -535,6 +609,8 @@ BF_TARGET static void pr_task_fn(void *arg, size_t begin, size_t end)
         int i0 = (int)(part * (size_t)t->n / (size_t)g->parts);
         int i1 = (int)((part + 1) * (size_t)t->n / (size_t)g->parts);
         uint32_t *xi = t->bufs + part * up((size_t)g->cp * g->plane, 16);
+        if (g->st > 1) /* the phase planes' padding, once */
+            memset(xi, 0, (size_t)g->cp * g->plane * 4);
         for (int i = i0; i < i1; i++) {
             pr_lay_out(xi, g, t->in + (size_t)i * in_img);
             float *out = t->out + (size_t)i * out_img;
@@ -623,15 +699,18 @@ static int pr_run(dl_backend *be, const dl_conv_desc *d, const pr_geom *g, int d
         dl_pool_for(pool, (size_t)g->kb, 1, pack_range, &pk);
     else
         pack_range(&pk, 0, (size_t)g->kb);
-    for (int o = 0; o < rs; o++)
-        off[o] = (o / g->s) * g->wp + o % g->s;
+    for (int o = 0; o < rs; o++) {
+        int r = o / g->s, s = o % g->s;
+        off[o] = (int)(((size_t)(r % g->st) * g->st + s % g->st) * g->phase +
+                       (size_t)(r / g->st) * g->wph + s / g->st);
+    }
     /* per vector of 16 positions: which lanes are outputs, where the first goes */
     uint32_t first = 0;
     for (int v = 0; v < g->nvec; v++) {
         uint32_t mask = 0;
         for (int l = 0; l < 16; l++) {
             size_t j = (size_t)v * 16 + l;
-            if (j < (size_t)g->hout * g->wp && (int)(j % g->wp) < g->wout)
+            if (j < (size_t)g->hout * g->wph && (int)(j % g->wph) < g->wout)
                 mask |= 1u << l;
         }
         table[v] = mask;
@@ -698,7 +777,8 @@ int dl_cpu_conv_bf16_backward_filter(dl_backend *be, const dl_conv_desc *d, floa
         return dl_error(DL_ENOMEM, "conv_backward_filter (bf16): out of memory");
     for (int r = 0; r < d->r; r++)
         for (int s = 0; s < d->s; s++)
-            off[r * d->s + s] = r * p.wp + s;
+            off[r * d->s + s] = (int)(((size_t)(r % p.st) * p.st + s % p.st) * p.xphase +
+                                      (size_t)(r / p.st) * p.wph + s / p.st);
     uint16_t *bufs = (uint16_t *)(((uintptr_t)ws + 63) & ~(uintptr_t)63);
     float *parts = (float *)(bufs + up((size_t)p.parts * p.chunk * p.img, 32));
     bf_task t = {d, &p, x, dy, bufs, parts, off};
