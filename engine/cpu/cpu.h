@@ -133,17 +133,18 @@ int dl_cpu_conv_1x1_backward_data(dl_backend *be, const dl_conv_desc *d, float *
                                   const float *w, void *ws, dl_dtype compute, int set);
 int dl_cpu_conv_1x1_backward_filter(dl_backend *be, const dl_conv_desc *d, float *dw, float *db,
                                     const float *dy, const float *x, void *ws, dl_dtype compute);
-/* cpu_conv_bf16.c: the bf16 filter gradient of dense stride-1
- * convolutions (not 1x1) as shifted dot products, on CPUs with AVX-512
- * BF16. _fits: whether it takes (d, compute) here (not with
- * DLBENCH_CONV=dnnl where oneDNN has the shape); _workspace: its bytes;
- * backward_filter: dw += the gradient (db is the caller's). */
+/* cpu_conv_bf16.c: bf16 kernels of dense convolutions (not 1x1) at
+ * stride 1 (all three directions) and 2 (forward and filter) as shifted
+ * dot products, on CPUs with AVX-512 BF16. _fits: whether one takes (d,
+ * compute) here (not with DLBENCH_CONV=dnnl where oneDNN has the shape);
+ * _workspace: its bytes; backward_filter: dw += the gradient (db is the
+ * caller's). */
 int dl_cpu_conv_bf16_filter_fits(dl_backend *be, const dl_conv_desc *d, dl_dtype compute);
 size_t dl_cpu_conv_bf16_filter_workspace(dl_backend *be, const dl_conv_desc *d);
 int dl_cpu_conv_bf16_backward_filter(dl_backend *be, const dl_conv_desc *d, float *dw,
                                      const float *dy, const float *x, void *ws);
-/* The same file's forward and backward data of those convolutions, on
- * channel pairs (backward data writes dx when set, else adds). */
+/* The same file's forward and backward data, on channel pairs (backward
+ * data writes dx when set, else adds). */
 int dl_cpu_conv_bf16_forward_fits(dl_backend *be, const dl_conv_desc *d, dl_dtype compute);
 int dl_cpu_conv_bf16_data_fits(dl_backend *be, const dl_conv_desc *d, dl_dtype compute);
 size_t dl_cpu_conv_bf16_pairs_workspace(dl_backend *be, const dl_conv_desc *d);

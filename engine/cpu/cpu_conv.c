@@ -27,7 +27,9 @@
  *
  * Grouped, depthwise and dilated convolutions go to cpu_conv_grouped.c;
  * dense 1x1 ones with pad 0 (any stride) to cpu_conv_1x1.c where the CPU
- * has AVX-512 (use_1x1), ahead of oneDNN.
+ * has AVX-512 (use_1x1), ahead of oneDNN; bf16 ones at stride 1 and 2 to
+ * cpu_conv_bf16.c where the CPU has AVX-512 BF16 and the shape suits its
+ * kernels, direction by direction (its _fits), ahead of oneDNN.
  *
  * Workspace (dl_cpu_conv_workspace): col [crs, chunk*pq] and t [k, chunk*pq]
  * at 4 bytes an element, plus a low-precision copy of w [k*crs].

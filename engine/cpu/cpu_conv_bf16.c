@@ -1,9 +1,9 @@
-/* cpu_conv_bf16.c - the bf16 filter gradient of stride-1 convolutions as shifted dot products with vdpbf16ps
+/* cpu_conv_bf16.c - bf16 convolutions on CPUs with vdpbf16ps: no unfold, shifted dot products over padded planes
  *
- * At stride 1, with the input padded into planes Wp = w + 2*pad wide and
- * dy laid out on the same row pitch (its last s - 1 columns of each row
- * zero), the unfolded input row (c, r, s) is the padded plane read from
- * offset r*Wp + s on. So the filter gradient needs no unfold at all:
+ * Filter gradient. At stride 1, with the input padded into planes Wp =
+ * w + 2*pad wide and dy laid out on the same row pitch (its last s - 1
+ * columns of each row zero), the unfolded input row (c, r, s) is the
+ * padded plane read from offset r*Wp + s on, so
  *   dw [k, c, r, s] = sum over images n, j < p*Wp of
  *                     dyp_n [k, j] * xp_n [c, j + r*Wp + s]
  * Both operands run along j, so vdpbf16ps takes them straight from memory
@@ -12,18 +12,32 @@
  * 16 lanes) over the images of a chunk, loading 3 rows of dy and 9 shifted
  * rows of x per 27 instructions; the lanes are summed at the chunk's end.
  *
- * bf16 compute only, on CPUs with AVX-512 BF16: x and dy are rounded once
- * per chunk as they are laid out (dl_f32_to_bf16's rounding, as the other
- * paths round their operands), products are exact in f32 and summed in
- * f32. Dense (groups 1), dilation 1, any kernel size, padding and channel
- * count; 1x1 goes to cpu_conv_1x1.c.
+ * Forward and data gradient: channel pairs (see below), the same padded
+ * planes with the pairs of channels interleaved, weight pairs broadcast.
  *
- * Threads: the images are cut into chunks by the shape alone, each
- * chunk's sums land in its own slot and are added in chunk order, in
- * double: the same bits at any thread count.
+ * Stride 2 (forward and filter): the padded input is split into 4 phase
+ * planes (rows 2u + a, columns 2v + b); tap (r, s) then reads phase
+ * (r%2, s%2) at offset (r/2)*Wph + s/2, a stride-1 shift on the phase
+ * plane, and the kernels above run unchanged on the offsets.
  *
- * Workspace: per part (one per pool thread) the padded chunk (x and dy),
- * per chunk its partial dw.
+ * bf16 compute only: x, dy and w are rounded once as they are laid out
+ * (round to nearest even as dl_f32_to_bf16; vcvtneps2bf16 flushes
+ * denormals, which vdpbf16ps reads as 0 anyway), products are exact in f32
+ * and summed in f32. Dense (groups 1), dilation 1, any kernel size,
+ * padding and channel count; 1x1 goes to cpu_conv_1x1.c. Where oneDNN is
+ * the other choice, these take the shapes whose padded pitch and round-up
+ * add under a fifth of extra products (pr_fits, the filter's fits).
+ *
+ * Threads: the forward and data kernels split the images into parts (an
+ * image's result does not depend on the split); the filter cuts the
+ * images into chunks by the shape alone, each chunk's sums land in its own
+ * slot and are added in chunk order, in double: the same bits at any
+ * thread count. While a tile computes, the next image's (chunk's)
+ * operands are prefetched into L2 a slice at a time.
+ *
+ * Workspace: the filter's per part (one per pool thread) padded chunk (x
+ * and dy) and per chunk partial dw; the pair kernels' packed weights,
+ * store table and per part padded image.
  */
 #include <stddef.h>
 #include <stdint.h>
