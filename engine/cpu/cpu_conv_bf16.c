@@ -59,6 +59,12 @@
 #endif
 #define UNROLL _Pragma("GCC unroll 16")
 
+#if HAVE_BF16_FILTER
+/* The first n lanes (0 <= n <= 16); cpu_vmath.h has its own only where
+ * the whole build targets AVX-512. */
+static inline __mmask16 lanes(int n) { return (__mmask16)((1u << n) - 1u); }
+#endif
+
 /* Output channels and kernel offsets of a tile. */
 #define KB 3
 #define TB 9
@@ -158,7 +164,7 @@ BF_TARGET static BF_INLINE void cvt_run(uint16_t *dst, const float *src, int n)
         _mm256_storeu_si256((__m256i *)(dst + i),
                             (__m256i)_mm512_cvtneps_pbh(_mm512_loadu_ps(src + i)));
     if (i < n) {
-        __mmask16 m = dl_v512_mask(n - i);
+        __mmask16 m = lanes(n - i);
         __m256i v = (__m256i)_mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(m, src + i));
         _mm256_mask_storeu_epi16(dst + i, m, v);
     }
@@ -189,7 +195,7 @@ BF_TARGET static void lay_out_phases(uint16_t *pl, const bf_plan *p, const dl_co
         for (int x0 = 0; x0 < d->w; x0 += 16) {
             int n = d->w - x0 < 16 ? d->w - x0 : 16, ww = x0 + d->pad, e = ww & 1;
             __m256i v =
-                (__m256i)_mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(dl_v512_mask(n), src + x0));
+                (__m256i)_mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(lanes(n), src + x0));
             v = _mm256_permutexvar_epi16(split, v);
             /* even lanes: columns of parity e from ww/2 on; odd ones: 1-e from (ww+1)/2 */
             _mm_mask_storeu_epi16(prow + (size_t)e * p->xphase + (ww >> 1),
@@ -488,7 +494,7 @@ typedef struct pr_task {
 BF_TARGET static BF_INLINE void zero32(uint32_t *dst, size_t n)
 {
     if (n <= 16)
-        _mm512_mask_storeu_epi32(dst, dl_v512_mask((int)n), _mm512_setzero_si512());
+        _mm512_mask_storeu_epi32(dst, lanes((int)n), _mm512_setzero_si512());
     else
         memset(dst, 0, n * 4);
 }
@@ -528,7 +534,7 @@ BF_TARGET static void pr_lay_out(uint32_t *buf, const pr_geom *g, const float *i
             size_t at = lead + (size_t)y * g->wp;
             uint32_t *dst = pl + at;
             for (int x0 = 0; x0 < g->win; x0 += 16) {
-                __mmask16 m = g->win - x0 >= 16 ? (__mmask16)0xffff : dl_v512_mask(g->win - x0);
+                __mmask16 m = g->win - x0 >= 16 ? (__mmask16)0xffff : lanes(g->win - x0);
                 __m512 va = _mm512_maskz_loadu_ps(m, ar + x0);
                 __m512 vb = br ? _mm512_maskz_loadu_ps(m, br + x0) : _mm512_setzero_ps();
                 __m512i t = (__m512i)_mm512_cvtne2ps_pbh(vb, va); /* a low, b high */
@@ -593,7 +599,7 @@ BF_TARGET static BF_INLINE void pr_tile_body(const pr_task *t, const uint32_t *x
                 break;
             int tv = t0 + v;
             __mmask16 valid = (__mmask16)t->table[tv];
-            __mmask16 sm = dl_v512_mask(__builtin_popcount(valid));
+            __mmask16 sm = lanes(__builtin_popcount(valid));
             float *dst = ob + t->table[g->nvec + tv];
             __m512 c = _mm512_maskz_compress_ps(valid, _mm512_add_ps(acc[m][v], bias));
             if (t->mode == PR_ADD)
