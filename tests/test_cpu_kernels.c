@@ -642,7 +642,7 @@ static void conv_threads_case(dl_conv_desc d, dl_dtype compute)
  * 1 to 3 vectors a row, batches that end in a shorter chunk, stride 2;
  * the wide planes take them by default, the narrow ones under
  * DLBENCH_CONV=own. */
-static void test_conv_bf16_filter(void)
+static void test_conv_bf16_kernels(void)
 {
     static const int cases[][9] = {
         /* n, c, h, w, k, r, s, stride, pad */
@@ -2103,7 +2103,7 @@ static void test_batchnorm_channels_alone(void)
 int main(void)
 {
     RUN(test_pool_each_index_once);
-    RUN(test_conv_bf16_filter);
+    RUN(test_conv_bf16_kernels);
     RUN(test_gemm_f32);
     RUN(test_gemm_bf16);
     RUN(test_gemm_widened);
