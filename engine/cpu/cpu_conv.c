@@ -27,9 +27,10 @@
  *
  * Grouped, depthwise and dilated convolutions go to cpu_conv_grouped.c;
  * dense 1x1 ones with pad 0 (any stride) to cpu_conv_1x1.c where the CPU
- * has AVX-512 (use_1x1), ahead of oneDNN; bf16 ones at stride 1 and 2 to
- * cpu_conv_bf16.c where the CPU has AVX-512 BF16 and the shape suits its
- * kernels, direction by direction (its _fits), ahead of oneDNN.
+ * has AVX-512 (use_1x1), ahead of oneDNN; bf16 ones (1x1 at stride 1
+ * included) to cpu_conv_bf16.c where the CPU has AVX-512 BF16 and the
+ * shape suits its kernels, direction by direction (its _fits), ahead of
+ * both.
  *
  * Workspace (dl_cpu_conv_workspace): col [crs, chunk*pq] and t [k, chunk*pq]
  * at 4 bytes an element, plus a low-precision copy of w [k*crs].
@@ -104,10 +105,11 @@ static int is_grouped(const dl_conv_desc *d)
 #define OWN_1X1_MAX_C 128
 #define OWN_1X1_BF16_S1_MAX_KC 4096
 
-static int use_1x1(const dl_conv_desc *d, dl_dtype compute)
+static int use_1x1(dl_backend *be, const dl_conv_desc *d, dl_dtype compute)
 {
     if (!dl_cpu_conv_1x1_fits(d, compute))
         return 0;
+
     if (!dl_cpu_dnnl_conv_wanted(d, compute))
         return 1;
     if (compute == DL_BF16 && d->stride == 1 && d->k * d->c > OWN_1X1_BF16_S1_MAX_KC)
@@ -122,8 +124,17 @@ size_t dl_cpu_conv_workspace(dl_backend *be, const dl_conv_desc *d, dl_dtype com
         return dl_cpu_conv_grouped_workspace(d, compute);
     if (check_desc(d, compute, "conv_workspace") < 0)
         return 0;
-    if (use_1x1(d, compute))
-        return dl_cpu_conv_1x1_workspace(be, d, compute);
+    size_t own = 0; /* cpu_conv_bf16.c's, where it takes a direction */
+    if (dl_cpu_conv_bf16_filter_fits(be, d, compute))
+        own = dl_cpu_conv_bf16_filter_workspace(be, d);
+    if ((dl_cpu_conv_bf16_forward_fits(be, d, compute) ||
+         dl_cpu_conv_bf16_data_fits(be, d, compute)) &&
+        dl_cpu_conv_bf16_pairs_workspace(be, d) > own)
+        own = dl_cpu_conv_bf16_pairs_workspace(be, d);
+    if (use_1x1(be, d, compute)) {
+        size_t k1 = dl_cpu_conv_1x1_workspace(be, d, compute);
+        return k1 > own ? k1 : own;
+    }
     size_t rows = (size_t)chunk_images(d) * d->p * d->q;
     size_t crs = (size_t)d->c * d->r * d->s;
     size_t bytes = rows * crs * 4 + rows * (size_t)d->k * 4 + 128;
@@ -131,14 +142,7 @@ size_t dl_cpu_conv_workspace(dl_backend *be, const dl_conv_desc *d, dl_dtype com
         bytes += (size_t)d->k * crs * 2 + 64;
     if (sparse_fits(d, compute) && sparse_workspace(d) > bytes)
         bytes = sparse_workspace(d);
-    if (dl_cpu_conv_bf16_filter_fits(be, d, compute) &&
-        dl_cpu_conv_bf16_filter_workspace(be, d) > bytes)
-        bytes = dl_cpu_conv_bf16_filter_workspace(be, d);
-    if ((dl_cpu_conv_bf16_forward_fits(be, d, compute) ||
-         dl_cpu_conv_bf16_data_fits(be, d, compute)) &&
-        dl_cpu_conv_bf16_pairs_workspace(be, d) > bytes)
-        bytes = dl_cpu_conv_bf16_pairs_workspace(be, d);
-    return bytes;
+    return own > bytes ? own : bytes;
 }
 
 int dl_cpu_conv_algo(dl_backend *be, const dl_conv_desc *d, dl_dtype compute, char *buf,
@@ -149,11 +153,6 @@ int dl_cpu_conv_algo(dl_backend *be, const dl_conv_desc *d, dl_dtype compute, ch
         return DL_OK;
     }
     DL_TRY(check_desc(d, compute, "conv_algo"));
-    if (use_1x1(d, compute)) {
-        snprintf(buf, size, "cpu 1x1 kernels (AVX-512), per-image products%s",
-                 d->stride > 1 ? ", strided input subsampled" : "");
-        return DL_OK;
-    }
     int own_f = dl_cpu_conv_bf16_forward_fits(be, d, compute),
         own_d = dl_cpu_conv_bf16_data_fits(be, d, compute),
         own_w = dl_cpu_conv_bf16_filter_fits(be, d, compute);
@@ -163,8 +162,11 @@ int dl_cpu_conv_algo(dl_backend *be, const dl_conv_desc *d, dl_dtype compute, ch
                  "filter as shifted products");
         return DL_OK;
     }
-    if (!dl_cpu_dnnl_conv_wanted(d, compute) ||
-        !dl_cpu_dnnl_conv_describe(be, d, compute, buf, size))
+    if (use_1x1(be, d, compute))
+        snprintf(buf, size, "cpu 1x1 kernels (AVX-512), per-image products%s",
+                 d->stride > 1 ? ", strided input subsampled" : "");
+    else if (!dl_cpu_dnnl_conv_wanted(d, compute) ||
+             !dl_cpu_dnnl_conv_describe(be, d, compute, buf, size))
         snprintf(buf, size, "cpu im2col + GEMM, %d images a chunk%s", chunk_images(d),
                  sparse_fits(d, compute) ? "; direct kernels when dy is sparse" : "");
     if (own_f || own_d || own_w) {
@@ -990,10 +992,10 @@ int dl_cpu_conv_forward(dl_backend *be, const dl_conv_desc *d, float *y, const f
     if (is_grouped(d))
         return dl_cpu_conv_grouped_forward(be, d, y, x, w, b, ws, compute);
     DL_TRY(check_desc(d, compute, "conv_forward"));
-    if (use_1x1(d, compute))
-        return dl_cpu_conv_1x1_forward(be, d, y, x, w, b, ws, compute);
     if (dl_cpu_conv_bf16_forward_fits(be, d, compute))
         return dl_cpu_conv_bf16_forward(be, d, y, x, w, b, ws);
+    if (use_1x1(be, d, compute))
+        return dl_cpu_conv_1x1_forward(be, d, y, x, w, b, ws, compute);
     int done = dl_cpu_dnnl_conv_wanted(d, compute)
                    ? dl_cpu_dnnl_conv(be, 0, d, compute, y, NULL, x, NULL, w, b)
                    : 0;
@@ -1037,10 +1039,10 @@ static int backward_data(dl_backend *be, const dl_conv_desc *d, float *dx, const
         return dl_cpu_conv_grouped_backward_data(be, d, dx, dy, w, ws, compute);
     }
     DL_TRY(check_desc(d, compute, "conv_backward_data"));
-    if (use_1x1(d, compute))
-        return dl_cpu_conv_1x1_backward_data(be, d, dx, dy, w, ws, compute, set);
     if (dl_cpu_conv_bf16_data_fits(be, d, compute))
         return dl_cpu_conv_bf16_backward_data(be, d, dx, dy, w, ws, set);
+    if (use_1x1(be, d, compute))
+        return dl_cpu_conv_1x1_backward_data(be, d, dx, dy, w, ws, compute, set);
     int done = dl_cpu_dnnl_conv_wanted(d, compute)
                    ? dl_cpu_dnnl_conv(be, set ? 3 : 1, d, compute, dx, NULL, dy, NULL, w, NULL)
                    : 0;
@@ -1121,10 +1123,10 @@ int dl_cpu_conv_backward_filter(dl_backend *be, const dl_conv_desc *d, float *dw
     if (is_grouped(d))
         return dl_cpu_conv_grouped_backward_filter(be, d, dw, db, dy, x, ws, compute);
     DL_TRY(check_desc(d, compute, "conv_backward_filter"));
-    if (use_1x1(d, compute))
+    int done = dl_cpu_conv_bf16_filter_fits(be, d, compute) ? 1 : 0;
+    if (!done && use_1x1(be, d, compute))
         return dl_cpu_conv_1x1_backward_filter(be, d, dw, db, dy, x, ws, compute);
     /* the own bf16 kernel's or oneDNN's dw; db as below, summed in double */
-    int done = dl_cpu_conv_bf16_filter_fits(be, d, compute) ? 1 : 0;
     if (done)
         DL_TRY(dl_cpu_conv_bf16_backward_filter(be, d, dw, dy, x, ws));
     else

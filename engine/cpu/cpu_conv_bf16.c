@@ -24,7 +24,8 @@
  * (round to nearest even as dl_f32_to_bf16; vcvtneps2bf16 flushes
  * denormals, which vdpbf16ps reads as 0 anyway), products are exact in f32
  * and summed in f32. Dense (groups 1), dilation 1, any kernel size,
- * padding and channel count; 1x1 goes to cpu_conv_1x1.c. Where oneDNN is
+ * padding and channel count (1x1 at stride 1: the filter's tiles then
+ * take 9 input channels where they take 9 offsets). Where oneDNN is
  * the other choice, these take the shapes whose padded pitch and round-up
  * add under a fifth of extra products (pr_fits, the filter's fits).
  *
@@ -131,7 +132,10 @@ int dl_cpu_conv_bf16_filter_fits(dl_backend *be, const dl_conv_desc *d, dl_dtype
     if (!HAVE_BF16_FILTER || compute != DL_BF16 || !dl_cpu(be)->has_avx512_bf16 || !dl_cpu_avx512())
         return 0;
     if (dl_conv_groups(d) != 1 || dl_conv_dilation(d) != 1 || d->stride < 1 || d->stride > 2 ||
-        d->r * d->s == 1 || d->r > d->h + 2 * d->pad || d->s > d->w + 2 * d->pad)
+        (d->r * d->s == 1 && d->stride != 1) || d->r > d->h + 2 * d->pad ||
+        d->s > d->w + 2 * d->pad)
+        return 0;
+    if (d->r * d->s == 1 && d->c >= 128) /* 256->64 at 14x14: 0.90x oneDNN's */
         return 0;
     if (!dl_cpu_dnnl_conv_wanted(d, compute))
         return 1;
@@ -194,8 +198,7 @@ BF_TARGET static void lay_out_phases(uint16_t *pl, const bf_plan *p, const dl_co
         const float *src = xc + (size_t)h * d->w;
         for (int x0 = 0; x0 < d->w; x0 += 16) {
             int n = d->w - x0 < 16 ? d->w - x0 : 16, ww = x0 + d->pad, e = ww & 1;
-            __m256i v =
-                (__m256i)_mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(lanes(n), src + x0));
+            __m256i v = (__m256i)_mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(lanes(n), src + x0));
             v = _mm256_permutexvar_epi16(split, v);
             /* even lanes: columns of parity e from ww/2 on; odd ones: 1-e from (ww+1)/2 */
             _mm_mask_storeu_epi16(prow + (size_t)e * p->xphase + (ww >> 1),
@@ -337,9 +340,27 @@ BF_TARGET static void filter_task(void *arg, size_t begin, size_t end)
             const char *nx = (const char *)(t->x + (size_t)n1 * xs_img);
             const char *ng = (const char *)(t->dy + (size_t)n1 * dy_img);
             size_t xl = (size_t)nb1 * xs_img * 4 / 64, gl = (size_t)nb1 * dy_img * 4 / 64;
-            size_t tiles = (size_t)d->c * ((d->k + KB - 1) / KB) * ((rs + TB - 1) / TB);
+            size_t tiles = rs == 1 ? (size_t)((d->c + TB - 1) / TB) * ((d->k + KB - 1) / KB)
+                                   : (size_t)d->c * ((d->k + KB - 1) / KB) * ((rs + TB - 1) / TB);
             size_t xper = (xl + tiles - 1) / tiles, gper = (gl + tiles - 1) / tiles, xa = 0, ga = 0;
-            for (int c = 0; c < d->c; c++) {
+            /* 1x1: a tile's "offsets" are 9 input channels (t->off: o * xplane) */
+            for (int c0 = 0; c0 < d->c && rs == 1; c0 += TB) {
+                int nt = d->c - c0 < TB ? d->c - c0 : TB;
+                for (int kb = 0; kb < d->k; kb += KB) {
+                    int kr = d->k - kb < KB ? d->k - kb : KB;
+                    for (size_t e = xa + xper; xa < e && xa < xl; xa++)
+                        _mm_prefetch(nx + xa * 64, _MM_HINT_T1);
+                    for (size_t e = ga + gper; ga < e && ga < gl; ga++)
+                        _mm_prefetch(ng + ga * 64, _MM_HINT_T1);
+                    float s[KB * TB];
+                    tile(s, g + (size_t)kb * p->dyrow, buf + (size_t)c0 * p->xplane, p->img,
+                         p->dyrow, kr, t->off, nt, nb);
+                    for (int r = 0; r < kr; r++)
+                        memcpy(dw + (size_t)(kb + r) * d->c + c0, s + r * nt,
+                               (size_t)nt * sizeof(float));
+                }
+            }
+            for (int c = 0; c < d->c && rs > 1; c++) {
                 const uint16_t *xc = buf + (size_t)c * p->xplane;
                 for (int kb = 0; kb < d->k; kb += KB) {
                     int kr = d->k - kb < KB ? d->k - kb : KB;
@@ -436,7 +457,13 @@ static int pr_fits(dl_backend *be, const dl_conv_desc *d, dl_dtype compute, cons
     if (compute != DL_BF16 || !dl_cpu(be)->has_avx512_bf16 || !dl_cpu_avx512())
         return 0;
     if (dl_conv_groups(d) != 1 || dl_conv_dilation(d) != 1 || d->stride != g->st || g->st > 2 ||
-        d->r * d->s == 1 || g->ph < 0 || g->pw < 0 || g->hout <= 0 || g->wout <= 0)
+        (d->r * d->s == 1 && d->stride != 1) || g->ph < 0 || g->pw < 0 || g->hout <= 0 ||
+        g->wout <= 0)
+        return 0;
+    /* 1x1 with many input channels: a tile's 4 output channels reuse too
+     * little of what it loads (bench_conv, 256->64 at 14x14: 0.88x the 1x1
+     * kernels' forward) */
+    if (d->r * d->s == 1 && g->cin > 128)
         return 0;
     if (!dl_cpu_dnnl_conv_wanted(d, compute))
         return 1;
@@ -792,13 +819,16 @@ int dl_cpu_conv_bf16_backward_filter(dl_backend *be, const dl_conv_desc *d, floa
 #if HAVE_BF16_FILTER
     bf_plan p = plan_of(be, d);
     int rs = d->r * d->s;
-    int *off = malloc((size_t)rs * sizeof *off);
+    int *off = malloc((size_t)(rs > TB ? rs : TB) * sizeof *off);
     if (!off)
         return dl_error(DL_ENOMEM, "conv_backward_filter (bf16): out of memory");
     for (int r = 0; r < d->r; r++)
         for (int s = 0; s < d->s; s++)
             off[r * d->s + s] = (int)(((size_t)(r % p.st) * p.st + s % p.st) * p.xphase +
                                       (size_t)(r / p.st) * p.wph + s / p.st);
+    if (rs == 1) /* 1x1: the tiles' offsets step over input channels */
+        for (int o = 0; o < TB; o++)
+            off[o] = (int)((size_t)o * p.xplane);
     uint16_t *bufs = (uint16_t *)(((uintptr_t)ws + 63) & ~(uintptr_t)63);
     float *parts = (float *)(bufs + up((size_t)p.parts * p.chunk * p.img, 32));
     bf_task t = {d, &p, x, dy, bufs, parts, off};
