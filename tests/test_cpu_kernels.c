@@ -652,6 +652,11 @@ static void test_conv_bf16_kernels(void)
         {3, 8, 20, 17, 7, 3, 2, 1, 0},
         {2, 1, 9, 40, 5, 7, 7, 1, 3},
         {4, 12, 7, 7, 20, 3, 3, 1, 1},
+        /* 1x1 at stride 1 (the filter's tiles over input channels),
+         * padded too */
+        {3, 20, 14, 14, 36, 1, 1, 1, 0},
+        {2, 7, 9, 15, 11, 1, 1, 1, 0},
+        {2, 5, 6, 7, 9, 1, 1, 1, 1},
         /* stride 2 (forward and filter on phase planes; odd and even
          * sizes and padding, so either parity starts a row) */
         {6, 16, 28, 28, 32, 3, 3, 2, 1},
