@@ -146,8 +146,9 @@ int dl_cpu_conv_bf16_filter_fits(dl_backend *be, const dl_conv_desc *d, dl_dtype
      * under a fifth of extra products: bench_conv's bf16 rows, 1 thread,
      * 238 against 145 GFLOP/s at 16->16 28x28 (7% extra), 239 against 207
      * at 32->32 14x14 (14%), but 157 against 180-205 at 7x7 (31%). */
-    size_t pq = (size_t)d->p * d->q;
-    return plan_of(be, d).dyrow * 5 <= pq * 6;
+    size_t pq = (size_t)d->p * d->q, used = plan_of(be, d).dyrow;
+    /* over 32 input channels, under a tenth (as pr_fits) */
+    return d->c > 32 ? used * 10 <= pq * 11 : used * 5 <= pq * 6;
 }
 
 size_t dl_cpu_conv_bf16_filter_workspace(dl_backend *be, const dl_conv_desc *d)
@@ -470,7 +471,10 @@ static int pr_fits(dl_backend *be, const dl_conv_desc *d, dl_dtype compute, cons
     const char *e = getenv("DLBENCH_CONV");
     if (e && !strcmp(e, "dnnl"))
         return 0;
-    return (size_t)g->nvec * 16 * 5 <= (size_t)g->hout * g->wout * 6;
+    /* and over 32 input channels, under a tenth (bench_conv's CIFAR 64->64
+     * at 16x16, 12.5% extra: 0.92-0.94x oneDNN at 1 thread, 0.90x at 2) */
+    size_t used = (size_t)g->nvec * 16, pq = (size_t)g->hout * g->wout;
+    return g->cin > 32 ? used * 10 <= pq * 11 : used * 5 <= pq * 6;
 }
 
 static pr_geom fwd_geom(dl_backend *be, const dl_conv_desc *d)
