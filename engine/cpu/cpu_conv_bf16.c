@@ -143,9 +143,9 @@ int dl_cpu_conv_bf16_filter_fits(dl_backend *be, const dl_conv_desc *d, dl_dtype
     if (e && !strcmp(e, "dnnl"))
         return 0;
     /* Ahead of oneDNN where the padding columns and the round-up cost
-     * under a fifth of extra products: bench_conv's bf16 rows, 1 thread,
-     * 238 against 145 GFLOP/s at 16->16 28x28 (7% extra), 239 against 207
-     * at 32->32 14x14 (14%), but 157 against 180-205 at 7x7 (31%). */
+     * under a fifth of extra products: BENCH_CONV_VS=dnnl bench_conv 1
+     * bf16, 1.40x at 16->16 28x28 (7% extra), 1.03-1.18x at 14x14 (14%),
+     * but 157 against 180-205 GFLOP/s at 7x7 (31%). */
     size_t pq = (size_t)d->p * d->q, used = plan_of(be, d).dyrow;
     /* over 32 input channels, under a tenth (as pr_fits) */
     return d->c > 32 ? used * 10 <= pq * 11 : used * 5 <= pq * 6;
