@@ -604,8 +604,11 @@ static void test_conv_threads(void)
     /* the 1x1 kernels: images split by part, dw summed per chunk */
     conv_threads_case(conv_desc(37, 16, 13, 13, 24, 1, 1, 2, 0), DL_F32);
     conv_threads_case(conv_desc(37, 32, 7, 7, 64, 1, 1, 1, 0), DL_F32);
-    /* the bf16 filter kernel's chunks (cpu_conv_bf16.c) */
+    /* the bf16 kernels (cpu_conv_bf16.c): the filter's chunks, stride 2's
+     * phase planes, 1x1 */
     conv_threads_case(conv_desc(23, 16, 14, 14, 20, 3, 3, 1, 1), DL_BF16);
+    conv_threads_case(conv_desc(21, 16, 28, 28, 32, 3, 3, 2, 1), DL_BF16);
+    conv_threads_case(conv_desc(19, 24, 14, 14, 40, 1, 1, 1, 0), DL_BF16);
 }
 
 static void conv_threads_case(dl_conv_desc d, dl_dtype compute)
