@@ -109,7 +109,6 @@ static int use_1x1(dl_backend *be, const dl_conv_desc *d, dl_dtype compute)
 {
     if (!dl_cpu_conv_1x1_fits(d, compute))
         return 0;
-
     if (!dl_cpu_dnnl_conv_wanted(d, compute))
         return 1;
     if (compute == DL_BF16 && d->stride == 1 && d->k * d->c > OWN_1X1_BF16_S1_MAX_KC)
@@ -1123,16 +1122,18 @@ int dl_cpu_conv_backward_filter(dl_backend *be, const dl_conv_desc *d, float *dw
     if (is_grouped(d))
         return dl_cpu_conv_grouped_backward_filter(be, d, dw, db, dy, x, ws, compute);
     DL_TRY(check_desc(d, compute, "conv_backward_filter"));
-    int done = dl_cpu_conv_bf16_filter_fits(be, d, compute) ? 1 : 0;
-    if (!done && use_1x1(be, d, compute))
-        return dl_cpu_conv_1x1_backward_filter(be, d, dw, db, dy, x, ws, compute);
     /* the own bf16 kernel's or oneDNN's dw; db as below, summed in double */
-    if (done)
+    int done;
+    if (dl_cpu_conv_bf16_filter_fits(be, d, compute)) {
         DL_TRY(dl_cpu_conv_bf16_backward_filter(be, d, dw, dy, x, ws));
-    else
+        done = 1;
+    } else if (use_1x1(be, d, compute)) {
+        return dl_cpu_conv_1x1_backward_filter(be, d, dw, db, dy, x, ws, compute);
+    } else {
         done = dl_cpu_dnnl_conv_wanted(d, compute)
                    ? dl_cpu_dnnl_conv(be, 2, d, compute, dw, NULL, x, dy, NULL, NULL)
                    : 0;
+    }
     if (done < 0)
         return done;
     if (done) {

@@ -89,6 +89,10 @@ typedef struct bf_plan {
 
 static size_t up(size_t v, size_t a) { return (v + a - 1) / a * a; }
 
+/* Entries of the filter's offset table: one per tap, at least a tile's
+ * (1x1: the tile's input channels). */
+static size_t offsets(const dl_conv_desc *d) { return d->r * d->s > TB ? (size_t)d->r * d->s : TB; }
+
 static bf_plan plan_of(dl_backend *be, const dl_conv_desc *d)
 {
     bf_plan p;
@@ -127,34 +131,161 @@ static bf_plan plan_of(dl_backend *be, const dl_conv_desc *d)
     return p;
 }
 
-int dl_cpu_conv_bf16_filter_fits(dl_backend *be, const dl_conv_desc *d, dl_dtype compute)
+/* What both kinds of kernel need of (d, compute): bf16 on a CPU with
+ * AVX-512 BF16, dense, no dilation, stride 1 or 2 (1x1 at stride 1). */
+static int kernels_take(dl_backend *be, const dl_conv_desc *d, dl_dtype compute)
 {
-    if (!HAVE_BF16_FILTER || compute != DL_BF16 || !dl_cpu(be)->has_avx512_bf16 || !dl_cpu_avx512())
-        return 0;
-    if (dl_conv_groups(d) != 1 || dl_conv_dilation(d) != 1 || d->stride < 1 || d->stride > 2 ||
-        (d->r * d->s == 1 && d->stride != 1) || d->r > d->h + 2 * d->pad ||
-        d->s > d->w + 2 * d->pad)
-        return 0;
-    if (d->r * d->s == 1 && d->c >= 128) /* 256->64 at 14x14: 0.90x oneDNN's */
-        return 0;
+    return HAVE_BF16_FILTER && compute == DL_BF16 && dl_cpu(be)->has_avx512_bf16 &&
+           dl_cpu_avx512() && dl_conv_groups(d) == 1 && dl_conv_dilation(d) == 1 &&
+           d->stride >= 1 && d->stride <= 2 && (d->r * d->s > 1 || d->stride == 1);
+}
+
+/* Whether the kernels go ahead of oneDNN on a direction that computes
+ * `used` positions for pq outputs over cin input channels: always where
+ * oneDNN is not wanted (below 8 channels, DLBENCH_CONV=own), never under
+ * DLBENCH_CONV=dnnl, else where the padded pitch and the round-up add
+ * under a fifth of extra products, under a tenth over 32 input channels.
+ * BENCH_CONV_VS=dnnl bench_conv 1 bf16: 1.40x at 16->16 28x28 (7% extra),
+ * 1.03-1.18x at 14x14 (14%), 157 against 180-205 GFLOP/s at 7x7 (31%);
+ * the CIFAR 64->64 at 16x16 (12.5%) 0.92-0.94x, 0.90x at 2 threads. */
+static int ahead_of_dnnl(const dl_conv_desc *d, dl_dtype compute, int cin, size_t used, size_t pq)
+{
     if (!dl_cpu_dnnl_conv_wanted(d, compute))
         return 1;
     const char *e = getenv("DLBENCH_CONV"); /* dnnl: oneDNN's kernels wherever it has them */
     if (e && !strcmp(e, "dnnl"))
         return 0;
-    /* Ahead of oneDNN where the padding columns and the round-up cost
-     * under a fifth of extra products: BENCH_CONV_VS=dnnl bench_conv 1
-     * bf16, 1.40x at 16->16 28x28 (7% extra), 1.03-1.18x at 14x14 (14%),
-     * but 157 against 180-205 GFLOP/s at 7x7 (31%). */
-    size_t pq = (size_t)d->p * d->q, used = plan_of(be, d).dyrow;
-    /* over 32 input channels, under a tenth (as pr_fits) */
-    return d->c > 32 ? used * 10 <= pq * 11 : used * 5 <= pq * 6;
+    return cin > 32 ? used * 10 <= pq * 11 : used * 5 <= pq * 6;
+}
+
+int dl_cpu_conv_bf16_filter_fits(dl_backend *be, const dl_conv_desc *d, dl_dtype compute)
+{
+    if (!kernels_take(be, d, compute) || d->r > d->h + 2 * d->pad || d->s > d->w + 2 * d->pad)
+        return 0;
+    if (d->r * d->s == 1 && d->c >= 128) /* 256->64 at 14x14: 0.90x oneDNN's */
+        return 0;
+    return ahead_of_dnnl(d, compute, d->c, plan_of(be, d).dyrow, (size_t)d->p * d->q);
 }
 
 size_t dl_cpu_conv_bf16_filter_workspace(dl_backend *be, const dl_conv_desc *d)
 {
     bf_plan p = plan_of(be, d);
-    return (size_t)p.parts * p.chunk * p.img * 2 + (size_t)p.chunks * p.part_dw * 4 + 128;
+    return (size_t)p.parts * p.chunk * p.img * 2 + (size_t)p.chunks * p.part_dw * 4 +
+           up(offsets(d), 16) * sizeof(int) + 128;
+}
+
+/* ---------------------------------------------------------------------- */
+/* forward and backward data: channel pairs                                */
+
+/* Both are stride-1 correlations of a padded input with a kernel:
+ *   out [m, y, x] = sum over i, r, s of wk [m, i, r, s] * inp [i, y + r, x + s]
+ * the forward with inp = x padded by pad, wk = w; the data gradient with
+ * inp = dy padded by r-1-pad (s-1-pad across), wk [c, k, r, s] = w [k, c,
+ * r-1-r', s-1-s'] (the kernel turned round). The input is laid out as
+ * padded planes of channel pairs, one 32-bit (bf16, bf16) element per
+ * position, so a vector load at flat position j + r*Wp + s gives 16
+ * positions of two channels, and vdpbf16ps with the broadcast weight pair
+ * of those channels adds both products into 16 outputs. A tile keeps 4
+ * output channels times 6 vectors of positions (24 accumulators); each
+ * (pair, offset) step loads 6 vectors and 4 weight pairs for 24
+ * instructions. Outputs on the padded pitch (the last s-1 of each row are
+ * not outputs) are compressed into place with a per-vector mask. */
+
+#define MK 4
+#define NV 6
+
+typedef struct pr_geom {
+    int cin, hin, win, ph, pw; /* input planes and their padding */
+    int kout, r, s, hout, wout;
+    int wp, cp, kb;    /* padded width, channel pairs, 4-channel output blocks */
+    int st, wph;       /* stride: st*st phase planes wph wide (the pitch of positions) */
+    int nvec;          /* vectors of 16 positions covering hout * wph */
+    size_t phase;      /* 32-bit elements of one phase plane, with the slack the reads need */
+    size_t plane;      /* st*st phase planes: one channel pair */
+    size_t wpk, table; /* 32-bit elements of the packed weights, of the store table */
+    int parts;
+} pr_geom;
+
+static pr_geom pr_geom_of(dl_backend *be, int n, int cin, int hin, int win, int ph, int pw,
+                          int kout, int r, int s, int st)
+{
+    pr_geom g;
+    g.cin = cin, g.hin = hin, g.win = win, g.ph = ph, g.pw = pw;
+    g.kout = kout, g.r = r, g.s = s, g.st = st;
+    g.hout = (hin + 2 * ph - r) / st + 1;
+    g.wout = (win + 2 * pw - s) / st + 1;
+    g.wp = win + 2 * pw;
+    g.wph = (g.wp + st - 1) / st;
+    g.cp = (cin + 1) / 2;
+    g.kb = (kout + MK - 1) / MK;
+    g.nvec = (int)(((size_t)g.hout * g.wph + 15) / 16);
+    /* the last vector read starts at the largest offset past the last position */
+    size_t reach = (size_t)g.nvec * 16 + (size_t)((r - 1) / st) * g.wph + (s - 1) / st;
+    size_t hph = (size_t)(hin + 2 * ph + st - 1) / st * g.wph;
+    g.phase = up(reach > hph ? reach : hph, 16);
+    g.plane = (size_t)st * st * g.phase;
+    g.wpk = (size_t)g.kb * g.cp * r * s * MK;
+    g.table = 2 * (size_t)g.nvec;
+    dl_pool *pool = dl_cpu(be)->pool;
+    int t = pool ? dl_pool_threads(pool) : 1;
+    g.parts = t < n ? t : n;
+    return g;
+}
+
+static size_t pr_bytes(const pr_geom *g)
+{
+    return (up(g->wpk, 16) + up(g->table, 16) +
+            (size_t)g->parts * up((size_t)g->cp * g->plane, 16) + up((size_t)g->r * g->s, 16)) *
+               4 +
+           128;
+}
+
+/* Whether the pair kernels take the correlation g (with oneDNN there as
+ * the other choice: only where the padded pitch and the round-up cost
+ * under a fifth of extra products, as for the filter). */
+static int pr_fits(dl_backend *be, const dl_conv_desc *d, dl_dtype compute, const pr_geom *g)
+{
+    if (!kernels_take(be, d, compute) || d->stride != g->st || g->ph < 0 || g->pw < 0 ||
+        g->hout <= 0 || g->wout <= 0)
+        return 0;
+    /* 1x1 with many input channels: a tile's 4 output channels reuse too
+     * little of what it loads (bench_conv, 256->64 at 14x14: 0.88x the 1x1
+     * kernels' forward) */
+    if (d->r * d->s == 1 && g->cin > 128)
+        return 0;
+    return ahead_of_dnnl(d, compute, g->cin, (size_t)g->nvec * 16, (size_t)g->hout * g->wout);
+}
+
+static pr_geom fwd_geom(dl_backend *be, const dl_conv_desc *d)
+{
+    return pr_geom_of(be, d->n, d->c, d->h, d->w, d->pad, d->pad, d->k, d->r, d->s, d->stride);
+}
+
+static pr_geom data_geom(dl_backend *be, const dl_conv_desc *d)
+{
+    /* stride 1 only (the data gradient of a stride-2 convolution is no
+     * correlation of this kind; pr_fits refuses it) */
+    return pr_geom_of(be, d->n, d->k, d->p, d->q, d->r - 1 - d->pad, d->s - 1 - d->pad, d->c, d->r,
+                      d->s, 1);
+}
+
+int dl_cpu_conv_bf16_forward_fits(dl_backend *be, const dl_conv_desc *d, dl_dtype compute)
+{
+    pr_geom g = fwd_geom(be, d);
+    return pr_fits(be, d, compute, &g);
+}
+
+int dl_cpu_conv_bf16_data_fits(dl_backend *be, const dl_conv_desc *d, dl_dtype compute)
+{
+    pr_geom g = data_geom(be, d);
+    return pr_fits(be, d, compute, &g);
+}
+
+size_t dl_cpu_conv_bf16_pairs_workspace(dl_backend *be, const dl_conv_desc *d)
+{
+    pr_geom f = fwd_geom(be, d), b = data_geom(be, d);
+    size_t a = pr_bytes(&f), c = b.ph >= 0 && b.pw >= 0 ? pr_bytes(&b) : 0;
+    return a > c ? a : c;
 }
 
 #if HAVE_BF16_FILTER
@@ -341,27 +472,14 @@ BF_TARGET static void filter_task(void *arg, size_t begin, size_t end)
             const char *nx = (const char *)(t->x + (size_t)n1 * xs_img);
             const char *ng = (const char *)(t->dy + (size_t)n1 * dy_img);
             size_t xl = (size_t)nb1 * xs_img * 4 / 64, gl = (size_t)nb1 * dy_img * 4 / 64;
-            size_t tiles = rs == 1 ? (size_t)((d->c + TB - 1) / TB) * ((d->k + KB - 1) / KB)
-                                   : (size_t)d->c * ((d->k + KB - 1) / KB) * ((rs + TB - 1) / TB);
+            /* a tile: 3 output channels x up to 9 offsets of one input
+             * channel; 1x1: x up to 9 input channels (t->off steps over
+             * their planes), so dw's index is the same formula */
+            int cstep = rs == 1 ? TB : 1;
+            size_t tiles = (size_t)((d->c + cstep - 1) / cstep) * ((d->k + KB - 1) / KB) *
+                           ((rs + TB - 1) / TB);
             size_t xper = (xl + tiles - 1) / tiles, gper = (gl + tiles - 1) / tiles, xa = 0, ga = 0;
-            /* 1x1: a tile's "offsets" are 9 input channels (t->off: o * xplane) */
-            for (int c0 = 0; c0 < d->c && rs == 1; c0 += TB) {
-                int nt = d->c - c0 < TB ? d->c - c0 : TB;
-                for (int kb = 0; kb < d->k; kb += KB) {
-                    int kr = d->k - kb < KB ? d->k - kb : KB;
-                    for (size_t e = xa + xper; xa < e && xa < xl; xa++)
-                        _mm_prefetch(nx + xa * 64, _MM_HINT_T1);
-                    for (size_t e = ga + gper; ga < e && ga < gl; ga++)
-                        _mm_prefetch(ng + ga * 64, _MM_HINT_T1);
-                    float s[KB * TB];
-                    tile(s, g + (size_t)kb * p->dyrow, buf + (size_t)c0 * p->xplane, p->img,
-                         p->dyrow, kr, t->off, nt, nb);
-                    for (int r = 0; r < kr; r++)
-                        memcpy(dw + (size_t)(kb + r) * d->c + c0, s + r * nt,
-                               (size_t)nt * sizeof(float));
-                }
-            }
-            for (int c = 0; c < d->c && rs > 1; c++) {
+            for (int c = 0; c < d->c; c += cstep) {
                 const uint16_t *xc = buf + (size_t)c * p->xplane;
                 for (int kb = 0; kb < d->k; kb += KB) {
                     int kr = d->k - kb < KB ? d->k - kb : KB;
@@ -370,7 +488,7 @@ BF_TARGET static void filter_task(void *arg, size_t begin, size_t end)
                             _mm_prefetch(nx + xa * 64, _MM_HINT_T1);
                         for (size_t e = ga + gper; ga < e && ga < gl; ga++)
                             _mm_prefetch(ng + ga * 64, _MM_HINT_T1);
-                        int nt = rs - o0 < TB ? rs - o0 : TB;
+                        int left = rs == 1 ? d->c - c : rs - o0, nt = left < TB ? left : TB;
                         float s[KB * TB];
                         tile(s, g + (size_t)kb * p->dyrow, xc, p->img, p->dyrow, kr, t->off + o0,
                              nt, nb);
@@ -382,131 +500,6 @@ BF_TARGET static void filter_task(void *arg, size_t begin, size_t end)
             }
         }
     }
-}
-
-/* ---------------------------------------------------------------------- */
-/* forward and backward data: channel pairs                                */
-
-/* Both are stride-1 correlations of a padded input with a kernel:
- *   out [m, y, x] = sum over i, r, s of wk [m, i, r, s] * inp [i, y + r, x + s]
- * the forward with inp = x padded by pad, wk = w; the data gradient with
- * inp = dy padded by r-1-pad (s-1-pad across), wk [c, k, r, s] = w [k, c,
- * r-1-r', s-1-s'] (the kernel turned round). The input is laid out as
- * padded planes of channel pairs, one 32-bit (bf16, bf16) element per
- * position, so a vector load at flat position j + r*Wp + s gives 16
- * positions of two channels, and vdpbf16ps with the broadcast weight pair
- * of those channels adds both products into 16 outputs. A tile keeps 4
- * output channels times 6 vectors of positions (24 accumulators); each
- * (pair, offset) step loads 6 vectors and 4 weight pairs for 24
- * instructions. Outputs on the padded pitch (the last s-1 of each row are
- * not outputs) are compressed into place with a per-vector mask. */
-
-#define MK 4
-#define NV 6
-
-typedef struct pr_geom {
-    int cin, hin, win, ph, pw; /* input planes and their padding */
-    int kout, r, s, hout, wout;
-    int wp, cp, kb;    /* padded width, channel pairs, 4-channel output blocks */
-    int st, wph;       /* stride: st*st phase planes wph wide (the pitch of positions) */
-    int nvec;          /* vectors of 16 positions covering hout * wph */
-    size_t phase;      /* 32-bit elements of one phase plane, with the slack the reads need */
-    size_t plane;      /* st*st phase planes: one channel pair */
-    size_t wpk, table; /* 32-bit elements of the packed weights, of the store table */
-    int parts;
-} pr_geom;
-
-static pr_geom pr_geom_of(dl_backend *be, int n, int cin, int hin, int win, int ph, int pw,
-                          int kout, int r, int s, int st)
-{
-    pr_geom g;
-    g.cin = cin, g.hin = hin, g.win = win, g.ph = ph, g.pw = pw;
-    g.kout = kout, g.r = r, g.s = s, g.st = st;
-    g.hout = (hin + 2 * ph - r) / st + 1;
-    g.wout = (win + 2 * pw - s) / st + 1;
-    g.wp = win + 2 * pw;
-    g.wph = (g.wp + st - 1) / st;
-    g.cp = (cin + 1) / 2;
-    g.kb = (kout + MK - 1) / MK;
-    g.nvec = (int)(((size_t)g.hout * g.wph + 15) / 16);
-    /* the last vector read starts at the largest offset past the last position */
-    size_t reach = (size_t)g.nvec * 16 + (size_t)((r - 1) / st) * g.wph + (s - 1) / st;
-    size_t hph = (size_t)(hin + 2 * ph + st - 1) / st * g.wph;
-    g.phase = up(reach > hph ? reach : hph, 16);
-    g.plane = (size_t)st * st * g.phase;
-    g.wpk = (size_t)g.kb * g.cp * r * s * MK;
-    g.table = 2 * (size_t)g.nvec;
-    dl_pool *pool = dl_cpu(be)->pool;
-    int t = pool ? dl_pool_threads(pool) : 1;
-    g.parts = t < n ? t : n;
-    return g;
-}
-
-static size_t pr_bytes(const pr_geom *g)
-{
-    return (up(g->wpk, 16) + up(g->table, 16) +
-            (size_t)g->parts * up((size_t)g->cp * g->plane, 16) + up((size_t)g->r * g->s, 16)) *
-               4 +
-           128;
-}
-
-/* Whether the pair kernels take the correlation g (with oneDNN there as
- * the other choice: only where the padded pitch and the round-up cost
- * under a fifth of extra products, as for the filter). */
-static int pr_fits(dl_backend *be, const dl_conv_desc *d, dl_dtype compute, const pr_geom *g)
-{
-    if (compute != DL_BF16 || !dl_cpu(be)->has_avx512_bf16 || !dl_cpu_avx512())
-        return 0;
-    if (dl_conv_groups(d) != 1 || dl_conv_dilation(d) != 1 || d->stride != g->st || g->st > 2 ||
-        (d->r * d->s == 1 && d->stride != 1) || g->ph < 0 || g->pw < 0 || g->hout <= 0 ||
-        g->wout <= 0)
-        return 0;
-    /* 1x1 with many input channels: a tile's 4 output channels reuse too
-     * little of what it loads (bench_conv, 256->64 at 14x14: 0.88x the 1x1
-     * kernels' forward) */
-    if (d->r * d->s == 1 && g->cin > 128)
-        return 0;
-    if (!dl_cpu_dnnl_conv_wanted(d, compute))
-        return 1;
-    const char *e = getenv("DLBENCH_CONV");
-    if (e && !strcmp(e, "dnnl"))
-        return 0;
-    /* and over 32 input channels, under a tenth (bench_conv's CIFAR 64->64
-     * at 16x16, 12.5% extra: 0.92-0.94x oneDNN at 1 thread, 0.90x at 2) */
-    size_t used = (size_t)g->nvec * 16, pq = (size_t)g->hout * g->wout;
-    return g->cin > 32 ? used * 10 <= pq * 11 : used * 5 <= pq * 6;
-}
-
-static pr_geom fwd_geom(dl_backend *be, const dl_conv_desc *d)
-{
-    return pr_geom_of(be, d->n, d->c, d->h, d->w, d->pad, d->pad, d->k, d->r, d->s, d->stride);
-}
-
-static pr_geom data_geom(dl_backend *be, const dl_conv_desc *d)
-{
-    /* stride 1 only (the data gradient of a stride-2 convolution is no
-     * correlation of this kind; pr_fits refuses it) */
-    return pr_geom_of(be, d->n, d->k, d->p, d->q, d->r - 1 - d->pad, d->s - 1 - d->pad, d->c, d->r,
-                      d->s, 1);
-}
-
-int dl_cpu_conv_bf16_forward_fits(dl_backend *be, const dl_conv_desc *d, dl_dtype compute)
-{
-    pr_geom g = fwd_geom(be, d);
-    return pr_fits(be, d, compute, &g);
-}
-
-int dl_cpu_conv_bf16_data_fits(dl_backend *be, const dl_conv_desc *d, dl_dtype compute)
-{
-    pr_geom g = data_geom(be, d);
-    return pr_fits(be, d, compute, &g);
-}
-
-size_t dl_cpu_conv_bf16_pairs_workspace(dl_backend *be, const dl_conv_desc *d)
-{
-    pr_geom f = fwd_geom(be, d), b = data_geom(be, d);
-    size_t a = pr_bytes(&f), c = b.ph >= 0 && b.pw >= 0 ? pr_bytes(&b) : 0;
-    return a > c ? a : c;
 }
 
 enum { PR_SET, PR_BIAS, PR_ADD };
@@ -776,26 +769,6 @@ static int pr_run(dl_backend *be, const dl_conv_desc *d, const pr_geom *g, int d
     return DL_OK;
 }
 
-#else /* !HAVE_BF16_FILTER */
-
-int dl_cpu_conv_bf16_forward_fits(dl_backend *be, const dl_conv_desc *d, dl_dtype compute)
-{
-    (void)be, (void)d, (void)compute;
-    return 0;
-}
-
-int dl_cpu_conv_bf16_data_fits(dl_backend *be, const dl_conv_desc *d, dl_dtype compute)
-{
-    (void)be, (void)d, (void)compute;
-    return 0;
-}
-
-size_t dl_cpu_conv_bf16_pairs_workspace(dl_backend *be, const dl_conv_desc *d)
-{
-    (void)be, (void)d;
-    return 0;
-}
-
 #endif /* HAVE_BF16_FILTER */
 
 typedef struct sum_task {
@@ -823,9 +796,9 @@ int dl_cpu_conv_bf16_backward_filter(dl_backend *be, const dl_conv_desc *d, floa
 #if HAVE_BF16_FILTER
     bf_plan p = plan_of(be, d);
     int rs = d->r * d->s;
-    int *off = malloc((size_t)(rs > TB ? rs : TB) * sizeof *off);
-    if (!off)
-        return dl_error(DL_ENOMEM, "conv_backward_filter (bf16): out of memory");
+    uint16_t *bufs = (uint16_t *)(((uintptr_t)ws + 63) & ~(uintptr_t)63);
+    float *parts = (float *)(bufs + up((size_t)p.parts * p.chunk * p.img, 32));
+    int *off = (int *)(parts + (size_t)p.chunks * p.part_dw);
     for (int r = 0; r < d->r; r++)
         for (int s = 0; s < d->s; s++)
             off[r * d->s + s] = (int)(((size_t)(r % p.st) * p.st + s % p.st) * p.xphase +
@@ -833,8 +806,6 @@ int dl_cpu_conv_bf16_backward_filter(dl_backend *be, const dl_conv_desc *d, floa
     if (rs == 1) /* 1x1: the tiles' offsets step over input channels */
         for (int o = 0; o < TB; o++)
             off[o] = (int)((size_t)o * p.xplane);
-    uint16_t *bufs = (uint16_t *)(((uintptr_t)ws + 63) & ~(uintptr_t)63);
-    float *parts = (float *)(bufs + up((size_t)p.parts * p.chunk * p.img, 32));
     bf_task t = {d, &p, x, dy, bufs, parts, off};
     dl_pool *pool = dl_cpu(be)->pool;
     if (pool)
@@ -848,7 +819,6 @@ int dl_cpu_conv_bf16_backward_filter(dl_backend *be, const dl_conv_desc *d, floa
         dl_pool_for(pool, n, 1024, sum_range, &st);
     else
         sum_range(&st, 0, n);
-    free(off);
     return DL_OK;
 #else
     (void)be, (void)d, (void)dw, (void)dy, (void)x, (void)ws;
