@@ -24,29 +24,36 @@
 
 typedef struct shape {
     const char *what;
-    int n, c, h, k, r, stride, pad;
+    int n, c, h, k, r, stride, pad, groups; /* groups 0: 1 */
 } shape;
 
 static const shape shapes[] = {
-    {"stem 1->16 28x28", 64, 1, 28, 16, 3, 1, 1},
-    {"16->16 28x28", 64, 16, 28, 16, 3, 1, 1},
-    {"16->32 14x14", 64, 16, 14, 32, 3, 1, 1},
-    {"32->32 14x14", 64, 32, 14, 32, 3, 1, 1},
-    {"32->64 7x7 s1", 64, 32, 7, 64, 3, 1, 1},
-    {"16->32 s2 28x28", 128, 16, 28, 32, 3, 2, 1},
-    {"32->64 s2 14x14", 128, 32, 14, 64, 3, 2, 1},
-    {"64->64 7x7", 64, 64, 7, 64, 3, 1, 1},
-    {"1x1 32->64 s2", 64, 32, 14, 64, 1, 2, 0},
-    {"1x1 16->32 s2 28x28", 128, 16, 28, 32, 1, 2, 0},
-    {"1x1 32->64 s1 7x7", 64, 32, 7, 64, 1, 1, 0},
-    {"1x1 64->256 s1 14x14", 64, 64, 14, 256, 1, 1, 0},
-    {"1x1 256->64 s1 14x14", 64, 256, 14, 64, 1, 1, 0},
-    {"bench cnn 32->64 13x13", 128, 32, 13, 64, 3, 1, 0},
+    {"stem 1->16 28x28", 64, 1, 28, 16, 3, 1, 1, 0},
+    {"16->16 28x28", 64, 16, 28, 16, 3, 1, 1, 0},
+    {"16->32 14x14", 64, 16, 14, 32, 3, 1, 1, 0},
+    {"32->32 14x14", 64, 32, 14, 32, 3, 1, 1, 0},
+    {"32->64 7x7 s1", 64, 32, 7, 64, 3, 1, 1, 0},
+    {"16->32 s2 28x28", 128, 16, 28, 32, 3, 2, 1, 0},
+    {"32->64 s2 14x14", 128, 32, 14, 64, 3, 2, 1, 0},
+    {"64->64 7x7", 64, 64, 7, 64, 3, 1, 1, 0},
+    {"1x1 32->64 s2", 64, 32, 14, 64, 1, 2, 0, 0},
+    {"1x1 16->32 s2 28x28", 128, 16, 28, 32, 1, 2, 0, 0},
+    {"1x1 32->64 s1 7x7", 64, 32, 7, 64, 1, 1, 0, 0},
+    {"1x1 64->256 s1 14x14", 64, 64, 14, 256, 1, 1, 0, 0},
+    {"1x1 256->64 s1 14x14", 64, 256, 14, 64, 1, 1, 0, 0},
+    {"bench cnn 32->64 13x13", 128, 32, 13, 64, 3, 1, 0, 0},
     /* shapes no kernel was tuned for: a CIFAR VGG/ResNet's */
-    {"cifar stem 3->32 32x32", 64, 3, 32, 32, 3, 1, 1},
-    {"cifar 64->64 16x16", 64, 64, 16, 64, 3, 1, 1},
-    {"cifar 128->128 8x8", 64, 128, 8, 128, 3, 1, 1},
-    {"cifar 128->128 16x16 5x5", 32, 128, 16, 128, 5, 1, 2},
+    {"cifar stem 3->32 32x32", 64, 3, 32, 32, 3, 1, 1, 0},
+    {"cifar 64->64 16x16", 64, 64, 16, 64, 3, 1, 1, 0},
+    {"cifar 128->128 8x8", 64, 128, 8, 128, 3, 1, 1, 0},
+    {"cifar 128->128 16x16 5x5", 32, 128, 16, 128, 5, 1, 2, 0},
+    /* depthwise (groups = channels), a MobileNet's on CIFAR: memory-bound,
+     * so GB/s of x, y and w read or written once is the figure to watch */
+    {"dw 32 32x32", 64, 32, 32, 32, 3, 1, 1, 32},
+    {"dw 64 s2 32x32", 64, 64, 32, 64, 3, 2, 1, 64},
+    {"dw 128 16x16", 64, 128, 16, 128, 3, 1, 1, 128},
+    {"dw 256 8x8", 64, 256, 8, 256, 3, 1, 1, 256},
+    {"dw 96 5x5 14x14", 64, 96, 14, 96, 5, 1, 2, 96},
 };
 
 typedef struct bufs {
@@ -168,19 +175,21 @@ int main(int argc, char **argv)
         if (argc > 3 && !strstr(s->what, argv[3]))
             continue;
         int p = (s->h + 2 * s->pad - s->r) / s->stride + 1;
-        bufs B = {.be = be,
-                  .d = {s->n, s->c, s->h, s->h, s->k, s->r, s->r, s->stride, s->pad, p, p, 1, 1},
-                  .compute = compute};
+        int groups = s->groups > 0 ? s->groups : 1, cg = s->c / groups;
+        bufs B = {
+            .be = be,
+            .d = {s->n, s->c, s->h, s->h, s->k, s->r, s->r, s->stride, s->pad, p, p, groups, 1},
+            .compute = compute};
         B.x = filled((size_t)s->n * s->c * s->h * s->h);
         B.dx = filled((size_t)s->n * s->c * s->h * s->h);
-        B.w = filled((size_t)s->k * s->c * s->r * s->r);
-        B.dw = filled((size_t)s->k * s->c * s->r * s->r);
+        B.w = filled((size_t)s->k * cg * s->r * s->r);
+        B.dw = filled((size_t)s->k * cg * s->r * s->r);
         B.b = filled((size_t)s->k);
         B.db = filled((size_t)s->k);
         B.y = filled((size_t)s->n * s->k * p * p);
         B.ws_bytes = be->ops->conv_workspace(be, &B.d, compute);
         B.ws = malloc(B.ws_bytes + 64);
-        double flops = 2.0 * s->n * s->k * p * p * s->c * s->r * s->r, g[3];
+        double flops = 2.0 * s->n * s->k * p * p * cg * s->r * s->r, g[3];
         if (vs) {
             /* the default choice against oneDNN's, alternating in this
              * process (the machine's speed drifts between runs) */

@@ -609,6 +609,9 @@ static void test_conv_threads(void)
     conv_threads_case(conv_desc(23, 16, 14, 14, 20, 3, 3, 1, 1), DL_BF16);
     conv_threads_case(conv_desc(21, 16, 28, 28, 32, 3, 3, 2, 1), DL_BF16);
     conv_threads_case(conv_desc(19, 24, 14, 14, 40, 1, 1, 1, 0), DL_BF16);
+    /* the depthwise kernels: planes split by part, dw summed per channel */
+    conv_threads_case(conv_desc_gd(21, 24, 14, 14, 48, 3, 3, 1, 1, 24, 1), DL_F32);
+    conv_threads_case(conv_desc_gd(17, 40, 16, 16, 40, 3, 3, 2, 1, 40, 1), DL_BF16);
 }
 
 static void conv_threads_case(dl_conv_desc d, dl_dtype compute)
@@ -717,6 +720,45 @@ static void test_conv_grouped(void)
     CHECK(strstr(dl_error_message(), "divisible") != NULL);
     d = conv_desc_gd(1, 2, 5, 5, 2, 3, 3, 1, 0, 2, 3);
     CHECK(dl_cpu_conv_backward_data(cpu(), &d, buf, buf, buf, buf, DL_F32) == DL_ESHAPE);
+}
+
+/* The depthwise kernels (cpu_conv_depthwise.c: groups = input channels)
+ * against the same double reference, in f32, bf16 and f16: the data
+ * gradient as a correlation (stride 1, padding within the kernel) and as
+ * a scatter (strides 2 and 3, padding past the kernel, rectangular kernels
+ * padded past their short side); stride 2 with rows long enough for the
+ * vector split and either parity of padding; dilation; 1x1, 5x5, 7x7
+ * (taps past a multiple of nine); channel multipliers 2 and 3; rows of 1,
+ * 7, 9, 17 and 33 outputs (vector tails); more units than the 16 parts. */
+static void test_conv_depthwise(void)
+{
+    static const int cases[][11] = {
+        /* n, c, h, w, k, r, s, stride, pad, groups, dilation */
+        {3, 8, 12, 33, 8, 3, 3, 1, 1, 8, 1}, {2, 6, 9, 17, 6, 3, 3, 1, 0, 6, 1},
+        {2, 4, 7, 9, 4, 3, 3, 1, 3, 4, 1},   {3, 5, 10, 36, 5, 3, 3, 2, 1, 5, 1},
+        {2, 4, 11, 35, 8, 3, 3, 2, 0, 4, 1}, {2, 3, 12, 40, 3, 5, 5, 2, 2, 3, 1},
+        {2, 3, 13, 14, 6, 3, 3, 3, 1, 3, 1}, {2, 4, 14, 13, 4, 3, 3, 1, 2, 4, 2},
+        {1, 3, 15, 16, 9, 3, 3, 2, 3, 3, 3}, {2, 5, 8, 19, 5, 3, 5, 1, 2, 5, 1},
+        {2, 4, 16, 16, 4, 5, 5, 1, 2, 4, 1}, {2, 3, 11, 12, 3, 7, 7, 1, 3, 3, 1},
+        {3, 7, 5, 7, 7, 1, 1, 1, 0, 7, 1},   {2, 2, 6, 1, 4, 3, 1, 1, 1, 2, 1},
+        {9, 4, 6, 6, 8, 3, 3, 1, 1, 4, 1},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const int *c = cases[i];
+        dl_conv_desc d =
+            conv_desc_gd(c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7], c[8], c[9], c[10]);
+        conv_case(&d, DL_F32, (int)(i & 1));
+        conv_case(&d, DL_BF16, 1);
+        conv_case(&d, DL_F16, 0);
+    }
+    char buf[160];
+    dl_conv_desc d = conv_desc_gd(2, 8, 12, 12, 8, 3, 3, 1, 1, 8, 1);
+    CHECK_OK(dl_cpu_conv_algo(cpu(), &d, DL_F32, buf, sizeof buf));
+    CHECK_MSG(strstr(buf, "depthwise") != NULL, "algo: %s", buf);
+    /* grouped with two channels a group stays with the per-group products */
+    d = conv_desc_gd(2, 8, 12, 12, 8, 3, 3, 1, 1, 4, 1);
+    CHECK_OK(dl_cpu_conv_algo(cpu(), &d, DL_F32, buf, sizeof buf));
+    CHECK_MSG(strstr(buf, "grouped im2col") != NULL, "algo: %s", buf);
 }
 
 /* The sparse-dy backward (f32, channels a multiple of 16) against the
@@ -2120,6 +2162,7 @@ int main(void)
     RUN(test_conv_threads);
     RUN(test_conv_1x1);
     RUN(test_conv_grouped);
+    RUN(test_conv_depthwise);
     RUN(test_conv_sparse_dy);
     RUN(test_conv_fd);
     RUN(test_conv_errors);

@@ -120,6 +120,19 @@ int dl_cpu_conv_grouped_backward_data(dl_backend *be, const dl_conv_desc *d, flo
 int dl_cpu_conv_grouped_backward_filter(dl_backend *be, const dl_conv_desc *d, float *dw, float *db,
                                         const float *dy, const float *x, void *ws,
                                         dl_dtype compute);
+/* cpu_conv_depthwise.c: groups equal to the input channels (k a multiple
+ * of c), direct AVX2 kernels; cpu_conv_grouped.c's entry points hand such
+ * descriptors over when _fits says so (an AVX2 CPU, planes up to 4 MiB).
+ * Same contracts, on already checked descriptors; the filter gradient
+ * leaves db to the caller. */
+int dl_cpu_conv_dw_fits(const dl_conv_desc *d, dl_dtype compute);
+size_t dl_cpu_conv_dw_workspace(const dl_conv_desc *d);
+int dl_cpu_conv_dw_forward(dl_backend *be, const dl_conv_desc *d, float *y, const float *x,
+                           const float *w, const float *b, void *ws, dl_dtype compute);
+int dl_cpu_conv_dw_backward_data(dl_backend *be, const dl_conv_desc *d, float *dx, const float *dy,
+                                 const float *w, void *ws, dl_dtype compute);
+int dl_cpu_conv_dw_backward_filter(dl_backend *be, const dl_conv_desc *d, float *dw,
+                                   const float *dy, const float *x, void *ws, dl_dtype compute);
 /* cpu_conv_1x1.c: dense 1x1 convolutions with pad 0 and any stride, f32
  * and bf16 compute, AVX-512 kernels (same contracts as the conv entry
  * points; backward data writes dx when set, else adds). _fits: whether

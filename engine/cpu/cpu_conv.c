@@ -148,7 +148,10 @@ int dl_cpu_conv_algo(dl_backend *be, const dl_conv_desc *d, dl_dtype compute, ch
                      size_t size)
 {
     if (is_grouped(d)) {
-        snprintf(buf, size, "cpu grouped im2col + GEMM per group");
+        snprintf(buf, size, "%s",
+                 dl_cpu_conv_dw_fits(d, compute)
+                     ? "cpu depthwise direct kernels (AVX2) on padded planes"
+                     : "cpu grouped im2col + GEMM per group");
         return DL_OK;
     }
     DL_TRY(check_desc(d, compute, "conv_algo"));

@@ -1,6 +1,8 @@
 /* cpu_conv_grouped.c - grouped, depthwise and dilated convolution on the CPU (per-group im2col + GEMM)
  *
- * cpu_conv.c hands every descriptor with groups > 1 or dilation > 1 here.
+ * cpu_conv.c hands every descriptor with groups > 1 or dilation > 1 here;
+ * depthwise ones (groups = input channels) go on to cpu_conv_depthwise.c
+ * where it takes them.
  * With cg = c/groups input and kg = k/groups output channels per group, one
  * (image i, group g) pair is one small product:
  *   col [cg*r*s, pq]      unfold of x[i, g*cg .. (g+1)*cg) (dilated taps)
@@ -82,6 +84,8 @@ size_t dl_cpu_conv_grouped_workspace(const dl_conv_desc *d, dl_dtype compute)
 {
     if (dl_cpu_conv_grouped_check(d, compute, "conv_workspace") < 0)
         return 0;
+    if (dl_cpu_conv_dw_fits(d, compute))
+        return dl_cpu_conv_dw_workspace(d);
     gshape s = shape_of(d);
     size_t wbytes = compute == DL_F32 ? 0 : round64((size_t)d->k * s.cg * s.rs * 4);
     return 64 + wbytes + PARTS * (round64(s.col * 4) + round64(s.t * 4));
@@ -300,6 +304,8 @@ int dl_cpu_conv_grouped_forward(dl_backend *be, const dl_conv_desc *d, float *y,
                                 const float *w, const float *b, void *ws, dl_dtype compute)
 {
     DL_TRY(dl_cpu_conv_grouped_check(d, compute, "conv_forward"));
+    if (dl_cpu_conv_dw_fits(d, compute))
+        return dl_cpu_conv_dw_forward(be, d, y, x, w, b, ws, compute);
     gtask t = task_of(d, compute, (size_t)d->n * dl_conv_groups(d));
     t.w = carve(&t, ws, w);
     t.x = x;
@@ -314,6 +320,8 @@ int dl_cpu_conv_grouped_backward_data(dl_backend *be, const dl_conv_desc *d, flo
                                       const float *dy, const float *w, void *ws, dl_dtype compute)
 {
     DL_TRY(dl_cpu_conv_grouped_check(d, compute, "conv_backward_data"));
+    if (dl_cpu_conv_dw_fits(d, compute))
+        return dl_cpu_conv_dw_backward_data(be, d, dx, dy, w, ws, compute);
     gtask t = task_of(d, compute, (size_t)d->n * dl_conv_groups(d));
     t.w = carve(&t, ws, w);
     t.dy = dy;
@@ -328,6 +336,10 @@ int dl_cpu_conv_grouped_backward_filter(dl_backend *be, const dl_conv_desc *d, f
                                         const float *dy, const float *x, void *ws, dl_dtype compute)
 {
     DL_TRY(dl_cpu_conv_grouped_check(d, compute, "conv_backward_filter"));
+    if (dl_cpu_conv_dw_fits(d, compute)) {
+        DL_TRY(dl_cpu_conv_dw_backward_filter(be, d, dw, dy, x, ws, compute));
+        return db ? dl_cpu_bias_grad(be, db, dy, d->n, d->k, d->p * d->q) : DL_OK;
+    }
     gtask t = task_of(d, compute, (size_t)dl_conv_groups(d));
     carve(&t, ws, NULL);
     t.x = x;

@@ -1,0 +1,591 @@
+/* cpu_conv_depthwise.c - depthwise convolution on the CPU: direct AVX2 kernels on padded phase planes
+ *
+ * cpu_conv_grouped.c hands over every descriptor whose groups equal its
+ * input channels (one input channel per group, m = k/c output channels
+ * from each: depthwise with a channel multiplier), any kernel size,
+ * stride, padding and dilation. Per-group im2col + GEMM spends its time
+ * on one-row products there (2 GFLOP/s); these kernels run the taps
+ * straight from a padded copy of the input plane.
+ *
+ * Phase planes. An input plane, padded on every side, is stored as `st`
+ * planes of its columns by phase: phase f holds padded columns f, f + st,
+ * f + 2 st, ... in rows of `pitch` floats, zeros beyond. Tap (r, s) of
+ * output (oh, ow) reads padded row oh*st + r*dil and padded column
+ * ow*st + s*dil, which is column ow + (s*dil)/st of phase (s*dil)%st: for
+ * every stride and dilation a row of outputs reads a contiguous run of
+ * one phase plane, so 8 outputs are one unaligned load per tap. The pitch
+ * leaves room for whole vectors past the last output.
+ *
+ *   forward   y[o]     = sum over taps t of w[o, t] * plane(x[c]) at t  (+ b[o])
+ *   data      dx[c]   += sum over the m outputs o of c of the same correlation
+ *                        of plane(dy[o]) with w[o] turned round (stride 1), or,
+ *                        at larger strides, w[o, t] * dy[o] scattered at t
+ *                        into a padded plane that is added without its pad
+ *   filter    dw[o, t] += sum over images of dy[o] . plane(x[c]) at t
+ *
+ * with c = o / m. Work is cut into at most PARTS fixed parts, each with its
+ * own slice of the workspace; a unit is one (image, output channel) plane
+ * forward, one (image, input channel) plane for the data gradient and one
+ * output channel (all images in order) for the filter gradient. No unit's
+ * sums depend on how the units are cut, so the bits are the same at any
+ * thread count. For bf16/f16 compute the operands are rounded through
+ * that type as they are copied (a product of two rounded values is exact
+ * in f32), as cpu_conv_grouped.c computes.
+ */
+#include <immintrin.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "engine/base/error.h"
+#include "engine/base/half.h"
+#include "engine/cpu/cpu.h"
+
+#define AVX2 __attribute__((target("avx2,fma,f16c")))
+#define INLINE __attribute__((always_inline)) inline
+
+/* Parts the work is cut into (fixed: the workspace holds one slice each). */
+#define PARTS 16
+/* Largest phase planes (bytes) a slice holds; bigger planes stay with the
+ * per-group products. */
+#define MAX_PLANE_BYTES (4u << 20)
+/* Taps summed a pass in the filter gradient: nine accumulators, one dy
+ * vector and one load stay in the 16 registers; 3x3 is one pass. */
+#define TAPS_A_PASS 9
+/* Output vectors a correlation keeps in registers per tap. */
+#define ROW_VECS 4
+
+/* One plane's correlation: input [h, w] padded by padh rows and padw
+ * columns, kernel [r, s], output [p, q]. */
+typedef struct plane_geom {
+    int st, dil, padh, padw, r, s, h, w, p, q;
+    int hp, pitch, nvec; /* padded rows, floats per phase row, 8-float vectors per output row */
+    size_t phase;        /* floats of one phase plane: hp * pitch */
+    size_t plane;        /* floats of the st phase planes */
+} plane_geom;
+
+static plane_geom plane_geom_of(int h, int w, int p, int q, int r, int s, int st, int dil, int padh,
+                                int padw)
+{
+    plane_geom g = {st, dil, padh, padw, r, s, h, w, p, q, 0, 0, 0, 0, 0};
+    g.hp = h + 2 * padh;
+    g.nvec = (q + 7) / 8;
+    int cols = (w + 2 * padw + st - 1) / st;
+    int need = g.nvec * 8 + (s - 1) * dil / st;
+    g.pitch = cols > need ? cols : need;
+    g.phase = (size_t)g.hp * g.pitch;
+    g.plane = (size_t)st * g.phase;
+    return g;
+}
+
+/* The descriptor's planes: x's for forward and filter, and where the data
+ * gradient is a correlation (stride 1, padding within the kernel's
+ * extent) dy's padded by the rest of the extent. */
+typedef struct dw_geom {
+    plane_geom x, dy;
+    int gather;     /* the data gradient correlates dy's planes */
+    int m, rs, rsp; /* outputs per input channel, taps, taps rounded up to TAPS_A_PASS */
+    size_t dyrow;   /* floats per row of a dy copy: x.nvec * 8 */
+    size_t slice;   /* bytes of one part's workspace */
+} dw_geom;
+
+static size_t round64(size_t bytes) { return (bytes + 63) & ~(size_t)63; }
+
+static dw_geom geom_of(const dl_conv_desc *d)
+{
+    dw_geom g;
+    int dil = dl_conv_dilation(d);
+    g.x = plane_geom_of(d->h, d->w, d->p, d->q, d->r, d->s, d->stride, dil, d->pad, d->pad);
+    int eh = dil * (d->r - 1), ew = dil * (d->s - 1); /* dilated extent - 1 */
+    g.gather = d->stride == 1 && d->pad <= eh && d->pad <= ew;
+    g.dy = g.gather
+               ? plane_geom_of(d->p, d->q, d->h, d->w, d->r, d->s, 1, dil, eh - d->pad, ew - d->pad)
+               : g.x;
+    g.m = d->k / d->c;
+    g.rs = d->r * d->s;
+    g.rsp = (g.rs + TAPS_A_PASS - 1) / TAPS_A_PASS * TAPS_A_PASS;
+    g.dyrow = (size_t)g.x.nvec * 8;
+    size_t plane = g.x.plane > g.dy.plane ? g.x.plane : g.dy.plane;
+    g.slice = round64(plane * 4) + round64((size_t)d->p * g.dyrow * 4) + round64((size_t)g.rs * 4) +
+              round64((size_t)g.rsp * 32);
+    return g;
+}
+
+/* __builtin_cpu_supports reads what libgcc found at load time. */
+static int cpu_has_avx2(void)
+{
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+           __builtin_cpu_supports("f16c");
+}
+
+int dl_cpu_conv_dw_fits(const dl_conv_desc *d, dl_dtype compute)
+{
+    if (d->groups <= 1 || d->c != d->groups || d->k % d->c || d->stride <= 0 || d->p <= 0 ||
+        d->q <= 0 || !cpu_has_avx2())
+        return 0;
+    if (compute != DL_F32 && compute != DL_BF16 && compute != DL_F16)
+        return 0;
+    dw_geom g = geom_of(d);
+    return g.x.plane * 4 <= MAX_PLANE_BYTES && g.dy.plane * 4 <= MAX_PLANE_BYTES;
+}
+
+/* Workspace: the two tap tables, then PARTS slices. */
+size_t dl_cpu_conv_dw_workspace(const dl_conv_desc *d)
+{
+    dw_geom g = geom_of(d);
+    return 64 + 2 * round64((size_t)g.rsp * sizeof(int)) + PARTS * g.slice;
+}
+
+/* --- operands ------------------------------------------------------------ */
+
+/* A slice: phase planes, a dy copy, rounded weights, the filter
+ * gradient's rsp vector accumulators. */
+typedef struct slice {
+    float *plane, *dy, *w, *acc;
+} slice;
+
+typedef struct dwtask {
+    const dl_conv_desc *d;
+    dw_geom g;
+    dl_dtype compute;
+    const float *x, *w, *b, *dy;
+    float *y, *dx, *dw;
+    const int *toff, *toff_dy; /* per tap: its offset in x's and dy's phase planes */
+    char *slices;
+    size_t units;
+    int nparts;
+} dwtask;
+
+static slice slice_of(const dwtask *t, size_t part)
+{
+    const dw_geom *g = &t->g;
+    char *p = t->slices + part * g->slice;
+    size_t plane = g->x.plane > g->dy.plane ? g->x.plane : g->dy.plane;
+    slice s;
+    s.plane = (float *)p;
+    p += round64(plane * 4);
+    s.dy = (float *)p;
+    p += round64((size_t)t->d->p * g->dyrow * 4);
+    s.w = (float *)p;
+    s.acc = (float *)(p + round64((size_t)g->rs * 4));
+    return s;
+}
+
+static float rounded(float v, dl_dtype t)
+{
+    if (t == DL_BF16)
+        return dl_bf16_to_f32(dl_f32_to_bf16(v));
+    if (t == DL_F16)
+        return dl_f16_to_f32(dl_f32_to_f16(v));
+    return v;
+}
+
+/* v rounded through bf16 (dl_f32_to_bf16's bits: nearest even, NaN stays
+ * NaN) or f16 (the F16C conversion, nearest even) and back; f32 as is. */
+AVX2 static INLINE __m256 round_vec(__m256 v, dl_dtype t)
+{
+    if (t == DL_F32)
+        return v;
+    if (t == DL_F16)
+        return _mm256_cvtph_ps(_mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+    __m256i u = _mm256_castps_si256(v);
+    __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(u, _mm256_set1_epi32(0x7fffffff)),
+                                     _mm256_set1_epi32(0x7f800000));
+    __m256i odd = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
+    __m256i r = _mm256_add_epi32(u, _mm256_add_epi32(_mm256_set1_epi32(0x7fff), odd));
+    __m256i q = _mm256_or_si256(u, _mm256_set1_epi32(0x400000));
+    return _mm256_castsi256_ps(
+        _mm256_and_si256(_mm256_blendv_epi8(r, q, nan), _mm256_set1_epi32((int)0xffff0000u)));
+}
+
+/* Mask of the first n lanes (n in 1..8). */
+AVX2 static INLINE __m256i lanes(int n)
+{
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+
+/* dst[0 .. n) = src[0 .. n) rounded; with `whole`, the last vector is
+ * stored whole, zeros past n. */
+AVX2 static INLINE void copy_run(float *dst, const float *src, int n, dl_dtype compute, int whole)
+{
+    int i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(dst + i, round_vec(_mm256_loadu_ps(src + i), compute));
+    if (i < n) {
+        __m256i m = lanes(n - i);
+        __m256 v = round_vec(_mm256_maskload_ps(src + i, m), compute);
+        if (whole)
+            _mm256_storeu_ps(dst + i, v);
+        else
+            _mm256_maskstore_ps(dst + i, m, v);
+    }
+}
+
+/* Stride 2: the even input columns to ev[0 ..), the odd ones to od[0 ..). */
+AVX2 static void split_run(float *ev, float *od, const float *src, int n, dl_dtype compute)
+{
+    int i = 0;
+    for (; i + 16 <= n; i += 16) {
+        __m256 a = _mm256_loadu_ps(src + i), b = _mm256_loadu_ps(src + i + 8);
+        /* [a0 a2 b0 b2 | a4 a6 b4 b6], then 64-bit lanes 0 2 1 3 */
+        __m256 e = _mm256_shuffle_ps(a, b, 0x88), o = _mm256_shuffle_ps(a, b, 0xdd);
+        e = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(e), 0xd8));
+        o = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(o), 0xd8));
+        _mm256_storeu_ps(ev + i / 2, round_vec(e, compute));
+        _mm256_storeu_ps(od + i / 2, round_vec(o, compute));
+    }
+    for (; i < n; i++)
+        (i & 1 ? od : ev)[i / 2] = rounded(src[i], compute);
+}
+
+/* The phase planes of plane src [g->h, g->w], rounded through compute. */
+AVX2 static void fill_planes(float *P, const float *src, const plane_geom *g, dl_dtype compute)
+{
+    memset(P, 0, g->plane * sizeof *P);
+    for (int ih = 0; ih < g->h; ih++) {
+        const float *row = src + (size_t)ih * g->w;
+        float *prow = P + (size_t)(ih + g->padh) * g->pitch;
+        if (g->st == 1) {
+            copy_run(prow + g->padw, row, g->w, compute, 0);
+        } else if (g->st == 2) {
+            /* padded column iw + padw: phase (iw + padw) % 2, column (iw + padw) / 2 */
+            int f = g->padw & 1;
+            split_run(prow + (size_t)f * g->phase + g->padw / 2,
+                      prow + (size_t)(f ^ 1) * g->phase + (g->padw + 1) / 2, row, g->w, compute);
+        } else {
+            for (int iw = 0; iw < g->w; iw++) {
+                int pc = iw + g->padw;
+                prow[(size_t)(pc % g->st) * g->phase + pc / g->st] = rounded(row[iw], compute);
+            }
+        }
+    }
+}
+
+/* dy plane src [p, q] into rows of dyrow floats, zeros past q, rounded. */
+AVX2 static void copy_dy(float *dst, const float *src, const plane_geom *g, size_t dyrow,
+                         dl_dtype compute)
+{
+    for (int oh = 0; oh < g->p; oh++)
+        copy_run(dst + (size_t)oh * dyrow, src + (size_t)oh * g->q, g->q, compute, 1);
+}
+
+/* wr [rs] = w [rs] rounded, in reverse order when turned. */
+static void round_weights(float *wr, const float *w, int rs, dl_dtype compute, int turned)
+{
+    for (int t = 0; t < rs; t++)
+        wr[t] = rounded(w[turned ? rs - 1 - t : t], compute);
+}
+
+/* --- correlation of one plane (forward; data gradient at stride 1) ------- */
+
+/* NV vectors of output row orow from column v0*8 on: the sum over taps of
+ * wr[t] times the plane rows at toff[t], on top of orow's values (add) or
+ * of bias. */
+AVX2 static INLINE void row_vecs(float *orow, const float *base, const float *wr, const int *toff,
+                                 int rs, float bias, int add, int v0, int nv, int q)
+{
+    __m256 acc[ROW_VECS];
+#pragma GCC unroll 4
+    for (int j = 0; j < nv; j++) {
+        int col = (v0 + j) * 8;
+        acc[j] = !add           ? _mm256_set1_ps(bias)
+                 : col + 8 <= q ? _mm256_loadu_ps(orow + col)
+                                : _mm256_maskload_ps(orow + col, lanes(q - col));
+    }
+    const float *b = base + (size_t)v0 * 8;
+    for (int t = 0; t < rs; t++) {
+        __m256 wv = _mm256_broadcast_ss(wr + t);
+#pragma GCC unroll 4
+        for (int j = 0; j < nv; j++)
+            acc[j] = _mm256_fmadd_ps(wv, _mm256_loadu_ps(b + toff[t] + j * 8), acc[j]);
+    }
+#pragma GCC unroll 4
+    for (int j = 0; j < nv; j++) {
+        int col = (v0 + j) * 8;
+        if (col + 8 <= q)
+            _mm256_storeu_ps(orow + col, acc[j]);
+        else
+            _mm256_maskstore_ps(orow + col, lanes(q - col), acc[j]);
+    }
+}
+
+/* out plane [p, q] (=, plus bias, or += with add) from the phase planes P. */
+AVX2 static void corr_plane(float *out, const float *P, const float *wr, const int *toff,
+                            const plane_geom *g, int rs, float bias, int add)
+{
+    for (int oh = 0; oh < g->p; oh++) {
+        const float *base = P + (size_t)oh * g->st * g->pitch;
+        float *orow = out + (size_t)oh * g->q;
+        int v = 0;
+        for (; v + ROW_VECS <= g->nvec; v += ROW_VECS)
+            row_vecs(orow, base, wr, toff, rs, bias, add, v, ROW_VECS, g->q);
+        for (; v < g->nvec; v++)
+            row_vecs(orow, base, wr, toff, rs, bias, add, v, 1, g->q);
+    }
+}
+
+static void part_range(const dwtask *t, size_t part, size_t *u0, size_t *u1)
+{
+    *u0 = part * t->units / (size_t)t->nparts;
+    *u1 = (part + 1) * t->units / (size_t)t->nparts;
+}
+
+static void fwd_task(void *arg, size_t begin, size_t end)
+{
+    const dwtask *t = arg;
+    const dw_geom *g = &t->g;
+    const dl_conv_desc *d = t->d;
+    for (size_t part = begin; part < end; part++) {
+        slice sl = slice_of(t, part);
+        size_t u0, u1, filled = SIZE_MAX; /* the (image, channel) plane sl.plane holds */
+        part_range(t, part, &u0, &u1);
+        for (size_t u = u0; u < u1; u++) { /* u = (image, output channel) */
+            size_t i = u / (size_t)d->k, o = u % (size_t)d->k;
+            size_t src = i * (size_t)d->c + o / (size_t)g->m;
+            if (src != filled) {
+                fill_planes(sl.plane, t->x + src * (size_t)d->h * d->w, &g->x, t->compute);
+                filled = src;
+            }
+            round_weights(sl.w, t->w + o * (size_t)g->rs, g->rs, t->compute, 0);
+            corr_plane(t->y + u * (size_t)d->p * d->q, sl.plane, sl.w, t->toff, &g->x, g->rs,
+                       t->b ? t->b[o] : 0.0f, 0);
+        }
+    }
+}
+
+/* --- backward data at larger strides: scatter ---------------------------- */
+
+/* D += w[t] * dy shifted to tap t's place, for every tap: one tap over the
+ * whole plane at a time, so that a store is out of the store buffer before
+ * the next tap's overlapping load reads it. */
+AVX2 static void scatter_plane(float *D, const float *dyc, const float *wr, const int *toff,
+                               const plane_geom *g, size_t dyrow)
+{
+    for (int t = 0; t < g->r * g->s; t++) {
+        __m256 wv = _mm256_broadcast_ss(wr + t);
+        for (int oh = 0; oh < g->p; oh++) {
+            float *drow = D + (size_t)oh * g->st * g->pitch + toff[t];
+            const float *dyr = dyc + (size_t)oh * dyrow;
+            for (int v = 0; v < g->nvec; v++) {
+                __m256 s = _mm256_loadu_ps(drow + v * 8);
+                _mm256_storeu_ps(drow + v * 8,
+                                 _mm256_fmadd_ps(wv, _mm256_loadu_ps(dyr + v * 8), s));
+            }
+        }
+    }
+}
+
+/* Stride 2: dst[2i] += ev[i], dst[2i + 1] += od[i] for i < n/2 (split_run's adjoint). */
+AVX2 static void merge_add(float *dst, const float *ev, const float *od, int n)
+{
+    int i = 0;
+    for (; i + 16 <= n; i += 16) {
+        __m256 e = _mm256_loadu_ps(ev + i / 2), o = _mm256_loadu_ps(od + i / 2);
+        __m256 lo = _mm256_unpacklo_ps(e, o), hi = _mm256_unpackhi_ps(e, o);
+        __m256 a = _mm256_permute2f128_ps(lo, hi, 0x20), b = _mm256_permute2f128_ps(lo, hi, 0x31);
+        _mm256_storeu_ps(dst + i, _mm256_add_ps(_mm256_loadu_ps(dst + i), a));
+        _mm256_storeu_ps(dst + i + 8, _mm256_add_ps(_mm256_loadu_ps(dst + i + 8), b));
+    }
+    for (; i < n; i++)
+        dst[i] += (i & 1 ? od : ev)[i / 2];
+}
+
+/* dx plane [h, w] += D's rows and columns that are not pad (fill_planes'
+ * adjoint). */
+AVX2 static void add_unpadded(float *dx, const float *D, const plane_geom *g)
+{
+    for (int ih = 0; ih < g->h; ih++) {
+        float *xr = dx + (size_t)ih * g->w;
+        const float *drow = D + (size_t)(ih + g->padh) * g->pitch;
+        if (g->st == 2) {
+            int f = g->padw & 1;
+            merge_add(xr, drow + (size_t)f * g->phase + g->padw / 2,
+                      drow + (size_t)(f ^ 1) * g->phase + (g->padw + 1) / 2, g->w);
+            continue;
+        }
+        for (int iw = 0; iw < g->w; iw++) {
+            int pc = iw + g->padw;
+            xr[iw] += drow[(size_t)(pc % g->st) * g->phase + pc / g->st];
+        }
+    }
+}
+
+static void data_task(void *arg, size_t begin, size_t end)
+{
+    const dwtask *t = arg;
+    const dw_geom *g = &t->g;
+    const dl_conv_desc *d = t->d;
+    size_t pq = (size_t)d->p * d->q, hw = (size_t)d->h * d->w;
+    for (size_t part = begin; part < end; part++) {
+        slice sl = slice_of(t, part);
+        size_t u0, u1;
+        part_range(t, part, &u0, &u1);
+        for (size_t u = u0; u < u1; u++) { /* u = (image, input channel) */
+            size_t i = u / (size_t)d->c, c = u % (size_t)d->c;
+            if (!g->gather)
+                memset(sl.plane, 0, g->x.plane * sizeof(float));
+            for (int j = 0; j < g->m; j++) {
+                size_t o = c * (size_t)g->m + (size_t)j;
+                const float *dyo = t->dy + (i * (size_t)d->k + o) * pq;
+                round_weights(sl.w, t->w + o * (size_t)g->rs, g->rs, t->compute, g->gather);
+                if (g->gather) {
+                    fill_planes(sl.plane, dyo, &g->dy, t->compute);
+                    corr_plane(t->dx + u * hw, sl.plane, sl.w, t->toff_dy, &g->dy, g->rs, 0, 1);
+                    continue;
+                }
+                copy_dy(sl.dy, dyo, &g->x, g->dyrow, t->compute);
+                scatter_plane(sl.plane, sl.dy, sl.w, t->toff, &g->x, g->dyrow);
+            }
+            if (!g->gather)
+                add_unpadded(t->dx + u * hw, sl.plane, &g->x);
+        }
+    }
+}
+
+/* --- backward filter ----------------------------------------------------- */
+
+/* acc[j] += dy . plane at tap toff[j] over the plane's outputs, for the
+ * TAPS_A_PASS taps of toff (the table is padded to a multiple of them
+ * with offset 0, whose sums are dropped). The dy copy's zeros past q
+ * cancel the plane values the last vector reads beyond the outputs. */
+AVX2 static INLINE void filter_taps(__m256 *acc, const float *P, const float *dyc, const int *toff,
+                                    const plane_geom *g, size_t dyrow)
+{
+    __m256 a[TAPS_A_PASS];
+#pragma GCC unroll 9
+    for (int j = 0; j < TAPS_A_PASS; j++)
+        a[j] = acc[j];
+    for (int oh = 0; oh < g->p; oh++) {
+        const float *base = P + (size_t)oh * g->st * g->pitch;
+        const float *dyr = dyc + (size_t)oh * dyrow;
+        for (int v = 0; v < g->nvec; v++) {
+            __m256 dv = _mm256_loadu_ps(dyr + v * 8);
+#pragma GCC unroll 9
+            for (int j = 0; j < TAPS_A_PASS; j++)
+                a[j] = _mm256_fmadd_ps(dv, _mm256_loadu_ps(base + toff[j] + v * 8), a[j]);
+        }
+    }
+#pragma GCC unroll 9
+    for (int j = 0; j < TAPS_A_PASS; j++)
+        acc[j] = a[j];
+}
+
+AVX2 static void filter_plane(__m256 *acc, const float *P, const float *dyc, const int *toff,
+                              const dw_geom *g)
+{
+    for (int t = 0; t < g->rs; t += TAPS_A_PASS)
+        filter_taps(acc + t, P, dyc, toff + t, &g->x, g->dyrow);
+}
+
+/* The 8 lanes of v added in a fixed order. */
+AVX2 static float lane_sum(__m256 v)
+{
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+AVX2 static void filter_task(void *arg, size_t begin, size_t end)
+{
+    const dwtask *t = arg;
+    const dw_geom *g = &t->g;
+    const dl_conv_desc *d = t->d;
+    size_t pq = (size_t)d->p * d->q, hw = (size_t)d->h * d->w;
+    for (size_t part = begin; part < end; part++) {
+        slice sl = slice_of(t, part);
+        __m256 *acc = (__m256 *)sl.acc;
+        size_t u0, u1;
+        part_range(t, part, &u0, &u1);
+        for (size_t o = u0; o < u1; o++) { /* o: output channel, over every image */
+            size_t c = o / (size_t)g->m;
+            for (int j = 0; j < g->rsp; j++)
+                acc[j] = _mm256_setzero_ps();
+            for (int i = 0; i < d->n; i++) {
+                fill_planes(sl.plane, t->x + ((size_t)i * d->c + c) * hw, &g->x, t->compute);
+                copy_dy(sl.dy, t->dy + ((size_t)i * d->k + o) * pq, &g->x, g->dyrow, t->compute);
+                filter_plane(acc, sl.plane, sl.dy, t->toff, g);
+            }
+            float *dwo = t->dw + o * (size_t)g->rs;
+            for (int j = 0; j < g->rs; j++)
+                dwo[j] += lane_sum(acc[j]);
+        }
+    }
+}
+
+/* --- entry points -------------------------------------------------------- */
+
+/* Tap (r, s)'s offset in g's phase planes, for every tap; the rest of the
+ * rsp entries 0. */
+static void tap_table(int *toff, const plane_geom *g, int rsp)
+{
+    int rs = g->r * g->s;
+    for (int r = 0; r < g->r; r++)
+        for (int s = 0; s < g->s; s++) {
+            int col = s * g->dil;
+            toff[r * g->s + s] = (int)((size_t)(col % g->st) * g->phase +
+                                       (size_t)r * g->dil * g->pitch + (size_t)(col / g->st));
+        }
+    for (int j = rs; j < rsp; j++)
+        toff[j] = 0;
+}
+
+static dwtask task_of(const dl_conv_desc *d, dl_dtype compute, void *ws, size_t units)
+{
+    dwtask t = {0};
+    t.d = d;
+    t.g = geom_of(d);
+    t.compute = compute;
+    t.units = units;
+    t.nparts = units < PARTS ? (int)units : PARTS;
+    char *p = (char *)(((uintptr_t)ws + 63) & ~(uintptr_t)63);
+    size_t table = round64((size_t)t.g.rsp * sizeof(int));
+    tap_table((int *)p, &t.g.x, t.g.rsp);
+    tap_table((int *)(p + table), &t.g.dy, t.g.rsp);
+    t.toff = (const int *)p;
+    t.toff_dy = (const int *)(p + table);
+    t.slices = p + 2 * table;
+    return t;
+}
+
+static void run(dl_backend *be, dwtask *t, dl_pool_fn fn)
+{
+    dl_pool *pool = dl_cpu(be)->pool;
+    if (pool)
+        dl_pool_for(pool, (size_t)t->nparts, 1, fn, t);
+    else
+        fn(t, 0, (size_t)t->nparts);
+}
+
+int dl_cpu_conv_dw_forward(dl_backend *be, const dl_conv_desc *d, float *y, const float *x,
+                           const float *w, const float *b, void *ws, dl_dtype compute)
+{
+    dwtask t = task_of(d, compute, ws, (size_t)d->n * d->k);
+    t.x = x;
+    t.w = w;
+    t.b = b;
+    t.y = y;
+    run(be, &t, fwd_task);
+    return DL_OK;
+}
+
+int dl_cpu_conv_dw_backward_data(dl_backend *be, const dl_conv_desc *d, float *dx, const float *dy,
+                                 const float *w, void *ws, dl_dtype compute)
+{
+    dwtask t = task_of(d, compute, ws, (size_t)d->n * d->c);
+    t.dy = dy;
+    t.w = w;
+    t.dx = dx;
+    run(be, &t, data_task);
+    return DL_OK;
+}
+
+int dl_cpu_conv_dw_backward_filter(dl_backend *be, const dl_conv_desc *d, float *dw,
+                                   const float *dy, const float *x, void *ws, dl_dtype compute)
+{
+    dwtask t = task_of(d, compute, ws, (size_t)d->k);
+    t.dy = dy;
+    t.x = x;
+    t.dw = dw;
+    run(be, &t, filter_task);
+    return DL_OK;
+}
