@@ -135,6 +135,38 @@ static inline dl_layer *bench_build_resnet(void)
     return s;
 }
 
+/* --- a MobileNet (v1 blocks) on 28x28: depthwise and 1x1 convolutions -- */
+
+/* Depthwise 3x3 (stride) -> BN -> ReLU -> 1x1 (cin -> cout) -> BN -> ReLU. */
+static inline void bench_dw_block(dl_layer *s, int cin, int cout, int stride)
+{
+    dl_conv2d_opts dw = {stride, 1, 1, cin, 0}, pw = {1, 0, 1, 1, 0};
+    dl_nn_sequential_add(s, dl_nn_conv2d_with(cin, cin, 3, &dw));
+    dl_nn_sequential_add(s, dl_nn_batchnorm(cin, 1e-5f, 0.1f));
+    dl_nn_sequential_add(s, dl_nn_activation(DL_ACT_RELU));
+    dl_nn_sequential_add(s, dl_nn_conv2d_with(cin, cout, 1, &pw));
+    dl_nn_sequential_add(s, dl_nn_batchnorm(cout, 1e-5f, 0.1f));
+    dl_nn_sequential_add(s, dl_nn_activation(DL_ACT_RELU));
+}
+
+/* stem conv3x3(1->32)-BN-ReLU; blocks 32->64, 64->128 s2, 128->128,
+ * 128->256 s2, 256->256 (28, 14, 7); global average pooling;
+ * Linear(256 -> 10). */
+static inline dl_layer *bench_build_mobilenet(void)
+{
+    dl_layer *s = dl_nn_sequential();
+    bench_conv_bn(s, 1, 32, 3, 1);
+    dl_nn_sequential_add(s, dl_nn_activation(DL_ACT_RELU));
+    static const int blocks[][3] = {
+        {32, 64, 1}, {64, 128, 2}, {128, 128, 1}, {128, 256, 2}, {256, 256, 1}};
+    for (int i = 0; i < 5; i++)
+        bench_dw_block(s, blocks[i][0], blocks[i][1], blocks[i][2]);
+    dl_nn_sequential_add(s, dl_nn_adaptive_avgpool2d(1, 1));
+    dl_nn_sequential_add(s, dl_nn_flatten());
+    dl_nn_sequential_add(s, dl_nn_linear(256, 10, 1));
+    return s;
+}
+
 /* --- the character GPT of scripts/char_gpt.lua --------------------------- */
 
 #define BENCH_GPT_VOCAB 96

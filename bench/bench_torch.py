@@ -47,6 +47,8 @@ MODELS = {
     "resnet": ("nesterov", 0.1, "f32", 2, 6, BATCH),
     "resnet-bf16": ("nesterov", 0.1, "bf16", 2, 6, BATCH),
     "char-gpt": ("adamw", 1e-3, "f32", 2, 8, 32),
+    "mobilenet": ("sgd", 0.05, "f32", 2, 10, 64),
+    "mobilenet-bf16": ("sgd", 0.05, "bf16", 2, 10, 64),
 }
 
 
@@ -104,6 +106,21 @@ def build_resnet(nn):
     return nn.Sequential(*layers)
 
 
+def build_mobilenet(nn):
+    """MobileNet v1 blocks on 28x28 (bench_build_mobilenet)."""
+    def block(cin, cout, stride):
+        return [nn.Conv2d(cin, cin, 3, stride=stride, padding=1, groups=cin, bias=False),
+                nn.BatchNorm2d(cin), nn.ReLU(),
+                nn.Conv2d(cin, cout, 1, bias=False), nn.BatchNorm2d(cout), nn.ReLU()]
+
+    layers = [nn.Conv2d(1, 32, 3, padding=1, bias=False), nn.BatchNorm2d(32), nn.ReLU()]
+    for cin, cout, stride in ((32, 64, 1), (64, 128, 2), (128, 128, 1), (128, 256, 2),
+                              (256, 256, 1)):
+        layers += block(cin, cout, stride)
+    layers += [nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(256, 10)]
+    return nn.Sequential(*layers)
+
+
 def build_char_gpt(torch, nn):
     """scripts/char_gpt.lua (bench_build_char_gpt): token and learned position
     embeddings, pre-norm causal blocks, final LayerNorm, linear head."""
@@ -158,6 +175,8 @@ def build(name, torch, nn):
         return build_user_cnn(nn)
     if name == "resnet":
         return build_resnet(nn)
+    if name == "mobilenet":
+        return build_mobilenet(nn)
     if name == "char-gpt":
         return build_char_gpt(torch, nn)
     if name == "tiny-mlp":

@@ -89,6 +89,8 @@ static const model_spec models[] = {
     {"resnet", bench_build_resnet, OPT_NESTEROV, DL_PREC_F32, 2, 6, BATCH, 0},
     {"resnet-bf16", bench_build_resnet, OPT_NESTEROV, DL_PREC_BF16, 2, 6, BATCH, 0},
     {"char-gpt", bench_build_char_gpt, OPT_ADAMW, DL_PREC_F32, 2, 8, 32, 1},
+    {"mobilenet", bench_build_mobilenet, OPT_SGD, DL_PREC_F32, 2, 10, 64, 0},
+    {"mobilenet-bf16", bench_build_mobilenet, OPT_SGD, DL_PREC_BF16, 2, 10, 64, 0},
 };
 #define NMODELS ((int)(sizeof models / sizeof models[0]))
 

@@ -24,11 +24,11 @@ PY=/usr/bin/python3
 TRAIN=$BUILD/bench/bench_train
 # bf16 models only where the CPU has bf16 dot products (AVX-512 BF16 or AMX)
 if grep -qwE 'avx512_bf16|amx_bf16' /proc/cpuinfo; then
-    BF16_MODELS="cnn-user-bf16 resnet-bf16"
+    BF16_MODELS="cnn-user-bf16 resnet-bf16 mobilenet-bf16"
 else
     BF16_MODELS=""
 fi
-MODELS=${BENCH_MODELS:-mlp-sgd mlp-adam tiny-mlp cnn cnn-user mlp-bf16 resnet char-gpt $BF16_MODELS}
+MODELS=${BENCH_MODELS:-mlp-sgd mlp-adam tiny-mlp cnn cnn-user mlp-bf16 resnet char-gpt mobilenet $BF16_MODELS}
 THREADS=${BENCH_THREADS:-1 2}
 REPS=${BENCH_REPS:-3}
 QUICK=${BENCH_QUICK:-0}
@@ -238,7 +238,7 @@ END {
     target["tiny-mlp", 1] = 1.5; target["tiny-mlp", 2] = 1.5
     target["cnn", 1] = 2.0; target["cnn", 2] = 2.0
     # every other zoo model: 1.5x PyTorch (issue "Fast on every model")
-    split("cnn-user resnet char-gpt cnn-user-bf16 resnet-bf16", zoo, " ")
+    split("cnn-user resnet char-gpt mobilenet cnn-user-bf16 resnet-bf16 mobilenet-bf16", zoo, " ")
     for (z in zoo) { target[zoo[z], 1] = 1.5; target[zoo[z], 2] = 1.5 }
     printf "%-13s %3s %11s %11s %-18s %6s %7s %4s %8s %8s %6s\n", "model", "thr", "dlbench/s",
         "pytorch/s", "pytorch setup", "ratio", "target", "met", "GFLOP/s", "sgemm", "%ceil"
@@ -309,7 +309,7 @@ END {
                 dl["mlp-bf16", t], dl["mlp-sgd", t], r, (r >= 1.5 ? "yes" : "NO")
         }
     }
-    split("cnn-user resnet", pair, " ")
+    split("cnn-user resnet mobilenet", pair, " ")
     for (q in pair)
         for (j = 1; j <= nt; j++) {
             t = tord[j]; b = pair[q] "-bf16"
