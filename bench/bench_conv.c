@@ -7,7 +7,8 @@
  * (im2col + GEMM, direct, sparse) instead of oneDNN's, with DLBENCH_CONV=dnnl for oneDNN's wherever it
  * has the shape (the peer of the own bf16 kernels), with BENCH_CONV_COLD=1 to time each call with its
  * operands in memory rather than in cache, as a model's layers find them, and with BENCH_CONV_VS=dnnl to
- * time the default choice and oneDNN's alternately in the same process, with their ratio.
+ * time the default choice and oneDNN's alternately in the same process, with their ratio; with
+ * BENCH_CONV_VS=wino, oneDNN's Winograd kernels against its direct ones (DLBENCH_CONV_WINO=1, =0).
  *
  * usage: bench_conv [threads] [f32|bf16] [only]   (default 1 thread, f32 compute;
  *        only: run just the shapes whose name contains it)
@@ -47,6 +48,10 @@ static const shape shapes[] = {
     {"cifar 64->64 16x16", 64, 64, 16, 64, 3, 1, 1, 0},
     {"cifar 128->128 8x8", 64, 128, 8, 128, 3, 1, 1, 0},
     {"cifar 128->128 16x16 5x5", 32, 128, 16, 128, 5, 1, 2, 0},
+    {"cifar 32->32 32x32", 64, 32, 32, 32, 3, 1, 1, 0},
+    {"cifar 32->64 16x16", 64, 32, 16, 64, 3, 1, 1, 0},
+    {"cifar 64->128 8x8", 64, 64, 8, 128, 3, 1, 1, 0},
+    {"256->256 7x7", 32, 256, 7, 256, 3, 1, 1, 0},
     /* depthwise (groups = channels), a MobileNet's on CIFAR: memory-bound,
      * so GB/s of x, y and w read or written once is the figure to watch */
     {"dw 32 32x32", 64, 32, 32, 32, 3, 1, 1, 32},
@@ -161,12 +166,14 @@ int main(int argc, char **argv)
            dl_dtype_name(compute),
            cold && !strcmp(cold, "1") ? ", operands in memory (BENCH_CONV_COLD=1)" : "");
     const char *vse = getenv("BENCH_CONV_VS");
-    int vs = vse && !strcmp(vse, "dnnl");
+    int wino = vse && !strcmp(vse, "wino"), vs = wino || (vse && !strcmp(vse, "dnnl"));
     double ceil = sgemm_rate(be, 512, 512, 512);
     printf("sgemm ceiling (512^3): %.1f GFLOP/s\n\n", ceil);
     if (vs)
         printf("  %-24s %21s %21s %21s\n  %-24s %s\n", "shape (batch 64/128)", "fwd", "bwd data",
-               "bwd w", "", "  (GFLOP/s: the default choice, oneDNN's, the ratio)");
+               "bwd w", "",
+               wino ? "  (GFLOP/s: oneDNN's Winograd where it has the shape, direct, the ratio)"
+                    : "  (GFLOP/s: the default choice, oneDNN's, the ratio)");
     else
         printf("  %-24s %9s %9s %9s %9s\n", "shape (batch 64/128)", "fwd", "bwd data", "bwd w",
                "/sgemm");
@@ -196,20 +203,27 @@ int main(int argc, char **argv)
             double own[3] = {1e30, 1e30, 1e30}, dn[3] = {1e30, 1e30, 1e30};
             for (int round = 0; round < 2; round++)
                 for (int dir = 0; dir < 3; dir++) {
-                    unsetenv("DLBENCH_CONV");
+                    if (wino)
+                        setenv("DLBENCH_CONV_WINO", "1", 1);
+                    else
+                        unsetenv("DLBENCH_CONV");
                     double a = best_of(&B, dir);
-                    setenv("DLBENCH_CONV", "dnnl", 1);
+                    if (wino)
+                        setenv("DLBENCH_CONV_WINO", "0", 1);
+                    else
+                        setenv("DLBENCH_CONV", "dnnl", 1);
                     double b = best_of(&B, dir);
                     own[dir] = a < own[dir] ? a : own[dir];
                     dn[dir] = b < dn[dir] ? b : dn[dir];
                 }
             unsetenv("DLBENCH_CONV");
+            unsetenv("DLBENCH_CONV_WINO");
             printf("  %-24s", s->what);
             for (int dir = 0; dir < 3; dir++)
                 printf(" %7.1f %6.1f %5.2fx", flops / own[dir] / 1e9, flops / dn[dir] / 1e9,
                        dn[dir] / own[dir]);
-            printf("\nRESULT convvs %s %s %.2f %.2f %.2f\n", s->what, dl_dtype_name(compute),
-                   dn[0] / own[0], dn[1] / own[1], dn[2] / own[2]);
+            printf("\nRESULT conv%s %s %s %.2f %.2f %.2f\n", wino ? "wino" : "vs", s->what,
+                   dl_dtype_name(compute), dn[0] / own[0], dn[1] / own[1], dn[2] / own[2]);
             void *all[] = {B.x, B.dx, B.w, B.dw, B.b, B.db, B.y, B.ws};
             for (size_t k = 0; k < sizeof all / sizeof *all; k++)
                 free(all[k]);

@@ -595,6 +595,40 @@ static void test_conv_1x1(void)
     }
 }
 
+/* 3x3 stride-1 convolutions from 32 channels on, in f32: oneDNN's
+ * Winograd kernels (F(4x4, 3x3)) where the CPU has AVX-512, against the
+ * double reference with the same tolerance as the direct ones: all three
+ * directions; forward and filter only (pad 0); 32 input channels. */
+static void test_conv_winograd(void)
+{
+    static const int cases[][9] = {
+        /* n, c, h, w, k, r, s, stride, pad */
+        {4, 64, 9, 10, 64, 3, 3, 1, 1},
+        {3, 32, 16, 16, 64, 3, 3, 1, 1},
+        {2, 64, 8, 8, 72, 3, 3, 1, 0},
+        {35, 64, 6, 6, 64, 3, 3, 1, 1}, /* chunks of images and a shorter last one */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const int *c = cases[i];
+        dl_conv_desc d = conv_desc(c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7], c[8]);
+        conv_case(&d, DL_F32, (int)(i & 1));
+    }
+    char buf[256];
+    dl_conv_desc d = conv_desc(4, 64, 9, 10, 64, 3, 3, 1, 1);
+    CHECK_OK(dl_cpu_conv_algo(cpu(), &d, DL_F32, buf, sizeof buf));
+    if (strstr(buf, "oneDNN") && strstr(buf, "avx512"))
+        CHECK_MSG(strstr(buf, "wino") != NULL, "algo: %s", buf);
+    else
+        printf("  (no Winograd here: %s)\n", buf);
+    /* the rule's off switch: the direct kernels, the same sums within
+     * the tolerance */
+    setenv("DLBENCH_CONV_WINO", "0", 1);
+    CHECK_OK(dl_cpu_conv_algo(cpu(), &d, DL_F32, buf, sizeof buf));
+    CHECK_MSG(strstr(buf, "wino") == NULL, "algo: %s", buf);
+    conv_case(&d, DL_F32, 1);
+    unsetenv("DLBENCH_CONV_WINO");
+}
+
 /* Convolutions give the same bits at 1 and 3 threads (oneDNN's chunks
  * are fixed; the own kernels split by image). */
 static void conv_threads_case(dl_conv_desc d, dl_dtype compute);
@@ -609,6 +643,8 @@ static void test_conv_threads(void)
     conv_threads_case(conv_desc(23, 16, 14, 14, 20, 3, 3, 1, 1), DL_BF16);
     conv_threads_case(conv_desc(21, 16, 28, 28, 32, 3, 3, 2, 1), DL_BF16);
     conv_threads_case(conv_desc(19, 24, 14, 14, 40, 1, 1, 1, 0), DL_BF16);
+    /* oneDNN's Winograd kernels (f32, 64 channels) */
+    conv_threads_case(conv_desc(37, 64, 8, 8, 64, 3, 3, 1, 1), DL_F32);
     /* the depthwise kernels: planes split by part, dw summed per channel */
     conv_threads_case(conv_desc_gd(21, 24, 14, 14, 48, 3, 3, 1, 1, 24, 1), DL_F32);
     conv_threads_case(conv_desc_gd(17, 40, 16, 16, 40, 3, 3, 2, 1, 40, 1), DL_BF16);
@@ -2163,6 +2199,7 @@ int main(void)
     RUN(test_conv_1x1);
     RUN(test_conv_grouped);
     RUN(test_conv_depthwise);
+    RUN(test_conv_winograd);
     RUN(test_conv_sparse_dy);
     RUN(test_conv_fd);
     RUN(test_conv_errors);

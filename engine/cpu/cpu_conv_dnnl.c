@@ -19,6 +19,13 @@
  *
  * Primitives are created on first use per descriptor and chunk size and
  * cached on the backend (dl_cpu_dnnl_free releases them).
+ *
+ * Winograd. For f32 3x3 stride-1 layers from 32 channels on, each
+ * direction asks for oneDNN's Winograd kernels (F(4x4, 3x3): 2.25 times
+ * fewer products than direct, at a rounding error of the same order as
+ * the direct sums' in the tests) by a rule on the shape (wino_wanted),
+ * not by timing the candidates at run time: a timed choice would make a
+ * run's bits depend on the machine's load at its first step.
  */
 #include "engine/cpu/cpu.h"
 
@@ -84,6 +91,7 @@ typedef struct entry {
     dl_conv_desc d;
     int nb;
     dl_dtype compute; /* f32, or bf16 operands (f32 sums and outputs) */
+    int wino;         /* bit dir: Winograd asked for in direction dir */
     int failed;       /* oneDNN has no primitive for it: the own kernels run */
     prim dir[NDIR];
     struct entry *next;
@@ -156,7 +164,7 @@ static void dir_types(int dir, dl_dtype compute, dnnl_data_type_t t[3])
 }
 
 /* The convolution descriptor of direction dir, layouts left to oneDNN. */
-static int op_desc(const dl_conv_desc *d, int nb, int dir, dl_dtype compute,
+static int op_desc(const dl_conv_desc *d, int nb, int dir, dl_dtype compute, dnnl_alg_kind_t alg,
                    dnnl_convolution_desc_t *cd)
 {
     dnnl_memory_desc_t x, w, y, b;
@@ -172,30 +180,33 @@ static int op_desc(const dl_conv_desc *d, int nb, int dir, dl_dtype compute,
     dnnl_dims_t pr = {(d->p - 1) * d->stride + (d->r - 1) * dil[0] + d->r - d->h - d->pad,
                       (d->q - 1) * d->stride + (d->s - 1) * dil[1] + d->s - d->w - d->pad};
     if (dir == FWD)
-        DN(dnnl_dilated_convolution_forward_desc_init(
-            cd, dnnl_forward_training, dnnl_convolution_direct, &x, &w, &b, &y, st, dil, pad, pr));
+        DN(dnnl_dilated_convolution_forward_desc_init(cd, dnnl_forward_training, alg, &x, &w, &b,
+                                                      &y, st, dil, pad, pr));
     else if (dir == BWD_DATA)
-        DN(dnnl_dilated_convolution_backward_data_desc_init(cd, dnnl_convolution_direct, &x, &w, &y,
-                                                            st, dil, pad, pr));
+        DN(dnnl_dilated_convolution_backward_data_desc_init(cd, alg, &x, &w, &y, st, dil, pad, pr));
     else
-        DN(dnnl_dilated_convolution_backward_weights_desc_init(cd, dnnl_convolution_direct, &x, &w,
-                                                               &b, &y, st, dil, pad, pr));
+        DN(dnnl_dilated_convolution_backward_weights_desc_init(cd, alg, &x, &w, &b, &y, st, dil,
+                                                               pad, pr));
     return 0;
 }
 
 /* The primitive of one direction and its layouts: in is x (FWD, BWD_W) or
  * dy (BWD_DATA), in2 dy for BWD_W, out y, dx or dw. */
 static int make_prim(dnnl_engine_t eng, const dl_conv_desc *d, int nb, int dir, dl_dtype compute,
-                     dnnl_primitive_desc_t hint, prim *pr, dnnl_primitive_desc_t *keep)
+                     int wino, dnnl_primitive_desc_t hint, prim *pr, dnnl_primitive_desc_t *keep)
 {
-    dnnl_convolution_desc_t cd;
-    if (op_desc(d, nb, dir, compute, &cd) < 0)
-        return -1;
     dnnl_primitive_attr_t attr;
     DN(dnnl_primitive_attr_create(&attr));
     dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user);
     dnnl_primitive_desc_t pd = NULL;
-    dnnl_status_t s = dnnl_primitive_desc_create(&pd, &cd, attr, eng, hint);
+    dnnl_status_t s = dnnl_unimplemented;
+    /* Winograd where asked for and oneDNN has it, else the direct kernels */
+    for (int a = wino ? 0 : 1; a < 2 && s != dnnl_success; a++) {
+        dnnl_convolution_desc_t cd;
+        if (op_desc(d, nb, dir, compute, a ? dnnl_convolution_direct : dnnl_convolution_winograd,
+                    &cd) == 0)
+            s = dnnl_primitive_desc_create(&pd, &cd, attr, eng, hint);
+    }
     dnnl_primitive_attr_destroy(attr);
     if (s != dnnl_success)
         return -1;
@@ -256,13 +267,44 @@ static void prim_free(prim *p)
             dnnl_primitive_destroy(*all[i]);
 }
 
+/* Whether direction dir of d asks oneDNN for its Winograd kernels
+ * (F(4x4, 3x3), f32 with AVX-512; where it has none, the direct ones run).
+ * DLBENCH_CONV_WINO=0 or 1 overrides the rule for every 3x3 stride-1
+ * shape (bench_conv's comparison). */
+static int wino_wanted(const dl_conv_desc *d, dl_dtype compute, int dir)
+{
+    if (compute != DL_F32 || d->r != 3 || d->s != 3 || d->stride != 1 || dl_conv_dilation(d) != 1 ||
+        dl_conv_groups(d) != 1)
+        return 0;
+    const char *e = getenv("DLBENCH_CONV_WINO"); /* read per call: benches switch */
+    if (e && (!strcmp(e, "0") || !strcmp(e, "1")))
+        return e[0] == '1';
+    /* bench_conv's BENCH_CONV_VS=wino table at 1 and 2 threads: Winograd
+     * wins by 1.2-2x from 64 channels on; at 32 input channels the
+     * forward wins with 64 outputs or 32x32 planes, the data gradient
+     * with "same" padding and 16x16 planes or more, the filter gradient
+     * with 64 outputs; at 16 channels, and with 32 on 14x14 planes, the
+     * direct kernels are as fast or faster (0.7-1.1x). */
+    int px = d->p * d->q;
+    if (d->c < 32 || d->k < 32)
+        return 0;
+    if (dir == FWD)
+        return d->k >= 64 || px >= 1024;
+    if (dir == BWD_DATA)
+        return 2 * d->pad == d->r - 1 && (d->c >= 64 ? d->k >= 64 : px >= 256);
+    return d->k >= 64;
+}
+
 /* The cached entry for (d, nb), made on first use; NULL when oneDNN has
  * none (the caller runs its own kernels). Called on the calling thread. */
 static entry *lookup(dl_cpu_ctx *c, const dl_conv_desc *d, int nb, dl_dtype compute)
 {
     struct dl_cpu_dnnl *dn = c->dnnl;
+    int wino = 0;
+    for (int dir = 0; dir < NDIR; dir++)
+        wino |= wino_wanted(d, compute, dir) << dir;
     for (entry *e = dn->list; e; e = e->next)
-        if (e->nb == nb && e->compute == compute && same_desc(&e->d, d))
+        if (e->nb == nb && e->compute == compute && e->wino == wino && same_desc(&e->d, d))
             return e->failed ? NULL : e;
     entry *e = calloc(1, sizeof *e);
     if (!e)
@@ -270,10 +312,13 @@ static entry *lookup(dl_cpu_ctx *c, const dl_conv_desc *d, int nb, dl_dtype comp
     e->d = *d;
     e->nb = nb;
     e->compute = compute;
+    e->wino = wino;
     dnnl_primitive_desc_t fwd_pd = NULL;
-    e->failed = make_prim(dn->eng, d, nb, FWD, compute, NULL, &e->dir[FWD], &fwd_pd) < 0 ||
-                make_prim(dn->eng, d, nb, BWD_DATA, compute, fwd_pd, &e->dir[BWD_DATA], NULL) < 0 ||
-                make_prim(dn->eng, d, nb, BWD_W, compute, fwd_pd, &e->dir[BWD_W], NULL) < 0;
+    e->failed =
+        make_prim(dn->eng, d, nb, FWD, compute, wino & 1, NULL, &e->dir[FWD], &fwd_pd) < 0 ||
+        make_prim(dn->eng, d, nb, BWD_DATA, compute, wino & 2, fwd_pd, &e->dir[BWD_DATA], NULL) <
+            0 ||
+        make_prim(dn->eng, d, nb, BWD_W, compute, wino & 4, fwd_pd, &e->dir[BWD_W], NULL) < 0;
     if (fwd_pd)
         dnnl_primitive_desc_destroy(fwd_pd);
     e->next = dn->list;
