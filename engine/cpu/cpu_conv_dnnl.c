@@ -21,8 +21,8 @@
  * cached on the backend (dl_cpu_dnnl_free releases them).
  *
  * Winograd. For f32 3x3 stride-1 layers from 32 channels on, each
- * direction asks for oneDNN's Winograd kernels (F(4x4, 3x3): 2.25 times
- * fewer products than direct, at a rounding error of the same order as
+ * direction asks for oneDNN's Winograd kernels (F(4x4, 3x3): a quarter of
+ * the direct products, at a rounding error of the same order as
  * the direct sums' in the tests) by a rule on the shape (wino_wanted),
  * not by timing the candidates at run time: a timed choice would make a
  * run's bits depend on the machine's load at its first step.
