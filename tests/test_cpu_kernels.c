@@ -1234,24 +1234,32 @@ static double ref_bn(int n, int c, int inner, double eps, const double *x, const
  * saved statistics, running mean and unbiased running variance;
  * backward against central differences (step 1e-6) of the double
  * reference forward: relative tolerance 1e-4 plus 1e-5. */
-static void test_batchnorm(void)
+/* BatchNorm of x [n, c, inner] (c <= BN_CASE_C) against the double
+ * reference: outputs, statistics, running statistics, dx, dgamma and
+ * dbeta by finite differences, eval mode. */
+#define BN_CASE_C 80
+static void batchnorm_case(int n, int c, int inner)
 {
-    const int n = 5, c = 3, inner = 7;
     const float eps = 1e-5f, mom = 0.1f;
     size_t nx = (size_t)n * c * inner;
     float *x = frandv(nx), *g = frandv(nx), *y = malloc(nx * 4), *dx = frandv(nx);
     for (size_t i = 0; i < nx; i++)
         x[i] = 2.0f * x[i] + 0.5f;
     float *dx0 = fcopy(dx, nx);
-    float gamma[3] = {1.5f, -0.5f, 0.8f}, beta[3] = {0.1f, 0.2f, -0.3f};
-    float rm[3] = {0.2f, -0.1f, 0.0f}, rv[3] = {1.0f, 2.0f, 0.5f}, sm[3], si[3];
-    float dgamma[3] = {1, 2, 3}, dbeta[3] = {-1, 0, 1};
-    float rm0[3], rv0[3];
+    float gamma[BN_CASE_C] = {0}, beta[BN_CASE_C] = {0}, rm[BN_CASE_C] = {0}, rv[BN_CASE_C] = {0};
+    float sm[BN_CASE_C] = {0}, si[BN_CASE_C] = {0}, dgamma[BN_CASE_C] = {0}, dbeta[BN_CASE_C] = {0};
+    float rm0[BN_CASE_C], rv0[BN_CASE_C], dg0[BN_CASE_C], db0[BN_CASE_C];
+    for (int ch = 0; ch < c; ch++) {
+        gamma[ch] = 1.5f - 0.07f * (float)ch, beta[ch] = 0.1f * (float)(ch % 5) - 0.2f;
+        rm[ch] = 0.2f - 0.03f * (float)ch, rv[ch] = 0.5f + 0.25f * (float)(ch % 7);
+        dgamma[ch] = dg0[ch] = (float)(ch % 4), dbeta[ch] = db0[ch] = (float)(ch % 3) - 1.0f;
+    }
     memcpy(rm0, rm, sizeof rm);
     memcpy(rv0, rv, sizeof rv);
     CHECK_OK(dl_cpu_batchnorm_forward(cpu(), 1, n, c, inner, mom, eps, y, x, gamma, beta, rm, rv,
                                       sm, si));
-    double xd[105], gd[105], yd[105], gam[3], bet[3];
+    double *xd = malloc(nx * 8), *gd = malloc(nx * 8), *yd = malloc(nx * 8), gam[BN_CASE_C],
+           bet[BN_CASE_C];
     for (size_t i = 0; i < nx; i++)
         xd[i] = x[i], gd[i] = g[i];
     for (int ch = 0; ch < c; ch++)
@@ -1284,7 +1292,6 @@ static void test_batchnorm(void)
         double fd = (lp - lm) / (2 * h);
         CHECK_NEAR(dx[i] - dx0[i], fd, 1e-4 * fabs(fd) + 1e-5);
     }
-    float dg0[3] = {1, 2, 3}, db0[3] = {-1, 0, 1};
     for (int ch = 0; ch < c; ch++) {
         double keep = gam[ch];
         gam[ch] = keep + h;
@@ -1302,7 +1309,7 @@ static void test_batchnorm(void)
         CHECK_NEAR(dbeta[ch] - db0[ch], (lp - lm) / (2 * h), 1e-4);
     }
     /* eval: y = gamma (x - rm) / sqrt(rv + eps) + beta, stats untouched */
-    float rmk[3], rvk[3];
+    float rmk[BN_CASE_C], rvk[BN_CASE_C];
     memcpy(rmk, rm, sizeof rm);
     memcpy(rvk, rv, sizeof rv);
     CHECK_OK(dl_cpu_batchnorm_forward(cpu(), 0, n, c, inner, mom, eps, y, x, gamma, beta, rm, rv,
@@ -1314,7 +1321,16 @@ static void test_batchnorm(void)
     CHECK(memcmp(rm, rmk, sizeof rm) == 0 && memcmp(rv, rvk, sizeof rv) == 0);
     CHECK(dl_cpu_batchnorm_forward(cpu(), 0, n, c, inner, mom, eps, y, x, gamma, beta, NULL, NULL,
                                    NULL, NULL) == DL_EINVAL);
-    free(x), free(g), free(y), free(dx), free(dx0);
+    free(x), free(g), free(y), free(dx), free(dx0), free(xd), free(gd), free(yd);
+}
+
+/* Planes of 7 (the channel walk); planes of one, BatchNorm1d on [n, c]
+ * (blocks of columns: vector lanes, tails, two blocks). */
+static void test_batchnorm(void)
+{
+    batchnorm_case(5, 3, 7);
+    batchnorm_case(6, 11, 1);
+    batchnorm_case(4, 70, 1);
 }
 
 /* A large BatchNorm (channel-parallel path): statistics of a shifted
@@ -1669,7 +1685,7 @@ static double gelu_grad_ref(double x)
 }
 static double sigmoid_ref(double x) { return 1 / (1 + exp(-x)); }
 
-/* GELU, sigmoid and SiLU forward and backward within a few float ulps of
+/* GELU, sigmoid, SiLU and tanh forward and backward within a few float ulps of
  * the double formulas (GELU: PyTorch's exact erf form), over [-12, 12]
  * in a length with a tail and densely over [-6, 6], on the AVX-512 and
  * the AVX2 kernels, which give the same bits. */
@@ -1682,9 +1698,9 @@ static void test_smooth_activations(void)
                         : (float)(-6.0 + 12.0 * (double)(i - 4803) / 240006.0);
         dy[i] = 1.0f + 0.5f * frand();
     }
-    dl_act kinds[] = {DL_ACT_GELU, DL_ACT_SIGMOID, DL_ACT_SILU};
+    dl_act kinds[] = {DL_ACT_GELU, DL_ACT_SIGMOID, DL_ACT_SILU, DL_ACT_TANH};
     int was = dl_cpu_avx512();
-    for (int k = 0; k < 3; k++) {
+    for (int k = 0; k < 4; k++) {
         for (int isa = 0; isa < 2; isa++) {
             dl_cpu_set_avx512(isa);
             dl_backend *be = cpu();
@@ -1693,14 +1709,16 @@ static void test_smooth_activations(void)
             for (size_t i = 0; i < n; i++)
                 dx[isa][i] = 0.25f;
             CHECK_OK(be->ops->act_backward(be, kinds[k], dx[isa], x, y[isa], dy, n));
-            double worst_y = 0, worst_g = 0;
+            double worst_y = 0, worst_g = 0, worst_rel = 0;
             for (size_t i = 0; i < n; i++) {
                 double v = x[i], s = sigmoid_ref(v);
                 double ry = kinds[k] == DL_ACT_GELU      ? gelu_ref(v)
                             : kinds[k] == DL_ACT_SIGMOID ? s
+                            : kinds[k] == DL_ACT_TANH    ? tanh(v)
                                                          : v * s;
                 double rg = kinds[k] == DL_ACT_GELU      ? gelu_grad_ref(v)
                             : kinds[k] == DL_ACT_SIGMOID ? s * (1 - s)
+                            : kinds[k] == DL_ACT_TANH    ? 1 - tanh(v) * tanh(v)
                                                          : s * (1 + v * (1 - s));
                 /* relative error, absolute below 1 */
                 double ey = fabs(y[isa][i] - ry) / fmax(fabs(ry), 1.0);
@@ -1708,7 +1726,11 @@ static void test_smooth_activations(void)
                 double eg = fabs(dx[isa][i] - want) / fmax(fabs(want), 1.0);
                 worst_y = ey > worst_y ? ey : worst_y;
                 worst_g = eg > worst_g ? eg : worst_g;
+                /* tanh is odd and near x at 0: relative there too */
+                if (kinds[k] == DL_ACT_TANH && ry != 0)
+                    worst_rel = fmax(worst_rel, fabs(y[isa][i] - ry) / fabs(ry));
             }
+            CHECK_MSG(worst_rel < 2e-6, "tanh, isa %d: worst relative error %g", isa, worst_rel);
             CHECK_MSG(worst_y < 2e-6, "act %d, isa %d forward: worst relative error %g", k, isa,
                       worst_y);
             CHECK_MSG(worst_g < 2e-6, "act %d, isa %d backward: worst relative error %g", k, isa,
@@ -2127,10 +2149,10 @@ static void test_norm_threads(void)
 /* BatchNorm streams its tensor plane after plane and adds each channel's
  * plane sums in image order: every channel of x [n, c, inner] must get
  * the very bits it gets alone, as x[:, ch] [n, 1, inner], forward
- * (train, plain and with the ReLU fused) and backward, at 2 threads. */
-static void test_batchnorm_channels_alone(void)
+ * (train, plain and with the ReLU fused) and backward, at 2 threads; at
+ * inner 1 likewise for the blocks of columns. */
+static void batchnorm_channels_alone(int n, int c, int inner)
 {
-    const int n = 6, c = 5, inner = 40;
     size_t nx = (size_t)n * c * inner, nc = (size_t)n * inner;
     float *x = frandv(nx), *dy = frandv(nx), *g = frandv(c), *b = frandv(c);
     for (size_t i = 0; i < nx; i++)
@@ -2184,6 +2206,13 @@ static void test_batchnorm_channels_alone(void)
     }
     dl_backend_cpu_destroy(be);
     free(x), free(dy), free(g), free(b);
+}
+
+static void test_batchnorm_channels_alone(void)
+{
+    batchnorm_channels_alone(6, 5, 40);
+    /* BatchNorm1d: a column block's vector lanes against one column alone */
+    batchnorm_channels_alone(7, 75, 1);
 }
 
 int main(void)

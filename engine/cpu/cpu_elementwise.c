@@ -10,6 +10,7 @@
  * vectorise loops of unknown length by itself.
  */
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #ifdef __AVX2__
@@ -375,10 +376,36 @@ static inline __m256 sigmoid_v(__m256 x)
     __m256 e = dl_v_exp(_mm256_sub_ps(_mm256_setzero_ps(), x));
     return _mm256_div_ps(one, _mm256_add_ps(one, e));
 }
+/* tanh: Cephes' tanhf, an odd polynomial below |x| = 0.625, else
+ * 1 - 2 / (exp(2|x|) + 1) with x's sign; NaN stays NaN. */
+#define TANH_SMALL 0.625f
+#define TANH_P4 -5.70498872745e-3f
+#define TANH_P3 2.06390887954e-2f
+#define TANH_P2 -5.37397155531e-2f
+#define TANH_P1 1.33314422036e-1f
+#define TANH_P0 -3.33332819422e-1f
+static inline __m256 tanh_v(__m256 x)
+{
+    __m256 one = _mm256_set1_ps(1.0f), sign = _mm256_set1_ps(-0.0f);
+    __m256 a = _mm256_andnot_ps(sign, x);
+    __m256 e = dl_v_exp(_mm256_add_ps(a, a));
+    __m256 big = _mm256_sub_ps(one, _mm256_div_ps(_mm256_set1_ps(2.0f), _mm256_add_ps(e, one)));
+    big = _mm256_or_ps(big, _mm256_and_ps(sign, x));
+    __m256 z = _mm256_mul_ps(x, x);
+    __m256 p = _mm256_fmadd_ps(_mm256_set1_ps(TANH_P4), z, _mm256_set1_ps(TANH_P3));
+    p = _mm256_fmadd_ps(p, z, _mm256_set1_ps(TANH_P2));
+    p = _mm256_fmadd_ps(p, z, _mm256_set1_ps(TANH_P1));
+    p = _mm256_fmadd_ps(p, z, _mm256_set1_ps(TANH_P0));
+    __m256 small = _mm256_fmadd_ps(_mm256_mul_ps(p, z), x, x);
+    __m256 r =
+        _mm256_blendv_ps(big, small, _mm256_cmp_ps(a, _mm256_set1_ps(TANH_SMALL), _CMP_LT_OQ));
+    return _mm256_blendv_ps(r, x, _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
+}
 static inline __m256 act_v(dl_act kind, __m256 x)
 {
     switch (kind) {
     case DL_ACT_GELU: return gelu_v(x);
+    case DL_ACT_TANH: return tanh_v(x);
     case DL_ACT_SIGMOID: return sigmoid_v(x);
     case DL_ACT_SILU: return _mm256_mul_ps(x, sigmoid_v(x));
     default: return x;
@@ -402,10 +429,13 @@ static inline __m256 act_grad_v(dl_act kind, __m256 x, __m256 dy)
     default: return dy;
     }
 }
+/* The kinds whose forward and backward run on the vector kernels; tanh's
+ * forward too (its backward reads y: the scalar loop below). */
 static int act_vectorised(dl_act kind)
 {
     return kind == DL_ACT_GELU || kind == DL_ACT_SIGMOID || kind == DL_ACT_SILU;
 }
+static int act_fwd_vectorised(dl_act kind) { return act_vectorised(kind) || kind == DL_ACT_TANH; }
 /* The same on 16 lanes (AVX-512F): the same operations per lane. */
 DL_V512_TARGET static inline __m512 gelu_v512(__m512 x)
 {
@@ -449,10 +479,30 @@ DL_V512_TARGET static inline __m512 sigmoid_v512(__m512 x)
     __m512 e = dl_v512_exp(_mm512_sub_ps(_mm512_setzero_ps(), x));
     return _mm512_div_ps(one, _mm512_add_ps(one, e));
 }
+DL_V512_TARGET static inline __m512 tanh_v512(__m512 x)
+{
+    __m512 one = _mm512_set1_ps(1.0f);
+    __m512 a = _mm512_abs_ps(x);
+    __m512 e = dl_v512_exp(_mm512_add_ps(a, a));
+    __m512 big = _mm512_sub_ps(one, _mm512_div_ps(_mm512_set1_ps(2.0f), _mm512_add_ps(e, one)));
+    big = _mm512_castsi512_ps(
+        _mm512_or_si512(_mm512_castps_si512(big),
+                        _mm512_and_si512(_mm512_castps_si512(x), _mm512_set1_epi32(INT32_MIN))));
+    __m512 z = _mm512_mul_ps(x, x);
+    __m512 p = _mm512_fmadd_ps(_mm512_set1_ps(TANH_P4), z, _mm512_set1_ps(TANH_P3));
+    p = _mm512_fmadd_ps(p, z, _mm512_set1_ps(TANH_P2));
+    p = _mm512_fmadd_ps(p, z, _mm512_set1_ps(TANH_P1));
+    p = _mm512_fmadd_ps(p, z, _mm512_set1_ps(TANH_P0));
+    __m512 small = _mm512_fmadd_ps(_mm512_mul_ps(p, z), x, x);
+    __m512 r = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(a, _mm512_set1_ps(TANH_SMALL), _CMP_LT_OQ),
+                                    big, small);
+    return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q), r, x);
+}
 DL_V512_TARGET static inline __m512 act_v512(dl_act kind, __m512 x)
 {
     switch (kind) {
     case DL_ACT_GELU: return gelu_v512(x);
+    case DL_ACT_TANH: return tanh_v512(x);
     case DL_ACT_SIGMOID: return sigmoid_v512(x);
     case DL_ACT_SILU: return _mm512_mul_ps(x, sigmoid_v512(x));
     default: return x;
@@ -568,7 +618,7 @@ static void act_fwd_range(void *p, size_t b, size_t e)
     float *restrict y = j->y;
     const float *restrict x = j->a;
 #ifdef DL_CPU_VMATH
-    if (act_vectorised((dl_act)j->i0)) {
+    if (act_fwd_vectorised((dl_act)j->i0)) {
         act_fwd_v((dl_act)j->i0, y, x, b, e);
         return;
     }

@@ -389,6 +389,77 @@ static int bn_fwd_stream(dl_backend *be, const bn_task *t)
  * running statistics. gamma/beta NULL mean 1/0; save and running arrays
  * may be NULL in training (not written). Returns DL_EINVAL for bad sizes
  * or missing running statistics in eval. */
+#ifdef DL_CPU_VMATH
+/* --- inner 1 (BatchNorm1d on [n, c]): blocks of columns, rows in order ---
+ * A channel is one column of x [n, c]; the channel walk reads one float a
+ * row for it. Here a task takes a block of BN_COLS columns and walks the
+ * rows in order, 4 columns a vector, with the per-value terms the channel
+ * walk's one-float planes add to their double totals (the float
+ * difference and its square forward; the gated dy and its float product
+ * with xhat backward), in the same order: the same bits, at any thread
+ * count and block size. */
+#define BN_COLS 64
+
+static void bn_cols_range(const bn_task *t, size_t blk, int *c0, int *c1)
+{
+    *c0 = (int)blk * BN_COLS;
+    *c1 = *c0 + BN_COLS < t->c ? *c0 + BN_COLS : t->c;
+}
+
+/* y = x * scale + shift (then ReLU) over columns [c0, c1) of every row. */
+static void cols_affine(const bn_task *t, int c0, int c1, const float *scale, const float *shift)
+{
+    for (int i = 0; i < t->n; i++) {
+        const float *xr = t->x + (size_t)i * t->c;
+        float *yr = t->y + (size_t)i * t->c;
+        int j = c0;
+        for (; j + 8 <= c1; j += 8) {
+            __m256 v = _mm256_fmadd_ps(_mm256_loadu_ps(xr + j), _mm256_loadu_ps(scale + j - c0),
+                                       _mm256_loadu_ps(shift + j - c0));
+            _mm256_storeu_ps(yr + j, t->relu ? pass_positive(v, v) : v);
+        }
+        for (; j < c1; j++) {
+            float v = fmaf(xr[j], scale[j - c0], shift[j - c0]);
+            yr[j] = t->relu && !(v > 0) ? 0.0f : v;
+        }
+    }
+}
+
+static void bn_fwd_cols(void *arg, size_t begin, size_t end)
+{
+    const bn_task *t = arg;
+    for (size_t blk = begin; blk < end; blk++) {
+        int c0, c1;
+        bn_cols_range(t, blk, &c0, &c1);
+        double s0[BN_COLS] = {0}, s1[BN_COLS] = {0};
+        float k[BN_COLS], scale[BN_COLS], shift[BN_COLS];
+        memcpy(k, t->x + c0, (size_t)(c1 - c0) * sizeof *k); /* row 0, as the channel walk */
+        for (int i = 0; t->training && i < t->n; i++) {
+            const float *xr = t->x + (size_t)i * t->c;
+            int j = c0;
+            for (; j + 4 <= c1; j += 4) {
+                __m128 d = _mm_sub_ps(_mm_loadu_ps(xr + j), _mm_loadu_ps(k + j - c0));
+                double *a = s0 + j - c0, *b = s1 + j - c0;
+                _mm256_storeu_pd(a, _mm256_add_pd(_mm256_loadu_pd(a), _mm256_cvtps_pd(d)));
+                _mm256_storeu_pd(
+                    b, _mm256_add_pd(_mm256_loadu_pd(b), _mm256_cvtps_pd(_mm_mul_ps(d, d))));
+            }
+            for (; j < c1; j++) {
+                float d = xr[j] - k[j - c0];
+                s0[j - c0] += (double)d;
+                s1[j - c0] += (double)(d * d);
+            }
+        }
+        for (int j = c0; j < c1; j++) {
+            double m[2] = {s0[j - c0], s1[j - c0]};
+            bn_channel_map(t, (size_t)j, k[j - c0], m, &scale[j - c0], &shift[j - c0]);
+        }
+        cols_affine(t, c0, c1, scale, shift);
+    }
+}
+
+#endif
+
 static int bn_forward(dl_backend *be, int training, int n, int c, int inner, float momentum,
                       float eps, float *y, const float *x, const float *gamma, const float *beta,
                       float *running_mean, float *running_var, float *save_mean, float *save_invstd,
@@ -416,6 +487,10 @@ static int bn_forward(dl_backend *be, int training, int n, int c, int inner, flo
 #ifdef DL_CPU_VMATH
     if (inner >= BN_STREAM_MIN)
         return bn_fwd_stream(be, &t);
+    if (inner == 1) {
+        dl_pool_for(dl_cpu(be)->pool, ((size_t)c + BN_COLS - 1) / BN_COLS, 1, bn_fwd_cols, &t);
+        return DL_OK;
+    }
 #endif
     size_t grain = 1 + 32768 / ((size_t)n * inner);
     dl_pool_for(dl_cpu(be)->pool, (size_t)c, grain, bn_fwd_task, &t);
@@ -546,6 +621,76 @@ static int bn_bwd_stream(dl_backend *be, const bn_task *t)
 }
 #endif
 
+#ifdef DL_CPU_VMATH
+static void bn_bwd_cols(void *arg, size_t begin, size_t end)
+{
+    const bn_task *t = arg;
+    for (size_t blk = begin; blk < end; blk++) {
+        int c0, c1;
+        bn_cols_range(t, blk, &c0, &c1);
+        int w = c1 - c0;
+        double s0[BN_COLS] = {0}, s1[BN_COLS] = {0};
+        float sc[BN_COLS], sh[BN_COLS], k[BN_COLS], mdy[BN_COLS], mdyx[BN_COLS];
+        for (int j = 0; j < w; j++) {
+            bn_gate gt = bn_channel_gate(t, (size_t)(c0 + j));
+            sc[j] = gt.scale, sh[j] = gt.shift;
+        }
+        const float *mean = t->smean + c0, *inv = t->sinvstd + c0;
+        for (int i = 0; i < t->n; i++) {
+            const float *xr = t->x + (size_t)i * t->c + c0, *dyr = t->dy + (size_t)i * t->c + c0;
+            int j = 0;
+            for (; j + 4 <= w; j += 4) {
+                __m128 x = _mm_loadu_ps(xr + j), g = _mm_loadu_ps(dyr + j);
+                if (t->relu) {
+                    __m128 v = _mm_fmadd_ps(x, _mm_loadu_ps(sc + j), _mm_loadu_ps(sh + j));
+                    g = _mm_and_ps(g, _mm_cmp_ps(v, _mm_setzero_ps(), _CMP_GT_OQ));
+                }
+                __m128 xh =
+                    _mm_mul_ps(_mm_sub_ps(x, _mm_loadu_ps(mean + j)), _mm_loadu_ps(inv + j));
+                _mm256_storeu_pd(s0 + j,
+                                 _mm256_add_pd(_mm256_loadu_pd(s0 + j), _mm256_cvtps_pd(g)));
+                _mm256_storeu_pd(s1 + j, _mm256_add_pd(_mm256_loadu_pd(s1 + j),
+                                                       _mm256_cvtps_pd(_mm_mul_ps(g, xh))));
+            }
+            for (; j < w; j++) {
+                bn_gate gt = {.relu = t->relu, .scale = sc[j], .shift = sh[j]};
+                float g = gate1(&gt, dyr[j], xr[j]);
+                s0[j] += (double)g;
+                s1[j] += (double)(g * ((xr[j] - mean[j]) * inv[j]));
+            }
+        }
+        for (int j = 0; j < w; j++) {
+            double sums[2] = {s0[j], s1[j]};
+            bn_channel_grad(t, (size_t)(c0 + j), sums, &k[j], &mdy[j], &mdyx[j]);
+        }
+        for (int i = 0; t->dx && i < t->n; i++) {
+            size_t at = (size_t)i * t->c + c0;
+            const float *xr = t->x + at, *dyr = t->dy + at;
+            float *dxr = t->dx + at;
+            int j = 0;
+            /* plane_dx's operations, a column's coefficients a lane */
+            for (; j + 8 <= w; j += 8) {
+                __m256 x = _mm256_loadu_ps(xr + j), g = _mm256_loadu_ps(dyr + j);
+                if (t->relu)
+                    g = pass_positive(
+                        g, _mm256_fmadd_ps(x, _mm256_loadu_ps(sc + j), _mm256_loadu_ps(sh + j)));
+                __m256 xh = _mm256_mul_ps(_mm256_sub_ps(x, _mm256_loadu_ps(mean + j)),
+                                          _mm256_loadu_ps(inv + j));
+                __m256 d = _mm256_fnmadd_ps(xh, _mm256_loadu_ps(mdyx + j),
+                                            _mm256_sub_ps(g, _mm256_loadu_ps(mdy + j)));
+                __m256 old = t->set ? _mm256_setzero_ps() : _mm256_loadu_ps(dxr + j);
+                _mm256_storeu_ps(dxr + j, _mm256_fmadd_ps(_mm256_loadu_ps(k + j), d, old));
+            }
+            for (; j < w; j++) {
+                bn_gate gt = {.relu = t->relu, .scale = sc[j], .shift = sh[j]};
+                plane_dx(dxr + j, xr + j, dyr + j, 1, k[j], mdy[j], mean[j], inv[j], mdyx[j], &gt,
+                         t->set);
+            }
+        }
+    }
+}
+#endif
+
 /* Training-mode BatchNorm backward over x [n, c, inner] with the saved
  * batch statistics: dx += d loss / dx (through the batch statistics),
  * dgamma[c] += sum dy * xhat, dbeta[c] += sum dy. dx, dgamma, dbeta may be
@@ -574,6 +719,10 @@ static int bn_backward(dl_backend *be, int n, int c, int inner, float *dx, float
 #ifdef DL_CPU_VMATH
     if (inner >= BN_STREAM_MIN)
         return bn_bwd_stream(be, &t);
+    if (inner == 1) {
+        dl_pool_for(dl_cpu(be)->pool, ((size_t)c + BN_COLS - 1) / BN_COLS, 1, bn_bwd_cols, &t);
+        return DL_OK;
+    }
 #endif
     size_t grain = 1 + 32768 / ((size_t)n * inner);
     dl_pool_for(dl_cpu(be)->pool, (size_t)c, grain, bn_bwd_task, &t);
