@@ -52,6 +52,9 @@ static const shape shapes[] = {
     {"cifar 32->64 16x16", 64, 32, 16, 64, 3, 1, 1, 0},
     {"cifar 64->128 8x8", 64, 64, 8, 128, 3, 1, 1, 0},
     {"256->256 7x7", 32, 256, 7, 256, 3, 1, 1, 0},
+    /* LeNet-5's, batch 128: 5x5 kernels on 1 and 6 channels */
+    {"lenet 1->6 5x5 28x28", 128, 1, 28, 6, 5, 1, 2, 0},
+    {"lenet 6->16 5x5 14x14", 128, 6, 14, 16, 5, 1, 0, 0},
     /* depthwise (groups = channels), a MobileNet's on CIFAR: memory-bound,
      * so GB/s of x, y and w read or written once is the figure to watch */
     {"dw 32 32x32", 64, 32, 32, 32, 3, 1, 1, 32},

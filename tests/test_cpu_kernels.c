@@ -951,6 +951,21 @@ static void pool_case(dl_pool_kind kind, const dl_pool_desc *d, int ties)
             }
     for (size_t i = 0; i < nx; i++)
         CHECK_NEAR(dx[i], dx0[i] + dxr[i], 1e-5);
+    /* 2x2 stride-2 average pooling: the scalar loop's float sums, in its
+     * order, bit for bit (the vector path keeps them) */
+    if (kind == DL_POOL_AVG && d->size == 2 && d->stride == 2 && d->pad == 0)
+        for (int pl = 0; pl < d->n * d->c; pl++)
+            for (int oh = 0; oh < d->p; oh++)
+                for (int ow = 0; ow < d->q; ow++) {
+                    size_t yi = ((size_t)pl * d->p + oh) * d->q + ow;
+                    size_t x0 = ((size_t)pl * d->h + 2 * oh) * d->w + 2 * ow;
+                    float want = (((x[x0] + x[x0 + 1]) + x[x0 + d->w]) + x[x0 + d->w + 1]) / 4.0f;
+                    CHECK_MSG(memcmp(&y[yi], &want, 4) == 0, "avg y[%zu] = %.9g, want %.9g", yi,
+                              y[yi], want);
+                    float dwant = dx0[x0] + dy[yi] / 4.0f;
+                    CHECK_MSG(memcmp(&dx[x0], &dwant, 4) == 0, "avg dx[%zu] = %.9g, want %.9g", x0,
+                              dx[x0], dwant);
+                }
     free(x), free(y), free(dy), free(dx), free(dx0), free(yr), free(dxr), free(arg);
 }
 
@@ -958,7 +973,8 @@ static void test_pool_reference(void)
 {
     static const int cases[][7] = {{2, 3, 8, 8, 2, 2, 0},   {1, 2, 7, 9, 3, 2, 1},
                                    {2, 2, 26, 26, 2, 2, 0}, {1, 4, 11, 11, 2, 2, 0},
-                                   {3, 1, 6, 5, 3, 1, 1},   {1, 1, 5, 5, 5, 1, 2}};
+                                   {3, 1, 6, 5, 3, 1, 1},   {1, 1, 5, 5, 5, 1, 2},
+                                   {2, 3, 10, 40, 2, 2, 0}, {1, 2, 9, 33, 2, 2, 0}};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         const int *c = cases[i];
         dl_pool_desc d = pool_desc(c[0], c[1], c[2], c[3], c[4], c[5], c[6]);

@@ -1943,12 +1943,96 @@ static int max2s_planes(const pool_task *t, size_t begin, size_t end, int backwa
 #endif
 }
 
+/* --- 2x2, stride-2 average pooling on 8 lanes ------------------------------
+ * The scalar loop's sums in its order, ((x00 + x01) + x10) + x11, then /4
+ * (a multiply by 0.25, exact either way): the same bits, 8 outputs a step
+ * from the even and odd columns of the two rows (split by shuffles). */
+static int is_avg2(const pool_task *t)
+{
+    const dl_pool_desc *d = t->d;
+    return t->kind == DL_POOL_AVG && d->size == 2 && d->stride == 2 && d->pad == 0;
+}
+
+#ifdef __AVX2__
+/* The 8 even and 8 odd floats of 16 at p (m: outputs live, 1..8). */
+static inline void avg2_split(const float *p, int m, __m256 *ev, __m256 *od)
+{
+    __m256 a, b;
+    if (m == 8) {
+        a = _mm256_loadu_ps(p), b = _mm256_loadu_ps(p + 8);
+    } else {
+        a = dl_v_load_tail(p, 2 * m < 8 ? 2 * m : 8);
+        b = 2 * m > 8 ? dl_v_load_tail(p + 8, 2 * m - 8) : _mm256_setzero_ps();
+    }
+    __m256 e = _mm256_shuffle_ps(a, b, 0x88), o = _mm256_shuffle_ps(a, b, 0xdd);
+    *ev = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(e), 0xd8));
+    *od = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(o), 0xd8));
+}
+
+/* p[2i] += g[i], p[2i + 1] += g[i] for the m live outputs. */
+static inline void avg2_spread(float *p, __m256 g, int m)
+{
+    __m256 lo = _mm256_unpacklo_ps(g, g), hi = _mm256_unpackhi_ps(g, g);
+    __m256 a = _mm256_permute2f128_ps(lo, hi, 0x20), b = _mm256_permute2f128_ps(lo, hi, 0x31);
+    if (m == 8) {
+        _mm256_storeu_ps(p, _mm256_add_ps(_mm256_loadu_ps(p), a));
+        _mm256_storeu_ps(p + 8, _mm256_add_ps(_mm256_loadu_ps(p + 8), b));
+        return;
+    }
+    int na = 2 * m < 8 ? 2 * m : 8, nb = 2 * m - na;
+    dl_v_store_tail(p, _mm256_add_ps(dl_v_load_tail(p, na), a), na);
+    if (nb > 0)
+        dl_v_store_tail(p + 8, _mm256_add_ps(dl_v_load_tail(p + 8, nb), b), nb);
+}
+#endif
+
+/* Planes [begin, end) of a 2x2, stride-2 average pooling; returns 0,
+ * doing nothing, for any other pooling or a build without AVX2. */
+static int avg2_planes(const pool_task *t, size_t begin, size_t end, int backward)
+{
+#ifdef __AVX2__
+    const dl_pool_desc *d = t->d;
+    if (!is_avg2(t))
+        return 0;
+    __m256 quarter = _mm256_set1_ps(0.25f);
+    for (size_t pl = begin; pl < end; pl++)
+        for (int oh = 0; oh < d->p; oh++) {
+            size_t r0 = pl * d->h * d->w + (size_t)2 * oh * d->w, o = (pl * d->p + oh) * d->q;
+            for (int ow = 0; ow < d->q; ow += 8) {
+                int m = d->q - ow < 8 ? d->q - ow : 8;
+                if (backward) {
+                    __m256 g = _mm256_mul_ps(m == 8 ? _mm256_loadu_ps(t->dy + o + ow)
+                                                    : dl_v_load_tail(t->dy + o + ow, m),
+                                             quarter);
+                    avg2_spread(t->dx + r0 + 2 * ow, g, m);
+                    avg2_spread(t->dx + r0 + d->w + 2 * ow, g, m);
+                    continue;
+                }
+                __m256 e0, o0, e1, o1;
+                avg2_split(t->x + r0 + 2 * ow, m, &e0, &o0);
+                avg2_split(t->x + r0 + d->w + 2 * ow, m, &e1, &o1);
+                __m256 v = _mm256_mul_ps(
+                    _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(e0, o0), e1), o1), quarter);
+                if (m == 8)
+                    _mm256_storeu_ps(t->y + o + ow, v);
+                else
+                    dl_v_store_tail(t->y + o + ow, v, m);
+            }
+        }
+    return 1;
+#else
+    (void)t, (void)begin, (void)end, (void)backward;
+    return 0;
+#endif
+}
+
 /* Planes [begin, end) of n*c. */
 static void pool_fwd_task(void *arg, size_t begin, size_t end)
 {
     const pool_task *t = arg;
     const dl_pool_desc *d = t->d;
-    if (max2s_planes(t, begin, end, 0) || max2_avx2_planes(t, begin, end, 0))
+    if (max2s_planes(t, begin, end, 0) || max2_avx2_planes(t, begin, end, 0) ||
+        avg2_planes(t, begin, end, 0))
         return;
     for (size_t pl = begin; pl < end; pl++) {
         if (max2_plane(t, pl, 0))
@@ -1994,7 +2078,8 @@ static void pool_bwd_task(void *arg, size_t begin, size_t end)
         local.set = 0;
         memset(t->dx + begin * d->h * d->w, 0, (end - begin) * d->h * d->w * sizeof(float));
     }
-    if (max2s_planes(t, begin, end, 1) || max2_avx2_planes(t, begin, end, 1))
+    if (max2s_planes(t, begin, end, 1) || max2_avx2_planes(t, begin, end, 1) ||
+        avg2_planes(t, begin, end, 1))
         return;
     for (size_t pl = begin; pl < end; pl++) {
         if (max2_plane(t, pl, 1))
