@@ -1661,14 +1661,17 @@ static void test_attention_reference(void)
     attention_reference_case(1, 100, 4, 64, 1); /* 4 query tiles, the last partial */
     attention_reference_case(3, 64, 3, 48, 0);
     attention_reference_case(2, 70, 2, 128, 1); /* heads of 64: two register strips */
-    attention_reference_case(1, 45, 1, 40, 0);  /* a strip and a scalar tail of 8 */
+    attention_reference_case(1, 45, 1, 40, 0);  /* a strip of 32 and one of 8 */
+    attention_reference_case(2, 37, 4, 64, 1);  /* heads of 16: the 16-column strip */
+    attention_reference_case(1, 40, 2, 56, 0);  /* heads of 28: 16, 8 and a scalar tail of 4 */
+    attention_reference_case(2, 35, 3, 24, 1);  /* heads of 8 */
 }
 
 /* The kernel's results do not depend on the thread count: each task's
  * sums run in a fixed order. */
 static void test_attention_threads(void)
 {
-    int n = 3, t = 90, heads = 4, d = 32;
+    int n = 3, t = 90, heads = 2, d = 56; /* heads of 28: every kind of strip */
     size_t nq = (size_t)n * t * 3 * d, no = (size_t)n * t * d, nl = (size_t)n * heads * t;
     float *qkv = frandv(nq), *dout = frandv(no);
     float *o[2], *lse[2], *dq[2];

@@ -85,6 +85,38 @@ static void mm_strip32(float *restrict c, int ldc, const float *restrict a, int 
     _mm256_storeu_ps(c0, x0), _mm256_storeu_ps(c0 + 8, x1);
     _mm256_storeu_ps(c0 + 16, x2), _mm256_storeu_ps(c0 + 24, x3);
 }
+
+/* The same for NV (1 or 2) vectors of 8 columns from j0: head sizes of 8,
+ * 16 or 48, whose products with dh columns would otherwise fall to the
+ * scalar loop. */
+static inline __attribute__((always_inline)) void
+mm_strip8n(float *restrict c, int ldc, const float *restrict a, int ars, int acs,
+           const float *restrict b, int ldb, int kk, int i, int j0, int rows2, int nv)
+{
+    float *c0 = c + (size_t)i * ldc + j0, *c1 = c0 + (rows2 ? ldc : 0);
+    __m256 x0 = _mm256_loadu_ps(c0), y0 = _mm256_loadu_ps(c1);
+    __m256 x1 = nv > 1 ? _mm256_loadu_ps(c0 + 8) : x0, y1 = nv > 1 ? _mm256_loadu_ps(c1 + 8) : y0;
+    const float *a0 = a + (size_t)i * ars, *a1 = a0 + (rows2 ? ars : 0);
+    for (int k = 0; k < kk; k++) {
+        const float *bk = b + (size_t)k * ldb + j0;
+        __m256 u = _mm256_broadcast_ss(a0 + (size_t)k * acs);
+        __m256 v = _mm256_broadcast_ss(a1 + (size_t)k * acs);
+        __m256 b0 = _mm256_loadu_ps(bk);
+        x0 = _mm256_fmadd_ps(u, b0, x0), y0 = _mm256_fmadd_ps(v, b0, y0);
+        if (nv > 1) {
+            __m256 b1 = _mm256_loadu_ps(bk + 8);
+            x1 = _mm256_fmadd_ps(u, b1, x1), y1 = _mm256_fmadd_ps(v, b1, y1);
+        }
+    }
+    if (rows2) {
+        _mm256_storeu_ps(c1, y0);
+        if (nv > 1)
+            _mm256_storeu_ps(c1 + 8, y1);
+    }
+    _mm256_storeu_ps(c0, x0);
+    if (nv > 1)
+        _mm256_storeu_ps(c0 + 8, x1);
+}
 #endif
 
 /* c [m, n] += A [m, kk] b [kk, n], A(i, k) = a[i * ars + k * acs] (acs 1:
@@ -97,6 +129,16 @@ static void mm_acc(float *restrict c, int ldc, const float *restrict a, int ars,
     for (; j0 + 32 <= n; j0 += 32)
         for (int i = 0; i < m; i += 2)
             mm_strip32(c, ldc, a, ars, acs, b, ldb, kk, i, j0, i + 1 < m);
+    if (j0 + 16 <= n) {
+        for (int i = 0; i < m; i += 2)
+            mm_strip8n(c, ldc, a, ars, acs, b, ldb, kk, i, j0, i + 1 < m, 2);
+        j0 += 16;
+    }
+    if (j0 + 8 <= n) {
+        for (int i = 0; i < m; i += 2)
+            mm_strip8n(c, ldc, a, ars, acs, b, ldb, kk, i, j0, i + 1 < m, 1);
+        j0 += 8;
+    }
 #endif
     if (j0 == n) /* no columns left: skip the m x kk walk of an empty loop */
         return;
