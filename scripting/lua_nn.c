@@ -145,10 +145,17 @@ static int pool(lua_State *L, const char *fn, int max)
         pad = dl_lua_check_int(L, fn, arg++, "padding", 0);
     int oi = trailing_opts(L, arg);
     if (!oi && !lua_isnoneornil(L, arg))
-        dl_lua_argerror(L, fn, arg, "options", "a table {stride = k, pad = 0}");
+        dl_lua_argerror(L, fn, arg, "options", "a table {stride = k, padding = 0}");
     dl_lua_opts o;
     dl_lua_opt_begin(&o, L, fn, oi, 0);
     stride = dl_lua_opt_integer(&o, "stride", stride, 1);
+    /* padding, as Conv2d and PyTorch name it; pad, its older name here */
+    int named = dl_lua_opt_push(&o, "padding") != LUA_TNIL;
+    named += dl_lua_opt_push(&o, "pad") != LUA_TNIL;
+    lua_pop(L, 2);
+    if (named == 2)
+        dl_lua_error(L, "%s: give padding or pad, not both (they are the same option)", fn);
+    pad = dl_lua_opt_integer(&o, "padding", pad, 0);
     pad = dl_lua_opt_integer(&o, "pad", pad, 0);
     char name[48];
     dl_lua_opt_string(&o, "name", "", name, sizeof name);

@@ -18,6 +18,15 @@ test("every layer constructs and prints", function ()
   end
 end)
 
+test("pooling takes padding, as Conv2d and PyTorch name it, or pad", function ()
+  local a = tostring(nn.MaxPool2d(3, { stride = 2, padding = 1 }))
+  local b = tostring(nn.MaxPool2d(3, { stride = 2, pad = 1 }))
+  assert(a == b, a .. " / " .. b)
+  assert(a ~= tostring(nn.MaxPool2d(3, { stride = 2 })), a)
+  assert(tostring(nn.AvgPool2d(3, { padding = 1 })) == tostring(nn.AvgPool2d(3, 3, 1)))
+  expect_error("give padding or pad, not both", nn.MaxPool2d, 3, { padding = 1, pad = 1 })
+end)
+
 test("containers take their children", function ()
   local a, b = nn.Linear(2, 4), nn.ReLU()
   local seq = nn.Sequential { a, b, nn.Linear(4, 2) }
