@@ -971,16 +971,41 @@ static void pool_case(dl_pool_kind kind, const dl_pool_desc *d, int ties)
 
 static void test_pool_reference(void)
 {
-    static const int cases[][7] = {{2, 3, 8, 8, 2, 2, 0},   {1, 2, 7, 9, 3, 2, 1},
-                                   {2, 2, 26, 26, 2, 2, 0}, {1, 4, 11, 11, 2, 2, 0},
-                                   {3, 1, 6, 5, 3, 1, 1},   {1, 1, 5, 5, 5, 1, 2},
-                                   {2, 3, 10, 40, 2, 2, 0}, {1, 2, 9, 33, 2, 2, 0}};
+    static const int cases[][7] = {{2, 3, 8, 8, 2, 2, 0},
+                                   {1, 2, 7, 9, 3, 2, 1},
+                                   {2, 2, 26, 26, 2, 2, 0},
+                                   {1, 4, 11, 11, 2, 2, 0},
+                                   {3, 1, 6, 5, 3, 1, 1},
+                                   {1, 1, 5, 5, 5, 1, 2},
+                                   {2, 3, 10, 40, 2, 2, 0},
+                                   {1, 2, 9, 33, 2, 2, 0},
+                                   /* rows of 8 outputs and more: the 8-lane windows */
+                                   {2, 3, 20, 33, 3, 2, 1},
+                                   {1, 2, 12, 19, 3, 1, 1},
+                                   {2, 2, 9, 40, 4, 2, 2},
+                                   {1, 1, 16, 64, 3, 2, 0}};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         const int *c = cases[i];
         dl_pool_desc d = pool_desc(c[0], c[1], c[2], c[3], c[4], c[5], c[6]);
         pool_case(DL_POOL_MAX, &d, 0);
         pool_case(DL_POOL_MAX, &d, 1);
         pool_case(DL_POOL_AVG, &d, 0);
+    }
+    /* a NaN wins every max window that holds it, and only those */
+    {
+        dl_pool_desc dn = pool_desc(1, 1, 9, 21, 3, 2, 1);
+        float xn[9 * 21], yn[5 * 11];
+        for (int i = 0; i < 9 * 21; i++)
+            xn[i] = (float)(i % 7);
+        xn[4 * 21 + 10] = NAN; /* row 4, column 10 */
+        CHECK_OK(dl_cpu_pool_forward(cpu(), DL_POOL_MAX, &dn, yn, xn));
+        for (int oh = 0; oh < dn.p; oh++)
+            for (int ow = 0; ow < dn.q; ow++) {
+                int hit =
+                    4 >= 2 * oh - 1 && 4 <= 2 * oh + 1 && 10 >= 2 * ow - 1 && 10 <= 2 * ow + 1;
+                CHECK_MSG(isnan(yn[oh * dn.q + ow]) == hit, "NaN at (%d, %d): %g", oh, ow,
+                          yn[oh * dn.q + ow]);
+            }
     }
     /* avg with padding counts padded cells: a 3x3 window at a corner of a
      * ones image with pad 1 averages 4 ones over 9 */
@@ -1004,7 +1029,8 @@ static void test_relu_maxpool_fused(void)
 {
     static const int cases[][7] = {{2, 3, 8, 8, 2, 2, 0},   {2, 2, 26, 26, 2, 2, 0},
                                    {1, 4, 11, 13, 2, 2, 0}, {1, 2, 40, 36, 2, 2, 0},
-                                   {1, 2, 7, 9, 3, 2, 1},   {3, 1, 6, 5, 3, 1, 1}};
+                                   {1, 2, 7, 9, 3, 2, 1},   {3, 1, 6, 5, 3, 1, 1},
+                                   {2, 2, 20, 33, 3, 2, 1}, {1, 3, 11, 19, 3, 1, 1}};
     for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
         const int *c = cases[ci];
         dl_pool_desc d = pool_desc(c[0], c[1], c[2], c[3], c[4], c[5], c[6]);

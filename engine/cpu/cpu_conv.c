@@ -1947,13 +1947,13 @@ static int max2s_planes(const pool_task *t, size_t begin, size_t end, int backwa
  * The scalar loop's sums in its order, ((x00 + x01) + x10) + x11, then /4
  * (a multiply by 0.25, exact either way): the same bits, 8 outputs a step
  * from the even and odd columns of the two rows (split by shuffles). */
+#ifdef __AVX2__
 static int is_avg2(const pool_task *t)
 {
     const dl_pool_desc *d = t->d;
     return t->kind == DL_POOL_AVG && d->size == 2 && d->stride == 2 && d->pad == 0;
 }
 
-#ifdef __AVX2__
 /* The 8 even and 8 odd floats of 16 at p (m: outputs live, 1..8). */
 static inline void avg2_split(const float *p, int m, __m256 *ev, __m256 *od)
 {
@@ -2026,6 +2026,206 @@ static int avg2_planes(const pool_task *t, size_t begin, size_t end, int backwar
 #endif
 }
 
+/* --- max pooling of any window at stride 1 or 2 on 8 lanes (forward) ----
+ * Per output row, each input row of its windows is laid out once as its
+ * stride's phases (padded with -inf, as the scalar loop skips the padding;
+ * ReLU'd first when fused), so that tap kw of 8 neighbouring outputs is one
+ * load at column ow + kw/stride of phase kw%stride. Taps are taken in the
+ * scalar loop's order with its step (a larger value or a NaN replaces the
+ * running maximum): the same values, NaN included. */
+#define MAXW_COLS 2048 /* floats of a phase row the stack buffers hold */
+
+static int maxw_fits(const pool_task *t)
+{
+    const dl_pool_desc *d = t->d;
+#ifdef __AVX2__
+    return t->kind == DL_POOL_MAX && (d->stride == 1 || d->stride == 2) && d->q >= 8 &&
+           (d->w + 2 * d->pad) / d->stride + d->size + 16 <= MAXW_COLS;
+#else
+    (void)d;
+    return 0;
+#endif
+}
+
+#ifdef __AVX2__
+static inline __m256 max_step_v(__m256 v, __m256 x)
+{
+    __m256 take = _mm256_or_ps(_mm256_cmp_ps(x, v, _CMP_GT_OQ), _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
+    return _mm256_blendv_ps(v, x, take);
+}
+
+/* x as pool_in sees it, 8 lanes: relu(x) when fused (NaN: 0). */
+static inline __m256 pool_in_v(const pool_task *t, __m256 v)
+{
+    return t->relu ? _mm256_and_ps(v, _mm256_cmp_ps(v, _mm256_setzero_ps(), _CMP_GT_OQ)) : v;
+}
+
+/* Input row xr [w] as the phases of its padded row: ph[f][i] = padded
+ * column i*stride + f, -inf past the input. */
+static void maxw_phases(float ph[2][MAXW_COLS], const float *xr, const pool_task *t)
+{
+    const dl_pool_desc *d = t->d;
+    int st = d->stride, cols = (d->w + 2 * d->pad + st - 1) / st + d->size + 8;
+    /* the borders: -inf left of the input and from its end on */
+    for (int f = 0; f < st; f++) {
+        int first = (d->pad - f + st - 1) / st; /* first i with i*st + f >= pad */
+        int last = (d->pad + d->w - f + st - 1) / st;
+        for (int i = 0; i < first; i++)
+            ph[f][i] = -INFINITY;
+        for (int i = last; i < cols; i++)
+            ph[f][i] = -INFINITY;
+    }
+    int iw = 0;
+    if (st == 1) {
+        for (; iw + 8 <= d->w; iw += 8)
+            _mm256_storeu_ps(ph[0] + d->pad + iw, pool_in_v(t, _mm256_loadu_ps(xr + iw)));
+    } else {
+        /* padded column iw + pad: the even input columns to phase pad % 2 */
+        float *ev = ph[d->pad & 1] + d->pad / 2, *od = ph[(d->pad & 1) ^ 1] + (d->pad + 1) / 2;
+        for (; iw + 16 <= d->w; iw += 16) {
+            __m256 a = _mm256_loadu_ps(xr + iw), b = _mm256_loadu_ps(xr + iw + 8);
+            __m256 e = _mm256_shuffle_ps(a, b, 0x88), o = _mm256_shuffle_ps(a, b, 0xdd);
+            e = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(e), 0xd8));
+            o = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(o), 0xd8));
+            _mm256_storeu_ps(ev + iw / 2, pool_in_v(t, e));
+            _mm256_storeu_ps(od + iw / 2, pool_in_v(t, o));
+        }
+    }
+    for (; iw < d->w; iw++) {
+        int pc = iw + d->pad;
+        ph[pc & (st - 1)][pc / st] = pool_in(t, xr[iw]);
+    }
+}
+#endif
+
+static void maxw_planes(const pool_task *t, size_t begin, size_t end)
+{
+#ifdef __AVX2__
+    const dl_pool_desc *d = t->d;
+    float ph[2][MAXW_COLS], acc[MAXW_COLS];
+    int st = d->stride;
+    for (size_t pl = begin; pl < end; pl++) {
+        const float *xp = t->x + pl * d->h * d->w;
+        float *yp = t->y + pl * d->p * d->q;
+        for (int oh = 0; oh < d->p; oh++) {
+            for (int ow = 0; ow < (d->q + 7) / 8 * 8; ow++)
+                acc[ow] = -INFINITY;
+            int hs = oh * st - d->pad;
+            for (int kh = 0; kh < d->size; kh++) {
+                int ih = hs + kh;
+                if (ih < 0 || ih >= d->h)
+                    continue;
+                maxw_phases(ph, xp + (size_t)ih * d->w, t);
+                for (int kw = 0; kw < d->size; kw++) {
+                    const float *src = ph[kw % st] + kw / st;
+                    for (int ow = 0; ow < d->q; ow += 8)
+                        _mm256_storeu_ps(acc + ow, max_step_v(_mm256_loadu_ps(acc + ow),
+                                                              _mm256_loadu_ps(src + ow)));
+                }
+            }
+            memcpy(yp + (size_t)oh * d->q, acc, (size_t)d->q * sizeof *acc);
+        }
+    }
+#else
+    (void)t, (void)begin, (void)end;
+#endif
+}
+
+/* The backward of maxw_planes: per output row, the taps in the scalar
+ * loop's order find each output's first window cell equal to y (found
+ * again by comparing x's phases, as the forward laid them out); its dy is
+ * added at that cell of a padded phase-plane copy of dx, a tap over 8
+ * outputs at a time (their cells are distinct), then the copy, without its
+ * padding, onto dx. Returns 0, doing nothing, without the scratch. */
+static int maxw_bwd_planes(const pool_task *t, size_t begin, size_t end)
+{
+#ifdef __AVX2__
+    const dl_pool_desc *d = t->d;
+    int st = d->stride, hp = d->h + 2 * d->pad;
+    int cols = (d->w + 2 * d->pad + st - 1) / st + d->size + 8;
+    size_t planef = (size_t)hp * st * cols;
+    float *acc = malloc(planef * sizeof *acc);
+    if (!acc)
+        return 0;
+    float ph[2][MAXW_COLS];
+    __m256 zero = _mm256_setzero_ps(), yv[MAXW_COLS / 8], gv[MAXW_COLS / 8], fv[MAXW_COLS / 8];
+    for (size_t pl = begin; pl < end; pl++) {
+        const float *xp = t->x + pl * d->h * d->w;
+        const float *yp = t->yc + pl * d->p * d->q, *gp = t->dy + pl * d->p * d->q;
+        memset(acc, 0, planef * sizeof *acc);
+        for (int oh = 0; oh < d->p; oh++) {
+            const float *yr = yp + (size_t)oh * d->q, *gr = gp + (size_t)oh * d->q;
+            int nv = (d->q + 7) / 8;
+            for (int v = 0; v < nv; v++) {
+                int m = d->q - 8 * v < 8 ? d->q - 8 * v : 8;
+                yv[v] = dl_v_load_tail(yr + 8 * v, m);
+                gv[v] = dl_v_load_tail(gr + 8 * v, m);
+                if (t->relu) /* relu'(x) of the chosen cell is 0 where y <= 0 */
+                    gv[v] = _mm256_and_ps(gv[v], _mm256_cmp_ps(yv[v], zero, _CMP_GT_OQ));
+                /* lanes past the row, and NaN outputs, find nothing */
+                fv[v] = _mm256_castsi256_ps(_mm256_xor_si256(dl_v_mask(m), _mm256_set1_epi32(-1)));
+            }
+            for (int kh = 0; kh < d->size; kh++) {
+                int ih = oh * st - d->pad + kh;
+                if (ih < 0 || ih >= d->h)
+                    continue;
+                maxw_phases(ph, xp + (size_t)ih * d->w, t);
+                float *arow = acc + (size_t)(ih + d->pad) * st * cols;
+                for (int kw = 0; kw < d->size; kw++) {
+                    const float *xs = ph[kw % st] + kw / st;
+                    float *as = arow + (size_t)(kw % st) * cols + kw / st;
+                    for (int v = 0; v < nv; v++) {
+                        __m256 hit = _mm256_andnot_ps(
+                            fv[v], _mm256_cmp_ps(_mm256_loadu_ps(xs + 8 * v), yv[v], _CMP_EQ_OQ));
+                        fv[v] = _mm256_or_ps(fv[v], hit);
+                        float *a = as + 8 * v;
+                        _mm256_storeu_ps(
+                            a, _mm256_add_ps(_mm256_loadu_ps(a), _mm256_and_ps(gv[v], hit)));
+                    }
+                }
+            }
+        }
+        float *dxp = t->dx + pl * d->h * d->w;
+        for (int ih = 0; ih < d->h; ih++) {
+            const float *arow = acc + (size_t)(ih + d->pad) * st * cols;
+            float *xr = dxp + (size_t)ih * d->w;
+            int iw = 0;
+            /* dx (+)= the row without its padding (set: 0 + it, as adding
+             * into zeros gives) */
+            if (st == 1)
+                for (; iw + 8 <= d->w; iw += 8) {
+                    __m256 old = t->set ? zero : _mm256_loadu_ps(xr + iw);
+                    _mm256_storeu_ps(xr + iw,
+                                     _mm256_add_ps(old, _mm256_loadu_ps(arow + d->pad + iw)));
+                }
+            else
+                for (const float *ev = arow + (size_t)(d->pad & 1) * cols + d->pad / 2,
+                                 *od = arow + (size_t)((d->pad & 1) ^ 1) * cols + (d->pad + 1) / 2;
+                     iw + 16 <= d->w; iw += 16) {
+                    __m256 e = _mm256_loadu_ps(ev + iw / 2), o = _mm256_loadu_ps(od + iw / 2);
+                    __m256 lo = _mm256_unpacklo_ps(e, o), hi = _mm256_unpackhi_ps(e, o);
+                    __m256 a = _mm256_permute2f128_ps(lo, hi, 0x20);
+                    __m256 b = _mm256_permute2f128_ps(lo, hi, 0x31);
+                    __m256 oa = t->set ? zero : _mm256_loadu_ps(xr + iw);
+                    __m256 ob = t->set ? zero : _mm256_loadu_ps(xr + iw + 8);
+                    _mm256_storeu_ps(xr + iw, _mm256_add_ps(oa, a));
+                    _mm256_storeu_ps(xr + iw + 8, _mm256_add_ps(ob, b));
+                }
+            for (; iw < d->w; iw++) {
+                int pc = iw + d->pad;
+                float v = arow[(size_t)(pc & (st - 1)) * cols + pc / st];
+                xr[iw] = t->set ? 0.0f + v : xr[iw] + v;
+            }
+        }
+    }
+    free(acc);
+    return 1;
+#else
+    (void)t, (void)begin, (void)end;
+    return 0;
+#endif
+}
+
 /* Planes [begin, end) of n*c. */
 static void pool_fwd_task(void *arg, size_t begin, size_t end)
 {
@@ -2034,6 +2234,10 @@ static void pool_fwd_task(void *arg, size_t begin, size_t end)
     if (max2s_planes(t, begin, end, 0) || max2_avx2_planes(t, begin, end, 0) ||
         avg2_planes(t, begin, end, 0))
         return;
+    if (!is_max2(t) && maxw_fits(t)) {
+        maxw_planes(t, begin, end);
+        return;
+    }
     for (size_t pl = begin; pl < end; pl++) {
         if (max2_plane(t, pl, 0))
             continue;
@@ -2073,6 +2277,9 @@ static void pool_bwd_task(void *arg, size_t begin, size_t end)
      * write dx; otherwise a written dx is zeroed plane by plane first */
     pool_task local = *t0;
     const pool_task *t = &local;
+    /* the 8-lane windows write dx too (unless their scratch is refused) */
+    if (!is_max2(t0) && maxw_fits(t0) && maxw_bwd_planes(t0, begin, end))
+        return;
     int cover = is_max2(t0) && d->h % 2 == 0 && d->w % 2 == 0;
     if (t0->set && !cover) {
         local.set = 0;
