@@ -419,6 +419,16 @@ static void test_conv_reference(void)
     }
     dl_conv_desc d = conv_desc(2, 3, 7, 6, 4, 3, 3, 1, 1);
     conv_case(&d, DL_F16, 1);
+    /* under 8 channels oneDNN takes the filter gradient (and the forward
+     * from 16 outputs), the own kernels the data gradient at 1-3 channels */
+    {
+        char buf[256];
+        dl_conv_desc s3 = conv_desc(4, 3, 16, 16, 32, 3, 3, 1, 1);
+        CHECK_OK(dl_cpu_conv_algo(cpu(), &s3, DL_F32, buf, sizeof buf));
+        if (strstr(buf, "oneDNN"))
+            CHECK_MSG(strstr(buf, "own kernels for data") != NULL, "algo: %s", buf);
+        conv_case(&s3, DL_F32, 1);
+    }
     /* a batch larger than one workspace chunk (several GEMM passes) */
     d = conv_desc(40, 16, 24, 24, 8, 3, 3, 1, 1);
     conv_case(&d, DL_F32, 1);
@@ -643,6 +653,10 @@ static void test_conv_threads(void)
     conv_threads_case(conv_desc(23, 16, 14, 14, 20, 3, 3, 1, 1), DL_BF16);
     conv_threads_case(conv_desc(21, 16, 28, 28, 32, 3, 3, 2, 1), DL_BF16);
     conv_threads_case(conv_desc(19, 24, 14, 14, 40, 1, 1, 1, 0), DL_BF16);
+    /* under 8 input channels: oneDNN's forward and filter, own data (3),
+     * all three oneDNN's (6) */
+    conv_threads_case(conv_desc(19, 3, 20, 20, 32, 3, 3, 1, 1), DL_F32);
+    conv_threads_case(conv_desc(21, 6, 14, 14, 16, 5, 5, 1, 0), DL_F32);
     /* oneDNN's Winograd kernels (f32, 64 channels) */
     conv_threads_case(conv_desc(37, 64, 8, 8, 64, 3, 3, 1, 1), DL_F32);
     /* the depthwise kernels: planes split by part, dw summed per channel */

@@ -96,6 +96,9 @@ int dl_cpu_conv_backward_filter(dl_backend *be, const dl_conv_desc *d, float *dw
  * for d (the own kernels run), < 0 on error. dl_cpu_dnnl_free releases
  * the cache (backend destroy). */
 int dl_cpu_dnnl_conv_wanted(const dl_conv_desc *d, dl_dtype compute);
+/* The same for direction dir (0 forward, 1 data, 2 filter): also some
+ * directions below 8 input channels in f32. */
+int dl_cpu_dnnl_conv_wanted_dir(const dl_conv_desc *d, dl_dtype compute, int dir);
 int dl_cpu_dnnl_conv(dl_backend *be, int dir, const dl_conv_desc *d, dl_dtype compute, float *out,
                      float *out2, const float *in, const float *in2, const float *w,
                      const float *b);

@@ -167,10 +167,19 @@ int dl_cpu_conv_algo(dl_backend *be, const dl_conv_desc *d, dl_dtype compute, ch
     if (use_1x1(be, d, compute))
         snprintf(buf, size, "cpu 1x1 kernels (AVX-512), per-image products%s",
                  d->stride > 1 ? ", strided input subsampled" : "");
-    else if (!dl_cpu_dnnl_conv_wanted(d, compute) ||
+    else if (!dl_cpu_dnnl_conv_wanted_dir(d, compute, 2) ||
              !dl_cpu_dnnl_conv_describe(be, d, compute, buf, size))
         snprintf(buf, size, "cpu im2col + GEMM, %d images a chunk%s", chunk_images(d),
                  sparse_fits(d, compute) ? "; direct kernels when dy is sparse" : "");
+    else if (!dl_cpu_dnnl_conv_wanted(d, compute)) {
+        /* under 8 input channels: the directions oneDNN does not take */
+        size_t used = strlen(buf);
+        int f = dl_cpu_dnnl_conv_wanted_dir(d, compute, 0),
+            g = dl_cpu_dnnl_conv_wanted_dir(d, compute, 1);
+        if (!f || !g)
+            snprintf(buf + used, size - used, "; own kernels for%s%s", f ? "" : " forward",
+                     g ? "" : " data");
+    }
     if (own_f || own_d || own_w) {
         size_t used = strlen(buf);
         snprintf(buf + used, size - used, "; own vdpbf16ps kernels for%s%s%s",
@@ -998,7 +1007,7 @@ int dl_cpu_conv_forward(dl_backend *be, const dl_conv_desc *d, float *y, const f
         return dl_cpu_conv_bf16_forward(be, d, y, x, w, b, ws);
     if (use_1x1(be, d, compute))
         return dl_cpu_conv_1x1_forward(be, d, y, x, w, b, ws, compute);
-    int done = dl_cpu_dnnl_conv_wanted(d, compute)
+    int done = dl_cpu_dnnl_conv_wanted_dir(d, compute, 0)
                    ? dl_cpu_dnnl_conv(be, 0, d, compute, y, NULL, x, NULL, w, b)
                    : 0;
     if (done)
@@ -1045,7 +1054,7 @@ static int backward_data(dl_backend *be, const dl_conv_desc *d, float *dx, const
         return dl_cpu_conv_bf16_backward_data(be, d, dx, dy, w, ws, set);
     if (use_1x1(be, d, compute))
         return dl_cpu_conv_1x1_backward_data(be, d, dx, dy, w, ws, compute, set);
-    int done = dl_cpu_dnnl_conv_wanted(d, compute)
+    int done = dl_cpu_dnnl_conv_wanted_dir(d, compute, 1)
                    ? dl_cpu_dnnl_conv(be, set ? 3 : 1, d, compute, dx, NULL, dy, NULL, w, NULL)
                    : 0;
     if (done)
@@ -1133,7 +1142,7 @@ int dl_cpu_conv_backward_filter(dl_backend *be, const dl_conv_desc *d, float *dw
     } else if (use_1x1(be, d, compute)) {
         return dl_cpu_conv_1x1_backward_filter(be, d, dw, db, dy, x, ws, compute);
     } else {
-        done = dl_cpu_dnnl_conv_wanted(d, compute)
+        done = dl_cpu_dnnl_conv_wanted_dir(d, compute, 2)
                    ? dl_cpu_dnnl_conv(be, 2, d, compute, dw, NULL, x, dy, NULL, NULL)
                    : 0;
     }

@@ -507,6 +507,25 @@ int dl_cpu_dnnl_conv_wanted(const dl_conv_desc *d, dl_dtype compute)
            d->n > 0 && d->c >= 8;
 }
 
+/* Below 8 input channels in f32, direction by direction (bench_conv's
+ * stem and LeNet rows, DLBENCH_CONV=dnnl against the own paths, 1 and 2
+ * threads): oneDNN's filter gradient is 1.1-3x the own im2col one at 1,
+ * 3 and 6 channels; its forward 1.5-3x from 16 outputs or 4 channels
+ * (0.9x at 1 -> 6); its data gradient only from 4 channels (6 -> 16:
+ * 1.3-1.9x; at 1 and 3 channels a fifth to a half of the own one). A
+ * network's first layer needs no data gradient at all. */
+int dl_cpu_dnnl_conv_wanted_dir(const dl_conv_desc *d, dl_dtype compute, int dir)
+{
+    if (dl_cpu_dnnl_conv_wanted(d, compute))
+        return 1;
+    const char *e = getenv("DLBENCH_CONV");
+    if ((e && !strcmp(e, "own")) || compute != DL_F32 || dl_conv_groups(d) != 1 || d->n <= 0)
+        return 0;
+    if (dir == 0)
+        return d->k >= 16 || d->c >= 4;
+    return dir == 2 || d->c >= 4;
+}
+
 /* The weights in prim p's layout: w itself, or a reorder into buf. */
 static const void *weights_for(struct dl_cpu_dnnl *dn, dnnl_stream_t st, const prim *p,
                                const float *w, char *buf, int *rc)
@@ -669,6 +688,7 @@ int dl_cpu_dnnl_sgemm(int trans_a, int trans_b, int m, int n, int k, float alpha
 }
 
 int dl_cpu_dnnl_conv_wanted(const dl_conv_desc *d, dl_dtype compute) { return 0; }
+int dl_cpu_dnnl_conv_wanted_dir(const dl_conv_desc *d, dl_dtype compute, int dir) { return 0; }
 int dl_cpu_dnnl_conv(dl_backend *be, int dir, const dl_conv_desc *d, dl_dtype compute, float *out,
                      float *out2, const float *in, const float *in2, const float *w, const float *b)
 {
