@@ -965,8 +965,25 @@ static void pool_case(dl_pool_kind kind, const dl_pool_desc *d, int ties)
             }
     for (size_t i = 0; i < nx; i++)
         CHECK_NEAR(dx[i], dx0[i] + dxr[i], 1e-5);
-    /* 2x2 stride-2 average pooling: the scalar loop's float sums, in its
-     * order, bit for bit (the vector path keeps them) */
+    /* average pooling: the scalar loop's float sums over the window
+     * clipped to the input, in its order, over the count with padding,
+     * bit for bit (the vector paths keep them) */
+    for (int pl = 0; kind == DL_POOL_AVG && pl < d->n * d->c; pl++)
+        for (int oh = 0; oh < d->p; oh++)
+            for (int ow = 0; ow < d->q; ow++) {
+                int hs = oh * d->stride - d->pad, ws = ow * d->stride - d->pad;
+                int he = hs + d->size, we = ws + d->size;
+                int cnt = ((he < d->h + d->pad ? he : d->h + d->pad) - hs) *
+                          ((we < d->w + d->pad ? we : d->w + d->pad) - ws);
+                float sum = 0.0f;
+                for (int ih = hs < 0 ? 0 : hs; ih < (he < d->h ? he : d->h); ih++)
+                    for (int iw = ws < 0 ? 0 : ws; iw < (we < d->w ? we : d->w); iw++)
+                        sum += x[((size_t)pl * d->h + ih) * d->w + iw];
+                float want = sum / (float)cnt;
+                size_t yi = ((size_t)pl * d->p + oh) * d->q + ow;
+                CHECK_MSG(memcmp(&y[yi], &want, 4) == 0, "avg %dx%d/%d y[%zu] = %.9g, want %.9g",
+                          d->size, d->size, d->stride, yi, y[yi], want);
+            }
     if (kind == DL_POOL_AVG && d->size == 2 && d->stride == 2 && d->pad == 0)
         for (int pl = 0; pl < d->n * d->c; pl++)
             for (int oh = 0; oh < d->p; oh++)

@@ -2035,21 +2035,23 @@ static int avg2_planes(const pool_task *t, size_t begin, size_t end, int backwar
 #endif
 }
 
-/* --- max pooling of any window at stride 1 or 2 on 8 lanes (forward) ----
+/* --- max and average pooling of any window at stride 1 or 2 on 8 lanes ---
  * Per output row, each input row of its windows is laid out once as its
- * stride's phases (padded with -inf, as the scalar loop skips the padding;
- * ReLU'd first when fused), so that tap kw of 8 neighbouring outputs is one
- * load at column ow + kw/stride of phase kw%stride. Taps are taken in the
- * scalar loop's order with its step (a larger value or a NaN replaces the
- * running maximum): the same values, NaN included. */
-#define MAXW_COLS 2048 /* floats of a phase row the stack buffers hold */
+ * stride's phases (padded with -inf for max, as the scalar loop skips the
+ * padding, with 0 for average; ReLU'd first when fused), so that tap kw of
+ * 8 neighbouring outputs is one load at column ow + kw/stride of phase
+ * kw%stride. Taps are taken in the scalar loop's order with its step (max:
+ * a larger value or a NaN replaces the running maximum; average: the sum,
+ * the padding's zeros adding nothing, then the division by the window's
+ * count): the same values, NaN included. */
+#define WIN8_COLS 2048 /* floats of a phase row the stack buffers hold */
 
-static int maxw_fits(const pool_task *t)
+static int win8_fits(const pool_task *t)
 {
     const dl_pool_desc *d = t->d;
 #ifdef __AVX2__
-    return t->kind == DL_POOL_MAX && (d->stride == 1 || d->stride == 2) && d->q >= 8 &&
-           (d->w + 2 * d->pad) / d->stride + d->size + 16 <= MAXW_COLS;
+    return (d->stride == 1 || d->stride == 2) && d->q >= 8 &&
+           (d->w + 2 * d->pad) / d->stride + d->size + 16 <= WIN8_COLS;
 #else
     (void)d;
     return 0;
@@ -2071,18 +2073,19 @@ static inline __m256 pool_in_v(const pool_task *t, __m256 v)
 
 /* Input row xr [w] as the phases of its padded row: ph[f][i] = padded
  * column i*stride + f, -inf past the input. */
-static void maxw_phases(float ph[2][MAXW_COLS], const float *xr, const pool_task *t)
+static void win8_phases(float ph[2][WIN8_COLS], const float *xr, const pool_task *t)
 {
     const dl_pool_desc *d = t->d;
     int st = d->stride, cols = (d->w + 2 * d->pad + st - 1) / st + d->size + 8;
-    /* the borders: -inf left of the input and from its end on */
+    float edge = t->kind == DL_POOL_MAX ? -INFINITY : 0.0f;
+    /* the borders: -inf (0) left of the input and from its end on */
     for (int f = 0; f < st; f++) {
         int first = (d->pad - f + st - 1) / st; /* first i with i*st + f >= pad */
         int last = (d->pad + d->w - f + st - 1) / st;
         for (int i = 0; i < first; i++)
-            ph[f][i] = -INFINITY;
+            ph[f][i] = edge;
         for (int i = last; i < cols; i++)
-            ph[f][i] = -INFINITY;
+            ph[f][i] = edge;
     }
     int iw = 0;
     if (st == 1) {
@@ -2107,30 +2110,63 @@ static void maxw_phases(float ph[2][MAXW_COLS], const float *xr, const pool_task
 }
 #endif
 
-static void maxw_planes(const pool_task *t, size_t begin, size_t end)
+#ifdef __AVX2__
+/* wc[ow] = the columns of output ow's window, padding counted (the scalar
+ * loop's count is rows * columns). */
+static void win8_widths(float wc[WIN8_COLS], const dl_pool_desc *d)
+{
+    for (int ow = 0; ow < d->q; ow++) {
+        int ws = ow * d->stride - d->pad, we = ws + d->size;
+        wc[ow] = (float)((we < d->w + d->pad ? we : d->w + d->pad) - ws);
+    }
+}
+
+/* rows of output row oh's window, padding counted */
+static float win8_rows(const dl_pool_desc *d, int oh)
+{
+    int hs = oh * d->stride - d->pad, he = hs + d->size;
+    return (float)((he < d->h + d->pad ? he : d->h + d->pad) - hs);
+}
+#endif
+
+static void win8_planes(const pool_task *t, size_t begin, size_t end)
 {
 #ifdef __AVX2__
     const dl_pool_desc *d = t->d;
-    float ph[2][MAXW_COLS], acc[MAXW_COLS];
-    int st = d->stride;
+    float ph[2][WIN8_COLS], acc[WIN8_COLS], wcount[WIN8_COLS];
+    int st = d->stride, avg = t->kind == DL_POOL_AVG;
+    int nq = (d->q + 7) / 8 * 8;
+    for (int ow = 0; ow < nq; ow++) /* the window's width, padding counted */
+        wcount[ow] = 1.0f;
+    if (avg)
+        win8_widths(wcount, d);
     for (size_t pl = begin; pl < end; pl++) {
         const float *xp = t->x + pl * d->h * d->w;
         float *yp = t->y + pl * d->p * d->q;
         for (int oh = 0; oh < d->p; oh++) {
-            for (int ow = 0; ow < (d->q + 7) / 8 * 8; ow++)
-                acc[ow] = -INFINITY;
+            for (int ow = 0; ow < nq; ow++)
+                acc[ow] = avg ? 0.0f : -INFINITY;
             int hs = oh * st - d->pad;
             for (int kh = 0; kh < d->size; kh++) {
                 int ih = hs + kh;
                 if (ih < 0 || ih >= d->h)
                     continue;
-                maxw_phases(ph, xp + (size_t)ih * d->w, t);
+                win8_phases(ph, xp + (size_t)ih * d->w, t);
                 for (int kw = 0; kw < d->size; kw++) {
                     const float *src = ph[kw % st] + kw / st;
-                    for (int ow = 0; ow < d->q; ow += 8)
-                        _mm256_storeu_ps(acc + ow, max_step_v(_mm256_loadu_ps(acc + ow),
-                                                              _mm256_loadu_ps(src + ow)));
+                    for (int ow = 0; ow < d->q; ow += 8) {
+                        __m256 a = _mm256_loadu_ps(acc + ow), x = _mm256_loadu_ps(src + ow);
+                        _mm256_storeu_ps(acc + ow, avg ? _mm256_add_ps(a, x) : max_step_v(a, x));
+                    }
                 }
+            }
+            if (avg) { /* s / count, count = rows * columns of the padded window */
+                float rows = win8_rows(d, oh);
+                for (int ow = 0; ow < d->q; ow += 8)
+                    _mm256_storeu_ps(acc + ow,
+                                     _mm256_div_ps(_mm256_loadu_ps(acc + ow),
+                                                   _mm256_mul_ps(_mm256_set1_ps(rows),
+                                                                 _mm256_loadu_ps(wcount + ow))));
             }
             memcpy(yp + (size_t)oh * d->q, acc, (size_t)d->q * sizeof *acc);
         }
@@ -2140,13 +2176,13 @@ static void maxw_planes(const pool_task *t, size_t begin, size_t end)
 #endif
 }
 
-/* The backward of maxw_planes: per output row, the taps in the scalar
+/* The backward of win8_planes: per output row, the taps in the scalar
  * loop's order find each output's first window cell equal to y (found
  * again by comparing x's phases, as the forward laid them out); its dy is
  * added at that cell of a padded phase-plane copy of dx, a tap over 8
  * outputs at a time (their cells are distinct), then the copy, without its
  * padding, onto dx. Returns 0, doing nothing, without the scratch. */
-static int maxw_bwd_planes(const pool_task *t, size_t begin, size_t end)
+static int win8_bwd_planes(const pool_task *t, size_t begin, size_t end)
 {
 #ifdef __AVX2__
     const dl_pool_desc *d = t->d;
@@ -2156,19 +2192,29 @@ static int maxw_bwd_planes(const pool_task *t, size_t begin, size_t end)
     float *acc = malloc(planef * sizeof *acc);
     if (!acc)
         return 0;
-    float ph[2][MAXW_COLS];
-    __m256 zero = _mm256_setzero_ps(), yv[MAXW_COLS / 8], gv[MAXW_COLS / 8], fv[MAXW_COLS / 8];
+    float ph[2][WIN8_COLS], wcount[WIN8_COLS];
+    __m256 zero = _mm256_setzero_ps(), yv[WIN8_COLS / 8], gv[WIN8_COLS / 8], fv[WIN8_COLS / 8];
+    int avg = t->kind == DL_POOL_AVG;
+    if (avg)
+        win8_widths(wcount, d);
     for (size_t pl = begin; pl < end; pl++) {
-        const float *xp = t->x + pl * d->h * d->w;
-        const float *yp = t->yc + pl * d->p * d->q, *gp = t->dy + pl * d->p * d->q;
+        /* x and y are read for max pooling only (average may pass NULL) */
+        const float *xp = avg ? NULL : t->x + pl * d->h * d->w;
+        const float *yp = avg ? NULL : t->yc + pl * d->p * d->q, *gp = t->dy + pl * d->p * d->q;
         memset(acc, 0, planef * sizeof *acc);
         for (int oh = 0; oh < d->p; oh++) {
-            const float *yr = yp + (size_t)oh * d->q, *gr = gp + (size_t)oh * d->q;
+            const float *yr = avg ? NULL : yp + (size_t)oh * d->q, *gr = gp + (size_t)oh * d->q;
             int nv = (d->q + 7) / 8;
             for (int v = 0; v < nv; v++) {
                 int m = d->q - 8 * v < 8 ? d->q - 8 * v : 8;
-                yv[v] = dl_v_load_tail(yr + 8 * v, m);
                 gv[v] = dl_v_load_tail(gr + 8 * v, m);
+                if (avg) { /* dy / count to every cell of the window */
+                    gv[v] = _mm256_div_ps(gv[v], _mm256_mul_ps(_mm256_set1_ps(win8_rows(d, oh)),
+                                                               dl_v_load_tail(wcount + 8 * v, m)));
+                    fv[v] = _mm256_castsi256_ps(dl_v_mask(m));
+                    continue;
+                }
+                yv[v] = dl_v_load_tail(yr + 8 * v, m);
                 if (t->relu) /* relu'(x) of the chosen cell is 0 where y <= 0 */
                     gv[v] = _mm256_and_ps(gv[v], _mm256_cmp_ps(yv[v], zero, _CMP_GT_OQ));
                 /* lanes past the row, and NaN outputs, find nothing */
@@ -2178,15 +2224,19 @@ static int maxw_bwd_planes(const pool_task *t, size_t begin, size_t end)
                 int ih = oh * st - d->pad + kh;
                 if (ih < 0 || ih >= d->h)
                     continue;
-                maxw_phases(ph, xp + (size_t)ih * d->w, t);
+                if (!avg)
+                    win8_phases(ph, xp + (size_t)ih * d->w, t);
                 float *arow = acc + (size_t)(ih + d->pad) * st * cols;
                 for (int kw = 0; kw < d->size; kw++) {
                     const float *xs = ph[kw % st] + kw / st;
                     float *as = arow + (size_t)(kw % st) * cols + kw / st;
                     for (int v = 0; v < nv; v++) {
-                        __m256 hit = _mm256_andnot_ps(
-                            fv[v], _mm256_cmp_ps(_mm256_loadu_ps(xs + 8 * v), yv[v], _CMP_EQ_OQ));
-                        fv[v] = _mm256_or_ps(fv[v], hit);
+                        __m256 hit = fv[v]; /* avg: every live lane */
+                        if (!avg) {
+                            hit = _mm256_andnot_ps(fv[v], _mm256_cmp_ps(_mm256_loadu_ps(xs + 8 * v),
+                                                                        yv[v], _CMP_EQ_OQ));
+                            fv[v] = _mm256_or_ps(fv[v], hit);
+                        }
                         float *a = as + 8 * v;
                         _mm256_storeu_ps(
                             a, _mm256_add_ps(_mm256_loadu_ps(a), _mm256_and_ps(gv[v], hit)));
@@ -2235,6 +2285,14 @@ static int maxw_bwd_planes(const pool_task *t, size_t begin, size_t end)
 #endif
 }
 
+/* The 8-lane windows for every pooling but the 2x2 stride-2 unpadded
+ * ones, which have kernels of their own. */
+static int win8_takes(const pool_task *t)
+{
+    const dl_pool_desc *d = t->d;
+    return win8_fits(t) && !(d->size == 2 && d->stride == 2 && d->pad == 0);
+}
+
 /* Planes [begin, end) of n*c. */
 static void pool_fwd_task(void *arg, size_t begin, size_t end)
 {
@@ -2243,8 +2301,8 @@ static void pool_fwd_task(void *arg, size_t begin, size_t end)
     if (max2s_planes(t, begin, end, 0) || max2_avx2_planes(t, begin, end, 0) ||
         avg2_planes(t, begin, end, 0))
         return;
-    if (!is_max2(t) && maxw_fits(t)) {
-        maxw_planes(t, begin, end);
+    if (win8_takes(t)) {
+        win8_planes(t, begin, end);
         return;
     }
     for (size_t pl = begin; pl < end; pl++) {
@@ -2287,7 +2345,7 @@ static void pool_bwd_task(void *arg, size_t begin, size_t end)
     pool_task local = *t0;
     const pool_task *t = &local;
     /* the 8-lane windows write dx too (unless their scratch is refused) */
-    if (!is_max2(t0) && maxw_fits(t0) && maxw_bwd_planes(t0, begin, end))
+    if (win8_takes(t0) && win8_bwd_planes(t0, begin, end))
         return;
     int cover = is_max2(t0) && d->h % 2 == 0 && d->w % 2 == 0;
     if (t0->set && !cover) {
