@@ -177,8 +177,10 @@ int dl_cpu_conv_algo(dl_backend *be, const dl_conv_desc *d, dl_dtype compute, ch
         int f = dl_cpu_dnnl_conv_wanted_dir(d, compute, 0),
             g = dl_cpu_dnnl_conv_wanted_dir(d, compute, 1);
         if (!f || !g)
-            snprintf(buf + used, size - used, "; own kernels for%s%s", f ? "" : " forward",
-                     g ? "" : " data");
+            snprintf(buf + used, size - used, "; own kernels for %s",
+                     !f && !g ? "forward and data"
+                     : !f     ? "forward"
+                              : "data");
     }
     if (own_f || own_d || own_w) {
         size_t used = strlen(buf);
@@ -1973,16 +1975,14 @@ static inline void avg2_split(const float *p, int m, __m256 *ev, __m256 *od)
         a = dl_v_load_tail(p, 2 * m < 8 ? 2 * m : 8);
         b = 2 * m > 8 ? dl_v_load_tail(p + 8, 2 * m - 8) : _mm256_setzero_ps();
     }
-    __m256 e = _mm256_shuffle_ps(a, b, 0x88), o = _mm256_shuffle_ps(a, b, 0xdd);
-    *ev = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(e), 0xd8));
-    *od = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(o), 0xd8));
+    dl_v_split2(a, b, ev, od);
 }
 
 /* p[2i] += g[i], p[2i + 1] += g[i] for the m live outputs. */
 static inline void avg2_spread(float *p, __m256 g, int m)
 {
-    __m256 lo = _mm256_unpacklo_ps(g, g), hi = _mm256_unpackhi_ps(g, g);
-    __m256 a = _mm256_permute2f128_ps(lo, hi, 0x20), b = _mm256_permute2f128_ps(lo, hi, 0x31);
+    __m256 a, b;
+    dl_v_zip2(g, g, &a, &b);
     if (m == 8) {
         _mm256_storeu_ps(p, _mm256_add_ps(_mm256_loadu_ps(p), a));
         _mm256_storeu_ps(p + 8, _mm256_add_ps(_mm256_loadu_ps(p + 8), b));
@@ -2095,10 +2095,8 @@ static void win8_phases(float ph[2][WIN8_COLS], const float *xr, const pool_task
         /* padded column iw + pad: the even input columns to phase pad % 2 */
         float *ev = ph[d->pad & 1] + d->pad / 2, *od = ph[(d->pad & 1) ^ 1] + (d->pad + 1) / 2;
         for (; iw + 16 <= d->w; iw += 16) {
-            __m256 a = _mm256_loadu_ps(xr + iw), b = _mm256_loadu_ps(xr + iw + 8);
-            __m256 e = _mm256_shuffle_ps(a, b, 0x88), o = _mm256_shuffle_ps(a, b, 0xdd);
-            e = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(e), 0xd8));
-            o = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(o), 0xd8));
+            __m256 e, o;
+            dl_v_split2(_mm256_loadu_ps(xr + iw), _mm256_loadu_ps(xr + iw + 8), &e, &o);
             _mm256_storeu_ps(ev + iw / 2, pool_in_v(t, e));
             _mm256_storeu_ps(od + iw / 2, pool_in_v(t, o));
         }
@@ -2261,10 +2259,8 @@ static int win8_bwd_planes(const pool_task *t, size_t begin, size_t end)
                 for (const float *ev = arow + (size_t)(d->pad & 1) * cols + d->pad / 2,
                                  *od = arow + (size_t)((d->pad & 1) ^ 1) * cols + (d->pad + 1) / 2;
                      iw + 16 <= d->w; iw += 16) {
-                    __m256 e = _mm256_loadu_ps(ev + iw / 2), o = _mm256_loadu_ps(od + iw / 2);
-                    __m256 lo = _mm256_unpacklo_ps(e, o), hi = _mm256_unpackhi_ps(e, o);
-                    __m256 a = _mm256_permute2f128_ps(lo, hi, 0x20);
-                    __m256 b = _mm256_permute2f128_ps(lo, hi, 0x31);
+                    __m256 a, b;
+                    dl_v_zip2(_mm256_loadu_ps(ev + iw / 2), _mm256_loadu_ps(od + iw / 2), &a, &b);
                     __m256 oa = t->set ? zero : _mm256_loadu_ps(xr + iw);
                     __m256 ob = t->set ? zero : _mm256_loadu_ps(xr + iw + 8);
                     _mm256_storeu_ps(xr + iw, _mm256_add_ps(oa, a));

@@ -39,6 +39,7 @@
 #include "engine/base/error.h"
 #include "engine/base/half.h"
 #include "engine/cpu/cpu.h"
+#include "engine/cpu/cpu_vmath.h"
 
 #define AVX2 __attribute__((target("avx2,fma,f16c")))
 #define INLINE __attribute__((always_inline)) inline
@@ -225,11 +226,8 @@ AVX2 static void split_run(float *ev, float *od, const float *src, int n, dl_dty
 {
     int i = 0;
     for (; i + 16 <= n; i += 16) {
-        __m256 a = _mm256_loadu_ps(src + i), b = _mm256_loadu_ps(src + i + 8);
-        /* [a0 a2 b0 b2 | a4 a6 b4 b6], then 64-bit lanes 0 2 1 3 */
-        __m256 e = _mm256_shuffle_ps(a, b, 0x88), o = _mm256_shuffle_ps(a, b, 0xdd);
-        e = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(e), 0xd8));
-        o = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(o), 0xd8));
+        __m256 e, o;
+        dl_v_split2(_mm256_loadu_ps(src + i), _mm256_loadu_ps(src + i + 8), &e, &o);
         _mm256_storeu_ps(ev + i / 2, round_vec(e, compute));
         _mm256_storeu_ps(od + i / 2, round_vec(o, compute));
     }
@@ -379,9 +377,8 @@ AVX2 static void merge_add(float *dst, const float *ev, const float *od, int n)
 {
     int i = 0;
     for (; i + 16 <= n; i += 16) {
-        __m256 e = _mm256_loadu_ps(ev + i / 2), o = _mm256_loadu_ps(od + i / 2);
-        __m256 lo = _mm256_unpacklo_ps(e, o), hi = _mm256_unpackhi_ps(e, o);
-        __m256 a = _mm256_permute2f128_ps(lo, hi, 0x20), b = _mm256_permute2f128_ps(lo, hi, 0x31);
+        __m256 a, b;
+        dl_v_zip2(_mm256_loadu_ps(ev + i / 2), _mm256_loadu_ps(od + i / 2), &a, &b);
         _mm256_storeu_ps(dst + i, _mm256_add_ps(_mm256_loadu_ps(dst + i), a));
         _mm256_storeu_ps(dst + i + 8, _mm256_add_ps(_mm256_loadu_ps(dst + i + 8), b));
     }

@@ -648,8 +648,18 @@ int dl_cpu_dnnl_conv_describe(dl_backend *be, const dl_conv_desc *d, dl_dtype co
     entry *e = engine_of(c) ? lookup(c, d, chunk, compute) : NULL;
     if (!e)
         return 0;
-    snprintf(buf, size, "cpu oneDNN %s (fwd), %s (data), %s (filter), %d images a chunk",
-             e->dir[FWD].impl, e->dir[BWD_DATA].impl, e->dir[BWD_W].impl, chunk);
+    /* the directions oneDNN runs for d (all three from 8 channels on) */
+    static const char *names[NDIR] = {"fwd", "data", "filter"};
+    size_t used = (size_t)snprintf(buf, size, "cpu oneDNN");
+    const char *sep = " ";
+    for (int dir = 0; dir < NDIR && used < size; dir++)
+        if (dl_cpu_dnnl_conv_wanted_dir(d, compute, dir)) {
+            used += (size_t)snprintf(buf + used, size - used, "%s%s (%s)", sep, e->dir[dir].impl,
+                                     names[dir]);
+            sep = ", ";
+        }
+    if (used < size)
+        snprintf(buf + used, size - used, ", %d images a chunk", chunk);
     return 1;
 }
 

@@ -338,6 +338,27 @@ __attribute__((target("avx512f"), always_inline)) static inline __m512 dl_v512_r
     r = _mm512_mask_or_epi32(r, nan, u, _mm512_set1_epi32(0x400000));
     return _mm512_castsi512_ps(_mm512_and_si512(r, _mm512_set1_epi32((int)0xffff0000u)));
 }
+
+/* Stride 2 on 8 lanes (the depthwise kernels' and the pooling windows'
+ * phase rows), for any x86 build: callers target AVX2 themselves. The 8
+ * even and the 8 odd floats of the 16 in a, b. */
+__attribute__((target("avx2"), always_inline)) static inline void
+dl_v_split2(__m256 a, __m256 b, __m256 *ev, __m256 *od)
+{
+    /* [a0 a2 b0 b2 | a4 a6 b4 b6], then 64-bit lanes 0 2 1 3 */
+    __m256 e = _mm256_shuffle_ps(a, b, 0x88), o = _mm256_shuffle_ps(a, b, 0xdd);
+    *ev = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(e), 0xd8));
+    *od = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(o), 0xd8));
+}
+
+/* dl_v_split2's inverse: lo = e0 o0 .. e3 o3, hi = e4 o4 .. e7 o7. */
+__attribute__((target("avx2"), always_inline)) static inline void dl_v_zip2(__m256 e, __m256 o,
+                                                                            __m256 *lo, __m256 *hi)
+{
+    __m256 l = _mm256_unpacklo_ps(e, o), h = _mm256_unpackhi_ps(e, o);
+    *lo = _mm256_permute2f128_ps(l, h, 0x20);
+    *hi = _mm256_permute2f128_ps(l, h, 0x31);
+}
 #endif
 
 #endif
