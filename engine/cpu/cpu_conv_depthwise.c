@@ -111,9 +111,11 @@ static dw_geom geom_of(const dl_conv_desc *d)
     return g;
 }
 
-/* __builtin_cpu_supports reads what libgcc found at load time. */
+/* What the CPU has, as libgcc reads it (the init is idempotent: it has
+ * run before main unless this is called from another constructor). */
 static int cpu_has_avx2(void)
 {
+    __builtin_cpu_init();
     return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
            __builtin_cpu_supports("f16c");
 }

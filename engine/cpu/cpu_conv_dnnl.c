@@ -513,13 +513,17 @@ int dl_cpu_dnnl_conv_wanted(const dl_conv_desc *d, dl_dtype compute)
  * 3 and 6 channels; its forward 1.5-3x from 16 outputs or 4 channels
  * (0.9x at 1 -> 6); its data gradient only from 4 channels (6 -> 16:
  * 1.3-1.9x; at 1 and 3 channels a fifth to a half of the own one). A
- * network's first layer needs no data gradient at all. */
+ * network's first layer needs no data gradient at all. Measured on an
+ * AVX-512 CPU; elsewhere the rule stays "own below 8 channels". */
 int dl_cpu_dnnl_conv_wanted_dir(const dl_conv_desc *d, dl_dtype compute, int dir)
 {
     if (dl_cpu_dnnl_conv_wanted(d, compute))
         return 1;
     const char *e = getenv("DLBENCH_CONV");
     if ((e && !strcmp(e, "own")) || compute != DL_F32 || dl_conv_groups(d) != 1 || d->n <= 0)
+        return 0;
+    /* measured with AVX-512 only: an AVX2 CPU keeps the own kernels */
+    if (!dl_cpu_avx512())
         return 0;
     if (dir == 0)
         return d->k >= 16 || d->c >= 4;
