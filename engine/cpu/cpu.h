@@ -6,6 +6,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "engine/base/half.h"
 #include "engine/core/backend.h"
 
 /* A persistent pool of worker threads for parallel loops. fn is called
@@ -112,6 +113,16 @@ void dl_cpu_dnnl_free(dl_cpu_ctx *c);
  * OpenBLAS). */
 int dl_cpu_dnnl_sgemm(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a,
                       int lda, const float *b, int ldb, float beta, float *c, int ldc);
+/* v rounded through bf16 or f16 and back (f32: v): the operands of the
+ * own low-precision convolutions, computed in f32 on rounded values. */
+static inline float dl_cpu_round_to(float v, dl_dtype t)
+{
+    if (t == DL_BF16)
+        return dl_bf16_to_f32(dl_f32_to_bf16(v));
+    if (t == DL_F16)
+        return dl_f16_to_f32(dl_f32_to_f16(v));
+    return v;
+}
 /* cpu_conv_grouped.c: descriptors with groups > 1 or dilation > 1 (the
  * conv entry points above hand them over; same contracts). */
 int dl_cpu_conv_grouped_check(const dl_conv_desc *d, dl_dtype compute, const char *op);

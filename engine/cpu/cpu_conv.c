@@ -2044,7 +2044,8 @@ static int avg2_planes(const pool_task *t, size_t begin, size_t end, int backwar
  * a larger value or a NaN replaces the running maximum; average: the sum,
  * the padding's zeros adding nothing, then the division by the window's
  * count): the same values, NaN included. */
-#define WIN8_COLS 2048 /* floats of a phase row the stack buffers hold */
+#define WIN8_COLS 2048   /* floats of a phase row the stack buffers hold */
+#define WIN8_PLANE 32768 /* floats of the backward's padded dx plane, per thread */
 
 static int win8_fits(const pool_task *t)
 {
@@ -2179,7 +2180,7 @@ static void win8_planes(const pool_task *t, size_t begin, size_t end)
  * again by comparing x's phases, as the forward laid them out); its dy is
  * added at that cell of a padded phase-plane copy of dx, a tap over 8
  * outputs at a time (their cells are distinct), then the copy, without its
- * padding, onto dx. Returns 0, doing nothing, without the scratch. */
+ * padding, onto dx. Returns 0, doing nothing, for planes past WIN8_PLANE. */
 static int win8_bwd_planes(const pool_task *t, size_t begin, size_t end)
 {
 #ifdef __AVX2__
@@ -2187,8 +2188,11 @@ static int win8_bwd_planes(const pool_task *t, size_t begin, size_t end)
     int st = d->stride, hp = d->h + 2 * d->pad;
     int cols = (d->w + 2 * d->pad + st - 1) / st + d->size + 8;
     size_t planef = (size_t)hp * st * cols;
-    float *acc = malloc(planef * sizeof *acc);
-    if (!acc)
+    /* a thread's padded dx plane: no allocation in a training step (a
+     * 112x112 stride-2 input needs 16K floats); larger planes take the
+     * scalar loop */
+    static _Thread_local float acc[WIN8_PLANE];
+    if (planef > WIN8_PLANE)
         return 0;
     float ph[2][WIN8_COLS], wcount[WIN8_COLS];
     __m256 zero = _mm256_setzero_ps(), yv[WIN8_COLS / 8], gv[WIN8_COLS / 8], fv[WIN8_COLS / 8];
@@ -2273,7 +2277,6 @@ static int win8_bwd_planes(const pool_task *t, size_t begin, size_t end)
             }
         }
     }
-    free(acc);
     return 1;
 #else
     (void)t, (void)begin, (void)end;

@@ -173,15 +173,6 @@ static slice slice_of(const dwtask *t, size_t part)
     return s;
 }
 
-static float rounded(float v, dl_dtype t)
-{
-    if (t == DL_BF16)
-        return dl_bf16_to_f32(dl_f32_to_bf16(v));
-    if (t == DL_F16)
-        return dl_f16_to_f32(dl_f32_to_f16(v));
-    return v;
-}
-
 /* v rounded through bf16 (dl_f32_to_bf16's bits: nearest even, NaN stays
  * NaN) or f16 (the F16C conversion, nearest even) and back; f32 as is. */
 AVX2 static INLINE __m256 round_vec(__m256 v, dl_dtype t)
@@ -234,7 +225,7 @@ AVX2 static void split_run(float *ev, float *od, const float *src, int n, dl_dty
         _mm256_storeu_ps(od + i / 2, round_vec(o, compute));
     }
     for (; i < n; i++)
-        (i & 1 ? od : ev)[i / 2] = rounded(src[i], compute);
+        (i & 1 ? od : ev)[i / 2] = dl_cpu_round_to(src[i], compute);
 }
 
 /* The phase planes of plane src [g->h, g->w], rounded through compute. */
@@ -254,7 +245,8 @@ AVX2 static void fill_planes(float *P, const float *src, const plane_geom *g, dl
         } else {
             for (int iw = 0; iw < g->w; iw++) {
                 int pc = iw + g->padw;
-                prow[(size_t)(pc % g->st) * g->phase + pc / g->st] = rounded(row[iw], compute);
+                prow[(size_t)(pc % g->st) * g->phase + pc / g->st] =
+                    dl_cpu_round_to(row[iw], compute);
             }
         }
     }
@@ -272,7 +264,7 @@ AVX2 static void copy_dy(float *dst, const float *src, const plane_geom *g, size
 static void round_weights(float *wr, const float *w, int rs, dl_dtype compute, int turned)
 {
     for (int t = 0; t < rs; t++)
-        wr[t] = rounded(w[turned ? rs - 1 - t : t], compute);
+        wr[t] = dl_cpu_round_to(w[turned ? rs - 1 - t : t], compute);
 }
 
 /* --- correlation of one plane (forward; data gradient at stride 1) ------- */

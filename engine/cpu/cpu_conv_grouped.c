@@ -102,15 +102,6 @@ typedef struct gtask {
     int nparts;
 } gtask;
 
-static inline float rounded(float v, dl_dtype t)
-{
-    if (t == DL_BF16)
-        return dl_bf16_to_f32(dl_f32_to_bf16(v));
-    if (t == DL_F16)
-        return dl_f16_to_f32(dl_f32_to_f16(v));
-    return v;
-}
-
 /* Sets up t's workspace slices; returns the weights to multiply by (w,
  * or its rounded copy). */
 static const float *carve(gtask *t, void *ws, const float *w)
@@ -121,7 +112,7 @@ static const float *carve(gtask *t, void *ws, const float *w)
         size_t nw = (size_t)t->d->k * t->s.cg * t->s.rs;
         float *wr = (float *)p;
         for (size_t i = 0; i < nw; i++)
-            wr[i] = rounded(w[i], t->compute);
+            wr[i] = dl_cpu_round_to(w[i], t->compute);
         wop = wr;
     }
     if (t->compute != DL_F32)
@@ -161,7 +152,7 @@ static void unfold(float *col, const float *xg, const dl_conv_desc *d, const gsh
                     const float *xr = xg + ((size_t)ch * d->h + ih) * d->w;
                     for (int ow = 0; ow < d->q; ow++) {
                         int iw = in_row(d, s->dil, ow, ks);
-                        out[ow] = iw >= 0 && iw < d->w ? rounded(xr[iw], compute) : 0.0f;
+                        out[ow] = iw >= 0 && iw < d->w ? dl_cpu_round_to(xr[iw], compute) : 0.0f;
                     }
                 }
             }
@@ -196,7 +187,7 @@ static const float *dy_operand(const gtask *t, float *buf, int i, int g)
     if (t->compute == DL_F32)
         return src;
     for (size_t j = 0; j < t->s.t; j++)
-        buf[j] = rounded(src[j], t->compute);
+        buf[j] = dl_cpu_round_to(src[j], t->compute);
     return buf;
 }
 
