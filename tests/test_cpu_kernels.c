@@ -349,6 +349,11 @@ static void conv_case_dy(const dl_conv_desc *d, dl_dtype compute, int with_bias,
     void *ws = malloc(wsb ? wsb : 1);
     CHECK_OK(dl_cpu_conv_forward(cpu(), d, y, x, w, with_bias ? b : NULL, ws, compute));
     CHECK_OK(dl_cpu_conv_backward_data(cpu(), d, dx, dy, w, ws, compute));
+    /* dx written over NaN garbage (every place gets a value or a 0) */
+    float *dxs = malloc(nx * sizeof(float));
+    for (size_t i = 0; i < nx; i++)
+        dxs[i] = NAN;
+    CHECK_OK(dl_cpu_conv_backward_data_set(cpu(), d, dxs, dy, w, ws, compute));
     CHECK_OK(dl_cpu_conv_backward_filter(cpu(), d, dw, with_bias ? db : NULL, dy, x, ws, compute));
     float *xr = fcopy(x, nx), *wr = fcopy(w, nw), *dyr = fcopy(dy, ny);
     round_via(xr, nx, compute);
@@ -373,6 +378,9 @@ static void conv_case_dy(const dl_conv_desc *d, dl_dtype compute, int with_bias,
     for (size_t i = 0; i < nx; i++)
         CHECK_MSG(fabs(dx[i] - (dx0[i] + r.dx[i])) <= 1e-5 * r.adx[i] + 1e-5,
                   "dx[%zu] = %.8g, want %.8g", i, dx[i], dx0[i] + r.dx[i]);
+    for (size_t i = 0; i < nx; i++)
+        CHECK_MSG(fabs(dxs[i] - r.dx[i]) <= 1e-5 * r.adx[i] + 1e-5, "dx=[%zu] = %.8g, want %.8g", i,
+                  dxs[i], r.dx[i]);
     for (size_t i = 0; i < nw; i++)
         CHECK_MSG(fabs(dw[i] - (dw0[i] + r.dw[i])) <= 1e-5 * r.adw[i] + 1e-5,
                   "dw[%zu] = %.8g, want %.8g", i, dw[i], dw0[i] + r.dw[i]);
@@ -384,7 +392,7 @@ static void conv_case_dy(const dl_conv_desc *d, dl_dtype compute, int with_bias,
         CHECK_NEAR(db[kk], with_bias ? db0[kk] + s : db0[kk], 1e-4);
     }
     free(x), free(w), free(b), free(dy), free(y), free(dx), free(dw), free(db);
-    free(dx0), free(dw0), free(db0), free(ws), free(xr), free(wr), free(dyr);
+    free(dx0), free(dw0), free(db0), free(ws), free(xr), free(wr), free(dyr), free(dxs);
     free(r.y), free(r.dx), free(r.dw), free(r.ay), free(r.adx), free(r.adw);
 }
 

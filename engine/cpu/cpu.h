@@ -72,6 +72,10 @@ void dl_cpu_scratch_free(dl_backend *be);
 /* Kernels, one group per file (cpu_<group>.c); signatures as in backend.h. */
 /* The library behind f32 products on this CPU: "oneDNN" or "OpenBLAS". */
 const char *dl_cpu_sgemm_name(void);
+/* One f32 product (row-major, as cblas_sgemm) by that library on the
+ * calling thread alone: for kernels that already run on the pool. */
+void dl_cpu_sgemm_here(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a,
+                       int lda, const float *b, int ldb, float beta, float *c, int ldc);
 int dl_cpu_gemm(dl_backend *be, int trans_a, int trans_b, int m, int n, int k, float alpha,
                 const void *a, int lda, const void *b, int ldb, dl_dtype ab, float beta, float *c,
                 int ldc);
@@ -124,13 +128,15 @@ static inline float dl_cpu_round_to(float v, dl_dtype t)
     return v;
 }
 /* cpu_conv_grouped.c: descriptors with groups > 1 or dilation > 1 (the
- * conv entry points above hand them over; same contracts). */
+ * conv entry points above hand them over; same contracts; backward data
+ * writes dx when set, else adds). */
 int dl_cpu_conv_grouped_check(const dl_conv_desc *d, dl_dtype compute, const char *op);
 size_t dl_cpu_conv_grouped_workspace(const dl_conv_desc *d, dl_dtype compute);
 int dl_cpu_conv_grouped_forward(dl_backend *be, const dl_conv_desc *d, float *y, const float *x,
                                 const float *w, const float *b, void *ws, dl_dtype compute);
 int dl_cpu_conv_grouped_backward_data(dl_backend *be, const dl_conv_desc *d, float *dx,
-                                      const float *dy, const float *w, void *ws, dl_dtype compute);
+                                      const float *dy, const float *w, void *ws, dl_dtype compute,
+                                      int set);
 int dl_cpu_conv_grouped_backward_filter(dl_backend *be, const dl_conv_desc *d, float *dw, float *db,
                                         const float *dy, const float *x, void *ws,
                                         dl_dtype compute);
@@ -144,7 +150,7 @@ size_t dl_cpu_conv_dw_workspace(const dl_conv_desc *d);
 int dl_cpu_conv_dw_forward(dl_backend *be, const dl_conv_desc *d, float *y, const float *x,
                            const float *w, const float *b, void *ws, dl_dtype compute);
 int dl_cpu_conv_dw_backward_data(dl_backend *be, const dl_conv_desc *d, float *dx, const float *dy,
-                                 const float *w, void *ws, dl_dtype compute);
+                                 const float *w, void *ws, dl_dtype compute, int set);
 int dl_cpu_conv_dw_backward_filter(dl_backend *be, const dl_conv_desc *d, float *dw,
                                    const float *dy, const float *x, void *ws, dl_dtype compute);
 /* cpu_conv_1x1.c: dense 1x1 convolutions with pad 0 and any stride, f32

@@ -1046,11 +1046,8 @@ static int backward_data(dl_backend *be, const dl_conv_desc *d, float *dx, const
                          const float *w, void *ws, dl_dtype compute, int set)
 {
     size_t dx_bytes = (size_t)d->n * d->c * d->h * d->w * sizeof(float);
-    if (is_grouped(d)) {
-        if (set)
-            memset(dx, 0, dx_bytes);
-        return dl_cpu_conv_grouped_backward_data(be, d, dx, dy, w, ws, compute);
-    }
+    if (is_grouped(d))
+        return dl_cpu_conv_grouped_backward_data(be, d, dx, dy, w, ws, compute, set);
     DL_TRY(check_desc(d, compute, "conv_backward_data"));
     if (dl_cpu_conv_bf16_data_fits(be, d, compute))
         return dl_cpu_conv_bf16_backward_data(be, d, dx, dy, w, ws, set);

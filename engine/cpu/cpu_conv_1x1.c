@@ -10,17 +10,19 @@
  * W is small and stays in cache: the forward and data kernels keep 8 rows
  * of the output times 32 pixels in registers, broadcast the 8 weights of
  * one input row (W packed [rows/8][K][8], zero rows to a multiple of 8)
- * and stream the input rows; the filter kernel keeps 4x4 (output channel,
- * input channel) pairs of 16-lane sums over pixels and images, reduced at
- * the end of a chunk. At stride > 1 an image is first subsampled into a
+ * and stream the input rows. The filter lays a chunk's x and dy out as
+ * rows of all its pixels end to end ([c, P] and [k, P]) and, from 32 input
+ * channels, takes dW = dy . x^T as one product of the f32 library (its
+ * kernels pack for a long reduction; per-image products have one of only
+ * pq); below, own 4x4 tiles of (output, input channel) 16-lane sums over
+ * the P pixels. At stride > 1 an image is first subsampled into a
  * small buffer (stride 2 by permutes); dx at stride 2 is written by
  * expanding each row of dxs into the even lanes.
  *
  * bf16 compute: W is rounded once into its packed copy, x and dy as the
  * forward and data kernels load them (round to nearest even, as half.h);
- * the filter rounds a chunk's x and dy once into its buffer (each is read
- * by many tiles). Products are summed in f32: the f32 math on rounded
- * operands. db sums dy itself.
+ * the filter rounds a chunk's x and dy as it lays them out. Products are
+ * summed in f32: the f32 math on rounded operands. db sums dy itself.
  *
  * Threads: forward and data split the images into parts (one per pool
  * thread); an image's result does not depend on the split. The filter
@@ -29,8 +31,8 @@
  * any thread count.
  *
  * Workspace (dl_cpu_conv_1x1_workspace): the packed W, per part a buffer
- * of subsampled images (stride > 1) or of a rounded chunk (bf16), the
- * chunks' partial sums.
+ * of a chunk's x and dy laid out (the forward and data subsample an image
+ * into it), the chunks' partial sums.
  */
 #include <stdint.h>
 #include <string.h>
@@ -57,6 +59,10 @@
 #define NR 32
 /* Bytes of dy and x a filter chunk keeps near (L2). */
 #define FILTER_CHUNK_BYTES ((size_t)512 << 10)
+/* Input channels from which the filter gradient is one f32 library
+ * product per chunk; below, the own 4x4 tiles (bench_conv: at 16 the
+ * library's product with 16 columns ran at two thirds of the tiles). */
+#define FILTER_GEMM_MIN_C 32
 /* Rows of input the subsampling prefetches ahead of its reads. */
 #define PF_ROWS 4
 
@@ -107,11 +113,9 @@ static k1_plan plan_of(dl_backend *be, const dl_conv_desc *d, dl_dtype compute)
     p.chunks = (d->n + p.chunk - 1) / p.chunk;
     int t = threads_of(be);
     p.parts = t < d->n ? t : d->n;
-    /* the filter's buffer holds a chunk, forward and data one image */
-    /* bf16: the filter rounds a chunk's x and dy once, into this buffer */
-    p.xs = d->stride > 1 ? up16((size_t)p.chunk * d->c * p.pq) : 0;
-    if (compute == DL_BF16)
-        p.xs = up16((size_t)p.chunk * d->c * p.pq) + up16((size_t)p.chunk * d->k * p.pq);
+    /* the filter lays out a chunk's x and dy in this buffer; forward and
+     * data subsample one image into it */
+    p.xs = up16((size_t)p.chunk * d->c * p.pq) + up16((size_t)p.chunk * d->k * p.pq);
     p.wpk = up16(up8((size_t)(d->k > d->c ? d->k : d->c)) * (d->k > d->c ? d->k : d->c));
     p.part = up16(up16((size_t)d->k * d->c) + 2 * (size_t)d->k); /* dw, then db as doubles */
     return p;
@@ -253,8 +257,9 @@ K1_TARGET static void product(const float *ap, int rows, int kdim, const float *
     }
 }
 
-/* xs [c, pq] = x_i [c, h, w] at the strided positions. */
-K1_TARGET static void subsample(float *xs, const float *xi, const dl_conv_desc *d)
+/* xs [c, pq] = x_i [c, h, w] at the strided positions, channel rows ldc
+ * floats apart. */
+K1_TARGET static void subsample(float *xs, size_t ldc, const float *xi, const dl_conv_desc *d)
 {
     int s = d->stride;
     const __m512i even =
@@ -262,7 +267,7 @@ K1_TARGET static void subsample(float *xs, const float *xi, const dl_conv_desc *
     for (int ch = 0; ch < d->c; ch++)
         for (int oh = 0; oh < d->p; oh++) {
             const float *src = xi + ((size_t)ch * d->h + (size_t)oh * s) * d->w;
-            float *dst = xs + ((size_t)ch * d->p + oh) * d->q;
+            float *dst = xs + (size_t)ch * ldc + (size_t)oh * d->q;
             /* the rows PF_ROWS ahead (the next channel's past the
              * plane's end: planes follow each other) */
             const char *ahead = (const char *)(src + (size_t)PF_ROWS * s * d->w);
@@ -353,7 +358,7 @@ K1_TARGET static void fwd_task(void *arg, size_t begin, size_t end)
         for (int i = i0; i < i1; i++) {
             const float *xi = t->x + (size_t)i * d->c * plane;
             if (d->stride > 1) {
-                subsample(xs, xi, d);
+                subsample(xs, (size_t)pq, xi, d);
                 xi = xs;
             }
             product(t->bufs.wpk, d->k, d->c, xi, (size_t)pq, pq, t->y + (size_t)i * d->k * pq,
@@ -387,83 +392,69 @@ K1_TARGET static void data_task(void *arg, size_t begin, size_t end)
     }
 }
 
-/* dst [rows, n] = src rounded to bf16; sum[r] (when sum) += the sum of
- * src's row r itself. */
-K1_TARGET static void round_rows(float *dst, const float *src, int rows, int n, double *sum)
+/* dst rows (ldd floats apart) = src [rows, n], rounded to bf16 when asked;
+ * sum[r] (when sum) += the sum of src's row r itself. */
+K1_TARGET static void pack_rows(float *dst, size_t ldd, const float *src, int rows, int n,
+                                double *sum, int bf16)
 {
     for (int r = 0; r < rows; r++) {
         const float *sr = src + (size_t)r * n;
-        float *dr = dst + (size_t)r * n;
+        float *dr = dst + (size_t)r * ldd;
         __m512 acc = _mm512_setzero_ps();
         for (int j = 0; j < n; j += 16) {
             int left = n - j;
             __mmask16 m = left >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << left) - 1);
             __m512 v = _mm512_maskz_loadu_ps(m, sr + j);
             acc = _mm512_add_ps(acc, v);
-            _mm512_mask_storeu_ps(dr + j, m, dl_v512_round_bf16(v));
+            _mm512_mask_storeu_ps(dr + j, m, bf16 ? dl_v512_round_bf16(v) : v);
         }
         if (sum)
             sum[r] += _mm512_reduce_add_ps(acc);
     }
 }
 
-/* The filter's 4x4 tile: s[r][c'] = sum over nimg images (dy_img, xs_img
- * floats apart) and pixels of dy rows r times xs rows c' (rows past kr,
- * cr repeat the last one; their sums are dropped); g[r] = sum of dy
- * itself when g. */
+/* The filter's 4x4 tile: s[r][c'] = sum over the n pixels of dy rows r
+ * times x rows c' (rows ld floats apart; rows past kr, cr repeat the last
+ * one, their sums dropped), in 16 lanes reduced at the end. */
 #define FR 4
 #define FC 4
-K1_TARGET static K1_INLINE void filter_tile(const float *dy, size_t dy_img, const float *xs,
-                                            size_t xs_img, int nimg, int pq, int kr, int cr,
-                                            float s[FR][FC], float *g)
+K1_TARGET static K1_INLINE void filter_tile(const float *dy, const float *x, size_t ld, int kr,
+                                            int cr, float s[FR][FC])
 {
-    __m512 acc[FR][FC], gs[FR];
-    UNROLL
-    for (int r = 0; r < FR; r++) {
-        gs[r] = _mm512_setzero_ps();
-        UNROLL
-        for (int c = 0; c < FC; c++)
-            acc[r][c] = _mm512_setzero_ps();
-    }
-    size_t ro[FR], co[FC];
+    __m512 acc[FR][FC];
     UNROLL
     for (int r = 0; r < FR; r++)
-        ro[r] = (size_t)(r < kr ? r : kr - 1) * pq;
+        UNROLL
+    for (int c = 0; c < FC; c++)
+        acc[r][c] = _mm512_setzero_ps();
+    const float *gr[FR], *xr[FC];
+    UNROLL
+    for (int r = 0; r < FR; r++)
+        gr[r] = dy + (size_t)(r < kr ? r : kr - 1) * ld;
     UNROLL
     for (int c = 0; c < FC; c++)
-        co[c] = (size_t)(c < cr ? c : cr - 1) * pq;
-    for (int i = 0; i < nimg; i++) {
-        const float *gi = dy + (size_t)i * dy_img, *xi = xs + (size_t)i * xs_img;
-        for (int j = 0; j < pq; j += 16) {
-            int left = pq - j;
-            __mmask16 m = left >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << left) - 1);
-            __m512 gv[FR], xv[FC];
-            UNROLL
-            for (int r = 0; r < FR; r++) {
-                __m512 v = _mm512_maskz_loadu_ps(m, gi + ro[r] + j);
-                if (g)
-                    gs[r] = _mm512_add_ps(gs[r], v);
-                gv[r] = v;
-            }
-            UNROLL
-            for (int c = 0; c < FC; c++) {
-                xv[c] = _mm512_maskz_loadu_ps(m, xi + co[c] + j);
-            }
-            UNROLL
-            for (int r = 0; r < FR; r++)
-                UNROLL
-            for (int c = 0; c < FC; c++)
-                acc[r][c] = _mm512_fmadd_ps(gv[r], xv[c], acc[r][c]);
-        }
-    }
-    UNROLL
-    for (int r = 0; r < FR; r++) {
+        xr[c] = x + (size_t)(c < cr ? c : cr - 1) * ld;
+    for (size_t j = 0; j < ld; j += 16) {
+        size_t left = ld - j;
+        __mmask16 m = left >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << left) - 1);
+        __m512 gv[FR], xv[FC];
+        UNROLL
+        for (int r = 0; r < FR; r++)
+            gv[r] = _mm512_maskz_loadu_ps(m, gr[r] + j);
         UNROLL
         for (int c = 0; c < FC; c++)
-            s[r][c] = _mm512_reduce_add_ps(acc[r][c]);
-        if (g)
-            g[r] = _mm512_reduce_add_ps(gs[r]);
+            xv[c] = _mm512_maskz_loadu_ps(m, xr[c] + j);
+        UNROLL
+        for (int r = 0; r < FR; r++)
+            UNROLL
+        for (int c = 0; c < FC; c++)
+            acc[r][c] = _mm512_fmadd_ps(gv[r], xv[c], acc[r][c]);
     }
+    UNROLL
+    for (int r = 0; r < FR; r++)
+        UNROLL
+    for (int c = 0; c < FC; c++)
+        s[r][c] = _mm512_reduce_add_ps(acc[r][c]);
 }
 
 typedef struct k1_filter_task {
@@ -474,7 +465,12 @@ typedef struct k1_filter_task {
     int bf16, want_db;
 } k1_filter_task;
 
-/* Partial sums of the chunks of part `part` (chunks split over parts). */
+/* Partial sums of the chunks of part `part` (chunks split over parts):
+ * the chunk's x (subsampled) and dy laid out as [c, P] and [k, P] with
+ * P = its images' pixels end to end (rounded to bf16 when asked), then
+ * one product dw = dy . x^T over the P pixels by the f32 library on this
+ * thread, which packs them for its own kernels (per-image products have
+ * a reduction of only pq). db from dy itself as it is laid out. */
 K1_TARGET static void filter_task(void *arg, size_t begin, size_t end)
 {
     const k1_filter_task *t = arg;
@@ -485,56 +481,43 @@ K1_TARGET static void filter_task(void *arg, size_t begin, size_t end)
     for (size_t part = begin; part < end; part++) {
         size_t ch0 = part * (size_t)p->chunks / (size_t)p->parts;
         size_t ch1 = (part + 1) * (size_t)p->chunks / (size_t)p->parts;
-        float *xsb = t->bufs.xs + part * p->xs;
+        float *xb = t->bufs.xs + part * p->xs;
+        float *gb = xb + up16((size_t)p->chunk * d->c * pq);
         for (size_t ci = ch0; ci < ch1; ci++) {
             int i0 = (int)ci * p->chunk;
             int i1 = i0 + p->chunk < d->n ? i0 + p->chunk : d->n;
-            size_t xs_img = (size_t)d->c * plane;
-            const float *xs = t->x + (size_t)i0 * xs_img;
-            if (d->stride > 1) {
-                for (int i = i0; i < i1; i++)
-                    subsample(xsb + (size_t)(i - i0) * d->c * pq, t->x + (size_t)i * xs_img, d);
-                xs_img = (size_t)d->c * pq;
-                xs = xsb;
-            }
-            const float *dy = t->dy + (size_t)i0 * d->k * pq;
+            size_t np = (size_t)(i1 - i0) * pq;
             float *dw = t->bufs.parts + ci * p->part;
-            double *db = (double *)(dw + up16((size_t)d->k * d->c));
-            int want_db = t->want_db;
-            if (t->bf16) {
-                /* rounded once here rather than at each of the tiles'
-                 * loads; db from dy itself as it goes by */
-                size_t cpq = (size_t)d->c * pq, kpq = (size_t)d->k * pq;
-                float *gr = xsb + up16((size_t)p->chunk * cpq);
-                if (want_db)
-                    memset(db, 0, (size_t)d->k * sizeof(double));
-                for (int i = 0; i < i1 - i0; i++) {
-                    float *xr = xsb + (size_t)i * cpq;
-                    /* in place after the subsampling */
-                    round_rows(xr, xs + (size_t)i * xs_img, d->c, pq, NULL);
-                    round_rows(gr + (size_t)i * kpq, dy + (size_t)i * kpq, d->k, pq,
-                               want_db ? db : NULL);
+            double *db = t->want_db ? (double *)(dw + up16((size_t)d->k * d->c)) : NULL;
+            if (db)
+                memset(db, 0, (size_t)d->k * sizeof(double));
+            for (int i = i0; i < i1; i++) {
+                size_t at = (size_t)(i - i0) * pq;
+                const float *xi = t->x + (size_t)i * d->c * plane;
+                if (d->stride > 1) {
+                    subsample(xb + at, np, xi, d);
+                    if (t->bf16)
+                        for (int ch = 0; ch < d->c; ch++)
+                            pack_rows(xb + ch * np + at, 0, xb + ch * np + at, 1, pq, NULL, 1);
+                } else {
+                    pack_rows(xb + at, np, xi, d->c, pq, NULL, t->bf16);
                 }
-                xs = xsb;
-                xs_img = cpq;
-                dy = gr;
-                want_db = 0;
+                pack_rows(gb + at, np, t->dy + (size_t)i * d->k * pq, d->k, pq, db, t->bf16);
+            }
+            if (d->c >= FILTER_GEMM_MIN_C) {
+                dl_cpu_sgemm_here(0, 1, d->k, d->c, (int)np, 1.0f, gb, (int)np, xb, (int)np, 0.0f,
+                                  dw, d->c);
+                continue;
             }
             for (int kb = 0; kb < d->k; kb += FR) {
                 int kr = d->k - kb < FR ? d->k - kb : FR;
                 for (int cb = 0; cb < d->c; cb += FC) {
                     int cr = d->c - cb < FC ? d->c - cb : FC;
-                    float s[FR][FC], g[FR];
-                    float *gp = want_db && cb == 0 ? g : NULL;
-                    const float *gb = dy + (size_t)kb * pq, *xb = xs + (size_t)cb * pq;
-                    size_t gl = (size_t)d->k * pq;
-                    filter_tile(gb, gl, xb, xs_img, i1 - i0, pq, kr, cr, s, gp);
+                    float sums[FR][FC];
+                    filter_tile(gb + (size_t)kb * np, xb + (size_t)cb * np, np, kr, cr, sums);
                     for (int r = 0; r < kr; r++)
                         for (int c = 0; c < cr; c++)
-                            dw[(size_t)(kb + r) * d->c + cb + c] = s[r][c];
-                    if (gp)
-                        for (int r = 0; r < kr; r++)
-                            db[kb + r] = g[r];
+                            dw[(size_t)(kb + r) * d->c + cb + c] = sums[r][c];
                 }
             }
         }

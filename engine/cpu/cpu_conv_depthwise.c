@@ -14,7 +14,11 @@
  * ow*st + s*dil, which is column ow + (s*dil)/st of phase (s*dil)%st: for
  * every stride and dilation a row of outputs reads a contiguous run of
  * one phase plane, so 8 outputs are one unaligned load per tap. The pitch
- * leaves room for whole vectors past the last output.
+ * leaves room for whole vectors past the last output. A part zeroes its
+ * planes once; each fill writes only the places of values, so the pad
+ * stays zero. The correlation sums 8 vectors at once (8 rows of one
+ * vector, 4 of two, 2 of four), so that short rows do not wait on one
+ * chain of multiply-adds.
  *
  *   forward   y[o]     = sum over taps t of w[o, t] * plane(x[c]) at t  (+ b[o])
  *   data      dx[c]   += sum over the m outputs o of c of the same correlation
@@ -25,8 +29,9 @@
  *
  * with c = o / m. Work is cut into at most PARTS fixed parts, each with its
  * own slice of the workspace; a unit is one (image, output channel) plane
- * forward, one (image, input channel) plane for the data gradient and one
- * output channel (all images in order) for the filter gradient. No unit's
+ * forward, one (image, input channel) plane for the data gradient (dx
+ * written or added to) and one output channel (all images in order; a part
+ * walks its channels image after image) for the filter gradient. No unit's
  * sums depend on how the units are cut, so the bits are the same at any
  * thread count. For bf16/f16 compute the operands are rounded through
  * that type as they are copied (a product of two rounded values is exact
@@ -106,8 +111,9 @@ static dw_geom geom_of(const dl_conv_desc *d)
     g.rsp = (g.rs + TAPS_A_PASS - 1) / TAPS_A_PASS * TAPS_A_PASS;
     g.dyrow = (size_t)g.x.nvec * 8;
     size_t plane = g.x.plane > g.dy.plane ? g.x.plane : g.dy.plane;
+    size_t part_channels = ((size_t)d->k + PARTS - 1) / PARTS;
     g.slice = round64(plane * 4) + round64((size_t)d->p * g.dyrow * 4) + round64((size_t)g.rs * 4) +
-              round64((size_t)g.rsp * 32);
+              round64(part_channels * g.rsp * 32);
     return g;
 }
 
@@ -141,7 +147,7 @@ size_t dl_cpu_conv_dw_workspace(const dl_conv_desc *d)
 /* --- operands ------------------------------------------------------------ */
 
 /* A slice: phase planes, a dy copy, rounded weights, the filter
- * gradient's rsp vector accumulators. */
+ * gradient's rsp vector accumulators for each channel of the part. */
 typedef struct slice {
     float *plane, *dy, *w, *acc;
 } slice;
@@ -156,6 +162,7 @@ typedef struct dwtask {
     char *slices;
     size_t units;
     int nparts;
+    int set; /* data gradient: dx written, not added to */
 } dwtask;
 
 static slice slice_of(const dwtask *t, size_t part)
@@ -224,14 +231,25 @@ AVX2 static void split_run(float *ev, float *od, const float *src, int n, dl_dty
         _mm256_storeu_ps(ev + i / 2, round_vec(e, compute));
         _mm256_storeu_ps(od + i / 2, round_vec(o, compute));
     }
-    for (; i < n; i++)
-        (i & 1 ? od : ev)[i / 2] = dl_cpu_round_to(src[i], compute);
+    if (i < n) { /* the last 1 to 15 columns: ceil(left / 2) even ones, floor odd */
+        int left = n - i;
+        __m256 a = _mm256_maskload_ps(src + i, lanes(left < 8 ? left : 8));
+        __m256 b =
+            left > 8 ? _mm256_maskload_ps(src + i + 8, lanes(left - 8)) : _mm256_setzero_ps();
+        __m256 e, o;
+        dl_v_split2(a, b, &e, &o);
+        _mm256_maskstore_ps(ev + i / 2, lanes((left + 1) / 2), round_vec(e, compute));
+        if (left > 1)
+            _mm256_maskstore_ps(od + i / 2, lanes(left / 2), round_vec(o, compute));
+    }
 }
 
-/* The phase planes of plane src [g->h, g->w], rounded through compute. */
+/* The phase planes of plane src [g->h, g->w], rounded through compute:
+ * only the places of src's values are written, so the pad and the room
+ * past the rows keep the zeros of the first fill (zero_planes) from one
+ * plane to the next. */
 AVX2 static void fill_planes(float *P, const float *src, const plane_geom *g, dl_dtype compute)
 {
-    memset(P, 0, g->plane * sizeof *P);
     for (int ih = 0; ih < g->h; ih++) {
         const float *row = src + (size_t)ih * g->w;
         float *prow = P + (size_t)(ih + g->padh) * g->pitch;
@@ -252,6 +270,19 @@ AVX2 static void fill_planes(float *P, const float *src, const plane_geom *g, dl
     }
 }
 
+/* Asks for the lines of [p, p + bytes): the next unit's plane, read
+ * while this one's taps run (a plane is a few KB: the hardware's stream
+ * detection alone leaves the first lines of each to wait for memory). */
+static INLINE void prefetch_run(const void *p, size_t bytes)
+{
+    const char *c = p;
+    for (size_t at = 0; at < bytes; at += 64)
+        __builtin_prefetch(c + at);
+}
+
+/* Zeros over the phase planes of g, once per part before its fills. */
+static void zero_planes(float *P, const plane_geom *g) { memset(P, 0, g->plane * sizeof *P); }
+
 /* dy plane src [p, q] into rows of dyrow floats, zeros past q, rounded. */
 AVX2 static void copy_dy(float *dst, const float *src, const plane_geom *g, size_t dyrow,
                          dl_dtype compute)
@@ -269,49 +300,98 @@ static void round_weights(float *wr, const float *w, int rs, dl_dtype compute, i
 
 /* --- correlation of one plane (forward; data gradient at stride 1) ------- */
 
-/* NV vectors of output row orow from column v0*8 on: the sum over taps of
- * wr[t] times the plane rows at toff[t], on top of orow's values (add) or
- * of bias. */
-AVX2 static INLINE void row_vecs(float *orow, const float *base, const float *wr, const int *toff,
-                                 int rs, float bias, int add, int v0, int nv, int q)
+/* RB output rows (q floats apart in out) times NV vectors from column
+ * v0*8 on: the sum over taps of wr[t] times the plane at toff[t] (rows
+ * rstep floats apart), on top of the outputs' values (add) or of bias.
+ * RB x NV sums at once, so that the taps' chains of multiply-adds overlap
+ * (a row of one vector alone waits on each add's latency); each output's
+ * sum runs over the taps in order whatever the block. */
+AVX2 static INLINE void block_vecs(float *out, size_t q, const float *base, size_t rstep,
+                                   const float *wr, const int *toff, int rs, float bias, int add,
+                                   int v0, int RB, int NV)
 {
-    __m256 acc[ROW_VECS];
+    __m256 acc[8][4];
+#pragma GCC unroll 8
+    for (int i = 0; i < RB; i++)
 #pragma GCC unroll 4
-    for (int j = 0; j < nv; j++) {
-        int col = (v0 + j) * 8;
-        acc[j] = !add           ? _mm256_set1_ps(bias)
-                 : col + 8 <= q ? _mm256_loadu_ps(orow + col)
-                                : _mm256_maskload_ps(orow + col, lanes(q - col));
-    }
+        for (int j = 0; j < NV; j++) {
+            int col = (v0 + j) * 8;
+            const float *o = out + i * q + col;
+            acc[i][j] = !add                ? _mm256_set1_ps(bias)
+                        : col + 8 <= (int)q ? _mm256_loadu_ps(o)
+                                            : _mm256_maskload_ps(o, lanes((int)q - col));
+        }
     const float *b = base + (size_t)v0 * 8;
     for (int t = 0; t < rs; t++) {
         __m256 wv = _mm256_broadcast_ss(wr + t);
+        const float *bt = b + toff[t];
+#pragma GCC unroll 8
+        for (int i = 0; i < RB; i++)
 #pragma GCC unroll 4
-        for (int j = 0; j < nv; j++)
-            acc[j] = _mm256_fmadd_ps(wv, _mm256_loadu_ps(b + toff[t] + j * 8), acc[j]);
+            for (int j = 0; j < NV; j++)
+                acc[i][j] = _mm256_fmadd_ps(wv, _mm256_loadu_ps(bt + i * rstep + j * 8), acc[i][j]);
     }
+#pragma GCC unroll 8
+    for (int i = 0; i < RB; i++)
 #pragma GCC unroll 4
-    for (int j = 0; j < nv; j++) {
-        int col = (v0 + j) * 8;
-        if (col + 8 <= q)
-            _mm256_storeu_ps(orow + col, acc[j]);
-        else
-            _mm256_maskstore_ps(orow + col, lanes(q - col), acc[j]);
-    }
+        for (int j = 0; j < NV; j++) {
+            int col = (v0 + j) * 8;
+            float *o = out + i * q + col;
+            if (col + 8 <= (int)q)
+                _mm256_storeu_ps(o, acc[i][j]);
+            else
+                _mm256_maskstore_ps(o, lanes((int)q - col), acc[i][j]);
+        }
 }
 
-/* out plane [p, q] (=, plus bias, or += with add) from the phase planes P. */
+/* Rows [oh, oh + rows) of the output, rows <= 8 / nv, in vectors v0 ..
+ * v0 + nv (nv 1, 2 or 4): block_vecs with both counts constant. */
+AVX2 static void rows_vecs(float *out, const float *P, const float *wr, const int *toff,
+                           const plane_geom *g, int rs, float bias, int add, int oh, int rows,
+                           int v0, int nv)
+{
+    size_t rstep = (size_t)g->st * g->pitch, q = (size_t)g->q;
+    float *o = out + (size_t)oh * q;
+    const float *base = P + (size_t)oh * rstep;
+#define BV(RB, NV) block_vecs(o, q, base, rstep, wr, toff, rs, bias, add, v0, RB, NV)
+    if (nv == 1) {
+        switch (rows) {
+        case 1: BV(1, 1); break;
+        case 2: BV(2, 1); break;
+        case 3: BV(3, 1); break;
+        case 4: BV(4, 1); break;
+        case 5: BV(5, 1); break;
+        case 6: BV(6, 1); break;
+        case 7: BV(7, 1); break;
+        default: BV(8, 1); break;
+        }
+    } else if (nv == 2) {
+        switch (rows) {
+        case 1: BV(1, 2); break;
+        case 2: BV(2, 2); break;
+        case 3: BV(3, 2); break;
+        default: BV(4, 2); break;
+        }
+    } else {
+        if (rows == 1)
+            BV(1, 4);
+        else
+            BV(2, 4);
+    }
+#undef BV
+}
+
+/* out plane [p, q] (=, plus bias, or += with add) from the phase planes P:
+ * blocks of 8 sums (8 rows of one vector, 4 rows of two, 2 rows of four). */
 AVX2 static void corr_plane(float *out, const float *P, const float *wr, const int *toff,
                             const plane_geom *g, int rs, float bias, int add)
 {
-    for (int oh = 0; oh < g->p; oh++) {
-        const float *base = P + (size_t)oh * g->st * g->pitch;
-        float *orow = out + (size_t)oh * g->q;
-        int v = 0;
-        for (; v + ROW_VECS <= g->nvec; v += ROW_VECS)
-            row_vecs(orow, base, wr, toff, rs, bias, add, v, ROW_VECS, g->q);
-        for (; v < g->nvec; v++)
-            row_vecs(orow, base, wr, toff, rs, bias, add, v, 1, g->q);
+    int v = 0;
+    for (; v < g->nvec; v += g->nvec - v >= 4 ? 4 : g->nvec - v >= 2 ? 2 : 1) {
+        int nv = g->nvec - v >= 4 ? 4 : g->nvec - v >= 2 ? 2 : 1, rb = 8 / nv;
+        for (int oh = 0; oh < g->p; oh += rb)
+            rows_vecs(out, P, wr, toff, g, rs, bias, add, oh, g->p - oh < rb ? g->p - oh : rb, v,
+                      nv);
     }
 }
 
@@ -330,11 +410,15 @@ static void fwd_task(void *arg, size_t begin, size_t end)
         slice sl = slice_of(t, part);
         size_t u0, u1, filled = SIZE_MAX; /* the (image, channel) plane sl.plane holds */
         part_range(t, part, &u0, &u1);
+        zero_planes(sl.plane, &g->x);
         for (size_t u = u0; u < u1; u++) { /* u = (image, output channel) */
             size_t i = u / (size_t)d->k, o = u % (size_t)d->k;
             size_t src = i * (size_t)d->c + o / (size_t)g->m;
             if (src != filled) {
-                fill_planes(sl.plane, t->x + src * (size_t)d->h * d->w, &g->x, t->compute);
+                size_t hw = (size_t)d->h * d->w;
+                fill_planes(sl.plane, t->x + src * hw, &g->x, t->compute);
+                if (u + 1 < u1)
+                    prefetch_run(t->x + (src + 1) * hw, hw * sizeof(float));
                 filled = src;
             }
             round_weights(sl.w, t->w + o * (size_t)g->rs, g->rs, t->compute, 0);
@@ -366,23 +450,43 @@ AVX2 static void scatter_plane(float *D, const float *dyc, const float *wr, cons
     }
 }
 
-/* Stride 2: dst[2i] += ev[i], dst[2i + 1] += od[i] for i < n/2 (split_run's adjoint). */
-AVX2 static void merge_add(float *dst, const float *ev, const float *od, int n)
+/* Stride 2: dst[2i] += ev[i], dst[2i + 1] += od[i] for i < n/2
+ * (split_run's adjoint); = instead of += when set. */
+AVX2 static void merge_add(float *dst, const float *ev, const float *od, int n, int set)
 {
     int i = 0;
     for (; i + 16 <= n; i += 16) {
         __m256 a, b;
         dl_v_zip2(_mm256_loadu_ps(ev + i / 2), _mm256_loadu_ps(od + i / 2), &a, &b);
-        _mm256_storeu_ps(dst + i, _mm256_add_ps(_mm256_loadu_ps(dst + i), a));
-        _mm256_storeu_ps(dst + i + 8, _mm256_add_ps(_mm256_loadu_ps(dst + i + 8), b));
+        if (!set) {
+            a = _mm256_add_ps(_mm256_loadu_ps(dst + i), a);
+            b = _mm256_add_ps(_mm256_loadu_ps(dst + i + 8), b);
+        }
+        _mm256_storeu_ps(dst + i, a);
+        _mm256_storeu_ps(dst + i + 8, b);
     }
-    for (; i < n; i++)
-        dst[i] += (i & 1 ? od : ev)[i / 2];
+    if (i < n) { /* the last 1 to 15 columns */
+        int left = n - i;
+        __m256 e = _mm256_maskload_ps(ev + i / 2, lanes((left + 1) / 2));
+        __m256 o = left > 1 ? _mm256_maskload_ps(od + i / 2, lanes(left / 2)) : _mm256_setzero_ps();
+        __m256 a, b;
+        dl_v_zip2(e, o, &a, &b);
+        __m256i m0 = lanes(left < 8 ? left : 8);
+        if (!set)
+            a = _mm256_add_ps(_mm256_maskload_ps(dst + i, m0), a);
+        _mm256_maskstore_ps(dst + i, m0, a);
+        if (left > 8) {
+            __m256i m1 = lanes(left - 8);
+            if (!set)
+                b = _mm256_add_ps(_mm256_maskload_ps(dst + i + 8, m1), b);
+            _mm256_maskstore_ps(dst + i + 8, m1, b);
+        }
+    }
 }
 
 /* dx plane [h, w] += D's rows and columns that are not pad (fill_planes'
- * adjoint). */
-AVX2 static void add_unpadded(float *dx, const float *D, const plane_geom *g)
+ * adjoint); = when set. */
+AVX2 static void add_unpadded(float *dx, const float *D, const plane_geom *g, int set)
 {
     for (int ih = 0; ih < g->h; ih++) {
         float *xr = dx + (size_t)ih * g->w;
@@ -390,12 +494,13 @@ AVX2 static void add_unpadded(float *dx, const float *D, const plane_geom *g)
         if (g->st == 2) {
             int f = g->padw & 1;
             merge_add(xr, drow + (size_t)f * g->phase + g->padw / 2,
-                      drow + (size_t)(f ^ 1) * g->phase + (g->padw + 1) / 2, g->w);
+                      drow + (size_t)(f ^ 1) * g->phase + (g->padw + 1) / 2, g->w, set);
             continue;
         }
         for (int iw = 0; iw < g->w; iw++) {
             int pc = iw + g->padw;
-            xr[iw] += drow[(size_t)(pc % g->st) * g->phase + pc / g->st];
+            float v = drow[(size_t)(pc % g->st) * g->phase + pc / g->st];
+            xr[iw] = set ? v : xr[iw] + v;
         }
     }
 }
@@ -410,6 +515,8 @@ static void data_task(void *arg, size_t begin, size_t end)
         slice sl = slice_of(t, part);
         size_t u0, u1;
         part_range(t, part, &u0, &u1);
+        if (g->gather)
+            zero_planes(sl.plane, &g->dy);
         for (size_t u = u0; u < u1; u++) { /* u = (image, input channel) */
             size_t i = u / (size_t)d->c, c = u % (size_t)d->c;
             if (!g->gather)
@@ -418,16 +525,18 @@ static void data_task(void *arg, size_t begin, size_t end)
                 size_t o = c * (size_t)g->m + (size_t)j;
                 const float *dyo = t->dy + (i * (size_t)d->k + o) * pq;
                 round_weights(sl.w, t->w + o * (size_t)g->rs, g->rs, t->compute, g->gather);
+                prefetch_run(dyo + pq, pq * sizeof(float));
                 if (g->gather) {
                     fill_planes(sl.plane, dyo, &g->dy, t->compute);
-                    corr_plane(t->dx + u * hw, sl.plane, sl.w, t->toff_dy, &g->dy, g->rs, 0, 1);
+                    corr_plane(t->dx + u * hw, sl.plane, sl.w, t->toff_dy, &g->dy, g->rs, 0,
+                               !t->set || j > 0);
                     continue;
                 }
                 copy_dy(sl.dy, dyo, &g->x, g->dyrow, t->compute);
                 scatter_plane(sl.plane, sl.dy, sl.w, t->toff, &g->x, g->dyrow);
             }
             if (!g->gather)
-                add_unpadded(t->dx + u * hw, sl.plane, &g->x);
+                add_unpadded(t->dx + u * hw, sl.plane, &g->x, t->set);
         }
     }
 }
@@ -476,6 +585,10 @@ AVX2 static float lane_sum(__m256 v)
     return _mm_cvtss_f32(s);
 }
 
+/* A part's output channels [o0, o1), image after image (the planes of
+ * an image's channels lie end to end: one stream through x and dy rather
+ * than a jump of a whole image per plane); each channel's sums still run
+ * over the images in order, so the bits are those of any cut. */
 AVX2 static void filter_task(void *arg, size_t begin, size_t end)
 {
     const dwtask *t = arg;
@@ -485,20 +598,28 @@ AVX2 static void filter_task(void *arg, size_t begin, size_t end)
     for (size_t part = begin; part < end; part++) {
         slice sl = slice_of(t, part);
         __m256 *acc = (__m256 *)sl.acc;
-        size_t u0, u1;
-        part_range(t, part, &u0, &u1);
-        for (size_t o = u0; o < u1; o++) { /* o: output channel, over every image */
-            size_t c = o / (size_t)g->m;
-            for (int j = 0; j < g->rsp; j++)
-                acc[j] = _mm256_setzero_ps();
-            for (int i = 0; i < d->n; i++) {
-                fill_planes(sl.plane, t->x + ((size_t)i * d->c + c) * hw, &g->x, t->compute);
-                copy_dy(sl.dy, t->dy + ((size_t)i * d->k + o) * pq, &g->x, g->dyrow, t->compute);
-                filter_plane(acc, sl.plane, sl.dy, t->toff, g);
+        size_t o0, o1, filled = SIZE_MAX;
+        part_range(t, part, &o0, &o1);
+        for (size_t j = 0; j < (o1 - o0) * (size_t)g->rsp; j++)
+            acc[j] = _mm256_setzero_ps();
+        zero_planes(sl.plane, &g->x);
+        for (int i = 0; i < d->n; i++)
+            for (size_t o = o0; o < o1; o++) {
+                size_t src = (size_t)i * d->c + o / (size_t)g->m;
+                if (src != filled) {
+                    fill_planes(sl.plane, t->x + src * hw, &g->x, t->compute);
+                    prefetch_run(t->x + (src + 1) * hw, hw * sizeof(float));
+                    filled = src;
+                }
+                const float *dyo = t->dy + ((size_t)i * d->k + o) * pq;
+                copy_dy(sl.dy, dyo, &g->x, g->dyrow, t->compute);
+                prefetch_run(dyo + pq, pq * sizeof(float));
+                filter_plane(acc + (o - o0) * (size_t)g->rsp, sl.plane, sl.dy, t->toff, g);
             }
+        for (size_t o = o0; o < o1; o++) {
             float *dwo = t->dw + o * (size_t)g->rs;
             for (int j = 0; j < g->rs; j++)
-                dwo[j] += lane_sum(acc[j]);
+                dwo[j] += lane_sum(acc[(o - o0) * (size_t)g->rsp + (size_t)j]);
         }
     }
 }
@@ -560,9 +681,10 @@ int dl_cpu_conv_dw_forward(dl_backend *be, const dl_conv_desc *d, float *y, cons
 }
 
 int dl_cpu_conv_dw_backward_data(dl_backend *be, const dl_conv_desc *d, float *dx, const float *dy,
-                                 const float *w, void *ws, dl_dtype compute)
+                                 const float *w, void *ws, dl_dtype compute, int set)
 {
     dwtask t = task_of(d, compute, ws, (size_t)d->n * d->c);
+    t.set = set;
     t.dy = dy;
     t.w = w;
     t.dx = dx;

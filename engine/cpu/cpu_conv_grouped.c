@@ -306,13 +306,16 @@ int dl_cpu_conv_grouped_forward(dl_backend *be, const dl_conv_desc *d, float *y,
     return DL_OK;
 }
 
-/* dx [n, c, h, w] += grouped conv_transpose(dy, w). */
+/* dx [n, c, h, w] += grouped conv_transpose(dy, w), or = when set. */
 int dl_cpu_conv_grouped_backward_data(dl_backend *be, const dl_conv_desc *d, float *dx,
-                                      const float *dy, const float *w, void *ws, dl_dtype compute)
+                                      const float *dy, const float *w, void *ws, dl_dtype compute,
+                                      int set)
 {
     DL_TRY(dl_cpu_conv_grouped_check(d, compute, "conv_backward_data"));
     if (dl_cpu_conv_dw_fits(d, compute))
-        return dl_cpu_conv_dw_backward_data(be, d, dx, dy, w, ws, compute);
+        return dl_cpu_conv_dw_backward_data(be, d, dx, dy, w, ws, compute, set);
+    if (set)
+        memset(dx, 0, (size_t)d->n * d->c * d->h * d->w * sizeof(float));
     gtask t = task_of(d, compute, (size_t)d->n * dl_conv_groups(d));
     t.w = carve(&t, ws, w);
     t.dy = dy;

@@ -137,6 +137,12 @@ static void sgemm_one(int trans_a, int trans_b, int m, int n, int k, float alpha
 
 const char *dl_cpu_sgemm_name(void) { return sgemm_dnnl() ? "oneDNN" : "OpenBLAS"; }
 
+void dl_cpu_sgemm_here(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a,
+                       int lda, const float *b, int ldb, float beta, float *c, int ldc)
+{
+    sgemm_one(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
 /* Products below this many FLOPs run whole on the calling thread: a job on
  * the pool costs a few microseconds, and a split of a product under ~8
  * MFLOP (the tiny MLP's) measured slower than running it whole. */
