@@ -655,6 +655,8 @@ static void conv_threads_case(dl_conv_desc d, dl_dtype compute);
 static void test_conv_threads(void)
 {
     conv_threads_case(conv_desc(19, 16, 12, 12, 24, 3, 3, 1, 1), DL_F32);
+    /* dilated, dense: oneDNN's chunks */
+    conv_threads_case(conv_desc_gd(19, 16, 12, 12, 24, 3, 3, 1, 2, 1, 2), DL_F32);
     /* the 1x1 kernels: images split by part, dw summed per chunk */
     conv_threads_case(conv_desc(37, 16, 13, 13, 24, 1, 1, 2, 0), DL_F32);
     conv_threads_case(conv_desc(37, 32, 7, 7, 64, 1, 1, 1, 0), DL_F32);
@@ -784,6 +786,41 @@ static void test_conv_grouped(void)
     CHECK(strstr(dl_error_message(), "divisible") != NULL);
     d = conv_desc_gd(1, 2, 5, 5, 2, 3, 3, 1, 0, 2, 3);
     CHECK(dl_cpu_conv_backward_data(cpu(), &d, buf, buf, buf, buf, DL_F32) == DL_ESHAPE);
+}
+
+/* Dense dilated convolutions from 8 input channels: oneDNN where the
+ * build has it (its kernels dilate in place), the grouped path otherwise
+ * and with DLBENCH_CONV=own, both against the double reference: "same"
+ * padding at dilation 2, stride 2 at dilation 3, a rectangular kernel,
+ * f32 and bf16 (oneDNN) and f16 (always the grouped path). */
+static void test_conv_dilated(void)
+{
+    static const int cases[][11] = {
+        /* n, c, h, w, k, r, s, stride, pad, groups, dilation */
+        {3, 16, 12, 11, 24, 3, 3, 1, 2, 1, 2},
+        {2, 8, 13, 13, 8, 3, 3, 2, 3, 1, 3},
+        {2, 12, 9, 14, 16, 3, 5, 1, 2, 1, 2},
+    };
+    for (int own = 0; own < 2; own++) {
+        if (own)
+            setenv("DLBENCH_CONV", "own", 1);
+        for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+            const int *c = cases[i];
+            dl_conv_desc d =
+                conv_desc_gd(c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7], c[8], c[9], c[10]);
+            conv_case(&d, DL_F32, (int)(i & 1));
+            conv_case(&d, DL_BF16, 1);
+            conv_case(&d, DL_F16, 0);
+        }
+        char buf[256];
+        dl_conv_desc d = conv_desc_gd(3, 16, 12, 11, 24, 3, 3, 1, 2, 1, 2);
+        CHECK_OK(dl_cpu_conv_algo(cpu(), &d, DL_F32, buf, sizeof buf));
+        if (own)
+            CHECK_MSG(strstr(buf, "grouped") != NULL, "algo (own): %s", buf);
+        else if (!strstr(buf, "oneDNN"))
+            printf("  (no oneDNN in this build: %s)\n", buf);
+        unsetenv("DLBENCH_CONV");
+    }
 }
 
 /* The depthwise kernels (cpu_conv_depthwise.c: groups = input channels)
@@ -2318,6 +2355,7 @@ int main(void)
     RUN(test_conv_1x1);
     RUN(test_conv_grouped);
     RUN(test_conv_depthwise);
+    RUN(test_conv_dilated);
     RUN(test_conv_winograd);
     RUN(test_conv_sparse_dy);
     RUN(test_conv_fd);
