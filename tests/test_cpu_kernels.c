@@ -655,7 +655,8 @@ static void conv_threads_case(dl_conv_desc d, dl_dtype compute);
 static void test_conv_threads(void)
 {
     conv_threads_case(conv_desc(19, 16, 12, 12, 24, 3, 3, 1, 1), DL_F32);
-    /* dilated, dense: oneDNN's chunks */
+    /* dilated, dense, and grouped: oneDNN's chunks */
+    conv_threads_case(conv_desc_gd(19, 32, 9, 9, 32, 3, 3, 1, 1, 8, 1), DL_F32);
     conv_threads_case(conv_desc_gd(19, 16, 12, 12, 24, 3, 3, 1, 2, 1, 2), DL_F32);
     /* the 1x1 kernels: images split by part, dw summed per chunk */
     conv_threads_case(conv_desc(37, 16, 13, 13, 24, 1, 1, 2, 0), DL_F32);
@@ -760,9 +761,11 @@ static void test_conv_bf16_kernels(void)
     CHECK_MSG(strstr(buf, "vdpbf16ps") == NULL, "algo (f32): %s", buf);
 }
 
-/* Grouped, depthwise and dilated convolutions (cpu_conv_grouped.c)
- * against the same double reference, in f32, bf16 and f16; more
- * (image, group) pairs than the path's 16 parts. */
+/* Grouped, depthwise and dilated convolutions against the same double
+ * reference, in f32, bf16 and f16, by default (oneDNN from 8 channels
+ * where the build has it) and with DLBENCH_CONV=own (cpu_conv_grouped.c;
+ * more (image, group) pairs than its 16 parts): groups of 1 to 8
+ * channels, with and without a channel multiplier. */
 static void test_conv_grouped(void)
 {
     static const int cases[][11] = {
@@ -771,13 +774,27 @@ static void test_conv_grouped(void)
         {2, 3, 6, 6, 6, 3, 3, 1, 1, 3, 1},   {1, 3, 9, 8, 6, 3, 3, 1, 2, 3, 2},
         {2, 4, 10, 9, 5, 3, 2, 1, 2, 1, 2},  {5, 8, 5, 5, 8, 1, 1, 1, 0, 8, 1},
         {9, 16, 6, 6, 32, 3, 3, 2, 1, 4, 1}, {2, 16, 12, 12, 16, 5, 5, 1, 2, 16, 1},
+        {3, 64, 7, 7, 64, 3, 3, 1, 1, 8, 1}, {2, 32, 9, 8, 64, 3, 3, 1, 1, 16, 1},
+        {2, 24, 8, 8, 48, 1, 1, 1, 0, 3, 1}, {2, 16, 10, 10, 16, 3, 3, 2, 2, 2, 2},
     };
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        const int *c = cases[i];
-        dl_conv_desc d =
-            conv_desc_gd(c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7], c[8], c[9], c[10]);
-        conv_case(&d, DL_F32, (int)(i & 1));
-        conv_case(&d, i % 2 ? DL_BF16 : DL_F16, 1);
+    for (int own = 0; own < 2; own++) {
+        if (own)
+            setenv("DLBENCH_CONV", "own", 1);
+        for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+            const int *c = cases[i];
+            dl_conv_desc d =
+                conv_desc_gd(c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7], c[8], c[9], c[10]);
+            conv_case(&d, DL_F32, (int)(i & 1));
+            conv_case(&d, i % 2 ? DL_BF16 : DL_F16, 1);
+        }
+        char buf[256];
+        dl_conv_desc d = conv_desc_gd(3, 64, 7, 7, 64, 3, 3, 1, 1, 8, 1);
+        CHECK_OK(dl_cpu_conv_algo(cpu(), &d, DL_F32, buf, sizeof buf));
+        if (own)
+            CHECK_MSG(strstr(buf, "grouped im2col") != NULL, "algo (own): %s", buf);
+        else if (!strstr(buf, "oneDNN"))
+            printf("  (no oneDNN in this build: %s)\n", buf);
+        unsetenv("DLBENCH_CONV");
     }
     /* channels not divisible by the groups, dilation that leaves no output */
     float buf[256] = {0};
@@ -856,10 +873,11 @@ static void test_conv_depthwise(void)
     dl_conv_desc d = conv_desc_gd(2, 8, 12, 12, 8, 3, 3, 1, 1, 8, 1);
     CHECK_OK(dl_cpu_conv_algo(cpu(), &d, DL_F32, buf, sizeof buf));
     CHECK_MSG(strstr(buf, "depthwise") != NULL, "algo: %s", buf);
-    /* grouped with two channels a group stays with the per-group products */
+    /* grouped with two channels a group is not depthwise: oneDNN or the
+     * per-group products */
     d = conv_desc_gd(2, 8, 12, 12, 8, 3, 3, 1, 1, 4, 1);
     CHECK_OK(dl_cpu_conv_algo(cpu(), &d, DL_F32, buf, sizeof buf));
-    CHECK_MSG(strstr(buf, "grouped im2col") != NULL, "algo: %s", buf);
+    CHECK_MSG(strstr(buf, "depthwise") == NULL, "algo: %s", buf);
 }
 
 /* The sparse-dy backward (f32, channels a multiple of 16) against the

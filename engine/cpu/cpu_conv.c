@@ -94,17 +94,22 @@ static int is_grouped(const dl_conv_desc *d)
     return d->groups > 1 || d->dilation > 1 || d->groups < 0 || d->dilation < 0;
 }
 
-/* A dense dilated convolution (one group) goes to oneDNN where it takes
- * d: its kernels dilate in place, where the grouped path unfolds the
- * whole input per group (a 3x3 layer at 32 channels, 28x28, dilation 2:
- * 42 GFLOP/s there, about 170 for the same layer undilated in oneDNN).
- * Direction and operands as dl_cpu_dnnl_conv; 1 done, 0 for the grouped
- * path, < 0 an error. */
-static int dilated_dnnl(dl_backend *be, int dir, const dl_conv_desc *d, dl_dtype compute,
+/* A grouped or dilated convolution that the depthwise kernels do not take
+ * goes to oneDNN where it takes d (from 8 input channels): its kernels
+ * handle groups and dilation in place, where the grouped path unfolds
+ * each group's input and runs one small product per (image, group). In
+ * the probes of the round (dlbench profile, 1 thread, batch 32): a 3x3
+ * layer at 32 channels dilated by 2 on 28x28 ran at 42 GFLOP/s there
+ * against 182 in oneDNN; 3x3 layers of 64 and 128 channels in 8 groups at
+ * 17 and 28 against 67 and 150, in 32 groups (2 and 4 channels each) at
+ * 3.7 and 6.9 against 6.1 and 22; bf16 alike. Direction and operands as
+ * dl_cpu_dnnl_conv; 1 done, 0 for the grouped path, < 0 an error. */
+static int grouped_dnnl(dl_backend *be, int dir, const dl_conv_desc *d, dl_dtype compute,
                         float *out, const float *in, const float *in2, const float *w,
                         const float *b, const char *op)
 {
-    if (d->groups > 1 || d->groups < 0 || d->dilation <= 1 || !dl_cpu_dnnl_conv_wanted(d, compute))
+    if (d->groups < 0 || (d->groups <= 1 && d->dilation <= 1) || dl_cpu_conv_dw_fits(d, compute) ||
+        !dl_cpu_dnnl_conv_wanted(d, compute))
         return 0;
     DL_TRY(dl_cpu_conv_grouped_check(d, compute, op));
     return dl_cpu_dnnl_conv(be, dir, d, compute, out, NULL, in, in2, w, b);
@@ -164,7 +169,7 @@ int dl_cpu_conv_algo(dl_backend *be, const dl_conv_desc *d, dl_dtype compute, ch
                      size_t size)
 {
     if (is_grouped(d)) {
-        if (d->groups <= 1 && d->dilation > 1 && dl_cpu_dnnl_conv_wanted(d, compute) &&
+        if (!dl_cpu_conv_dw_fits(d, compute) && dl_cpu_dnnl_conv_wanted(d, compute) &&
             dl_cpu_conv_grouped_check(d, compute, "conv_algo") == DL_OK &&
             dl_cpu_dnnl_conv_describe(be, d, compute, buf, size))
             return DL_OK;
@@ -1023,7 +1028,7 @@ int dl_cpu_conv_forward(dl_backend *be, const dl_conv_desc *d, float *y, const f
                         const float *w, const float *b, void *ws, dl_dtype compute)
 {
     if (is_grouped(d)) {
-        int done = dilated_dnnl(be, 0, d, compute, y, x, NULL, w, b, "conv_forward");
+        int done = grouped_dnnl(be, 0, d, compute, y, x, NULL, w, b, "conv_forward");
         if (done)
             return done < 0 ? done : DL_OK;
         return dl_cpu_conv_grouped_forward(be, d, y, x, w, b, ws, compute);
@@ -1072,7 +1077,7 @@ static int backward_data(dl_backend *be, const dl_conv_desc *d, float *dx, const
     size_t dx_bytes = (size_t)d->n * d->c * d->h * d->w * sizeof(float);
     if (is_grouped(d)) {
         int done =
-            dilated_dnnl(be, set ? 3 : 1, d, compute, dx, dy, NULL, w, NULL, "conv_backward_data");
+            grouped_dnnl(be, set ? 3 : 1, d, compute, dx, dy, NULL, w, NULL, "conv_backward_data");
         if (done)
             return done < 0 ? done : DL_OK;
         return dl_cpu_conv_grouped_backward_data(be, d, dx, dy, w, ws, compute, set);
@@ -1159,11 +1164,11 @@ static void db_task_fn(void *arg, size_t begin, size_t end)
 int dl_cpu_conv_backward_filter(dl_backend *be, const dl_conv_desc *d, float *dw, float *db,
                                 const float *dy, const float *x, void *ws, dl_dtype compute)
 {
-    /* the own bf16 kernel's or oneDNN's dw (dilated: oneDNN's or the
-     * grouped path's); db as below, summed in double */
+    /* the own bf16 kernel's or oneDNN's dw (grouped or dilated: oneDNN's
+     * or the grouped path's); db as below, summed in double */
     int done = 0;
     if (is_grouped(d)) {
-        done = dilated_dnnl(be, 2, d, compute, dw, x, dy, NULL, NULL, "conv_backward_filter");
+        done = grouped_dnnl(be, 2, d, compute, dw, x, dy, NULL, NULL, "conv_backward_filter");
         if (!done)
             return dl_cpu_conv_grouped_backward_filter(be, d, dw, db, dy, x, ws, compute);
     } else {

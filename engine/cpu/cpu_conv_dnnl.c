@@ -148,8 +148,16 @@ static int plain_mds(const dl_conv_desc *d, int nb, dnnl_memory_desc_t *x, dnnl_
 {
     dnnl_dims_t dx = {nb, d->c, d->h, d->w}, dw = {d->k, d->c, d->r, d->s};
     dnnl_dims_t dy = {nb, d->k, d->p, d->q};
+    int g = dl_conv_groups(d);
     DN(dnnl_memory_desc_init_by_tag(x, 4, dx, types[0], act));
-    DN(dnnl_memory_desc_init_by_tag(w, 4, dw, types[1], wt));
+    if (g > 1) {
+        /* w [k, c/g, r, s] is [g, k/g, c/g, r, s] in oneDNN's terms */
+        dnnl_dims_t dwg = {g, d->k / g, d->c / g, d->r, d->s};
+        DN(dnnl_memory_desc_init_by_tag(w, 5, dwg, types[1],
+                                        wt == dnnl_format_tag_any ? wt : dnnl_goihw));
+    } else {
+        DN(dnnl_memory_desc_init_by_tag(w, 4, dw, types[1], wt));
+    }
     DN(dnnl_memory_desc_init_by_tag(y, 4, dy, types[2], act));
     return 0;
 }
@@ -503,7 +511,7 @@ int dl_cpu_dnnl_conv_wanted(const dl_conv_desc *d, dl_dtype compute)
     /* below 8 input channels (a stem on grey or RGB images) oneDNN's
      * kernels for the plain layout are slower than the own direct ones:
      * bench_conv's first row */
-    return mode && (compute == DL_F32 || compute == DL_BF16) && dl_conv_groups(d) == 1 &&
+    return mode && (compute == DL_F32 || compute == DL_BF16) && dl_conv_groups(d) >= 1 &&
            d->n > 0 && d->c >= 8;
 }
 

@@ -1,8 +1,9 @@
 /* cpu_conv_grouped.c - grouped, depthwise and dilated convolution on the CPU (per-group im2col + GEMM)
  *
- * cpu_conv.c hands every descriptor with groups > 1 or dilation > 1 here;
- * depthwise ones (groups = input channels) go on to cpu_conv_depthwise.c
- * where it takes them.
+ * cpu_conv.c hands every descriptor with groups > 1 or dilation > 1 here
+ * that oneDNN does not take (its kernels run them from 8 input channels,
+ * f32 and bf16; cpu_conv.c's grouped_dnnl); depthwise ones (groups =
+ * input channels) go on to cpu_conv_depthwise.c where it takes them.
  * With cg = c/groups input and kg = k/groups output channels per group, one
  * (image i, group g) pair is one small product:
  *   col [cg*r*s, pq]      unfold of x[i, g*cg .. (g+1)*cg) (dilated taps)
