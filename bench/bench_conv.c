@@ -9,6 +9,8 @@
  * operands in memory rather than in cache, as a model's layers find them, and with BENCH_CONV_VS=dnnl to
  * time the default choice and oneDNN's alternately in the same process, with their ratio; with
  * BENCH_CONV_VS=wino, oneDNN's Winograd kernels against its direct ones (DLBENCH_CONV_WINO=1, =0).
+ * BENCH_CONV_VS=lanes, the depthwise kernels with channels in lanes against those on planes
+ * (DLBENCH_DW_LANES=1, =0).
  *
  * usage: bench_conv [threads] [f32|bf16] [only]   (default 1 thread, f32 compute;
  *        only: run just the shapes whose name contains it)
@@ -62,6 +64,11 @@ static const shape shapes[] = {
     {"dw 128 16x16", 64, 128, 16, 128, 3, 1, 1, 128},
     {"dw 256 8x8", 64, 256, 8, 256, 3, 1, 1, 256},
     {"dw 96 5x5 14x14", 64, 96, 14, 96, 5, 1, 2, 96},
+    /* and a MobileNet's on 28x28 (bench_models.h) */
+    {"dw 64 s2 28x28", 64, 64, 28, 64, 3, 2, 1, 64},
+    {"dw 128 14x14", 64, 128, 14, 128, 3, 1, 1, 128},
+    {"dw 128 s2 14x14", 64, 128, 14, 128, 3, 2, 1, 128},
+    {"dw 256 7x7", 64, 256, 7, 256, 3, 1, 1, 256},
 };
 
 typedef struct bufs {
@@ -169,14 +176,18 @@ int main(int argc, char **argv)
            dl_dtype_name(compute),
            cold && !strcmp(cold, "1") ? ", operands in memory (BENCH_CONV_COLD=1)" : "");
     const char *vse = getenv("BENCH_CONV_VS");
-    int wino = vse && !strcmp(vse, "wino"), vs = wino || (vse && !strcmp(vse, "dnnl"));
+    int wino = vse && !strcmp(vse, "wino"), lanes = vse && !strcmp(vse, "lanes");
+    int vs = wino || lanes || (vse && !strcmp(vse, "dnnl"));
+    /* the two settings a comparison switches between */
+    const char *var = wino ? "DLBENCH_CONV_WINO" : lanes ? "DLBENCH_DW_LANES" : NULL;
     double ceil = sgemm_rate(be, 512, 512, 512);
     printf("sgemm ceiling (512^3): %.1f GFLOP/s\n\n", ceil);
     if (vs)
         printf("  %-24s %21s %21s %21s\n  %-24s %s\n", "shape (batch 64/128)", "fwd", "bwd data",
                "bwd w", "",
-               wino ? "  (GFLOP/s: oneDNN's Winograd where it has the shape, direct, the ratio)"
-                    : "  (GFLOP/s: the default choice, oneDNN's, the ratio)");
+               wino    ? "  (GFLOP/s: oneDNN's Winograd where it has the shape, direct, the ratio)"
+               : lanes ? "  (GFLOP/s: depthwise with channels in lanes, on planes, the ratio)"
+                       : "  (GFLOP/s: the default choice, oneDNN's, the ratio)");
     else
         printf("  %-24s %9s %9s %9s %9s\n", "shape (batch 64/128)", "fwd", "bwd data", "bwd w",
                "/sgemm");
@@ -198,6 +209,15 @@ int main(int argc, char **argv)
         B.db = filled((size_t)s->k);
         B.y = filled((size_t)s->n * s->k * p * p);
         B.ws_bytes = be->ops->conv_workspace(be, &B.d, compute);
+        if (var) { /* room for either setting */
+            setenv(var, "1", 1);
+            size_t a = be->ops->conv_workspace(be, &B.d, compute);
+            setenv(var, "0", 1);
+            size_t b = be->ops->conv_workspace(be, &B.d, compute);
+            unsetenv(var);
+            B.ws_bytes = a > B.ws_bytes ? a : B.ws_bytes;
+            B.ws_bytes = b > B.ws_bytes ? b : B.ws_bytes;
+        }
         B.ws = malloc(B.ws_bytes + 64);
         double flops = 2.0 * s->n * s->k * p * p * cg * s->r * s->r, g[3];
         if (vs) {
@@ -206,13 +226,13 @@ int main(int argc, char **argv)
             double own[3] = {1e30, 1e30, 1e30}, dn[3] = {1e30, 1e30, 1e30};
             for (int round = 0; round < 2; round++)
                 for (int dir = 0; dir < 3; dir++) {
-                    if (wino)
-                        setenv("DLBENCH_CONV_WINO", "1", 1);
+                    if (var)
+                        setenv(var, "1", 1);
                     else
                         unsetenv("DLBENCH_CONV");
                     double a = best_of(&B, dir);
-                    if (wino)
-                        setenv("DLBENCH_CONV_WINO", "0", 1);
+                    if (var)
+                        setenv(var, "0", 1);
                     else
                         setenv("DLBENCH_CONV", "dnnl", 1);
                     double b = best_of(&B, dir);
@@ -220,13 +240,17 @@ int main(int argc, char **argv)
                     dn[dir] = b < dn[dir] ? b : dn[dir];
                 }
             unsetenv("DLBENCH_CONV");
-            unsetenv("DLBENCH_CONV_WINO");
+            if (var)
+                unsetenv(var);
             printf("  %-24s", s->what);
             for (int dir = 0; dir < 3; dir++)
                 printf(" %7.1f %6.1f %5.2fx", flops / own[dir] / 1e9, flops / dn[dir] / 1e9,
                        dn[dir] / own[dir]);
-            printf("\nRESULT conv%s %s %s %.2f %.2f %.2f\n", wino ? "wino" : "vs", s->what,
-                   dl_dtype_name(compute), dn[0] / own[0], dn[1] / own[1], dn[2] / own[2]);
+            printf("\nRESULT conv%s %s %s %.2f %.2f %.2f\n",
+                   wino    ? "wino"
+                   : lanes ? "lanes"
+                           : "vs",
+                   s->what, dl_dtype_name(compute), dn[0] / own[0], dn[1] / own[1], dn[2] / own[2]);
             void *all[] = {B.x, B.dx, B.w, B.dw, B.b, B.db, B.y, B.ws};
             for (size_t k = 0; k < sizeof all / sizeof *all; k++)
                 free(all[k]);

@@ -146,6 +146,10 @@ int dl_cpu_conv_grouped_backward_filter(dl_backend *be, const dl_conv_desc *d, f
  * Same contracts, on already checked descriptors; the filter gradient
  * leaves db to the caller. */
 int dl_cpu_conv_dw_fits(const dl_conv_desc *d, dl_dtype compute);
+/* Whether a descriptor that fits runs with eight channels in the lanes
+ * (no multiplier, 8 channels or more, planes up to 4096 padded pixels;
+ * DLBENCH_DW_LANES=0: never) rather than on padded planes. */
+int dl_cpu_conv_dw_lanes(const dl_conv_desc *d);
 size_t dl_cpu_conv_dw_workspace(const dl_conv_desc *d);
 int dl_cpu_conv_dw_forward(dl_backend *be, const dl_conv_desc *d, float *y, const float *x,
                            const float *w, const float *b, void *ws, dl_dtype compute);

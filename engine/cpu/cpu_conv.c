@@ -174,9 +174,10 @@ int dl_cpu_conv_algo(dl_backend *be, const dl_conv_desc *d, dl_dtype compute, ch
             dl_cpu_dnnl_conv_describe(be, d, compute, buf, size))
             return DL_OK;
         snprintf(buf, size, "%s",
-                 dl_cpu_conv_dw_fits(d, compute)
-                     ? "cpu depthwise direct kernels (AVX2) on padded planes"
-                     : "cpu grouped im2col + GEMM per group");
+                 !dl_cpu_conv_dw_fits(d, compute) ? "cpu grouped im2col + GEMM per group"
+                 : dl_cpu_conv_dw_lanes(d)
+                     ? "cpu depthwise direct kernels (AVX2), 8 channels in the lanes"
+                     : "cpu depthwise direct kernels (AVX2) on padded planes");
         return DL_OK;
     }
     DL_TRY(check_desc(d, compute, "conv_algo"));

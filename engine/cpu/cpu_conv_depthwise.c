@@ -1,4 +1,9 @@
-/* cpu_conv_depthwise.c - depthwise convolution on the CPU: direct AVX2 kernels on padded phase planes
+/* cpu_conv_depthwise.c - depthwise convolution on the CPU: direct AVX2 kernels, eight channels in the lanes or on padded phase planes
+ *
+ * Without a channel multiplier and from 8 channels, planes up to 4096
+ * padded pixels take the channels-in-lanes kernels (their section below):
+ * eight channels of a pixel in one vector. The rest, described first,
+ * run on padded planes, row vectors of one channel.
  *
  * cpu_conv_grouped.c hands over every descriptor whose groups equal its
  * input channels (one input channel per group, m = k/c output channels
@@ -39,6 +44,7 @@
  */
 #include <immintrin.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "engine/base/error.h"
@@ -135,13 +141,6 @@ int dl_cpu_conv_dw_fits(const dl_conv_desc *d, dl_dtype compute)
         return 0;
     dw_geom g = geom_of(d);
     return g.x.plane * 4 <= MAX_PLANE_BYTES && g.dy.plane * 4 <= MAX_PLANE_BYTES;
-}
-
-/* Workspace: the two tap tables, then PARTS slices. */
-size_t dl_cpu_conv_dw_workspace(const dl_conv_desc *d)
-{
-    dw_geom g = geom_of(d);
-    return 64 + 2 * round64((size_t)g.rsp * sizeof(int)) + PARTS * g.slice;
 }
 
 /* --- operands ------------------------------------------------------------ */
@@ -624,6 +623,446 @@ AVX2 static void filter_task(void *arg, size_t begin, size_t end)
     }
 }
 
+/* --- channels in lanes: short rows -------------------------------------- */
+
+/* Short rows waste most of a row vector's lanes and pay each plane's
+ * fixed costs for few outputs (a MobileNet's 14x14 and 7x7 stages ran at
+ * 5-14 GFLOP/s on the planes above). Without a channel multiplier, eight
+ * channels of an image share the eight lanes instead:
+ * a padded buffer holds each pixel's eight values ([hp][wp][8], filled by
+ * 8x8 transposes of eight pixels of the eight planes' rows), a tap of
+ * eight output pixels is eight aligned loads times the vector of the
+ * channels' weights, and the eight outputs turn back into the planes' rows
+ * by the same transpose. The last block's missing channels are zero lanes
+ * that are never stored. Units: (image, block of 8 channels) forward and
+ * data, a block over every image (in order) for the filter; each lane's
+ * sums run in the same order as the planes' (taps in order; images, then
+ * pixels), at any thread count. */
+/* Padded pixels of one block's buffer: 32 bytes each (at most 128 KB). */
+#define LANES_MAX_PIXELS 4096
+
+/* One correlation in lanes: input [h, w] padded by pad (rows and
+ * columns), kernel [r, s], output [p, q], taps st and dil apart. */
+typedef struct lane_geom {
+    int h, w, pad, st, dil, r, s, p, q, hp, wp;
+    size_t floats; /* of the padded buffer, with room for reads past its end */
+} lane_geom;
+
+static lane_geom lane_geom_of(int h, int w, int pad, int st, int dil, int r, int s, int p, int q)
+{
+    lane_geom g = {h, w, pad, st, dil, r, s, p, q, h + 2 * pad, w + 2 * pad, 0};
+    /* the eighth pixel of a row's last block may read 8 st columns past it */
+    g.floats = ((size_t)g.hp * g.wp + 8u * st + 8) * 8;
+    return g;
+}
+
+typedef struct lanes_plan {
+    int ok;            /* the lanes path takes d */
+    int blocks;        /* of 8 channels */
+    lane_geom x, dy;   /* x for forward, filter and the scatter; dy for a gathered dx */
+    int gather;        /* dx as the correlation of dy (stride 1, pad within the extent) */
+    size_t buf, dybuf; /* floats of a part's buffer and of its dy pixels (filter) */
+} lanes_plan;
+
+static lanes_plan lanes_plan_of(const dl_conv_desc *d)
+{
+    lanes_plan L = {0};
+    int dil = dl_conv_dilation(d);
+    int eh = dil * (d->r - 1), ew = dil * (d->s - 1);
+    L.x = lane_geom_of(d->h, d->w, d->pad, d->stride, dil, d->r, d->s, d->p, d->q);
+    L.gather = d->stride == 1 && d->pad <= eh && d->pad <= ew && eh == ew;
+    L.dy = L.gather ? lane_geom_of(d->p, d->q, eh - d->pad, 1, dil, d->r, d->s, d->h, d->w) : L.x;
+    L.blocks = (d->c + 7) / 8;
+    L.buf = L.x.floats > L.dy.floats ? L.x.floats : L.dy.floats;
+    L.dybuf = (size_t)d->p * d->q * 8;
+    L.ok = d->k == d->c && d->c >= 8 && d->r * d->s <= 64 &&
+           (size_t)L.x.hp * L.x.wp <= LANES_MAX_PIXELS &&
+           (size_t)L.dy.hp * L.dy.wp <= LANES_MAX_PIXELS;
+    /* DLBENCH_DW_LANES=0 keeps the planes (read per call: bench_conv's
+     * BENCH_CONV_VS=lanes switches it) */
+    const char *e = getenv("DLBENCH_DW_LANES");
+    if (e && !strcmp(e, "0"))
+        L.ok = 0;
+    return L;
+}
+
+int dl_cpu_conv_dw_lanes(const dl_conv_desc *d) { return lanes_plan_of(d).ok; }
+
+/* Bytes: the blocks' weights [blocks][rs][8], then per part the padded
+ * buffer and the dy pixels. */
+static size_t lanes_workspace(const dl_conv_desc *d, const lanes_plan *L)
+{
+    size_t w = round64((size_t)L->blocks * d->r * d->s * 8 * sizeof(float));
+    return 64 + w + PARTS * (round64(L->buf * 4) + round64(L->dybuf * 4));
+}
+
+/* The 8x8 transpose: r[i] lane j becomes r[j] lane i. */
+AVX2 static INLINE void tr8(__m256 r[8])
+{
+    __m256 t[8], u[8];
+#pragma GCC unroll 4
+    for (int i = 0; i < 4; i++) {
+        t[2 * i] = _mm256_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+        t[2 * i + 1] = _mm256_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+    }
+#pragma GCC unroll 2
+    for (int i = 0; i < 2; i++) {
+        u[4 * i] = _mm256_shuffle_ps(t[4 * i], t[4 * i + 2], 0x44);
+        u[4 * i + 1] = _mm256_shuffle_ps(t[4 * i], t[4 * i + 2], 0xEE);
+        u[4 * i + 2] = _mm256_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0x44);
+        u[4 * i + 3] = _mm256_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0xEE);
+    }
+#pragma GCC unroll 4
+    for (int i = 0; i < 4; i++) {
+        r[i] = _mm256_permute2f128_ps(u[i], u[i + 4], 0x20);
+        r[i + 4] = _mm256_permute2f128_ps(u[i], u[i + 4], 0x31);
+    }
+}
+
+/* Eight pixels from column col of row `row` of the nch planes at src
+ * (plane floats apart, rows of w): r[j] = pixel col + j's channels; n of
+ * them exist, the other lanes and channels 0. */
+AVX2 static INLINE void load_pixels(__m256 r[8], const float *src, size_t plane, int nch, int w,
+                                    int row, int col, int n)
+{
+    __m256i m = lanes(n);
+#pragma GCC unroll 8
+    for (int ch = 0; ch < 8; ch++) {
+        const float *p = src + (size_t)ch * plane + (size_t)row * w + col;
+        r[ch] = ch >= nch ? _mm256_setzero_ps()
+                : n == 8  ? _mm256_loadu_ps(p)
+                          : _mm256_maskload_ps(p, m);
+    }
+    tr8(r);
+}
+
+/* Eight pixel vectors back into the nch planes at dst: r[j] is pixel col
+ * + j, n of them stored (written, or added to when add). */
+AVX2 static INLINE void store_pixels(float *dst, size_t plane, int nch, int w, int row, int col,
+                                     int n, __m256 r[8], int add)
+{
+    tr8(r);
+    __m256i m = lanes(n);
+#pragma GCC unroll 8
+    for (int ch = 0; ch < nch; ch++) {
+        float *p = dst + (size_t)ch * plane + (size_t)row * w + col;
+        __m256 v = r[ch];
+        if (n == 8) {
+            if (add)
+                v = _mm256_add_ps(_mm256_loadu_ps(p), v);
+            _mm256_storeu_ps(p, v);
+        } else {
+            if (add)
+                v = _mm256_add_ps(_mm256_maskload_ps(p, m), v);
+            _mm256_maskstore_ps(p, m, v);
+        }
+    }
+}
+
+/* The buffer B's interior from the nch planes at src (g's input), rounded;
+ * the pad keeps the zeros of the part's first fill. */
+AVX2 static void pack_lanes(float *B, const float *src, int nch, const lane_geom *g,
+                            dl_dtype compute)
+{
+    size_t plane = (size_t)g->h * g->w;
+    for (int ih = 0; ih < g->h; ih++) {
+        float *row = B + ((size_t)(ih + g->pad) * g->wp + g->pad) * 8;
+        for (int iw = 0; iw < g->w; iw += 8) {
+            int n = g->w - iw < 8 ? g->w - iw : 8;
+            __m256 r[8];
+            load_pixels(r, src, plane, nch, g->w, ih, iw, n);
+            for (int j = 0; j < n; j++)
+                _mm256_storeu_ps(row + (size_t)(iw + j) * 8, round_vec(r[j], compute));
+        }
+    }
+}
+
+/* Tap (r, s)'s offset in floats in g's buffer. */
+static int lane_tap(const lane_geom *g, int r, int s)
+{
+    return (r * g->dil * g->wp + s * g->dil) * 8;
+}
+
+/* The nch output planes at out [p, q] (+ bias per lane, or += when add)
+ * from buffer B: the sum over taps t of W[t] times B at tap t. */
+AVX2 static void corr_lanes(float *out, int nch, const float *B, const float *W, const lane_geom *g,
+                            __m256 bias, int add)
+{
+    size_t plane = (size_t)g->p * g->q, step = (size_t)g->st * 8;
+    for (int oh = 0; oh < g->p; oh++) {
+        const float *brow = B + (size_t)oh * g->st * g->wp * 8;
+        for (int ow = 0; ow < g->q; ow += 8) {
+            int n = g->q - ow < 8 ? g->q - ow : 8;
+            __m256 acc[8];
+#pragma GCC unroll 8
+            for (int j = 0; j < 8; j++)
+                acc[j] = bias;
+            const float *b0 = brow + (size_t)ow * step;
+            for (int r = 0; r < g->r; r++)
+                for (int s = 0; s < g->s; s++) {
+                    __m256 wv = _mm256_loadu_ps(W + (size_t)(r * g->s + s) * 8);
+                    const float *bt = b0 + lane_tap(g, r, s);
+#pragma GCC unroll 8
+                    for (int j = 0; j < 8; j++)
+                        acc[j] = _mm256_fmadd_ps(wv, _mm256_loadu_ps(bt + j * step), acc[j]);
+                }
+            store_pixels(out, plane, nch, g->q, oh, ow, n, acc, add);
+        }
+    }
+}
+
+/* The weights of every block, [blocks][rs][8] (tap order reversed when
+ * turned: the data gradient's correlation), rounded; missing channels 0. */
+static void pack_lane_weights(float *W, const float *w, const dl_conv_desc *d, int blocks,
+                              dl_dtype compute, int turned)
+{
+    int rs = d->r * d->s;
+    for (int b = 0; b < blocks; b++)
+        for (int t = 0; t < rs; t++)
+#pragma GCC unroll 8
+            for (int ch = 0; ch < 8; ch++) {
+                int c = b * 8 + ch, tap = turned ? rs - 1 - t : t;
+                W[((size_t)b * rs + t) * 8 + ch] =
+                    c < d->c ? dl_cpu_round_to(w[(size_t)c * rs + tap], compute) : 0.0f;
+            }
+}
+
+typedef struct lanes_task {
+    const dl_conv_desc *d;
+    lanes_plan L;
+    dl_dtype compute;
+    const float *x, *b, *dy, *W;
+    float *y, *dx, *dw;
+    char *slices;
+    size_t units, slice;
+    int nparts, set;
+} lanes_task;
+
+static void lanes_range(const lanes_task *t, size_t part, size_t *u0, size_t *u1)
+{
+    *u0 = part * t->units / (size_t)t->nparts;
+    *u1 = (part + 1) * t->units / (size_t)t->nparts;
+}
+
+static float *lanes_buf(const lanes_task *t, size_t part)
+{
+    return (float *)(t->slices + part * t->slice);
+}
+
+AVX2 static void lanes_fwd_task(void *arg, size_t begin, size_t end)
+{
+    const lanes_task *t = arg;
+    const dl_conv_desc *d = t->d;
+    const lane_geom *g = &t->L.x;
+    size_t hw = (size_t)d->h * d->w, pq = (size_t)d->p * d->q, rs = (size_t)d->r * d->s;
+    for (size_t part = begin; part < end; part++) {
+        float *B = lanes_buf(t, part);
+        size_t u0, u1;
+        lanes_range(t, part, &u0, &u1);
+        memset(B, 0, t->L.buf * sizeof(float));
+        for (size_t u = u0; u < u1; u++) { /* (image, block) */
+            size_t i = u / (size_t)t->L.blocks, blk = u % (size_t)t->L.blocks, c0 = blk * 8;
+            int nch = d->c - (int)c0 < 8 ? d->c - (int)c0 : 8;
+            const float *xb = t->x + (i * d->c + c0) * hw;
+            /* the next unit's planes (they follow these) while this one
+             * runs: eight planes at once are eight streams, which the
+             * hardware's prefetch alone leaves waiting on memory */
+            if (u + 1 < u1)
+                prefetch_run(xb + (size_t)nch * hw, (size_t)8 * hw * sizeof(float));
+            pack_lanes(B, xb, nch, g, t->compute);
+            __m256 bias = _mm256_setzero_ps();
+            if (t->b)
+                bias = _mm256_maskload_ps(t->b + c0, lanes(nch));
+            corr_lanes(t->y + (i * d->k + c0) * pq, nch, B, t->W + blk * rs * 8, g, bias, 0);
+        }
+    }
+}
+
+/* dx at strides over 1: each dy pixel vector times each tap's weights is
+ * added into the padded buffer at the tap's place, then the interior goes
+ * back into the planes. */
+AVX2 static void scatter_lanes(float *dx, int nch, float *B, const float *dyb, const float *W,
+                               const lane_geom *g, int set, dl_dtype compute)
+{
+    size_t pq = (size_t)g->p * g->q, step = (size_t)g->st * 8;
+    memset(B, 0, (size_t)g->hp * g->wp * 8 * sizeof(float));
+    for (int oh = 0; oh < g->p; oh++) {
+        float *brow = B + (size_t)oh * g->st * g->wp * 8;
+        for (int ow = 0; ow < g->q; ow += 8) {
+            int n = g->q - ow < 8 ? g->q - ow : 8;
+            __m256 v[8];
+            load_pixels(v, dyb, pq, nch, g->q, oh, ow, n);
+            for (int j = 0; j < n; j++)
+                v[j] = round_vec(v[j], compute);
+            for (int r = 0; r < g->r; r++)
+                for (int s = 0; s < g->s; s++) {
+                    __m256 wv = _mm256_loadu_ps(W + (size_t)(r * g->s + s) * 8);
+                    float *bt = brow + (size_t)ow * step + lane_tap(g, r, s);
+                    for (int j = 0; j < n; j++) {
+                        float *p = bt + j * step;
+                        _mm256_storeu_ps(p, _mm256_fmadd_ps(wv, v[j], _mm256_loadu_ps(p)));
+                    }
+                }
+        }
+    }
+    size_t hw = (size_t)g->h * g->w;
+    for (int ih = 0; ih < g->h; ih++) {
+        const float *row = B + ((size_t)(ih + g->pad) * g->wp + g->pad) * 8;
+        for (int iw = 0; iw < g->w; iw += 8) {
+            int n = g->w - iw < 8 ? g->w - iw : 8;
+            __m256 v[8];
+            for (int j = 0; j < 8; j++)
+                v[j] = j < n ? _mm256_loadu_ps(row + (size_t)(iw + j) * 8) : _mm256_setzero_ps();
+            store_pixels(dx, hw, nch, g->w, ih, iw, n, v, !set);
+        }
+    }
+}
+
+AVX2 static void lanes_data_task(void *arg, size_t begin, size_t end)
+{
+    const lanes_task *t = arg;
+    const dl_conv_desc *d = t->d;
+    size_t hw = (size_t)d->h * d->w, pq = (size_t)d->p * d->q, rs = (size_t)d->r * d->s;
+    for (size_t part = begin; part < end; part++) {
+        float *B = lanes_buf(t, part);
+        size_t u0, u1;
+        lanes_range(t, part, &u0, &u1);
+        memset(B, 0, t->L.buf * sizeof(float));
+        for (size_t u = u0; u < u1; u++) { /* (image, block) */
+            size_t i = u / (size_t)t->L.blocks, blk = u % (size_t)t->L.blocks, c0 = blk * 8;
+            int nch = d->c - (int)c0 < 8 ? d->c - (int)c0 : 8;
+            const float *dyo = t->dy + (i * d->k + c0) * pq;
+            float *dxo = t->dx + (i * d->c + c0) * hw;
+            const float *W = t->W + blk * rs * 8;
+            if (u + 1 < u1) {
+                prefetch_run(dyo + (size_t)nch * pq, (size_t)8 * pq * sizeof(float));
+                if (!t->set)
+                    prefetch_run(dxo + (size_t)nch * hw, (size_t)8 * hw * sizeof(float));
+            }
+            if (t->L.gather) {
+                pack_lanes(B, dyo, nch, &t->L.dy, t->compute);
+                corr_lanes(dxo, nch, B, W, &t->L.dy, _mm256_setzero_ps(), !t->set);
+            } else {
+                scatter_lanes(dxo, nch, B, dyo, W, &t->L.x, t->set, t->compute);
+            }
+        }
+    }
+}
+
+/* acc[j] += dy . B at tap j over the outputs, for the nt taps from tap t0. */
+AVX2 static INLINE void filter_lanes_taps(__m256 *acc, const float *B, const float *dyb,
+                                          const lane_geom *g, int t0, int nt)
+{
+    __m256 a[9];
+    int off[9];
+    for (int j = 0; j < 9; j++) {
+        int t = t0 + (j < nt ? j : 0);
+        a[j] = acc[j];
+        off[j] = lane_tap(g, t / g->s, t % g->s);
+    }
+    size_t step = (size_t)g->st * 8;
+    for (int oh = 0; oh < g->p; oh++) {
+        const float *brow = B + (size_t)oh * g->st * g->wp * 8;
+        const float *drow = dyb + (size_t)oh * g->q * 8;
+        for (int ow = 0; ow < g->q; ow++) {
+            __m256 dv = _mm256_loadu_ps(drow + (size_t)ow * 8);
+            const float *bp = brow + (size_t)ow * step;
+#pragma GCC unroll 9
+            for (int j = 0; j < 9; j++)
+                a[j] = _mm256_fmadd_ps(dv, _mm256_loadu_ps(bp + off[j]), a[j]);
+        }
+    }
+    for (int j = 0; j < nt; j++)
+        acc[j] = a[j];
+}
+
+AVX2 static void lanes_filter_task(void *arg, size_t begin, size_t end)
+{
+    const lanes_task *t = arg;
+    const dl_conv_desc *d = t->d;
+    const lane_geom *g = &t->L.x;
+    size_t hw = (size_t)d->h * d->w, pq = (size_t)d->p * d->q;
+    int rs = d->r * d->s;
+    for (size_t part = begin; part < end; part++) {
+        float *B = lanes_buf(t, part), *dyb = B + t->L.buf;
+        size_t u0, u1;
+        lanes_range(t, part, &u0, &u1);
+        memset(B, 0, t->L.buf * sizeof(float));
+        for (size_t blk = u0; blk < u1; blk++) { /* a block, every image */
+            size_t c0 = blk * 8;
+            int nch = d->c - (int)c0 < 8 ? d->c - (int)c0 : 8;
+            __m256 acc[64 + 9]; /* rs <= 64 (lanes_plan_of), a pass reads 9 */
+            for (int j = 0; j < rs + 9; j++)
+                acc[j] = _mm256_setzero_ps();
+            for (int i = 0; i < d->n; i++) {
+                const float *xb = t->x + ((size_t)i * d->c + c0) * hw;
+                const float *dyo = t->dy + ((size_t)i * d->k + c0) * pq;
+                if (i + 1 < d->n) { /* the next image's block */
+                    prefetch_run(xb + (size_t)d->c * hw, (size_t)nch * hw * sizeof(float));
+                    prefetch_run(dyo + (size_t)d->k * pq, (size_t)nch * pq * sizeof(float));
+                }
+                pack_lanes(B, xb, nch, g, t->compute);
+                /* dy's pixels in lanes, [p][q][8] */
+                for (int oh = 0; oh < d->p; oh++)
+                    for (int ow = 0; ow < d->q; ow += 8) {
+                        int n = d->q - ow < 8 ? d->q - ow : 8;
+                        __m256 v[8];
+                        load_pixels(v, dyo, pq, nch, d->q, oh, ow, n);
+                        for (int j = 0; j < n; j++)
+                            _mm256_storeu_ps(dyb + ((size_t)oh * d->q + ow + j) * 8,
+                                             round_vec(v[j], t->compute));
+                    }
+                for (int t0 = 0; t0 < rs; t0 += 9)
+                    filter_lanes_taps(acc + t0, B, dyb, g, t0, rs - t0 < 9 ? rs - t0 : 9);
+            }
+            for (int j = 0; j < rs; j++) {
+                float s[8];
+                _mm256_storeu_ps(s, acc[j]);
+                for (int ch = 0; ch < nch; ch++)
+                    t->dw[(c0 + (size_t)ch) * rs + j] += s[ch];
+            }
+        }
+    }
+}
+
+static lanes_task lanes_task_of(const dl_conv_desc *d, dl_dtype compute, void *ws, size_t units,
+                                const float *w, int turned)
+{
+    lanes_task t = {0};
+    t.d = d;
+    t.L = lanes_plan_of(d);
+    t.compute = compute;
+    t.units = units;
+    t.nparts = units < PARTS ? (int)units : PARTS;
+    char *p = (char *)(((uintptr_t)ws + 63) & ~(uintptr_t)63);
+    float *W = (float *)p;
+    if (w)
+        pack_lane_weights(W, w, d, t.L.blocks, compute, turned);
+    t.W = W;
+    t.slices = p + round64((size_t)t.L.blocks * d->r * d->s * 8 * sizeof(float));
+    t.slice = round64(t.L.buf * 4) + round64(t.L.dybuf * 4);
+    return t;
+}
+
+static void run_lanes(dl_backend *be, lanes_task *t, dl_pool_fn fn)
+{
+    dl_pool *pool = dl_cpu(be)->pool;
+    if (pool)
+        dl_pool_for(pool, (size_t)t->nparts, 1, fn, t);
+    else
+        fn(t, 0, (size_t)t->nparts);
+}
+
+/* Workspace: the two tap tables, then PARTS slices (or the lanes path's). */
+size_t dl_cpu_conv_dw_workspace(const dl_conv_desc *d)
+{
+    lanes_plan L = lanes_plan_of(d);
+    if (L.ok)
+        return lanes_workspace(d, &L);
+    dw_geom g = geom_of(d);
+    return 64 + 2 * round64((size_t)g.rsp * sizeof(int)) + PARTS * g.slice;
+}
+
 /* --- entry points -------------------------------------------------------- */
 
 /* Tap (r, s)'s offset in g's phase planes, for every tap; the rest of the
@@ -671,6 +1110,15 @@ static void run(dl_backend *be, dwtask *t, dl_pool_fn fn)
 int dl_cpu_conv_dw_forward(dl_backend *be, const dl_conv_desc *d, float *y, const float *x,
                            const float *w, const float *b, void *ws, dl_dtype compute)
 {
+    lanes_plan L = lanes_plan_of(d);
+    if (L.ok) {
+        lanes_task lt = lanes_task_of(d, compute, ws, (size_t)d->n * L.blocks, w, 0);
+        lt.x = x;
+        lt.b = b;
+        lt.y = y;
+        run_lanes(be, &lt, lanes_fwd_task);
+        return DL_OK;
+    }
     dwtask t = task_of(d, compute, ws, (size_t)d->n * d->k);
     t.x = x;
     t.w = w;
@@ -683,6 +1131,15 @@ int dl_cpu_conv_dw_forward(dl_backend *be, const dl_conv_desc *d, float *y, cons
 int dl_cpu_conv_dw_backward_data(dl_backend *be, const dl_conv_desc *d, float *dx, const float *dy,
                                  const float *w, void *ws, dl_dtype compute, int set)
 {
+    lanes_plan L = lanes_plan_of(d);
+    if (L.ok) {
+        lanes_task lt = lanes_task_of(d, compute, ws, (size_t)d->n * L.blocks, w, L.gather);
+        lt.dy = dy;
+        lt.dx = dx;
+        lt.set = set;
+        run_lanes(be, &lt, lanes_data_task);
+        return DL_OK;
+    }
     dwtask t = task_of(d, compute, ws, (size_t)d->n * d->c);
     t.set = set;
     t.dy = dy;
@@ -695,6 +1152,15 @@ int dl_cpu_conv_dw_backward_data(dl_backend *be, const dl_conv_desc *d, float *d
 int dl_cpu_conv_dw_backward_filter(dl_backend *be, const dl_conv_desc *d, float *dw,
                                    const float *dy, const float *x, void *ws, dl_dtype compute)
 {
+    lanes_plan L = lanes_plan_of(d);
+    if (L.ok) {
+        lanes_task lt = lanes_task_of(d, compute, ws, (size_t)L.blocks, NULL, 0);
+        lt.dy = dy;
+        lt.x = x;
+        lt.dw = dw;
+        run_lanes(be, &lt, lanes_filter_task);
+        return DL_OK;
+    }
     dwtask t = task_of(d, compute, ws, (size_t)d->k);
     t.dy = dy;
     t.x = x;
