@@ -141,6 +141,26 @@ static void r_max_b(ctx *c)
     dl_pool_desc d = pool2(c);
     c->be->ops->pool_backward(c->be, DL_POOL_MAX, &d, c->dx, c->dy, c->x, c->y);
 }
+/* the ResNet stem's: 3x3 windows, stride 2, padding 1 */
+static dl_pool_desc pool3(const ctx *c)
+{
+    dl_pool_desc d = pool2(c);
+    d.size = 3;
+    d.pad = 1;
+    d.p = (d.h + 2 - 3) / 2 + 1;
+    d.q = (d.w + 2 - 3) / 2 + 1;
+    return d;
+}
+static void r_max3_f(ctx *c)
+{
+    dl_pool_desc d = pool3(c);
+    c->be->ops->pool_forward(c->be, DL_POOL_MAX, &d, c->y, c->x);
+}
+static void r_max3_b(ctx *c)
+{
+    dl_pool_desc d = pool3(c);
+    c->be->ops->pool_backward(c->be, DL_POOL_MAX, &d, c->dx, c->dy, c->x, c->y);
+}
 static void r_ln_f(ctx *c)
 {
     c->be->ops->layernorm_forward(c->be, (int)(c->len / 256), 256, 1e-5f, c->y, c->x, c->gamma,
@@ -195,6 +215,8 @@ static const op ops[] = {
     {"batchnorm+relu bwd, 2 ops", 12, r_bnrelu_b2},
     {"maxpool 2x2 fwd", 5, r_max_f},
     {"maxpool 2x2 bwd (dx +=)", 10, r_max_b},
+    {"maxpool 3x3 s2 p1 fwd", 5, r_max3_f},
+    {"maxpool 3x3 s2 p1 bwd (dx +=)", 10, r_max3_b},
     {"layernorm fwd", 8, r_ln_f},
     {"layernorm bwd (dx +=)", 16, r_ln_b},
     {"softmax xent (dx +=)", 12, r_xent},

@@ -2082,11 +2082,18 @@ static int avg2_planes(const pool_task *t, size_t begin, size_t end, int backwar
 #define WIN8_COLS 2048   /* floats of a phase row the stack buffers hold */
 #define WIN8_PLANE 32768 /* floats of the backward's padded dx plane, per thread */
 
+#ifdef __AVX2__
+/* A thread's scratch for the 8-lane windows (no allocation in a training
+ * step): the forward's phase rows and row maxima, or the backward's padded
+ * dx plane and its operands' planes; a thread runs one at a time. */
+static _Thread_local float win8_tls[3 * WIN8_PLANE];
+#endif
+
 static int win8_fits(const pool_task *t)
 {
     const dl_pool_desc *d = t->d;
 #ifdef __AVX2__
-    return (d->stride == 1 || d->stride == 2) && d->q >= 8 &&
+    return (d->stride == 1 || d->stride == 2) &&
            (d->w + 2 * d->pad) / d->stride + d->size + 16 <= WIN8_COLS;
 #else
     (void)d;
@@ -2107,39 +2114,56 @@ static inline __m256 pool_in_v(const pool_task *t, __m256 v)
     return t->relu ? _mm256_and_ps(v, _mm256_cmp_ps(v, _mm256_setzero_ps(), _CMP_GT_OQ)) : v;
 }
 
-/* Input row xr [w] as the phases of its padded row: ph[f][i] = padded
- * column i*stride + f, -inf past the input. */
-static void win8_phases(float ph[2][WIN8_COLS], const float *xr, const pool_task *t)
+/* The borders of the phases of a padded row: -inf (0 for average
+ * pooling) left of the input and from its end on. win8_phases writes only
+ * the input's places, so a plane loop sets them once. */
+static void win8_borders(float *ph, size_t pitch, const pool_task *t)
 {
     const dl_pool_desc *d = t->d;
     int st = d->stride, cols = (d->w + 2 * d->pad + st - 1) / st + d->size + 8;
     float edge = t->kind == DL_POOL_MAX ? -INFINITY : 0.0f;
-    /* the borders: -inf (0) left of the input and from its end on */
     for (int f = 0; f < st; f++) {
         int first = (d->pad - f + st - 1) / st; /* first i with i*st + f >= pad */
         int last = (d->pad + d->w - f + st - 1) / st;
         for (int i = 0; i < first; i++)
-            ph[f][i] = edge;
+            ph[f * pitch + i] = edge;
         for (int i = last; i < cols; i++)
-            ph[f][i] = edge;
+            ph[f * pitch + i] = edge;
     }
+}
+
+/* Input row xr [w] as the phases of its padded row: ph[f pitch + i] =
+ * padded column i*stride + f (the borders as win8_borders left them). */
+static void win8_phases(float *ph, size_t pitch, const float *xr, const pool_task *t)
+{
+    const dl_pool_desc *d = t->d;
     int iw = 0;
-    if (st == 1) {
+    if (d->stride == 1) {
         for (; iw + 8 <= d->w; iw += 8)
-            _mm256_storeu_ps(ph[0] + d->pad + iw, pool_in_v(t, _mm256_loadu_ps(xr + iw)));
-    } else {
-        /* padded column iw + pad: the even input columns to phase pad % 2 */
-        float *ev = ph[d->pad & 1] + d->pad / 2, *od = ph[(d->pad & 1) ^ 1] + (d->pad + 1) / 2;
-        for (; iw + 16 <= d->w; iw += 16) {
-            __m256 e, o;
-            dl_v_split2(_mm256_loadu_ps(xr + iw), _mm256_loadu_ps(xr + iw + 8), &e, &o);
-            _mm256_storeu_ps(ev + iw / 2, pool_in_v(t, e));
-            _mm256_storeu_ps(od + iw / 2, pool_in_v(t, o));
-        }
+            _mm256_storeu_ps(ph + d->pad + iw, pool_in_v(t, _mm256_loadu_ps(xr + iw)));
+        if (iw < d->w)
+            dl_v_store_tail(ph + d->pad + iw, pool_in_v(t, dl_v_load_tail(xr + iw, d->w - iw)),
+                            d->w - iw);
+        return;
     }
-    for (; iw < d->w; iw++) {
-        int pc = iw + d->pad;
-        ph[pc & (st - 1)][pc / st] = pool_in(t, xr[iw]);
+    /* padded column iw + pad: the even input columns to phase pad % 2 */
+    float *ev = ph + (d->pad & 1) * pitch + d->pad / 2;
+    float *od = ph + ((d->pad & 1) ^ 1) * pitch + (d->pad + 1) / 2;
+    for (; iw + 16 <= d->w; iw += 16) {
+        __m256 e, o;
+        dl_v_split2(_mm256_loadu_ps(xr + iw), _mm256_loadu_ps(xr + iw + 8), &e, &o);
+        _mm256_storeu_ps(ev + iw / 2, pool_in_v(t, e));
+        _mm256_storeu_ps(od + iw / 2, pool_in_v(t, o));
+    }
+    if (iw < d->w) { /* the last 1 to 15 columns: ceil(left / 2) even, floor odd */
+        int left = d->w - iw;
+        __m256 a = dl_v_load_tail(xr + iw, left < 8 ? left : 8);
+        __m256 b = left > 8 ? dl_v_load_tail(xr + iw + 8, left - 8) : _mm256_setzero_ps();
+        __m256 e, o;
+        dl_v_split2(a, b, &e, &o);
+        dl_v_store_tail(ev + iw / 2, pool_in_v(t, e), (left + 1) / 2);
+        if (left > 1)
+            dl_v_store_tail(od + iw / 2, pool_in_v(t, o), left / 2);
     }
 }
 #endif
@@ -2163,124 +2187,240 @@ static float win8_rows(const dl_pool_desc *d, int oh)
 }
 #endif
 
-static void win8_planes(const pool_task *t, size_t begin, size_t end)
+/* Max pooling, forward, separable: each input row's maximum over each
+ * output column's window columns (hm [h][q]), then the maximum of those
+ * over the window's rows. The same bits as the scalar loop's scan, NaN
+ * and signed zeros included: its step keeps the first of equal values
+ * and takes every NaN, so the result is the first largest value or the
+ * last NaN in row-major order, and a maximum of the rows' own such
+ * results (rows in order) is the same cell. Returns 0 where hm does not
+ * fit its buffer. */
+static int win8_max_planes(const pool_task *t, size_t begin, size_t end)
 {
 #ifdef __AVX2__
     const dl_pool_desc *d = t->d;
-    float ph[2][WIN8_COLS], acc[WIN8_COLS], wcount[WIN8_COLS];
+    int st = d->stride, nq = (d->q + 7) / 8 * 8;
+    float *hm = win8_tls + 2 * WIN8_PLANE;
+    if ((size_t)d->h * nq > WIN8_PLANE || d->size > 64)
+        return 0;
+    /* a ring of phase rows, filled AHEAD rows before they are read: the
+     * reads straddle the (masked) stores that made them, which cannot be
+     * forwarded, so they wait until those have left the store buffer */
+    enum { RING = 4, AHEAD = 2 };
+    float(*ph)[2][WIN8_COLS] = (float(*)[2][WIN8_COLS])win8_tls; /* half a WIN8_PLANE */
+    for (int k = 0; k < RING; k++)
+        win8_borders(ph[k][0], WIN8_COLS, t);
+    int off[64]; /* column kw's place: st is 1 or 2, its phase and index */
+    for (int kw = 0; kw < d->size; kw++)
+        off[kw] = (kw & (st - 1)) * WIN8_COLS + (kw >> (st - 1));
+    const __m256 ninf = _mm256_set1_ps(-INFINITY);
+    for (size_t pl = begin; pl < end; pl++) {
+        const float *xp = t->x + pl * d->h * d->w;
+        float *yp = t->y + pl * d->p * d->q;
+        for (int ih = 0; ih < AHEAD && ih < d->h; ih++)
+            win8_phases(ph[ih % RING][0], WIN8_COLS, xp + (size_t)ih * d->w, t);
+        for (int ih = 0; ih < d->h; ih++) {
+            if (ih + AHEAD < d->h)
+                win8_phases(ph[(ih + AHEAD) % RING][0], WIN8_COLS, xp + (size_t)(ih + AHEAD) * d->w,
+                            t);
+            const float *pr = ph[ih % RING][0];
+            float *hr = hm + (size_t)ih * nq;
+            for (int ow = 0; ow < d->q; ow += 8) {
+                __m256 acc = ninf;
+                for (int kw = 0; kw < d->size; kw++)
+                    acc = max_step_v(acc, _mm256_loadu_ps(pr + off[kw] + ow));
+                _mm256_storeu_ps(hr + ow, acc);
+            }
+        }
+        for (int oh = 0; oh < d->p; oh++) {
+            int hs = oh * st - d->pad, k0 = hs < 0 ? -hs : 0;
+            int k1 = d->h - hs < d->size ? d->h - hs : d->size;
+            float *yr = yp + (size_t)oh * d->q;
+            for (int ow = 0; ow < d->q; ow += 8) {
+                __m256 acc = ninf;
+                for (int kh = k0; kh < k1; kh++)
+                    acc = max_step_v(acc, _mm256_loadu_ps(hm + (size_t)(hs + kh) * nq + ow));
+                if (ow + 8 <= d->q)
+                    _mm256_storeu_ps(yr + ow, acc);
+                else
+                    dl_v_store_tail(yr + ow, acc, d->q - ow);
+            }
+        }
+    }
+    return 1;
+#else
+    (void)t, (void)begin, (void)end;
+    return 0;
+#endif
+}
+
+/* Forward: each input row's phases once (a ring of `size` rows, row ih in
+ * slot ih % size), then per 8 outputs of a row the window's taps in
+ * registers, in the scalar loop's order (rows, then columns). Returns 0,
+ * doing nothing, where the ring does not fit its buffer. */
+static int win8_planes(const pool_task *t, size_t begin, size_t end)
+{
+#ifdef __AVX2__
+    const dl_pool_desc *d = t->d;
     int st = d->stride, avg = t->kind == DL_POOL_AVG;
+    int cols = (d->w + 2 * d->pad + st - 1) / st + d->size + 8;
+    size_t slot = (size_t)2 * WIN8_COLS;
+    float *ring = win8_tls;
+    if ((size_t)d->size * slot > WIN8_PLANE)
+        return 0;
+    float wcount[WIN8_COLS];
     int nq = (d->q + 7) / 8 * 8;
     for (int ow = 0; ow < nq; ow++) /* the window's width, padding counted */
         wcount[ow] = 1.0f;
     if (avg)
         win8_widths(wcount, d);
+    for (int k = 0; k < d->size; k++)
+        win8_borders(ring + k * slot, WIN8_COLS, t);
+    (void)cols;
+    const __m256 init = _mm256_set1_ps(avg ? 0.0f : -INFINITY);
+    int off[8]; /* column kw's place in a slot: st is 1 or 2, its phase and index */
+    for (int kw = 0; kw < d->size; kw++)
+        off[kw] = (kw & (st - 1)) * WIN8_COLS + (kw >> (st - 1));
     for (size_t pl = begin; pl < end; pl++) {
         const float *xp = t->x + pl * d->h * d->w;
         float *yp = t->y + pl * d->p * d->q;
+        int held[8]; /* the input row each slot holds (size <= 8 by the buffer) */
+        for (int k = 0; k < d->size; k++)
+            held[k] = -1;
         for (int oh = 0; oh < d->p; oh++) {
-            for (int ow = 0; ow < nq; ow++)
-                acc[ow] = avg ? 0.0f : -INFINITY;
-            int hs = oh * st - d->pad;
-            for (int kh = 0; kh < d->size; kh++) {
-                int ih = hs + kh;
-                if (ih < 0 || ih >= d->h)
-                    continue;
-                win8_phases(ph, xp + (size_t)ih * d->w, t);
-                for (int kw = 0; kw < d->size; kw++) {
-                    const float *src = ph[kw % st] + kw / st;
-                    for (int ow = 0; ow < d->q; ow += 8) {
-                        __m256 a = _mm256_loadu_ps(acc + ow), x = _mm256_loadu_ps(src + ow);
-                        _mm256_storeu_ps(acc + ow, avg ? _mm256_add_ps(a, x) : max_step_v(a, x));
-                    }
+            int hs = oh * st - d->pad, k0 = hs < 0 ? -hs : 0;
+            int k1 = d->h - hs < d->size ? d->h - hs : d->size;
+            const float *rows[8];
+            for (int kh = k0; kh < k1; kh++) {
+                int ih = hs + kh, k = ih % d->size;
+                float *ph = ring + k * slot;
+                if (held[k] != ih) {
+                    win8_phases(ph, WIN8_COLS, xp + (size_t)ih * d->w, t);
+                    held[k] = ih;
                 }
+                rows[kh] = ph;
             }
-            if (avg) { /* s / count, count = rows * columns of the padded window */
-                float rows = win8_rows(d, oh);
-                for (int ow = 0; ow < d->q; ow += 8)
-                    _mm256_storeu_ps(acc + ow,
-                                     _mm256_div_ps(_mm256_loadu_ps(acc + ow),
-                                                   _mm256_mul_ps(_mm256_set1_ps(rows),
-                                                                 _mm256_loadu_ps(wcount + ow))));
+            float *yr = yp + (size_t)oh * d->q;
+            float rcount = avg ? win8_rows(d, oh) : 1.0f;
+            /* the window's taps as pointers, rows then columns */
+            const float *tap[64];
+            int nt = 0;
+            for (int kh = k0; kh < k1; kh++)
+                for (int kw = 0; kw < d->size; kw++)
+                    tap[nt++] = rows[kh] + off[kw];
+            for (int ow = 0; ow < d->q; ow += 8) {
+                __m256 acc = init;
+                if (avg)
+                    for (int k = 0; k < nt; k++)
+                        acc = _mm256_add_ps(acc, _mm256_loadu_ps(tap[k] + ow));
+                else
+                    for (int k = 0; k < nt; k++)
+                        acc = max_step_v(acc, _mm256_loadu_ps(tap[k] + ow));
+                if (avg) /* s / count, count = rows * columns of the padded window */
+                    acc = _mm256_div_ps(
+                        acc, _mm256_mul_ps(_mm256_set1_ps(rcount), _mm256_loadu_ps(wcount + ow)));
+                if (ow + 8 <= d->q)
+                    _mm256_storeu_ps(yr + ow, acc);
+                else
+                    dl_v_store_tail(yr + ow, acc, d->q - ow);
             }
-            memcpy(yp + (size_t)oh * d->q, acc, (size_t)d->q * sizeof *acc);
         }
     }
+    return 1;
 #else
     (void)t, (void)begin, (void)end;
+    return 0;
 #endif
 }
 
-/* The backward of win8_planes: per output row, the taps in the scalar
- * loop's order find each output's first window cell equal to y (found
- * again by comparing x's phases, as the forward laid them out); its dy is
- * added at that cell of a padded phase-plane copy of dx, a tap over 8
- * outputs at a time (their cells are distinct), then the copy, without its
- * padding, onto dx. Returns 0, doing nothing, for planes past WIN8_PLANE. */
+/* The backward of the 8-lane windows, a tap at a time over the whole
+ * plane (taps in the scalar loop's order): for max pooling each output's
+ * first window cell equal to y (found again by comparing x's phases, laid
+ * out for the plane first; a mask per output remembers which have found
+ * theirs), for average pooling every cell; the output's dy (over the
+ * window's count) is added at that cell of a padded phase-plane copy of
+ * dx, 8 outputs at a time (their cells are distinct); then the copy,
+ * without its padding, onto dx. A tap's adds never straddle the last
+ * tap's stores, which would wait for them to leave the store buffer.
+ * Returns 0, doing nothing, where the planes do not fit the buffers. */
 static int win8_bwd_planes(const pool_task *t, size_t begin, size_t end)
 {
 #ifdef __AVX2__
     const dl_pool_desc *d = t->d;
-    int st = d->stride, hp = d->h + 2 * d->pad;
+    int st = d->stride, hp = d->h + 2 * d->pad, avg = t->kind == DL_POOL_AVG;
     int cols = (d->w + 2 * d->pad + st - 1) / st + d->size + 8;
+    int nq = (d->q + 7) / 8 * 8, nv = nq / 8;
     size_t planef = (size_t)hp * st * cols;
-    /* a thread's padded dx plane: no allocation in a training step (a
-     * 112x112 stride-2 input needs 16K floats); larger planes take the
-     * scalar loop */
-    static _Thread_local float acc[WIN8_PLANE];
-    if (planef > WIN8_PLANE)
+    /* a thread's padded dx plane, and x's phases, dy (scaled), y and the
+     * found masks of the plane: no allocation in a training step (a
+     * 112x112 stride-2 input needs 16K floats for dx); larger planes take
+     * the scalar loop */
+    float *acc = win8_tls, *aux = win8_tls + WIN8_PLANE; /* aux: 2 WIN8_PLANE floats */
+    size_t xph = avg ? 0 : (size_t)d->h * st * cols, outs = (size_t)d->p * nq;
+    if (planef > WIN8_PLANE || xph + 3 * outs > 2 * WIN8_PLANE)
         return 0;
-    float ph[2][WIN8_COLS], wcount[WIN8_COLS];
-    __m256 zero = _mm256_setzero_ps(), yv[WIN8_COLS / 8], gv[WIN8_COLS / 8], fv[WIN8_COLS / 8];
-    int avg = t->kind == DL_POOL_AVG;
+    float *XP = aux, *G = aux + xph, *Y = G + outs, *F = Y + outs;
+    float wcount[WIN8_COLS];
+    __m256 zero = _mm256_setzero_ps();
     if (avg)
         win8_widths(wcount, d);
+    else
+        for (int ih = 0; ih < d->h; ih++)
+            win8_borders(XP + (size_t)ih * st * cols, (size_t)cols, t);
     for (size_t pl = begin; pl < end; pl++) {
         /* x and y are read for max pooling only (average may pass NULL) */
         const float *xp = avg ? NULL : t->x + pl * d->h * d->w;
         const float *yp = avg ? NULL : t->yc + pl * d->p * d->q, *gp = t->dy + pl * d->p * d->q;
         memset(acc, 0, planef * sizeof *acc);
-        for (int oh = 0; oh < d->p; oh++) {
-            const float *yr = avg ? NULL : yp + (size_t)oh * d->q, *gr = gp + (size_t)oh * d->q;
-            int nv = (d->q + 7) / 8;
+        for (int ih = 0; !avg && ih < d->h; ih++)
+            win8_phases(XP + (size_t)ih * st * cols, (size_t)cols, xp + (size_t)ih * d->w, t);
+        for (int oh = 0; oh < d->p; oh++)
             for (int v = 0; v < nv; v++) {
                 int m = d->q - 8 * v < 8 ? d->q - 8 * v : 8;
-                gv[v] = dl_v_load_tail(gr + 8 * v, m);
+                size_t at = (size_t)oh * nq + 8 * v;
+                __m256 g = dl_v_load_tail(gp + (size_t)oh * d->q + 8 * v, m);
+                __m256 lanes = _mm256_castsi256_ps(dl_v_mask(m));
                 if (avg) { /* dy / count to every cell of the window */
-                    gv[v] = _mm256_div_ps(gv[v], _mm256_mul_ps(_mm256_set1_ps(win8_rows(d, oh)),
-                                                               dl_v_load_tail(wcount + 8 * v, m)));
-                    fv[v] = _mm256_castsi256_ps(dl_v_mask(m));
+                    g = _mm256_div_ps(g, _mm256_mul_ps(_mm256_set1_ps(win8_rows(d, oh)),
+                                                       dl_v_load_tail(wcount + 8 * v, m)));
+                    _mm256_storeu_ps(G + at, _mm256_and_ps(g, lanes));
                     continue;
                 }
-                yv[v] = dl_v_load_tail(yr + 8 * v, m);
+                __m256 y = dl_v_load_tail(yp + (size_t)oh * d->q + 8 * v, m);
                 if (t->relu) /* relu'(x) of the chosen cell is 0 where y <= 0 */
-                    gv[v] = _mm256_and_ps(gv[v], _mm256_cmp_ps(yv[v], zero, _CMP_GT_OQ));
+                    g = _mm256_and_ps(g, _mm256_cmp_ps(y, zero, _CMP_GT_OQ));
+                _mm256_storeu_ps(G + at, g);
+                _mm256_storeu_ps(Y + at, y);
                 /* lanes past the row, and NaN outputs, find nothing */
-                fv[v] = _mm256_castsi256_ps(_mm256_xor_si256(dl_v_mask(m), _mm256_set1_epi32(-1)));
+                _mm256_storeu_ps(F + at,
+                                 _mm256_xor_ps(lanes, _mm256_castsi256_ps(_mm256_set1_epi32(-1))));
             }
-            for (int kh = 0; kh < d->size; kh++) {
-                int ih = oh * st - d->pad + kh;
-                if (ih < 0 || ih >= d->h)
-                    continue;
-                if (!avg)
-                    win8_phases(ph, xp + (size_t)ih * d->w, t);
-                float *arow = acc + (size_t)(ih + d->pad) * st * cols;
-                for (int kw = 0; kw < d->size; kw++) {
-                    const float *xs = ph[kw % st] + kw / st;
-                    float *as = arow + (size_t)(kw % st) * cols + kw / st;
+        for (int kh = 0; kh < d->size; kh++)
+            for (int kw = 0; kw < d->size; kw++) {
+                /* st is 1 or 2: the column's phase and index by a mask and a shift */
+                size_t coff = (size_t)(kw & (st - 1)) * cols + (size_t)(kw >> (st - 1));
+                for (int oh = 0; oh < d->p; oh++) {
+                    int ih = oh * st - d->pad + kh;
+                    if (ih < 0 || ih >= d->h)
+                        continue;
+                    float *as = acc + (size_t)(ih + d->pad) * st * cols + coff;
+                    const float *xs = XP + (size_t)ih * st * cols + coff;
                     for (int v = 0; v < nv; v++) {
-                        __m256 hit = fv[v]; /* avg: every live lane */
+                        size_t at = (size_t)oh * nq + 8 * v;
+                        __m256 add = _mm256_loadu_ps(G + at);
                         if (!avg) {
-                            hit = _mm256_andnot_ps(fv[v], _mm256_cmp_ps(_mm256_loadu_ps(xs + 8 * v),
-                                                                        yv[v], _CMP_EQ_OQ));
-                            fv[v] = _mm256_or_ps(fv[v], hit);
+                            __m256 f = _mm256_loadu_ps(F + at);
+                            __m256 hit = _mm256_andnot_ps(
+                                f, _mm256_cmp_ps(_mm256_loadu_ps(xs + 8 * v),
+                                                 _mm256_loadu_ps(Y + at), _CMP_EQ_OQ));
+                            _mm256_storeu_ps(F + at, _mm256_or_ps(f, hit));
+                            add = _mm256_and_ps(add, hit);
                         }
                         float *a = as + 8 * v;
-                        _mm256_storeu_ps(
-                            a, _mm256_add_ps(_mm256_loadu_ps(a), _mm256_and_ps(gv[v], hit)));
+                        _mm256_storeu_ps(a, _mm256_add_ps(_mm256_loadu_ps(a), add));
                     }
                 }
             }
-        }
         float *dxp = t->dx + pl * d->h * d->w;
         for (int ih = 0; ih < d->h; ih++) {
             const float *arow = acc + (size_t)(ih + d->pad) * st * cols;
@@ -2294,10 +2434,10 @@ static int win8_bwd_planes(const pool_task *t, size_t begin, size_t end)
                     _mm256_storeu_ps(xr + iw,
                                      _mm256_add_ps(old, _mm256_loadu_ps(arow + d->pad + iw)));
                 }
-            else
-                for (const float *ev = arow + (size_t)(d->pad & 1) * cols + d->pad / 2,
-                                 *od = arow + (size_t)((d->pad & 1) ^ 1) * cols + (d->pad + 1) / 2;
-                     iw + 16 <= d->w; iw += 16) {
+            else {
+                const float *ev = arow + (size_t)(d->pad & 1) * cols + d->pad / 2;
+                const float *od = arow + (size_t)((d->pad & 1) ^ 1) * cols + (d->pad + 1) / 2;
+                for (; iw + 16 <= d->w; iw += 16) {
                     __m256 a, b;
                     dl_v_zip2(_mm256_loadu_ps(ev + iw / 2), _mm256_loadu_ps(od + iw / 2), &a, &b);
                     __m256 oa = t->set ? zero : _mm256_loadu_ps(xr + iw);
@@ -2305,10 +2445,24 @@ static int win8_bwd_planes(const pool_task *t, size_t begin, size_t end)
                     _mm256_storeu_ps(xr + iw, _mm256_add_ps(oa, a));
                     _mm256_storeu_ps(xr + iw + 8, _mm256_add_ps(ob, b));
                 }
-            for (; iw < d->w; iw++) {
-                int pc = iw + d->pad;
-                float v = arow[(size_t)(pc & (st - 1)) * cols + pc / st];
-                xr[iw] = t->set ? 0.0f + v : xr[iw] + v;
+                if (iw < d->w) { /* the last 1 to 15 columns: ceil(left / 2) even, floor odd */
+                    int left = d->w - iw, m0 = left < 8 ? left : 8;
+                    __m256 a, b;
+                    dl_v_zip2(_mm256_loadu_ps(ev + iw / 2), _mm256_loadu_ps(od + iw / 2), &a, &b);
+                    __m256 oa = t->set ? zero : dl_v_load_tail(xr + iw, m0);
+                    dl_v_store_tail(xr + iw, _mm256_add_ps(oa, a), m0);
+                    if (left > 8) {
+                        __m256 ob = t->set ? zero : dl_v_load_tail(xr + iw + 8, left - 8);
+                        dl_v_store_tail(xr + iw + 8, _mm256_add_ps(ob, b), left - 8);
+                    }
+                    iw = d->w;
+                }
+            }
+            if (st == 1 && iw < d->w) {
+                int m = d->w - iw;
+                __m256 old = t->set ? zero : dl_v_load_tail(xr + iw, m);
+                dl_v_store_tail(xr + iw, _mm256_add_ps(old, _mm256_loadu_ps(arow + d->pad + iw)),
+                                m);
             }
         }
     }
@@ -2335,10 +2489,9 @@ static void pool_fwd_task(void *arg, size_t begin, size_t end)
     if (max2s_planes(t, begin, end, 0) || max2_avx2_planes(t, begin, end, 0) ||
         avg2_planes(t, begin, end, 0))
         return;
-    if (win8_takes(t)) {
-        win8_planes(t, begin, end);
+    if (win8_takes(t) &&
+        ((t->kind == DL_POOL_MAX && win8_max_planes(t, begin, end)) || win8_planes(t, begin, end)))
         return;
-    }
     for (size_t pl = begin; pl < end; pl++) {
         if (max2_plane(t, pl, 0))
             continue;
