@@ -33,11 +33,13 @@ local data = dl.data.text {
 }
 
 local function block(d)
-  local attention = {
-    nn.LayerNorm(d), nn.MultiheadAttention(d, hp.heads, { causal = true, dropout = hp.dropout }),
-  }
+  -- dropout (when asked) on each branch's output before the residual add,
+  -- GPT-2's resid_pdrop; the engine has no dropout on the attention
+  -- weights yet
+  local attention = { nn.LayerNorm(d), nn.MultiheadAttention(d, hp.heads, { causal = true }) }
   local mlp = { nn.LayerNorm(d), nn.Linear(d, 4 * d), nn.GELU(), nn.Linear(4 * d, d) }
   if hp.dropout > 0 then
+    attention[#attention + 1] = nn.Dropout(hp.dropout)
     mlp[#mlp + 1] = nn.Dropout(hp.dropout)
   end
   return nn.Sequential {

@@ -54,6 +54,19 @@ else
     exit 0
 fi
 
+# the script's dropout hyperparameter: dropout on both branches, a run that
+# trains (it was refused by the attention layer when passed to its weights)
+if run train_dropout 0 run scripts/char_gpt.lua path="$OUT/tiny.h5" layers=1 d=16 heads=2 \
+    context=8 limit=128 val_limit=32 epochs=1 warmup=2 dropout=0.1 --out "$OUT/runs_dropout"; then
+    dd=$(ls -d "$OUT"/runs_dropout/*/ 2>/dev/null | head -1)
+    v=$(sed -n 's/.*"kind":"epoch".*"val_loss":\([0-9.e+-]*\).*/\1/p' "$dd/metrics.jsonl" 2>/dev/null)
+    if [ -z "$v" ] || ! awk -v a="$v" 'BEGIN { exit !(a > 0 && a < 10) }'; then
+        fail lm_dropout "expected an epoch with a finite val_loss, got '$v'"
+    else
+        pass lm_dropout
+    fi
+fi
+
 # --- sampling --------------------------------------------------------------------
 vocab=$(fold -w1 <"$OUT/tiny.txt" | sort -u | tr -d '\n')
 if run sample1 0 sample "$d" --tokens 40 --seed 7 && run sample2 0 sample "$d" --tokens 40 --seed 7 &&
