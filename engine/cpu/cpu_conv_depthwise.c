@@ -1044,15 +1044,6 @@ static lanes_task lanes_task_of(const dl_conv_desc *d, dl_dtype compute, void *w
     return t;
 }
 
-static void run_lanes(dl_backend *be, lanes_task *t, dl_pool_fn fn)
-{
-    dl_pool *pool = dl_cpu(be)->pool;
-    if (pool)
-        dl_pool_for(pool, (size_t)t->nparts, 1, fn, t);
-    else
-        fn(t, 0, (size_t)t->nparts);
-}
-
 /* Workspace: the two tap tables, then PARTS slices (or the lanes path's). */
 size_t dl_cpu_conv_dw_workspace(const dl_conv_desc *d)
 {
@@ -1098,13 +1089,14 @@ static dwtask task_of(const dl_conv_desc *d, dl_dtype compute, void *ws, size_t 
     return t;
 }
 
-static void run(dl_backend *be, dwtask *t, dl_pool_fn fn)
+/* Parts [0, nparts) of a task (either path's) on the pool. */
+static void run_parts(dl_backend *be, int nparts, dl_pool_fn fn, void *task)
 {
     dl_pool *pool = dl_cpu(be)->pool;
     if (pool)
-        dl_pool_for(pool, (size_t)t->nparts, 1, fn, t);
+        dl_pool_for(pool, (size_t)nparts, 1, fn, task);
     else
-        fn(t, 0, (size_t)t->nparts);
+        fn(task, 0, (size_t)nparts);
 }
 
 int dl_cpu_conv_dw_forward(dl_backend *be, const dl_conv_desc *d, float *y, const float *x,
@@ -1116,7 +1108,7 @@ int dl_cpu_conv_dw_forward(dl_backend *be, const dl_conv_desc *d, float *y, cons
         lt.x = x;
         lt.b = b;
         lt.y = y;
-        run_lanes(be, &lt, lanes_fwd_task);
+        run_parts(be, lt.nparts, lanes_fwd_task, &lt);
         return DL_OK;
     }
     dwtask t = task_of(d, compute, ws, (size_t)d->n * d->k);
@@ -1124,7 +1116,7 @@ int dl_cpu_conv_dw_forward(dl_backend *be, const dl_conv_desc *d, float *y, cons
     t.w = w;
     t.b = b;
     t.y = y;
-    run(be, &t, fwd_task);
+    run_parts(be, t.nparts, fwd_task, &t);
     return DL_OK;
 }
 
@@ -1137,7 +1129,7 @@ int dl_cpu_conv_dw_backward_data(dl_backend *be, const dl_conv_desc *d, float *d
         lt.dy = dy;
         lt.dx = dx;
         lt.set = set;
-        run_lanes(be, &lt, lanes_data_task);
+        run_parts(be, lt.nparts, lanes_data_task, &lt);
         return DL_OK;
     }
     dwtask t = task_of(d, compute, ws, (size_t)d->n * d->c);
@@ -1145,7 +1137,7 @@ int dl_cpu_conv_dw_backward_data(dl_backend *be, const dl_conv_desc *d, float *d
     t.dy = dy;
     t.w = w;
     t.dx = dx;
-    run(be, &t, data_task);
+    run_parts(be, t.nparts, data_task, &t);
     return DL_OK;
 }
 
@@ -1158,13 +1150,13 @@ int dl_cpu_conv_dw_backward_filter(dl_backend *be, const dl_conv_desc *d, float 
         lt.dy = dy;
         lt.x = x;
         lt.dw = dw;
-        run_lanes(be, &lt, lanes_filter_task);
+        run_parts(be, lt.nparts, lanes_filter_task, &lt);
         return DL_OK;
     }
     dwtask t = task_of(d, compute, ws, (size_t)d->k);
     t.dy = dy;
     t.x = x;
     t.dw = dw;
-    run(be, &t, filter_task);
+    run_parts(be, t.nparts, filter_task, &t);
     return DL_OK;
 }
