@@ -161,6 +161,27 @@ static void r_max3_b(ctx *c)
     dl_pool_desc d = pool3(c);
     c->be->ops->pool_backward(c->be, DL_POOL_MAX, &d, c->dx, c->dy, c->x, c->y);
 }
+/* average 3x3, stride 1, padding 1 (an Inception branch's) */
+static dl_pool_desc pool3s1(const ctx *c)
+{
+    dl_pool_desc d = pool2(c);
+    d.size = 3;
+    d.stride = 1;
+    d.pad = 1;
+    d.p = d.h;
+    d.q = d.w;
+    return d;
+}
+static void r_avg3_f(ctx *c)
+{
+    dl_pool_desc d = pool3s1(c);
+    c->be->ops->pool_forward(c->be, DL_POOL_AVG, &d, c->y, c->x);
+}
+static void r_avg3_b(ctx *c)
+{
+    dl_pool_desc d = pool3s1(c);
+    c->be->ops->pool_backward(c->be, DL_POOL_AVG, &d, c->dx, c->dy, c->x, c->y);
+}
 static void r_ln_f(ctx *c)
 {
     c->be->ops->layernorm_forward(c->be, (int)(c->len / 256), 256, 1e-5f, c->y, c->x, c->gamma,
@@ -217,6 +238,8 @@ static const op ops[] = {
     {"maxpool 2x2 bwd (dx +=)", 10, r_max_b},
     {"maxpool 3x3 s2 p1 fwd", 5, r_max3_f},
     {"maxpool 3x3 s2 p1 bwd (dx +=)", 10, r_max3_b},
+    {"avgpool 3x3 s1 p1 fwd", 8, r_avg3_f},
+    {"avgpool 3x3 s1 p1 bwd (dx +=)", 12, r_avg3_b},
     {"layernorm fwd", 8, r_ln_f},
     {"layernorm bwd (dx +=)", 16, r_ln_b},
     {"softmax xent (dx +=)", 12, r_xent},
