@@ -2225,9 +2225,18 @@ static int win8_max_planes(const pool_task *t, size_t begin, size_t end)
                             t);
             const float *pr = ph[ih % RING][0];
             float *hr = hm + (size_t)ih * nq;
+            /* the first tap alone: the step from -inf gives it, bits and all */
+            if (d->size == 3) { /* the usual window, its taps unrolled */
+                const float *p0 = pr + off[0], *p1 = pr + off[1], *p2 = pr + off[2];
+                for (int ow = 0; ow < d->q; ow += 8)
+                    _mm256_storeu_ps(hr + ow, max_step_v(max_step_v(_mm256_loadu_ps(p0 + ow),
+                                                                    _mm256_loadu_ps(p1 + ow)),
+                                                         _mm256_loadu_ps(p2 + ow)));
+                continue;
+            }
             for (int ow = 0; ow < d->q; ow += 8) {
-                __m256 acc = ninf;
-                for (int kw = 0; kw < d->size; kw++)
+                __m256 acc = _mm256_loadu_ps(pr + off[0] + ow);
+                for (int kw = 1; kw < d->size; kw++)
                     acc = max_step_v(acc, _mm256_loadu_ps(pr + off[kw] + ow));
                 _mm256_storeu_ps(hr + ow, acc);
             }
@@ -2236,10 +2245,18 @@ static int win8_max_planes(const pool_task *t, size_t begin, size_t end)
             int hs = oh * st - d->pad, k0 = hs < 0 ? -hs : 0;
             int k1 = d->h - hs < d->size ? d->h - hs : d->size;
             float *yr = yp + (size_t)oh * d->q;
+            const float *h0 = hm + (size_t)(hs + k0) * nq;
+            int full3 = k0 == 0 && k1 == 3;
             for (int ow = 0; ow < d->q; ow += 8) {
-                __m256 acc = ninf;
-                for (int kh = k0; kh < k1; kh++)
-                    acc = max_step_v(acc, _mm256_loadu_ps(hm + (size_t)(hs + kh) * nq + ow));
+                /* (a window always meets the input: pad <= size / 2) */
+                __m256 acc = k0 < k1 ? _mm256_loadu_ps(h0 + ow) : ninf;
+                if (full3) {
+                    acc = max_step_v(acc, _mm256_loadu_ps(h0 + nq + ow));
+                    acc = max_step_v(acc, _mm256_loadu_ps(h0 + 2 * nq + ow));
+                } else {
+                    for (int kh = k0 + 1; kh < k1; kh++)
+                        acc = max_step_v(acc, _mm256_loadu_ps(hm + (size_t)(hs + kh) * nq + ow));
+                }
                 if (ow + 8 <= d->q)
                     _mm256_storeu_ps(yr + ow, acc);
                 else
