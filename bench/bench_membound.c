@@ -123,14 +123,17 @@ static void r_bnrelu_b2(ctx *c)
     c->be->ops->batchnorm_backward_set(c->be, c->n, c->c, c->hw, c->dx, c->gamma + c->c,
                                        c->beta + c->c, c->y, c->x, c->gamma, c->sm, c->si);
 }
-static dl_pool_desc pool2(const ctx *c)
+/* Square windows of `size`, stride and pad over the square planes of x. */
+static dl_pool_desc pool_win(const ctx *c, int size, int stride, int pad)
 {
     int side = 1;
     while ((side + 1) * (side + 1) <= c->hw)
         side++;
-    dl_pool_desc d = {c->n, c->c, side, side, 2, 2, 0, side / 2, side / 2};
+    int out = (side + 2 * pad - size) / stride + 1;
+    dl_pool_desc d = {c->n, c->c, side, side, size, stride, pad, out, out};
     return d;
 }
+static dl_pool_desc pool2(const ctx *c) { return pool_win(c, 2, 2, 0); }
 static void r_max_f(ctx *c)
 {
     dl_pool_desc d = pool2(c);
@@ -142,44 +145,25 @@ static void r_max_b(ctx *c)
     c->be->ops->pool_backward(c->be, DL_POOL_MAX, &d, c->dx, c->dy, c->x, c->y);
 }
 /* the ResNet stem's: 3x3 windows, stride 2, padding 1 */
-static dl_pool_desc pool3(const ctx *c)
-{
-    dl_pool_desc d = pool2(c);
-    d.size = 3;
-    d.pad = 1;
-    d.p = (d.h + 2 - 3) / 2 + 1;
-    d.q = (d.w + 2 - 3) / 2 + 1;
-    return d;
-}
 static void r_max3_f(ctx *c)
 {
-    dl_pool_desc d = pool3(c);
+    dl_pool_desc d = pool_win(c, 3, 2, 1);
     c->be->ops->pool_forward(c->be, DL_POOL_MAX, &d, c->y, c->x);
 }
 static void r_max3_b(ctx *c)
 {
-    dl_pool_desc d = pool3(c);
+    dl_pool_desc d = pool_win(c, 3, 2, 1);
     c->be->ops->pool_backward(c->be, DL_POOL_MAX, &d, c->dx, c->dy, c->x, c->y);
 }
 /* average 3x3, stride 1, padding 1 (an Inception branch's) */
-static dl_pool_desc pool3s1(const ctx *c)
-{
-    dl_pool_desc d = pool2(c);
-    d.size = 3;
-    d.stride = 1;
-    d.pad = 1;
-    d.p = d.h;
-    d.q = d.w;
-    return d;
-}
 static void r_avg3_f(ctx *c)
 {
-    dl_pool_desc d = pool3s1(c);
+    dl_pool_desc d = pool_win(c, 3, 1, 1);
     c->be->ops->pool_forward(c->be, DL_POOL_AVG, &d, c->y, c->x);
 }
 static void r_avg3_b(ctx *c)
 {
-    dl_pool_desc d = pool3s1(c);
+    dl_pool_desc d = pool_win(c, 3, 1, 1);
     c->be->ops->pool_backward(c->be, DL_POOL_AVG, &d, c->dx, c->dy, c->x, c->y);
 }
 static void r_ln_f(ctx *c)

@@ -2114,13 +2114,45 @@ static inline __m256 pool_in_v(const pool_task *t, __m256 v)
     return t->relu ? _mm256_and_ps(v, _mm256_cmp_ps(v, _mm256_setzero_ps(), _CMP_GT_OQ)) : v;
 }
 
+/* Floats of one phase of a padded row, with room for a vector read past
+ * the last output's window. */
+static int win8_cols(const dl_pool_desc *d)
+{
+    return (d->w + 2 * d->pad + d->stride - 1) / d->stride + d->size + 8;
+}
+
+/* Window column kw's place in a padded row's phases (pitch floats apart):
+ * stride 1 or 2, so its phase and index by a mask and a shift. */
+static inline int win8_col(int kw, int st, int pitch)
+{
+    return (kw & (st - 1)) * pitch + (kw >> (st - 1));
+}
+
+/* Output row oh's window rows: it starts at input row *hs, and its rows
+ * inside the input are kh in [*k0, *k1). */
+static inline void win8_window_rows(const dl_pool_desc *d, int oh, int *hs, int *k0, int *k1)
+{
+    *hs = oh * d->stride - d->pad;
+    *k0 = *hs < 0 ? -*hs : 0;
+    *k1 = d->h - *hs < d->size ? d->h - *hs : d->size;
+}
+
+/* The first left (1 to 8, more meaning 8) lanes of v to p. */
+static inline void win8_store_upto(float *p, __m256 v, int left)
+{
+    if (left >= 8)
+        _mm256_storeu_ps(p, v);
+    else
+        dl_v_store_tail(p, v, left);
+}
+
 /* The borders of the phases of a padded row: -inf (0 for average
  * pooling) left of the input and from its end on. win8_phases writes only
  * the input's places, so a plane loop sets them once. */
 static void win8_borders(float *ph, size_t pitch, const pool_task *t)
 {
     const dl_pool_desc *d = t->d;
-    int st = d->stride, cols = (d->w + 2 * d->pad + st - 1) / st + d->size + 8;
+    int st = d->stride, cols = win8_cols(d);
     float edge = t->kind == DL_POOL_MAX ? -INFINITY : 0.0f;
     for (int f = 0; f < st; f++) {
         int first = (d->pad - f + st - 1) / st; /* first i with i*st + f >= pad */
@@ -2212,7 +2244,7 @@ static int win8_max_planes(const pool_task *t, size_t begin, size_t end)
         win8_borders(ph[k][0], WIN8_COLS, t);
     int off[64]; /* column kw's place: st is 1 or 2, its phase and index */
     for (int kw = 0; kw < d->size; kw++)
-        off[kw] = (kw & (st - 1)) * WIN8_COLS + (kw >> (st - 1));
+        off[kw] = win8_col(kw, st, WIN8_COLS);
     const __m256 ninf = _mm256_set1_ps(-INFINITY);
     for (size_t pl = begin; pl < end; pl++) {
         const float *xp = t->x + pl * d->h * d->w;
@@ -2242,8 +2274,8 @@ static int win8_max_planes(const pool_task *t, size_t begin, size_t end)
             }
         }
         for (int oh = 0; oh < d->p; oh++) {
-            int hs = oh * st - d->pad, k0 = hs < 0 ? -hs : 0;
-            int k1 = d->h - hs < d->size ? d->h - hs : d->size;
+            int hs, k0, k1;
+            win8_window_rows(d, oh, &hs, &k0, &k1);
             float *yr = yp + (size_t)oh * d->q;
             const float *h0 = hm + (size_t)(hs + k0) * nq;
             int full3 = k0 == 0 && k1 == 3;
@@ -2257,10 +2289,7 @@ static int win8_max_planes(const pool_task *t, size_t begin, size_t end)
                     for (int kh = k0 + 1; kh < k1; kh++)
                         acc = max_step_v(acc, _mm256_loadu_ps(hm + (size_t)(hs + kh) * nq + ow));
                 }
-                if (ow + 8 <= d->q)
-                    _mm256_storeu_ps(yr + ow, acc);
-                else
-                    dl_v_store_tail(yr + ow, acc, d->q - ow);
+                win8_store_upto(yr + ow, acc, d->q - ow);
             }
         }
     }
@@ -2280,7 +2309,6 @@ static int win8_planes(const pool_task *t, size_t begin, size_t end)
 #ifdef __AVX2__
     const dl_pool_desc *d = t->d;
     int st = d->stride, avg = t->kind == DL_POOL_AVG;
-    int cols = (d->w + 2 * d->pad + st - 1) / st + d->size + 8;
     size_t slot = (size_t)2 * WIN8_COLS;
     float *ring = win8_tls;
     if ((size_t)d->size * slot > WIN8_PLANE)
@@ -2293,11 +2321,10 @@ static int win8_planes(const pool_task *t, size_t begin, size_t end)
         win8_widths(wcount, d);
     for (int k = 0; k < d->size; k++)
         win8_borders(ring + k * slot, WIN8_COLS, t);
-    (void)cols;
     const __m256 init = _mm256_set1_ps(avg ? 0.0f : -INFINITY);
     int off[8]; /* column kw's place in a slot: st is 1 or 2, its phase and index */
     for (int kw = 0; kw < d->size; kw++)
-        off[kw] = (kw & (st - 1)) * WIN8_COLS + (kw >> (st - 1));
+        off[kw] = win8_col(kw, st, WIN8_COLS);
     for (size_t pl = begin; pl < end; pl++) {
         const float *xp = t->x + pl * d->h * d->w;
         float *yp = t->y + pl * d->p * d->q;
@@ -2305,8 +2332,8 @@ static int win8_planes(const pool_task *t, size_t begin, size_t end)
         for (int k = 0; k < d->size; k++)
             held[k] = -1;
         for (int oh = 0; oh < d->p; oh++) {
-            int hs = oh * st - d->pad, k0 = hs < 0 ? -hs : 0;
-            int k1 = d->h - hs < d->size ? d->h - hs : d->size;
+            int hs, k0, k1;
+            win8_window_rows(d, oh, &hs, &k0, &k1);
             const float *rows[8];
             for (int kh = k0; kh < k1; kh++) {
                 int ih = hs + kh, k = ih % d->size;
@@ -2365,7 +2392,7 @@ static int win8_bwd_planes(const pool_task *t, size_t begin, size_t end)
 #ifdef __AVX2__
     const dl_pool_desc *d = t->d;
     int st = d->stride, hp = d->h + 2 * d->pad, avg = t->kind == DL_POOL_AVG;
-    int cols = (d->w + 2 * d->pad + st - 1) / st + d->size + 8;
+    int cols = win8_cols(d);
     int nq = (d->q + 7) / 8 * 8, nv = nq / 8;
     size_t planef = (size_t)hp * st * cols;
     /* a thread's padded dx plane, and x's phases, dy (scaled), y and the
@@ -2414,8 +2441,7 @@ static int win8_bwd_planes(const pool_task *t, size_t begin, size_t end)
             }
         for (int kh = 0; kh < d->size; kh++)
             for (int kw = 0; kw < d->size; kw++) {
-                /* st is 1 or 2: the column's phase and index by a mask and a shift */
-                size_t coff = (size_t)(kw & (st - 1)) * cols + (size_t)(kw >> (st - 1));
+                size_t coff = (size_t)win8_col(kw, st, cols);
                 for (int oh = 0; oh < d->p; oh++) {
                     int ih = oh * st - d->pad + kh;
                     if (ih < 0 || ih >= d->h)

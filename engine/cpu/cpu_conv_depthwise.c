@@ -394,10 +394,11 @@ AVX2 static void corr_plane(float *out, const float *P, const float *wr, const i
     }
 }
 
-static void part_range(const dwtask *t, size_t part, size_t *u0, size_t *u1)
+/* Units [*u0, *u1) of part `part` of nparts (either path's tasks). */
+static void unit_range(size_t units, int nparts, size_t part, size_t *u0, size_t *u1)
 {
-    *u0 = part * t->units / (size_t)t->nparts;
-    *u1 = (part + 1) * t->units / (size_t)t->nparts;
+    *u0 = part * units / (size_t)nparts;
+    *u1 = (part + 1) * units / (size_t)nparts;
 }
 
 static void fwd_task(void *arg, size_t begin, size_t end)
@@ -408,7 +409,7 @@ static void fwd_task(void *arg, size_t begin, size_t end)
     for (size_t part = begin; part < end; part++) {
         slice sl = slice_of(t, part);
         size_t u0, u1, filled = SIZE_MAX; /* the (image, channel) plane sl.plane holds */
-        part_range(t, part, &u0, &u1);
+        unit_range(t->units, t->nparts, part, &u0, &u1);
         zero_planes(sl.plane, &g->x);
         for (size_t u = u0; u < u1; u++) { /* u = (image, output channel) */
             size_t i = u / (size_t)d->k, o = u % (size_t)d->k;
@@ -513,7 +514,7 @@ static void data_task(void *arg, size_t begin, size_t end)
     for (size_t part = begin; part < end; part++) {
         slice sl = slice_of(t, part);
         size_t u0, u1;
-        part_range(t, part, &u0, &u1);
+        unit_range(t->units, t->nparts, part, &u0, &u1);
         if (g->gather)
             zero_planes(sl.plane, &g->dy);
         for (size_t u = u0; u < u1; u++) { /* u = (image, input channel) */
@@ -598,7 +599,7 @@ AVX2 static void filter_task(void *arg, size_t begin, size_t end)
         slice sl = slice_of(t, part);
         __m256 *acc = (__m256 *)sl.acc;
         size_t o0, o1, filled = SIZE_MAX;
-        part_range(t, part, &o0, &o1);
+        unit_range(t->units, t->nparts, part, &o0, &o1);
         for (size_t j = 0; j < (o1 - o0) * (size_t)g->rsp; j++)
             acc[j] = _mm256_setzero_ps();
         zero_planes(sl.plane, &g->x);
@@ -838,10 +839,11 @@ typedef struct lanes_task {
     int nparts, set;
 } lanes_task;
 
-static void lanes_range(const lanes_task *t, size_t part, size_t *u0, size_t *u1)
+/* Channels of the block of 8 from c0 that exist: the last block's may be
+ * fewer. */
+static int block_channels(const dl_conv_desc *d, size_t c0)
 {
-    *u0 = part * t->units / (size_t)t->nparts;
-    *u1 = (part + 1) * t->units / (size_t)t->nparts;
+    return d->c - (int)c0 < 8 ? d->c - (int)c0 : 8;
 }
 
 static float *lanes_buf(const lanes_task *t, size_t part)
@@ -858,11 +860,11 @@ AVX2 static void lanes_fwd_task(void *arg, size_t begin, size_t end)
     for (size_t part = begin; part < end; part++) {
         float *B = lanes_buf(t, part);
         size_t u0, u1;
-        lanes_range(t, part, &u0, &u1);
+        unit_range(t->units, t->nparts, part, &u0, &u1);
         memset(B, 0, t->L.buf * sizeof(float));
         for (size_t u = u0; u < u1; u++) { /* (image, block) */
             size_t i = u / (size_t)t->L.blocks, blk = u % (size_t)t->L.blocks, c0 = blk * 8;
-            int nch = d->c - (int)c0 < 8 ? d->c - (int)c0 : 8;
+            int nch = block_channels(d, c0);
             const float *xb = t->x + (i * d->c + c0) * hw;
             /* the next unit's planes (they follow these) while this one
              * runs: eight planes at once are eight streams, which the
@@ -926,11 +928,11 @@ AVX2 static void lanes_data_task(void *arg, size_t begin, size_t end)
     for (size_t part = begin; part < end; part++) {
         float *B = lanes_buf(t, part);
         size_t u0, u1;
-        lanes_range(t, part, &u0, &u1);
+        unit_range(t->units, t->nparts, part, &u0, &u1);
         memset(B, 0, t->L.buf * sizeof(float));
         for (size_t u = u0; u < u1; u++) { /* (image, block) */
             size_t i = u / (size_t)t->L.blocks, blk = u % (size_t)t->L.blocks, c0 = blk * 8;
-            int nch = d->c - (int)c0 < 8 ? d->c - (int)c0 : 8;
+            int nch = block_channels(d, c0);
             const float *dyo = t->dy + (i * d->k + c0) * pq;
             float *dxo = t->dx + (i * d->c + c0) * hw;
             const float *W = t->W + blk * rs * 8;
@@ -986,11 +988,11 @@ AVX2 static void lanes_filter_task(void *arg, size_t begin, size_t end)
     for (size_t part = begin; part < end; part++) {
         float *B = lanes_buf(t, part), *dyb = B + t->L.buf;
         size_t u0, u1;
-        lanes_range(t, part, &u0, &u1);
+        unit_range(t->units, t->nparts, part, &u0, &u1);
         memset(B, 0, t->L.buf * sizeof(float));
         for (size_t blk = u0; blk < u1; blk++) { /* a block, every image */
             size_t c0 = blk * 8;
-            int nch = d->c - (int)c0 < 8 ? d->c - (int)c0 : 8;
+            int nch = block_channels(d, c0);
             __m256 acc[64 + 9]; /* rs <= 64 (lanes_plan_of), a pass reads 9 */
             for (int j = 0; j < rs + 9; j++)
                 acc[j] = _mm256_setzero_ps();
