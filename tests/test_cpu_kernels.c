@@ -1186,6 +1186,91 @@ static void test_relu_maxpool_fused(void)
     }
 }
 
+/* One 3x3 stride-2 max pooling run (forward, backward adding, and the
+ * fused ReLU pair writing dx) with DLBENCH_POOL3 as given. */
+static void max3_run(const dl_pool_desc *d, const char *pool3, const float *x, const float *dy,
+                     const float *dx0, float *y, float *dx, float *yf, float *dxf)
+{
+    size_t nx = (size_t)d->n * d->c * d->h * d->w;
+    setenv("DLBENCH_POOL3", pool3, 1);
+    memcpy(dx, dx0, nx * 4);
+    for (size_t i = 0; i < nx; i++)
+        dxf[i] = 1234.5f; /* garbage: the fused backward writes every cell */
+    CHECK_OK(dl_cpu_pool_forward(cpu(), DL_POOL_MAX, d, y, x));
+    CHECK_OK(dl_cpu_pool_backward(cpu(), DL_POOL_MAX, d, dx, dy, x, y));
+    CHECK_OK(dl_cpu_relu_maxpool_forward(cpu(), d, yf, x));
+    CHECK_OK(dl_cpu_relu_maxpool_backward(cpu(), d, dxf, dy, x, yf));
+    unsetenv("DLBENCH_POOL3");
+}
+
+/* The 16-lane 3x3 stride-2 kernels (cpu_maxpool3.c) against the 8-lane
+ * windows and the scalar loop (DLBENCH_POOL3=0), bit for bit: rows of 1
+ * to 4 groups and their edges (w 31..34, 63..65), odd and even sizes,
+ * pad 0 and 1, planes so small that whole loads would leave the planes,
+ * values with ties, signed zeros, -inf and NaN. dy and dx hold small
+ * integers, so every sum is exact in any order. */
+static void test_maxpool3_kernels(void)
+{
+    static const int cases[][5] = {/* n*c, h, w, pad */
+                                   {3, 28, 28, 1},  {4, 14, 14, 1}, {2, 7, 7, 1},   {5, 1, 1, 1},
+                                   {7, 2, 3, 1},    {3, 5, 31, 1},  {3, 6, 32, 1},  {2, 9, 33, 1},
+                                   {2, 8, 34, 0},   {2, 11, 63, 0}, {2, 4, 64, 1},  {2, 5, 65, 1},
+                                   {1, 17, 112, 1}, {6, 3, 3, 0},   {3, 12, 29, 0}, {9, 4, 5, 0}};
+    if (!dl_cpu_avx512())
+        printf("  (no AVX-512F: both runs take the 8-lane windows)\n");
+    for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
+        const int *c = cases[ci];
+        dl_pool_desc d = pool_desc(1, c[0], c[1], c[2], 3, 2, c[3]);
+        CHECK_MSG(!dl_cpu_avx512() || dl_cpu_max3s2_takes(&d), "case %zu not taken", ci);
+        size_t nx = (size_t)c[0] * d.h * d.w, ny = (size_t)c[0] * d.p * d.q;
+        float *x = malloc(nx * 4), *dy = malloc(ny * 4), *dx0 = malloc(nx * 4);
+        float *r[2][4]; /* per run: y, dx, y fused, dx fused */
+        for (int k = 0; k < 2; k++) {
+            r[k][0] = malloc(ny * 4), r[k][1] = malloc(nx * 4);
+            r[k][2] = malloc(ny * 4), r[k][3] = malloc(nx * 4);
+        }
+        for (size_t i = 0; i < nx; i++) {
+            int v = (int)((i * 7919 + ci * 31) % 11) - 6; /* ties, zeros, negatives */
+            x[i] = v == -6 ? -0.0f : 0.5f * (float)v;
+            dx0[i] = (float)((int)(i % 7) - 3);
+        }
+        for (size_t i = 0; i < ny; i++)
+            dy[i] = (float)((int)((i * 13) % 9) - 4);
+        if (nx > 8) {
+            x[nx / 2] = NAN;
+            x[nx / 3] = -INFINITY;
+            x[nx - 1] = INFINITY;
+        }
+        max3_run(&d, "0", x, dy, dx0, r[0][0], r[0][1], r[0][2], r[0][3]);
+        max3_run(&d, "1", x, dy, dx0, r[1][0], r[1][1], r[1][2], r[1][3]);
+        const char *what[] = {"forward", "backward", "fused forward", "fused backward"};
+        for (int k = 0; k < 4; k++)
+            CHECK_MSG(memcmp(r[0][k], r[1][k], (k % 2 ? nx : ny) * 4) == 0,
+                      "case %zu (%dx%d pad %d): %s differs", ci, d.h, d.w, d.pad, what[k]);
+        for (int k = 0; k < 2; k++)
+            for (int j = 0; j < 4; j++)
+                free(r[k][j]);
+        free(x), free(dy), free(dx0);
+    }
+    /* a thread pool's parts meet mid-tensor: the same as one part */
+    dl_pool_desc d = pool_desc(4, 16, 28, 28, 3, 2, 1);
+    size_t nx = (size_t)4 * 16 * 28 * 28, ny = (size_t)4 * 16 * 14 * 14;
+    float *x = frandv(nx), *dy = frandv(ny), *y1 = malloc(ny * 4), *y2 = malloc(ny * 4);
+    float *dx1 = calloc(nx, 4), *dx2 = calloc(nx, 4);
+    CHECK_OK(dl_cpu_pool_forward(cpu(), DL_POOL_MAX, &d, y1, x));
+    CHECK_OK(dl_cpu_pool_backward(cpu(), DL_POOL_MAX, &d, dx1, dy, x, y1));
+    dl_backend *be2 = dl_backend_cpu_create(3);
+    CHECK(be2 != NULL);
+    if (be2) {
+        CHECK_OK(be2->ops->pool_forward(be2, DL_POOL_MAX, &d, y2, x));
+        CHECK_OK(be2->ops->pool_backward(be2, DL_POOL_MAX, &d, dx2, dy, x, y2));
+        CHECK(memcmp(y1, y2, ny * 4) == 0);
+        CHECK(memcmp(dx1, dx2, nx * 4) == 0);
+        dl_backend_cpu_destroy(be2);
+    }
+    free(x), free(dy), free(y1), free(y2), free(dx1), free(dx2);
+}
+
 /* x as a fused ReLU -> MaxPool2d sees it. */
 static float ref_pin(int relu, float v) { return !relu || v > 0 ? v : 0; }
 
@@ -2409,6 +2494,7 @@ int main(void)
     RUN(test_adaptive_pool);
     RUN(test_pool_fd);
     RUN(test_relu_maxpool_fused);
+    RUN(test_maxpool3_kernels);
     RUN(test_maxpool2_paths);
     RUN(test_batchnorm);
     RUN(test_batchnorm_large);

@@ -1,0 +1,392 @@
+/* cpu_maxpool3.c - 3x3 stride-2 max pooling on 16 lanes (the ResNet stem's), forward and backward
+ *
+ * The window of output column o starts at input column 2o - pad, so tap
+ * column k of 16 neighbouring outputs o0.. is every other float of the
+ * 32 from column 2 o0 - pad (k = 0: even lanes, k = 1: odd) or of the 32
+ * from one further (k = 2: odd lanes): four whole loads and three
+ * two-source permutes. A group is 16 outputs of a row, a strip of 32
+ * input columns. A tap outside the input is never used: forward its
+ * permute index takes the output's tap 1 instead (a column inside the
+ * input; a value stepped in twice is the same maximum, bits and NaN
+ * alike), backward its compares are masked off. Loads are whole vectors
+ * (masked loads cost more here) except in planes where one would leave
+ * the caller's planes: there they are masked to the input's columns.
+ *
+ * Forward: per input row the maximum over each output's three columns
+ * (H), then over the window's three rows, each step the scalar loop's
+ * (a larger value or a NaN replaces the running maximum): the first
+ * largest value or the last NaN in row-major order, the same bits as the
+ * scalar scan and the 8-lane windows (the argument is cpu_conv.c's, at
+ * win8_max_planes). Row 2 oh + 2 - pad of output row oh is row 0 of the
+ * next: its H is carried, so each input row is read once per strip.
+ *
+ * Backward: per output, the first of its nine cells in scan order equal
+ * to y gets dy: the nine equalities at once, then the first by a prefix
+ * OR in the mask registers. Column k's contributions of a group,
+ * interleaved back (even columns: k = 0 plus k = 2 of the output to the
+ * left, a lane shift that carries the previous group's last lane; odd:
+ * k = 1), give 32 columns of a row. A row takes window row 1 of one
+ * output row, or row 2 of one and row 0 of the next (carried, per
+ * group), into a scratch plane; then dx (+)= the scratch as one flat
+ * array (0 + it when dx is written, as adding into zeros gives). Rows and
+ * columns no window reaches add 0.
+ *
+ * Taken where the CPU has AVX-512F, the window is 3x3 with stride 2 and
+ * pad 0 or 1, the output rows hold at most MAX_GROUPS groups, the planes
+ * fit the scratch, and DLBENCH_POOL3 is not 0 (read per call: the tests
+ * and bench_membound compare against the 8-lane windows with it). */
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/cpu/cpu.h"
+
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+#include <immintrin.h>
+#define MAX3_VECTOR 1
+#define MAX3_TARGET __attribute__((target("avx512f")))
+/* the plane loops are instantiated twice, whole loads or masked */
+#define MAX3_INLINE MAX3_TARGET static inline __attribute__((always_inline))
+#endif
+
+#define MAX_GROUPS 64   /* output rows up to 1024 */
+#define MAX_PLANE 65536 /* floats of two input planes the backward's scratch holds */
+
+#ifdef MAX3_VECTOR
+/* A thread's backward scratch: a plane's contributions (no allocation in
+ * a training step). */
+static _Thread_local float plane_acc[MAX_PLANE + 64];
+#endif
+
+int dl_cpu_max3s2_takes(const dl_pool_desc *d)
+{
+#ifdef MAX3_VECTOR
+    const char *e = getenv("DLBENCH_POOL3");
+    if (e && !strcmp(e, "0"))
+        return 0;
+    return dl_cpu_avx512() && d->size == 3 && d->stride == 2 && (d->pad == 0 || d->pad == 1) &&
+           (d->q + 15) / 16 <= MAX_GROUPS && (size_t)d->h * d->w <= MAX_PLANE / 2;
+#else
+    (void)d;
+    return 0;
+#endif
+}
+
+#ifdef MAX3_VECTOR
+/* Lanes i of 16 columns from c0 with 0 <= c0 + i < w. */
+static __mmask16 cols_in(int c0, int w)
+{
+    int lo = c0 < 0 ? -c0 : 0, hi = w - c0;
+    if (hi <= lo)
+        return 0;
+    unsigned top = hi >= 16 ? 0xffffu : (1u << hi) - 1u;
+    return (__mmask16)(top & ~((1u << (lo > 16 ? 16 : lo)) - 1u));
+}
+
+/* A group: its first window column c0; the masks of its loads' columns
+ * inside the input (the 32 from c0: k[0], k[1]; from c0 + 1: k[2],
+ * k[3]), for masked loads; per tap column the lanes of outputs (< q)
+ * whose tap lies inside the input (v); the forward's permute indices. */
+typedef struct grp {
+    __m512i idx[3];
+    int c0;
+    __mmask16 k[4], v[3];
+} grp;
+
+/* Groups 0..groups of a row (one past the last: the backward's carry
+ * column); returns the number of output groups. */
+MAX3_TARGET static int groups_of(const dl_pool_desc *d, grp *g)
+{
+    int groups = (d->q + 15) / 16;
+    for (int i = 0; i <= groups; i++) {
+        int c0 = 32 * i - d->pad;
+        int32_t idx[3][16];
+        g[i].c0 = c0;
+        g[i].k[0] = cols_in(c0, d->w);
+        g[i].k[1] = cols_in(c0 + 16, d->w);
+        g[i].k[2] = cols_in(c0 + 1, d->w);
+        g[i].k[3] = cols_in(c0 + 17, d->w);
+        g[i].v[0] = g[i].v[1] = g[i].v[2] = 0;
+        for (int l = 0; l < 16; l++) {
+            int real = 16 * i + l < d->q;
+            for (int k = 0; k < 3; k++) {
+                int col = c0 + 2 * l + k, in = col >= 0 && col < d->w;
+                if (real && in)
+                    g[i].v[k] |= (__mmask16)(1u << l);
+            }
+            /* tap 1 of a real output is inside the input (pad <= 1) */
+            idx[0][l] = real && c0 + 2 * l < 0 ? 2 * l + 1 : 2 * l;
+            idx[1][l] = 2 * l + 1;
+            idx[2][l] = real && c0 + 2 * l + 2 >= d->w ? 2 * l : 2 * l + 1;
+        }
+        for (int k = 0; k < 3; k++)
+            g[i].idx[k] = _mm512_loadu_si512(idx[k]);
+    }
+    return groups;
+}
+
+/* The running maximum's step: x where x > v or x is NaN (maxps(x, v) is
+ * x > v ? x : v, v on ties and where x is NaN). */
+MAX3_TARGET static inline __m512 step(__m512 v, __m512 x)
+{
+    return _mm512_mask_mov_ps(_mm512_max_ps(x, v), _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q), x);
+}
+
+MAX3_TARGET static inline __m512 relu(__m512 v)
+{
+    return _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(v, _mm512_setzero_ps(), _CMP_GT_OQ), v);
+}
+
+/* 16 floats at p: whole, or only the lanes of k (the others 0). */
+MAX3_INLINE __m512 load(const float *p, __mmask16 k, int whole)
+{
+    return whole ? _mm512_loadu_ps(p) : _mm512_maskz_loadu_ps(k, p);
+}
+
+/* Tap columns 0, 1, 2 of a group's 16 outputs in input row xr, by the
+ * permute indices (relu'd when fused: NaN maps to 0, as the ReLU
+ * kernel's). */
+MAX3_INLINE void taps(const float *xr, const grp *g, int fused, int whole, __m512 t[3])
+{
+    const float *p = xr + g->c0;
+    __m512 a = load(p, g->k[0], whole), b = load(p + 16, g->k[1], whole);
+    __m512 c = load(p + 1, g->k[2], whole), e = load(p + 17, g->k[3], whole);
+    if (fused)
+        a = relu(a), b = relu(b), c = relu(c), e = relu(e);
+    t[0] = _mm512_permutex2var_ps(a, g->idx[0], b);
+    t[1] = _mm512_permutex2var_ps(a, g->idx[1], b);
+    t[2] = _mm512_permutex2var_ps(c, g->idx[2], e);
+}
+
+/* H of input row r for group g: the maxima over each output's columns;
+ * -inf for a row outside the input. */
+MAX3_INLINE __m512 row_max(const dl_pool_desc *d, const float *xp, int r, const grp *g, int fused,
+                           int whole)
+{
+    if (r < 0 || r >= d->h)
+        return _mm512_set1_ps(-INFINITY);
+    __m512 t[3];
+    taps(xp + (size_t)r * d->w, g, fused, whole, t);
+    return step(step(t[0], t[1]), t[2]);
+}
+
+MAX3_INLINE void fwd_plane(const dl_pool_desc *d, const grp *g, int groups, int fused, int whole,
+                           const float *xp, float *yp)
+{
+    for (int i = 0; i < groups; i++) {
+        /* copies the stores cannot alias: nothing reloaded after each */
+        const grp gi = g[i];
+        int left = d->q - 16 * i;
+        __mmask16 kq = left >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << left) - 1u);
+        __m512 h0 = row_max(d, xp, -d->pad, &gi, fused, whole);
+        for (int oh = 0; oh < d->p; oh++) {
+            int r0 = 2 * oh - d->pad;
+            __m512 h1 = row_max(d, xp, r0 + 1, &gi, fused, whole);
+            __m512 h2 = row_max(d, xp, r0 + 2, &gi, fused, whole);
+            _mm512_mask_storeu_ps(yp + (size_t)oh * d->q + 16 * i, kq, step(step(h0, h1), h2));
+            h0 = h2;
+        }
+    }
+}
+
+/* Whether plane pl's whole loads stay inside planes [begin, end) of n
+ * floats each: they start at most a float before the plane (x's, with
+ * pad 1: before) and end under 48 past it. */
+static int plane_whole(size_t pl, size_t begin, size_t end, size_t n, int before)
+{
+    return (!before || pl > begin) && (end - pl - 1) * n >= 48;
+}
+
+MAX3_TARGET static void fwd_planes(const dl_pool_desc *d, int fused, const float *x, float *y,
+                                   size_t begin, size_t end)
+{
+    grp g[MAX_GROUPS + 1];
+    int groups = groups_of(d, g);
+    const dl_pool_desc dd = *d; /* a copy the stores cannot alias */
+    size_t hw = (size_t)dd.h * dd.w;
+    for (size_t pl = begin; pl < end; pl++) {
+        const float *xp = x + pl * hw;
+        float *yp = y + pl * dd.p * dd.q;
+        if (plane_whole(pl, begin, end, hw, dd.pad))
+            fwd_plane(&dd, g, groups, fused, 1, xp, yp);
+        else
+            fwd_plane(&dd, g, groups, fused, 0, xp, yp);
+    }
+}
+
+/* Row r's 32 columns of group g, masked to the input, into the plane's
+ * scratch. */
+MAX3_TARGET static inline void put_row(float *row, const grp *g, __m512 lo, __m512 hi)
+{
+    _mm512_mask_storeu_ps(row + g->c0, g->k[0], lo);
+    _mm512_mask_storeu_ps(row + g->c0 + 16, g->k[1], hi);
+}
+
+typedef struct bwd_args {
+    const dl_pool_desc *d;
+    int fused;
+    const float *xp, *yp, *gp; /* the plane's x, y and dy */
+    float *acc;                /* [h, w]: the plane's contributions */
+} bwd_args;
+
+/* The contributions of output row oh's group g to its three window rows:
+ * c[kh][k] (dy where tap (kh, k) is the output's first cell equal to y). */
+MAX3_INLINE void hits(const bwd_args *a, const grp *g, int i, int oh, int whole, __m512 c[3][3])
+{
+    const dl_pool_desc *d = a->d;
+    size_t at = (size_t)oh * d->q + 16 * i;
+    __m512 yv = load(a->yp + at, g->v[1], whole), gv = load(a->gp + at, g->v[1], whole);
+    if (a->fused) /* relu'(x) of the chosen cell is 0 where y <= 0 */
+        gv = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(yv, _mm512_setzero_ps(), _CMP_GT_OQ), gv);
+    /* every tap's equality first (lanes of taps outside the input, or
+     * past q, off), then the first of them by a prefix OR in the mask
+     * registers: a found mask carried from tap to tap chained nine
+     * compares */
+    __mmask16 eq[9];
+#pragma GCC unroll 3
+    for (int kh = 0; kh < 3; kh++) {
+        int r = 2 * oh - d->pad + kh;
+        if (r < 0 || r >= d->h) {
+            eq[3 * kh] = eq[3 * kh + 1] = eq[3 * kh + 2] = 0;
+            continue;
+        }
+        __m512 t[3];
+        /* raw x: where y > 0, relu(x) == y exactly where x == y */
+        taps(a->xp + (size_t)r * d->w, g, 0, whole, t);
+#pragma GCC unroll 3
+        for (int k = 0; k < 3; k++)
+            eq[3 * kh + k] = _mm512_mask_cmp_ps_mask(g->v[k], t[k], yv, _CMP_EQ_OQ);
+    }
+    /* dy not yet given, taken by the first equal tap */
+    __m512 rest = gv;
+#pragma GCC unroll 9
+    for (int k = 0; k < 9; k++) {
+        c[k / 3][k % 3] = _mm512_maskz_mov_ps(eq[k], rest);
+        rest = _mm512_mask_mov_ps(rest, eq[k], _mm512_setzero_ps());
+    }
+}
+
+/* Row r's columns from a group's even and odd column sums, interleaved. */
+MAX3_INLINE void put_cols(float *acc, int w, int r, const grp *g, __m512 ev, __m512 od)
+{
+    /* lanes 2j, 2j+1 of the 32 columns: even j, odd j */
+    const __m512i il0 = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+    const __m512i il1 =
+        _mm512_setr_epi32(8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
+    put_row(acc + (size_t)r * w, g, _mm512_permutex2var_ps(ev, il0, od),
+            _mm512_permutex2var_ps(ev, il1, od));
+}
+
+MAX3_INLINE void bwd_rows(const bwd_args *a, const grp *g, int groups, int whole)
+{
+    const dl_pool_desc *d = a->d;
+    const __m512 zero = _mm512_setzero_ps();
+    /* groups that reach the input: the one past the last only where its
+     * carried column (the last output's tap 2) is inside */
+    int reach = g[groups].k[0] ? groups + 1 : groups;
+    /* window row 2 of the last output row, per group: its even and odd
+     * column sums, added to row 0 of the next before they are interleaved */
+    __m512 carry[MAX_GROUPS + 1][2];
+    for (int i = 0; i < reach; i++)
+        carry[i][0] = carry[i][1] = zero;
+    for (int oh = 0; oh < d->p; oh++) {
+        int r0 = 2 * oh - d->pad;
+        __m512 prev[3] = {zero, zero, zero}; /* column 2 of the group to the left */
+        for (int i = 0; i < reach; i++) {
+            __m512 c[3][3];
+            const grp gi = g[i]; /* a copy the stores cannot alias */
+            if (i < groups)
+                hits(a, &gi, i, oh, whole, c);
+            else /* past the last group: only the carried column */
+#pragma GCC unroll 3
+                for (int kh = 0; kh < 3; kh++)
+                    c[kh][0] = c[kh][1] = c[kh][2] = zero;
+            __m512 ev[3];
+#pragma GCC unroll 3
+            for (int kh = 0; kh < 3; kh++) {
+                ev[kh] = _mm512_add_ps(c[kh][0], _mm512_castsi512_ps(_mm512_alignr_epi32(
+                                                     _mm512_castps_si512(c[kh][2]),
+                                                     _mm512_castps_si512(prev[kh]), 15)));
+                prev[kh] = c[kh][2];
+            }
+            if (r0 >= 0)
+                put_cols(a->acc, d->w, r0, &gi, _mm512_add_ps(carry[i][0], ev[0]),
+                         _mm512_add_ps(carry[i][1], c[0][1]));
+            if (r0 + 1 < d->h)
+                put_cols(a->acc, d->w, r0 + 1, &gi, ev[1], c[1][1]);
+            carry[i][0] = ev[2];
+            carry[i][1] = c[2][1];
+        }
+    }
+    int last = 2 * d->p - d->pad; /* window row 2 of the last output row */
+    if (last < d->h)
+        for (int i = 0; i < reach; i++)
+            put_cols(a->acc, d->w, last, &g[i], carry[i][0], carry[i][1]);
+    if (last + 1 < d->h) /* rows no window reaches */
+        memset(a->acc + (size_t)(last + 1) * d->w, 0,
+               (size_t)(d->h - last - 1) * d->w * sizeof(float));
+}
+
+/* dx (+)= the scratch plane as one flat array: dx's loads never meet the
+ * masked stores of a row before (such an overlap waits for the store to
+ * retire), 0 + it when dx is written. */
+MAX3_TARGET static void add_plane(float *dx, const float *acc, size_t n, int set)
+{
+    const __m512 zero = _mm512_setzero_ps();
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        __m512 old = set ? zero : _mm512_loadu_ps(dx + i);
+        _mm512_storeu_ps(dx + i, _mm512_add_ps(old, _mm512_loadu_ps(acc + i)));
+    }
+    if (i < n) {
+        __mmask16 k = (__mmask16)((1u << (n - i)) - 1u);
+        __m512 old = set ? zero : _mm512_maskz_loadu_ps(k, dx + i);
+        _mm512_mask_storeu_ps(dx + i, k, _mm512_add_ps(old, _mm512_maskz_loadu_ps(k, acc + i)));
+    }
+}
+
+MAX3_TARGET static void bwd_planes(const dl_pool_desc *d, int fused, int set, const float *x,
+                                   const float *y, const float *dy, float *dx, size_t begin,
+                                   size_t end)
+{
+    grp g[MAX_GROUPS + 1];
+    int groups = groups_of(d, g);
+    const dl_pool_desc dd = *d; /* a copy the stores cannot alias */
+    /* two scratch planes: a plane's is added to dx after the next one's
+     * rows, when its masked stores have left the store buffer (loads
+     * that meet them wait for that) */
+    size_t hw = (size_t)dd.h * dd.w, pq = (size_t)dd.p * dd.q;
+    float *acc[2] = {plane_acc + 16, plane_acc + 16 + MAX_PLANE / 2 + 32}; /* column -1: room */
+    for (size_t pl = begin; pl < end; pl++) {
+        bwd_args a = {&dd, fused, x + pl * hw, y + pl * pq, dy + pl * pq, acc[pl & 1]};
+        if (plane_whole(pl, begin, end, hw, dd.pad) && plane_whole(pl, begin, end, pq, 0))
+            bwd_rows(&a, g, groups, 1);
+        else
+            bwd_rows(&a, g, groups, 0);
+        if (pl > begin)
+            add_plane(dx + (pl - 1) * hw, acc[(pl - 1) & 1], hw, set);
+    }
+    add_plane(dx + (end - 1) * hw, acc[(end - 1) & 1], hw, set);
+}
+#endif
+
+void dl_cpu_max3s2_forward(const dl_pool_desc *d, int fused, const float *x, float *y, size_t begin,
+                           size_t end)
+{
+#ifdef MAX3_VECTOR
+    fwd_planes(d, fused, x, y, begin, end);
+#else
+    (void)d, (void)fused, (void)x, (void)y, (void)begin, (void)end;
+#endif
+}
+
+void dl_cpu_max3s2_backward(const dl_pool_desc *d, int fused, int set, const float *x,
+                            const float *y, const float *dy, float *dx, size_t begin, size_t end)
+{
+#ifdef MAX3_VECTOR
+    bwd_planes(d, fused, set, x, y, dy, dx, begin, end);
+#else
+    (void)d, (void)fused, (void)set, (void)x, (void)y, (void)dy, (void)dx, (void)begin, (void)end;
+#endif
+}
