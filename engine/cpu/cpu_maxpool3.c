@@ -21,15 +21,16 @@
  * next: its H is carried, so each input row is read once per strip.
  *
  * Backward: per output, the first of its nine cells in scan order equal
- * to y gets dy: the nine equalities at once, then the first by a prefix
- * OR in the mask registers. Column k's contributions of a group,
- * interleaved back (even columns: k = 0 plus k = 2 of the output to the
- * left, a lane shift that carries the previous group's last lane; odd:
- * k = 1), give 32 columns of a row. A row takes window row 1 of one
- * output row, or row 2 of one and row 0 of the next (carried, per
- * group), into a scratch plane; then dx (+)= the scratch as one flat
- * array (0 + it when dx is written, as adding into zeros gives). Rows and
- * columns no window reaches add 0.
+ * to y gets dy: the nine equalities at once, then a vector of the dy not
+ * yet given goes tap by tap to the first equal one. Column k's
+ * contributions of a group, summed per row and column parity (even
+ * columns: k = 0 plus k = 2 of the output to the left, a lane shift that
+ * carries the previous group's last lane; odd: k = 1) and interleaved
+ * back, give 32 columns of a row. A row takes window row 1 of one output
+ * row, or row 2 of one and row 0 of the next (carried, per group), into
+ * one of two scratch planes; dx (+)= the scratch as one flat array a
+ * plane later (0 + it when dx is written, as adding into zeros gives).
+ * Rows and columns no window reaches add 0.
  *
  * Taken where the CPU has AVX-512F, the window is 3x3 with stride 2 and
  * pad 0 or 1, the output rows hold at most MAX_GROUPS groups, the planes
@@ -54,8 +55,8 @@
 #define MAX_PLANE 65536 /* floats of two input planes the backward's scratch holds */
 
 #ifdef MAX3_VECTOR
-/* A thread's backward scratch: a plane's contributions (no allocation in
- * a training step). */
+/* A thread's backward scratch: two planes' contributions (no allocation
+ * in a training step). */
 static _Thread_local float plane_acc[MAX_PLANE + 64];
 #endif
 
@@ -240,9 +241,9 @@ MAX3_INLINE void hits(const bwd_args *a, const grp *g, int i, int oh, int whole,
     if (a->fused) /* relu'(x) of the chosen cell is 0 where y <= 0 */
         gv = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(yv, _mm512_setzero_ps(), _CMP_GT_OQ), gv);
     /* every tap's equality first (lanes of taps outside the input, or
-     * past q, off), then the first of them by a prefix OR in the mask
-     * registers: a found mask carried from tap to tap chained nine
-     * compares */
+     * past q, off), then the first of them: a found mask carried from
+     * tap to tap through the mask registers was a chain as slow as the
+     * 8-lane kernel, a vector of what is left of dy is not */
     __mmask16 eq[9];
 #pragma GCC unroll 3
     for (int kh = 0; kh < 3; kh++) {
