@@ -1203,7 +1203,7 @@ static void max3_run(const dl_pool_desc *d, const char *pool3, const float *x, c
     unsetenv("DLBENCH_POOL3");
 }
 
-/* The 16-lane 3x3 stride-2 kernels (cpu_maxpool3.c) against the 8-lane
+/* The 16-lane 3x3 stride-2 kernels (cpu_pool3.c) against the 8-lane
  * windows and the scalar loop (DLBENCH_POOL3=0), bit for bit: rows of 1
  * to 4 groups and their edges (w 31..34, 63..65), odd and even sizes,
  * pad 0 and 1, planes so small that whole loads would leave the planes,
@@ -1221,7 +1221,8 @@ static void test_maxpool3_kernels(void)
     for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
         const int *c = cases[ci];
         dl_pool_desc d = pool_desc(1, c[0], c[1], c[2], 3, 2, c[3]);
-        CHECK_MSG(!dl_cpu_avx512() || dl_cpu_max3s2_takes(&d), "case %zu not taken", ci);
+        CHECK_MSG(!dl_cpu_avx512() || getenv("DLBENCH_POOL3") || dl_cpu_max3s2_takes(&d),
+                  "case %zu not taken", ci);
         size_t nx = (size_t)c[0] * d.h * d.w, ny = (size_t)c[0] * d.p * d.q;
         float *x = malloc(nx * 4), *dy = malloc(ny * 4), *dx0 = malloc(nx * 4);
         float *r[2][4]; /* per run: y, dx, y fused, dx fused */
@@ -1269,6 +1270,59 @@ static void test_maxpool3_kernels(void)
         dl_backend_cpu_destroy(be2);
     }
     free(x), free(dy), free(y1), free(y2), free(dx1), free(dx2);
+}
+
+/* The 16-lane 3x3 stride-1 average pooling (cpu_pool3.c) against the
+ * scalar loop's float sums written out here, bit for bit: forward 0 +
+ * the window's cells inside the input in row-major order, / 9; backward
+ * each cell dx + dy / 9 of every output whose window holds it, in output
+ * order. Rows of 1 to 3 groups and their edges, pad 0 and 1, tiny
+ * planes, signed zeros among the values. */
+static void test_avgpool3_kernels(void)
+{
+    static const int cases[][4] = {/* n*c, h, w, pad */
+                                   {3, 28, 28, 1}, {4, 14, 14, 1}, {5, 1, 1, 1},  {3, 2, 3, 1},
+                                   {2, 5, 16, 1},  {2, 6, 17, 1},  {2, 7, 31, 0}, {2, 4, 33, 1},
+                                   {1, 9, 40, 0},  {6, 3, 3, 0},   {2, 5, 18, 0}, {1, 13, 47, 1}};
+    for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
+        const int *c = cases[ci];
+        dl_pool_desc d = pool_desc(1, c[0], c[1], c[2], 3, 1, c[3]);
+        CHECK_MSG(!dl_cpu_avx512() || getenv("DLBENCH_POOL3") || dl_cpu_avg3s1_takes(&d),
+                  "case %zu not taken", ci);
+        size_t nx = (size_t)c[0] * d.h * d.w, ny = (size_t)c[0] * d.p * d.q;
+        float *x = frandv(nx), *dy = frandv(ny), *dx = frandv(nx), *y = malloc(ny * 4);
+        float *dxr = fcopy(dx, nx);
+        for (size_t i = 0; i < nx; i += 7)
+            x[i] = -0.0f;
+        for (size_t i = 0; i < nx; i += 11)
+            dxr[i] = dx[i] = -0.0f;
+        CHECK_OK(dl_cpu_pool_forward(cpu(), DL_POOL_AVG, &d, y, x));
+        CHECK_OK(dl_cpu_pool_backward(cpu(), DL_POOL_AVG, &d, dx, dy, NULL, NULL));
+        int bad = 0;
+        for (int pl = 0; pl < c[0]; pl++)
+            for (int oh = 0; oh < d.p; oh++)
+                for (int ow = 0; ow < d.q; ow++) {
+                    float sum = 0.0f, g = dy[((size_t)pl * d.p + oh) * d.q + ow] / 9.0f;
+                    for (int kh = 0; kh < 3; kh++)
+                        for (int kw = 0; kw < 3; kw++) {
+                            int ih = oh - d.pad + kh, iw = ow - d.pad + kw;
+                            if (ih < 0 || iw < 0 || ih >= d.h || iw >= d.w)
+                                continue;
+                            size_t xi = ((size_t)pl * d.h + ih) * d.w + iw;
+                            sum += x[xi];
+                            dxr[xi] += g;
+                        }
+                    float want = sum / 9.0f;
+                    bad += memcmp(&want, &y[((size_t)pl * d.p + oh) * d.q + ow], 4) != 0;
+                }
+        CHECK_MSG(bad == 0, "case %zu (%dx%d pad %d): %d outputs differ", ci, d.h, d.w, d.pad, bad);
+        if (dl_cpu_avg3s1_takes(&d)) /* the 8-lane windows sum in another order */
+            CHECK_MSG(memcmp(dx, dxr, nx * 4) == 0, "case %zu (%dx%d pad %d): dx differs", ci, d.h,
+                      d.w, d.pad);
+        for (size_t i = 0; i < nx; i++)
+            CHECK_NEAR(dx[i], dxr[i], 1e-5);
+        free(x), free(dy), free(dx), free(y), free(dxr);
+    }
 }
 
 /* x as a fused ReLU -> MaxPool2d sees it. */
@@ -2495,6 +2549,7 @@ int main(void)
     RUN(test_pool_fd);
     RUN(test_relu_maxpool_fused);
     RUN(test_maxpool3_kernels);
+    RUN(test_avgpool3_kernels);
     RUN(test_maxpool2_paths);
     RUN(test_batchnorm);
     RUN(test_batchnorm_large);

@@ -157,7 +157,7 @@ int dl_cpu_conv_dw_backward_data(dl_backend *be, const dl_conv_desc *d, float *d
                                  const float *w, void *ws, dl_dtype compute, int set);
 int dl_cpu_conv_dw_backward_filter(dl_backend *be, const dl_conv_desc *d, float *dw,
                                    const float *dy, const float *x, void *ws, dl_dtype compute);
-/* cpu_maxpool3.c: 3x3 stride-2 max pooling with pad 0 or 1 on 16 lanes,
+/* cpu_pool3.c: 3x3 stride-2 max pooling with pad 0 or 1 on 16 lanes,
  * planes [begin, end) of n*c of an already checked descriptor, the same
  * contracts as the pooling entry points (fused: of relu(x); set: dx
  * written, not added). _takes: whether it runs d (AVX-512F, output rows
@@ -167,6 +167,13 @@ void dl_cpu_max3s2_forward(const dl_pool_desc *d, int fused, const float *x, flo
                            size_t end);
 void dl_cpu_max3s2_backward(const dl_pool_desc *d, int fused, int set, const float *x,
                             const float *y, const float *dy, float *dx, size_t begin, size_t end);
+/* The same file: 3x3 stride-1 average pooling with pad 0 or 1 (divisor
+ * 9, count_include_pad), forward and backward (dx added to). */
+int dl_cpu_avg3s1_takes(const dl_pool_desc *d);
+void dl_cpu_avg3s1_forward(const dl_pool_desc *d, const float *x, float *y, size_t begin,
+                           size_t end);
+void dl_cpu_avg3s1_backward(const dl_pool_desc *d, const float *dy, float *dx, size_t begin,
+                            size_t end);
 /* cpu_conv_1x1.c: dense 1x1 convolutions with pad 0 and any stride, f32
  * and bf16 compute, AVX-512 kernels (same contracts as the conv entry
  * points; backward data writes dx when set, else adds). _fits: whether

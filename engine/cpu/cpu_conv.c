@@ -1237,7 +1237,8 @@ typedef struct pool_task {
     int avx512; /* the CPU has AVX-512F */
     int relu;   /* max pooling of relu(x) (the fused ReLU -> MaxPool2d) */
     int set;    /* backward writes dx instead of adding to it */
-    int max3;   /* max pooling by cpu_maxpool3.c (dl_cpu_max3s2_takes) */
+    int max3;   /* max pooling by cpu_pool3.c (dl_cpu_max3s2_takes) */
+    int avg3;   /* average pooling by cpu_pool3.c (dl_cpu_avg3s1_takes) */
 } pool_task;
 
 /* x as the pooling sees it: relu(x) when fused (NaN maps to 0, as in the
@@ -2534,6 +2535,10 @@ static void pool_fwd_task(void *arg, size_t begin, size_t end)
         dl_cpu_max3s2_forward(d, t->relu, t->x, t->y, begin, end);
         return;
     }
+    if (t->avg3) {
+        dl_cpu_avg3s1_forward(d, t->x, t->y, begin, end);
+        return;
+    }
     if (max2s_planes(t, begin, end, 0) || max2_avx2_planes(t, begin, end, 0) ||
         avg2_planes(t, begin, end, 0))
         return;
@@ -2581,6 +2586,10 @@ static void pool_bwd_task(void *arg, size_t begin, size_t end)
     const pool_task *t = &local;
     if (t0->max3) {
         dl_cpu_max3s2_backward(d, t0->relu, t0->set, t0->x, t0->yc, t0->dy, t0->dx, begin, end);
+        return;
+    }
+    if (t0->avg3 && !t0->set) {
+        dl_cpu_avg3s1_backward(d, t0->dy, t0->dx, begin, end);
         return;
     }
     /* the 8-lane windows write dx too (unless their scratch is refused) */
@@ -2654,8 +2663,9 @@ int dl_cpu_pool_forward(dl_backend *be, dl_pool_kind kind, const dl_pool_desc *d
                         const float *x)
 {
     DL_TRY(check_pool(kind, d, "pool_forward"));
-    pool_task t = {d, kind, y, NULL, x, NULL, NULL, have_avx512(), 0, 0, 0};
+    pool_task t = {d, kind, y, NULL, x, NULL, NULL, have_avx512(), 0, 0, 0, 0};
     t.max3 = kind == DL_POOL_MAX && dl_cpu_max3s2_takes(d);
+    t.avg3 = kind == DL_POOL_AVG && dl_cpu_avg3s1_takes(d);
     size_t planes = (size_t)d->n * d->c;
     dl_pool_for(dl_cpu(be)->pool, planes, 16, pool_fwd_task, &t);
     return DL_OK;
@@ -2665,7 +2675,7 @@ int dl_cpu_pool_forward(dl_backend *be, dl_pool_kind kind, const dl_pool_desc *d
 int dl_cpu_relu_maxpool_forward(dl_backend *be, const dl_pool_desc *d, float *y, const float *x)
 {
     DL_TRY(check_pool(DL_POOL_MAX, d, "relu_maxpool_forward"));
-    pool_task t = {d, DL_POOL_MAX, y, NULL, x, NULL, NULL, have_avx512(), 1, 0, 0};
+    pool_task t = {d, DL_POOL_MAX, y, NULL, x, NULL, NULL, have_avx512(), 1, 0, 0, 0};
     t.max3 = dl_cpu_max3s2_takes(d);
     dl_pool_for(dl_cpu(be)->pool, (size_t)d->n * d->c, 16, pool_fwd_task, &t);
     return DL_OK;
@@ -2676,7 +2686,7 @@ int dl_cpu_relu_maxpool_backward(dl_backend *be, const dl_pool_desc *d, float *d
                                  const float *x, const float *y)
 {
     DL_TRY(check_pool(DL_POOL_MAX, d, "relu_maxpool_backward"));
-    pool_task t = {d, DL_POOL_MAX, NULL, dx, x, dy, y, have_avx512(), 1, 1, 0};
+    pool_task t = {d, DL_POOL_MAX, NULL, dx, x, dy, y, have_avx512(), 1, 1, 0, 0};
     t.max3 = dl_cpu_max3s2_takes(d);
     dl_pool_for(dl_cpu(be)->pool, (size_t)d->n * d->c, 16, pool_bwd_task, &t);
     return DL_OK;
@@ -2689,8 +2699,9 @@ int dl_cpu_pool_backward(dl_backend *be, dl_pool_kind kind, const dl_pool_desc *
                          const float *dy, const float *x, const float *y)
 {
     DL_TRY(check_pool(kind, d, "pool_backward"));
-    pool_task t = {d, kind, NULL, dx, x, dy, y, have_avx512(), 0, 0, 0};
+    pool_task t = {d, kind, NULL, dx, x, dy, y, have_avx512(), 0, 0, 0, 0};
     t.max3 = kind == DL_POOL_MAX && dl_cpu_max3s2_takes(d);
+    t.avg3 = kind == DL_POOL_AVG && dl_cpu_avg3s1_takes(d);
     size_t planes = (size_t)d->n * d->c;
     dl_pool_for(dl_cpu(be)->pool, planes, 16, pool_bwd_task, &t);
     return DL_OK;

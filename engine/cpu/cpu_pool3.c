@@ -32,10 +32,24 @@
  * plane later (0 + it when dx is written, as adding into zeros gives).
  * Rows and columns no window reaches add 0.
  *
- * Taken where the CPU has AVX-512F, the window is 3x3 with stride 2 and
- * pad 0 or 1, the output rows hold at most MAX_GROUPS groups, the planes
- * fit the scratch, and DLBENCH_POOL3 is not 0 (read per call: the tests
- * and bench_membound compare against the 8-lane windows with it). */
+ * Average pooling, 3x3, stride 1 (an Inception branch's). Every window
+ * of it with pad 0 or 1 covers 9 cells of the padded input, the divisor
+ * (count_include_pad). Forward, per 16 outputs of a row: 0 + the
+ * window's cells inside the input in row-major order, then / 9, each
+ * lane's adds the scalar loop's in its order (a tap outside the input is
+ * masked off the add: adding a 0 would turn a -0 into +0), so the same
+ * bits. Backward (adding; nothing writes average pooling's dx): g =
+ * dy / 9 into a scratch plane (rows of whole vectors, room around), then
+ * per 16 cells of a dx row dx + the g of each output whose window holds
+ * the cell, in output order: the scalar loop's additions, in its order.
+ * The next row's dx is loaded before this row's masked store (a load
+ * that meets such a store waits for it to retire).
+ *
+ * Taken where the CPU has AVX-512F, the window is 3x3 with stride 2
+ * (max) or 1 (average) and pad 0 or 1, the output rows hold at most
+ * MAX_GROUPS groups, the planes fit the scratch, and DLBENCH_POOL3 is
+ * not 0 (read per call: the tests and bench_membound compare against the
+ * 8-lane windows with it). */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -60,18 +74,33 @@
 static _Thread_local float plane_acc[MAX_PLANE + 64];
 #endif
 
-int dl_cpu_max3s2_takes(const dl_pool_desc *d)
+/* The window is 3x3 with this stride, pad 0 or 1, and the kernels may run. */
+static int takes(const dl_pool_desc *d, int stride)
 {
 #ifdef MAX3_VECTOR
     const char *e = getenv("DLBENCH_POOL3");
     if (e && !strcmp(e, "0"))
         return 0;
-    return dl_cpu_avx512() && d->size == 3 && d->stride == 2 && (d->pad == 0 || d->pad == 1) &&
-           (d->q + 15) / 16 <= MAX_GROUPS && (size_t)d->h * d->w <= MAX_PLANE / 2;
+    return dl_cpu_avx512() && d->size == 3 && d->stride == stride && (d->pad == 0 || d->pad == 1) &&
+           (d->q + 15) / 16 <= MAX_GROUPS;
 #else
-    (void)d;
+    (void)d, (void)stride;
     return 0;
 #endif
+}
+
+int dl_cpu_max3s2_takes(const dl_pool_desc *d)
+{
+    return takes(d, 2) && (size_t)d->h * d->w <= MAX_PLANE / 2;
+}
+
+/* the backward's g plane: rows of the groups' vectors, a row above and
+ * below, 32 floats on each side */
+static size_t avg_pitch(const dl_pool_desc *d) { return (size_t)(d->q + 15) / 16 * 16 + 64; }
+
+int dl_cpu_avg3s1_takes(const dl_pool_desc *d)
+{
+    return takes(d, 1) && (size_t)(d->p + 2) * avg_pitch(d) <= MAX_PLANE;
 }
 
 #ifdef MAX3_VECTOR
@@ -370,6 +399,135 @@ MAX3_TARGET static void bwd_planes(const dl_pool_desc *d, int fused, int set, co
     }
     add_plane(dx + (end - 1) * hw, acc[(end - 1) & 1], hw, set);
 }
+
+/* --- average, 3x3, stride 1 ------------------------------------------- */
+
+/* A group of 16 columns: the lanes inside the row (k: outputs < q, or dx
+ * cells < w) and per tap column the lanes whose other end (the input
+ * column of an output's tap, or the output of a cell's) lies inside. */
+typedef struct avg_grp {
+    __mmask16 k, v[3];
+} avg_grp;
+
+/* Output groups (dx 0): tap kw of output ow is column ow - pad + kw.
+ * dx groups (dx 1): cell c gets output c + pad - 2 + kw. */
+static int avg_groups(const dl_pool_desc *d, int dx, avg_grp *g)
+{
+    int n = dx ? d->w : d->q, groups = (n + 15) / 16;
+    for (int i = 0; i < groups; i++) {
+        int left = n - 16 * i;
+        g[i].k = left >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << left) - 1u);
+        for (int kw = 0; kw < 3; kw++)
+            g[i].v[kw] = g[i].k & (dx ? cols_in(16 * i + d->pad - 2 + kw, d->q)
+                                      : cols_in(16 * i - d->pad + kw, d->w));
+    }
+    return groups;
+}
+
+/* Output row oh's sum for group g, tap after tap (0 for a row past p). */
+MAX3_INLINE __m512 avg_sum(const dl_pool_desc *d, const avg_grp *g, int i, int oh, int whole,
+                           const float *xp)
+{
+    __m512 s = _mm512_setzero_ps();
+    int hs = oh - d->pad;
+    int k0 = hs < 0 ? -hs : 0, k1 = d->h - hs < 3 ? d->h - hs : 3;
+    for (int kh = k0; oh < d->p && kh < k1; kh++) {
+        const float *p = xp + (size_t)(hs + kh) * d->w + 16 * i - d->pad;
+#pragma GCC unroll 3
+        for (int kw = 0; kw < 3; kw++)
+            s = _mm512_mask_add_ps(s, g->v[kw], s, load(p + kw, g->v[kw], whole));
+    }
+    return s;
+}
+
+MAX3_INLINE void avg_fwd_plane(const dl_pool_desc *d, const avg_grp *g, int groups, int whole,
+                               const float *xp, float *yp)
+{
+    const __m512 nine = _mm512_set1_ps(9.0f);
+    /* two output rows at once: each sum is a chain of nine adds */
+    for (int oh = 0; oh < d->p; oh += 2)
+        for (int i = 0; i < groups; i++) {
+            const avg_grp gi = g[i]; /* a copy the stores cannot alias */
+            __m512 s0 = avg_sum(d, &gi, i, oh, whole, xp);
+            __m512 s1 = avg_sum(d, &gi, i, oh + 1, whole, xp);
+            _mm512_mask_storeu_ps(yp + (size_t)oh * d->q + 16 * i, gi.k, _mm512_div_ps(s0, nine));
+            if (oh + 1 < d->p)
+                _mm512_mask_storeu_ps(yp + (size_t)(oh + 1) * d->q + 16 * i, gi.k,
+                                      _mm512_div_ps(s1, nine));
+        }
+}
+
+MAX3_TARGET static void avg_fwd_planes(const dl_pool_desc *d, const float *x, float *y,
+                                       size_t begin, size_t end)
+{
+    avg_grp g[MAX_GROUPS];
+    int groups = avg_groups(d, 0, g);
+    const dl_pool_desc dd = *d; /* a copy the stores cannot alias */
+    size_t hw = (size_t)dd.h * dd.w, pq = (size_t)dd.p * dd.q;
+    for (size_t pl = begin; pl < end; pl++) {
+        if (plane_whole(pl, begin, end, hw, dd.pad))
+            avg_fwd_plane(&dd, g, groups, 1, x + pl * hw, y + pl * pq);
+        else
+            avg_fwd_plane(&dd, g, groups, 0, x + pl * hw, y + pl * pq);
+    }
+}
+
+/* dx rows of one plane from its g plane G (row oh at G + (oh + 1) pitch
+ * + 32), added: row r's cells take the outputs from row r + pad - 2 on.
+ * dx is loaded a row ahead, before the masked stores of the
+ * row before can meet it. */
+MAX3_INLINE void avg_dx_rows(const dl_pool_desc *d, const avg_grp *g, int groups, int whole,
+                             const float *G, size_t pitch, float *dxp)
+{
+    __m512 old[2][MAX_GROUPS];
+    for (int j = 0; j < groups; j++)
+        old[0][j] = load(dxp + 16 * j, g[j].k, whole);
+    for (int r = 0; r < d->h; r++) {
+        float *xr = dxp + (size_t)r * d->w;
+        for (int j = 0; j < groups && r + 1 < d->h; j++)
+            old[(r + 1) & 1][j] = load(xr + d->w + 16 * j, g[j].k, whole);
+        int o0 = r + d->pad - 2;
+        int k0 = o0 < 0 ? -o0 : 0, k1 = d->p - o0 < 3 ? d->p - o0 : 3;
+        for (int j = 0; j < groups; j++) {
+            const avg_grp gj = g[j]; /* a copy the stores cannot alias */
+            __m512 s = old[r & 1][j];
+            for (int kh = k0; kh < k1; kh++) {
+                const float *gp = G + (size_t)(o0 + kh + 1) * pitch + 32 + 16 * j + d->pad - 2;
+#pragma GCC unroll 3
+                for (int kw = 0; kw < 3; kw++)
+                    s = _mm512_mask_add_ps(s, gj.v[kw], s, _mm512_loadu_ps(gp + kw));
+            }
+            _mm512_mask_storeu_ps(xr + 16 * j, gj.k, s);
+        }
+    }
+}
+
+MAX3_TARGET static void avg_bwd_planes(const dl_pool_desc *d, const float *dy, float *dx,
+                                       size_t begin, size_t end)
+{
+    avg_grp go[MAX_GROUPS], gx[MAX_GROUPS + 1];
+    int groups = avg_groups(d, 0, go), xgroups = avg_groups(d, 1, gx);
+    const dl_pool_desc dd = *d; /* a copy the stores cannot alias */
+    size_t hw = (size_t)dd.h * dd.w, pq = (size_t)dd.p * dd.q, pitch = avg_pitch(&dd);
+    const __m512 nine = _mm512_set1_ps(9.0f);
+    float *G = plane_acc;
+    for (size_t pl = begin; pl < end; pl++) {
+        const float *gp = dy + pl * pq;
+        int whole = plane_whole(pl, begin, end, pq, 0);
+        /* g = dy / 9, as the scalar loop divides */
+        for (int oh = 0; oh < dd.p; oh++)
+            for (int i = 0; i < groups; i++) {
+                const float *p = gp + (size_t)oh * dd.q + 16 * i;
+                __m512 v = whole ? _mm512_loadu_ps(p) : _mm512_maskz_loadu_ps(go[i].k, p);
+                _mm512_storeu_ps(G + (size_t)(oh + 1) * pitch + 32 + 16 * i,
+                                 _mm512_div_ps(v, nine));
+            }
+        if (plane_whole(pl, begin, end, hw, 0))
+            avg_dx_rows(&dd, gx, xgroups, 1, G, pitch, dx + pl * hw);
+        else
+            avg_dx_rows(&dd, gx, xgroups, 0, G, pitch, dx + pl * hw);
+    }
+}
 #endif
 
 void dl_cpu_max3s2_forward(const dl_pool_desc *d, int fused, const float *x, float *y, size_t begin,
@@ -389,5 +547,25 @@ void dl_cpu_max3s2_backward(const dl_pool_desc *d, int fused, int set, const flo
     bwd_planes(d, fused, set, x, y, dy, dx, begin, end);
 #else
     (void)d, (void)fused, (void)set, (void)x, (void)y, (void)dy, (void)dx, (void)begin, (void)end;
+#endif
+}
+
+void dl_cpu_avg3s1_forward(const dl_pool_desc *d, const float *x, float *y, size_t begin,
+                           size_t end)
+{
+#ifdef MAX3_VECTOR
+    avg_fwd_planes(d, x, y, begin, end);
+#else
+    (void)d, (void)x, (void)y, (void)begin, (void)end;
+#endif
+}
+
+void dl_cpu_avg3s1_backward(const dl_pool_desc *d, const float *dy, float *dx, size_t begin,
+                            size_t end)
+{
+#ifdef MAX3_VECTOR
+    avg_bwd_planes(d, dy, dx, begin, end);
+#else
+    (void)d, (void)dy, (void)dx, (void)begin, (void)end;
 #endif
 }
