@@ -37,13 +37,15 @@
  * (count_include_pad). Forward, per 16 outputs of a row: 0 + the
  * window's cells inside the input in row-major order, then / 9, each
  * lane's adds the scalar loop's in its order (a tap outside the input is
- * masked off the add: adding a 0 would turn a -0 into +0), so the same
- * bits. Backward (adding; nothing writes average pooling's dx): g =
- * dy / 9 into a scratch plane (rows of whole vectors, room around), then
- * per 16 cells of a dx row dx + the g of each output whose window holds
- * the cell, in output order: the scalar loop's additions, in its order.
- * The next row's dx is loaded before this row's masked store (a load
- * that meets such a store waits for it to retire).
+ * masked off its add), so the same bits; two output rows at once, as
+ * each sum is a chain of nine adds. Backward (adding; nothing writes
+ * average pooling's dx): g = dy / 9 into a scratch plane (rows of whole
+ * vectors, room around), then per 16 cells of a dx row dx + the g of
+ * each output whose window holds the cell, in output order: the scalar
+ * loop's additions, in its order (an output outside is masked off its
+ * add: adding a 0 would turn a dx of -0 into +0). The next row's dx is
+ * loaded before this row's masked store (a load that meets such a store
+ * waits for it to retire).
  *
  * Taken where the CPU has AVX-512F, the window is 3x3 with stride 2
  * (max) or 1 (average) and pad 0 or 1, the output rows hold at most
