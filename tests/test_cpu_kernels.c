@@ -1253,9 +1253,10 @@ static void test_maxpool3_kernels(void)
                 free(r[k][j]);
         free(x), free(dy), free(dx0);
     }
-    /* a thread pool's parts meet mid-tensor: the same as one part */
-    dl_pool_desc d = pool_desc(4, 16, 28, 28, 3, 2, 1);
-    size_t nx = (size_t)4 * 16 * 28 * 28, ny = (size_t)4 * 16 * 14 * 14;
+    /* a thread pool's parts meet mid-tensor (over 512 KB, so that the
+     * pool splits it): the same as one part */
+    dl_pool_desc d = pool_desc(4, 64, 28, 28, 3, 2, 1);
+    size_t nx = (size_t)4 * 64 * 28 * 28, ny = (size_t)4 * 64 * 14 * 14;
     float *x = frandv(nx), *dy = frandv(ny), *y1 = malloc(ny * 4), *y2 = malloc(ny * 4);
     float *dx1 = calloc(nx, 4), *dx2 = calloc(nx, 4);
     CHECK_OK(dl_cpu_pool_forward(cpu(), DL_POOL_MAX, &d, y1, x));
@@ -1376,10 +1377,24 @@ static void ref_max2(const dl_pool_desc *d, int relu, const float *x, float *y, 
  * window, NaN; a dx with -0 cells, which adding keeps. */
 static void test_maxpool2_paths(void)
 {
-    static const int shapes[][4] = {{3, 5, 7, 7},   {2, 7, 14, 14}, {2, 3, 15, 15}, {1, 9, 28, 28},
-                                    {2, 3, 13, 11}, {1, 5, 6, 4},   {4, 3, 3, 5},   {1, 3, 2, 2},
-                                    {2, 3, 4, 32},  {1, 3, 9, 33},  {1, 2, 40, 36}, {1, 2, 16, 31},
-                                    {8, 8, 14, 14}, {5, 7, 7, 7},   {2, 9, 5, 2},   {3, 4, 12, 10}};
+    static const int shapes[][4] = {{3, 5, 7, 7},
+                                    {2, 7, 14, 14},
+                                    {2, 3, 15, 15},
+                                    {1, 9, 28, 28},
+                                    {2, 3, 13, 11},
+                                    {1, 5, 6, 4},
+                                    {4, 3, 3, 5},
+                                    {1, 3, 2, 2},
+                                    {2, 3, 4, 32},
+                                    {1, 3, 9, 33},
+                                    {1, 2, 40, 36},
+                                    {1, 2, 16, 31},
+                                    {8, 8, 14, 14},
+                                    {5, 7, 7, 7},
+                                    {2, 9, 5, 2},
+                                    {3, 4, 12, 10},
+                                    /* over 512 KB: the pool splits it (dl_cpu_plane_grain) */
+                                    {16, 16, 28, 28}};
     int was = dl_cpu_avx512();
     for (int isa = 1; isa >= 0; isa--)
         for (int threads = 1; threads <= 2; threads++) {

@@ -21,6 +21,14 @@ void dl_pool_destroy(dl_pool *p);
 void dl_pool_for(dl_pool *p, size_t n, size_t grain, dl_pool_fn fn, void *arg);
 int dl_pool_threads(const dl_pool *p);
 
+/* Planes of `plane` floats a chunk of a memory-bound op over planes: at
+ * least 256 KB, so that a tensor under 512 KB stays on the calling thread.
+ * Such a tensor is in the cache of the core that wrote it; where the
+ * cores share none (these 2-vCPU machines), a second thread reads its
+ * half at a third of the speed (the ResNet at batch 8 was slower at two
+ * threads than at one: its BatchNorm and ReLU twice as slow). */
+static inline size_t dl_cpu_plane_grain(size_t plane) { return 1 + 65536 / (plane ? plane : 1); }
+
 /* Whether the kernels may use AVX-512F (16-lane bodies; the AVX2 ones
  * otherwise): the CPU's answer, unless DLBENCH_CPU_AVX512=0 (the AVX2
  * kernels on an AVX-512 CPU, for comparisons and tests) or a test has

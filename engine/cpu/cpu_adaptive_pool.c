@@ -104,7 +104,8 @@ int dl_cpu_adaptive_avgpool_forward(dl_backend *be, const dl_pool_desc *d, float
 {
     DL_TRY(check(d, "adaptive_avgpool_forward"));
     aptask t = {d, y, x};
-    dl_pool_for(dl_cpu(be)->pool, (size_t)d->n * d->c, 16, fwd_planes, &t);
+    dl_pool_for(dl_cpu(be)->pool, (size_t)d->n * d->c, dl_cpu_plane_grain((size_t)d->h * d->w),
+                fwd_planes, &t);
     return DL_OK;
 }
 
@@ -114,6 +115,7 @@ int dl_cpu_adaptive_avgpool_backward(dl_backend *be, const dl_pool_desc *d, floa
 {
     DL_TRY(check(d, "adaptive_avgpool_backward"));
     aptask t = {d, dx, dy};
-    dl_pool_for(dl_cpu(be)->pool, (size_t)d->n * d->c, 16, bwd_planes, &t);
+    dl_pool_for(dl_cpu(be)->pool, (size_t)d->n * d->c, dl_cpu_plane_grain((size_t)d->h * d->w),
+                bwd_planes, &t);
     return DL_OK;
 }

@@ -2667,7 +2667,8 @@ int dl_cpu_pool_forward(dl_backend *be, dl_pool_kind kind, const dl_pool_desc *d
     t.max3 = kind == DL_POOL_MAX && dl_cpu_max3s2_takes(d);
     t.avg3 = kind == DL_POOL_AVG && dl_cpu_avg3s1_takes(d);
     size_t planes = (size_t)d->n * d->c;
-    dl_pool_for(dl_cpu(be)->pool, planes, 16, pool_fwd_task, &t);
+    dl_pool_for(dl_cpu(be)->pool, planes, dl_cpu_plane_grain((size_t)d->h * d->w), pool_fwd_task,
+                &t);
     return DL_OK;
 }
 
@@ -2677,7 +2678,8 @@ int dl_cpu_relu_maxpool_forward(dl_backend *be, const dl_pool_desc *d, float *y,
     DL_TRY(check_pool(DL_POOL_MAX, d, "relu_maxpool_forward"));
     pool_task t = {d, DL_POOL_MAX, y, NULL, x, NULL, NULL, have_avx512(), 1, 0, 0, 0};
     t.max3 = dl_cpu_max3s2_takes(d);
-    dl_pool_for(dl_cpu(be)->pool, (size_t)d->n * d->c, 16, pool_fwd_task, &t);
+    dl_pool_for(dl_cpu(be)->pool, (size_t)d->n * d->c, dl_cpu_plane_grain((size_t)d->h * d->w),
+                pool_fwd_task, &t);
     return DL_OK;
 }
 
@@ -2688,7 +2690,8 @@ int dl_cpu_relu_maxpool_backward(dl_backend *be, const dl_pool_desc *d, float *d
     DL_TRY(check_pool(DL_POOL_MAX, d, "relu_maxpool_backward"));
     pool_task t = {d, DL_POOL_MAX, NULL, dx, x, dy, y, have_avx512(), 1, 1, 0, 0};
     t.max3 = dl_cpu_max3s2_takes(d);
-    dl_pool_for(dl_cpu(be)->pool, (size_t)d->n * d->c, 16, pool_bwd_task, &t);
+    dl_pool_for(dl_cpu(be)->pool, (size_t)d->n * d->c, dl_cpu_plane_grain((size_t)d->h * d->w),
+                pool_bwd_task, &t);
     return DL_OK;
 }
 
@@ -2703,6 +2706,7 @@ int dl_cpu_pool_backward(dl_backend *be, dl_pool_kind kind, const dl_pool_desc *
     t.max3 = kind == DL_POOL_MAX && dl_cpu_max3s2_takes(d);
     t.avg3 = kind == DL_POOL_AVG && dl_cpu_avg3s1_takes(d);
     size_t planes = (size_t)d->n * d->c;
-    dl_pool_for(dl_cpu(be)->pool, planes, 16, pool_bwd_task, &t);
+    dl_pool_for(dl_cpu(be)->pool, planes, dl_cpu_plane_grain((size_t)d->h * d->w), pool_bwd_task,
+                &t);
     return DL_OK;
 }
