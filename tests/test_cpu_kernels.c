@@ -1203,25 +1203,19 @@ static void max3_run(const dl_pool_desc *d, const char *pool3, const float *x, c
     unsetenv("DLBENCH_POOL3");
 }
 
-/* The 16-lane 3x3 stride-2 kernels (cpu_pool3.c) against the 8-lane
- * windows and the scalar loop (DLBENCH_POOL3=0), bit for bit: rows of 1
- * to 4 groups and their edges (w 31..34, 63..65), odd and even sizes,
- * pad 0 and 1, planes so small that whole loads would leave the planes,
- * values with ties, signed zeros, -inf and NaN. dy and dx hold small
- * integers, so every sum is exact in any order. */
-static void test_maxpool3_kernels(void)
+/* test_maxpool3_kernels' shapes, under the instruction set in force. */
+static void maxpool3_cases(void)
 {
     static const int cases[][5] = {/* n*c, h, w, pad */
                                    {3, 28, 28, 1},  {4, 14, 14, 1}, {2, 7, 7, 1},   {5, 1, 1, 1},
                                    {7, 2, 3, 1},    {3, 5, 31, 1},  {3, 6, 32, 1},  {2, 9, 33, 1},
                                    {2, 8, 34, 0},   {2, 11, 63, 0}, {2, 4, 64, 1},  {2, 5, 65, 1},
                                    {1, 17, 112, 1}, {6, 3, 3, 0},   {3, 12, 29, 0}, {9, 4, 5, 0}};
-    if (!dl_cpu_avx512())
-        printf("  (no AVX-512F: both runs take the 8-lane windows)\n");
     for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
         const int *c = cases[ci];
         dl_pool_desc d = pool_desc(1, c[0], c[1], c[2], 3, 2, c[3]);
-        CHECK_MSG(!dl_cpu_avx512() || getenv("DLBENCH_POOL3") || dl_cpu_max3s2_takes(&d),
+        CHECK_MSG(!__builtin_cpu_supports("avx2") || getenv("DLBENCH_POOL3") ||
+                      dl_cpu_max3s2_takes(&d),
                   "case %zu not taken", ci);
         size_t nx = (size_t)c[0] * d.h * d.w, ny = (size_t)c[0] * d.p * d.q;
         float *x = malloc(nx * 4), *dy = malloc(ny * 4), *dx0 = malloc(nx * 4);
@@ -1253,6 +1247,10 @@ static void test_maxpool3_kernels(void)
                 free(r[k][j]);
         free(x), free(dy), free(dx0);
     }
+}
+
+static void maxpool3_threads(void)
+{
     /* a thread pool's parts meet mid-tensor (over 512 KB, so that the
      * pool splits it): the same as one part */
     dl_pool_desc d = pool_desc(4, 64, 28, 28, 3, 2, 1);
@@ -1271,6 +1269,24 @@ static void test_maxpool3_kernels(void)
         dl_backend_cpu_destroy(be2);
     }
     free(x), free(dy), free(y1), free(y2), free(dx1), free(dx2);
+}
+
+/* The 3x3 stride-2 max pooling kernels (cpu_pool3.c: 16 lanes with
+ * AVX-512F, 8 with AVX2) against the 8-lane windows and the scalar loop
+ * (DLBENCH_POOL3=0), bit for bit: rows of 1 to 4 groups and their edges
+ * (w 31..34, 63..65), odd and even sizes, pad 0 and 1, planes so small
+ * that whole loads would leave the planes, values with ties, signed
+ * zeros, -inf and NaN. dy and dx hold small integers, so every sum is
+ * exact in any order. Both instruction sets, and 1 against 3 threads. */
+static void test_maxpool3_kernels(void)
+{
+    int was = dl_cpu_avx512();
+    for (int isa = 1; isa >= 0; isa--) {
+        dl_cpu_set_avx512(isa);
+        maxpool3_cases();
+        maxpool3_threads();
+    }
+    dl_cpu_set_avx512(was);
 }
 
 /* The 16-lane 3x3 stride-1 average pooling (cpu_pool3.c) against the

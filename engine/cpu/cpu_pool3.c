@@ -68,6 +68,7 @@
 #endif
 
 #define MAX_GROUPS 64   /* output rows up to 1024 */
+#define MAX_GROUPS8 64  /* on 8 lanes: up to 512 */
 #define MAX_PLANE 65536 /* floats of two input planes the backward's scratch holds */
 
 #ifdef MAX3_VECTOR
@@ -76,24 +77,37 @@
 static _Thread_local float plane_acc[MAX_PLANE + 64];
 #endif
 
-/* The window is 3x3 with this stride, pad 0 or 1, and the kernels may run. */
-static int takes(const dl_pool_desc *d, int stride)
+/* The window is 3x3 with this stride, pad 0 or 1, and the kernels may run
+ * (avx2: the 8-lane ones will do). */
+static int takes(const dl_pool_desc *d, int stride, int avx2)
 {
 #ifdef MAX3_VECTOR
     const char *e = getenv("DLBENCH_POOL3");
     if (e && !strcmp(e, "0"))
         return 0;
-    return dl_cpu_avx512() && d->size == 3 && d->stride == stride && (d->pad == 0 || d->pad == 1) &&
-           (d->q + 15) / 16 <= MAX_GROUPS;
+    if (d->size != 3 || d->stride != stride || (d->pad != 0 && d->pad != 1))
+        return 0;
+    if (dl_cpu_avx512())
+        return (d->q + 15) / 16 <= MAX_GROUPS;
+    return avx2 && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+           (d->q + 7) / 8 <= MAX_GROUPS8;
 #else
-    (void)d, (void)stride;
+    (void)d, (void)stride, (void)avx2;
     return 0;
 #endif
 }
 
+/* The 8-lane backward's floats between two scratch rows: every group's
+ * 16 columns and the carry group's, room on both sides. */
+static size_t pitch8(const dl_pool_desc *d) { return (size_t)((d->q + 7) / 8 + 1) * 16 + 32; }
+
 int dl_cpu_max3s2_takes(const dl_pool_desc *d)
 {
-    return takes(d, 2) && (size_t)d->h * d->w <= MAX_PLANE / 2;
+    if (!takes(d, 2, 1))
+        return 0;
+    if (dl_cpu_avx512())
+        return (size_t)d->h * d->w <= MAX_PLANE / 2;
+    return 2 * ((size_t)d->h * pitch8(d) + 32) <= MAX_PLANE;
 }
 
 /* the backward's g plane: rows of the groups' vectors, a row above and
@@ -102,7 +116,7 @@ static size_t avg_pitch(const dl_pool_desc *d) { return (size_t)(d->q + 15) / 16
 
 int dl_cpu_avg3s1_takes(const dl_pool_desc *d)
 {
-    return takes(d, 1) && (size_t)(d->p + 2) * avg_pitch(d) <= MAX_PLANE;
+    return takes(d, 1, 0) && (size_t)(d->p + 2) * avg_pitch(d) <= MAX_PLANE;
 }
 
 #ifdef MAX3_VECTOR
@@ -530,13 +544,320 @@ MAX3_TARGET static void avg_bwd_planes(const dl_pool_desc *d, const float *dy, f
             avg_dx_rows(&dd, gx, xgroups, 0, G, pitch, dx + pl * hw);
     }
 }
+
+/* --- max, 3x3, stride 2, on 8 lanes (AVX2) ----------------------------
+ * The 16-lane kernels' scheme with 8 outputs a group: 16 input columns
+ * from c0 = 16 i - pad (taps 0 and 1: their even and odd lanes, by a
+ * shuffle and a lane permute) and 16 from c0 + 1 (tap 2: odd lanes).
+ * Forward, a tap outside the input is replaced by the output's tap 1 (a
+ * blend, in the edge groups only); backward its equalities are masked
+ * off. AVX2 has no cheap masked store, so the backward's scratch rows
+ * have a pitch of their own, wide enough for every group's whole stores,
+ * and reach dx row by row a plane later, each row's dx loaded before the
+ * row above is stored (that row's last vector runs into this one, adding
+ * the scratch's zeros). */
+#define V8_TARGET __attribute__((target("avx2,fma")))
+#define V8_INLINE V8_TARGET static inline __attribute__((always_inline))
+
+typedef struct grp8 {
+    __m256i k[4];       /* load masks: lanes inside the input, as k above */
+    __m256i kq;         /* lanes of outputs < q */
+    __m256 v[3];        /* lanes of outputs < q whose tap k is inside */
+    __m256 left, right; /* forward: lanes whose tap 0 / tap 2 is outside */
+    int c0, edge;       /* edge: left or right has a lane */
+} grp8;
+
+/* All ones in lanes i of 8 columns from c0 with lo <= c0 + i < hi. */
+V8_TARGET static __m256i cols_in8(int c0, int lo, int hi)
+{
+    __m256i c = _mm256_add_epi32(_mm256_set1_epi32(c0), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+    return _mm256_andnot_si256(_mm256_cmpgt_epi32(_mm256_set1_epi32(lo), c),
+                               _mm256_cmpgt_epi32(_mm256_set1_epi32(hi), c));
+}
+
+/* Groups 0..groups (one past the last: the backward's carry column). */
+V8_TARGET static int groups_of8(const dl_pool_desc *d, grp8 *g)
+{
+    int groups = (d->q + 7) / 8;
+    for (int i = 0; i <= groups; i++) {
+        int c0 = 16 * i - d->pad, o0 = 8 * i;
+        g[i].c0 = c0;
+        g[i].k[0] = cols_in8(c0, 0, d->w);
+        g[i].k[1] = cols_in8(c0 + 8, 0, d->w);
+        g[i].k[2] = cols_in8(c0 + 1, 0, d->w);
+        g[i].k[3] = cols_in8(c0 + 9, 0, d->w);
+        g[i].kq = cols_in8(o0, 0, d->q);
+        float v[3][8], left[8], right[8];
+        g[i].edge = 0;
+        for (int l = 0; l < 8; l++) {
+            int real = o0 + l < d->q;
+            for (int k = 0; k < 3; k++) {
+                int col = c0 + 2 * l + k;
+                v[k][l] = real && col >= 0 && col < d->w ? -1.0f : 0.0f; /* sign bit: blendv */
+            }
+            left[l] = real && c0 + 2 * l < 0 ? -1.0f : 0.0f;
+            right[l] = real && c0 + 2 * l + 2 >= d->w ? -1.0f : 0.0f;
+            g[i].edge |= left[l] != 0 || right[l] != 0;
+        }
+        /* masks as all-ones lanes (and), from the sign-bit floats */
+        for (int k = 0; k < 3; k++)
+            g[i].v[k] = _mm256_castsi256_ps(
+                _mm256_srai_epi32(_mm256_castps_si256(_mm256_loadu_ps(v[k])), 31));
+        g[i].left =
+            _mm256_castsi256_ps(_mm256_srai_epi32(_mm256_castps_si256(_mm256_loadu_ps(left)), 31));
+        g[i].right =
+            _mm256_castsi256_ps(_mm256_srai_epi32(_mm256_castps_si256(_mm256_loadu_ps(right)), 31));
+    }
+    return groups;
+}
+
+V8_INLINE __m256 load8(const float *p, __m256i k, int whole)
+{
+    return whole ? _mm256_loadu_ps(p) : _mm256_maskload_ps(p, k);
+}
+
+/* The even (odd) lanes of the 16 floats a, b, in order. */
+V8_INLINE __m256 even8(__m256 a, __m256 b)
+{
+    return _mm256_castpd_ps(
+        _mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(a, b, 0x88)), 0xD8));
+}
+V8_INLINE __m256 odd8(__m256 a, __m256 b)
+{
+    return _mm256_castpd_ps(
+        _mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(a, b, 0xDD)), 0xD8));
+}
+
+V8_INLINE __m256 relu8(__m256 v)
+{
+    return _mm256_and_ps(v, _mm256_cmp_ps(v, _mm256_setzero_ps(), _CMP_GT_OQ));
+}
+
+/* step on 8 lanes: x where x > v or x is NaN */
+V8_INLINE __m256 step8(__m256 v, __m256 x)
+{
+    return _mm256_blendv_ps(_mm256_max_ps(x, v), x, _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
+}
+
+/* Tap columns 0, 1, 2 of a group's 8 outputs in input row xr; fix: taps
+ * outside the input replaced by tap 1 (forward). */
+V8_INLINE void taps8(const float *xr, const grp8 *g, int fused, int whole, int fix, __m256 t[3])
+{
+    const float *p = xr + g->c0;
+    __m256 a = load8(p, g->k[0], whole), b = load8(p + 8, g->k[1], whole);
+    __m256 c = load8(p + 1, g->k[2], whole), e = load8(p + 9, g->k[3], whole);
+    if (fused)
+        a = relu8(a), b = relu8(b), c = relu8(c), e = relu8(e);
+    t[0] = even8(a, b);
+    t[1] = odd8(a, b);
+    t[2] = odd8(c, e);
+    if (fix && g->edge) {
+        t[0] = _mm256_blendv_ps(t[0], t[1], g->left);
+        t[2] = _mm256_blendv_ps(t[2], t[1], g->right);
+    }
+}
+
+V8_INLINE __m256 row_max8(const dl_pool_desc *d, const float *xp, int r, const grp8 *g, int fused,
+                          int whole)
+{
+    if (r < 0 || r >= d->h)
+        return _mm256_set1_ps(-INFINITY);
+    __m256 t[3];
+    taps8(xp + (size_t)r * d->w, g, fused, whole, 1, t);
+    return step8(step8(t[0], t[1]), t[2]);
+}
+
+V8_INLINE void fwd_plane8(const dl_pool_desc *d, const grp8 *g, int groups, int fused, int whole,
+                          const float *xp, float *yp)
+{
+    for (int i = 0; i < groups; i++) {
+        const grp8 gi = g[i]; /* a copy the stores cannot alias */
+        int full = d->q - 8 * i >= 8;
+        __m256 h0 = row_max8(d, xp, -d->pad, &gi, fused, whole);
+        for (int oh = 0; oh < d->p; oh++) {
+            int r0 = 2 * oh - d->pad;
+            __m256 h1 = row_max8(d, xp, r0 + 1, &gi, fused, whole);
+            __m256 h2 = row_max8(d, xp, r0 + 2, &gi, fused, whole);
+            __m256 out = step8(step8(h0, h1), h2);
+            float *yr = yp + (size_t)oh * d->q + 8 * i;
+            if (full)
+                _mm256_storeu_ps(yr, out);
+            else
+                _mm256_maskstore_ps(yr, gi.kq, out);
+            h0 = h2;
+        }
+    }
+}
+
+V8_TARGET static void fwd_planes8(const dl_pool_desc *d, int fused, const float *x, float *y,
+                                  size_t begin, size_t end)
+{
+    grp8 g[MAX_GROUPS8 + 1];
+    int groups = groups_of8(d, g);
+    const dl_pool_desc dd = *d; /* a copy the stores cannot alias */
+    size_t hw = (size_t)dd.h * dd.w;
+    for (size_t pl = begin; pl < end; pl++) {
+        const float *xp = x + pl * hw;
+        float *yp = y + pl * dd.p * dd.q;
+        if (plane_whole(pl, begin, end, hw, dd.pad))
+            fwd_plane8(&dd, g, groups, fused, 1, xp, yp);
+        else
+            fwd_plane8(&dd, g, groups, fused, 0, xp, yp);
+    }
+}
+
+V8_INLINE void hits8(const bwd_args *a, const grp8 *g, int i, int oh, int whole, __m256 c[3][3])
+{
+    const dl_pool_desc *d = a->d;
+    size_t at = (size_t)oh * d->q + 8 * i;
+    __m256 yv = load8(a->yp + at, g->kq, whole), gv = load8(a->gp + at, g->kq, whole);
+    if (a->fused) /* relu'(x) of the chosen cell is 0 where y <= 0 */
+        gv = _mm256_and_ps(gv, _mm256_cmp_ps(yv, _mm256_setzero_ps(), _CMP_GT_OQ));
+    __m256 eq[9];
+#pragma GCC unroll 3
+    for (int kh = 0; kh < 3; kh++) {
+        int r = 2 * oh - d->pad + kh;
+        if (r < 0 || r >= d->h) {
+            eq[3 * kh] = eq[3 * kh + 1] = eq[3 * kh + 2] = _mm256_setzero_ps();
+            continue;
+        }
+        __m256 t[3];
+        taps8(a->xp + (size_t)r * d->w, g, 0, whole, 0, t);
+#pragma GCC unroll 3
+        for (int k = 0; k < 3; k++)
+            eq[3 * kh + k] = _mm256_and_ps(_mm256_cmp_ps(t[k], yv, _CMP_EQ_OQ), g->v[k]);
+    }
+    __m256 rest = gv; /* dy not yet given, taken by the first equal tap */
+#pragma GCC unroll 9
+    for (int k = 0; k < 9; k++) {
+        c[k / 3][k % 3] = _mm256_and_ps(eq[k], rest);
+        rest = _mm256_andnot_ps(eq[k], rest);
+    }
+}
+
+/* Row r's 16 columns of a group from its even and odd column sums. */
+V8_INLINE void put_cols8(float *row, const grp8 *g, __m256 ev, __m256 od)
+{
+    __m256 lo = _mm256_unpacklo_ps(ev, od), hi = _mm256_unpackhi_ps(ev, od);
+    _mm256_storeu_ps(row + g->c0, _mm256_permute2f128_ps(lo, hi, 0x20));
+    _mm256_storeu_ps(row + g->c0 + 8, _mm256_permute2f128_ps(lo, hi, 0x31));
+}
+
+V8_INLINE void bwd_rows8(const bwd_args *a, const grp8 *g, int groups, int whole, size_t pitch)
+{
+    const dl_pool_desc *d = a->d;
+    const __m256 zero = _mm256_setzero_ps();
+    const __m256i rot = _mm256_setr_epi32(7, 0, 1, 2, 3, 4, 5, 6);
+    __m256 carry[MAX_GROUPS8 + 1][2];
+    for (int i = 0; i <= groups; i++)
+        carry[i][0] = carry[i][1] = zero;
+    for (int oh = 0; oh < d->p; oh++) {
+        int r0 = 2 * oh - d->pad;
+        __m256 prev[3] = {zero, zero, zero};
+        for (int i = 0; i <= groups; i++) {
+            __m256 c[3][3];
+            const grp8 gi = g[i]; /* a copy the stores cannot alias */
+            if (i < groups)
+                hits8(a, &gi, i, oh, whole, c);
+            else
+#pragma GCC unroll 3
+                for (int kh = 0; kh < 3; kh++)
+                    c[kh][0] = c[kh][1] = c[kh][2] = zero;
+            __m256 ev[3];
+#pragma GCC unroll 3
+            for (int kh = 0; kh < 3; kh++) {
+                /* column 2 one lane up, the group to the left's last lane in */
+                __m256 up = _mm256_blend_ps(_mm256_permutevar8x32_ps(c[kh][2], rot),
+                                            _mm256_permutevar8x32_ps(prev[kh], rot), 0x01);
+                ev[kh] = _mm256_add_ps(c[kh][0], up);
+                prev[kh] = c[kh][2];
+            }
+            if (r0 >= 0)
+                put_cols8(a->acc + (size_t)r0 * pitch, &gi, _mm256_add_ps(carry[i][0], ev[0]),
+                          _mm256_add_ps(carry[i][1], c[0][1]));
+            if (r0 + 1 < d->h)
+                put_cols8(a->acc + (size_t)(r0 + 1) * pitch, &gi, ev[1], c[1][1]);
+            carry[i][0] = ev[2];
+            carry[i][1] = c[2][1];
+        }
+    }
+    int last = 2 * d->p - d->pad;
+    if (last < d->h)
+        for (int i = 0; i <= groups; i++)
+            put_cols8(a->acc + (size_t)last * pitch, &g[i], carry[i][0], carry[i][1]);
+    for (int r = last + 1; r < d->h; r++) /* rows no window reaches */
+        memset(a->acc + (size_t)r * pitch - 16, 0, pitch * sizeof(float));
+}
+
+/* dx (+)= the scratch rows, whole vectors: a row's last one runs into the
+ * next row (adding the scratch's zeros), whose dx was loaded before. One
+ * that would run past the plane is masked to its row in a part's last
+ * planes (whole 0). */
+V8_TARGET static void add_rows8(const dl_pool_desc *d, float *dx, const float *acc, size_t pitch,
+                                int set, int whole)
+{
+    const __m256 zero = _mm256_setzero_ps();
+    int nv = (d->w + 7) / 8, tail = d->w - 8 * (nv - 1);
+    size_t hw = (size_t)d->h * d->w;
+    __m256 old[2][MAX_GROUPS8 * 2 + 2];
+    const __m256i kt = cols_in8(0, 0, tail);
+#define OUT_OF_PLANE(r, j) (!whole && (size_t)(r)*d->w + 8 * (j) + 8 > hw)
+    for (int r = 0; r < d->h; r++) {
+        float *xr = dx + (size_t)r * d->w;
+        for (int j = 0; j < nv && !set; j++) {
+            if (r == 0)
+                old[0][j] = OUT_OF_PLANE(0, j) ? _mm256_maskload_ps(xr + 8 * j, kt)
+                                               : _mm256_loadu_ps(xr + 8 * j);
+            if (r + 1 < d->h)
+                old[(r + 1) & 1][j] = OUT_OF_PLANE(r + 1, j)
+                                          ? _mm256_maskload_ps(xr + d->w + 8 * j, kt)
+                                          : _mm256_loadu_ps(xr + d->w + 8 * j);
+        }
+        const float *ar = acc + (size_t)r * pitch;
+        for (int j = 0; j < nv; j++) {
+            __m256 v = _mm256_add_ps(set ? zero : old[r & 1][j], _mm256_loadu_ps(ar + 8 * j));
+            if (OUT_OF_PLANE(r, j))
+                _mm256_maskstore_ps(xr + 8 * j, kt, v);
+            else
+                _mm256_storeu_ps(xr + 8 * j, v);
+        }
+    }
+#undef OUT_OF_PLANE
+}
+
+V8_TARGET static void bwd_planes8(const dl_pool_desc *d, int fused, int set, const float *x,
+                                  const float *y, const float *dy, float *dx, size_t begin,
+                                  size_t end)
+{
+    grp8 g[MAX_GROUPS8 + 1];
+    int groups = groups_of8(d, g);
+    const dl_pool_desc dd = *d; /* a copy the stores cannot alias */
+    size_t hw = (size_t)dd.h * dd.w, pq = (size_t)dd.p * dd.q, pitch = pitch8(&dd);
+    size_t half = (size_t)dd.h * pitch + 32;
+    float *acc[2] = {plane_acc + 16, plane_acc + 16 + half};
+    for (size_t pl = begin; pl < end; pl++) {
+        bwd_args a = {&dd, fused, x + pl * hw, y + pl * pq, dy + pl * pq, acc[pl & 1]};
+        if (plane_whole(pl, begin, end, hw, dd.pad) && plane_whole(pl, begin, end, pq, 0))
+            bwd_rows8(&a, g, groups, 1, pitch);
+        else
+            bwd_rows8(&a, g, groups, 0, pitch);
+        if (pl > begin)
+            add_rows8(&dd, dx + (pl - 1) * hw, acc[(pl - 1) & 1], pitch, set,
+                      plane_whole(pl - 1, begin, end, hw, 0));
+    }
+    add_rows8(&dd, dx + (end - 1) * hw, acc[(end - 1) & 1], pitch, set,
+              plane_whole(end - 1, begin, end, hw, 0));
+}
 #endif
 
 void dl_cpu_max3s2_forward(const dl_pool_desc *d, int fused, const float *x, float *y, size_t begin,
                            size_t end)
 {
 #ifdef MAX3_VECTOR
-    fwd_planes(d, fused, x, y, begin, end);
+    if (dl_cpu_avx512())
+        fwd_planes(d, fused, x, y, begin, end);
+    else
+        fwd_planes8(d, fused, x, y, begin, end);
 #else
     (void)d, (void)fused, (void)x, (void)y, (void)begin, (void)end;
 #endif
@@ -546,7 +867,10 @@ void dl_cpu_max3s2_backward(const dl_pool_desc *d, int fused, int set, const flo
                             const float *y, const float *dy, float *dx, size_t begin, size_t end)
 {
 #ifdef MAX3_VECTOR
-    bwd_planes(d, fused, set, x, y, dy, dx, begin, end);
+    if (dl_cpu_avx512())
+        bwd_planes(d, fused, set, x, y, dy, dx, begin, end);
+    else
+        bwd_planes8(d, fused, set, x, y, dy, dx, begin, end);
 #else
     (void)d, (void)fused, (void)set, (void)x, (void)y, (void)dy, (void)dx, (void)begin, (void)end;
 #endif
