@@ -47,11 +47,12 @@
  * loaded before this row's masked store (a load that meets such a store
  * waits for it to retire).
  *
- * Taken where the CPU has AVX-512F, the window is 3x3 with stride 2
- * (max) or 1 (average) and pad 0 or 1, the output rows hold at most
- * MAX_GROUPS groups, the planes fit the scratch, and DLBENCH_POOL3 is
- * not 0 (read per call: the tests and bench_membound compare against the
- * 8-lane windows with it). */
+ * Taken where the CPU has AVX-512F, or AVX2 for the max pooling (its
+ * 8-lane section below), the window is 3x3 with stride 2 (max) or 1
+ * (average) and pad 0 or 1, the output rows hold at most MAX_GROUPS
+ * groups (MAX_GROUPS8 on 8 lanes), the planes fit the scratch, and
+ * DLBENCH_POOL3 is not 0 (read per call: the tests and bench_membound
+ * compare against the 8-lane windows with it). */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
