@@ -47,8 +47,8 @@
  * loaded before this row's masked store (a load that meets such a store
  * waits for it to retire).
  *
- * Taken where the CPU has AVX-512F, or AVX2 for the max pooling (its
- * 8-lane section below), the window is 3x3 with stride 2 (max) or 1
+ * Taken where the CPU has AVX-512F, or AVX2 (the 8-lane sections
+ * below), the window is 3x3 with stride 2 (max) or 1
  * (average) and pad 0 or 1, the output rows hold at most MAX_GROUPS
  * groups (MAX_GROUPS8 on 8 lanes), the planes fit the scratch, and
  * DLBENCH_POOL3 is not 0 (read per call: the tests and bench_membound
@@ -117,7 +117,7 @@ static size_t avg_pitch(const dl_pool_desc *d) { return (size_t)(d->q + 15) / 16
 
 int dl_cpu_avg3s1_takes(const dl_pool_desc *d)
 {
-    return takes(d, 1, 0) && (size_t)(d->p + 2) * avg_pitch(d) <= MAX_PLANE;
+    return takes(d, 1, 1) && (size_t)(d->p + 2) * avg_pitch(d) <= MAX_PLANE;
 }
 
 #ifdef MAX3_VECTOR
@@ -849,6 +849,151 @@ V8_TARGET static void bwd_planes8(const dl_pool_desc *d, int fused, int set, con
     add_rows8(&dd, dx + (end - 1) * hw, acc[(end - 1) & 1], pitch, set,
               plane_whole(end - 1, begin, end, hw, 0));
 }
+
+/* --- average, 3x3, stride 1, on 8 lanes (AVX2) --------------------------
+ * The 16-lane kernels' sums in the same order. Without masked adds a tap
+ * outside the input adds a 0 in the forward (its sum starts at +0 and is
+ * never -0, so a 0 changes no bit) and is blended off in the backward
+ * (whose sum starts at dx, which may be -0). A dx row's last vector runs
+ * into the next row, whose dx was loaded before (its lanes keep their
+ * values), except where it would leave a part's last planes. */
+typedef struct avg_grp8 {
+    __m256i k;     /* lanes inside the row */
+    __m256i v[3];  /* per tap column: lanes whose other end is inside */
+    int full, all; /* 8 lanes inside; and every tap inside */
+} avg_grp8;
+
+V8_TARGET static int avg_groups8(const dl_pool_desc *d, int dx, avg_grp8 *g)
+{
+    int n = dx ? d->w : d->q, groups = (n + 7) / 8;
+    for (int i = 0; i < groups; i++) {
+        g[i].k = cols_in8(8 * i, 0, n);
+        g[i].full = n - 8 * i >= 8;
+        g[i].all = g[i].full;
+        for (int kw = 0; kw < 3; kw++) {
+            int c0 = dx ? 8 * i + d->pad - 2 + kw : 8 * i - d->pad + kw;
+            g[i].v[kw] = _mm256_and_si256(g[i].k, cols_in8(c0, 0, dx ? d->q : d->w));
+            g[i].all &= _mm256_movemask_ps(_mm256_castsi256_ps(g[i].v[kw])) == 0xff;
+        }
+    }
+    return groups;
+}
+
+/* Output row oh's sum for group i (0 for a row past p). */
+V8_INLINE __m256 avg_sum8(const dl_pool_desc *d, const avg_grp8 *g, int i, int oh, int whole,
+                          const float *xp)
+{
+    __m256 s = _mm256_setzero_ps();
+    int hs = oh - d->pad;
+    int k0 = hs < 0 ? -hs : 0, k1 = d->h - hs < 3 ? d->h - hs : 3;
+    for (int kh = k0; oh < d->p && kh < k1; kh++) {
+        const float *p = xp + (size_t)(hs + kh) * d->w + 8 * i - d->pad;
+#pragma GCC unroll 3
+        for (int kw = 0; kw < 3; kw++) {
+            __m256 t = load8(p + kw, g->v[kw], whole);
+            s = _mm256_add_ps(s, g->all ? t : _mm256_and_ps(t, _mm256_castsi256_ps(g->v[kw])));
+        }
+    }
+    return s;
+}
+
+V8_INLINE void avg_fwd_plane8(const dl_pool_desc *d, const avg_grp8 *g, int groups, int whole,
+                              const float *xp, float *yp)
+{
+    const __m256 nine = _mm256_set1_ps(9.0f);
+    for (int oh = 0; oh < d->p; oh += 2)
+        for (int i = 0; i < groups; i++) {
+            const avg_grp8 gi = g[i]; /* a copy the stores cannot alias */
+            __m256 s0 = avg_sum8(d, &gi, i, oh, whole, xp);
+            __m256 s1 = avg_sum8(d, &gi, i, oh + 1, whole, xp);
+            for (int k = 0; k < 2 && oh + k < d->p; k++) {
+                float *yr = yp + (size_t)(oh + k) * d->q + 8 * i;
+                __m256 v = _mm256_div_ps(k ? s1 : s0, nine);
+                if (gi.full)
+                    _mm256_storeu_ps(yr, v);
+                else
+                    _mm256_maskstore_ps(yr, gi.k, v);
+            }
+        }
+}
+
+V8_TARGET static void avg_fwd_planes8(const dl_pool_desc *d, const float *x, float *y, size_t begin,
+                                      size_t end)
+{
+    avg_grp8 g[MAX_GROUPS8];
+    int groups = avg_groups8(d, 0, g);
+    const dl_pool_desc dd = *d; /* a copy the stores cannot alias */
+    size_t hw = (size_t)dd.h * dd.w, pq = (size_t)dd.p * dd.q;
+    for (size_t pl = begin; pl < end; pl++) {
+        if (plane_whole(pl, begin, end, hw, dd.pad))
+            avg_fwd_plane8(&dd, g, groups, 1, x + pl * hw, y + pl * pq);
+        else
+            avg_fwd_plane8(&dd, g, groups, 0, x + pl * hw, y + pl * pq);
+    }
+}
+
+V8_INLINE void avg_dx_rows8(const dl_pool_desc *d, const avg_grp8 *g, int groups, int whole,
+                            const float *G, size_t pitch, float *dxp)
+{
+    size_t hw = (size_t)d->h * d->w;
+    __m256 old[2][2 * MAX_GROUPS8];
+#define OUT_OF_PLANE(r, j) (!whole && (size_t)(r)*d->w + 8 * (j) + 8 > hw)
+#define LOAD_DX(r, j)                                                                              \
+    (OUT_OF_PLANE(r, j) ? _mm256_maskload_ps(dxp + (size_t)(r)*d->w + 8 * (j), g[j].k)             \
+                        : _mm256_loadu_ps(dxp + (size_t)(r)*d->w + 8 * (j)))
+    for (int j = 0; j < groups; j++)
+        old[0][j] = LOAD_DX(0, j);
+    for (int r = 0; r < d->h; r++) {
+        for (int j = 0; j < groups && r + 1 < d->h; j++)
+            old[(r + 1) & 1][j] = LOAD_DX(r + 1, j);
+        int o0 = r + d->pad - 2;
+        int k0 = o0 < 0 ? -o0 : 0, k1 = d->p - o0 < 3 ? d->p - o0 : 3;
+        for (int j = 0; j < groups; j++) {
+            const avg_grp8 gj = g[j]; /* a copy the stores cannot alias */
+            __m256 s = old[r & 1][j];
+            for (int kh = k0; kh < k1; kh++) {
+                const float *gp = G + (size_t)(o0 + kh + 1) * pitch + 32 + 8 * j + d->pad - 2;
+#pragma GCC unroll 3
+                for (int kw = 0; kw < 3; kw++) {
+                    __m256 a = _mm256_add_ps(s, _mm256_loadu_ps(gp + kw));
+                    s = gj.all ? a : _mm256_blendv_ps(s, a, _mm256_castsi256_ps(gj.v[kw]));
+                }
+            }
+            float *xr = dxp + (size_t)r * d->w + 8 * j;
+            if (OUT_OF_PLANE(r, j))
+                _mm256_maskstore_ps(xr, gj.k, s);
+            else
+                _mm256_storeu_ps(xr, s);
+        }
+    }
+#undef LOAD_DX
+#undef OUT_OF_PLANE
+}
+
+V8_TARGET static void avg_bwd_planes8(const dl_pool_desc *d, const float *dy, float *dx,
+                                      size_t begin, size_t end)
+{
+    avg_grp8 go[MAX_GROUPS8 * 2], gx[MAX_GROUPS8 * 2 + 1];
+    int groups = avg_groups8(d, 0, go), xgroups = avg_groups8(d, 1, gx);
+    const dl_pool_desc dd = *d; /* a copy the stores cannot alias */
+    size_t hw = (size_t)dd.h * dd.w, pq = (size_t)dd.p * dd.q, pitch = avg_pitch(&dd);
+    const __m256 nine = _mm256_set1_ps(9.0f);
+    float *G = plane_acc;
+    for (size_t pl = begin; pl < end; pl++) {
+        const float *gp = dy + pl * pq;
+        int whole = plane_whole(pl, begin, end, pq, 0);
+        for (int oh = 0; oh < dd.p; oh++)
+            for (int i = 0; i < groups; i++) {
+                const float *p = gp + (size_t)oh * dd.q + 8 * i;
+                __m256 v = whole ? _mm256_loadu_ps(p) : _mm256_maskload_ps(p, go[i].k);
+                _mm256_storeu_ps(G + (size_t)(oh + 1) * pitch + 32 + 8 * i, _mm256_div_ps(v, nine));
+            }
+        if (plane_whole(pl, begin, end, hw, 0))
+            avg_dx_rows8(&dd, gx, xgroups, 1, G, pitch, dx + pl * hw);
+        else
+            avg_dx_rows8(&dd, gx, xgroups, 0, G, pitch, dx + pl * hw);
+    }
+}
 #endif
 
 void dl_cpu_max3s2_forward(const dl_pool_desc *d, int fused, const float *x, float *y, size_t begin,
@@ -881,7 +1026,10 @@ void dl_cpu_avg3s1_forward(const dl_pool_desc *d, const float *x, float *y, size
                            size_t end)
 {
 #ifdef MAX3_VECTOR
-    avg_fwd_planes(d, x, y, begin, end);
+    if (dl_cpu_avx512())
+        avg_fwd_planes(d, x, y, begin, end);
+    else
+        avg_fwd_planes8(d, x, y, begin, end);
 #else
     (void)d, (void)x, (void)y, (void)begin, (void)end;
 #endif
@@ -891,7 +1039,10 @@ void dl_cpu_avg3s1_backward(const dl_pool_desc *d, const float *dy, float *dx, s
                             size_t end)
 {
 #ifdef MAX3_VECTOR
-    avg_bwd_planes(d, dy, dx, begin, end);
+    if (dl_cpu_avx512())
+        avg_bwd_planes(d, dy, dx, begin, end);
+    else
+        avg_bwd_planes8(d, dy, dx, begin, end);
 #else
     (void)d, (void)dy, (void)dx, (void)begin, (void)end;
 #endif
