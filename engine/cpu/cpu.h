@@ -165,11 +165,12 @@ int dl_cpu_conv_dw_backward_data(dl_backend *be, const dl_conv_desc *d, float *d
                                  const float *w, void *ws, dl_dtype compute, int set);
 int dl_cpu_conv_dw_backward_filter(dl_backend *be, const dl_conv_desc *d, float *dw,
                                    const float *dy, const float *x, void *ws, dl_dtype compute);
-/* cpu_pool3.c: 3x3 stride-2 max pooling with pad 0 or 1 on 16 lanes,
- * planes [begin, end) of n*c of an already checked descriptor, the same
- * contracts as the pooling entry points (fused: of relu(x); set: dx
- * written, not added). _takes: whether it runs d (AVX-512F, output rows
- * up to 1024, DLBENCH_POOL3 not 0, read per call). */
+/* cpu_pool3.c: 3x3 stride-2 max pooling with pad 0 or 1 on 16 lanes
+ * (AVX-512F) or 8 (AVX2), planes [begin, end) of n*c of an already
+ * checked descriptor, the same contracts as the pooling entry points
+ * (fused: of relu(x); set: dx written, not added). _takes: whether it
+ * runs d (one of the two, output rows up to 1024 / 512, planes that fit
+ * its scratch, DLBENCH_POOL3 not 0, read per call). */
 int dl_cpu_max3s2_takes(const dl_pool_desc *d);
 void dl_cpu_max3s2_forward(const dl_pool_desc *d, int fused, const float *x, float *y, size_t begin,
                            size_t end);

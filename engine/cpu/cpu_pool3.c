@@ -1,16 +1,17 @@
-/* cpu_maxpool3.c - 3x3 stride-2 max pooling on 16 lanes (the ResNet stem's), forward and backward
+/* cpu_pool3.c - 3x3 pooling on 16 and 8 lanes: max with stride 2 (the ResNet stem's), average with stride 1
  *
- * The window of output column o starts at input column 2o - pad, so tap
- * column k of 16 neighbouring outputs o0.. is every other float of the
- * 32 from column 2 o0 - pad (k = 0: even lanes, k = 1: odd) or of the 32
- * from one further (k = 2: odd lanes): four whole loads and three
- * two-source permutes. A group is 16 outputs of a row, a strip of 32
- * input columns. A tap outside the input is never used: forward its
- * permute index takes the output's tap 1 instead (a column inside the
- * input; a value stepped in twice is the same maximum, bits and NaN
- * alike), backward its compares are masked off. Loads are whole vectors
- * (masked loads cost more here) except in planes where one would leave
- * the caller's planes: there they are masked to the input's columns.
+ * Max pooling, 3x3, stride 2. The window of output column o starts at
+ * input column 2o - pad, so tap column k of 16 neighbouring outputs o0..
+ * is every other float of the 32 from column 2 o0 - pad (k = 0: even
+ * lanes, k = 1: odd) or of the 32 from one further (k = 2: odd lanes):
+ * four whole loads and three two-source permutes. A group is 16 outputs
+ * of a row, a strip of 32 input columns. A tap outside the input is never
+ * used: forward its permute index takes the output's tap 1 instead (a
+ * column inside the input; a value stepped in twice is the same maximum,
+ * bits and NaN alike), backward its compares are masked off. Loads are
+ * whole vectors (masked loads cost more here) except in planes where one
+ * would leave the caller's planes: there they are masked to the input's
+ * columns.
  *
  * Forward: per input row the maximum over each output's three columns
  * (H), then over the window's three rows, each step the scalar loop's
@@ -47,12 +48,13 @@
  * loaded before this row's masked store (a load that meets such a store
  * waits for it to retire).
  *
- * Taken where the CPU has AVX-512F, or AVX2 (the 8-lane sections
- * below), the window is 3x3 with stride 2 (max) or 1
- * (average) and pad 0 or 1, the output rows hold at most MAX_GROUPS
- * groups (MAX_GROUPS8 on 8 lanes), the planes fit the scratch, and
- * DLBENCH_POOL3 is not 0 (read per call: the tests and bench_membound
- * compare against the 8-lane windows with it). */
+ * The 16-lane kernels are described here; the 8-lane ones (AVX2), in
+ * their sections below, follow them. Taken where the CPU has AVX-512F or
+ * AVX2, the window is 3x3 with stride 2 (max) or 1 (average) and pad 0
+ * or 1, the output rows hold at most MAX_GROUPS groups (MAX_GROUPS8 on 8
+ * lanes), the planes fit the scratch, and DLBENCH_POOL3 is not 0 (read
+ * per call: the tests and bench_membound compare against cpu_conv.c's
+ * 8-lane windows with it). */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
