@@ -498,7 +498,7 @@ MAX3_TARGET static void avg_fwd_planes(const dl_pool_desc *d, const float *x, fl
 MAX3_INLINE void avg_dx_rows(const dl_pool_desc *d, const avg_grp *g, int groups, int whole,
                              const float *G, size_t pitch, float *dxp)
 {
-    __m512 old[2][MAX_GROUPS];
+    __m512 old[2][MAX_GROUPS + 1]; /* w up to q + 2: one more group than the outputs */
     for (int j = 0; j < groups; j++)
         old[0][j] = load(dxp + 16 * j, g[j].k, whole);
     for (int r = 0; r < d->h; r++) {
