@@ -133,39 +133,23 @@ static dl_pool_desc pool_win(const ctx *c, int size, int stride, int pad)
     dl_pool_desc d = {c->n, c->c, side, side, size, stride, pad, out, out};
     return d;
 }
-static dl_pool_desc pool2(const ctx *c) { return pool_win(c, 2, 2, 0); }
-static void r_max_f(ctx *c)
+/* One pooling of x's planes, forward into y or backward into dx. */
+static void pool_run(ctx *c, dl_pool_kind kind, int size, int stride, int pad, int backward)
 {
-    dl_pool_desc d = pool2(c);
-    c->be->ops->pool_forward(c->be, DL_POOL_MAX, &d, c->y, c->x);
+    dl_pool_desc d = pool_win(c, size, stride, pad);
+    if (backward)
+        c->be->ops->pool_backward(c->be, kind, &d, c->dx, c->dy, c->x, c->y);
+    else
+        c->be->ops->pool_forward(c->be, kind, &d, c->y, c->x);
 }
-static void r_max_b(ctx *c)
-{
-    dl_pool_desc d = pool2(c);
-    c->be->ops->pool_backward(c->be, DL_POOL_MAX, &d, c->dx, c->dy, c->x, c->y);
-}
+static void r_max_f(ctx *c) { pool_run(c, DL_POOL_MAX, 2, 2, 0, 0); }
+static void r_max_b(ctx *c) { pool_run(c, DL_POOL_MAX, 2, 2, 0, 1); }
 /* the ResNet stem's: 3x3 windows, stride 2, padding 1 */
-static void r_max3_f(ctx *c)
-{
-    dl_pool_desc d = pool_win(c, 3, 2, 1);
-    c->be->ops->pool_forward(c->be, DL_POOL_MAX, &d, c->y, c->x);
-}
-static void r_max3_b(ctx *c)
-{
-    dl_pool_desc d = pool_win(c, 3, 2, 1);
-    c->be->ops->pool_backward(c->be, DL_POOL_MAX, &d, c->dx, c->dy, c->x, c->y);
-}
+static void r_max3_f(ctx *c) { pool_run(c, DL_POOL_MAX, 3, 2, 1, 0); }
+static void r_max3_b(ctx *c) { pool_run(c, DL_POOL_MAX, 3, 2, 1, 1); }
 /* average 3x3, stride 1, padding 1 (an Inception branch's) */
-static void r_avg3_f(ctx *c)
-{
-    dl_pool_desc d = pool_win(c, 3, 1, 1);
-    c->be->ops->pool_forward(c->be, DL_POOL_AVG, &d, c->y, c->x);
-}
-static void r_avg3_b(ctx *c)
-{
-    dl_pool_desc d = pool_win(c, 3, 1, 1);
-    c->be->ops->pool_backward(c->be, DL_POOL_AVG, &d, c->dx, c->dy, c->x, c->y);
-}
+static void r_avg3_f(ctx *c) { pool_run(c, DL_POOL_AVG, 3, 1, 1, 0); }
+static void r_avg3_b(ctx *c) { pool_run(c, DL_POOL_AVG, 3, 1, 1, 1); }
 static void r_ln_f(ctx *c)
 {
     c->be->ops->layernorm_forward(c->be, (int)(c->len / 256), 256, 1e-5f, c->y, c->x, c->gamma,

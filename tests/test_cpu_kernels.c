@@ -1297,21 +1297,11 @@ static void test_maxpool3_kernels(void)
  * planes, signed zeros among the values. */
 static void avgpool3_cases(void)
 {
-    static const int cases[][4] = {/* n*c, h, w, pad */
-                                   {3, 28, 28, 1},
-                                   {4, 14, 14, 1},
-                                   {5, 1, 1, 1},
-                                   {3, 2, 3, 1},
-                                   {2, 5, 16, 1},
-                                   {2, 6, 17, 1},
-                                   {2, 7, 31, 0},
-                                   {2, 4, 33, 1},
-                                   {1, 9, 40, 0},
-                                   {6, 3, 3, 0},
-                                   {2, 5, 18, 0},
-                                   {1, 13, 47, 1},
-                                   /* 1024 outputs a row: a dx group more than output groups
-                                    * (16 lanes; past the 8-lane kernels' 512) */
+    /* n*c, h, w, pad; the last row has 1024 outputs: a dx group more than
+     * output groups (16 lanes; past the 8-lane kernels' 512) */
+    static const int cases[][4] = {{3, 28, 28, 1}, {4, 14, 14, 1}, {5, 1, 1, 1},  {3, 2, 3, 1},
+                                   {2, 5, 16, 1},  {2, 6, 17, 1},  {2, 7, 31, 0}, {2, 4, 33, 1},
+                                   {1, 9, 40, 0},  {6, 3, 3, 0},   {2, 5, 18, 0}, {1, 13, 47, 1},
                                    {1, 3, 1026, 0}};
     for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
         const int *c = cases[ci];
@@ -1416,23 +1406,11 @@ static void ref_max2(const dl_pool_desc *d, int relu, const float *x, float *y, 
  * window, NaN; a dx with -0 cells, which adding keeps. */
 static void test_maxpool2_paths(void)
 {
-    static const int shapes[][4] = {{3, 5, 7, 7},
-                                    {2, 7, 14, 14},
-                                    {2, 3, 15, 15},
-                                    {1, 9, 28, 28},
-                                    {2, 3, 13, 11},
-                                    {1, 5, 6, 4},
-                                    {4, 3, 3, 5},
-                                    {1, 3, 2, 2},
-                                    {2, 3, 4, 32},
-                                    {1, 3, 9, 33},
-                                    {1, 2, 40, 36},
-                                    {1, 2, 16, 31},
-                                    {8, 8, 14, 14},
-                                    {5, 7, 7, 7},
-                                    {2, 9, 5, 2},
-                                    {3, 4, 12, 10},
-                                    /* over 512 KB: the pool splits it (dl_cpu_plane_grain) */
+    /* the last is over 512 KB: the pool splits it (dl_cpu_plane_grain) */
+    static const int shapes[][4] = {{3, 5, 7, 7},    {2, 7, 14, 14}, {2, 3, 15, 15}, {1, 9, 28, 28},
+                                    {2, 3, 13, 11},  {1, 5, 6, 4},   {4, 3, 3, 5},   {1, 3, 2, 2},
+                                    {2, 3, 4, 32},   {1, 3, 9, 33},  {1, 2, 40, 36}, {1, 2, 16, 31},
+                                    {8, 8, 14, 14},  {5, 7, 7, 7},   {2, 9, 5, 2},   {3, 4, 12, 10},
                                     {16, 16, 28, 28}};
     int was = dl_cpu_avx512();
     for (int isa = 1; isa >= 0; isa--)

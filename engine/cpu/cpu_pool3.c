@@ -226,8 +226,7 @@ MAX3_INLINE void fwd_plane(const dl_pool_desc *d, const grp *g, int groups, int 
     for (int i = 0; i < groups; i++) {
         /* copies the stores cannot alias: nothing reloaded after each */
         const grp gi = g[i];
-        int left = d->q - 16 * i;
-        __mmask16 kq = left >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << left) - 1u);
+        __mmask16 kq = cols_in(16 * i, d->q);
         __m512 h0 = row_max(d, xp, -d->pad, &gi, fused, whole);
         for (int oh = 0; oh < d->p; oh++) {
             int r0 = 2 * oh - d->pad;
@@ -389,7 +388,7 @@ MAX3_TARGET static void add_plane(float *dx, const float *acc, size_t n, int set
         _mm512_storeu_ps(dx + i, _mm512_add_ps(old, _mm512_loadu_ps(acc + i)));
     }
     if (i < n) {
-        __mmask16 k = (__mmask16)((1u << (n - i)) - 1u);
+        __mmask16 k = cols_in(0, (int)(n - i));
         __m512 old = set ? zero : _mm512_maskz_loadu_ps(k, dx + i);
         _mm512_mask_storeu_ps(dx + i, k, _mm512_add_ps(old, _mm512_maskz_loadu_ps(k, acc + i)));
     }
@@ -434,8 +433,7 @@ static int avg_groups(const dl_pool_desc *d, int dx, avg_grp *g)
 {
     int n = dx ? d->w : d->q, groups = (n + 15) / 16;
     for (int i = 0; i < groups; i++) {
-        int left = n - 16 * i;
-        g[i].k = left >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << left) - 1u);
+        g[i].k = cols_in(16 * i, n);
         for (int kw = 0; kw < 3; kw++)
             g[i].v[kw] = g[i].k & (dx ? cols_in(16 * i + d->pad - 2 + kw, d->q)
                                       : cols_in(16 * i - d->pad + kw, d->w));
