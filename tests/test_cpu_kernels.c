@@ -736,14 +736,21 @@ static void test_conv_bf16_kernels(void)
         {3, 20, 14, 14, 36, 1, 1, 1, 0},
         {2, 7, 9, 15, 11, 1, 1, 1, 0},
         {2, 5, 6, 7, 9, 1, 1, 1, 1},
-        /* stride 2 (forward and filter on phase planes; odd and even
-         * sizes and padding, so either parity starts a row) */
+        /* stride 2 (forward and filter on phase planes, data as four
+         * phase correlations; odd and even sizes and padding, so either
+         * parity starts a row and the phases differ in size and taps) */
         {6, 16, 28, 28, 32, 3, 3, 2, 1},
         {3, 3, 13, 12, 5, 3, 3, 2, 1},
         {2, 4, 11, 9, 6, 5, 5, 2, 2},
         {2, 1, 10, 10, 4, 4, 4, 2, 1},
         {3, 8, 9, 14, 7, 3, 2, 2, 0},
         {2, 2, 37, 35, 3, 3, 3, 2, 1},
+        /* a 7x7 stem; 2x3 planes; padding past r-1 (a phase's first tap
+         * reads below dy's first row); more output channels than pairs */
+        {2, 5, 15, 17, 9, 7, 7, 2, 3},
+        {3, 6, 2, 3, 5, 2, 2, 2, 0},
+        {2, 4, 8, 9, 4, 3, 3, 2, 3},
+        {2, 40, 14, 14, 12, 3, 3, 2, 1},
     };
     dl_backend *be = cpu();
     for (int own = 0; own < 2; own++) {
@@ -763,6 +770,10 @@ static void test_conv_bf16_kernels(void)
     int want = dl_cpu(be)->has_avx512_bf16 && dl_cpu_avx512();
     CHECK_MSG((strstr(buf, "vdpbf16ps") != NULL) == want, "algo: %s", buf);
     CHECK_MSG(!want || strstr(buf, "channel pairs") != NULL, "algo: %s", buf);
+    /* and its stride-2 layer, data gradient included */
+    dl_conv_desc d2 = conv_desc(5, 16, 28, 28, 32, 3, 3, 2, 1);
+    CHECK_OK(dl_cpu_conv_algo(be, &d2, DL_BF16, buf, sizeof buf));
+    CHECK_MSG(!want || strstr(buf, "channel pairs") != NULL, "algo (stride 2): %s", buf);
     CHECK_OK(dl_cpu_conv_algo(be, &d, DL_F32, buf, sizeof buf));
     CHECK_MSG(strstr(buf, "vdpbf16ps") == NULL, "algo (f32): %s", buf);
 }

@@ -197,8 +197,9 @@ int dl_cpu_conv_1x1_backward_data(dl_backend *be, const dl_conv_desc *d, float *
 int dl_cpu_conv_1x1_backward_filter(dl_backend *be, const dl_conv_desc *d, float *dw, float *db,
                                     const float *dy, const float *x, void *ws, dl_dtype compute);
 /* cpu_conv_bf16.c: bf16 kernels of dense convolutions (not 1x1) at
- * stride 1 (all three directions) and 2 (forward and filter) as shifted
- * dot products, on CPUs with AVX-512 BF16. _fits: whether one takes (d,
+ * stride 1 and 2 (all three directions; the data gradient at stride 2
+ * for kernels of 2 or more taps each way) as shifted dot products, on
+ * CPUs with AVX-512 BF16. _fits: whether one takes (d,
  * compute) here (not with DLBENCH_CONV=dnnl where oneDNN has the shape);
  * _workspace: its bytes; backward_filter: dw += the gradient (db is the
  * caller's). */

@@ -18,7 +18,11 @@
  * Stride 2 (forward and filter): the padded input is split into 4 phase
  * planes (rows 2u + a, columns 2v + b); tap (r, s) then reads phase
  * (r%2, s%2) at offset (r/2)*Wph + s/2, a stride-1 shift on the phase
- * plane, and the kernels above run unchanged on the offsets.
+ * plane, and the kernels above run unchanged on the offsets. Stride 2's
+ * data gradient: each phase of dx is a stride-1 correlation of dy with
+ * the taps of one parity (data2_geoms); the pair kernels run the four on
+ * one layout of dy, into planes of their own, interleaved into dx an
+ * output block at a time.
  *
  * bf16 compute only: x, dy and w are rounded once as they are laid out
  * (round to nearest even as dl_f32_to_bf16; vcvtneps2bf16 flushes
@@ -38,7 +42,8 @@
  *
  * Workspace: the filter's per part (one per pool thread) padded chunk (x
  * and dy) and per chunk partial dw; the pair kernels' packed weights,
- * store table and per part padded image.
+ * store tables and offsets (one set per phase), per part padded image and,
+ * for stride 2's data gradient, one image of phase planes.
  */
 #include <stddef.h>
 #include <stdint.h>
@@ -204,6 +209,10 @@ typedef struct pr_geom {
     size_t plane;      /* st*st phase planes: one channel pair */
     size_t wpk, table; /* 32-bit elements of the packed weights, of the store table */
     int parts;
+    /* the packed weights' taps: offset (r', s') holds w's tap (r0 + step*r',
+     * s0 + step*s'), turned round (from the last) when flip; tap reads
+     * start dr rows and ds columns into the padded plane */
+    int r0, s0, step, flip, dr, ds;
 } pr_geom;
 
 static pr_geom pr_geom_of(dl_backend *be, int n, int cin, int hin, int win, int ph, int pw,
@@ -229,31 +238,109 @@ static pr_geom pr_geom_of(dl_backend *be, int n, int cin, int hin, int win, int 
     dl_pool *pool = dl_cpu(be)->pool;
     int t = pool ? dl_pool_threads(pool) : 1;
     g.parts = t < n ? t : n;
+    g.r0 = g.s0 = g.dr = g.ds = g.flip = 0;
+    g.step = 1;
     return g;
 }
 
-static size_t pr_bytes(const pr_geom *g)
+/* The data gradient at stride 2, as four stride-1 correlations of dy: dx's
+ * phase (a, b) (rows 2u + a, columns 2v + b) gets the taps r = ra + 2t
+ * (ra = (a + pad) % 2) and s likewise, tap t reading dy row u + A - t
+ * (A = (a + pad) / 2). With the phase's taps turned round (t' = T-1-t) that
+ * is a correlation over dy padded by T-1-A rows on top: one layout of dy,
+ * padded by the largest of those (and as many rows and columns at the end
+ * as the last outputs read), serves all four, each tap read shifted by
+ * the difference. Each phase's outputs land in a plane of their own
+ * (scratch), which is interleaved into dx per image. Returns the number
+ * of phases (4), 0 where a phase would have no taps (r or s under 2). */
+static int data2_geoms(dl_backend *be, const dl_conv_desc *d, pr_geom g[4])
 {
-    return (up(g->wpk, 16) + up(g->table, 16) +
-            (size_t)g->parts * up((size_t)g->cp * g->plane, 16) + up((size_t)g->r * g->s, 16)) *
+    if (d->stride != 2 || d->r < 2 || d->s < 2)
+        return 0;
+    int t[2][2], sh[2][2], out[2][2], lo[2] = {0, 0}, hi[2] = {0, 0};
+    int size[2] = {d->h, d->w}, taps[2] = {d->r, d->s}, dyn[2] = {d->p, d->q};
+    for (int ax = 0; ax < 2; ax++)
+        for (int a = 0; a < 2; a++) {
+            int ra = (a + d->pad) % 2, A = (a + d->pad) / 2;
+            t[ax][a] = (taps[ax] - ra + 1) / 2;
+            sh[ax][a] = t[ax][a] - 1 - A; /* the padding this phase wants */
+            out[ax][a] = (size[ax] - a + 1) / 2;
+            if (sh[ax][a] > lo[ax])
+                lo[ax] = sh[ax][a];
+            /* dy rows (columns) past the end its last output reads */
+            int past = out[ax][a] + A - dyn[ax];
+            if (past > hi[ax])
+                hi[ax] = past;
+        }
+    pr_geom base = pr_geom_of(be, d->n, d->k, d->p, d->q, lo[0], lo[1], d->c, 1, 1, 1);
+    base.wp = d->q + lo[1] + hi[1];
+    base.wph = base.wp;
+    size_t plane = (size_t)(d->p + lo[0] + hi[0]) * base.wp;
+    for (int a = 0; a < 2; a++)
+        for (int b = 0; b < 2; b++) {
+            pr_geom *p = &g[2 * a + b];
+            *p = base;
+            p->r = t[0][a], p->s = t[1][b];
+            p->hout = out[0][a], p->wout = out[1][b];
+            p->nvec = (int)(((size_t)p->hout * p->wph + 15) / 16);
+            p->wpk = (size_t)p->kb * p->cp * p->r * p->s * MK;
+            p->table = 2 * (size_t)p->nvec;
+            p->r0 = (a + d->pad) % 2, p->s0 = (b + d->pad) % 2;
+            p->step = 2, p->flip = 1;
+            p->dr = lo[0] - sh[0][a], p->ds = lo[1] - sh[1][b];
+            size_t reach =
+                (size_t)p->nvec * 16 + (size_t)(p->dr + p->r - 1) * p->wph + p->ds + p->s - 1;
+            if (reach > plane)
+                plane = reach;
+        }
+    for (int i = 0; i < 4; i++)
+        g[i].phase = g[i].plane = up(plane, 16);
+    return 4;
+}
+
+/* Workspace pieces of the passes g [0, npass): their packed weights, store
+ * tables and offsets (32-bit elements, each piece rounded up to 16), then
+ * per part the laid-out input and, with phases, one image of the output. */
+static size_t pr_pieces(const pr_geom *g, int npass)
+{
+    size_t n = 0;
+    for (int p = 0; p < npass; p++)
+        n += up(g[p].wpk, 16) + up(g[p].table, 16) + up((size_t)g[p].r * g[p].s, 16);
+    return n;
+}
+
+static size_t pr_bytes(const pr_geom *g, int npass)
+{
+    size_t out_img = 0;
+    for (int p = 0; p < npass && npass > 1; p++)
+        out_img += (size_t)g[p].kout * g[p].hout * g[p].wout;
+    return (pr_pieces(g, npass) +
+            (size_t)g->parts * (up((size_t)g->cp * g->plane, 16) + up(out_img, 16))) *
                4 +
            128;
 }
 
-/* Whether the pair kernels take the correlation g (with oneDNN there as
- * the other choice: only where the padded pitch and the round-up cost
- * under a fifth of extra products, as for the filter). */
-static int pr_fits(dl_backend *be, const dl_conv_desc *d, dl_dtype compute, const pr_geom *g)
+/* Whether the pair kernels take the correlations g [0, npass) of d (with
+ * oneDNN there as the other choice: only where the padded pitch and the
+ * round-up cost under a fifth of extra products, as for the filter). */
+static int pr_fits(dl_backend *be, const dl_conv_desc *d, dl_dtype compute, const pr_geom *g,
+                   int npass)
 {
-    if (!kernels_take(be, d, compute) || d->stride != g->st || g->ph < 0 || g->pw < 0 ||
-        g->hout <= 0 || g->wout <= 0)
+    if (npass == 0 || !kernels_take(be, d, compute))
         return 0;
+    size_t used = 0, pq = 0;
+    for (int p = 0; p < npass; p++) {
+        if (g[p].ph < 0 || g[p].pw < 0 || g[p].hout <= 0 || g[p].wout <= 0)
+            return 0;
+        used += (size_t)g[p].nvec * 16;
+        pq += (size_t)g[p].hout * g[p].wout;
+    }
     /* 1x1 with many input channels: a tile's 4 output channels reuse too
      * little of what it loads (bench_conv, 256->64 at 14x14: 0.88x the 1x1
      * kernels' forward) */
     if (d->r * d->s == 1 && g->cin > 128)
         return 0;
-    return ahead_of_dnnl(d, compute, g->cin, (size_t)g->nvec * 16, (size_t)g->hout * g->wout);
+    return ahead_of_dnnl(d, compute, g->cin, used, pq);
 }
 
 static pr_geom fwd_geom(dl_backend *be, const dl_conv_desc *d)
@@ -261,30 +348,37 @@ static pr_geom fwd_geom(dl_backend *be, const dl_conv_desc *d)
     return pr_geom_of(be, d->n, d->c, d->h, d->w, d->pad, d->pad, d->k, d->r, d->s, d->stride);
 }
 
-static pr_geom data_geom(dl_backend *be, const dl_conv_desc *d)
+/* The data gradient's passes into g: at stride 1 one correlation of dy
+ * padded by r-1-pad (s-1-pad across) with the kernel turned round, at
+ * stride 2 the four phases of data2_geoms; returns their count (0: none). */
+static int data_geoms(dl_backend *be, const dl_conv_desc *d, pr_geom g[4])
 {
-    /* stride 1 only (the data gradient of a stride-2 convolution is no
-     * correlation of this kind; pr_fits refuses it) */
-    return pr_geom_of(be, d->n, d->k, d->p, d->q, d->r - 1 - d->pad, d->s - 1 - d->pad, d->c, d->r,
+    if (d->stride == 2)
+        return data2_geoms(be, d, g);
+    g[0] = pr_geom_of(be, d->n, d->k, d->p, d->q, d->r - 1 - d->pad, d->s - 1 - d->pad, d->c, d->r,
                       d->s, 1);
+    g[0].flip = 1;
+    return 1;
 }
 
 int dl_cpu_conv_bf16_forward_fits(dl_backend *be, const dl_conv_desc *d, dl_dtype compute)
 {
     pr_geom g = fwd_geom(be, d);
-    return pr_fits(be, d, compute, &g);
+    return pr_fits(be, d, compute, &g, 1);
 }
 
 int dl_cpu_conv_bf16_data_fits(dl_backend *be, const dl_conv_desc *d, dl_dtype compute)
 {
-    pr_geom g = data_geom(be, d);
-    return pr_fits(be, d, compute, &g);
+    pr_geom g[4];
+    int n = data_geoms(be, d, g);
+    return pr_fits(be, d, compute, g, n);
 }
 
 size_t dl_cpu_conv_bf16_pairs_workspace(dl_backend *be, const dl_conv_desc *d)
 {
-    pr_geom f = fwd_geom(be, d), b = data_geom(be, d);
-    size_t a = pr_bytes(&f), c = b.ph >= 0 && b.pw >= 0 ? pr_bytes(&b) : 0;
+    pr_geom f = fwd_geom(be, d), b[4];
+    int n = data_geoms(be, d, b);
+    size_t a = pr_bytes(&f, 1), c = n && b[0].ph >= 0 && b[0].pw >= 0 ? pr_bytes(b, n) : 0;
     return a > c ? a : c;
 }
 
@@ -504,14 +598,24 @@ BF_TARGET static void filter_task(void *arg, size_t begin, size_t end)
 
 enum { PR_SET, PR_BIAS, PR_ADD };
 
-typedef struct pr_task {
+/* One correlation over the laid-out input: its geometry, packed weights,
+ * store table (per vector its valid-lane mask, then its first output) and
+ * tap offsets. */
+typedef struct pr_pass {
     const pr_geom *g;
+    const uint32_t *wpk, *table;
+    const int *off;
+} pr_pass;
+
+typedef struct pr_task {
     const float *in, *bias;
     float *out;
-    const uint32_t *wpk, *table; /* table: per vector its valid-lane mask, then its first output */
+    pr_pass pass[4]; /* one, or the data gradient's four phases at stride 2 */
+    int npass;
     uint32_t *bufs;
-    const int *off;
-    int n, mode;
+    float *scratch;       /* per part: the phases' outputs of one image (npass > 1) */
+    size_t out_img;       /* floats of one image of out */
+    int n, mode, c, h, w; /* c, h, w: out's image, where phases are interleaved */
 } pr_task;
 
 /* n zero elements of 32 bits. */
@@ -578,8 +682,8 @@ BF_TARGET static void pr_lay_out(uint32_t *buf, const pr_geom *g, const float *i
 }
 
 /* One tile: output channels kb*MK.. of vectors t0 .. t0+nv of one image. */
-BF_TARGET static BF_INLINE void pr_tile_body(const pr_task *t, const uint32_t *xi, float *out,
-                                             int kb, int t0, int nv)
+BF_TARGET static BF_INLINE void pr_tile_body(const pr_pass *t, const float *bias_in, int mode,
+                                             const uint32_t *xi, float *out, int kb, int t0, int nv)
 {
     const pr_geom *g = t->g;
     int rs = g->r * g->s;
@@ -616,7 +720,7 @@ BF_TARGET static BF_INLINE void pr_tile_body(const pr_task *t, const uint32_t *x
         if (k >= g->kout)
             break;
         float *ob = out + (size_t)k * plane_out;
-        __m512 bias = t->mode == PR_BIAS ? _mm512_set1_ps(t->bias[k]) : _mm512_setzero_ps();
+        __m512 bias = mode == PR_BIAS ? _mm512_set1_ps(bias_in[k]) : _mm512_setzero_ps();
         UNROLL
         for (int v = 0; v < NV; v++) {
             if (v >= nv)
@@ -626,68 +730,128 @@ BF_TARGET static BF_INLINE void pr_tile_body(const pr_task *t, const uint32_t *x
             __mmask16 sm = lanes(__builtin_popcount(valid));
             float *dst = ob + t->table[g->nvec + tv];
             __m512 c = _mm512_maskz_compress_ps(valid, _mm512_add_ps(acc[m][v], bias));
-            if (t->mode == PR_ADD)
+            if (mode == PR_ADD)
                 c = _mm512_add_ps(c, _mm512_maskz_loadu_ps(sm, dst));
             _mm512_mask_storeu_ps(dst, sm, c);
         }
     }
 }
 
-BF_TARGET static void pr_tile(const pr_task *t, const uint32_t *xi, float *out, int kb, int t0,
-                              int nv)
+BF_TARGET static void pr_tile(const pr_pass *t, const float *bias, int mode, const uint32_t *xi,
+                              float *out, int kb, int t0, int nv)
 {
     switch (nv) { /* the block sizes the balanced split gives, with constants */
-    case NV: pr_tile_body(t, xi, out, kb, t0, NV); break;
-    case NV - 1: pr_tile_body(t, xi, out, kb, t0, NV - 1); break;
-    case NV - 2: pr_tile_body(t, xi, out, kb, t0, NV - 2); break;
-    default: pr_tile_body(t, xi, out, kb, t0, nv);
+    case NV: pr_tile_body(t, bias, mode, xi, out, kb, t0, NV); break;
+    case NV - 1: pr_tile_body(t, bias, mode, xi, out, kb, t0, NV - 1); break;
+    case NV - 2: pr_tile_body(t, bias, mode, xi, out, kb, t0, NV - 2); break;
+    default: pr_tile_body(t, bias, mode, xi, out, kb, t0, nv);
     }
+}
+
+/* Stride 2's data gradient: channels [c0, c1) of the image of dx [c, h, w]
+ * at out get the four phase planes of ph (phase (a, b) [c, ceil((h-a)/2),
+ * ceil((w-b)/2)], one after another), written or added; 32 columns a step
+ * from 16 of each column phase. */
+BF_TARGET static void pr_interleave(float *out, const float *ph, int c, int h, int w, int add,
+                                    int c0, int c1)
+{
+    const __m512i lo = _mm512_set_epi32(23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
+    const __m512i hi =
+        _mm512_set_epi32(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8);
+    int hh[2] = {(h + 1) / 2, h / 2}, ww[2] = {(w + 1) / 2, w / 2};
+    const float *base[2][2];
+    size_t at = 0;
+    for (int a = 0; a < 2; a++)
+        for (int b = 0; b < 2; b++) {
+            base[a][b] = ph + at;
+            at += (size_t)c * hh[a] * ww[b];
+        }
+    for (int ch = c0; ch < c1; ch++)
+        for (int y = 0; y < h; y++) {
+            int a = y & 1, u = y >> 1;
+            const float *e = base[a][0] + ((size_t)ch * hh[a] + u) * ww[0];
+            const float *o = base[a][1] + ((size_t)ch * hh[a] + u) * ww[1];
+            float *row = out + ((size_t)ch * h + y) * w;
+            for (int x0 = 0; x0 < w; x0 += 32) {
+                int v0 = x0 / 2, n = w - x0 < 32 ? w - x0 : 32;
+                int ne = ww[0] - v0 < 16 ? ww[0] - v0 : 16, no = ww[1] - v0 < 16 ? ww[1] - v0 : 16;
+                __m512 ev = _mm512_maskz_loadu_ps(lanes(ne), e + v0);
+                __m512 ov = _mm512_maskz_loadu_ps(lanes(no > 0 ? no : 0), o + v0);
+                __m512 l = _mm512_permutex2var_ps(ev, lo, ov),
+                       r = _mm512_permutex2var_ps(ev, hi, ov);
+                __mmask16 ml = lanes(n < 16 ? n : 16), mr = lanes(n > 16 ? n - 16 : 0);
+                if (add) {
+                    l = _mm512_add_ps(l, _mm512_maskz_loadu_ps(ml, row + x0));
+                    r = _mm512_add_ps(r, _mm512_maskz_loadu_ps(mr, row + x0 + 16));
+                }
+                _mm512_mask_storeu_ps(row + x0, ml, l);
+                _mm512_mask_storeu_ps(row + x0 + 16, mr, r);
+            }
+        }
 }
 
 BF_TARGET static void pr_task_fn(void *arg, size_t begin, size_t end)
 {
     const pr_task *t = arg;
-    const pr_geom *g = t->g;
-    size_t in_img = (size_t)g->cin * g->hin * g->win, out_img = (size_t)g->kout * g->hout * g->wout;
+    const pr_geom *g = t->pass[0].g; /* the input's layout: the same in every pass */
+    size_t in_img = (size_t)g->cin * g->hin * g->win, out_img = t->out_img;
+    size_t tiles = 0;
+    for (int p = 0; p < t->npass; p++)
+        tiles += (size_t)t->pass[p].g->kb * ((t->pass[p].g->nvec + NV - 1) / NV);
     for (size_t part = begin; part < end; part++) {
         int i0 = (int)(part * (size_t)t->n / (size_t)g->parts);
         int i1 = (int)((part + 1) * (size_t)t->n / (size_t)g->parts);
         uint32_t *xi = t->bufs + part * up((size_t)g->cp * g->plane, 16);
+        float *scratch = t->npass > 1 ? t->scratch + part * up(out_img, 16) : NULL;
         if (g->st > 1) /* the phase planes' padding, once */
             memset(xi, 0, (size_t)g->cp * g->plane * 4);
         for (int i = i0; i < i1; i++) {
             pr_lay_out(xi, g, t->in + (size_t)i * in_img);
             float *out = t->out + (size_t)i * out_img;
-            /* blocks of about equal size (14 vectors: 5, 5, 4 rather than
-             * 6, 6, 2, whose last has too few sums in flight) */
-            int blocks = (g->nvec + NV - 1) / NV;
             /* the next image's input is asked for (into L2) a slice per
              * tile, so that its layout does not wait on memory */
             const char *next = i + 1 < i1 ? (const char *)(t->in + (size_t)(i + 1) * in_img) : NULL;
             char *next_out = next ? (char *)(out + out_img) : NULL;
             size_t lines = in_img * 4 / 64, olines = out_img * 4 / 64;
-            size_t tiles = (size_t)g->kb * blocks;
             size_t per = (lines + tiles - 1) / tiles, oper = (olines + tiles - 1) / tiles;
             size_t line = 0, oline = 0;
-            for (int kb = 0; kb < g->kb; kb++)
-                for (int bi = 0; bi < blocks; bi++) {
-                    for (size_t e = line + per; next && line < e && line < lines; line++)
-                        _mm_prefetch(next + line * 64, _MM_HINT_T1);
-                    /* and its output, for writing (and reading when added to) */
-                    for (size_t e = oline + oper; next_out && oline < e && oline < olines; oline++)
-                        __builtin_prefetch(next_out + oline * 64, 1, 2);
-                    int t0 = bi * g->nvec / blocks, t1 = (bi + 1) * g->nvec / blocks;
-                    pr_tile(t, xi, out, kb, t0, t1 - t0);
+            /* output blocks outermost: with phases, a block's 4 channels
+             * are interleaved into dx while their phase planes are in L1 */
+            int kbs = t->pass[0].g->kb;
+            for (int kb = 0; kb < kbs; kb++) {
+                float *dst = scratch ? scratch : out;
+                for (int p = 0; p < t->npass; p++) {
+                    const pr_pass *ps = &t->pass[p];
+                    const pr_geom *pg = ps->g;
+                    /* blocks of about equal size (14 vectors: 5, 5, 4 rather
+                     * than 6, 6, 2, whose last has too few sums in flight) */
+                    int blocks = (pg->nvec + NV - 1) / NV;
+                    for (int bi = 0; bi < blocks; bi++) {
+                        for (size_t e = line + per; next && line < e && line < lines; line++)
+                            _mm_prefetch(next + line * 64, _MM_HINT_T1);
+                        /* and its output, for writing (and reading when added to) */
+                        for (size_t e = oline + oper; next_out && oline < e && oline < olines;
+                             oline++)
+                            __builtin_prefetch(next_out + oline * 64, 1, 2);
+                        int t0 = bi * pg->nvec / blocks, t1 = (bi + 1) * pg->nvec / blocks;
+                        pr_tile(ps, t->bias, scratch ? PR_SET : t->mode, xi, dst, kb, t0, t1 - t0);
+                    }
+                    dst += (size_t)pg->kout * pg->hout * pg->wout;
                 }
+                if (scratch)
+                    pr_interleave(out, scratch, t->c, t->h, t->w, t->mode == PR_ADD, kb * MK,
+                                  kb * MK + MK < t->c ? kb * MK + MK : t->c);
+            }
         }
     }
 }
 
 /* wpk [kb][cp][o][MK] for output blocks [begin, end): the bf16 pair of
- * input channels (2cp, 2cp+1) of output channel kb*MK+m at offset o,
- * channel 2cp in the low half; zero past kout and cin. The forward's
- * weight (m, i, o) is w [m, i, o], the data gradient's w [i, m, rs-1-o]
- * (the kernel turned round: o = r*s + s' runs backwards). */
+ * input channels (2cp, 2cp+1) of output channel kb*MK+m at offset o =
+ * r'*s + s', channel 2cp in the low half; zero past kout and cin. The
+ * forward's weight (m, i, o) is w [m, i, tap], the data gradient's w [i,
+ * m, tap], tap the kernel's (r, s) that g maps (r', s') to (pr_geom: the
+ * data gradient's kernel is turned round). */
 typedef struct pack_task {
     const pr_geom *g;
     const dl_conv_desc *d;
@@ -700,25 +864,24 @@ static void pack_range(void *arg, size_t begin, size_t end)
 {
     const pack_task *t = arg;
     const pr_geom *g = t->g;
-    int rs = g->r * g->s, cin = g->cin;
+    int rs = g->r * g->s, cin = g->cin, krs = t->d->r * t->d->s;
     for (size_t kb = begin; kb < end; kb++)
         for (int m = 0; m < MK; m++) {
             int k = (int)kb * MK + m;
             for (int cp = 0; cp < g->cp; cp++) {
                 uint32_t *dst = t->wpk + ((kb * g->cp + cp) * rs) * MK + m;
                 const float *a = NULL, *b = NULL;
+                size_t other = t->data ? (size_t)t->d->c * krs : (size_t)krs; /* channel 2cp+1 */
                 if (k < g->kout) {
-                    if (t->data) { /* w [i, m, rs-1-o]: from the last offset back */
-                        size_t crs = (size_t)t->d->c * rs;
-                        a = t->w + (size_t)(2 * cp) * crs + (size_t)k * rs + rs - 1;
-                        b = 2 * cp + 1 < cin ? a + crs : NULL;
-                    } else {
-                        a = t->w + ((size_t)k * cin + 2 * cp) * rs;
-                        b = 2 * cp + 1 < cin ? a + rs : NULL;
-                    }
+                    a = t->data ? t->w + ((size_t)(2 * cp) * t->d->c + k) * krs
+                                : t->w + ((size_t)k * cin + 2 * cp) * krs;
+                    b = 2 * cp + 1 < cin ? a + other : NULL;
                 }
                 for (int o = 0; o < rs; o++) {
-                    ptrdiff_t at = t->data ? -(ptrdiff_t)o : o;
+                    int r = o / g->s, q = o % g->s;
+                    if (g->flip)
+                        r = g->r - 1 - r, q = g->s - 1 - q;
+                    size_t at = (size_t)(g->r0 + g->step * r) * t->d->s + g->s0 + g->step * q;
                     uint32_t lo = a ? dl_f32_to_bf16(a[at]) : 0;
                     uint32_t hi = b ? dl_f32_to_bf16(b[at]) : 0;
                     dst[(size_t)o * MK] = lo | hi << 16;
@@ -727,41 +890,50 @@ static void pack_range(void *arg, size_t begin, size_t end)
         }
 }
 
-/* Runs the correlation g over the images of d into out (mode: written,
- * written plus bias, added). */
-static int pr_run(dl_backend *be, const dl_conv_desc *d, const pr_geom *g, int data, const float *w,
-                  const float *in, const float *bias, float *out, void *ws, int mode)
+/* Runs the correlations g [0, npass) over the images of d into out (mode:
+ * written, written plus bias, added); several passes are the phases of
+ * stride 2's data gradient (data2_geoms), interleaved into out. */
+static int pr_run(dl_backend *be, const dl_conv_desc *d, const pr_geom *g, int npass, int data,
+                  const float *w, const float *in, const float *bias, float *out, void *ws,
+                  int mode)
 {
-    uint32_t *base = (uint32_t *)(((uintptr_t)ws + 63) & ~(uintptr_t)63);
-    uint32_t *wpk = base, *table = wpk + up(g->wpk, 16);
-    int *off = (int *)(table + up(g->table, 16));
-    uint32_t *bufs = (uint32_t *)off + up((size_t)g->r * g->s, 16);
-    int rs = g->r * g->s;
+    uint32_t *at = (uint32_t *)(((uintptr_t)ws + 63) & ~(uintptr_t)63);
     dl_pool *pool = dl_cpu(be)->pool;
-    pack_task pk = {g, d, w, wpk, data};
-    if (pool)
-        dl_pool_for(pool, (size_t)g->kb, 1, pack_range, &pk);
-    else
-        pack_range(&pk, 0, (size_t)g->kb);
-    for (int o = 0; o < rs; o++) {
-        int r = o / g->s, s = o % g->s;
-        off[o] = (int)(((size_t)(r % g->st) * g->st + s % g->st) * g->phase +
-                       (size_t)(r / g->st) * g->wph + s / g->st);
-    }
-    /* per vector of 16 positions: which lanes are outputs, where the first goes */
-    uint32_t first = 0;
-    for (int v = 0; v < g->nvec; v++) {
-        uint32_t mask = 0;
-        for (int l = 0; l < 16; l++) {
-            size_t j = (size_t)v * 16 + l;
-            if (j < (size_t)g->hout * g->wph && (int)(j % g->wph) < g->wout)
-                mask |= 1u << l;
+    pr_task t = {in, bias, out, {{0}}, npass, NULL, NULL, 0, d->n, mode, d->c, d->h, d->w};
+    for (int p = 0; p < npass; p++) {
+        const pr_geom *pg = &g[p];
+        uint32_t *wpk = at, *table = wpk + up(pg->wpk, 16);
+        int *off = (int *)(table + up(pg->table, 16));
+        at = (uint32_t *)off + up((size_t)pg->r * pg->s, 16);
+        t.pass[p] = (pr_pass){pg, wpk, table, off};
+        pack_task pk = {pg, d, w, wpk, data};
+        if (pool)
+            dl_pool_for(pool, (size_t)pg->kb, 1, pack_range, &pk);
+        else
+            pack_range(&pk, 0, (size_t)pg->kb);
+        for (int o = 0; o < pg->r * pg->s; o++) {
+            int r = o / pg->s + pg->dr, s = o % pg->s + pg->ds;
+            off[o] = (int)(((size_t)(r % pg->st) * pg->st + s % pg->st) * pg->phase +
+                           (size_t)(r / pg->st) * pg->wph + s / pg->st);
         }
-        table[v] = mask;
-        table[g->nvec + v] = first;
-        first += (uint32_t)__builtin_popcount(mask);
+        /* per vector of 16 positions: which lanes are outputs, where the first goes */
+        uint32_t first = 0;
+        for (int v = 0; v < pg->nvec; v++) {
+            uint32_t mask = 0;
+            for (int l = 0; l < 16; l++) {
+                size_t j = (size_t)v * 16 + l;
+                if (j < (size_t)pg->hout * pg->wph && (int)(j % pg->wph) < pg->wout)
+                    mask |= 1u << l;
+            }
+            table[v] = mask;
+            table[pg->nvec + v] = first;
+            first += (uint32_t)__builtin_popcount(mask);
+        }
     }
-    pr_task t = {g, in, bias, out, wpk, table, bufs, off, d->n, mode};
+    t.out_img = npass > 1 ? (size_t)d->c * d->h * d->w : (size_t)g->kout * g->hout * g->wout;
+    t.bufs = at;
+    if (npass > 1)
+        t.scratch = (float *)(at + (size_t)g->parts * up((size_t)g->cp * g->plane, 16));
     if (pool)
         dl_pool_for(pool, (size_t)g->parts, 1, pr_task_fn, &t);
     else
@@ -831,7 +1003,7 @@ int dl_cpu_conv_bf16_forward(dl_backend *be, const dl_conv_desc *d, float *y, co
 {
 #if HAVE_BF16_FILTER
     pr_geom g = fwd_geom(be, d);
-    return pr_run(be, d, &g, 0, w, x, b, y, ws, b ? PR_BIAS : PR_SET);
+    return pr_run(be, d, &g, 1, 0, w, x, b, y, ws, b ? PR_BIAS : PR_SET);
 #else
     (void)be, (void)d, (void)y, (void)x, (void)w, (void)b, (void)ws;
     return dl_error(DL_EINVAL, "conv_forward: no bf16 pair kernel in this build");
@@ -842,8 +1014,9 @@ int dl_cpu_conv_bf16_backward_data(dl_backend *be, const dl_conv_desc *d, float 
                                    const float *dy, const float *w, void *ws, int set)
 {
 #if HAVE_BF16_FILTER
-    pr_geom g = data_geom(be, d);
-    return pr_run(be, d, &g, 1, w, dy, NULL, dx, ws, set ? PR_SET : PR_ADD);
+    pr_geom g[4];
+    int n = data_geoms(be, d, g);
+    return pr_run(be, d, g, n, 1, w, dy, NULL, dx, ws, set ? PR_SET : PR_ADD);
 #else
     (void)be, (void)d, (void)dx, (void)dy, (void)w, (void)ws, (void)set;
     return dl_error(DL_EINVAL, "conv_backward_data: no bf16 pair kernel in this build");
