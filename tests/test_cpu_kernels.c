@@ -751,6 +751,8 @@ static void test_conv_bf16_kernels(void)
         {3, 6, 2, 3, 5, 2, 2, 2, 0},
         {2, 4, 8, 9, 4, 3, 3, 2, 3},
         {2, 40, 14, 14, 12, 3, 3, 2, 1},
+        /* dy rows of 16, a whole vector: the pitch needs its column past */
+        {2, 6, 10, 32, 5, 3, 3, 2, 1},
     };
     dl_backend *be = cpu();
     for (int own = 0; own < 2; own++) {

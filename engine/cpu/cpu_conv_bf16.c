@@ -21,8 +21,9 @@
  * plane, and the kernels above run unchanged on the offsets. Stride 2's
  * data gradient: each phase of dx is a stride-1 correlation of dy with
  * the taps of one parity (data2_geoms); the pair kernels run the four on
- * one layout of dy, into planes of their own, interleaved into dx an
- * output block at a time.
+ * one layout of dy, each storing its outputs straight into every other
+ * column of dx (a vector's 16 spread over 32 columns by two masked
+ * stores).
  *
  * bf16 compute only: x, dy and w are rounded once as they are laid out
  * (round to nearest even as dl_f32_to_bf16; vcvtneps2bf16 flushes
@@ -213,6 +214,11 @@ typedef struct pr_geom {
      * s0 + step*s'), turned round (from the last) when flip; tap reads
      * start dr rows and ds columns into the padded plane */
     int r0, s0, step, flip, dr, ds;
+    /* stride 2's data gradient: the phase (pa, pb) of dx the outputs go to,
+     * every other row and column of planes ow wide (pa < 0: outputs
+     * stored densely, hout x wout a plane) */
+    int pa, pb, ow;
+    size_t out_plane; /* floats of one output channel's plane */
 } pr_geom;
 
 static pr_geom pr_geom_of(dl_backend *be, int n, int cin, int hin, int win, int ph, int pw,
@@ -240,6 +246,8 @@ static pr_geom pr_geom_of(dl_backend *be, int n, int cin, int hin, int win, int 
     g.parts = t < n ? t : n;
     g.r0 = g.s0 = g.dr = g.ds = g.flip = 0;
     g.step = 1;
+    g.pa = g.pb = -1, g.ow = g.wout;
+    g.out_plane = (size_t)g.hout * g.wout;
     return g;
 }
 
@@ -250,9 +258,10 @@ static pr_geom pr_geom_of(dl_backend *be, int n, int cin, int hin, int win, int 
  * is a correlation over dy padded by T-1-A rows on top: one layout of dy,
  * padded by the largest of those (and as many rows and columns at the end
  * as the last outputs read), serves all four, each tap read shifted by
- * the difference. Each phase's outputs land in a plane of their own
- * (scratch), which is interleaved into dx per image. Returns the number
- * of phases (4), 0 where a phase would have no taps (r or s under 2). */
+ * the difference. The layout's pitch is a multiple of 16, so that each
+ * vector of positions lies in one row of its phase and its outputs go to
+ * every other column of one row of dx. Returns the number of phases (4),
+ * 0 where a phase would have no taps (r or s under 2). */
 static int data2_geoms(dl_backend *be, const dl_conv_desc *d, pr_geom g[4])
 {
     if (d->stride != 2 || d->r < 2 || d->s < 2)
@@ -273,7 +282,7 @@ static int data2_geoms(dl_backend *be, const dl_conv_desc *d, pr_geom g[4])
                 hi[ax] = past;
         }
     pr_geom base = pr_geom_of(be, d->n, d->k, d->p, d->q, lo[0], lo[1], d->c, 1, 1, 1);
-    base.wp = d->q + lo[1] + hi[1];
+    base.wp = (int)up((size_t)(d->q + lo[1] + hi[1]), 16);
     base.wph = base.wp;
     size_t plane = (size_t)(d->p + lo[0] + hi[0]) * base.wp;
     for (int a = 0; a < 2; a++)
@@ -288,6 +297,8 @@ static int data2_geoms(dl_backend *be, const dl_conv_desc *d, pr_geom g[4])
             p->r0 = (a + d->pad) % 2, p->s0 = (b + d->pad) % 2;
             p->step = 2, p->flip = 1;
             p->dr = lo[0] - sh[0][a], p->ds = lo[1] - sh[1][b];
+            p->pa = a, p->pb = b, p->ow = d->w;
+            p->out_plane = (size_t)d->h * d->w;
             size_t reach =
                 (size_t)p->nvec * 16 + (size_t)(p->dr + p->r - 1) * p->wph + p->ds + p->s - 1;
             if (reach > plane)
@@ -299,8 +310,8 @@ static int data2_geoms(dl_backend *be, const dl_conv_desc *d, pr_geom g[4])
 }
 
 /* Workspace pieces of the passes g [0, npass): their packed weights, store
- * tables and offsets (32-bit elements, each piece rounded up to 16), then
- * per part the laid-out input and, with phases, one image of the output. */
+ * tables and offsets (32-bit elements, each piece rounded up to 16); then
+ * come the parts' laid-out inputs. */
 static size_t pr_pieces(const pr_geom *g, int npass)
 {
     size_t n = 0;
@@ -311,13 +322,7 @@ static size_t pr_pieces(const pr_geom *g, int npass)
 
 static size_t pr_bytes(const pr_geom *g, int npass)
 {
-    size_t out_img = 0;
-    for (int p = 0; p < npass && npass > 1; p++)
-        out_img += (size_t)g[p].kout * g[p].hout * g[p].wout;
-    return (pr_pieces(g, npass) +
-            (size_t)g->parts * (up((size_t)g->cp * g->plane, 16) + up(out_img, 16))) *
-               4 +
-           128;
+    return (pr_pieces(g, npass) + (size_t)g->parts * up((size_t)g->cp * g->plane, 16)) * 4 + 128;
 }
 
 /* Whether the pair kernels take the correlations g [0, npass) of d (with
@@ -599,8 +604,9 @@ BF_TARGET static void filter_task(void *arg, size_t begin, size_t end)
 enum { PR_SET, PR_BIAS, PR_ADD };
 
 /* One correlation over the laid-out input: its geometry, packed weights,
- * store table (per vector its valid-lane mask, then its first output) and
- * tap offsets. */
+ * store table (per vector its valid-lane mask, then its first output; for
+ * a phase of dx, the masks of its two spread stores, then where the first
+ * goes) and tap offsets. */
 typedef struct pr_pass {
     const pr_geom *g;
     const uint32_t *wpk, *table;
@@ -613,9 +619,8 @@ typedef struct pr_task {
     pr_pass pass[4]; /* one, or the data gradient's four phases at stride 2 */
     int npass;
     uint32_t *bufs;
-    float *scratch;       /* per part: the phases' outputs of one image (npass > 1) */
-    size_t out_img;       /* floats of one image of out */
-    int n, mode, c, h, w; /* c, h, w: out's image, where phases are interleaved */
+    size_t out_img; /* floats of one image of out */
+    int n, mode;
 } pr_task;
 
 /* n zero elements of 32 bits. */
@@ -713,7 +718,11 @@ BF_TARGET static BF_INLINE void pr_tile_body(const pr_pass *t, const float *bias
             }
         }
     }
-    size_t plane_out = (size_t)g->hout * g->wout;
+    size_t plane_out = g->out_plane;
+    /* a phase of dx: lane l to column 2l of the 32 from the first */
+    const __m512i lo_half = _mm512_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7);
+    const __m512i hi_half =
+        _mm512_setr_epi32(8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13, 14, 14, 15, 15);
     UNROLL
     for (int m = 0; m < MK; m++) {
         int k = kb * MK + m;
@@ -726,6 +735,20 @@ BF_TARGET static BF_INLINE void pr_tile_body(const pr_pass *t, const float *bias
             if (v >= nv)
                 break;
             int tv = t0 + v;
+            if (g->pa >= 0) {
+                uint32_t ms = t->table[tv];
+                __mmask16 ml = (__mmask16)ms, mh = (__mmask16)(ms >> 16);
+                float *dst = ob + t->table[g->nvec + tv];
+                __m512 l = _mm512_permutexvar_ps(lo_half, acc[m][v]);
+                __m512 h = _mm512_permutexvar_ps(hi_half, acc[m][v]);
+                if (mode == PR_ADD) {
+                    l = _mm512_add_ps(l, _mm512_maskz_loadu_ps(ml, dst));
+                    h = _mm512_add_ps(h, _mm512_maskz_loadu_ps(mh, dst + 16));
+                }
+                _mm512_mask_storeu_ps(dst, ml, l);
+                _mm512_mask_storeu_ps(dst + 16, mh, h);
+                continue;
+            }
             __mmask16 valid = (__mmask16)t->table[tv];
             __mmask16 sm = lanes(__builtin_popcount(valid));
             float *dst = ob + t->table[g->nvec + tv];
@@ -748,48 +771,6 @@ BF_TARGET static void pr_tile(const pr_pass *t, const float *bias, int mode, con
     }
 }
 
-/* Stride 2's data gradient: channels [c0, c1) of the image of dx [c, h, w]
- * at out get the four phase planes of ph (phase (a, b) [c, ceil((h-a)/2),
- * ceil((w-b)/2)], one after another), written or added; 32 columns a step
- * from 16 of each column phase. */
-BF_TARGET static void pr_interleave(float *out, const float *ph, int c, int h, int w, int add,
-                                    int c0, int c1)
-{
-    const __m512i lo = _mm512_set_epi32(23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
-    const __m512i hi =
-        _mm512_set_epi32(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8);
-    int hh[2] = {(h + 1) / 2, h / 2}, ww[2] = {(w + 1) / 2, w / 2};
-    const float *base[2][2];
-    size_t at = 0;
-    for (int a = 0; a < 2; a++)
-        for (int b = 0; b < 2; b++) {
-            base[a][b] = ph + at;
-            at += (size_t)c * hh[a] * ww[b];
-        }
-    for (int ch = c0; ch < c1; ch++)
-        for (int y = 0; y < h; y++) {
-            int a = y & 1, u = y >> 1;
-            const float *e = base[a][0] + ((size_t)ch * hh[a] + u) * ww[0];
-            const float *o = base[a][1] + ((size_t)ch * hh[a] + u) * ww[1];
-            float *row = out + ((size_t)ch * h + y) * w;
-            for (int x0 = 0; x0 < w; x0 += 32) {
-                int v0 = x0 / 2, n = w - x0 < 32 ? w - x0 : 32;
-                int ne = ww[0] - v0 < 16 ? ww[0] - v0 : 16, no = ww[1] - v0 < 16 ? ww[1] - v0 : 16;
-                __m512 ev = _mm512_maskz_loadu_ps(lanes(ne), e + v0);
-                __m512 ov = _mm512_maskz_loadu_ps(lanes(no > 0 ? no : 0), o + v0);
-                __m512 l = _mm512_permutex2var_ps(ev, lo, ov),
-                       r = _mm512_permutex2var_ps(ev, hi, ov);
-                __mmask16 ml = lanes(n < 16 ? n : 16), mr = lanes(n > 16 ? n - 16 : 0);
-                if (add) {
-                    l = _mm512_add_ps(l, _mm512_maskz_loadu_ps(ml, row + x0));
-                    r = _mm512_add_ps(r, _mm512_maskz_loadu_ps(mr, row + x0 + 16));
-                }
-                _mm512_mask_storeu_ps(row + x0, ml, l);
-                _mm512_mask_storeu_ps(row + x0 + 16, mr, r);
-            }
-        }
-}
-
 BF_TARGET static void pr_task_fn(void *arg, size_t begin, size_t end)
 {
     const pr_task *t = arg;
@@ -802,7 +783,6 @@ BF_TARGET static void pr_task_fn(void *arg, size_t begin, size_t end)
         int i0 = (int)(part * (size_t)t->n / (size_t)g->parts);
         int i1 = (int)((part + 1) * (size_t)t->n / (size_t)g->parts);
         uint32_t *xi = t->bufs + part * up((size_t)g->cp * g->plane, 16);
-        float *scratch = t->npass > 1 ? t->scratch + part * up(out_img, 16) : NULL;
         if (g->st > 1) /* the phase planes' padding, once */
             memset(xi, 0, (size_t)g->cp * g->plane * 4);
         for (int i = i0; i < i1; i++) {
@@ -815,17 +795,13 @@ BF_TARGET static void pr_task_fn(void *arg, size_t begin, size_t end)
             size_t lines = in_img * 4 / 64, olines = out_img * 4 / 64;
             size_t per = (lines + tiles - 1) / tiles, oper = (olines + tiles - 1) / tiles;
             size_t line = 0, oline = 0;
-            /* output blocks outermost: with phases, a block's 4 channels
-             * are interleaved into dx while their phase planes are in L1 */
-            int kbs = t->pass[0].g->kb;
-            for (int kb = 0; kb < kbs; kb++) {
-                float *dst = scratch ? scratch : out;
-                for (int p = 0; p < t->npass; p++) {
-                    const pr_pass *ps = &t->pass[p];
-                    const pr_geom *pg = ps->g;
-                    /* blocks of about equal size (14 vectors: 5, 5, 4 rather
-                     * than 6, 6, 2, whose last has too few sums in flight) */
-                    int blocks = (pg->nvec + NV - 1) / NV;
+            for (int p = 0; p < t->npass; p++) {
+                const pr_pass *ps = &t->pass[p];
+                const pr_geom *pg = ps->g;
+                /* blocks of about equal size (14 vectors: 5, 5, 4 rather
+                 * than 6, 6, 2, whose last has too few sums in flight) */
+                int blocks = (pg->nvec + NV - 1) / NV;
+                for (int kb = 0; kb < pg->kb; kb++)
                     for (int bi = 0; bi < blocks; bi++) {
                         for (size_t e = line + per; next && line < e && line < lines; line++)
                             _mm_prefetch(next + line * 64, _MM_HINT_T1);
@@ -834,13 +810,8 @@ BF_TARGET static void pr_task_fn(void *arg, size_t begin, size_t end)
                              oline++)
                             __builtin_prefetch(next_out + oline * 64, 1, 2);
                         int t0 = bi * pg->nvec / blocks, t1 = (bi + 1) * pg->nvec / blocks;
-                        pr_tile(ps, t->bias, scratch ? PR_SET : t->mode, xi, dst, kb, t0, t1 - t0);
+                        pr_tile(ps, t->bias, t->mode, xi, out, kb, t0, t1 - t0);
                     }
-                    dst += (size_t)pg->kout * pg->hout * pg->wout;
-                }
-                if (scratch)
-                    pr_interleave(out, scratch, t->c, t->h, t->w, t->mode == PR_ADD, kb * MK,
-                                  kb * MK + MK < t->c ? kb * MK + MK : t->c);
             }
         }
     }
@@ -892,14 +863,15 @@ static void pack_range(void *arg, size_t begin, size_t end)
 
 /* Runs the correlations g [0, npass) over the images of d into out (mode:
  * written, written plus bias, added); several passes are the phases of
- * stride 2's data gradient (data2_geoms), interleaved into out. */
+ * stride 2's data gradient (data2_geoms), each into its own rows and
+ * columns of out. */
 static int pr_run(dl_backend *be, const dl_conv_desc *d, const pr_geom *g, int npass, int data,
                   const float *w, const float *in, const float *bias, float *out, void *ws,
                   int mode)
 {
     uint32_t *at = (uint32_t *)(((uintptr_t)ws + 63) & ~(uintptr_t)63);
     dl_pool *pool = dl_cpu(be)->pool;
-    pr_task t = {in, bias, out, {{0}}, npass, NULL, NULL, 0, d->n, mode, d->c, d->h, d->w};
+    pr_task t = {in, bias, out, {{0}}, npass, NULL, 0, d->n, mode};
     for (int p = 0; p < npass; p++) {
         const pr_geom *pg = &g[p];
         uint32_t *wpk = at, *table = wpk + up(pg->wpk, 16);
@@ -918,7 +890,17 @@ static int pr_run(dl_backend *be, const dl_conv_desc *d, const pr_geom *g, int n
         }
         /* per vector of 16 positions: which lanes are outputs, where the first goes */
         uint32_t first = 0;
-        for (int v = 0; v < pg->nvec; v++) {
+        for (int v = 0; v < pg->nvec && pg->pa >= 0; v++) {
+            /* a phase: one row u of it (the pitch is a multiple of 16) */
+            int u = v * 16 / pg->wph, c0 = v * 16 % pg->wph;
+            uint32_t ms = 0;
+            for (int l = 0; l < 16; l++)
+                if (c0 + l < pg->wout)
+                    ms |= 1u << (l < 8 ? 2 * l : 16 + 2 * (l - 8));
+            table[v] = ms;
+            table[pg->nvec + v] = (uint32_t)((size_t)(2 * u + pg->pa) * pg->ow + 2 * c0 + pg->pb);
+        }
+        for (int v = 0; v < pg->nvec && pg->pa < 0; v++) {
             uint32_t mask = 0;
             for (int l = 0; l < 16; l++) {
                 size_t j = (size_t)v * 16 + l;
@@ -930,10 +912,8 @@ static int pr_run(dl_backend *be, const dl_conv_desc *d, const pr_geom *g, int n
             first += (uint32_t)__builtin_popcount(mask);
         }
     }
-    t.out_img = npass > 1 ? (size_t)d->c * d->h * d->w : (size_t)g->kout * g->hout * g->wout;
+    t.out_img = (size_t)g->kout * g->out_plane;
     t.bufs = at;
-    if (npass > 1)
-        t.scratch = (float *)(at + (size_t)g->parts * up((size_t)g->cp * g->plane, 16));
     if (pool)
         dl_pool_for(pool, (size_t)g->parts, 1, pr_task_fn, &t);
     else
