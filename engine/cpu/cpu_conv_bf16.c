@@ -43,8 +43,8 @@
  *
  * Workspace: the filter's per part (one per pool thread) padded chunk (x
  * and dy) and per chunk partial dw; the pair kernels' packed weights,
- * store tables and offsets (one set per phase), per part padded image and,
- * for stride 2's data gradient, one image of phase planes.
+ * store tables and offsets (one set per phase of stride 2's data
+ * gradient) and per part padded image.
  */
 #include <stddef.h>
 #include <stdint.h>
