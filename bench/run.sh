@@ -16,7 +16,8 @@
 # BENCH_MODELS ("mlp-sgd mlp-adam tiny-mlp cnn mlp-bf16 resnet char-gpt"; resnet is
 # scripts/resnet_fmnist.lua's network, char-gpt scripts/char_gpt.lua's on synthetic
 # tokens at batch 32, ~1.5 minutes each at 1 and 2 threads), BENCH_THREADS ("1 2"),
-# BENCH_REPS (3 timed windows per measurement; the best counts).
+# BENCH_REPS (3 timed windows per measurement; the best counts), BENCH_EMULATED=0 (no
+# emulated-bf16 against f32 comparison on a CPU without bf16 dot products).
 set -u
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
@@ -102,6 +103,34 @@ for t in $THREADS; do
         fi
     done
 done
+
+# bf16 where the CPU has no bf16 dot products is emulated (f32 kernels on
+# operands rounded to bf16): against f32 on the same model, the two
+# alternating twice, the best window of each; target >= 0.9x
+if [ -z "$BF16_MODELS" ] && [ "${BENCH_EMULATED:-1}" != 0 ]; then
+    echo "== bf16 emulated (no AVX-512 BF16 or AMX here) against f32, alternating (target >= 0.9x; BENCH_EMULATED=0 skips)"
+    best_rate() {
+        env DLBENCH_THREADS="$1" OPENBLAS_NUM_THREADS="$1" "$TRAIN" --threads "$1" --model "$2" \
+            --reps "$REPS" 2>/dev/null | awk '/^dlbench / { for (i = 1; i <= NF; i++)
+                if ($i ~ /^samples_per_s=/) print substr($i, 15) }'
+    }
+    for t in $THREADS; do
+        for pair in "mlp-sgd mlp-bf16" "cnn-user cnn-user-bf16" "resnet resnet-bf16" "mobilenet mobilenet-bf16"; do
+            read -r f32m bf16m <<<"$pair"
+            f=0 b=0
+            for _ in 1 2; do
+                x=$(best_rate "$t" "$f32m"); y=$(best_rate "$t" "$bf16m")
+                f=$(awk -v a="$f" -v b="${x:-0}" 'BEGIN { print (b > a ? b : a) }')
+                b=$(awk -v a="$b" -v c="${y:-0}" 'BEGIN { print (c > a ? c : a) }')
+            done
+            line=$(awk -v m="$bf16m" -v t="$t" -v f="$f" -v b="$b" 'BEGIN {
+                printf "dlbench-emulated model=%s threads=%s f32_samples_per_s=%.0f bf16_samples_per_s=%.0f ratio=%.2f\n",
+                    m, t, f, b, (f > 0 ? b / f : 0) }')
+            echo "$line" >>"$results"
+            echo "  $line"
+        done
+    done
+fi
 
 # memory-bound layers against memcpy, convolutions against sgemm (same process each)
 for t in $THREADS; do
@@ -224,6 +253,9 @@ function field(line, key,    n, i, kv, parts) {
         # the other models: one 512^3 product, f32 (its better path) or bf16
         sqf[t] = field($0, "square_f32_gflops") + 0
         sqb[t] = field($0, "square_bf16_gflops") + 0
+    } else if ($1 == "dlbench-emulated") {
+        emu[++ne] = sprintf("%s %st %s/%s = %sx%s", field($0, "model"), t, field($0, "bf16_samples_per_s"),
+            field($0, "f32_samples_per_s"), field($0, "ratio"), (field($0, "ratio") + 0 >= 0.9 ? "" : " (NO)"))
     } else if ($1 == "dlbench-accuracy") {
         p = field($0, "precision")
         if (p != "bf16") p = "f32"
@@ -278,6 +310,10 @@ END {
         if (("char-gpt", t) in dl && dtok["char-gpt", t] != "")
             printf "  char-gpt at %s thread(s): dlbench %s tokens/s, PyTorch %s tokens/s (64 per sample)\n", t,
                 dtok["char-gpt", t], ((("char-gpt", t) in ptok) && ptok["char-gpt", t] != "") ? ptok["char-gpt", t] : "-"
+    }
+    if (ne > 0) {
+        printf "\nbf16 emulated against f32 (samples/s; target >= 0.9x):\n"
+        for (k = 1; k <= ne; k++) printf "  %s\n", emu[k]
     }
     if (torch_why != "") print "  PyTorch peer skipped: " torch_why
     if (ns > 1) {

@@ -138,8 +138,8 @@ static void notice_emulated(dl_session *s)
     const char *name = dl_precision_name(p);
     if (s->be->ops->device == DL_DEVICE_CPU)
         session_emit(s, "warning",
-                     "%s is emulated on this CPU: about 0.7x the speed of fp32 (no %s arithmetic); "
-                     "fp32 is faster here: --set precision=fp32",
+                     "%s is emulated on this CPU: about 0.9x the speed of fp32 (no %s arithmetic: "
+                     "f32 kernels on rounded operands); fp32 is faster here: --set precision=fp32",
                      name, p == DL_PREC_BF16 ? "AVX-512 BF16" : "fp16");
     else
         session_emit(s, "warning",

@@ -61,7 +61,7 @@ fi
 if DLBENCH_CPU_BF16=0 run bf16 0 run scripts/spirals.lua epochs=2 n=600 --set precision=bf16 \
     --out "$OUT/runs"; then
     d=$(run_dir bf16)
-    first=$(grep -n "bf16 is emulated on this CPU: about 0.7x the speed of fp32" "$OUT/bf16.log" |
+    first=$(grep -n "bf16 is emulated on this CPU: about 0.9x the speed of fp32" "$OUT/bf16.log" |
         head -1 | cut -d: -f1)
     epoch1=$(grep -n "^epoch 1/2:" "$OUT/bf16.log" | head -1 | cut -d: -f1)
     adv=$(python3 -c "

@@ -780,6 +780,43 @@ static void test_conv_bf16_kernels(void)
     CHECK_MSG(strstr(buf, "vdpbf16ps") == NULL, "algo (f32): %s", buf);
 }
 
+/* bf16 where the CPU has no bf16 arithmetic (forced here, whatever this
+ * CPU has), and fp16 on every CPU: oneDNN's f32 primitives on operands
+ * rounded to the type, not its emulated bf16 kernels nor the own im2col
+ * path. Each direction against the double reference on rounded operands
+ * (conv_case): without the rounding the errors are bf16's (~4e-3 of the
+ * sums), 400 times the tolerance. Shapes from 8 channels (oneDNN's),
+ * Winograd's (32 -> 64 3x3), a shorter last chunk, stride 2, 1x1 from
+ * 128 channels; fp16 below 8 channels too (f32's rule by direction). */
+static void test_conv_lowp_emulated(void)
+{
+    static const int cases[][9] = {
+        /* n, c, h, w, k, r, s, stride, pad */
+        {5, 16, 28, 28, 16, 3, 3, 1, 1}, {3, 32, 13, 13, 64, 3, 3, 1, 1},
+        {13, 8, 9, 11, 12, 3, 2, 2, 1},  {9, 16, 10, 10, 16, 1, 1, 2, 0},
+        {6, 16, 28, 28, 32, 3, 3, 2, 1}, {2, 130, 7, 7, 20, 1, 1, 1, 0},
+        {4, 3, 16, 16, 32, 3, 3, 1, 1},
+    };
+    dl_backend *be = cpu();
+    int had = dl_cpu(be)->has_avx512_bf16;
+    dl_cpu(be)->has_avx512_bf16 = 0;
+    for (int t = 0; t < 2; t++) {
+        dl_dtype type = t ? DL_F16 : DL_BF16;
+        for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+            const int *c = cases[i];
+            dl_conv_desc d = conv_desc(c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7], c[8]);
+            conv_case(&d, type, (int)(i & 1));
+            char buf[256];
+            CHECK_OK(dl_cpu_conv_algo(be, &d, type, buf, sizeof buf));
+            CHECK_MSG(!strstr(buf, "oneDNN") ||
+                          strstr(buf, t ? "rounded to fp16" : "rounded to bf16"),
+                      "algo: %s", buf);
+            CHECK_MSG(!strstr(buf, "jit_bf16") && !strstr(buf, "vdpbf16ps"), "algo: %s", buf);
+        }
+    }
+    dl_cpu(be)->has_avx512_bf16 = had;
+}
+
 /* Grouped, depthwise and dilated convolutions against the same double
  * reference, in f32, bf16 and f16, by default (oneDNN from 8 channels
  * where the build has it) and with DLBENCH_CONV=own (cpu_conv_grouped.c;
@@ -2575,6 +2612,7 @@ int main(void)
 {
     RUN(test_pool_each_index_once);
     RUN(test_conv_bf16_kernels);
+    RUN(test_conv_lowp_emulated);
     RUN(test_gemm_f32);
     RUN(test_gemm_bf16);
     RUN(test_gemm_widened);

@@ -275,6 +275,10 @@ int dl_cpu_cast(dl_backend *be, void *dst, dl_dtype dt, const void *src, dl_dtyp
  * task (the im2col columns). */
 void dl_cpu_f32_to_bf16(uint16_t *restrict d, const float *restrict s, size_t n);
 int dl_cpu_round_through(dl_backend *be, float *x, dl_dtype via, size_t n);
+/* dst[0..n) = src[0..n) rounded through via (bf16 or f16; f32 copies) and
+ * back, on this thread; dst may be src. The operands of low-precision
+ * compute that the CPU has no arithmetic for, run on f32 kernels. */
+void dl_cpu_round_run(float *dst, const float *src, dl_dtype via, size_t n);
 int dl_cpu_input_to_f32(dl_backend *be, float *dst, const void *src, dl_dtype type, size_t rows,
                         int channels, size_t plane, float scale, const float *mean,
                         const float *std);

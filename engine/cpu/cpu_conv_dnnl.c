@@ -382,12 +382,42 @@ static int reorder(dnnl_engine_t eng, dnnl_stream_t st, dnnl_primitive_t r,
     return exec(eng, st, r, 2, ids, mds, data);
 }
 
+/* Operand src (the user's layout uf) in the primitive's layout md: src
+ * itself where the two agree, else reordered into buf; rounded through
+ * via into buf where via is not f32 (bf16 the CPU has no arithmetic for,
+ * on f32 primitives: the products of rounded operands are exact in f32,
+ * the sums f32 as in bf16 kernels). NULL when a reorder fails. */
+static const void *operand(struct dl_cpu_dnnl *dn, dnnl_stream_t st, dnnl_primitive_t r,
+                           const dnnl_memory_desc_t *uf, const float *src,
+                           const dnnl_memory_desc_t *md, char *buf, dl_dtype via)
+{
+    if (!r && via == DL_F32)
+        return src;
+    if (reorder(dn->eng, st, r, uf, src, md, buf) < 0)
+        return NULL;
+    if (via != DL_F32)
+        dl_cpu_round_run((float *)buf, r ? (const float *)buf : src, via,
+                         dnnl_memory_desc_get_size(md) / sizeof(float));
+    return buf;
+}
+
+/* The weights in prim p's layout (operand's rules). */
+static const void *weights_for(struct dl_cpu_dnnl *dn, dnnl_stream_t st, const prim *p,
+                               const float *w, char *buf, dl_dtype via, int *rc)
+{
+    const void *r = operand(dn, st, p->r_w, &p->u_w, w, &p->w_md, buf, via);
+    if (!r)
+        *rc = -1;
+    return r;
+}
+
 typedef struct run_job {
     struct dl_cpu_dnnl *dn;
     int dir;
     int set; /* BWD_DATA: dx written, not added */
     const dl_conv_desc *d;
     int chunk;              /* images per chunk (chunk_for) */
+    dl_dtype via;           /* f32, or bf16: operands rounded for f32 primitives */
     entry *full, *last;     /* chunk images; the last, shorter chunk (may be full) */
     const float *in, *in2;  /* x or dy; dy for BWD_W */
     const void *w, *w_last; /* weights in the primitives' layouts (FWD, BWD_DATA) */
@@ -406,9 +436,9 @@ static void carve_chunk(const run_job *j, const prim *p, size_t ci, char **in, c
 {
     char *s = j->scratch + ci * j->per_chunk;
     s = (char *)(((uintptr_t)s + 63) & ~(uintptr_t)63);
-    *in = p->r_in ? s : NULL;
+    *in = p->r_in || j->via != DL_F32 ? s : NULL;
     s += up64(dnnl_memory_desc_get_size(&p->in_md));
-    *in2 = p->r_in2 ? s : NULL;
+    *in2 = p->r_in2 || j->via != DL_F32 ? s : NULL;
     s += up64(dnnl_memory_desc_get_size(&p->in2_md));
     *out = s;
     s += up64(dnnl_memory_desc_get_size(&p->out_md));
@@ -426,12 +456,13 @@ static int run_chunk(const run_job *j, size_t ci, dnnl_stream_t st)
     const float *uin = j->in + (size_t)n0 * in_img;
     char *in, *in2, *out, *pad;
     carve_chunk(j, p, ci, &in, &in2, &out, &pad);
-    if (reorder(eng, st, p->r_in, &p->u_in, uin, &p->in_md, in) < 0)
+    const void *src = operand(j->dn, st, p->r_in, &p->u_in, uin, &p->in_md, in, j->via);
+    if (!src)
         return -1;
-    const void *src = in ? (const void *)in : (const void *)uin;
     if (j->dir == BWD_W) {
         const float *udy = j->in2 + (size_t)n0 * d->k * d->p * d->q;
-        if (reorder(eng, st, p->r_in2, &p->u_in2, udy, &p->in2_md, in2) < 0)
+        const void *dy = operand(j->dn, st, p->r_in2, &p->u_in2, udy, &p->in2_md, in2, j->via);
+        if (!dy)
             return -1;
         const int ids[] = {DNNL_ARG_SRC, DNNL_ARG_DIFF_DST, DNNL_ARG_DIFF_WEIGHTS,
                            DNNL_ARG_DIFF_BIAS, DNNL_ARG_SCRATCHPAD};
@@ -440,8 +471,8 @@ static int run_chunk(const run_job *j, size_t ci, dnnl_stream_t st)
         dnnl_memory_desc_init_by_tag(&bmd, 1, db, dnnl_f32, dnnl_x);
         dnnl_memory_desc_init_by_tag(&smd, 1, ds, dnnl_u8, dnnl_x);
         const dnnl_memory_desc_t *mds[] = {&p->in_md, &p->in2_md, &p->out_md, &bmd, &smd};
-        void *data[] = {(void *)src, in2 ? in2 : (void *)udy,
-                        (char *)j->dw_parts + ci * j->dw_bytes, j->db_parts + ci * d->k, pad};
+        void *data[] = {(void *)src, (void *)dy, (char *)j->dw_parts + ci * j->dw_bytes,
+                        j->db_parts + ci * d->k, pad};
         return exec(eng, st, p->p, 5, ids, mds, data);
     }
     float *uout = j->out + (size_t)n0 * out_img;
@@ -511,8 +542,8 @@ int dl_cpu_dnnl_conv_wanted(const dl_conv_desc *d, dl_dtype compute)
     /* below 8 input channels (a stem on grey or RGB images) oneDNN's
      * kernels for the plain layout are slower than the own direct ones:
      * bench_conv's first row */
-    return mode && (compute == DL_F32 || compute == DL_BF16) && dl_conv_groups(d) >= 1 &&
-           d->n > 0 && d->c >= 8;
+    return mode && (compute == DL_F32 || compute == DL_BF16 || compute == DL_F16) &&
+           dl_conv_groups(d) >= 1 && d->n > 0 && d->c >= 8;
 }
 
 /* Below 8 input channels in f32, direction by direction (bench_conv's
@@ -528,7 +559,8 @@ int dl_cpu_dnnl_conv_wanted_dir(const dl_conv_desc *d, dl_dtype compute, int dir
     if (dl_cpu_dnnl_conv_wanted(d, compute))
         return 1;
     const char *e = getenv("DLBENCH_CONV");
-    if ((e && !strcmp(e, "own")) || compute != DL_F32 || dl_conv_groups(d) != 1 || d->n <= 0)
+    /* fp16 runs on f32 primitives everywhere (prim_type): f32's rule */
+    if ((e && !strcmp(e, "own")) || compute == DL_BF16 || dl_conv_groups(d) != 1 || d->n <= 0)
         return 0;
     /* measured with AVX-512 only: an AVX2 CPU keeps the own kernels */
     if (!dl_cpu_avx512())
@@ -536,17 +568,6 @@ int dl_cpu_dnnl_conv_wanted_dir(const dl_conv_desc *d, dl_dtype compute, int dir
     if (dir == 0)
         return d->k >= 16 || d->c >= 4;
     return dir == 2 || d->c >= 4;
-}
-
-/* The weights in prim p's layout: w itself, or a reorder into buf. */
-static const void *weights_for(struct dl_cpu_dnnl *dn, dnnl_stream_t st, const prim *p,
-                               const float *w, char *buf, int *rc)
-{
-    if (!p->r_w)
-        return w;
-    if (reorder(dn->eng, st, p->r_w, &p->u_w, w, &p->w_md, buf) < 0)
-        *rc = -1;
-    return buf;
 }
 
 /* Sums the chunks' weight and bias gradients into dw and db, in order. */
@@ -597,10 +618,23 @@ static char *carve_job(dl_backend *be, run_job *j, size_t chunks, char **wf, cha
     return zero;
 }
 
+/* The primitives' operand type for compute: bf16 only where the CPU has
+ * bf16 dot products. Without them oneDNN's bf16 kernels emulate every
+ * product (its jit_bf16, 26-31 GFLOP/s on the ResNet's 3x3 layers on an
+ * AVX-512 Xeon without AVX512_BF16, against 98-150 for f32): there the
+ * operands are rounded to bf16 (operand) and the f32 primitives run.
+ * fp16 likewise on every CPU (no kernel here computes in fp16; the own
+ * im2col path with fp16 operands ran the ResNet at a tenth of f32). */
+static dl_dtype prim_type(const dl_cpu_ctx *c, dl_dtype compute)
+{
+    return compute == DL_F16 || (compute == DL_BF16 && !c->has_avx512_bf16) ? DL_F32 : compute;
+}
+
 int dl_cpu_dnnl_conv(dl_backend *be, int dir, const dl_conv_desc *d, dl_dtype compute, float *out,
                      float *out2, const float *in, const float *in2, const float *w, const float *b)
 {
     dl_cpu_ctx *c = dl_cpu(be);
+    dl_dtype pt = prim_type(c, compute);
     int set = dir == 3; /* backward data, dx written */
     if (set)
         dir = BWD_DATA;
@@ -617,13 +651,14 @@ int dl_cpu_dnnl_conv(dl_backend *be, int dir, const dl_conv_desc *d, dl_dtype co
                  .dir = dir,
                  .set = set,
                  .d = d,
-                 .full = lookup(c, d, chunk, compute),
+                 .via = pt == compute ? DL_F32 : compute,
+                 .full = lookup(c, d, chunk, pt),
                  .in = in,
                  .in2 = in2,
                  .b = b,
                  .out = out};
     j.chunk = chunk;
-    j.last = rest == chunk ? j.full : lookup(c, d, rest, compute);
+    j.last = rest == chunk ? j.full : lookup(c, d, rest, pt);
     if (!j.full || !j.last)
         return 0; /* no oneDNN primitive for this shape */
     char *wf, *wl, *zero = carve_job(be, &j, chunks, &wf, &wl);
@@ -636,8 +671,8 @@ int dl_cpu_dnnl_conv(dl_backend *be, int dir, const dl_conv_desc *d, dl_dtype co
         return dl_error(DL_ERR, "conv (oneDNN): could not create a stream");
     int rc = 0;
     if (dir != BWD_W) {
-        j.w = weights_for(dn, st, &j.full->dir[dir], w, wf, &rc);
-        j.w_last = weights_for(dn, st, &j.last->dir[dir], w, wl, &rc);
+        j.w = weights_for(dn, st, &j.full->dir[dir], w, wf, j.via, &rc);
+        j.w_last = weights_for(dn, st, &j.last->dir[dir], w, wl, j.via, &rc);
     }
     if (rc == 0) {
         dl_pool_for(c->pool, chunks, 1, chunk_task, &j);
@@ -657,7 +692,8 @@ int dl_cpu_dnnl_conv_describe(dl_backend *be, const dl_conv_desc *d, dl_dtype co
     dl_cpu_ctx *c = dl_cpu(be);
     omp_single();
     int chunk = chunk_for(d);
-    entry *e = engine_of(c) ? lookup(c, d, chunk, compute) : NULL;
+    dl_dtype pt = prim_type(c, compute);
+    entry *e = engine_of(c) ? lookup(c, d, chunk, pt) : NULL;
     if (!e)
         return 0;
     /* the directions oneDNN runs for d (all three from 8 channels on) */
@@ -671,7 +707,11 @@ int dl_cpu_dnnl_conv_describe(dl_backend *be, const dl_conv_desc *d, dl_dtype co
             sep = ", ";
         }
     if (used < size)
-        snprintf(buf + used, size - used, ", %d images a chunk", chunk);
+        snprintf(buf + used, size - used, ", %d images a chunk%s", chunk,
+                 pt == compute ? ""
+                 : compute == DL_BF16
+                     ? ", f32 on operands rounded to bf16 (no bf16 arithmetic here)"
+                     : ", f32 on operands rounded to fp16 (no fp16 arithmetic here)");
     return 1;
 }
 

@@ -125,24 +125,37 @@ int dl_cpu_cast(dl_backend *be, void *dst, dl_dtype dt, const void *src, dl_dtyp
     return DL_OK;
 }
 
+void dl_cpu_round_run(float *dst, const float *src, dl_dtype via, size_t n)
+{
+    size_t i = 0;
+    if (via == DL_BF16) {
+#ifdef __AVX2__
+        for (; i + 8 <= n; i += 8) {
+            __m256i h = _mm256_cvtepu16_epi32(bf16x8(_mm256_loadu_ps(src + i)));
+            _mm256_storeu_ps(dst + i, _mm256_castsi256_ps(_mm256_slli_epi32(h, 16)));
+        }
+#endif
+        for (; i < n; i++)
+            dst[i] = dl_bf16_to_f32(dl_f32_to_bf16(src[i]));
+    } else if (via == DL_F16) {
+#ifdef __F16C__
+        /* round to nearest even, subnormals and overflow to inf as
+         * dl_f32_to_f16 (a NaN stays a NaN, its payload may differ) */
+        for (; i + 8 <= n; i += 8)
+            _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(_mm256_cvtps_ph(_mm256_loadu_ps(src + i),
+                                                                      _MM_FROUND_TO_NEAREST_INT)));
+#endif
+        for (; i < n; i++)
+            dst[i] = dl_f16_to_f32(dl_f32_to_f16(src[i]));
+    } else if (dst != src) {
+        memcpy(dst, src, n * sizeof(float));
+    }
+}
+
 static void round_range(void *p, size_t b, size_t e)
 {
     job *j = p;
-    float *x = j->y;
-    size_t i = b;
-    if (j->t0 == DL_BF16) {
-#ifdef __AVX2__
-        for (; i + 8 <= e; i += 8) {
-            __m256i h = _mm256_cvtepu16_epi32(bf16x8(_mm256_loadu_ps(x + i)));
-            _mm256_storeu_ps(x + i, _mm256_castsi256_ps(_mm256_slli_epi32(h, 16)));
-        }
-#endif
-        for (; i < e; i++)
-            x[i] = dl_bf16_to_f32(dl_f32_to_bf16(x[i]));
-    } else {
-        for (; i < e; i++)
-            x[i] = dl_f16_to_f32(dl_f32_to_f16(x[i]));
-    }
+    dl_cpu_round_run(j->y + b, j->y + b, j->t0, e - b);
 }
 
 int dl_cpu_round_through(dl_backend *be, float *x, dl_dtype via, size_t n)

@@ -47,20 +47,48 @@ static void scale_c(int m, int n, float beta, float *c, int ldc)
     }
 }
 
-/* Widens a stored [rows, cols] bf16/f16 matrix with leading dimension ld
- * into a dense f32 [rows, cols]. */
-static void widen(float *dst, const uint16_t *src, int rows, int cols, int ld, dl_dtype t)
+/* Widening a stored [rows, cols] bf16/f16 matrix with leading dimension
+ * ld into a dense f32 [rows, cols], rows split over the pool. */
+typedef struct widen_job {
+    float *dst;
+    const uint16_t *src;
+    int cols, ld;
+    dl_dtype t;
+} widen_job;
+
+static void widen_rows(void *p, size_t begin, size_t end)
 {
-    for (int i = 0; i < rows; i++) {
-        const uint16_t *s = src + (size_t)i * ld;
-        float *d = dst + (size_t)i * cols;
-        if (t == DL_BF16)
-            for (int j = 0; j < cols; j++)
-                d[j] = dl_bf16_to_f32(s[j]);
-        else
-            for (int j = 0; j < cols; j++)
-                d[j] = dl_f16_to_f32(s[j]);
+    const widen_job *j = p;
+    for (size_t i = begin; i < end; i++) {
+        const uint16_t *s = j->src + i * j->ld;
+        float *d = j->dst + i * j->cols;
+        int c = 0;
+        if (j->t == DL_BF16) {
+#ifdef __AVX2__
+            for (; c + 8 <= j->cols; c += 8) {
+                __m256i h = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(s + c)));
+                _mm256_storeu_ps(d + c, _mm256_castsi256_ps(_mm256_slli_epi32(h, 16)));
+            }
+#endif
+            for (; c < j->cols; c++)
+                d[c] = dl_bf16_to_f32(s[c]);
+        } else {
+#ifdef __F16C__
+            for (; c + 8 <= j->cols; c += 8)
+                _mm256_storeu_ps(d + c, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(s + c))));
+#endif
+            for (; c < j->cols; c++)
+                d[c] = dl_f16_to_f32(s[c]);
+        }
     }
+}
+
+static void widen(dl_backend *be, float *dst, const uint16_t *src, int rows, int cols, int ld,
+                  dl_dtype t)
+{
+    widen_job j = {dst, src, cols, ld, t};
+    size_t grain = (size_t)(cols < 16384 ? 16384 / cols : 1); /* 64 KB of output a task */
+    dl_pool_for(dl_cpu(be)->pool, (size_t)rows, grain, widen_rows, &j);
 }
 
 static void sgemm_split(dl_backend *be, int trans_a, int trans_b, int m, int n, int k, float alpha,
@@ -79,8 +107,8 @@ static int gemm_widened(dl_backend *be, int trans_a, int trans_b, int m, int n, 
     if (!fa || !fb)
         return dl_error(DL_ENOMEM, "gemm: no scratch for %s operands (%dx%dx%d)", dl_dtype_name(ab),
                         m, n, k);
-    widen(fa, a, ar, ac, lda, ab);
-    widen(fb, b, br, bc, ldb, ab);
+    widen(be, fa, a, ar, ac, lda, ab);
+    widen(be, fb, b, br, bc, ldb, ab);
     sgemm_split(be, trans_a, trans_b, m, n, k, alpha, fa, ac, fb, bc, beta, c, ldc);
     return DL_OK;
 }
