@@ -67,6 +67,14 @@ typedef struct dl_cpu_ctx {
 #define DL_CPU_SCRATCH_NORM 5
 
 static inline dl_cpu_ctx *dl_cpu(dl_backend *be) { return (dl_cpu_ctx *)be->ctx; }
+/* The type whose kernels and algorithm rules compute runs on: f32 for bf16
+ * where the CPU has no bf16 dot products, and for fp16 (no kernel here
+ * computes in it), on operands rounded to the type. */
+static inline dl_dtype dl_cpu_kernel_type(dl_backend *be, dl_dtype compute)
+{
+    return compute == DL_F16 || (compute == DL_BF16 && !dl_cpu(be)->has_avx512_bf16) ? DL_F32
+                                                                                     : compute;
+}
 
 /* 64-byte aligned memory (the backend's alloc slot); NULL and dl_error()
  * when the machine has not that much available. dl_cpu_free releases it. */

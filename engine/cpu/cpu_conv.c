@@ -193,15 +193,15 @@ int dl_cpu_conv_algo(dl_backend *be, const dl_conv_desc *d, dl_dtype compute, ch
     if (use_1x1(be, d, compute))
         snprintf(buf, size, "cpu 1x1 kernels (AVX-512), per-image products%s",
                  d->stride > 1 ? ", strided input subsampled" : "");
-    else if (!dl_cpu_dnnl_conv_wanted_dir(d, compute, 2) ||
+    else if (!dl_cpu_dnnl_conv_wanted_dir(d, dl_cpu_kernel_type(be, compute), 2) ||
              !dl_cpu_dnnl_conv_describe(be, d, compute, buf, size))
         snprintf(buf, size, "cpu im2col + GEMM, %d images a chunk%s", chunk_images(d),
                  sparse_fits(d, compute) ? "; direct kernels when dy is sparse" : "");
     else if (!dl_cpu_dnnl_conv_wanted(d, compute)) {
         /* under 8 input channels: the directions oneDNN does not take */
         size_t used = strlen(buf);
-        int f = dl_cpu_dnnl_conv_wanted_dir(d, compute, 0),
-            g = dl_cpu_dnnl_conv_wanted_dir(d, compute, 1);
+        int f = dl_cpu_dnnl_conv_wanted_dir(d, dl_cpu_kernel_type(be, compute), 0),
+            g = dl_cpu_dnnl_conv_wanted_dir(d, dl_cpu_kernel_type(be, compute), 1);
         if (!f || !g)
             snprintf(buf + used, size - used, "; own kernels for %s",
                      !f && !g ? "forward and data"
@@ -1039,7 +1039,7 @@ int dl_cpu_conv_forward(dl_backend *be, const dl_conv_desc *d, float *y, const f
         return dl_cpu_conv_bf16_forward(be, d, y, x, w, b, ws);
     if (use_1x1(be, d, compute))
         return dl_cpu_conv_1x1_forward(be, d, y, x, w, b, ws, compute);
-    int done = dl_cpu_dnnl_conv_wanted_dir(d, compute, 0)
+    int done = dl_cpu_dnnl_conv_wanted_dir(d, dl_cpu_kernel_type(be, compute), 0)
                    ? dl_cpu_dnnl_conv(be, 0, d, compute, y, NULL, x, NULL, w, b)
                    : 0;
     if (done)
@@ -1088,7 +1088,7 @@ static int backward_data(dl_backend *be, const dl_conv_desc *d, float *dx, const
         return dl_cpu_conv_bf16_backward_data(be, d, dx, dy, w, ws, set);
     if (use_1x1(be, d, compute))
         return dl_cpu_conv_1x1_backward_data(be, d, dx, dy, w, ws, compute, set);
-    int done = dl_cpu_dnnl_conv_wanted_dir(d, compute, 1)
+    int done = dl_cpu_dnnl_conv_wanted_dir(d, dl_cpu_kernel_type(be, compute), 1)
                    ? dl_cpu_dnnl_conv(be, set ? 3 : 1, d, compute, dx, NULL, dy, NULL, w, NULL)
                    : 0;
     if (done)
@@ -1179,7 +1179,7 @@ int dl_cpu_conv_backward_filter(dl_backend *be, const dl_conv_desc *d, float *dw
             done = 1;
         } else if (use_1x1(be, d, compute)) {
             return dl_cpu_conv_1x1_backward_filter(be, d, dw, db, dy, x, ws, compute);
-        } else if (dl_cpu_dnnl_conv_wanted_dir(d, compute, 2)) {
+        } else if (dl_cpu_dnnl_conv_wanted_dir(d, dl_cpu_kernel_type(be, compute), 2)) {
             done = dl_cpu_dnnl_conv(be, 2, d, compute, dw, NULL, x, dy, NULL, NULL);
         }
     }

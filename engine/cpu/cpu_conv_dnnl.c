@@ -559,8 +559,7 @@ int dl_cpu_dnnl_conv_wanted_dir(const dl_conv_desc *d, dl_dtype compute, int dir
     if (dl_cpu_dnnl_conv_wanted(d, compute))
         return 1;
     const char *e = getenv("DLBENCH_CONV");
-    /* fp16 runs on f32 primitives everywhere (prim_type): f32's rule */
-    if ((e && !strcmp(e, "own")) || compute == DL_BF16 || dl_conv_groups(d) != 1 || d->n <= 0)
+    if ((e && !strcmp(e, "own")) || compute != DL_F32 || dl_conv_groups(d) != 1 || d->n <= 0)
         return 0;
     /* measured with AVX-512 only: an AVX2 CPU keeps the own kernels */
     if (!dl_cpu_avx512())
@@ -618,23 +617,19 @@ static char *carve_job(dl_backend *be, run_job *j, size_t chunks, char **wf, cha
     return zero;
 }
 
-/* The primitives' operand type for compute: bf16 only where the CPU has
- * bf16 dot products. Without them oneDNN's bf16 kernels emulate every
- * product (its jit_bf16, 26-31 GFLOP/s on the ResNet's 3x3 layers on an
- * AVX-512 Xeon without AVX512_BF16, against 98-150 for f32): there the
- * operands are rounded to bf16 (operand) and the f32 primitives run.
- * fp16 likewise on every CPU (no kernel here computes in fp16; the own
- * im2col path with fp16 operands ran the ResNet at a tenth of f32). */
-static dl_dtype prim_type(const dl_cpu_ctx *c, dl_dtype compute)
-{
-    return compute == DL_F16 || (compute == DL_BF16 && !c->has_avx512_bf16) ? DL_F32 : compute;
-}
+/* The primitives' operand type for compute (dl_cpu_kernel_type): bf16
+ * only where the CPU has bf16 dot products. Without them oneDNN's bf16
+ * kernels emulate every product (its jit_bf16, 26-31 GFLOP/s on the
+ * ResNet's 3x3 layers on an AVX-512 Xeon without AVX512_BF16, against
+ * 98-150 for f32): there the operands are rounded to bf16 (operand) and
+ * the f32 primitives run. fp16 likewise on every CPU (the own im2col
+ * path with fp16 operands ran the ResNet at a tenth of f32). */
 
 int dl_cpu_dnnl_conv(dl_backend *be, int dir, const dl_conv_desc *d, dl_dtype compute, float *out,
                      float *out2, const float *in, const float *in2, const float *w, const float *b)
 {
     dl_cpu_ctx *c = dl_cpu(be);
-    dl_dtype pt = prim_type(c, compute);
+    dl_dtype pt = dl_cpu_kernel_type(be, compute);
     int set = dir == 3; /* backward data, dx written */
     if (set)
         dir = BWD_DATA;
@@ -692,7 +687,7 @@ int dl_cpu_dnnl_conv_describe(dl_backend *be, const dl_conv_desc *d, dl_dtype co
     dl_cpu_ctx *c = dl_cpu(be);
     omp_single();
     int chunk = chunk_for(d);
-    dl_dtype pt = prim_type(c, compute);
+    dl_dtype pt = dl_cpu_kernel_type(be, compute);
     entry *e = engine_of(c) ? lookup(c, d, chunk, pt) : NULL;
     if (!e)
         return 0;
@@ -701,7 +696,7 @@ int dl_cpu_dnnl_conv_describe(dl_backend *be, const dl_conv_desc *d, dl_dtype co
     size_t used = (size_t)snprintf(buf, size, "cpu oneDNN");
     const char *sep = " ";
     for (int dir = 0; dir < NDIR && used < size; dir++)
-        if (dl_cpu_dnnl_conv_wanted_dir(d, compute, dir)) {
+        if (dl_cpu_dnnl_conv_wanted_dir(d, pt, dir)) {
             used += (size_t)snprintf(buf + used, size - used, "%s%s (%s)", sep, e->dir[dir].impl,
                                      names[dir]);
             sep = ", ";
