@@ -132,7 +132,9 @@ static int use_1x1(dl_backend *be, const dl_conv_desc *d, dl_dtype compute)
         return 0;
     if (!dl_cpu_dnnl_conv_wanted(d, compute))
         return 1;
-    if (compute == DL_BF16 && d->stride == 1 && d->k * d->c > OWN_1X1_BF16_S1_MAX_KC)
+    /* the bf16 exception where oneDNN has bf16 dot products to run */
+    if (dl_cpu_kernel_type(be, compute) == DL_BF16 && d->stride == 1 &&
+        d->k * d->c > OWN_1X1_BF16_S1_MAX_KC)
         return 0;
     return d->c < OWN_1X1_MAX_C;
 }
