@@ -1467,6 +1467,40 @@ static void test_half_roundtrip(void)
     CHECK_OK(be->ops->cast(be, back, DL_F32, h16, DL_F16, 100));
     for (int i = 0; i < 100; i++)
         CHECK_NEAR(back[i], dl_f16_to_f32(dl_f32_to_f16(x[i])), 0);
+    /* fp16 bit for bit with half.h, the edges too: NaNs in a vector group
+     * of their own and among ordinary values, infinities, the overflow
+     * boundary (65519 stays, 65520 becomes inf), subnormals and their
+     * rounding, signed zeros; and every one of the 65536 halves back */
+    static const uint32_t edge[24] = {
+        0x7fc00000u, 0xffc00001u, 0x7f800001u, 0x7fa00000u, 0x3f800000u, 0x477fefffu,
+        0x477ff000u, 0xc77ff000u, 0x7f800000u, 0xff800000u, 0x33000000u, 0x33000001u,
+        0x387fc000u, 0x38800000u, 0x80000000u, 0x00000000u, 0x33800000u, 0xb3c00000u,
+        0x3f801000u, 0x3f803000u, 0x00000001u, 0x3c7fffffu, 0x7fffffffu, 0x40490fdbu};
+    float ef[24];
+    uint16_t eh[24];
+    memcpy(ef, edge, sizeof ef);
+    CHECK_OK(be->ops->cast(be, eh, DL_F16, ef, DL_F32, 24));
+    for (int i = 0; i < 24; i++)
+        CHECK_MSG(eh[i] == dl_f32_to_f16(ef[i]), "f16 of %08x: %04x, want %04x", edge[i], eh[i],
+                  dl_f32_to_f16(ef[i]));
+    CHECK_OK(be->ops->round_through(be, ef, DL_F16, 24));
+    for (int i = 0; i < 24; i++) {
+        float want = dl_f16_to_f32(eh[i]);
+        CHECK_MSG(!memcmp(&ef[i], &want, 4), "round through f16 of %08x", edge[i]);
+    }
+    uint16_t *all = malloc(65536 * sizeof *all);
+    float *wide = malloc(65536 * sizeof *wide);
+    for (int i = 0; i < 65536; i++)
+        all[i] = (uint16_t)i;
+    CHECK_OK(be->ops->cast(be, wide, DL_F32, all, DL_F16, 65536));
+    int off = 0;
+    for (int i = 0; i < 65536; i++) {
+        float want = dl_f16_to_f32(all[i]);
+        off += memcmp(&wide[i], &want, 4) != 0;
+    }
+    CHECK_MSG(off == 0, "%d of the 65536 halves widen differently from half.h", off);
+    free(all);
+    free(wide);
 }
 
 static void test_rng(void)

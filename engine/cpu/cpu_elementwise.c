@@ -91,6 +91,10 @@ static void cast_range(void *p, size_t b, size_t e)
         if (j->t0 == DL_BF16) {
             dl_cpu_f32_to_bf16(d + b, s + b, e - b);
         } else {
+#ifdef DL_CPU_VF16
+            for (; i + 8 <= e; i += 8)
+                dl_v_f16_store8(d + i, _mm256_loadu_ps(s + i));
+#endif
             for (; i < e; i++)
                 d[i] = dl_f32_to_f16(s[i]);
         }
@@ -107,6 +111,10 @@ static void cast_range(void *p, size_t b, size_t e)
             for (; i < e; i++)
                 d[i] = dl_bf16_to_f32(s[i]);
         } else {
+#ifdef DL_CPU_VF16
+            for (; i + 8 <= e; i += 8)
+                _mm256_storeu_ps(d + i, dl_v_f16_load8(s + i));
+#endif
             for (; i < e; i++)
                 d[i] = dl_f16_to_f32(s[i]);
         }
@@ -138,12 +146,12 @@ void dl_cpu_round_run(float *dst, const float *src, dl_dtype via, size_t n)
         for (; i < n; i++)
             dst[i] = dl_bf16_to_f32(dl_f32_to_bf16(src[i]));
     } else if (via == DL_F16) {
-#ifdef __F16C__
-        /* round to nearest even, subnormals and overflow to inf as
-         * dl_f32_to_f16 (a NaN stays a NaN, its payload may differ) */
-        for (; i + 8 <= n; i += 8)
-            _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(_mm256_cvtps_ph(_mm256_loadu_ps(src + i),
-                                                                      _MM_FROUND_TO_NEAREST_INT)));
+#ifdef DL_CPU_VF16
+        for (; i + 8 <= n; i += 8) {
+            uint16_t h[8];
+            dl_v_f16_store8(h, _mm256_loadu_ps(src + i));
+            _mm256_storeu_ps(dst + i, dl_v_f16_load8(h));
+        }
 #endif
         for (; i < n; i++)
             dst[i] = dl_f16_to_f32(dl_f32_to_f16(src[i]));
@@ -2006,18 +2014,21 @@ static inline void opt_store_lp(const opt_job *j, size_t i, float w)
 }
 
 #ifdef __AVX2__
-/* Eight updated w[i..i+8) into the copy: bf16 with cast's vector
- * rounding, f16 one at a time (the same function as cast). */
+/* Eight updated w[i..i+8) into the copy, with cast's vector rounding. */
 static inline void opt_store_lp8(const opt_job *j, size_t i, __m256 w)
 {
     if (j->lpt == DL_BF16) {
         _mm_storeu_si128((__m128i *)((uint16_t *)j->lp + i), bf16x8(w));
         return;
     }
+#ifdef DL_CPU_VF16
+    dl_v_f16_store8((uint16_t *)j->lp + i, w);
+#else
     float t[8];
     _mm256_storeu_ps(t, w);
     for (int k = 0; k < 8; k++)
         opt_store_lp(j, i + k, t[k]);
+#endif
 }
 #endif
 

@@ -26,6 +26,7 @@
 #include <string.h>
 
 #include "engine/cpu/cpu.h"
+#include "engine/cpu/cpu_vmath.h"
 #include "engine/base/error.h"
 #include "engine/base/half.h"
 
@@ -73,9 +74,9 @@ static void widen_rows(void *p, size_t begin, size_t end)
             for (; c < j->cols; c++)
                 d[c] = dl_bf16_to_f32(s[c]);
         } else {
-#ifdef __F16C__
+#ifdef DL_CPU_VF16
             for (; c + 8 <= j->cols; c += 8)
-                _mm256_storeu_ps(d + c, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(s + c))));
+                _mm256_storeu_ps(d + c, dl_v_f16_load8(s + c));
 #endif
             for (; c < j->cols; c++)
                 d[c] = dl_f16_to_f32(s[c]);

@@ -319,6 +319,42 @@ DL_V512_TARGET static inline void dl_v512_hsum2(__m512 a, __m512 b, double *sa, 
 
 /* The first n lanes (0 <= n <= 16). */
 static inline __mmask16 dl_v512_mask(int n) { return (__mmask16)((1u << n) - 1u); }
+
+#ifdef __F16C__
+/* --- fp16 conversions on 8 lanes (F16C) with half.h's results: checked
+ * against dl_f32_to_f16 / dl_f16_to_f32 on every float and half that is
+ * not a NaN. A group holding a NaN goes through the scalar functions,
+ * whose NaNs differ from the instructions' in their payload bits. */
+
+/* d[0..8) = the f16 bits of v. */
+static inline void dl_v_f16_store8(uint16_t *d, __m256 v)
+{
+    if (_mm256_movemask_ps(_mm256_cmp_ps(v, v, _CMP_UNORD_Q))) {
+        float t[8];
+        _mm256_storeu_ps(t, v);
+        for (int k = 0; k < 8; k++)
+            d[k] = dl_f32_to_f16(t[k]);
+        return;
+    }
+    _mm_storeu_si128((__m128i *)d,
+                     _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+}
+
+/* The 8 halves at s as floats. */
+static inline __m256 dl_v_f16_load8(const uint16_t *s)
+{
+    __m128i h = _mm_loadu_si128((const __m128i *)s);
+    __m128i mag = _mm_and_si128(h, _mm_set1_epi16(0x7fff));
+    if (_mm_movemask_epi8(_mm_cmpgt_epi16(mag, _mm_set1_epi16(0x7c00)))) {
+        float t[8];
+        for (int k = 0; k < 8; k++)
+            t[k] = dl_f16_to_f32(s[k]);
+        return _mm256_loadu_ps(t);
+    }
+    return _mm256_cvtph_ps(h);
+}
+#define DL_CPU_VF16 1
+#endif
 #endif
 
 /* --- bf16 rounding on 16 lanes, for any x86 build: the kernels that call
