@@ -26,6 +26,16 @@
  * the direct sums' in the tests) by a rule on the shape (wino_wanted),
  * not by timing the candidates at run time: a timed choice would make a
  * run's bits depend on the machine's load at its first step.
+ *
+ * Low precision the CPU has no arithmetic for (dl_cpu_kernel_type: bf16
+ * without AVX512_BF16, fp16 always) runs the f32 primitives, and f32's
+ * rules, on operands rounded to the type: each chunk's operand right
+ * after its reorder, in cache, the weights once a call. A product of two
+ * rounded operands is exact in f32 and the sums are f32, as in bf16
+ * kernels. oneDNN's own bf16 kernels on such a CPU emulate every product
+ * (its jit_bf16: 26-31 GFLOP/s on the ResNet's 3x3 layers on an AVX-512
+ * Xeon without AVX512_BF16, against 98-150 for f32), and fp16 on the own
+ * im2col path ran the ResNet at a tenth of f32.
  */
 #include "engine/cpu/cpu.h"
 
@@ -384,9 +394,8 @@ static int reorder(dnnl_engine_t eng, dnnl_stream_t st, dnnl_primitive_t r,
 
 /* Operand src (the user's layout uf) in the primitive's layout md: src
  * itself where the two agree, else reordered into buf; rounded through
- * via into buf where via is not f32 (bf16 the CPU has no arithmetic for,
- * on f32 primitives: the products of rounded operands are exact in f32,
- * the sums f32 as in bf16 kernels). NULL when a reorder fails. */
+ * via into buf where via is not f32 (low precision on f32 primitives, see
+ * the file comment). NULL when a reorder fails. */
 static const void *operand(struct dl_cpu_dnnl *dn, dnnl_stream_t st, dnnl_primitive_t r,
                            const dnnl_memory_desc_t *uf, const float *src,
                            const dnnl_memory_desc_t *md, char *buf, dl_dtype via)
@@ -417,7 +426,7 @@ typedef struct run_job {
     int set; /* BWD_DATA: dx written, not added */
     const dl_conv_desc *d;
     int chunk;              /* images per chunk (chunk_for) */
-    dl_dtype via;           /* f32, or bf16: operands rounded for f32 primitives */
+    dl_dtype via;           /* f32, or bf16/fp16: operands rounded for f32 primitives */
     entry *full, *last;     /* chunk images; the last, shorter chunk (may be full) */
     const float *in, *in2;  /* x or dy; dy for BWD_W */
     const void *w, *w_last; /* weights in the primitives' layouts (FWD, BWD_DATA) */
@@ -616,14 +625,6 @@ static char *carve_job(dl_backend *be, run_job *j, size_t chunks, char **wf, cha
     j->db_parts = (float *)((char *)j->dw_parts + chunks * j->dw_bytes);
     return zero;
 }
-
-/* The primitives' operand type for compute (dl_cpu_kernel_type): bf16
- * only where the CPU has bf16 dot products. Without them oneDNN's bf16
- * kernels emulate every product (its jit_bf16, 26-31 GFLOP/s on the
- * ResNet's 3x3 layers on an AVX-512 Xeon without AVX512_BF16, against
- * 98-150 for f32): there the operands are rounded to bf16 (operand) and
- * the f32 primitives run. fp16 likewise on every CPU (the own im2col
- * path with fp16 operands ran the ResNet at a tenth of f32). */
 
 int dl_cpu_dnnl_conv(dl_backend *be, int dir, const dl_conv_desc *d, dl_dtype compute, float *out,
                      float *out2, const float *in, const float *in2, const float *w, const float *b)
