@@ -1488,6 +1488,17 @@ static void test_half_roundtrip(void)
         float want = dl_f16_to_f32(eh[i]);
         CHECK_MSG(!memcmp(&ef[i], &want, 4), "round through f16 of %08x", edge[i]);
     }
+    /* bf16 rounding through the backend, bit for bit with half.h over
+     * 16-lane groups, an 8-lane one and a scalar tail (24 + 3 values) */
+    float bf[27];
+    memcpy(bf, edge, sizeof edge);
+    bf[24] = 1.00390625f, bf[25] = 1.01171875f, bf[26] = -3.0e38f; /* ties, near the top */
+    float bw[27];
+    for (int i = 0; i < 27; i++)
+        bw[i] = dl_bf16_to_f32(dl_f32_to_bf16(bf[i]));
+    CHECK_OK(be->ops->round_through(be, bf, DL_BF16, 27));
+    for (int i = 0; i < 27; i++)
+        CHECK_MSG(!memcmp(&bf[i], &bw[i], 4), "round through bf16 of value %d", i);
     uint16_t *all = malloc(65536 * sizeof *all);
     float *wide = malloc(65536 * sizeof *wide);
     for (int i = 0; i < 65536; i++)

@@ -133,15 +133,45 @@ int dl_cpu_cast(dl_backend *be, void *dst, dl_dtype dt, const void *src, dl_dtyp
     return DL_OK;
 }
 
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+/* The first whole 16-float groups of dl_cpu_round_run's bf16 rounding on
+ * an AVX-512 CPU (the same bits as the 8-lane and scalar loops); returns
+ * how many floats it did. */
+__attribute__((target("avx512f"))) static size_t round_bf16_512(float *dst, const float *src,
+                                                                size_t n)
+{
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16)
+        _mm512_storeu_ps(dst + i, dl_v512_round_bf16(_mm512_loadu_ps(src + i)));
+    return i;
+}
+#endif
+
+#ifdef __AVX2__
+/* 8 floats rounded to bf16 and back, dl_f32_to_bf16's bits, in 32-bit
+ * lanes (no packing to 16 bits and back) */
+static inline __m256 round_bf16x8(__m256 v)
+{
+    __m256i u = _mm256_castps_si256(v);
+    __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
+    __m256i r = _mm256_add_epi32(u, _mm256_add_epi32(_mm256_set1_epi32(0x7fff), lsb));
+    __m256i nan = _mm256_castps_si256(_mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+    r = _mm256_blendv_epi8(r, _mm256_or_si256(u, _mm256_set1_epi32(0x400000)), nan);
+    return _mm256_castsi256_ps(_mm256_and_si256(r, _mm256_set1_epi32((int)0xffff0000u)));
+}
+#endif
+
 void dl_cpu_round_run(float *dst, const float *src, dl_dtype via, size_t n)
 {
     size_t i = 0;
     if (via == DL_BF16) {
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+        if (dl_cpu_avx512())
+            i = round_bf16_512(dst, src, n);
+#endif
 #ifdef __AVX2__
-        for (; i + 8 <= n; i += 8) {
-            __m256i h = _mm256_cvtepu16_epi32(bf16x8(_mm256_loadu_ps(src + i)));
-            _mm256_storeu_ps(dst + i, _mm256_castsi256_ps(_mm256_slli_epi32(h, 16)));
-        }
+        for (; i + 8 <= n; i += 8)
+            _mm256_storeu_ps(dst + i, round_bf16x8(_mm256_loadu_ps(src + i)));
 #endif
         for (; i < n; i++)
             dst[i] = dl_bf16_to_f32(dl_f32_to_bf16(src[i]));
