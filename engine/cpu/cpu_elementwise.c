@@ -65,9 +65,29 @@ static inline __m128i bf16x8(__m256 x)
 }
 #endif
 
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+/* The first whole 16-float groups of dl_cpu_f32_to_bf16 on an AVX-512 CPU
+ * (the rounding of dl_v512_round_bf16, the same bits as the 8-lane and
+ * scalar loops); returns how many it did. */
+__attribute__((target("avx512f"))) static size_t f32_to_bf16_512(uint16_t *d, const float *s,
+                                                                 size_t n)
+{
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        __m512i r = _mm512_castps_si512(dl_v512_round_bf16(_mm512_loadu_ps(s + i)));
+        _mm256_storeu_si256((__m256i *)(d + i), _mm512_cvtepi32_epi16(_mm512_srli_epi32(r, 16)));
+    }
+    return i;
+}
+#endif
+
 void dl_cpu_f32_to_bf16(uint16_t *restrict d, const float *restrict s, size_t n)
 {
     size_t i = 0;
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+    if (dl_cpu_avx512())
+        i = f32_to_bf16_512(d, s, n);
+#endif
 #ifdef __AVX2__
     for (; i + 8 <= n; i += 8)
         _mm_storeu_si128((__m128i *)(d + i), bf16x8(_mm256_loadu_ps(s + i)));
