@@ -800,6 +800,7 @@ static void test_conv_lowp_emulated(void)
     dl_backend *be = cpu();
     int had = dl_cpu(be)->has_avx512_bf16;
     dl_cpu(be)->has_avx512_bf16 = 0;
+    int on_dnnl = 0;
     for (int t = 0; t < 2; t++) {
         dl_dtype type = t ? DL_F16 : DL_BF16;
         for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -811,10 +812,16 @@ static void test_conv_lowp_emulated(void)
             CHECK_MSG(!strstr(buf, "oneDNN") ||
                           strstr(buf, t ? "rounded to fp16" : "rounded to bf16"),
                       "algo: %s", buf);
+            on_dnnl += strstr(buf, "oneDNN") != NULL;
             CHECK_MSG(!strstr(buf, "jit_bf16") && !strstr(buf, "vdpbf16ps"), "algo: %s", buf);
         }
     }
     dl_cpu(be)->has_avx512_bf16 = had;
+#ifdef DL_HAVE_DNNL
+    /* the path under test ran: from 8 channels the shapes are oneDNN's
+     * (1x1 below 128 channels is the own kernels' where AVX-512 is) */
+    CHECK_MSG(on_dnnl >= 6, "%d of the 14 cases on oneDNN", on_dnnl);
+#endif
 }
 
 /* Grouped, depthwise and dilated convolutions against the same double

@@ -282,6 +282,9 @@ int dl_cpu_cast(dl_backend *be, void *dst, dl_dtype dt, const void *src, dl_dtyp
  * this thread: the cast's loop, for kernels that convert inside a pool
  * task (the im2col columns). */
 void dl_cpu_f32_to_bf16(uint16_t *restrict d, const float *restrict s, size_t n);
+/* d[0..n) = the bf16 or f16 values s[0..n) as floats, on this thread: the
+ * cast's loop, for the emulated GEMM's widening. */
+void dl_cpu_to_f32(float *restrict d, const uint16_t *restrict s, dl_dtype t, size_t n);
 int dl_cpu_round_through(dl_backend *be, float *x, dl_dtype via, size_t n);
 /* dst[0..n) = src[0..n) rounded through via (bf16 or f16; f32 copies) and
  * back, on this thread; dst may be src. The operands of low-precision

@@ -49,26 +49,32 @@ static void par(dl_backend *be, size_t n, dl_pool_fn fn, job *j)
 /* --- casts ---------------------------------------------------------------- */
 
 #ifdef __AVX2__
-/* 8 floats to bf16, round to nearest even, NaN kept quiet (dl_f32_to_bf16). */
+/* 8 floats rounded to bf16 and back, dl_f32_to_bf16's bits: round to
+ * nearest even, a NaN kept with its quiet bit set. */
+static inline __m256 round_bf16x8(__m256 v)
+{
+    __m256i u = _mm256_castps_si256(v);
+    __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
+    __m256i r = _mm256_add_epi32(u, _mm256_add_epi32(_mm256_set1_epi32(0x7fff), lsb));
+    __m256i nan = _mm256_castps_si256(_mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+    r = _mm256_blendv_epi8(r, _mm256_or_si256(u, _mm256_set1_epi32(0x400000)), nan);
+    return _mm256_castsi256_ps(_mm256_and_si256(r, _mm256_set1_epi32((int)0xffff0000u)));
+}
+
+/* The bf16 bits of 8 floats (round_bf16x8's rounding). */
 static inline __m128i bf16x8(__m256 x)
 {
-    __m256i u = _mm256_castps_si256(x);
-    __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(u, _mm256_set1_epi32(0x7fffffff)),
-                                     _mm256_set1_epi32(0x7f800000));
-    __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
-    __m256i r = _mm256_add_epi32(u, _mm256_add_epi32(lsb, _mm256_set1_epi32(0x7fff)));
-    __m256i q = _mm256_or_si256(u, _mm256_set1_epi32(0x400000)); /* quiet bit of a NaN */
-    r = _mm256_srli_epi32(_mm256_blendv_epi8(r, q, nan), 16);
+    __m256i r = _mm256_srli_epi32(_mm256_castps_si256(round_bf16x8(x)), 16);
     /* 32 -> 16 bits (values fit, so no saturation) in lane order */
     __m256i packed = _mm256_packus_epi32(r, r);
     return _mm256_castsi256_si128(_mm256_permute4x64_epi64(packed, 0x08));
 }
 #endif
 
-#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
-/* The first whole 16-float groups of dl_cpu_f32_to_bf16 on an AVX-512 CPU
- * (the rounding of dl_v512_round_bf16, the same bits as the 8-lane and
- * scalar loops); returns how many it did. */
+#ifdef DL_CPU_X86
+/* 16 lanes where the CPU has AVX-512 (dl_cpu_avx512): the first whole
+ * groups of 16 of the loops below, the same bits as their 8-lane and
+ * scalar parts; each returns how many elements it did. */
 __attribute__((target("avx512f"))) static size_t f32_to_bf16_512(uint16_t *d, const float *s,
                                                                  size_t n)
 {
@@ -79,12 +85,32 @@ __attribute__((target("avx512f"))) static size_t f32_to_bf16_512(uint16_t *d, co
     }
     return i;
 }
+
+__attribute__((target("avx512f"))) static size_t bf16_to_f32_512(float *d, const uint16_t *s,
+                                                                 size_t n)
+{
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        __m512i h = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(s + i)));
+        _mm512_storeu_ps(d + i, _mm512_castsi512_ps(_mm512_slli_epi32(h, 16)));
+    }
+    return i;
+}
+
+__attribute__((target("avx512f"))) static size_t round_bf16_512(float *dst, const float *src,
+                                                                size_t n)
+{
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16)
+        _mm512_storeu_ps(dst + i, dl_v512_round_bf16(_mm512_loadu_ps(src + i)));
+    return i;
+}
 #endif
 
 void dl_cpu_f32_to_bf16(uint16_t *restrict d, const float *restrict s, size_t n)
 {
     size_t i = 0;
-#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+#ifdef DL_CPU_X86
     if (dl_cpu_avx512())
         i = f32_to_bf16_512(d, s, n);
 #endif
@@ -94,6 +120,32 @@ void dl_cpu_f32_to_bf16(uint16_t *restrict d, const float *restrict s, size_t n)
 #endif
     for (; i < n; i++)
         d[i] = dl_f32_to_bf16(s[i]);
+}
+
+void dl_cpu_to_f32(float *restrict d, const uint16_t *restrict s, dl_dtype t, size_t n)
+{
+    size_t i = 0;
+    if (t == DL_BF16) {
+#ifdef DL_CPU_X86
+        if (dl_cpu_avx512())
+            i = bf16_to_f32_512(d, s, n);
+#endif
+#ifdef __AVX2__
+        for (; i + 8 <= n; i += 8) {
+            __m256i h = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(s + i)));
+            _mm256_storeu_ps(d + i, _mm256_castsi256_ps(_mm256_slli_epi32(h, 16)));
+        }
+#endif
+        for (; i < n; i++)
+            d[i] = dl_bf16_to_f32(s[i]);
+    } else {
+#ifdef DL_CPU_VF16
+        for (; i + 8 <= n; i += 8)
+            _mm256_storeu_ps(d + i, dl_v_f16_load8(s + i));
+#endif
+        for (; i < n; i++)
+            d[i] = dl_f16_to_f32(s[i]);
+    }
 }
 
 static void cast_range(void *p, size_t b, size_t e)
@@ -119,25 +171,7 @@ static void cast_range(void *p, size_t b, size_t e)
                 d[i] = dl_f32_to_f16(s[i]);
         }
     } else {
-        const uint16_t *restrict s = j->src;
-        float *restrict d = j->dst;
-        if (j->t1 == DL_BF16) {
-#ifdef __AVX2__
-            for (; i + 8 <= e; i += 8) {
-                __m256i h = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(s + i)));
-                _mm256_storeu_ps(d + i, _mm256_castsi256_ps(_mm256_slli_epi32(h, 16)));
-            }
-#endif
-            for (; i < e; i++)
-                d[i] = dl_bf16_to_f32(s[i]);
-        } else {
-#ifdef DL_CPU_VF16
-            for (; i + 8 <= e; i += 8)
-                _mm256_storeu_ps(d + i, dl_v_f16_load8(s + i));
-#endif
-            for (; i < e; i++)
-                d[i] = dl_f16_to_f32(s[i]);
-        }
+        dl_cpu_to_f32((float *)j->dst + b, (const uint16_t *)j->src + b, j->t1, e - b);
     }
 }
 
@@ -153,39 +187,11 @@ int dl_cpu_cast(dl_backend *be, void *dst, dl_dtype dt, const void *src, dl_dtyp
     return DL_OK;
 }
 
-#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
-/* The first whole 16-float groups of dl_cpu_round_run's bf16 rounding on
- * an AVX-512 CPU (the same bits as the 8-lane and scalar loops); returns
- * how many floats it did. */
-__attribute__((target("avx512f"))) static size_t round_bf16_512(float *dst, const float *src,
-                                                                size_t n)
-{
-    size_t i = 0;
-    for (; i + 16 <= n; i += 16)
-        _mm512_storeu_ps(dst + i, dl_v512_round_bf16(_mm512_loadu_ps(src + i)));
-    return i;
-}
-#endif
-
-#ifdef __AVX2__
-/* 8 floats rounded to bf16 and back, dl_f32_to_bf16's bits, in 32-bit
- * lanes (no packing to 16 bits and back) */
-static inline __m256 round_bf16x8(__m256 v)
-{
-    __m256i u = _mm256_castps_si256(v);
-    __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
-    __m256i r = _mm256_add_epi32(u, _mm256_add_epi32(_mm256_set1_epi32(0x7fff), lsb));
-    __m256i nan = _mm256_castps_si256(_mm256_cmp_ps(v, v, _CMP_UNORD_Q));
-    r = _mm256_blendv_epi8(r, _mm256_or_si256(u, _mm256_set1_epi32(0x400000)), nan);
-    return _mm256_castsi256_ps(_mm256_and_si256(r, _mm256_set1_epi32((int)0xffff0000u)));
-}
-#endif
-
 void dl_cpu_round_run(float *dst, const float *src, dl_dtype via, size_t n)
 {
     size_t i = 0;
     if (via == DL_BF16) {
-#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+#ifdef DL_CPU_X86
         if (dl_cpu_avx512())
             i = round_bf16_512(dst, src, n);
 #endif

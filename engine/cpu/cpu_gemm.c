@@ -26,9 +26,7 @@
 #include <string.h>
 
 #include "engine/cpu/cpu.h"
-#include "engine/cpu/cpu_vmath.h"
 #include "engine/base/error.h"
-#include "engine/base/half.h"
 
 enum { SCRATCH_A = 0, SCRATCH_B = 1, SCRATCH_KSPLIT = 2 };
 
@@ -57,45 +55,11 @@ typedef struct widen_job {
     dl_dtype t;
 } widen_job;
 
-/* bf16 to f32 on 16 lanes for an AVX-512 CPU; returns the floats done. */
-__attribute__((target("avx512f"))) static int widen_bf16_512(float *d, const uint16_t *s, int n)
-{
-    int c = 0;
-    for (; c + 16 <= n; c += 16) {
-        __m512i h = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(s + c)));
-        _mm512_storeu_ps(d + c, _mm512_castsi512_ps(_mm512_slli_epi32(h, 16)));
-    }
-    return c;
-}
-
 static void widen_rows(void *p, size_t begin, size_t end)
 {
     const widen_job *j = p;
-    int wide = dl_cpu_avx512();
-    for (size_t i = begin; i < end; i++) {
-        const uint16_t *s = j->src + i * j->ld;
-        float *d = j->dst + i * j->cols;
-        int c = 0;
-        if (j->t == DL_BF16) {
-            if (wide)
-                c = widen_bf16_512(d, s, j->cols);
-#ifdef __AVX2__
-            for (; c + 8 <= j->cols; c += 8) {
-                __m256i h = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(s + c)));
-                _mm256_storeu_ps(d + c, _mm256_castsi256_ps(_mm256_slli_epi32(h, 16)));
-            }
-#endif
-            for (; c < j->cols; c++)
-                d[c] = dl_bf16_to_f32(s[c]);
-        } else {
-#ifdef DL_CPU_VF16
-            for (; c + 8 <= j->cols; c += 8)
-                _mm256_storeu_ps(d + c, dl_v_f16_load8(s + c));
-#endif
-            for (; c < j->cols; c++)
-                d[c] = dl_f16_to_f32(s[c]);
-        }
-    }
+    for (size_t i = begin; i < end; i++)
+        dl_cpu_to_f32(j->dst + i * j->cols, j->src + i * j->ld, j->t, (size_t)j->cols);
 }
 
 static void widen(dl_backend *be, float *dst, const uint16_t *src, int rows, int cols, int ld,

@@ -361,6 +361,7 @@ static inline __m256 dl_v_f16_load8(const uint16_t *s)
  * it are compiled with target("avx512f") themselves and chosen at run
  * time (the direct stem and 1x1 convolutions). */
 #if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+#define DL_CPU_X86 1 /* the 16-lane helpers below exist */
 #include <immintrin.h>
 
 /* v rounded to bf16 and back: dl_f32_to_bf16's bits (round to nearest
