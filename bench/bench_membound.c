@@ -130,7 +130,7 @@ static dl_pool_desc pool_win(const ctx *c, int size, int stride, int pad)
     while ((side + 1) * (side + 1) <= c->hw)
         side++;
     int out = (side + 2 * pad - size) / stride + 1;
-    dl_pool_desc d = {c->n, c->c, side, side, size, stride, pad, out, out};
+    dl_pool_desc d = {c->n, c->c, side, side, size, stride, pad, out, out, 0};
     return d;
 }
 /* One pooling of x's planes, forward into y or backward into dx. */

@@ -244,7 +244,7 @@ static void test_gemm_edges(void)
 static dl_conv_desc conv_desc_gd(int n, int c, int h, int w, int k, int r, int s, int stride,
                                  int pad, int groups, int dilation)
 {
-    dl_conv_desc d = {n, c, h, w, k, r, s, stride, pad, 0, 0, groups, dilation};
+    dl_conv_desc d = {n, c, h, w, k, r, s, stride, pad, 0, 0, groups, dilation, 0, 0};
     d.p = (h + 2 * pad - dilation * (r - 1) - 1) / stride + 1;
     d.q = (w + 2 * pad - dilation * (s - 1) - 1) / stride + 1;
     return d;
@@ -1050,7 +1050,7 @@ static void test_conv_errors(void)
 
 static dl_pool_desc pool_desc(int n, int c, int h, int w, int size, int stride, int pad)
 {
-    dl_pool_desc d = {n, c, h, w, size, stride, pad, 0, 0};
+    dl_pool_desc d = {n, c, h, w, size, stride, pad, 0, 0, 0};
     d.p = (h + 2 * pad - size) / stride + 1;
     d.q = (w + 2 * pad - size) / stride + 1;
     return d;
@@ -1564,7 +1564,7 @@ static void test_adaptive_pool(void)
     };
     for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
         const int *c = cases[ci];
-        dl_pool_desc d = {c[0], c[1], c[2], c[3], 0, 0, 0, c[4], c[5]};
+        dl_pool_desc d = {c[0], c[1], c[2], c[3], 0, 0, 0, c[4], c[5], 0};
         size_t planes = (size_t)d.n * d.c, nx = planes * d.h * d.w, ny = planes * d.p * d.q;
         float *x = frandv(nx), *y = frandv(ny), *dy = frandv(ny), *dx = frandv(nx);
         float *dx0 = fcopy(dx, nx);
@@ -1589,7 +1589,7 @@ static void test_adaptive_pool(void)
             CHECK_NEAR(dx[i], dx0[i] + want_dx[i], 1e-5);
         free(x), free(y), free(dy), free(dx), free(dx0), free(want_dx);
     }
-    dl_pool_desc bad = {1, 1, 4, 4, 0, 0, 0, 0, 1};
+    dl_pool_desc bad = {1, 1, 4, 4, 0, 0, 0, 0, 1, 0};
     float buf[16];
     CHECK(dl_cpu_adaptive_avgpool_forward(cpu(), &bad, buf, buf) == DL_EINVAL);
 }

@@ -21,7 +21,7 @@
 
 /* Bumped whenever the table below changes; a CUDA module built against
  * another version is refused. */
-#define DL_BACKEND_API_VERSION 9
+#define DL_BACKEND_API_VERSION 10
 
 typedef enum { DL_DEVICE_CPU = 0, DL_DEVICE_CUDA = 1 } dl_device;
 
@@ -43,6 +43,10 @@ typedef struct dl_conv_desc {
     int p, q;        /* output height, width */
     int groups;      /* c and k divisible by it; 0 or 1: dense */
     int dilation;    /* 0 or 1: adjacent taps */
+    /* x (and dx), y (and dy) in channel blocks: [n, c / blk, h, w, blk]
+     * (oneDNN's nChw16c, nChw8c) for blk > 0, else [n, c, h, w]; only
+     * where the backend's conv_blocks allows it (0 everywhere else). */
+    int x_blk, y_blk;
 } dl_conv_desc;
 
 /* The effective groups and dilation of d (0 read as 1). */
@@ -57,6 +61,7 @@ typedef struct dl_pool_desc {
     int n, c, h, w;
     int size, stride, pad;
     int p, q;
+    int blk; /* adaptive pooling to 1x1: x in channel blocks (dl_conv_desc's x_blk) */
 } dl_pool_desc;
 
 /* Opaque per-op timing event (CUDA events on the GPU, a clock on the CPU). */
@@ -361,6 +366,30 @@ typedef struct dl_backend_ops {
     int (*add_relu_forward)(dl_backend *be, float *y, const float *a, const float *b, size_t n);
     int (*add_relu_backward_set)(dl_backend *be, float *da, float *db, const float *y,
                                  const float *dy, size_t n);
+
+    /* --- optional: activations in channel blocks ----------------------
+     * A backend whose convolutions run in a blocked layout (oneDNN's
+     * nChw16c) can keep the activations between them in it, so that no
+     * convolution reorders its input and output (see nn.c's layout plan).
+     * activation_blocks: the block, in channels (16, 8), in which it can
+     * for compute; 0: never. conv_blocks: for d (x_blk, y_blk 0), bit 1
+     * when x may be blocked, bit 2 when y may. The BatchNorm ops take x
+     * [n, c / blk, inner, blk], c divisible by blk, otherwise as
+     * batchnorm_forward / batchnorm_relu_forward (relu) and
+     * batchnorm_backward (set: dx written; relu: as
+     * batchnorm_relu_backward_set, beta needed). adaptive_avgpool_*
+     * honour dl_pool_desc.blk when activation_blocks is non-zero. */
+    int (*activation_blocks)(dl_backend *be, dl_dtype compute);
+    int (*conv_blocks)(dl_backend *be, const dl_conv_desc *d, dl_dtype compute);
+    int (*batchnorm_blocked_forward)(dl_backend *be, int blk, int relu, int training, int n, int c,
+                                     int inner, float momentum, float eps, float *y, const float *x,
+                                     const float *gamma, const float *beta, float *running_mean,
+                                     float *running_var, float *save_mean, float *save_invstd);
+    int (*batchnorm_blocked_backward)(dl_backend *be, int blk, int relu, int set, int n, int c,
+                                      int inner, float *dx, float *dgamma, float *dbeta,
+                                      const float *dy, const float *x, const float *gamma,
+                                      const float *beta, const float *save_mean,
+                                      const float *save_invstd);
 
     /* --- optional: an update that also writes the low-precision copy ---
      * sgd_update / adam_update, and in the same pass w_lp[0..n) = the

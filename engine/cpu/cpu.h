@@ -108,6 +108,10 @@ int dl_cpu_conv_backward_data_set(dl_backend *be, const dl_conv_desc *d, float *
                                   const float *w, void *ws, dl_dtype compute);
 int dl_cpu_conv_backward_filter(dl_backend *be, const dl_conv_desc *d, float *dw, float *db,
                                 const float *dy, const float *x, void *ws, dl_dtype compute);
+/* Activations in channel blocks (the op table's activation_blocks and
+ * conv_blocks; dl_conv_desc's x_blk, y_blk): cpu_conv.c. */
+int dl_cpu_activation_blocks(dl_backend *be, dl_dtype compute);
+int dl_cpu_conv_blocks(dl_backend *be, const dl_conv_desc *d, dl_dtype compute);
 /* cpu_conv_dnnl.c: dense f32 and bf16 convolutions through oneDNN where the build
  * has it (DL_HAVE_DNNL). dl_cpu_dnnl_conv_wanted: whether to try it for d
  * (not when DLBENCH_CONV=own). dl_cpu_dnnl_conv runs direction dir (0
@@ -253,6 +257,17 @@ int dl_cpu_batchnorm_relu_forward(dl_backend *be, int training, int n, int c, in
                                   float momentum, float eps, float *y, const float *x,
                                   const float *gamma, const float *beta, float *running_mean,
                                   float *running_var, float *save_mean, float *save_invstd);
+/* The BatchNorm ops on x [n, c / blk, inner, blk] (the op table's
+ * batchnorm_blocked_forward / _backward, cpu_norm.c). */
+int dl_cpu_batchnorm_blocked_forward(dl_backend *be, int blk, int relu, int training, int n, int c,
+                                     int inner, float momentum, float eps, float *y, const float *x,
+                                     const float *gamma, const float *beta, float *running_mean,
+                                     float *running_var, float *save_mean, float *save_invstd);
+int dl_cpu_batchnorm_blocked_backward(dl_backend *be, int blk, int relu, int set, int n, int c,
+                                      int inner, float *dx, float *dgamma, float *dbeta,
+                                      const float *dy, const float *x, const float *gamma,
+                                      const float *beta, const float *save_mean,
+                                      const float *save_invstd);
 int dl_cpu_batchnorm_relu_backward_set(dl_backend *be, int n, int c, int inner, float *dx,
                                        float *dgamma, float *dbeta, const float *dy, const float *x,
                                        const float *gamma, const float *beta,
@@ -290,6 +305,14 @@ int dl_cpu_round_through(dl_backend *be, float *x, dl_dtype via, size_t n);
  * back, on this thread; dst may be src. The operands of low-precision
  * compute that the CPU has no arithmetic for, run on f32 kernels. */
 void dl_cpu_round_run(float *dst, const float *src, dl_dtype via, size_t n);
+/* Activations between [n, c, hw] and channel blocks [n, ceil(c / blk),
+ * hw, blk] (nChw8c, nChw16c; blk a multiple of 8), on this thread
+ * (cpu_layout.c). To the blocks, the channels past c are zeros; back, the
+ * plain dst is written, or added into where add is set. */
+void dl_cpu_to_blocked(float *restrict dst, const float *restrict src, int n, int c, size_t hw,
+                       int blk);
+void dl_cpu_from_blocked(float *restrict dst, const float *restrict src, int n, int c, size_t hw,
+                         int blk, int add);
 int dl_cpu_input_to_f32(dl_backend *be, float *dst, const void *src, dl_dtype type, size_t rows,
                         int channels, size_t plane, float scale, const float *mean,
                         const float *std);

@@ -99,11 +99,61 @@ static void bwd_planes(void *arg, size_t begin, size_t end)
     }
 }
 
+/* Global pooling of x in channel blocks (d->blk): plane pl is image pl /
+ * nb's block pl % nb, h*w rows of blk channels; each lane's sum in
+ * double, in row order. y and dy are [n, c] either way. */
+static void fwd_blocked(void *arg, size_t begin, size_t end)
+{
+    const aptask *t = arg;
+    const dl_pool_desc *d = t->d;
+    size_t hw = (size_t)d->h * d->w, blk = (size_t)d->blk;
+    for (size_t pl = begin; pl < end; pl++) {
+        const float *x = t->in + pl * hw * blk;
+        double s[64] = {0}; /* blk <= 64 (check) */
+        for (size_t i = 0; i < hw; i++)
+            for (size_t l = 0; l < blk; l++)
+                s[l] += x[i * blk + l];
+        for (size_t l = 0; l < blk; l++)
+            t->out[pl * blk + l] = (float)(s[l] / (double)hw);
+    }
+}
+
+static void bwd_blocked(void *arg, size_t begin, size_t end)
+{
+    const aptask *t = arg;
+    const dl_pool_desc *d = t->d;
+    size_t hw = (size_t)d->h * d->w, blk = (size_t)d->blk;
+    for (size_t pl = begin; pl < end; pl++) {
+        float g[64], *dx = t->out + pl * hw * blk;
+        for (size_t l = 0; l < blk; l++)
+            g[l] = t->in[pl * blk + l] / (float)hw;
+        for (size_t i = 0; i < hw; i++)
+            for (size_t l = 0; l < blk; l++)
+                dx[i * blk + l] += g[l];
+    }
+}
+
+/* The blocked layout's checks and task: planes of one image's blk channels. */
+static int blocked_run(dl_backend *be, const dl_pool_desc *d, void (*fn)(void *, size_t, size_t),
+                       aptask *t, const char *op)
+{
+    if (d->p != 1 || d->q != 1 || d->blk % 8 || d->blk > 64 || d->c % d->blk)
+        return dl_error(DL_EINVAL,
+                        "%s: channel blocks of %d need a 1x1 output and %d channels "
+                        "a multiple of the block",
+                        op, d->blk, d->c);
+    size_t planes = (size_t)d->n * (d->c / d->blk);
+    dl_pool_for(dl_cpu(be)->pool, planes, dl_cpu_plane_grain((size_t)d->h * d->w * d->blk), fn, t);
+    return DL_OK;
+}
+
 /* y [n, c, p, q] = adaptive average pooling of x [n, c, h, w]. */
 int dl_cpu_adaptive_avgpool_forward(dl_backend *be, const dl_pool_desc *d, float *y, const float *x)
 {
     DL_TRY(check(d, "adaptive_avgpool_forward"));
     aptask t = {d, y, x};
+    if (d->blk)
+        return blocked_run(be, d, fwd_blocked, &t, "adaptive_avgpool_forward");
     dl_pool_for(dl_cpu(be)->pool, (size_t)d->n * d->c, dl_cpu_plane_grain((size_t)d->h * d->w),
                 fwd_planes, &t);
     return DL_OK;
@@ -115,6 +165,8 @@ int dl_cpu_adaptive_avgpool_backward(dl_backend *be, const dl_pool_desc *d, floa
 {
     DL_TRY(check(d, "adaptive_avgpool_backward"));
     aptask t = {d, dx, dy};
+    if (d->blk)
+        return blocked_run(be, d, bwd_blocked, &t, "adaptive_avgpool_backward");
     dl_pool_for(dl_cpu(be)->pool, (size_t)d->n * d->c, dl_cpu_plane_grain((size_t)d->h * d->w),
                 bwd_planes, &t);
     return DL_OK;

@@ -173,6 +173,10 @@ static const dl_backend_ops cpu_ops = {
     .add_relu_backward_set = dl_cpu_add_relu_backward_set,
     .sgd_update_lowp = dl_cpu_sgd_update_lowp,
     .adam_update_lowp = dl_cpu_adam_update_lowp,
+    .activation_blocks = dl_cpu_activation_blocks,
+    .conv_blocks = dl_cpu_conv_blocks,
+    .batchnorm_blocked_forward = dl_cpu_batchnorm_blocked_forward,
+    .batchnorm_blocked_backward = dl_cpu_batchnorm_blocked_backward,
 };
 
 /* Fills be as a CPU backend with its own context and `threads` workers

@@ -139,6 +139,140 @@ static int use_1x1(dl_backend *be, const dl_conv_desc *d, dl_dtype compute)
     return d->c < OWN_1X1_MAX_C;
 }
 
+/* --- activations in channel blocks (dl_conv_desc x_blk, y_blk) -----------
+ * oneDNN takes them as they are: no reorder of the chunk's input or
+ * output (a fifth of the ResNet's step at one thread went to those). It
+ * runs every direction it is wanted for, ahead of the own 1x1 and bf16
+ * kernels, which read NCHW; a direction it does not run (the data
+ * gradient below 8 input channels, a shape it has no primitive for) runs
+ * the plain path on plain copies (cpu_layout.c). */
+
+int dl_cpu_activation_blocks(dl_backend *be, dl_dtype compute)
+{
+#ifdef DL_HAVE_DNNL
+    const char *e = getenv("DLBENCH_BLOCKED"); /* 0: plain NCHW everywhere (comparisons) */
+    if ((e && !strcmp(e, "0")) || (compute != DL_F32 && compute != DL_BF16 && compute != DL_F16))
+        return 0;
+    /* oneDNN's f32 and bf16 convolutions: nChw16c with AVX-512, nChw8c with AVX2 */
+    return dl_cpu_avx512() ? 16 : 8;
+#else
+    return 0;
+#endif
+}
+
+int dl_cpu_conv_blocks(dl_backend *be, const dl_conv_desc *d, dl_dtype compute)
+{
+    int blk = dl_cpu_activation_blocks(be, compute);
+    if (!blk || is_grouped(d) || d->x_blk || d->y_blk || check_desc(d, compute, "conv") < 0)
+        return 0;
+    dl_dtype pt = dl_cpu_kernel_type(be, compute);
+    int fwd = dl_cpu_dnnl_conv_wanted_dir(d, pt, 0), data = dl_cpu_dnnl_conv_wanted_dir(d, pt, 1);
+    int filter = dl_cpu_dnnl_conv_wanted_dir(d, pt, 2);
+    /* y also where the data gradient runs on plain copies: below 8 input
+     * channels, where x comes from the images and needs no gradient */
+    return (d->c % blk == 0 && fwd && data && filter ? 1 : 0) |
+           (d->k % blk == 0 && fwd && filter ? 2 : 0);
+}
+
+/* A plain copy of the blocked src [n, c, hw] (NULL: out of memory). */
+static float *plain_copy(const float *src, int n, int c, size_t hw, int blk)
+{
+    float *p = malloc((size_t)n * c * hw * sizeof(float));
+    if (p)
+        dl_cpu_from_blocked(p, src, n, c, hw, blk, 0);
+    return p;
+}
+
+typedef struct bdb_task {
+    const dl_conv_desc *d;
+    float *db;
+    const float *dy;
+} bdb_task;
+
+/* db += the sums of dy over images and pixels, channel blocks [begin,
+ * end) (plain dy: blocks of one channel); in double, as the plain path's
+ * (oneDNN's own sums would be of the rounded dy in bf16). */
+static void bdb_fn(void *arg, size_t begin, size_t end)
+{
+    const bdb_task *t = arg;
+    const dl_conv_desc *d = t->d;
+    size_t blk = d->y_blk ? (size_t)d->y_blk : 1, pq = (size_t)d->p * d->q;
+    size_t nb = (size_t)d->k / blk;
+    for (size_t cb = begin; cb < end; cb++) {
+        double s[64] = {0};
+        for (int i = 0; i < d->n; i++) {
+            const float *p = t->dy + ((size_t)i * nb + cb) * pq * blk;
+            for (size_t j = 0; j < pq; j++)
+                for (size_t l = 0; l < blk; l++)
+                    s[l] += p[j * blk + l];
+        }
+        for (size_t l = 0; l < blk; l++)
+            t->db[cb * blk + l] += (float)s[l];
+    }
+}
+
+/* Direction dir (dl_cpu_dnnl_conv's) of d with x or y blocked: oneDNN's,
+ * else the plain path on plain copies of the blocked operands. */
+static int blocked_conv(dl_backend *be, int dir, const dl_conv_desc *d, dl_dtype compute,
+                        float *out, float *out2, const float *in, const float *in2, const float *w,
+                        const float *b, void *ws)
+{
+    DL_TRY(check_desc(d, compute, "conv (blocked)"));
+    dl_dtype pt = dl_cpu_kernel_type(be, compute);
+    int done = dl_cpu_dnnl_conv_wanted_dir(d, pt, dir == 3 ? 1 : dir)
+                   ? dl_cpu_dnnl_conv(be, dir, d, compute, out, NULL, in, in2, w, b)
+                   : 0;
+    if (done > 0 && dir == 2 && out2 && d->y_blk <= 64) {
+        bdb_task t = {d, out2, in2};
+        dl_pool_for(dl_cpu(be)->pool, (size_t)(d->k / (d->y_blk ? d->y_blk : 1)), 1, bdb_fn, &t);
+    }
+    if (done)
+        return done < 0 ? done : DL_OK;
+    dl_conv_desc pd = *d;
+    pd.x_blk = pd.y_blk = 0;
+    size_t xhw = (size_t)d->h * d->w, yhw = (size_t)d->p * d->q;
+    /* the operands read: x (forward, filter), dy (data, filter) */
+    const float *xs = dir == 0 || dir == 2 ? in : NULL, *ys = dir == 2 ? in2 : dir & 1 ? in : NULL;
+    float *xp = xs && d->x_blk ? plain_copy(xs, d->n, d->c, xhw, d->x_blk) : NULL;
+    float *yp = ys && d->y_blk ? plain_copy(ys, d->n, d->k, yhw, d->y_blk) : NULL;
+    /* the output written blocked: y (forward), dx (data) */
+    int ob = dir == 0 ? d->y_blk : dir & 1 ? d->x_blk : 0;
+    size_t on = dir == 0 ? (size_t)d->n * d->k * yhw : (size_t)d->n * d->c * xhw;
+    float *op = ob ? calloc(on, sizeof(float)) : NULL;
+    int rc = DL_OK;
+    if ((xs && d->x_blk && !xp) || (ys && d->y_blk && !yp) || (ob && !op))
+        rc = dl_error(DL_ENOMEM, "conv: out of memory for plain copies of blocked activations");
+    const float *x = xp ? xp : xs, *dy = yp ? yp : ys;
+    if (rc == DL_OK && dir == 0)
+        rc = dl_cpu_conv_forward(be, &pd, op ? op : out, x, w, b, ws, compute);
+    else if (rc == DL_OK && dir == 2)
+        rc = dl_cpu_conv_backward_filter(be, &pd, out, out2, dy, x, ws, compute);
+    else if (rc == DL_OK)
+        rc = (op || dir == 1 ? dl_cpu_conv_backward_data : dl_cpu_conv_backward_data_set)(
+            be, &pd, op ? op : out, dy, w, ws, compute);
+    if (rc == DL_OK && op) {
+        int c = dir == 0 ? d->k : d->c;
+        size_t hw = dir == 0 ? yhw : xhw;
+        if (dir == 1) { /* dx added into: the blocked dx's channels are op's */
+            float *cur = plain_copy(out, d->n, c, hw, ob);
+            if (!cur) {
+                rc = dl_error(DL_ENOMEM, "conv: out of memory for a plain copy of dx");
+            } else {
+                for (size_t i = 0; i < on; i++)
+                    cur[i] += op[i];
+                dl_cpu_to_blocked(out, cur, d->n, c, hw, ob);
+                free(cur);
+            }
+        } else {
+            dl_cpu_to_blocked(out, op, d->n, c, hw, ob);
+        }
+    }
+    free(xp);
+    free(yp);
+    free(op);
+    return rc;
+}
+
 /* Bytes of workspace the three conv ops need for d: see the file comment. */
 size_t dl_cpu_conv_workspace(dl_backend *be, const dl_conv_desc *d, dl_dtype compute)
 {
@@ -1030,6 +1164,8 @@ static void fwd_image_task(void *arg, size_t begin, size_t end)
 int dl_cpu_conv_forward(dl_backend *be, const dl_conv_desc *d, float *y, const float *x,
                         const float *w, const float *b, void *ws, dl_dtype compute)
 {
+    if (d->x_blk || d->y_blk)
+        return blocked_conv(be, 0, d, compute, y, NULL, x, NULL, w, b, ws);
     if (is_grouped(d)) {
         int done = grouped_dnnl(be, 0, d, compute, y, x, NULL, w, b, "conv_forward");
         if (done)
@@ -1078,6 +1214,8 @@ static int backward_data(dl_backend *be, const dl_conv_desc *d, float *dx, const
                          const float *w, void *ws, dl_dtype compute, int set)
 {
     size_t dx_bytes = (size_t)d->n * d->c * d->h * d->w * sizeof(float);
+    if (d->x_blk || d->y_blk)
+        return blocked_conv(be, set ? 3 : 1, d, compute, dx, NULL, dy, NULL, w, NULL, ws);
     if (is_grouped(d)) {
         int done =
             grouped_dnnl(be, set ? 3 : 1, d, compute, dx, dy, NULL, w, NULL, "conv_backward_data");
@@ -1167,6 +1305,9 @@ static void db_task_fn(void *arg, size_t begin, size_t end)
 int dl_cpu_conv_backward_filter(dl_backend *be, const dl_conv_desc *d, float *dw, float *db,
                                 const float *dy, const float *x, void *ws, dl_dtype compute)
 {
+    /* blocked: oneDNN's dw and db (its per-chunk sums, added in order) */
+    if (d->x_blk || d->y_blk)
+        return blocked_conv(be, 2, d, compute, dw, db, x, dy, NULL, NULL, ws);
     /* the own bf16 kernel's or oneDNN's dw (grouped or dilated: oneDNN's
      * or the grouped path's); db as below, summed in double */
     int done = 0;

@@ -122,7 +122,8 @@ static int same_desc(const dl_conv_desc *a, const dl_conv_desc *b)
 {
     return a->c == b->c && a->h == b->h && a->w == b->w && a->k == b->k && a->r == b->r &&
            a->s == b->s && a->stride == b->stride && a->pad == b->pad &&
-           dl_conv_dilation(a) == dl_conv_dilation(b) && dl_conv_groups(a) == dl_conv_groups(b);
+           dl_conv_dilation(a) == dl_conv_dilation(b) && dl_conv_groups(a) == dl_conv_groups(b) &&
+           a->x_blk == b->x_blk && a->y_blk == b->y_blk;
 }
 
 /* A reorder from one layout to another (sum: add into the destination);
@@ -151,7 +152,15 @@ static int make_reorder(dnnl_engine_t eng, const dnnl_memory_desc_t *from,
     return s == dnnl_success ? 0 : -1;
 }
 
-/* The user's plain layouts of x [nb, c, h, w], w [k, c, r, s], y [nb, k, p, q]. */
+/* The layout of activations in blocks of blk channels (0: plain NCHW). */
+static dnnl_format_tag_t act_tag(int blk)
+{
+    return blk == 16 ? dnnl_nChw16c : blk == 8 ? dnnl_nChw8c : dnnl_nchw;
+}
+
+/* The user's layouts of x [nb, c, h, w], w [k, c, r, s], y [nb, k, p, q]
+ * (act: "any" for the primitive's, else x and y as d's x_blk and y_blk
+ * say). */
 static int plain_mds(const dl_conv_desc *d, int nb, dnnl_memory_desc_t *x, dnnl_memory_desc_t *w,
                      dnnl_memory_desc_t *y, dnnl_format_tag_t act, dnnl_format_tag_t wt,
                      const dnnl_data_type_t types[3])
@@ -159,7 +168,8 @@ static int plain_mds(const dl_conv_desc *d, int nb, dnnl_memory_desc_t *x, dnnl_
     dnnl_dims_t dx = {nb, d->c, d->h, d->w}, dw = {d->k, d->c, d->r, d->s};
     dnnl_dims_t dy = {nb, d->k, d->p, d->q};
     int g = dl_conv_groups(d);
-    DN(dnnl_memory_desc_init_by_tag(x, 4, dx, types[0], act));
+    int any = act == dnnl_format_tag_any;
+    DN(dnnl_memory_desc_init_by_tag(x, 4, dx, types[0], any ? act : act_tag(d->x_blk)));
     if (g > 1) {
         /* w [k, c/g, r, s] is [g, k/g, c/g, r, s] in oneDNN's terms */
         dnnl_dims_t dwg = {g, d->k / g, d->c / g, d->r, d->s};
@@ -168,7 +178,7 @@ static int plain_mds(const dl_conv_desc *d, int nb, dnnl_memory_desc_t *x, dnnl_
     } else {
         DN(dnnl_memory_desc_init_by_tag(w, 4, dw, types[1], wt));
     }
-    DN(dnnl_memory_desc_init_by_tag(y, 4, dy, types[2], act));
+    DN(dnnl_memory_desc_init_by_tag(y, 4, dy, types[2], any ? act : act_tag(d->y_blk)));
     return 0;
 }
 

@@ -292,6 +292,9 @@ static void bn_fwd_task(void *arg, size_t begin, size_t end)
     }
 }
 
+/* per channel: the forward's (or a fused ReLU's) map, the backward's dx */
+enum { BN_SCALE, BN_SHIFT, BN_K, BN_MDY, BN_MDYX, BN_COEFS };
+
 #ifdef DL_CPU_VMATH
 /* --- the streaming traversal, for planes of BN_STREAM_MIN floats and up
  * The tensor is walked as memory holds it, plane p = i * c + ch after
@@ -300,9 +303,6 @@ static void bn_fwd_task(void *arg, size_t begin, size_t end)
  * channel in image order after (bn_sum_planes), the very additions the
  * channel walk makes, so both give the same bits at any thread count. */
 #define BN_STREAM_MIN 32
-
-/* per channel: the forward's (or a fused ReLU's) map, the backward's dx */
-enum { BN_SCALE, BN_SHIFT, BN_K, BN_MDY, BN_MDYX, BN_COEFS };
 
 typedef struct bn_stream {
     const bn_task *t;
@@ -756,6 +756,288 @@ int dl_cpu_batchnorm_relu_backward_set(dl_backend *be, int n, int c, int inner, 
 {
     return bn_backward(be, n, c, inner, dx, dgamma, dbeta, dy, x, gamma, beta, save_mean,
                        save_invstd, 1, 1);
+}
+
+/* --- activations in channel blocks: x [n, c / blk, inner, blk] ------------
+ * (nn.c's layout plan keeps the activations between oneDNN's convolutions
+ * in its nChw16c / nChw8c). A plane is one image's block of blk channels,
+ * inner rows of blk floats; a lane is a channel. The passes are the
+ * streaming ones above: per plane sums in float lanes (two chains, even
+ * and odd rows) added to the channel's double totals in image order, then
+ * a pass that writes y or dx; the same bits at any thread count. The
+ * shift k of a channel's moments is its first value, as above. */
+
+typedef struct bnb {
+    const bn_task *t;
+    int blk, nb;         /* channels a block, blocks an image */
+    size_t planes;       /* n * nb */
+    double *part;        /* [planes][2][blk] */
+    double *sum;         /* [c][2] */
+    float *co[BN_COEFS]; /* [c] each: scale, shift, k (the shift), mdy, mdyx */
+} bnb;
+
+static int bnb_init(dl_backend *be, bnb *b, const bn_task *t, int blk)
+{
+    b->t = t;
+    b->blk = blk;
+    b->nb = t->c / blk;
+    b->planes = (size_t)t->n * b->nb;
+    size_t doubles = 2 * b->planes * blk + 2 * (size_t)t->c;
+    size_t bytes = doubles * sizeof(double) + (size_t)t->c * BN_COEFS * sizeof(float);
+    b->part = dl_cpu_scratch(be, DL_CPU_SCRATCH_NORM, bytes);
+    if (!b->part)
+        return dl_error(DL_ENOMEM, "batchnorm: out of memory for %zu planes' sums", b->planes);
+    b->sum = b->part + 2 * b->planes * blk;
+    for (int i = 0; i < BN_COEFS; i++)
+        b->co[i] = (float *)(b->sum + 2 * (size_t)t->c) + (size_t)i * t->c;
+    return DL_OK;
+}
+
+/* sum[ch] = the planes' lane sums of channel ch added in image order */
+static void bnb_sum_planes(const bnb *b)
+{
+    const bn_task *t = b->t;
+    memset(b->sum, 0, 2 * (size_t)t->c * sizeof *b->sum);
+    for (int i = 0; i < t->n; i++)
+        for (int cb = 0; cb < b->nb; cb++) {
+            const double *pp = b->part + ((size_t)i * b->nb + cb) * 2 * b->blk;
+            for (int l = 0; l < b->blk; l++) {
+                b->sum[2 * (cb * b->blk + l)] += pp[l];
+                b->sum[2 * (cb * b->blk + l) + 1] += pp[b->blk + l];
+            }
+        }
+}
+
+/* Plane p's lane sums: forward (dy NULL) sum (x - k), sum (x - k)^2;
+ * backward sum g, sum g * (x - mean) * invstd, g the gated dy. */
+static void bnb_plane_sums(const bnb *b, size_t p)
+{
+    const bn_task *t = b->t;
+    int blk = b->blk, cb = (int)(p % b->nb);
+    size_t at = p * t->inner * blk;
+    const float *x = t->x + at, *dy = t->dy ? t->dy + at : NULL;
+    double *out = b->part + p * 2 * blk;
+    for (int g = 0; g < blk; g += 8) {
+        size_t ch = (size_t)cb * blk + g;
+#ifdef DL_CPU_VMATH
+        __m256 s0 = _mm256_setzero_ps(), s1 = s0, u0 = s0, u1 = s0;
+        if (!dy) {
+            __m256 k = _mm256_loadu_ps(b->co[BN_K] + ch);
+            int i = 0;
+            for (; i + 2 <= t->inner; i += 2) {
+                __m256 d = _mm256_sub_ps(_mm256_loadu_ps(x + (size_t)i * blk + g), k);
+                __m256 e = _mm256_sub_ps(_mm256_loadu_ps(x + (size_t)(i + 1) * blk + g), k);
+                s0 = _mm256_add_ps(s0, d);
+                s1 = _mm256_fmadd_ps(d, d, s1);
+                u0 = _mm256_add_ps(u0, e);
+                u1 = _mm256_fmadd_ps(e, e, u1);
+            }
+            for (; i < t->inner; i++) {
+                __m256 d = _mm256_sub_ps(_mm256_loadu_ps(x + (size_t)i * blk + g), k);
+                s0 = _mm256_add_ps(s0, d);
+                s1 = _mm256_fmadd_ps(d, d, s1);
+            }
+        } else {
+            __m256 m = _mm256_loadu_ps(t->smean + ch), is = _mm256_loadu_ps(t->sinvstd + ch);
+            __m256 sc = _mm256_loadu_ps(b->co[BN_SCALE] + ch);
+            __m256 sh = _mm256_loadu_ps(b->co[BN_SHIFT] + ch);
+            for (int i = 0; i < t->inner; i++) {
+                size_t o = (size_t)i * blk + g;
+                __m256 xv = _mm256_loadu_ps(x + o), gv = _mm256_loadu_ps(dy + o);
+                if (t->relu)
+                    gv = pass_positive(gv, _mm256_fmadd_ps(xv, sc, sh));
+                __m256 xh = _mm256_mul_ps(_mm256_sub_ps(xv, m), is);
+                if (i & 1) {
+                    u0 = _mm256_add_ps(u0, gv);
+                    u1 = _mm256_fmadd_ps(gv, xh, u1);
+                } else {
+                    s0 = _mm256_add_ps(s0, gv);
+                    s1 = _mm256_fmadd_ps(gv, xh, s1);
+                }
+            }
+        }
+        float a[8], q[8];
+        _mm256_storeu_ps(a, _mm256_add_ps(s0, u0));
+        _mm256_storeu_ps(q, _mm256_add_ps(s1, u1));
+        for (int l = 0; l < 8; l++) {
+            out[g + l] = a[l];
+            out[blk + g + l] = q[l];
+        }
+#else
+        for (int l = 0; l < 8; l++) {
+            double a = 0, q = 0;
+            for (int i = 0; i < t->inner; i++) {
+                float xv = x[(size_t)i * blk + g + l];
+                if (!dy) {
+                    double d = (double)xv - b->co[BN_K][ch + l];
+                    a += d;
+                    q += d * d;
+                } else {
+                    bn_gate gt = {t->relu, b->co[BN_SCALE][ch + l], b->co[BN_SHIFT][ch + l]};
+                    float gv = gate1(&gt, dy[(size_t)i * blk + g + l], xv);
+                    a += gv;
+                    q += gv * ((xv - t->smean[ch + l]) * t->sinvstd[ch + l]);
+                }
+            }
+            out[g + l] = a;
+            out[blk + g + l] = q;
+        }
+#endif
+    }
+}
+
+static void bnb_sums_task(void *arg, size_t begin, size_t end)
+{
+    for (size_t p = begin; p < end; p++)
+        bnb_plane_sums(arg, p);
+}
+
+/* Plane p's output: y = x * scale + shift (then ReLU) forward (dy NULL),
+ * dx (+)= k * (g - mdy - xhat * mdyx) backward: plane_affine's and
+ * plane_dx's operations, a channel's coefficients a lane. */
+static void bnb_plane_out(const bnb *b, size_t p)
+{
+    const bn_task *t = b->t;
+    int blk = b->blk, cb = (int)(p % b->nb);
+    size_t at = p * t->inner * blk;
+    const float *x = t->x + at, *dy = t->dy ? t->dy + at : NULL;
+    float *out = dy ? t->dx + at : t->y + at;
+    for (int g = 0; g < blk; g += 8) {
+        size_t ch = (size_t)cb * blk + g;
+#ifdef DL_CPU_VMATH
+        __m256 sc = _mm256_loadu_ps(b->co[BN_SCALE] + ch),
+               sh = _mm256_loadu_ps(b->co[BN_SHIFT] + ch);
+        if (!dy) {
+            for (int i = 0; i < t->inner; i++) {
+                size_t o = (size_t)i * blk + g;
+                __m256 v = _mm256_fmadd_ps(_mm256_loadu_ps(x + o), sc, sh);
+                _mm256_storeu_ps(out + o, t->relu ? pass_positive(v, v) : v);
+            }
+            continue;
+        }
+        __m256 vk = _mm256_loadu_ps(b->co[BN_K] + ch), vmdy = _mm256_loadu_ps(b->co[BN_MDY] + ch);
+        __m256 vmdyx = _mm256_loadu_ps(b->co[BN_MDYX] + ch);
+        __m256 m = _mm256_loadu_ps(t->smean + ch), is = _mm256_loadu_ps(t->sinvstd + ch);
+        for (int i = 0; i < t->inner; i++) {
+            size_t o = (size_t)i * blk + g;
+            __m256 xv = _mm256_loadu_ps(x + o), gv = _mm256_loadu_ps(dy + o);
+            if (t->relu)
+                gv = pass_positive(gv, _mm256_fmadd_ps(xv, sc, sh));
+            __m256 xh = _mm256_mul_ps(_mm256_sub_ps(xv, m), is);
+            __m256 d = _mm256_fnmadd_ps(xh, vmdyx, _mm256_sub_ps(gv, vmdy));
+            __m256 old = t->set ? _mm256_setzero_ps() : _mm256_loadu_ps(out + o);
+            _mm256_storeu_ps(out + o, _mm256_fmadd_ps(vk, d, old));
+        }
+#else
+        for (int i = 0; i < t->inner; i++)
+            for (int l = 0; l < 8; l++) {
+                size_t o = (size_t)i * blk + g + l;
+                if (!dy) {
+                    plane_affine(out + o, x + o, 1, b->co[BN_SCALE][ch + l],
+                                 b->co[BN_SHIFT][ch + l], t->relu);
+                } else {
+                    bn_gate gt = {t->relu, b->co[BN_SCALE][ch + l], b->co[BN_SHIFT][ch + l]};
+                    plane_dx(out + o, x + o, dy + o, 1, b->co[BN_K][ch + l], b->co[BN_MDY][ch + l],
+                             t->smean[ch + l], t->sinvstd[ch + l], b->co[BN_MDYX][ch + l], &gt,
+                             t->set);
+                }
+            }
+#endif
+    }
+}
+
+static void bnb_out_task(void *arg, size_t begin, size_t end)
+{
+    for (size_t p = begin; p < end; p++)
+        bnb_plane_out(arg, p);
+}
+
+static int bnb_check(int blk, int n, int c, int inner, const char *op)
+{
+    if (n <= 0 || c <= 0 || inner <= 0 || blk <= 0 || blk % 8 || c % blk)
+        return dl_error(DL_EINVAL, "%s: bad shape [%d, %d / %d, %d, %d]", op, n, c, blk, inner,
+                        blk);
+    return DL_OK;
+}
+
+int dl_cpu_batchnorm_blocked_forward(dl_backend *be, int blk, int relu, int training, int n, int c,
+                                     int inner, float momentum, float eps, float *y, const float *x,
+                                     const float *gamma, const float *beta, float *running_mean,
+                                     float *running_var, float *save_mean, float *save_invstd)
+{
+    DL_TRY(bnb_check(blk, n, c, inner, "batchnorm_forward (blocked)"));
+    if (!training && (!running_mean || !running_var))
+        return dl_error(DL_EINVAL, "batchnorm_forward: eval mode needs running statistics");
+    bn_task t = {.n = n,
+                 .c = c,
+                 .inner = inner,
+                 .training = training,
+                 .momentum = momentum,
+                 .eps = eps,
+                 .y = y,
+                 .x = x,
+                 .gamma = gamma,
+                 .beta = beta,
+                 .running_mean = running_mean,
+                 .running_var = running_var,
+                 .save_mean = save_mean,
+                 .save_invstd = save_invstd,
+                 .relu = relu};
+    bnb b;
+    DL_TRY(bnb_init(be, &b, &t, blk));
+    dl_pool *pool = dl_cpu(be)->pool;
+    size_t grain = dl_cpu_plane_grain((size_t)inner * blk);
+    for (int ch = 0; ch < c; ch++) /* a channel's first value: image 0, row 0 */
+        b.co[BN_K][ch] = x[(size_t)(ch / blk) * inner * blk + ch % blk];
+    if (training) {
+        dl_pool_for(pool, b.planes, grain, bnb_sums_task, &b);
+        bnb_sum_planes(&b);
+    }
+    for (int ch = 0; ch < c; ch++)
+        bn_channel_map(&t, (size_t)ch, b.co[BN_K][ch], b.sum + 2 * ch, &b.co[BN_SCALE][ch],
+                       &b.co[BN_SHIFT][ch]);
+    dl_pool_for(pool, b.planes, grain, bnb_out_task, &b);
+    return DL_OK;
+}
+
+int dl_cpu_batchnorm_blocked_backward(dl_backend *be, int blk, int relu, int set, int n, int c,
+                                      int inner, float *dx, float *dgamma, float *dbeta,
+                                      const float *dy, const float *x, const float *gamma,
+                                      const float *beta, const float *save_mean,
+                                      const float *save_invstd)
+{
+    DL_TRY(bnb_check(blk, n, c, inner, "batchnorm_backward (blocked)"));
+    bn_task t = {.n = n,
+                 .c = c,
+                 .inner = inner,
+                 .dx = dx,
+                 .dgamma = dgamma,
+                 .dbeta = dbeta,
+                 .dy = dy,
+                 .x = x,
+                 .gamma = gamma,
+                 .beta = beta,
+                 .smean = save_mean,
+                 .sinvstd = save_invstd,
+                 .set = set,
+                 .relu = relu};
+    bnb b;
+    DL_TRY(bnb_init(be, &b, &t, blk));
+    for (int ch = 0; ch < c; ch++) {
+        bn_gate gt = bn_channel_gate(&t, (size_t)ch);
+        b.co[BN_SCALE][ch] = gt.scale;
+        b.co[BN_SHIFT][ch] = gt.shift;
+    }
+    dl_pool *pool = dl_cpu(be)->pool;
+    size_t grain = dl_cpu_plane_grain((size_t)inner * blk);
+    dl_pool_for(pool, b.planes, grain, bnb_sums_task, &b);
+    bnb_sum_planes(&b);
+    for (int ch = 0; ch < c; ch++)
+        bn_channel_grad(&t, (size_t)ch, b.sum + 2 * ch, &b.co[BN_K][ch], &b.co[BN_MDY][ch],
+                        &b.co[BN_MDYX][ch]);
+    if (dx)
+        dl_pool_for(pool, b.planes, grain, bnb_out_task, &b);
+    return DL_OK;
 }
 
 /* ---------------------------------------------------------------------- */

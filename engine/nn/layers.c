@@ -207,6 +207,24 @@ static dl_conv_desc conv_desc(const conv2d *C, int n)
     return d;
 }
 
+/* The layer's desc for pass p, activations in the layout plan's blocks. */
+static dl_conv_desc conv_pass_desc(const conv2d *C, const dl_pass *p)
+{
+    dl_conv_desc d = conv_desc(C, p->n);
+    d.x_blk = C->base.blk_in;
+    d.y_blk = C->base.blk_out;
+    return d;
+}
+
+static int conv_blocks(const dl_layer *l, const dl_pass *p, int blk)
+{
+    if (!OPS(p)->conv_blocks)
+        return 0;
+    dl_conv_desc d = conv_desc((const conv2d *)l, p->n);
+    int can = OPS(p)->conv_blocks(p->be, &d, p->compute);
+    return DL_BLOCK_CONV | (can & 1 ? DL_BLOCK_IN : 0) | (can & 2 ? DL_BLOCK_OUT : 0);
+}
+
 /* Bytes of workspace be asks for n rows in compute (asked once per
  * backend, batch size and compute type in a row, then remembered). */
 static size_t conv_need(conv2d *C, dl_backend *be, int n, dl_dtype compute)
@@ -263,7 +281,7 @@ static int conv_ws(conv2d *C, const dl_pass *p, void **ws, size_t *size)
 static int conv_forward(dl_layer *l, dl_pass *p, const float *x, float *y)
 {
     conv2d *C = (conv2d *)l;
-    dl_conv_desc d = conv_desc(C, p->n);
+    dl_conv_desc d = conv_pass_desc(C, p);
     void *ws;
     size_t wsb;
     DL_TRY(conv_ws(C, p, &ws, &wsb));
@@ -276,7 +294,7 @@ static int conv_forward(dl_layer *l, dl_pass *p, const float *x, float *y)
 static int conv_grads(dl_layer *l, dl_pass *p, const float *x, const float *dy, float *dx, int set)
 {
     conv2d *C = (conv2d *)l;
-    dl_conv_desc d = conv_desc(C, p->n);
+    dl_conv_desc d = conv_pass_desc(C, p);
     void *ws;
     size_t wsb;
     DL_TRY(conv_ws(C, p, &ws, &wsb));
@@ -339,6 +357,7 @@ static const dl_layer_vt conv_vt = {
     .describe = conv_describe,
     .note = conv_note,
     .config = conv_config,
+    .blocks = conv_blocks,
 };
 
 dl_layer *dl_nn_conv2d_with(int in_ch, int out_ch, int kernel, const dl_conv2d_opts *o)
@@ -403,7 +422,7 @@ static int pool_setup(dl_layer *l, dl_model *m, const dl_shape *in, dl_shape *ou
         snprintf(e, sizeof e, "an image at least %dx%d", P->size, P->size);
         return dl_layer_shape_error(l, in, e);
     }
-    P->d = (dl_pool_desc){0, (int)in->dim[0], h, w, P->size, P->stride, P->pad, p, q};
+    P->d = (dl_pool_desc){0, (int)in->dim[0], h, w, P->size, P->stride, P->pad, p, q, 0};
     *out = (dl_shape){3, {in->dim[0], p, q}};
     l->flops = (double)in->dim[0] * p * q * P->size * P->size;
     return DL_OK;
@@ -544,7 +563,7 @@ static int apool_setup(dl_layer *l, dl_model *m, const dl_shape *in, dl_shape *o
     if (in->ndim != 3)
         return dl_layer_shape_error(l, in, "[channels, height, width]");
     int c = (int)in->dim[0], h = (int)in->dim[1], w = (int)in->dim[2];
-    A->d = (dl_pool_desc){0, c, h, w, 0, 0, 0, A->out_h, A->out_w};
+    A->d = (dl_pool_desc){0, c, h, w, 0, 0, 0, A->out_h, A->out_w, 0};
     *out = (dl_shape){3, {c, A->out_h, A->out_w}};
     l->flops = (double)numel(in);
     return DL_OK;
@@ -562,6 +581,7 @@ static int apool_forward(dl_layer *l, dl_pass *p, const float *x, float *y)
         return apool_missing(l, p);
     dl_pool_desc d = ((adaptive_pool *)l)->d;
     d.n = p->n;
+    d.blk = l->blk_in;
     return OPS(p)->adaptive_avgpool_forward(p->be, &d, y, x);
 }
 
@@ -574,6 +594,7 @@ static int apool_backward(dl_layer *l, dl_pass *p, const float *x, const float *
         return apool_missing(l, p);
     dl_pool_desc d = ((adaptive_pool *)l)->d;
     d.n = p->n;
+    d.blk = l->blk_in;
     return OPS(p)->adaptive_avgpool_backward(p->be, &d, dx, dy);
 }
 
@@ -592,6 +613,20 @@ static void apool_config(const dl_layer *l, dl_layer_config *c)
     c->out_w = ((const adaptive_pool *)l)->out_w;
 }
 
+/* Whether per-sample activations of shape s can be in blocks of blk
+ * channels: [c, h, w] with c a multiple of blk. */
+static int blockable(const dl_shape *s, int blk)
+{
+    return s->ndim == 3 && blk > 0 && s->dim[0] % blk == 0;
+}
+
+/* Global pooling reads blocked x (its [c, 1, 1] output is the same either way). */
+static int apool_blocks(const dl_layer *l, const dl_pass *p, int blk)
+{
+    const adaptive_pool *A = (const adaptive_pool *)l;
+    return A->out_h == 1 && A->out_w == 1 && blockable(&l->in, blk) ? DL_BLOCK_IN : 0;
+}
+
 static const dl_layer_vt apool_vt = {
     .kind = "AdaptiveAvgPool2d",
     .setup = apool_setup,
@@ -600,6 +635,7 @@ static const dl_layer_vt apool_vt = {
     .backward = apool_backward,
     .describe = apool_describe,
     .config = apool_config,
+    .blocks = apool_blocks,
 };
 
 dl_layer *dl_nn_adaptive_avgpool2d(int out_h, int out_w)
@@ -632,6 +668,12 @@ static int same_shape_setup(dl_layer *l, dl_model *m, const dl_shape *in, dl_sha
 }
 
 static int no_plan(dl_layer *l, dl_model *m, int n) { return DL_OK; }
+
+/* An elementwise layer: any layout, the same one in and out. */
+static int elementwise_blocks(const dl_layer *l, const dl_pass *p, int blk)
+{
+    return blockable(&l->in, blk) ? DL_BLOCK_IN | DL_BLOCK_OUT | DL_BLOCK_THROUGH : 0;
+}
 
 static int act_forward(dl_layer *l, dl_pass *p, const float *x, float *y)
 {
@@ -695,6 +737,7 @@ static int relu_backward_fused(dl_layer *relu, dl_layer *prev, dl_pass *p, const
                                     .forward = act_forward,                                        \
                                     .backward = act_backward,                                      \
                                     .backward_set = act_backward_set,                              \
+                                    .blocks = elementwise_blocks,                                  \
                                     __VA_ARGS__}
 ACT_VT(relu_vt, "ReLU", .fuses = relu_fuses, .forward_fused = relu_forward_fused,
        .backward_fused = relu_backward_fused);
@@ -839,10 +882,38 @@ static int bn_check_batch(const dl_layer *l, const dl_pass *p)
     return DL_OK;
 }
 
+/* The forward on activations in channel blocks (relu: the fused ReLU's). */
+static int bn_blocked_forward(batchnorm *B, dl_pass *p, const float *x, float *y, int relu)
+{
+    return OPS(p)->batchnorm_blocked_forward(
+        p->be, B->base.blk_in, relu, p->training, p->n, B->features, B->inner, B->momentum, B->eps,
+        y, x, p->params + B->gamma, p->params + B->beta, p->buffers + B->run_mean,
+        p->buffers + B->run_var, (float *)(p->act + B->save_mean),
+        (float *)(p->act + B->save_invstd));
+}
+
+static int bn_blocked_backward(batchnorm *B, dl_pass *p, const float *x, const float *dy, float *dx,
+                               int relu, int set)
+{
+    return OPS(p)->batchnorm_blocked_backward(
+        p->be, B->base.blk_in, relu, set, p->n, B->features, B->inner, dx, p->grads + B->gamma,
+        p->grads + B->beta, dy, x, p->params + B->gamma, p->params + B->beta,
+        (const float *)(p->act + B->save_mean), (const float *)(p->act + B->save_invstd));
+}
+
+static int bn_blocks(const dl_layer *l, const dl_pass *p, int blk)
+{
+    return OPS(p)->batchnorm_blocked_forward && OPS(p)->batchnorm_blocked_backward
+               ? elementwise_blocks(l, p, blk)
+               : 0;
+}
+
 static int bn_forward(dl_layer *l, dl_pass *p, const float *x, float *y)
 {
     batchnorm *B = (batchnorm *)l;
     DL_TRY(bn_check_batch(l, p));
+    if (l->blk_in)
+        return bn_blocked_forward(B, p, x, y, 0);
     return OPS(p)->batchnorm_forward(p->be, p->training, p->n, B->features, B->inner, B->momentum,
                                      B->eps, y, x, p->params + B->gamma, p->params + B->beta,
                                      p->buffers + B->run_mean, p->buffers + B->run_var,
@@ -861,6 +932,8 @@ static int bn_grads(dl_layer *l, dl_pass *p, const float *x, const float *dy, fl
         dx = (float *)(p->act + B->dx_scratch);
         set = 1;
     }
+    if (l->blk_in)
+        return bn_blocked_backward(B, p, x, dy, dx, 0, set);
     if (set && !OPS(p)->batchnorm_backward_set) {
         DL_TRY(OPS(p)->memset0(p->be, dx, (size_t)p->n * numel(&l->in) * 4));
         set = 0;
@@ -898,6 +971,8 @@ static int bn_relu_forward(dl_layer *relu, dl_layer *bn, dl_pass *p, const float
 {
     batchnorm *B = (batchnorm *)bn;
     DL_TRY(bn_check_batch(bn, p));
+    if (bn->blk_in)
+        return bn_blocked_forward(B, p, x, y, 1);
     return OPS(p)->batchnorm_relu_forward(p->be, p->training, p->n, B->features, B->inner,
                                           B->momentum, B->eps, y, x, p->params + B->gamma,
                                           p->params + B->beta, p->buffers + B->run_mean,
@@ -913,6 +988,8 @@ static int bn_relu_backward(dl_layer *relu, dl_layer *bn, dl_pass *p, const floa
         return dl_error(DL_EINVAL, "%s: backward through BatchNorm in eval mode", bn->name);
     if (!dx) /* the parameter gradients are still wanted */
         dx = (float *)(p->act + B->dx_scratch);
+    if (bn->blk_in)
+        return bn_blocked_backward(B, p, x, dy, dx, 1, 1);
     return OPS(p)->batchnorm_relu_backward_set(
         p->be, p->n, B->features, B->inner, dx, p->grads + B->gamma, p->grads + B->beta, dy, x,
         p->params + B->gamma, p->params + B->beta, (const float *)(p->act + B->save_mean),
@@ -940,6 +1017,7 @@ static const dl_layer_vt bn_vt = {
     .backward_set = bn_backward_set,
     .describe = bn_describe,
     .config = bn_config,
+    .blocks = bn_blocks,
 };
 
 dl_layer *dl_nn_batchnorm(int features, float eps, float momentum)
@@ -1108,6 +1186,7 @@ static const dl_layer_vt identity_vt = {
     .forward = flatten_forward,
     .backward = flatten_backward,
     .backward_set = flatten_backward_set,
+    .blocks = elementwise_blocks,
 };
 
 dl_layer *dl_nn_identity(void) { return dl_layer_new(sizeof(dl_layer), &identity_vt); }

@@ -39,6 +39,11 @@ struct dl_model {
     dl_storage *ws;
     size_t ws_need;
     dl_precision prec;
+    /* what the layout plan was made for (layout_blk -1: none yet) */
+    const dl_backend *layout_be;
+    const dl_backend_ops *layout_ops;
+    dl_dtype layout_compute;
+    int layout_blk;
 };
 
 const char *dl_precision_name(dl_precision p)
@@ -622,6 +627,7 @@ int dl_model_create(dl_model **out, dl_layer *root, const dl_shape *input)
     }
     m->root = root;
     m->input = *input;
+    m->layout_blk = -1;
     assign_ids(root, m);
     dl_shape o = {0};
     int rc = root->vt->setup(root, m, input, &o);
@@ -920,8 +926,148 @@ float *dl_model_output_grad(dl_model *m)
     return (float *)((char *)m->act->ptr + m->reserved[0] + m->dy_off);
 }
 
+/* --- the layout plan ----------------------------------------------------------
+ * A backend whose convolutions run in channel blocks (oneDNN's nChw16c on
+ * the CPU) reorders each chunk of a convolution's input into them and its
+ * output back; at one thread on the ResNet that was a fifth of the step.
+ * So activations stay in the blocks between layers that can take them.
+ * Each layer has an input and an output port; a container joins its
+ * children's ports into the edges data flows over (a Sequential's output
+ * to the next child's input, a Residual's input to both branches', its
+ * output to both branches' outputs or, for the identity shortcut, to its
+ * input), and an elementwise layer (BatchNorm, the activations) joins its
+ * own two. Union-find gives the classes of ports that must share one
+ * layout. A class is blocked when every port in it may be (the layers'
+ * blocks hook: Conv2d where the backend's conv_blocks says so, the
+ * elementwise layers on [c, h, w] with c a multiple of the block,
+ * AdaptiveAvgPool2d's input for a 1x1 output) and a convolution is in it
+ * (otherwise nothing is saved); the model's input and output are plain,
+ * as is everything inside a container this plan does not know. */
+
+typedef struct lplan {
+    const dl_pass *p;
+    int blk;
+    int *parent;         /* [2 * layers] ports: in 2 * id, out 2 * id + 1 */
+    unsigned char *flag; /* LP_* of the port (of its class, at the root) */
+} lplan;
+
+enum { LP_PLAIN = 1, LP_CONV = 2 };
+
+static int lp_find(lplan *lp, int a)
+{
+    while (lp->parent[a] != a)
+        a = lp->parent[a] = lp->parent[lp->parent[a]];
+    return a;
+}
+
+static void lp_join(lplan *lp, int a, int b)
+{
+    a = lp_find(lp, a), b = lp_find(lp, b);
+    if (a != b) {
+        lp->parent[b] = a;
+        lp->flag[a] |= lp->flag[b];
+    }
+}
+
+static void lp_mark(lplan *lp, int port, int flag) { lp->flag[lp_find(lp, port)] |= flag; }
+
+/* Joins l's ports as data flows through it (plain: everything under a
+ * container the plan does not know). */
+static void lp_visit(lplan *lp, dl_layer *l, int plain)
+{
+    int in = 2 * l->id, out = in + 1;
+    if (plain || (l->nchild && l->vt != &sequential_vt && l->vt != &residual_vt)) {
+        lp_mark(lp, in, LP_PLAIN);
+        lp_mark(lp, out, LP_PLAIN);
+        for (int i = 0; i < l->nchild; i++)
+            lp_visit(lp, l->child[i], 1);
+        return;
+    }
+    if (l->vt == &sequential_vt) {
+        int prev = in;
+        for (int i = 0; i < l->nchild; i++) {
+            lp_visit(lp, l->child[i], 0);
+            lp_join(lp, prev, 2 * l->child[i]->id);
+            prev = 2 * l->child[i]->id + 1;
+        }
+        lp_join(lp, prev, out);
+        return;
+    }
+    if (l->vt == &residual_vt) {
+        for (int i = 0; i < l->nchild; i++) {
+            lp_visit(lp, l->child[i], 0);
+            lp_join(lp, in, 2 * l->child[i]->id);
+            lp_join(lp, out, 2 * l->child[i]->id + 1);
+        }
+        if (!shortcut_of(l))
+            lp_join(lp, in, out);
+        return;
+    }
+    int f = l->vt->blocks ? l->vt->blocks(l, lp->p, lp->blk) : 0;
+    if (!(f & DL_BLOCK_IN))
+        lp_mark(lp, in, LP_PLAIN);
+    if (!(f & DL_BLOCK_OUT))
+        lp_mark(lp, out, LP_PLAIN);
+    if (f & DL_BLOCK_CONV) {
+        lp_mark(lp, in, LP_CONV);
+        lp_mark(lp, out, LP_CONV);
+    }
+    if (f & DL_BLOCK_THROUGH)
+        lp_join(lp, in, out);
+}
+
+static void lp_assign(lplan *lp, dl_layer *l)
+{
+    int a = lp->flag[lp_find(lp, 2 * l->id)], b = lp->flag[lp_find(lp, 2 * l->id + 1)];
+    l->blk_in = a == LP_CONV ? lp->blk : 0;
+    l->blk_out = b == LP_CONV ? lp->blk : 0;
+    for (int i = 0; i < l->nchild; i++)
+        lp_assign(lp, l->child[i]);
+}
+
+static void lp_clear(dl_layer *l)
+{
+    l->blk_in = l->blk_out = 0;
+    for (int i = 0; i < l->nchild; i++)
+        lp_clear(l->child[i]);
+}
+
+/* Sets every layer's blk_in and blk_out for p's backend and compute type
+ * (again only when those change). */
+static int layout_plan(dl_model *m, const dl_pass *p)
+{
+    int blk = p->be->ops->activation_blocks ? p->be->ops->activation_blocks(p->be, p->compute) : 0;
+    if (m->layout_blk == blk && m->layout_be == p->be && m->layout_ops == p->be->ops &&
+        m->layout_compute == p->compute)
+        return DL_OK;
+    lp_clear(m->root);
+    if (blk > 0) {
+        int ports = 2 * m->nlayers;
+        lplan lp = {p, blk, malloc((size_t)ports * sizeof(int)), calloc((size_t)ports, 1)};
+        if (!lp.parent || !lp.flag) {
+            free(lp.parent);
+            free(lp.flag);
+            return dl_error(DL_ENOMEM, "out of memory planning the activations' layout");
+        }
+        for (int i = 0; i < ports; i++)
+            lp.parent[i] = i;
+        lp_visit(&lp, m->root, 0);
+        lp_mark(&lp, 2 * m->root->id, LP_PLAIN);
+        lp_mark(&lp, 2 * m->root->id + 1, LP_PLAIN);
+        lp_assign(&lp, m->root);
+        free(lp.parent);
+        free(lp.flag);
+    }
+    m->layout_blk = blk;
+    m->layout_be = p->be;
+    m->layout_ops = p->be->ops;
+    m->layout_compute = p->compute;
+    return DL_OK;
+}
+
 int dl_model_forward(dl_model *m, dl_pass *p)
 {
+    DL_TRY(layout_plan(m, p));
     if (p->n > m->planned_n)
         return dl_error(DL_EINVAL, "batch of %d rows exceeds the planned %d", p->n, m->planned_n);
     /* the loss adds into the output gradient; the containers overwrite

@@ -133,14 +133,26 @@ typedef struct dl_layer_vt {
      * configuration; NULL for a layer that has none beyond its kind
      * (activations, Flatten, Identity, containers). */
     void (*config)(const dl_layer *l, dl_layer_config *c);
+    /* Optional, leaves only: which of the layer's activations may be in
+     * channel blocks of blk channels on p's backend (DL_BLOCK_* bits; see
+     * nn.c's layout plan). NULL or 0: both plain [n, c, h, w]. */
+    int (*blocks)(const dl_layer *l, const dl_pass *p, int blk);
 } dl_layer_vt;
+
+/* dl_layer_vt.blocks: the input may be blocked, the output may be, the
+ * two are one layout (an elementwise layer: both or neither), the layer
+ * is a convolution that saves its reorders when they are. */
+enum { DL_BLOCK_IN = 1, DL_BLOCK_OUT = 2, DL_BLOCK_THROUGH = 4, DL_BLOCK_CONV = 8 };
 
 struct dl_layer {
     const dl_layer_vt *vt;
     int id;           /* position in the model (keys RNG streams) */
     char name[48];    /* user name or "<kind><id>" */
     dl_shape in, out; /* per sample, set by setup */
-    double flops;     /* forward FLOPs per sample (backward is ~2x) */
+    /* x and y in channel blocks of this many channels ([n, c / blk, h, w,
+     * blk]); 0: plain. Set by the layout plan for the pass's backend. */
+    int blk_in, blk_out;
+    double flops; /* forward FLOPs per sample (backward is ~2x) */
     dl_layer_prof prof;
     dl_model *model; /* set by setup; a layer belongs to one model */
     /* children of containers */

@@ -1,0 +1,533 @@
+/* test_cpu_blocked.c - activations in channel blocks (nChw16c / nChw8c): the transposes, the ops that take them against the plain ones, and the model's layout plan
+ *
+ * A blocked op must give what the plain op gives on the same values in
+ * NCHW: the convolutions bit for bit (the same oneDNN primitive runs; only
+ * the reorders around it go), BatchNorm and global pooling within a few
+ * float roundings (their sums run in another order), and a whole model
+ * trained a step with the plan on must match the same model with it off
+ * (DLBENCH_BLOCKED=0). The plain ops are checked against references and
+ * finite differences in test_cpu_kernels and test_nn.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tests/check.h"
+#include "engine/base/error.h"
+#include "engine/base/rng.h"
+#include "engine/core/backend.h"
+#include "engine/cpu/cpu.h"
+#include "engine/nn/nn.h"
+
+static float *randv(size_t n, uint64_t seed, float scale)
+{
+    float *v = malloc((n ? n : 1) * sizeof *v);
+    for (size_t i = 0; i < n; i++)
+        v[i] = scale * (2.0f * dl_rng_uniform(seed, 13, 0, i) - 1.0f);
+    return v;
+}
+
+/* v [n, c, hw] in blocks of blk channels (a new array). */
+static float *blocked(const float *v, int n, int c, size_t hw, int blk)
+{
+    size_t cp = (size_t)(c + blk - 1) / blk * blk;
+    float *b = malloc((size_t)n * cp * hw * sizeof *b);
+    dl_cpu_to_blocked(b, v, n, c, hw, blk);
+    return b;
+}
+
+/* The blocked b back in [n, c, hw] (a new array). */
+static float *plain(const float *b, int n, int c, size_t hw, int blk)
+{
+    float *v = malloc((size_t)n * c * hw * sizeof *v);
+    dl_cpu_from_blocked(v, b, n, c, hw, blk, 0);
+    return v;
+}
+
+/* The largest |a - b| over n values, relative to the largest |b| (at least 1e-3). */
+static double rel_diff(const float *a, const float *b, size_t n)
+{
+    double worst = 0, big = 1e-3;
+    for (size_t i = 0; i < n; i++)
+        big = fmax(big, fabs(b[i]));
+    for (size_t i = 0; i < n; i++) {
+        double d = fabs((double)a[i] - b[i]);
+        worst = isnan(d) ? INFINITY : fmax(worst, d);
+    }
+    return worst / big;
+}
+
+static size_t differing(const float *a, const float *b, size_t n)
+{
+    size_t bad = 0;
+    for (size_t i = 0; i < n; i++)
+        bad += memcmp(&a[i], &b[i], sizeof *a) != 0;
+    return bad;
+}
+
+/* --- the transposes against the index formula ------------------------------ */
+
+static void test_layout_transposes(void)
+{
+    const int cs[] = {16, 24, 8, 5, 32, 3}, hws[] = {1, 7, 8, 9, 49, 196};
+    for (int bi = 0; bi < 2; bi++) {
+        int blk = bi ? 16 : 8;
+        for (size_t ci = 0; ci < sizeof cs / sizeof *cs; ci++)
+            for (size_t hi = 0; hi < sizeof hws / sizeof *hws; hi++) {
+                int n = 3, c = cs[ci], nb = (c + blk - 1) / blk;
+                size_t hw = (size_t)hws[hi], total = (size_t)n * c * hw;
+                float *x = randv(total, 1 + ci, 1.0f), *b = blocked(x, n, c, hw, blk);
+                size_t bad = 0;
+                for (int i = 0; i < n; i++)
+                    for (int ch = 0; ch < nb * blk; ch++)
+                        for (size_t j = 0; j < hw; j++) {
+                            float want = ch < c ? x[((size_t)i * c + ch) * hw + j] : 0.0f;
+                            float got = b[(((size_t)i * nb + ch / blk) * hw + j) * blk + ch % blk];
+                            bad += memcmp(&want, &got, sizeof got) != 0;
+                        }
+                CHECK_MSG(bad == 0, "to blocks of %d: c %d hw %zu: %zu wrong", blk, c, hw, bad);
+                float *back = plain(b, n, c, hw, blk);
+                CHECK_MSG(differing(back, x, total) == 0, "round trip blk %d c %d hw %zu", blk, c,
+                          hw);
+                /* adding: back + x from the blocks */
+                float *sum = randv(total, 9, 1.0f), *want = malloc(total * sizeof *want);
+                for (size_t i = 0; i < total; i++)
+                    want[i] = sum[i] + x[i];
+                dl_cpu_from_blocked(sum, b, n, c, hw, blk, 1);
+                CHECK_MSG(differing(sum, want, total) == 0, "adding blk %d c %d hw %zu", blk, c,
+                          hw);
+                free(x), free(b), free(back), free(sum), free(want);
+            }
+    }
+}
+
+/* --- convolutions ------------------------------------------------------------ */
+
+static dl_conv_desc cdesc(int n, int c, int h, int k, int r, int stride, int pad)
+{
+    dl_conv_desc d = {.n = n, .c = c, .h = h, .w = h, .k = k, .r = r, .s = r};
+    d.stride = stride;
+    d.pad = pad;
+    d.p = d.q = (h + 2 * pad - r) / stride + 1;
+    return d;
+}
+
+typedef struct conv_out {
+    float *y, *dx_add, *dx_set, *dw, *db;
+} conv_out;
+
+static void conv_out_free(conv_out *o)
+{
+    free(o->y), free(o->dx_add), free(o->dx_set), free(o->dw), free(o->db);
+}
+
+/* All four ops of d on x, w, b, dy (plain values); d's x_blk, y_blk say
+ * which operands go in blocks (converted here, results converted back). */
+static int run_conv(dl_backend *be, const dl_conv_desc *d, dl_dtype compute, const float *x,
+                    const float *w, const float *b, const float *dy, const float *dx0,
+                    const float *dw0, conv_out *o)
+{
+    size_t xhw = (size_t)d->h * d->w, yhw = (size_t)d->p * d->q;
+    size_t nx = (size_t)d->n * d->c * xhw, ny = (size_t)d->n * d->k * yhw;
+    size_t nw = (size_t)d->k * d->c * d->r * d->s;
+    dl_conv_desc plain_d = *d;
+    plain_d.x_blk = plain_d.y_blk = 0;
+    size_t wsb = be->ops->conv_workspace(be, &plain_d, compute);
+    void *ws = malloc(wsb ? wsb : 1);
+    const float *xi = d->x_blk ? blocked(x, d->n, d->c, xhw, d->x_blk) : x;
+    const float *dyi = d->y_blk ? blocked(dy, d->n, d->k, yhw, d->y_blk) : dy;
+    float *y = malloc(ny * sizeof *y), *dxa = NULL, *dxs = malloc(nx * sizeof *dxs);
+    if (d->x_blk) {
+        dxa = blocked(dx0, d->n, d->c, xhw, d->x_blk);
+    } else {
+        dxa = malloc(nx * sizeof *dxa);
+        memcpy(dxa, dx0, nx * sizeof *dxa);
+    }
+    o->dw = malloc(nw * sizeof *o->dw);
+    o->db = malloc((size_t)d->k * sizeof *o->db);
+    memcpy(o->dw, dw0, nw * sizeof *o->dw);
+    for (int i = 0; i < d->k; i++)
+        o->db[i] = 0.5f;
+    int rc = be->ops->conv_forward(be, d, y, xi, w, b, ws, wsb, compute);
+    if (rc == DL_OK)
+        rc = be->ops->conv_backward_data(be, d, dxa, dyi, w, ws, wsb, compute);
+    if (rc == DL_OK)
+        rc = be->ops->conv_backward_data_set(be, d, dxs, dyi, w, ws, wsb, compute);
+    if (rc == DL_OK)
+        rc = be->ops->conv_backward_filter(be, d, o->dw, o->db, dyi, xi, ws, wsb, compute);
+    o->y = d->y_blk ? plain(y, d->n, d->k, yhw, d->y_blk) : y;
+    o->dx_add = d->x_blk ? plain(dxa, d->n, d->c, xhw, d->x_blk) : dxa;
+    o->dx_set = d->x_blk ? plain(dxs, d->n, d->c, xhw, d->x_blk) : dxs;
+    if (d->y_blk)
+        free(y);
+    if (d->x_blk) {
+        free(dxa), free(dxs);
+        free((void *)xi);
+    }
+    if (d->y_blk)
+        free((void *)dyi);
+    free(ws);
+    return rc;
+}
+
+static void conv_blocked_case(dl_backend *be, dl_conv_desc d, dl_dtype compute, int blk)
+{
+    size_t nx = (size_t)d.n * d.c * d.h * d.w, ny = (size_t)d.n * d.k * d.p * d.q;
+    size_t nw = (size_t)d.k * d.c * d.r * d.s;
+    float *x = randv(nx, 1, 1.0f), *w = randv(nw, 2, 0.3f), *b = randv((size_t)d.k, 3, 0.5f);
+    float *dy = randv(ny, 4, 1.0f), *dx0 = randv(nx, 5, 1.0f), *dw0 = randv(nw, 6, 1.0f);
+    conv_out ref = {0};
+    CHECK_OK(run_conv(be, &d, compute, x, w, b, dy, dx0, dw0, &ref));
+    int can = be->ops->conv_blocks(be, &d, compute);
+    /* what the backend allows: x from blk channels on (oneDNN's every
+     * direction), y where k is a multiple (below 8 input channels, where
+     * oneDNN runs the forward: the rule of the CPU's vector width) */
+    CHECK_MSG((can & 1) == (d.c % blk == 0), "conv_blocks x for c %d: %d", d.c, can);
+    CHECK_MSG(d.c < 8 || !!(can & 2) == (d.k % blk == 0), "conv_blocks y for k %d: %d", d.k, can);
+    for (int mode = 1; mode < 4; mode++) {
+        dl_conv_desc bd = d;
+        bd.x_blk = mode & 1 ? blk : 0;
+        bd.y_blk = mode & 2 ? blk : 0;
+        if ((bd.x_blk && !(can & 1)) || (bd.y_blk && !(can & 2)))
+            continue;
+        conv_out got = {0};
+        CHECK_OK(run_conv(be, &bd, compute, x, w, b, dy, dx0, dw0, &got));
+        const char *what = mode == 1 ? "x" : mode == 2 ? "y" : "x and y";
+        /* plain 1x1 layers run the own 1x1 kernels, other sums: close;
+         * everything else the same primitive: the same bits */
+        if (d.r == 1) {
+            CHECK_MSG(rel_diff(got.y, ref.y, ny) < 1e-5 && rel_diff(got.dx_add, ref.dx_add, nx) <
+                          1e-5 && rel_diff(got.dx_set, ref.dx_set, nx) < 1e-5 &&
+                          rel_diff(got.dw, ref.dw, nw) < 1e-5,
+                      "1x1, %s blocked: y %g dx %g %g dw %g", what, rel_diff(got.y, ref.y, ny),
+                      rel_diff(got.dx_add, ref.dx_add, nx), rel_diff(got.dx_set, ref.dx_set, nx),
+                      rel_diff(got.dw, ref.dw, nw));
+        } else {
+            CHECK_MSG(differing(got.y, ref.y, ny) == 0, "y, %s blocked (c %d k %d %dx%d)", what,
+                      d.c, d.k, d.h, d.w);
+            CHECK_MSG(differing(got.dx_add, ref.dx_add, nx) == 0,
+                      "dx added, %s blocked (c %d k %d)", what, d.c, d.k);
+            CHECK_MSG(differing(got.dx_set, ref.dx_set, nx) == 0,
+                      "dx written, %s blocked (c %d k %d)", what, d.c, d.k);
+            CHECK_MSG(differing(got.dw, ref.dw, nw) == 0, "dw, %s blocked (c %d k %d)", what,
+                      d.c, d.k);
+        }
+        /* db: oneDNN's sums against the plain path's double ones */
+        CHECK_MSG(rel_diff(got.db, ref.db, (size_t)d.k) < 1e-5, "db, %s blocked: %g", what,
+                  rel_diff(got.db, ref.db, (size_t)d.k));
+        conv_out_free(&got);
+    }
+    conv_out_free(&ref);
+    free(x), free(w), free(b), free(dy), free(dx0), free(dw0);
+}
+
+static void test_conv_blocked(void)
+{
+    for (int threads = 1; threads <= 2; threads++) {
+        dl_backend *be = dl_backend_cpu_create(threads);
+        CHECK(be != NULL);
+        if (!be)
+            return;
+        int blk = be->ops->activation_blocks(be, DL_F32);
+        if (!blk) {
+            SKIP("the CPU backend keeps NCHW here (built without oneDNN)");
+            dl_backend_cpu_destroy(be);
+            return;
+        }
+        const dl_conv_desc cases[] = {
+            cdesc(10, 16, 14, 32, 3, 1, 1), /* direct, a short last chunk */
+            cdesc(5, 32, 7, 16, 1, 2, 0),   /* 1x1 stride 2: the own 1x1 kernels when plain */
+            cdesc(9, 3, 12, 16, 3, 1, 1),   /* a stem: dx runs the own kernels on copies */
+            cdesc(4, 16, 8, 24, 3, 2, 1),   /* k not a multiple of 16 */
+            cdesc(3, 64, 7, 64, 3, 1, 1),   /* Winograd */
+            cdesc(6, 16, 9, 16, 5, 1, 2),   /* 5x5 */
+        };
+        for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+            conv_blocked_case(be, cases[i], DL_F32, blk);
+            conv_blocked_case(be, cases[i], DL_BF16, blk);
+        }
+        /* AVX2's blocks of 8 run on any x86-64-v3 CPU */
+        /* AVX2's blocks of 8 (oneDNN may still run its 16-channel
+         * kernels: then its reorders go between the two block sizes) */
+        if (blk == 16) {
+            dl_cpu_set_avx512(0);
+            CHECK(be->ops->activation_blocks(be, DL_F32) == 8);
+            for (size_t i = 0; i < 3; i++)
+                conv_blocked_case(be, cases[i], DL_F32, 8);
+            dl_cpu_set_avx512(1);
+        }
+        dl_backend_cpu_destroy(be);
+    }
+}
+
+/* --- BatchNorm and global pooling ----------------------------------------------- */
+
+static void bn_case(dl_backend *be, int n, int c, int inner, int blk, int relu, int training)
+{
+    size_t total = (size_t)n * c * inner;
+    float *x = randv(total, 21, 2.0f), *dy = randv(total, 22, 1.0f);
+    for (size_t i = 0; i < total; i++)
+        x[i] += 0.5f; /* a mean away from 0 */
+    float *g = randv((size_t)c, 23, 1.0f), *bt = randv((size_t)c, 24, 0.5f);
+    float *st[2][8]; /* per layout: rm, rv, sm, si, dg, db, y, dx */
+    for (int k = 0; k < 2; k++)
+        for (int a = 0; a < 8; a++) {
+            size_t cnt = a < 6 ? (size_t)c : total;
+            st[k][a] = malloc(cnt * sizeof(float));
+            for (size_t i = 0; i < cnt; i++)
+                st[k][a][i] = a == 1 ? 1.0f + 0.01f * (float)i : a < 6 ? 0.1f : NAN;
+        }
+    /* plain */
+    float **p = st[0], **q = st[1];
+    CHECK_OK((relu ? be->ops->batchnorm_relu_forward : be->ops->batchnorm_forward)(
+        be, training, n, c, inner, 0.1f, 1e-5f, p[6], x, g, bt, p[0], p[1], p[2], p[3]));
+    float *xb = blocked(x, n, c, (size_t)inner, blk), *dyb = blocked(dy, n, c, (size_t)inner, blk);
+    float *yb = malloc(total * sizeof *yb), *dxb = malloc(total * sizeof *dxb);
+    CHECK_OK(be->ops->batchnorm_blocked_forward(be, blk, relu, training, n, c, inner, 0.1f, 1e-5f,
+                                                yb, xb, g, bt, q[0], q[1], q[2], q[3]));
+    free(q[6]);
+    q[6] = plain(yb, n, c, (size_t)inner, blk);
+    double tol = 1e-5;
+    CHECK_MSG(rel_diff(q[6], p[6], total) < tol, "y (n %d c %d inner %d blk %d relu %d train %d): %g",
+              n, c, inner, blk, relu, training, rel_diff(q[6], p[6], total));
+    for (int a = 0; a < 4 && training; a++)
+        CHECK_MSG(rel_diff(q[a], p[a], (size_t)c) < tol, "statistic %d: %g", a,
+                  rel_diff(q[a], p[a], (size_t)c));
+    if (training) {
+        for (int set = 0; set <= 1; set++) {
+            if (relu && !set)
+                continue; /* the fused pair only writes */
+            float *dx0 = randv(total, 25, 1.0f);
+            memcpy(p[7], dx0, total * sizeof(float));
+            if (relu)
+                CHECK_OK(be->ops->batchnorm_relu_backward_set(be, n, c, inner, p[7], p[4], p[5], dy,
+                                                              x, g, bt, p[2], p[3]));
+            else
+                CHECK_OK((set ? be->ops->batchnorm_backward_set : be->ops->batchnorm_backward)(
+                    be, n, c, inner, p[7], p[4], p[5], dy, x, g, p[2], p[3]));
+            float *dx0b = blocked(dx0, n, c, (size_t)inner, blk);
+            memcpy(dxb, dx0b, total * sizeof(float));
+            CHECK_OK(be->ops->batchnorm_blocked_backward(be, blk, relu, set, n, c, inner, dxb,
+                                                         q[4], q[5], dyb, xb, g, bt, p[2], p[3]));
+            float *dx = plain(dxb, n, c, (size_t)inner, blk);
+            CHECK_MSG(rel_diff(dx, p[7], total) < 1e-4, "dx (set %d relu %d): %g", set, relu,
+                      rel_diff(dx, p[7], total));
+            CHECK_MSG(rel_diff(q[4], p[4], (size_t)c) < 1e-4 &&
+                          rel_diff(q[5], p[5], (size_t)c) < 1e-4,
+                      "dgamma %g dbeta %g", rel_diff(q[4], p[4], (size_t)c),
+                      rel_diff(q[5], p[5], (size_t)c));
+            free(dx0), free(dx0b), free(dx);
+        }
+    }
+    for (int k = 0; k < 2; k++)
+        for (int a = 0; a < 8; a++)
+            free(st[k][a]);
+    free(x), free(dy), free(g), free(bt), free(xb), free(dyb), free(yb), free(dxb);
+}
+
+static void test_batchnorm_blocked(void)
+{
+    dl_backend *be = dl_backend_cpu(0);
+    CHECK(be && be->ops->batchnorm_blocked_forward && be->ops->batchnorm_blocked_backward);
+    if (!be || !be->ops->batchnorm_blocked_forward)
+        return;
+    const int shapes[][3] = {{6, 16, 49}, {3, 32, 9}, {2, 8, 1}, {5, 48, 196}, {2, 16, 33}};
+    for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++)
+        for (int blk = 8; blk <= 16; blk += 8) {
+            if (shapes[s][1] % blk)
+                continue;
+            for (int relu = 0; relu <= 1; relu++)
+                for (int training = 0; training <= 1; training++)
+                    bn_case(be, shapes[s][0], shapes[s][1], shapes[s][2], blk, relu, training);
+        }
+    /* bad shapes are refused, naming the op */
+    float v[64];
+    CHECK(be->ops->batchnorm_blocked_forward(be, 16, 0, 1, 2, 24, 1, 0.1f, 1e-5f, v, v, NULL, NULL,
+                                             NULL, NULL, NULL, NULL) == DL_EINVAL);
+    CHECK(strstr(dl_error_message(), "batchnorm_forward (blocked)") != NULL);
+}
+
+/* The same bits at one and two threads. */
+static void test_batchnorm_blocked_threads(void)
+{
+    int n = 7, c = 32, inner = 100, blk = 16;
+    size_t total = (size_t)n * c * inner;
+    float *x = randv(total, 31, 1.0f), *dy = randv(total, 32, 1.0f);
+    float *out[2][2];
+    for (int t = 0; t < 2; t++) {
+        dl_backend *be = dl_backend_cpu_create(t + 1);
+        CHECK(be != NULL);
+        if (!be)
+            return;
+        float sm[32], si[32], dg[32] = {0}, db[32] = {0};
+        out[t][0] = malloc(total * sizeof(float));
+        out[t][1] = malloc(total * sizeof(float));
+        CHECK_OK(be->ops->batchnorm_blocked_forward(be, blk, 1, 1, n, c, inner, 0.1f, 1e-5f,
+                                                    out[t][0], x, NULL, NULL, NULL, NULL, sm, si));
+        CHECK_OK(be->ops->batchnorm_blocked_backward(be, blk, 1, 1, n, c, inner, out[t][1], dg, db,
+                                                     dy, x, NULL, NULL, sm, si));
+        dl_backend_cpu_destroy(be);
+    }
+    CHECK(differing(out[0][0], out[1][0], total) == 0);
+    CHECK(differing(out[0][1], out[1][1], total) == 0);
+    for (int t = 0; t < 2; t++)
+        free(out[t][0]), free(out[t][1]);
+    free(x), free(dy);
+}
+
+static void test_global_pool_blocked(void)
+{
+    dl_backend *be = dl_backend_cpu(0);
+    const int shapes[][3] = {{4, 16, 49}, {3, 32, 1}, {2, 64, 196}};
+    for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++)
+        for (int blk = 8; blk <= 16; blk += 8) {
+            int n = shapes[s][0], c = shapes[s][1], hw = shapes[s][2], side = (int)sqrt(hw);
+            dl_pool_desc d = {.n = n, .c = c, .h = side, .w = hw / side, .p = 1, .q = 1};
+            size_t total = (size_t)n * c * hw;
+            float *x = randv(total, 41, 1.0f), *dy = randv((size_t)n * c, 42, 1.0f);
+            float *y = malloc((size_t)n * c * sizeof *y), *yb = malloc((size_t)n * c * sizeof *yb);
+            float *dx = randv(total, 43, 1.0f), *dx0 = randv(total, 43, 1.0f);
+            float *xb = blocked(x, n, c, (size_t)hw, blk), *dxb = blocked(dx0, n, c, (size_t)hw, blk);
+            CHECK_OK(be->ops->adaptive_avgpool_forward(be, &d, y, x));
+            CHECK_OK(be->ops->adaptive_avgpool_backward(be, &d, dx, dy));
+            d.blk = blk;
+            CHECK_OK(be->ops->adaptive_avgpool_forward(be, &d, yb, xb));
+            CHECK_OK(be->ops->adaptive_avgpool_backward(be, &d, dxb, dy));
+            float *dxp = plain(dxb, n, c, (size_t)hw, blk);
+            CHECK_MSG(rel_diff(yb, y, (size_t)n * c) < 1e-6, "y c %d hw %d blk %d", c, hw, blk);
+            CHECK_MSG(differing(dxp, dx, total) == 0, "dx c %d hw %d blk %d", c, hw, blk);
+            free(x), free(dy), free(y), free(yb), free(dx), free(dx0), free(xb), free(dxb),
+                free(dxp);
+        }
+    dl_pool_desc bad = {.n = 1, .c = 24, .h = 2, .w = 2, .p = 1, .q = 1, .blk = 16};
+    float v[96];
+    CHECK(be->ops->adaptive_avgpool_forward(be, &bad, v, v) == DL_EINVAL);
+}
+
+/* --- the model's layout plan -------------------------------------------------- */
+
+static dl_layer *conv(int cin, int cout, int k, int stride)
+{
+    dl_conv2d_opts o = {.stride = stride, .padding = k / 2};
+    return dl_nn_conv2d_with(cin, cout, k, &o);
+}
+
+static dl_layer *seq(int n, dl_layer **ls)
+{
+    dl_layer *s = dl_nn_sequential();
+    for (int i = 0; i < n; i++)
+        dl_nn_sequential_add(s, ls[i]);
+    return s;
+}
+
+/* A small ResNet on [3, 8, 8]: stem, a block with the identity shortcut,
+ * a strided block with a 1x1 projection, global pooling, a classifier;
+ * with_pool puts a max pooling (plain only) after the stem's ReLU. */
+static dl_layer *small_resnet(int with_pool, dl_layer **stem, dl_layer **mid_conv,
+                              dl_layer **gpool)
+{
+    dl_layer *b1[] = {conv(16, 16, 3, 1), dl_nn_batchnorm(16, 1e-5f, 0.1f),
+                      dl_nn_activation(DL_ACT_RELU), conv(16, 16, 3, 1),
+                      dl_nn_batchnorm(16, 1e-5f, 0.1f)};
+    *mid_conv = b1[0];
+    dl_layer *b2[] = {conv(16, 32, 3, 2), dl_nn_batchnorm(32, 1e-5f, 0.1f),
+                      dl_nn_activation(DL_ACT_GELU), conv(32, 32, 3, 1),
+                      dl_nn_batchnorm(32, 1e-5f, 0.1f)};
+    dl_layer *sc[] = {conv(16, 32, 1, 2), dl_nn_batchnorm(32, 1e-5f, 0.1f)};
+    *stem = conv(3, 16, 3, 1);
+    *gpool = dl_nn_adaptive_avgpool2d(1, 1);
+    dl_layer *ls[] = {*stem,
+                      dl_nn_batchnorm(16, 1e-5f, 0.1f),
+                      dl_nn_activation(DL_ACT_RELU),
+                      with_pool ? dl_nn_maxpool2d(3, 1, 1) : dl_nn_identity(),
+                      dl_nn_residual(seq(5, b1)),
+                      dl_nn_activation(DL_ACT_RELU),
+                      dl_nn_residual_shortcut(seq(5, b2), seq(2, sc)),
+                      dl_nn_activation(DL_ACT_RELU),
+                      *gpool,
+                      dl_nn_flatten(),
+                      dl_nn_linear(32, 5, 1)};
+    return seq(11, ls);
+}
+
+/* One training step's output and gradients of m (input and output
+ * gradient fixed), DLBENCH_BLOCKED as given. */
+static void model_step(dl_model *m, int n, const char *blocked_env, float *out, float *grads)
+{
+    if (blocked_env)
+        setenv("DLBENCH_BLOCKED", blocked_env, 1);
+    else
+        unsetenv("DLBENCH_BLOCKED");
+    dl_model_state s;
+    dl_model_get_state(m, &s);
+    memset(s.grads, 0, s.count * sizeof(float));
+    size_t nin = (size_t)n * dl_shape_numel(dl_model_input_shape(m));
+    size_t nout = (size_t)n * dl_shape_numel(dl_model_output_shape(m));
+    float *x = randv(nin, 51, 1.0f), *r = randv(nout, 52, 1.0f);
+    memcpy(dl_model_input(m), x, nin * sizeof *x);
+    dl_pass p;
+    dl_model_pass(m, &p, n, 1, DL_PREC_F32, 5, 3);
+    CHECK_OK(dl_model_forward(m, &p));
+    memcpy(out, dl_model_output(m), nout * sizeof *out);
+    memcpy(dl_model_output_grad(m), r, nout * sizeof *r);
+    CHECK_OK(dl_model_backward(m, &p));
+    memcpy(grads, s.grads, s.count * sizeof *grads);
+    unsetenv("DLBENCH_BLOCKED");
+    free(x), free(r);
+}
+
+static void test_model_layout(void)
+{
+    dl_backend *be = dl_backend_cpu(0);
+    int blk = be->ops->activation_blocks(be, DL_F32);
+    if (!blk) {
+        SKIP("the CPU backend keeps NCHW here (built without oneDNN)");
+        return;
+    }
+    for (int with_pool = 0; with_pool <= 1; with_pool++) {
+        dl_layer *stem, *mid, *gpool;
+        dl_layer *root = small_resnet(with_pool, &stem, &mid, &gpool);
+        dl_model *m = NULL;
+        dl_shape in = {3, {3, 8, 8}};
+        CHECK_OK(dl_model_create(&m, root, &in));
+        if (!m)
+            return;
+        int n = 6;
+        CHECK_OK(dl_model_init_state(m, be, 0, 7));
+        CHECK_OK(dl_model_plan(m, n));
+        size_t nout = (size_t)n * 5, np = dl_model_param_count(m);
+        float *o[2] = {malloc(nout * 4), malloc(nout * 4)}, *g[2] = {malloc(np * 4), malloc(np * 4)};
+        /* the running statistics move with each training step: both runs
+         * start from the same ones */
+        dl_model_state s;
+        dl_model_get_state(m, &s);
+        float *buf = malloc((s.buffer_count + 1) * 4);
+        memcpy(buf, s.buffers, s.buffer_count * 4);
+        model_step(m, n, "0", o[0], g[0]);
+        CHECK(stem->blk_out == 0 && mid->blk_in == 0);
+        memcpy(s.buffers, buf, s.buffer_count * 4);
+        model_step(m, n, NULL, o[1], g[1]);
+        /* the stem reads the images as they are; the flatten needs NCHW */
+        CHECK(stem->blk_in == 0);
+        CHECK_MSG(stem->blk_out == (with_pool ? 0 : blk), "stem out %d (pool %d)", stem->blk_out,
+                  with_pool);
+        CHECK_MSG(mid->blk_in == (with_pool ? 0 : blk) && mid->blk_out == blk,
+                  "block conv in %d out %d", mid->blk_in, mid->blk_out);
+        CHECK(gpool->blk_in == blk && gpool->blk_out == 0);
+        CHECK_MSG(rel_diff(o[1], o[0], nout) < 1e-5, "outputs %g", rel_diff(o[1], o[0], nout));
+        CHECK_MSG(rel_diff(g[1], g[0], np) < 1e-4, "gradients %g", rel_diff(g[1], g[0], np));
+        free(o[0]), free(o[1]), free(g[0]), free(g[1]), free(buf);
+        dl_model_destroy(m);
+    }
+}
+
+int main(void)
+{
+    RUN(test_layout_transposes);
+    RUN(test_conv_blocked);
+    RUN(test_batchnorm_blocked);
+    RUN(test_batchnorm_blocked_threads);
+    RUN(test_global_pool_blocked);
+    RUN(test_model_layout);
+    CHECK_EXIT();
+}
