@@ -10,7 +10,8 @@
  * time the default choice and oneDNN's alternately in the same process, with their ratio; with
  * BENCH_CONV_VS=wino, oneDNN's Winograd kernels against its direct ones (DLBENCH_CONV_WINO=1, =0).
  * BENCH_CONV_VS=lanes, the depthwise kernels with channels in lanes against those on planes
- * (DLBENCH_DW_LANES=1, =0).
+ * (DLBENCH_DW_LANES=1, =0). BENCH_CONV_VS=blocked, x and y in oneDNN's channel blocks (as the layout
+ * plan keeps a model's activations, where the backend allows it for the shape) against NCHW.
  *
  * usage: bench_conv [threads] [f32|bf16] [only]   (default 1 thread, f32 compute;
  *        only: run just the shapes whose name contains it)
@@ -177,7 +178,8 @@ int main(int argc, char **argv)
            cold && !strcmp(cold, "1") ? ", operands in memory (BENCH_CONV_COLD=1)" : "");
     const char *vse = getenv("BENCH_CONV_VS");
     int wino = vse && !strcmp(vse, "wino"), lanes = vse && !strcmp(vse, "lanes");
-    int vs = wino || lanes || (vse && !strcmp(vse, "dnnl"));
+    int blocked = vse && !strcmp(vse, "blocked");
+    int vs = wino || lanes || blocked || (vse && !strcmp(vse, "dnnl"));
     /* the two settings a comparison switches between */
     const char *var = wino ? "DLBENCH_CONV_WINO" : lanes ? "DLBENCH_DW_LANES" : NULL;
     double ceil = sgemm_rate(be, 512, 512, 512);
@@ -187,7 +189,8 @@ int main(int argc, char **argv)
                "bwd w", "",
                wino    ? "  (GFLOP/s: oneDNN's Winograd where it has the shape, direct, the ratio)"
                : lanes ? "  (GFLOP/s: depthwise with channels in lanes, on planes, the ratio)"
-                       : "  (GFLOP/s: the default choice, oneDNN's, the ratio)");
+               : blocked ? "  (GFLOP/s: x and y in channel blocks where allowed, NCHW, the ratio)"
+                         : "  (GFLOP/s: the default choice, oneDNN's, the ratio)");
     else
         printf("  %-24s %9s %9s %9s %9s\n", "shape (batch 64/128)", "fwd", "bwd data", "bwd w",
                "/sgemm");
@@ -197,10 +200,10 @@ int main(int argc, char **argv)
             continue;
         int p = (s->h + 2 * s->pad - s->r) / s->stride + 1;
         int groups = s->groups > 0 ? s->groups : 1, cg = s->c / groups;
-        bufs B = {
-            .be = be,
-            .d = {s->n, s->c, s->h, s->h, s->k, s->r, s->r, s->stride, s->pad, p, p, groups, 1},
-            .compute = compute};
+        bufs B = {.be = be,
+                  .d = {s->n, s->c, s->h, s->h, s->k, s->r, s->r, s->stride, s->pad, p, p, groups,
+                        1, 0, 0},
+                  .compute = compute};
         B.x = filled((size_t)s->n * s->c * s->h * s->h);
         B.dx = filled((size_t)s->n * s->c * s->h * s->h);
         B.w = filled((size_t)s->k * cg * s->r * s->r);
@@ -220,6 +223,9 @@ int main(int argc, char **argv)
         }
         B.ws = malloc(B.ws_bytes + 64);
         double flops = 2.0 * s->n * s->k * p * p * cg * s->r * s->r, g[3];
+        /* the blocks the backend allows this shape (what the layout plan would use) */
+        int can = blocked && be->ops->conv_blocks ? be->ops->conv_blocks(be, &B.d, compute) : 0;
+        int blk = be->ops->activation_blocks ? be->ops->activation_blocks(be, compute) : 0;
         if (vs) {
             /* the default choice against oneDNN's, alternating in this
              * process (the machine's speed drifts between runs) */
@@ -230,10 +236,13 @@ int main(int argc, char **argv)
                         setenv(var, "1", 1);
                     else
                         unsetenv("DLBENCH_CONV");
+                    B.d.x_blk = can & 1 ? blk : 0;
+                    B.d.y_blk = can & 2 ? blk : 0;
                     double a = best_of(&B, dir);
+                    B.d.x_blk = B.d.y_blk = 0;
                     if (var)
                         setenv(var, "0", 1);
-                    else
+                    else if (!blocked)
                         setenv("DLBENCH_CONV", "dnnl", 1);
                     double b = best_of(&B, dir);
                     own[dir] = a < own[dir] ? a : own[dir];
@@ -247,9 +256,10 @@ int main(int argc, char **argv)
                 printf(" %7.1f %6.1f %5.2fx", flops / own[dir] / 1e9, flops / dn[dir] / 1e9,
                        dn[dir] / own[dir]);
             printf("\nRESULT conv%s %s %s %.2f %.2f %.2f\n",
-                   wino    ? "wino"
-                   : lanes ? "lanes"
-                           : "vs",
+                   wino      ? "wino"
+                   : lanes   ? "lanes"
+                   : blocked ? "blocked"
+                             : "vs",
                    s->what, dl_dtype_name(compute), dn[0] / own[0], dn[1] / own[1], dn[2] / own[2]);
             void *all[] = {B.x, B.dx, B.w, B.dw, B.b, B.db, B.y, B.ws};
             for (size_t k = 0; k < sizeof all / sizeof *all; k++)

@@ -196,8 +196,9 @@ static void conv_blocked_case(dl_backend *be, dl_conv_desc d, dl_dtype compute, 
         /* plain 1x1 layers run the own 1x1 kernels, other sums: close;
          * everything else the same primitive: the same bits */
         if (d.r == 1) {
-            CHECK_MSG(rel_diff(got.y, ref.y, ny) < 1e-5 && rel_diff(got.dx_add, ref.dx_add, nx) <
-                          1e-5 && rel_diff(got.dx_set, ref.dx_set, nx) < 1e-5 &&
+            CHECK_MSG(rel_diff(got.y, ref.y, ny) < 1e-5 &&
+                          rel_diff(got.dx_add, ref.dx_add, nx) < 1e-5 &&
+                          rel_diff(got.dx_set, ref.dx_set, nx) < 1e-5 &&
                           rel_diff(got.dw, ref.dw, nw) < 1e-5,
                       "1x1, %s blocked: y %g dx %g %g dw %g", what, rel_diff(got.y, ref.y, ny),
                       rel_diff(got.dx_add, ref.dx_add, nx), rel_diff(got.dx_set, ref.dx_set, nx),
@@ -209,8 +210,8 @@ static void conv_blocked_case(dl_backend *be, dl_conv_desc d, dl_dtype compute, 
                       "dx added, %s blocked (c %d k %d)", what, d.c, d.k);
             CHECK_MSG(differing(got.dx_set, ref.dx_set, nx) == 0,
                       "dx written, %s blocked (c %d k %d)", what, d.c, d.k);
-            CHECK_MSG(differing(got.dw, ref.dw, nw) == 0, "dw, %s blocked (c %d k %d)", what,
-                      d.c, d.k);
+            CHECK_MSG(differing(got.dw, ref.dw, nw) == 0, "dw, %s blocked (c %d k %d)", what, d.c,
+                      d.k);
         }
         /* db: oneDNN's sums against the plain path's double ones */
         CHECK_MSG(rel_diff(got.db, ref.db, (size_t)d.k) < 1e-5, "db, %s blocked: %g", what,
@@ -288,8 +289,9 @@ static void bn_case(dl_backend *be, int n, int c, int inner, int blk, int relu, 
     free(q[6]);
     q[6] = plain(yb, n, c, (size_t)inner, blk);
     double tol = 1e-5;
-    CHECK_MSG(rel_diff(q[6], p[6], total) < tol, "y (n %d c %d inner %d blk %d relu %d train %d): %g",
-              n, c, inner, blk, relu, training, rel_diff(q[6], p[6], total));
+    CHECK_MSG(rel_diff(q[6], p[6], total) < tol,
+              "y (n %d c %d inner %d blk %d relu %d train %d): %g", n, c, inner, blk, relu,
+              training, rel_diff(q[6], p[6], total));
     for (int a = 0; a < 4 && training; a++)
         CHECK_MSG(rel_diff(q[a], p[a], (size_t)c) < tol, "statistic %d: %g", a,
                   rel_diff(q[a], p[a], (size_t)c));
@@ -307,8 +309,8 @@ static void bn_case(dl_backend *be, int n, int c, int inner, int blk, int relu, 
                     be, n, c, inner, p[7], p[4], p[5], dy, x, g, p[2], p[3]));
             float *dx0b = blocked(dx0, n, c, (size_t)inner, blk);
             memcpy(dxb, dx0b, total * sizeof(float));
-            CHECK_OK(be->ops->batchnorm_blocked_backward(be, blk, relu, set, n, c, inner, dxb,
-                                                         q[4], q[5], dyb, xb, g, bt, p[2], p[3]));
+            CHECK_OK(be->ops->batchnorm_blocked_backward(be, blk, relu, set, n, c, inner, dxb, q[4],
+                                                         q[5], dyb, xb, g, bt, p[2], p[3]));
             float *dx = plain(dxb, n, c, (size_t)inner, blk);
             CHECK_MSG(rel_diff(dx, p[7], total) < 1e-4, "dx (set %d relu %d): %g", set, relu,
                       rel_diff(dx, p[7], total));
@@ -387,7 +389,8 @@ static void test_global_pool_blocked(void)
             float *x = randv(total, 41, 1.0f), *dy = randv((size_t)n * c, 42, 1.0f);
             float *y = malloc((size_t)n * c * sizeof *y), *yb = malloc((size_t)n * c * sizeof *yb);
             float *dx = randv(total, 43, 1.0f), *dx0 = randv(total, 43, 1.0f);
-            float *xb = blocked(x, n, c, (size_t)hw, blk), *dxb = blocked(dx0, n, c, (size_t)hw, blk);
+            float *xb = blocked(x, n, c, (size_t)hw, blk),
+                  *dxb = blocked(dx0, n, c, (size_t)hw, blk);
             CHECK_OK(be->ops->adaptive_avgpool_forward(be, &d, y, x));
             CHECK_OK(be->ops->adaptive_avgpool_backward(be, &d, dx, dy));
             d.blk = blk;
@@ -402,6 +405,75 @@ static void test_global_pool_blocked(void)
     dl_pool_desc bad = {.n = 1, .c = 24, .h = 2, .w = 2, .p = 1, .q = 1, .blk = 16};
     float v[96];
     CHECK(be->ops->adaptive_avgpool_forward(be, &bad, v, v) == DL_EINVAL);
+}
+
+/* Pooling blocked against plain: max (NaN included) and average, the
+ * ReLU -> MaxPool2d fused ops, written and added dx; bit for bit but
+ * where windows overlap in the backward. */
+static void test_pool_blocked(void)
+{
+    dl_backend *be = dl_backend_cpu(0);
+    /* n, c, h, window, stride, pad */
+    const int cases[][6] = {{3, 16, 8, 2, 2, 0},
+                            {2, 32, 9, 3, 2, 1},
+                            {2, 16, 7, 3, 1, 1},
+                            {4, 8, 10, 5, 1, 2},
+                            {2, 16, 14, 2, 2, 0}};
+    for (size_t ci = 0; ci < sizeof cases / sizeof *cases; ci++)
+        for (int blk = 8; blk <= 16; blk += 8)
+            for (int kind = 0; kind < 3; kind++) { /* max, average, relu + max */
+                const int *c = cases[ci];
+                if (c[1] % blk)
+                    continue;
+                int p = (c[2] + 2 * c[5] - c[3]) / c[4] + 1;
+                dl_pool_desc d = {c[0], c[1], c[2], c[2], c[3], c[4], c[5], p, p, 0};
+                dl_pool_kind pk = kind == 1 ? DL_POOL_AVG : DL_POOL_MAX;
+                size_t hw = (size_t)c[2] * c[2], pq = (size_t)p * p;
+                size_t nx = (size_t)c[0] * c[1] * hw, ny = (size_t)c[0] * c[1] * pq;
+                float *x = randv(nx, 61 + ci, 1.0f), *dy = randv(ny, 62, 1.0f);
+                for (size_t i = 0; i < nx; i += 37) /* ties for the first-maximum rule */
+                    x[i] = x[i / 2];
+                if (kind == 0)
+                    x[5] = NAN;
+                float *y = malloc(ny * sizeof *y), *yb = malloc(ny * sizeof *yb);
+                float *dx = randv(nx, 63, 1.0f), *dxb0 = randv(nx, 63, 1.0f);
+                if (kind == 2) {
+                    CHECK_OK(be->ops->relu_maxpool_forward(be, &d, y, x));
+                    CHECK_OK(be->ops->relu_maxpool_backward(be, &d, dx, dy, x, y));
+                } else {
+                    CHECK_OK(be->ops->pool_forward(be, pk, &d, y, x));
+                    CHECK_OK(be->ops->pool_backward(be, pk, &d, dx, dy, x, y));
+                }
+                float *xb = blocked(x, c[0], c[1], hw, blk),
+                      *dyb = blocked(dy, c[0], c[1], pq, blk);
+                float *dxb = blocked(dxb0, c[0], c[1], hw, blk);
+                d.blk = blk;
+                if (kind == 2) {
+                    CHECK_OK(be->ops->relu_maxpool_forward(be, &d, yb, xb));
+                    CHECK_OK(be->ops->relu_maxpool_backward(be, &d, dxb, dyb, xb, yb));
+                } else {
+                    CHECK_OK(be->ops->pool_forward(be, pk, &d, yb, xb));
+                    CHECK_OK(be->ops->pool_backward(be, pk, &d, dxb, dyb, xb, yb));
+                }
+                float *yp = plain(yb, c[0], c[1], pq, blk), *dxp = plain(dxb, c[0], c[1], hw, blk);
+                CHECK_MSG(differing(yp, y, ny) == 0, "y case %zu kind %d blk %d: %zu differ", ci,
+                          kind, blk, differing(yp, y, ny));
+                /* overlapping windows: a cell's contributions add up in
+                 * scan order here, by row and column parity in the plain
+                 * 3x3 stride-2 kernels (cpu_pool3.c) */
+                if (c[4] < c[3])
+                    CHECK_MSG(rel_diff(dxp, dx, nx) < 1e-6, "dx case %zu kind %d blk %d: %g", ci,
+                              kind, blk, rel_diff(dxp, dx, nx));
+                else
+                    CHECK_MSG(differing(dxp, dx, nx) == 0, "dx case %zu kind %d blk %d: %zu differ",
+                              ci, kind, blk, differing(dxp, dx, nx));
+                free(x), free(dy), free(y), free(yb), free(dx), free(dxb0), free(xb), free(dyb),
+                    free(dxb), free(yp), free(dxp);
+            }
+    dl_pool_desc bad = {2, 24, 4, 4, 2, 2, 0, 2, 2, 16};
+    float v[768];
+    CHECK(be->ops->pool_forward(be, DL_POOL_MAX, &bad, v, v) == DL_EINVAL);
+    CHECK(strstr(dl_error_message(), "blocked") != NULL);
 }
 
 /* --- the model's layout plan -------------------------------------------------- */
@@ -422,9 +494,9 @@ static dl_layer *seq(int n, dl_layer **ls)
 
 /* A small ResNet on [3, 8, 8]: stem, a block with the identity shortcut,
  * a strided block with a 1x1 projection, global pooling, a classifier;
- * with_pool puts a max pooling (plain only) after the stem's ReLU. */
-static dl_layer *small_resnet(int with_pool, dl_layer **stem, dl_layer **mid_conv,
-                              dl_layer **gpool)
+ * after the stem's ReLU, variant 0 an Identity, 1 a Dropout (NCHW only),
+ * 2 a max pooling (fused with the ReLU). */
+static dl_layer *small_resnet(int variant, dl_layer **stem, dl_layer **mid_conv, dl_layer **gpool)
 {
     dl_layer *b1[] = {conv(16, 16, 3, 1), dl_nn_batchnorm(16, 1e-5f, 0.1f),
                       dl_nn_activation(DL_ACT_RELU), conv(16, 16, 3, 1),
@@ -439,7 +511,9 @@ static dl_layer *small_resnet(int with_pool, dl_layer **stem, dl_layer **mid_con
     dl_layer *ls[] = {*stem,
                       dl_nn_batchnorm(16, 1e-5f, 0.1f),
                       dl_nn_activation(DL_ACT_RELU),
-                      with_pool ? dl_nn_maxpool2d(3, 1, 1) : dl_nn_identity(),
+                      variant == 1   ? dl_nn_dropout(0.2f)
+                      : variant == 2 ? dl_nn_maxpool2d(3, 1, 1)
+                                     : dl_nn_identity(),
                       dl_nn_residual(seq(5, b1)),
                       dl_nn_activation(DL_ACT_RELU),
                       dl_nn_residual_shortcut(seq(5, b2), seq(2, sc)),
@@ -484,9 +558,10 @@ static void test_model_layout(void)
         SKIP("the CPU backend keeps NCHW here (built without oneDNN)");
         return;
     }
-    for (int with_pool = 0; with_pool <= 1; with_pool++) {
+    for (int variant = 0; variant <= 2; variant++) {
+        int plain_stem = variant == 1;
         dl_layer *stem, *mid, *gpool;
-        dl_layer *root = small_resnet(with_pool, &stem, &mid, &gpool);
+        dl_layer *root = small_resnet(variant, &stem, &mid, &gpool);
         dl_model *m = NULL;
         dl_shape in = {3, {3, 8, 8}};
         CHECK_OK(dl_model_create(&m, root, &in));
@@ -496,7 +571,8 @@ static void test_model_layout(void)
         CHECK_OK(dl_model_init_state(m, be, 0, 7));
         CHECK_OK(dl_model_plan(m, n));
         size_t nout = (size_t)n * 5, np = dl_model_param_count(m);
-        float *o[2] = {malloc(nout * 4), malloc(nout * 4)}, *g[2] = {malloc(np * 4), malloc(np * 4)};
+        float *o[2] = {malloc(nout * 4), malloc(nout * 4)},
+              *g[2] = {malloc(np * 4), malloc(np * 4)};
         /* the running statistics move with each training step: both runs
          * start from the same ones */
         dl_model_state s;
@@ -509,13 +585,15 @@ static void test_model_layout(void)
         model_step(m, n, NULL, o[1], g[1]);
         /* the stem reads the images as they are; the flatten needs NCHW */
         CHECK(stem->blk_in == 0);
-        CHECK_MSG(stem->blk_out == (with_pool ? 0 : blk), "stem out %d (pool %d)", stem->blk_out,
-                  with_pool);
-        CHECK_MSG(mid->blk_in == (with_pool ? 0 : blk) && mid->blk_out == blk,
+        CHECK_MSG(stem->blk_out == (plain_stem ? 0 : blk), "stem out %d (variant %d)",
+                  stem->blk_out, variant);
+        CHECK_MSG(mid->blk_in == (plain_stem ? 0 : blk) && mid->blk_out == blk,
                   "block conv in %d out %d", mid->blk_in, mid->blk_out);
         CHECK(gpool->blk_in == blk && gpool->blk_out == 0);
-        CHECK_MSG(rel_diff(o[1], o[0], nout) < 1e-5, "outputs %g", rel_diff(o[1], o[0], nout));
-        CHECK_MSG(rel_diff(g[1], g[0], np) < 1e-4, "gradients %g", rel_diff(g[1], g[0], np));
+        CHECK_MSG(rel_diff(o[1], o[0], nout) < 1e-5, "outputs %g (variant %d)",
+                  rel_diff(o[1], o[0], nout), variant);
+        CHECK_MSG(rel_diff(g[1], g[0], np) < 1e-4, "gradients %g (variant %d)",
+                  rel_diff(g[1], g[0], np), variant);
         free(o[0]), free(o[1]), free(g[0]), free(g[1]), free(buf);
         dl_model_destroy(m);
     }
@@ -528,6 +606,7 @@ int main(void)
     RUN(test_batchnorm_blocked);
     RUN(test_batchnorm_blocked_threads);
     RUN(test_global_pool_blocked);
+    RUN(test_pool_blocked);
     RUN(test_model_layout);
     CHECK_EXIT();
 }

@@ -61,7 +61,7 @@ typedef struct dl_pool_desc {
     int n, c, h, w;
     int size, stride, pad;
     int p, q;
-    int blk; /* adaptive pooling to 1x1: x in channel blocks (dl_conv_desc's x_blk) */
+    int blk; /* x and y in channel blocks (dl_conv_desc's x_blk; adaptive pooling: x only) */
 } dl_pool_desc;
 
 /* Opaque per-op timing event (CUDA events on the GPU, a clock on the CPU). */
@@ -377,8 +377,10 @@ typedef struct dl_backend_ops {
      * [n, c / blk, inner, blk], c divisible by blk, otherwise as
      * batchnorm_forward / batchnorm_relu_forward (relu) and
      * batchnorm_backward (set: dx written; relu: as
-     * batchnorm_relu_backward_set, beta needed). adaptive_avgpool_*
-     * honour dl_pool_desc.blk when activation_blocks is non-zero. */
+     * batchnorm_relu_backward_set, beta needed). The pooling ops
+     * (pool_*, relu_maxpool_*, adaptive_avgpool_* to 1x1) take x and y
+     * in blocks where dl_pool_desc.blk says so, when activation_blocks
+     * is non-zero. */
     int (*activation_blocks)(dl_backend *be, dl_dtype compute);
     int (*conv_blocks)(dl_backend *be, const dl_conv_desc *d, dl_dtype compute);
     int (*batchnorm_blocked_forward)(dl_backend *be, int blk, int relu, int training, int n, int c,

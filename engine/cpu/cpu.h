@@ -108,6 +108,33 @@ int dl_cpu_conv_backward_data_set(dl_backend *be, const dl_conv_desc *d, float *
                                   const float *w, void *ws, dl_dtype compute);
 int dl_cpu_conv_backward_filter(dl_backend *be, const dl_conv_desc *d, float *dw, float *db,
                                 const float *dy, const float *x, void *ws, dl_dtype compute);
+/* The window of pooling output (oh, ow) clipped to the input, rows [h0,
+ * h1) and columns [w0, w1); *count is the divisor of average pooling:
+ * the window clipped to the padded input, padding cells included
+ * (PyTorch count_include_pad=True). */
+static inline void dl_cpu_pool_window(const dl_pool_desc *d, int oh, int ow, int *h0, int *h1,
+                                      int *w0, int *w1, int *count)
+{
+    int hs = oh * d->stride - d->pad, ws = ow * d->stride - d->pad;
+    int he = hs + d->size, we = ws + d->size;
+    int hpad = he < d->h + d->pad ? he : d->h + d->pad;
+    int wpad = we < d->w + d->pad ? we : d->w + d->pad;
+    *count = (hpad - hs) * (wpad - ws);
+    *h0 = hs < 0 ? 0 : hs;
+    *w0 = ws < 0 ? 0 : ws;
+    *h1 = he < d->h ? he : d->h;
+    *w1 = we < d->w ? we : d->w;
+}
+/* Pooling of x and y in channel blocks (d->blk; cpu_pool_blocked.c):
+ * forward y = pool(x) (relu: max pooling of relu(x)); backward dx (+)=
+ * the gradient (set: written), max pooling's to the first cell in scan
+ * order equal to y. The plain ops' values (forward bit for bit; the
+ * backward's additions where windows overlap may run in another order). */
+int dl_cpu_pool_blocked_forward(dl_backend *be, dl_pool_kind kind, int relu, const dl_pool_desc *d,
+                                float *y, const float *x);
+int dl_cpu_pool_blocked_backward(dl_backend *be, dl_pool_kind kind, int relu, int set,
+                                 const dl_pool_desc *d, float *dx, const float *dy, const float *x,
+                                 const float *y);
 /* Activations in channel blocks (the op table's activation_blocks and
  * conv_blocks; dl_conv_desc's x_blk, y_blk): cpu_conv.c. */
 int dl_cpu_activation_blocks(dl_backend *be, dl_dtype compute);

@@ -1388,23 +1388,6 @@ typedef struct pool_task {
  * ReLU kernel). */
 static inline float pool_in(const pool_task *t, float x) { return !t->relu || x > 0 ? x : 0; }
 
-/* Window of output (oh, ow), clipped to the input; *count is the divisor
- * of average pooling: the window clipped to the padded input, padding
- * cells included (PyTorch count_include_pad=True). */
-static void window(const dl_pool_desc *d, int oh, int ow, int *h0, int *h1, int *w0, int *w1,
-                   int *count)
-{
-    int hs = oh * d->stride - d->pad, ws = ow * d->stride - d->pad;
-    int he = hs + d->size, we = ws + d->size;
-    int hpad = he < d->h + d->pad ? he : d->h + d->pad;
-    int wpad = we < d->w + d->pad ? we : d->w + d->pad;
-    *count = (hpad - hs) * (wpad - ws);
-    *h0 = hs < 0 ? 0 : hs;
-    *w0 = ws < 0 ? 0 : ws;
-    *h1 = he < d->h ? he : d->h;
-    *w1 = we < d->w ? we : d->w;
-}
-
 /* The common 2x2, stride 2, unpadded max pooling, without window
  * clipping; same results as the general loops (NaN wins, first maximum
  * gets the gradient). */
@@ -2696,7 +2679,7 @@ static void pool_fwd_task(void *arg, size_t begin, size_t end)
         for (int oh = 0; oh < d->p; oh++) {
             for (int ow = 0; ow < d->q; ow++) {
                 int h0, h1, w0, w1, count;
-                window(d, oh, ow, &h0, &h1, &w0, &w1, &count);
+                dl_cpu_pool_window(d, oh, ow, &h0, &h1, &w0, &w1, &count);
                 float v;
                 if (t->kind == DL_POOL_MAX) {
                     v = -INFINITY;
@@ -2756,7 +2739,7 @@ static void pool_bwd_task(void *arg, size_t begin, size_t end)
         for (int oh = 0; oh < d->p; oh++) {
             for (int ow = 0; ow < d->q; ow++) {
                 int h0, h1, w0, w1, count;
-                window(d, oh, ow, &h0, &h1, &w0, &w1, &count);
+                dl_cpu_pool_window(d, oh, ow, &h0, &h1, &w0, &w1, &count);
                 float g = dyp[oh * d->q + ow];
                 if (t->kind == DL_POOL_MAX) {
                     /* the first cell, in scan order, equal to the output */
@@ -2805,6 +2788,8 @@ static int check_pool(dl_pool_kind kind, const dl_pool_desc *d, const char *op)
 int dl_cpu_pool_forward(dl_backend *be, dl_pool_kind kind, const dl_pool_desc *d, float *y,
                         const float *x)
 {
+    if (d->blk)
+        return dl_cpu_pool_blocked_forward(be, kind, 0, d, y, x);
     DL_TRY(check_pool(kind, d, "pool_forward"));
     pool_task t = {d, kind, y, NULL, x, NULL, NULL, have_avx512(), 0, 0, 0, 0};
     t.max3 = kind == DL_POOL_MAX && dl_cpu_max3s2_takes(d);
@@ -2818,6 +2803,8 @@ int dl_cpu_pool_forward(dl_backend *be, dl_pool_kind kind, const dl_pool_desc *d
 /* y = max pooling of relu(x), without writing relu(x). */
 int dl_cpu_relu_maxpool_forward(dl_backend *be, const dl_pool_desc *d, float *y, const float *x)
 {
+    if (d->blk)
+        return dl_cpu_pool_blocked_forward(be, DL_POOL_MAX, 1, d, y, x);
     DL_TRY(check_pool(DL_POOL_MAX, d, "relu_maxpool_forward"));
     pool_task t = {d, DL_POOL_MAX, y, NULL, x, NULL, NULL, have_avx512(), 1, 0, 0, 0};
     t.max3 = dl_cpu_max3s2_takes(d);
@@ -2830,6 +2817,8 @@ int dl_cpu_relu_maxpool_forward(dl_backend *be, const dl_pool_desc *d, float *y,
 int dl_cpu_relu_maxpool_backward(dl_backend *be, const dl_pool_desc *d, float *dx, const float *dy,
                                  const float *x, const float *y)
 {
+    if (d->blk)
+        return dl_cpu_pool_blocked_backward(be, DL_POOL_MAX, 1, 1, d, dx, dy, x, y);
     DL_TRY(check_pool(DL_POOL_MAX, d, "relu_maxpool_backward"));
     pool_task t = {d, DL_POOL_MAX, NULL, dx, x, dy, y, have_avx512(), 1, 1, 0, 0};
     t.max3 = dl_cpu_max3s2_takes(d);
@@ -2844,6 +2833,8 @@ int dl_cpu_relu_maxpool_backward(dl_backend *be, const dl_pool_desc *d, float *d
 int dl_cpu_pool_backward(dl_backend *be, dl_pool_kind kind, const dl_pool_desc *d, float *dx,
                          const float *dy, const float *x, const float *y)
 {
+    if (d->blk)
+        return dl_cpu_pool_blocked_backward(be, kind, 0, 0, d, dx, dy, x, y);
     DL_TRY(check_pool(kind, d, "pool_backward"));
     pool_task t = {d, kind, NULL, dx, x, dy, y, have_avx512(), 0, 0, 0, 0};
     t.max3 = kind == DL_POOL_MAX && dl_cpu_max3s2_takes(d);

@@ -260,7 +260,16 @@ static int conv_note(const dl_layer *l, char *buf, size_t size)
     const conv2d *C = (const conv2d *)l;
     if (!C->algo[0])
         return 0;
-    snprintf(buf, size, "%s", C->algo);
+    /* the layout plan's choice for the last pass (nn.c) */
+    int in = l->blk_in, out = l->blk_out;
+    char blocks[64] = "";
+    if (in || out)
+        snprintf(blocks, sizeof blocks, "; %s in %d-channel blocks",
+                 in && out ? "x and y"
+                 : in      ? "x"
+                           : "y",
+                 in ? in : out);
+    snprintf(buf, size, "%s%s", C->algo, blocks);
     return 1;
 }
 
@@ -435,8 +444,12 @@ static dl_pool_desc pool_desc_of(const dl_layer *l, const dl_pass *p)
 {
     dl_pool_desc d = ((const pool2d *)l)->d;
     d.n = p->n;
+    d.blk = l->blk_in;
     return d;
 }
+
+/* Any layout, the same one in and out (defined with the activations). */
+static int elementwise_blocks(const dl_layer *l, const dl_pass *p, int blk);
 
 static int pool_forward(dl_layer *l, dl_pass *p, const float *x, float *y)
 {
@@ -506,6 +519,7 @@ static const dl_layer_vt maxpool_vt = {
     .forward_fused = relu_pool_forward,
     .backward_fused = relu_pool_backward,
     .config = pool_config,
+    .blocks = elementwise_blocks,
 };
 static const dl_layer_vt avgpool_vt = {
     .kind = "AvgPool2d",
@@ -515,6 +529,7 @@ static const dl_layer_vt avgpool_vt = {
     .backward = pool_backward,
     .describe = pool_describe,
     .config = pool_config,
+    .blocks = elementwise_blocks,
 };
 
 static dl_layer *make_pool(const dl_layer_vt *vt, dl_pool_kind kind, int size, int stride, int pad)
@@ -669,7 +684,7 @@ static int same_shape_setup(dl_layer *l, dl_model *m, const dl_shape *in, dl_sha
 
 static int no_plan(dl_layer *l, dl_model *m, int n) { return DL_OK; }
 
-/* An elementwise layer: any layout, the same one in and out. */
+/* An elementwise layer (and pooling): any layout, the same one in and out. */
 static int elementwise_blocks(const dl_layer *l, const dl_pass *p, int blk)
 {
     return blockable(&l->in, blk) ? DL_BLOCK_IN | DL_BLOCK_OUT | DL_BLOCK_THROUGH : 0;
