@@ -145,8 +145,8 @@ static void fwd_task(void *arg, size_t begin, size_t end)
                                 continue;
                             }
                             if (t->relu) /* NaN and x <= 0 give 0, as the ReLU */
-                                e = _mm256_and_ps(e, _mm256_cmp_ps(e, _mm256_setzero_ps(),
-                                                                   _CMP_GT_OQ));
+                                e = _mm256_and_ps(
+                                    e, _mm256_cmp_ps(e, _mm256_setzero_ps(), _CMP_GT_OQ));
                             __m256 take = _mm256_or_ps(_mm256_cmp_ps(e, v, _CMP_GT_OQ),
                                                        _mm256_cmp_ps(e, e, _CMP_UNORD_Q));
                             v = _mm256_blendv_ps(v, e, take);
@@ -254,8 +254,7 @@ static int check(dl_pool_kind kind, const dl_pool_desc *d, const char *op)
         return dl_error(DL_EINVAL,
                         "%s (blocked): bad descriptor n %d c %d in blocks of %d, %dx%d -> %dx%d, "
                         "window %d stride %d pad %d",
-                        op, d->n, d->c, d->blk, d->h, d->w, d->p, d->q, d->size, d->stride,
-                        d->pad);
+                        op, d->n, d->c, d->blk, d->h, d->w, d->p, d->q, d->size, d->stride, d->pad);
     return DL_OK;
 }
 
@@ -275,7 +274,8 @@ int dl_cpu_pool_blocked_backward(dl_backend *be, dl_pool_kind kind, int relu, in
                                  const float *y)
 {
     DL_TRY(check(kind, d, "pool_backward"));
-    bp_task t = {.d = d, .kind = kind, .relu = relu, .set = set, .dx = dx, .x = x, .dy = dy, .yc = y};
+    bp_task t = {
+        .d = d, .kind = kind, .relu = relu, .set = set, .dx = dx, .x = x, .dy = dy, .yc = y};
     size_t planes = (size_t)d->n * (d->c / d->blk);
     dl_pool_for(dl_cpu(be)->pool, planes, dl_cpu_plane_grain((size_t)d->h * d->w * d->blk),
                 bwd_task, &t);
