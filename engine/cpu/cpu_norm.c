@@ -461,12 +461,19 @@ static void bn_fwd_cols(void *arg, size_t begin, size_t end)
 
 #endif
 
+/* The blocked layout (below): checks, and the passes for a task. */
+static int bnb_check(int blk, int n, int c, int inner, const char *op);
+static int bnb_forward(dl_backend *be, const bn_task *t, int blk);
+static int bnb_backward(dl_backend *be, const bn_task *t, int blk);
+
 static int bn_forward(dl_backend *be, int training, int n, int c, int inner, float momentum,
                       float eps, float *y, const float *x, const float *gamma, const float *beta,
                       float *running_mean, float *running_var, float *save_mean, float *save_invstd,
-                      int relu)
+                      int relu, int blk)
 {
-    if (n <= 0 || c <= 0 || inner <= 0)
+    if (blk)
+        DL_TRY(bnb_check(blk, n, c, inner, "batchnorm_forward (blocked)"));
+    else if (n <= 0 || c <= 0 || inner <= 0)
         return dl_error(DL_EINVAL, "batchnorm_forward: bad shape [%d, %d, %d]", n, c, inner);
     if (!training && (!running_mean || !running_var))
         return dl_error(DL_EINVAL, "batchnorm_forward: eval mode needs running statistics");
@@ -485,6 +492,8 @@ static int bn_forward(dl_backend *be, int training, int n, int c, int inner, flo
                  .save_mean = save_mean,
                  .save_invstd = save_invstd,
                  .relu = relu};
+    if (blk)
+        return bnb_forward(be, &t, blk);
 #ifdef DL_CPU_VMATH
     if (inner >= BN_STREAM_MIN)
         return bn_fwd_stream(be, &t);
@@ -504,7 +513,7 @@ int dl_cpu_batchnorm_forward(dl_backend *be, int training, int n, int c, int inn
                              float *save_mean, float *save_invstd)
 {
     return bn_forward(be, training, n, c, inner, momentum, eps, y, x, gamma, beta, running_mean,
-                      running_var, save_mean, save_invstd, 0);
+                      running_var, save_mean, save_invstd, 0, 0);
 }
 
 /* y = relu(batchnorm(x)) in the same pass. */
@@ -514,7 +523,7 @@ int dl_cpu_batchnorm_relu_forward(dl_backend *be, int training, int n, int c, in
                                   float *running_var, float *save_mean, float *save_invstd)
 {
     return bn_forward(be, training, n, c, inner, momentum, eps, y, x, gamma, beta, running_mean,
-                      running_var, save_mean, save_invstd, 1);
+                      running_var, save_mean, save_invstd, 1, 0);
 }
 
 /* Channel ch's gate: the forward's map when a ReLU is fused, from the
@@ -699,9 +708,11 @@ static void bn_bwd_cols(void *arg, size_t begin, size_t end)
 static int bn_backward(dl_backend *be, int n, int c, int inner, float *dx, float *dgamma,
                        float *dbeta, const float *dy, const float *x, const float *gamma,
                        const float *beta, const float *save_mean, const float *save_invstd, int set,
-                       int relu)
+                       int relu, int blk)
 {
-    if (n <= 0 || c <= 0 || inner <= 0)
+    if (blk)
+        DL_TRY(bnb_check(blk, n, c, inner, "batchnorm_backward (blocked)"));
+    else if (n <= 0 || c <= 0 || inner <= 0)
         return dl_error(DL_EINVAL, "batchnorm_backward: bad shape [%d, %d, %d]", n, c, inner);
     bn_task t = {.n = n,
                  .c = c,
@@ -717,6 +728,8 @@ static int bn_backward(dl_backend *be, int n, int c, int inner, float *dx, float
                  .sinvstd = save_invstd,
                  .set = set,
                  .relu = relu};
+    if (blk)
+        return bnb_backward(be, &t, blk);
 #ifdef DL_CPU_VMATH
     if (inner >= BN_STREAM_MIN)
         return bn_bwd_stream(be, &t);
@@ -735,7 +748,7 @@ int dl_cpu_batchnorm_backward(dl_backend *be, int n, int c, int inner, float *dx
                               const float *save_mean, const float *save_invstd)
 {
     return bn_backward(be, n, c, inner, dx, dgamma, dbeta, dy, x, gamma, NULL, save_mean,
-                       save_invstd, 0, 0);
+                       save_invstd, 0, 0, 0);
 }
 
 /* The same with dx written (the op table's batchnorm_backward_set). */
@@ -744,7 +757,7 @@ int dl_cpu_batchnorm_backward_set(dl_backend *be, int n, int c, int inner, float
                                   const float *save_mean, const float *save_invstd)
 {
     return bn_backward(be, n, c, inner, dx, dgamma, dbeta, dy, x, gamma, NULL, save_mean,
-                       save_invstd, 1, 0);
+                       save_invstd, 1, 0, 0);
 }
 
 /* The gradient through ReLU(BatchNorm(x)), dy that of the ReLU's output,
@@ -755,7 +768,7 @@ int dl_cpu_batchnorm_relu_backward_set(dl_backend *be, int n, int c, int inner, 
                                        const float *save_mean, const float *save_invstd)
 {
     return bn_backward(be, n, c, inner, dx, dgamma, dbeta, dy, x, gamma, beta, save_mean,
-                       save_invstd, 1, 1);
+                       save_invstd, 1, 1, 0);
 }
 
 /* --- activations in channel blocks: x [n, c / blk, inner, blk] ------------
@@ -960,44 +973,55 @@ static int bnb_check(int blk, int n, int c, int inner, const char *op)
     return DL_OK;
 }
 
+/* The blocked layout's passes for a task bn_forward set up. */
+static int bnb_forward(dl_backend *be, const bn_task *t, int blk)
+{
+    bnb b;
+    DL_TRY(bnb_init(be, &b, t, blk));
+    dl_pool *pool = dl_cpu(be)->pool;
+    size_t grain = dl_cpu_plane_grain((size_t)t->inner * blk);
+    for (int ch = 0; ch < t->c; ch++) /* a channel's first value: image 0, row 0 */
+        b.co[BN_K][ch] = t->x[(size_t)(ch / blk) * t->inner * blk + ch % blk];
+    if (t->training) {
+        dl_pool_for(pool, b.planes, grain, bnb_sums_task, &b);
+        bnb_sum_planes(&b);
+    }
+    for (int ch = 0; ch < t->c; ch++)
+        bn_channel_map(t, (size_t)ch, b.co[BN_K][ch], b.sum + 2 * ch, &b.co[BN_SCALE][ch],
+                       &b.co[BN_SHIFT][ch]);
+    dl_pool_for(pool, b.planes, grain, bnb_out_task, &b);
+    return DL_OK;
+}
+
+/* The same for bn_backward's task. */
+static int bnb_backward(dl_backend *be, const bn_task *t, int blk)
+{
+    bnb b;
+    DL_TRY(bnb_init(be, &b, t, blk));
+    for (int ch = 0; ch < t->c; ch++) {
+        bn_gate gt = bn_channel_gate(t, (size_t)ch);
+        b.co[BN_SCALE][ch] = gt.scale;
+        b.co[BN_SHIFT][ch] = gt.shift;
+    }
+    dl_pool *pool = dl_cpu(be)->pool;
+    size_t grain = dl_cpu_plane_grain((size_t)t->inner * blk);
+    dl_pool_for(pool, b.planes, grain, bnb_sums_task, &b);
+    bnb_sum_planes(&b);
+    for (int ch = 0; ch < t->c; ch++)
+        bn_channel_grad(t, (size_t)ch, b.sum + 2 * ch, &b.co[BN_K][ch], &b.co[BN_MDY][ch],
+                        &b.co[BN_MDYX][ch]);
+    if (t->dx)
+        dl_pool_for(pool, b.planes, grain, bnb_out_task, &b);
+    return DL_OK;
+}
+
 int dl_cpu_batchnorm_blocked_forward(dl_backend *be, int blk, int relu, int training, int n, int c,
                                      int inner, float momentum, float eps, float *y, const float *x,
                                      const float *gamma, const float *beta, float *running_mean,
                                      float *running_var, float *save_mean, float *save_invstd)
 {
-    DL_TRY(bnb_check(blk, n, c, inner, "batchnorm_forward (blocked)"));
-    if (!training && (!running_mean || !running_var))
-        return dl_error(DL_EINVAL, "batchnorm_forward: eval mode needs running statistics");
-    bn_task t = {.n = n,
-                 .c = c,
-                 .inner = inner,
-                 .training = training,
-                 .momentum = momentum,
-                 .eps = eps,
-                 .y = y,
-                 .x = x,
-                 .gamma = gamma,
-                 .beta = beta,
-                 .running_mean = running_mean,
-                 .running_var = running_var,
-                 .save_mean = save_mean,
-                 .save_invstd = save_invstd,
-                 .relu = relu};
-    bnb b;
-    DL_TRY(bnb_init(be, &b, &t, blk));
-    dl_pool *pool = dl_cpu(be)->pool;
-    size_t grain = dl_cpu_plane_grain((size_t)inner * blk);
-    for (int ch = 0; ch < c; ch++) /* a channel's first value: image 0, row 0 */
-        b.co[BN_K][ch] = x[(size_t)(ch / blk) * inner * blk + ch % blk];
-    if (training) {
-        dl_pool_for(pool, b.planes, grain, bnb_sums_task, &b);
-        bnb_sum_planes(&b);
-    }
-    for (int ch = 0; ch < c; ch++)
-        bn_channel_map(&t, (size_t)ch, b.co[BN_K][ch], b.sum + 2 * ch, &b.co[BN_SCALE][ch],
-                       &b.co[BN_SHIFT][ch]);
-    dl_pool_for(pool, b.planes, grain, bnb_out_task, &b);
-    return DL_OK;
+    return bn_forward(be, training, n, c, inner, momentum, eps, y, x, gamma, beta, running_mean,
+                      running_var, save_mean, save_invstd, relu, blk > 0 ? blk : -1);
 }
 
 int dl_cpu_batchnorm_blocked_backward(dl_backend *be, int blk, int relu, int set, int n, int c,
@@ -1006,38 +1030,8 @@ int dl_cpu_batchnorm_blocked_backward(dl_backend *be, int blk, int relu, int set
                                       const float *beta, const float *save_mean,
                                       const float *save_invstd)
 {
-    DL_TRY(bnb_check(blk, n, c, inner, "batchnorm_backward (blocked)"));
-    bn_task t = {.n = n,
-                 .c = c,
-                 .inner = inner,
-                 .dx = dx,
-                 .dgamma = dgamma,
-                 .dbeta = dbeta,
-                 .dy = dy,
-                 .x = x,
-                 .gamma = gamma,
-                 .beta = beta,
-                 .smean = save_mean,
-                 .sinvstd = save_invstd,
-                 .set = set,
-                 .relu = relu};
-    bnb b;
-    DL_TRY(bnb_init(be, &b, &t, blk));
-    for (int ch = 0; ch < c; ch++) {
-        bn_gate gt = bn_channel_gate(&t, (size_t)ch);
-        b.co[BN_SCALE][ch] = gt.scale;
-        b.co[BN_SHIFT][ch] = gt.shift;
-    }
-    dl_pool *pool = dl_cpu(be)->pool;
-    size_t grain = dl_cpu_plane_grain((size_t)inner * blk);
-    dl_pool_for(pool, b.planes, grain, bnb_sums_task, &b);
-    bnb_sum_planes(&b);
-    for (int ch = 0; ch < c; ch++)
-        bn_channel_grad(&t, (size_t)ch, b.sum + 2 * ch, &b.co[BN_K][ch], &b.co[BN_MDY][ch],
-                        &b.co[BN_MDYX][ch]);
-    if (dx)
-        dl_pool_for(pool, b.planes, grain, bnb_out_task, &b);
-    return DL_OK;
+    return bn_backward(be, n, c, inner, dx, dgamma, dbeta, dy, x, gamma, beta, save_mean,
+                       save_invstd, set, relu, blk > 0 ? blk : -1);
 }
 
 /* ---------------------------------------------------------------------- */
