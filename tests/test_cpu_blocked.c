@@ -182,8 +182,10 @@ static void conv_blocked_case(dl_backend *be, dl_conv_desc d, dl_dtype compute, 
     /* what the backend allows: x from blk channels on (oneDNN's every
      * direction), y where k is a multiple (below 8 input channels, where
      * oneDNN runs the forward: the rule of the CPU's vector width) */
-    CHECK_MSG((can & 1) == (d.c % blk == 0), "conv_blocks x for c %d: %d", d.c, can);
-    CHECK_MSG(d.c < 8 || !!(can & 2) == (d.k % blk == 0), "conv_blocks y for k %d: %d", d.k, can);
+    int own_bf16 = compute == DL_BF16 && dl_cpu(be)->has_avx512_bf16; /* may keep NCHW */
+    CHECK_MSG(own_bf16 || (can & 1) == (d.c % blk == 0), "conv_blocks x for c %d: %d", d.c, can);
+    CHECK_MSG(own_bf16 || d.c < 8 || !!(can & 2) == (d.k % blk == 0), "conv_blocks y for k %d: %d",
+              d.k, can);
     for (int mode = 1; mode < 4; mode++) {
         dl_conv_desc bd = d;
         bd.x_blk = mode & 1 ? blk : 0;

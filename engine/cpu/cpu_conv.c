@@ -165,6 +165,11 @@ int dl_cpu_conv_blocks(dl_backend *be, const dl_conv_desc *d, dl_dtype compute)
     int blk = dl_cpu_activation_blocks(be, compute);
     if (!blk || is_grouped(d) || d->x_blk || d->y_blk || check_desc(d, compute, "conv") < 0)
         return 0;
+    /* where the CPU has bf16 dot products, the own bf16 kernels (NCHW)
+     * keep the shapes they take, as measured against oneDNN's */
+    if (dl_cpu_conv_bf16_forward_fits(be, d, compute) ||
+        dl_cpu_conv_bf16_data_fits(be, d, compute) || dl_cpu_conv_bf16_filter_fits(be, d, compute))
+        return 0;
     dl_dtype pt = dl_cpu_kernel_type(be, compute);
     int fwd = dl_cpu_dnnl_conv_wanted_dir(d, pt, 0), data = dl_cpu_dnnl_conv_wanted_dir(d, pt, 1);
     int filter = dl_cpu_dnnl_conv_wanted_dir(d, pt, 2);
