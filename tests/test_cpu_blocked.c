@@ -259,6 +259,15 @@ static void test_conv_blocked(void)
                 conv_blocked_case(be, cases[i], DL_F32, 8);
             dl_cpu_set_avx512(1);
         }
+        /* blocks that do not divide the channels are refused, naming both */
+        dl_conv_desc bad = cdesc(2, 24, 6, 16, 3, 1, 1);
+        bad.x_blk = 16;
+        float v[2 * 24 * 36];
+        size_t wsb = be->ops->conv_workspace(be, &bad, DL_F32);
+        void *ws = malloc(wsb ? wsb : 1);
+        CHECK(be->ops->conv_forward(be, &bad, v, v, v, NULL, ws, wsb, DL_F32) == DL_EINVAL);
+        free(ws);
+        CHECK(strstr(dl_error_message(), "conv (blocked): 24 input") != NULL);
         dl_backend_cpu_destroy(be);
     }
 }

@@ -223,11 +223,19 @@ static int blocked_conv(dl_backend *be, int dir, const dl_conv_desc *d, dl_dtype
                         const float *b, void *ws)
 {
     DL_TRY(check_desc(d, compute, "conv (blocked)"));
+    /* blocks of 8 to 64 channels (bdb_fn's sums), whole: a chunk of
+     * images starts at n0 * c * h * w either way */
+    if ((d->x_blk && (d->x_blk % 8 || d->x_blk > 64 || d->c % d->x_blk)) ||
+        (d->y_blk && (d->y_blk % 8 || d->y_blk > 64 || d->k % d->y_blk)))
+        return dl_error(DL_EINVAL,
+                        "conv (blocked): %d input and %d output channels in blocks of %d and %d: "
+                        "expected 0 or a multiple of 8 up to 64 that divides the channels",
+                        d->c, d->k, d->x_blk, d->y_blk);
     dl_dtype pt = dl_cpu_kernel_type(be, compute);
     int done = dl_cpu_dnnl_conv_wanted_dir(d, pt, dir == 3 ? 1 : dir)
                    ? dl_cpu_dnnl_conv(be, dir, d, compute, out, NULL, in, in2, w, b)
                    : 0;
-    if (done > 0 && dir == 2 && out2 && d->y_blk <= 64) {
+    if (done > 0 && dir == 2 && out2) {
         bdb_task t = {d, out2, in2};
         dl_pool_for(dl_cpu(be)->pool, (size_t)(d->k / (d->y_blk ? d->y_blk : 1)), 1, bdb_fn, &t);
     }

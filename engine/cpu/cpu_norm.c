@@ -821,6 +821,20 @@ static void bnb_sum_planes(const bnb *b)
         }
 }
 
+#ifdef DL_CPU_VMATH
+/* 8 lanes of a row: dy gated by the fused ReLU's mask (x * sc + sh > 0)
+ * where relu is set, and xhat = (x - m) * is in *xh. */
+static inline __m256 bnb_gated(const float *x, const float *dy, int relu, __m256 sc, __m256 sh,
+                               __m256 m, __m256 is, __m256 *xh)
+{
+    __m256 xv = _mm256_loadu_ps(x), gv = _mm256_loadu_ps(dy);
+    if (relu)
+        gv = pass_positive(gv, _mm256_fmadd_ps(xv, sc, sh));
+    *xh = _mm256_mul_ps(_mm256_sub_ps(xv, m), is);
+    return gv;
+}
+#endif
+
 /* Plane p's lane sums: forward (dy NULL) sum (x - k), sum (x - k)^2;
  * backward sum g, sum g * (x - mean) * invstd, g the gated dy. */
 static void bnb_plane_sums(const bnb *b, size_t p)
@@ -856,10 +870,7 @@ static void bnb_plane_sums(const bnb *b, size_t p)
             __m256 sh = _mm256_loadu_ps(b->co[BN_SHIFT] + ch);
             for (int i = 0; i < t->inner; i++) {
                 size_t o = (size_t)i * blk + g;
-                __m256 xv = _mm256_loadu_ps(x + o), gv = _mm256_loadu_ps(dy + o);
-                if (t->relu)
-                    gv = pass_positive(gv, _mm256_fmadd_ps(xv, sc, sh));
-                __m256 xh = _mm256_mul_ps(_mm256_sub_ps(xv, m), is);
+                __m256 xh, gv = bnb_gated(x + o, dy + o, t->relu, sc, sh, m, is, &xh);
                 if (i & 1) {
                     u0 = _mm256_add_ps(u0, gv);
                     u1 = _mm256_fmadd_ps(gv, xh, u1);
@@ -933,10 +944,7 @@ static void bnb_plane_out(const bnb *b, size_t p)
         __m256 m = _mm256_loadu_ps(t->smean + ch), is = _mm256_loadu_ps(t->sinvstd + ch);
         for (int i = 0; i < t->inner; i++) {
             size_t o = (size_t)i * blk + g;
-            __m256 xv = _mm256_loadu_ps(x + o), gv = _mm256_loadu_ps(dy + o);
-            if (t->relu)
-                gv = pass_positive(gv, _mm256_fmadd_ps(xv, sc, sh));
-            __m256 xh = _mm256_mul_ps(_mm256_sub_ps(xv, m), is);
+            __m256 xh, gv = bnb_gated(x + o, dy + o, t->relu, sc, sh, m, is, &xh);
             __m256 d = _mm256_fnmadd_ps(xh, vmdyx, _mm256_sub_ps(gv, vmdy));
             __m256 old = t->set ? _mm256_setzero_ps() : _mm256_loadu_ps(out + o);
             _mm256_storeu_ps(out + o, _mm256_fmadd_ps(vk, d, old));
