@@ -121,8 +121,53 @@ static void conv_out_free(conv_out *o)
     free(o->y), free(o->dx_add), free(o->dx_set), free(o->dw), free(o->db);
 }
 
+/* The op table's conv_backward (both gradients in one call) against the
+ * separate ops' results in o, dxa (added into dx0) and dxs (written), on
+ * the same operands in d's layouts: the same bits, with dx added into,
+ * written, and not wanted (dw and db alone; dw without db). */
+static int fused_backward_case(dl_backend *be, const dl_conv_desc *d, dl_dtype compute,
+                               const float *xi, const float *w, const float *dyi, const float *dxa,
+                               const float *dxs, const float *dx0, const float *dw0,
+                               const conv_out *o, void *ws, size_t wsb)
+{
+    size_t xhw = (size_t)d->h * d->w, nx = (size_t)d->n * d->c * xhw;
+    size_t nw = (size_t)d->k * d->c * d->r * d->s, nk = (size_t)d->k;
+    float *dx = d->x_blk ? blocked(dx0, d->n, d->c, xhw, d->x_blk) : malloc(nx * sizeof *dx);
+    float *dw = malloc(nw * sizeof *dw), *db = malloc(nk * sizeof *db);
+    int rc = DL_OK;
+    for (int variant = 0; variant < 4 && rc == DL_OK; variant++) {
+        int set = variant == 1, want_dx = variant < 2, want_db = variant != 3;
+        if (!d->x_blk)
+            memcpy(dx, dx0, nx * sizeof *dx);
+        else if (variant == 1)
+            dl_cpu_to_blocked(dx, dx0, d->n, d->c, xhw, d->x_blk);
+        memcpy(dw, dw0, nw * sizeof *dw);
+        for (size_t i = 0; i < nk; i++)
+            db[i] = 0.5f;
+        rc = be->ops->conv_backward(be, d, dw, want_db ? db : NULL, want_dx ? dx : NULL, set, dyi,
+                                    xi, w, ws, wsb, compute);
+        if (rc != DL_OK)
+            break;
+        size_t nxb = d->x_blk ? (size_t)d->n * d->c * xhw : nx; /* c divides into blocks */
+        CHECK_MSG(!want_dx || differing(dx, set ? dxs : dxa, nxb) == 0,
+                  "conv_backward: dx %s differs from the separate op's (c %d k %d %dx%d, blocks "
+                  "%d/%d, %s)",
+                  set ? "written" : "added", d->c, d->k, d->r, d->s, d->x_blk, d->y_blk,
+                  dl_dtype_name(compute));
+        CHECK_MSG(differing(dw, o->dw, nw) == 0,
+                  "conv_backward: dw differs (variant %d, c %d k %d, blocks %d/%d, %s)", variant,
+                  d->c, d->k, d->x_blk, d->y_blk, dl_dtype_name(compute));
+        CHECK_MSG(!want_db || differing(db, o->db, nk) == 0,
+                  "conv_backward: db differs (variant %d, c %d k %d, blocks %d/%d)", variant, d->c,
+                  d->k, d->x_blk, d->y_blk);
+    }
+    free(dx), free(dw), free(db);
+    return rc;
+}
+
 /* All four ops of d on x, w, b, dy (plain values); d's x_blk, y_blk say
- * which operands go in blocks (converted here, results converted back). */
+ * which operands go in blocks (converted here, results converted back).
+ * conv_backward, where the backend has it, is checked against them. */
 static int run_conv(dl_backend *be, const dl_conv_desc *d, dl_dtype compute, const float *x,
                     const float *w, const float *b, const float *dy, const float *dx0,
                     const float *dw0, conv_out *o)
@@ -155,6 +200,8 @@ static int run_conv(dl_backend *be, const dl_conv_desc *d, dl_dtype compute, con
         rc = be->ops->conv_backward_data_set(be, d, dxs, dyi, w, ws, wsb, compute);
     if (rc == DL_OK)
         rc = be->ops->conv_backward_filter(be, d, o->dw, o->db, dyi, xi, ws, wsb, compute);
+    if (rc == DL_OK && be->ops->conv_backward)
+        rc = fused_backward_case(be, d, compute, xi, w, dyi, dxa, dxs, dx0, dw0, o, ws, wsb);
     o->y = d->y_blk ? plain(y, d->n, d->k, yhw, d->y_blk) : y;
     o->dx_add = d->x_blk ? plain(dxa, d->n, d->c, xhw, d->x_blk) : dxa;
     o->dx_set = d->x_blk ? plain(dxs, d->n, d->c, xhw, d->x_blk) : dxs;

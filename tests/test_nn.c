@@ -661,6 +661,8 @@ static void test_backward_set_ops(void)
     add_ops.act_backward_set = NULL;
     add_ops.batchnorm_backward_set = NULL;
     add_ops.conv_backward_data_set = NULL;
+    /* the convolutions' separate ops, whose set op is counted */
+    set_ops.conv_backward = add_ops.conv_backward = NULL;
     /* BatchNorm -> ReLU unfused in both, so each runs its own set op */
     set_ops.batchnorm_relu_forward = add_ops.batchnorm_relu_forward = NULL;
     set_ops.batchnorm_relu_backward_set = add_ops.batchnorm_relu_backward_set = NULL;

@@ -21,7 +21,7 @@
 
 /* Bumped whenever the table below changes; a CUDA module built against
  * another version is refused. */
-#define DL_BACKEND_API_VERSION 10
+#define DL_BACKEND_API_VERSION 11
 
 typedef enum { DL_DEVICE_CPU = 0, DL_DEVICE_CUDA = 1 } dl_device;
 
@@ -404,6 +404,16 @@ typedef struct dl_backend_ops {
     int (*adam_update_lowp)(dl_backend *be, size_t n, float *w, float *g, float *m, float *v,
                             float lr, float beta1, float beta2, float eps, float wd, int decoupled,
                             long step, float grad_scale, void *w_lp, dl_dtype lp);
+
+    /* --- optional: both gradients of a convolution in one op -----------
+     * conv_backward_filter (dw and db, which may be NULL, added into) and
+     * then conv_backward_data (dx added into, or written where set, as
+     * conv_backward_data_set does), the same values in one call, so that
+     * the backend can read (and round) each part of dy once for both.
+     * dx NULL: the filter's alone. NULL: the layer makes the calls. */
+    int (*conv_backward)(dl_backend *be, const dl_conv_desc *d, float *dw, float *db, float *dx,
+                         int set, const float *dy, const float *x, const float *w, void *ws,
+                         size_t ws_bytes, dl_dtype compute);
 } dl_backend_ops;
 
 /* A backend instance: the op table plus its private context. */

@@ -108,6 +108,12 @@ int dl_cpu_conv_backward_data_set(dl_backend *be, const dl_conv_desc *d, float *
                                   const float *w, void *ws, dl_dtype compute);
 int dl_cpu_conv_backward_filter(dl_backend *be, const dl_conv_desc *d, float *dw, float *db,
                                 const float *dy, const float *x, void *ws, dl_dtype compute);
+/* dl_cpu_conv_backward_filter, then backward data into dx (written where
+ * set; none where dx is NULL), the same bits (the op table's
+ * conv_backward): one pass over oneDNN's chunks where it runs both. */
+int dl_cpu_conv_backward(dl_backend *be, const dl_conv_desc *d, float *dw, float *db, float *dx,
+                         int set, const float *dy, const float *x, const float *w, void *ws,
+                         dl_dtype compute);
 /* The window of pooling output (oh, ow) clipped to the input, rows [h0,
  * h1) and columns [w0, w1); *count is the divisor of average pooling:
  * the window clipped to the padded input, padding cells included
@@ -154,6 +160,12 @@ int dl_cpu_dnnl_conv_wanted_dir(const dl_conv_desc *d, dl_dtype compute, int dir
 int dl_cpu_dnnl_conv(dl_backend *be, int dir, const dl_conv_desc *d, dl_dtype compute, float *out,
                      float *out2, const float *in, const float *in2, const float *w,
                      const float *b);
+/* Both backward directions of d at once, as dl_cpu_dnnl_conv 2 (dw +=, no
+ * db) then 1 or 3 (dx added into, or written where set) with the same
+ * bits, chunk by chunk: a chunk's dy is read (and rounded) once for both.
+ * Returns as dl_cpu_dnnl_conv. */
+int dl_cpu_dnnl_conv_backward(dl_backend *be, const dl_conv_desc *d, dl_dtype compute, float *dw,
+                              float *dx, int set, const float *x, const float *dy, const float *w);
 /* The kernels oneDNN runs for d (made now if new) into buf: 1, or 0 when
  * oneDNN does not take d. */
 int dl_cpu_dnnl_conv_describe(dl_backend *be, const dl_conv_desc *d, dl_dtype compute, char *buf,

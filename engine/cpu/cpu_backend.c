@@ -105,6 +105,14 @@ static int conv_backward_data_set_op(dl_backend *be, const dl_conv_desc *d, floa
     return dl_cpu_conv_backward_data_set(be, d, dx, dy, w, ws, compute);
 }
 
+static int conv_backward_op(dl_backend *be, const dl_conv_desc *d, float *dw, float *db, float *dx,
+                            int set, const float *dy, const float *x, const float *w, void *ws,
+                            size_t ws_bytes, dl_dtype compute)
+{
+    DL_TRY(check_ws(be, d, ws ? ws_bytes : 0, compute, "conv_backward"));
+    return dl_cpu_conv_backward(be, d, dw, db, dx, set, dy, x, w, ws, compute);
+}
+
 static const dl_backend_ops cpu_ops = {
     .api_version = DL_BACKEND_API_VERSION,
     .name = "cpu",
@@ -177,6 +185,7 @@ static const dl_backend_ops cpu_ops = {
     .conv_blocks = dl_cpu_conv_blocks,
     .batchnorm_blocked_forward = dl_cpu_batchnorm_blocked_forward,
     .batchnorm_blocked_backward = dl_cpu_batchnorm_blocked_backward,
+    .conv_backward = conv_backward_op,
 };
 
 /* Fills be as a CPU backend with its own context and `threads` workers

@@ -216,21 +216,27 @@ static void bdb_fn(void *arg, size_t begin, size_t end)
     }
 }
 
-/* Direction dir (dl_cpu_dnnl_conv's) of d with x or y blocked: oneDNN's,
- * else the plain path on plain copies of the blocked operands. */
-static int blocked_conv(dl_backend *be, int dir, const dl_conv_desc *d, dl_dtype compute,
-                        float *out, float *out2, const float *in, const float *in2, const float *w,
-                        const float *b, void *ws)
+/* d's shape, and its blocks: 8 to 64 channels (bdb_fn's sums), whole (a
+ * chunk of images starts at n0 * c * h * w either way). */
+static int check_blocked(const dl_conv_desc *d, dl_dtype compute)
 {
     DL_TRY(check_desc(d, compute, "conv (blocked)"));
-    /* blocks of 8 to 64 channels (bdb_fn's sums), whole: a chunk of
-     * images starts at n0 * c * h * w either way */
     if ((d->x_blk && (d->x_blk % 8 || d->x_blk > 64 || d->c % d->x_blk)) ||
         (d->y_blk && (d->y_blk % 8 || d->y_blk > 64 || d->k % d->y_blk)))
         return dl_error(DL_EINVAL,
                         "conv (blocked): %d input and %d output channels in blocks of %d and %d: "
                         "expected 0 or a multiple of 8 up to 64 that divides the channels",
                         d->c, d->k, d->x_blk, d->y_blk);
+    return DL_OK;
+}
+
+/* Direction dir (dl_cpu_dnnl_conv's) of d with x or y blocked: oneDNN's,
+ * else the plain path on plain copies of the blocked operands. */
+static int blocked_conv(dl_backend *be, int dir, const dl_conv_desc *d, dl_dtype compute,
+                        float *out, float *out2, const float *in, const float *in2, const float *w,
+                        const float *b, void *ws)
+{
+    DL_TRY(check_blocked(d, compute));
     dl_dtype pt = dl_cpu_kernel_type(be, compute);
     int done = dl_cpu_dnnl_conv_wanted_dir(d, pt, dir == 3 ? 1 : dir)
                    ? dl_cpu_dnnl_conv(be, dir, d, compute, out, NULL, in, in2, w, b)
@@ -1380,6 +1386,46 @@ int dl_cpu_conv_backward_filter(dl_backend *be, const dl_conv_desc *d, float *dw
         dl_pool_for(dl_cpu(be)->pool, (size_t)d->k, 8, db_task_fn, &t);
     }
     return DL_OK;
+}
+
+/* Whether both backward directions of d run oneDNN's kernels, as the
+ * filter and data ops above route them (< 0: d is invalid). */
+static int dnnl_takes_backward(dl_backend *be, const dl_conv_desc *d, dl_dtype compute)
+{
+    dl_dtype pt = dl_cpu_kernel_type(be, compute);
+    if (d->x_blk || d->y_blk)
+        DL_TRY(check_blocked(d, compute));
+    else if (is_grouped(d) || check_desc(d, compute, "conv_backward") < 0 ||
+             dl_cpu_conv_bf16_data_fits(be, d, compute) ||
+             dl_cpu_conv_bf16_filter_fits(be, d, compute) || use_1x1(be, d, compute))
+        return 0;
+    return dl_cpu_dnnl_conv_wanted_dir(d, pt, 1) && dl_cpu_dnnl_conv_wanted_dir(d, pt, 2);
+}
+
+int dl_cpu_conv_backward(dl_backend *be, const dl_conv_desc *d, float *dw, float *db, float *dx,
+                         int set, const float *dy, const float *x, const float *w, void *ws,
+                         dl_dtype compute)
+{
+    int takes = dx ? dnnl_takes_backward(be, d, compute) : 0;
+    if (takes < 0)
+        return takes;
+    int done = takes ? dl_cpu_dnnl_conv_backward(be, d, compute, dw, dx, set, x, dy, w) : 0;
+    if (done < 0)
+        return done;
+    if (done) {
+        /* db as the filter op sums it on each path */
+        if (db && (d->x_blk || d->y_blk)) {
+            bdb_task t = {d, db, dy};
+            dl_pool_for(dl_cpu(be)->pool, (size_t)(d->k / (d->y_blk ? d->y_blk : 1)), 1, bdb_fn,
+                        &t);
+        } else if (db) {
+            db_task t = {d, db, dy};
+            dl_pool_for(dl_cpu(be)->pool, (size_t)d->k, 8, db_task_fn, &t);
+        }
+        return DL_OK;
+    }
+    DL_TRY(dl_cpu_conv_backward_filter(be, d, dw, db, dy, x, ws, compute));
+    return dx ? backward_data(be, d, dx, dy, w, ws, compute, set) : DL_OK;
 }
 
 /* ---------------------------------------------------------------------- */

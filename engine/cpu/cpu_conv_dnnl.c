@@ -30,7 +30,9 @@
  * Low precision the CPU has no arithmetic for (dl_cpu_kernel_type: bf16
  * without AVX512_BF16, fp16 always) runs the f32 primitives, and f32's
  * rules, on operands rounded to the type: each chunk's operand right
- * after its reorder, in cache, the weights once a call. A product of two
+ * after its reorder, in cache, the weights once a call; the two backward
+ * directions, run together (dl_cpu_dnnl_conv_backward), round a chunk's
+ * dy once for both. A product of two
  * rounded operands is exact in f32 and the sums are f32, as in bf16
  * kernels. oneDNN's own bf16 kernels on such a CPU emulate every product
  * (its jit_bf16: 26-31 GFLOP/s on the ResNet's 3x3 layers on an AVX-512
@@ -464,7 +466,12 @@ static void carve_chunk(const run_job *j, const prim *p, size_t ci, char **in, c
     *pad = s;
 }
 
-static int run_chunk(const run_job *j, size_t ci, dnnl_stream_t st)
+/* Chunk ci of job j. given: the chunk's input (in) already in the
+ * primitive's layout and rounded (the filter gradient's dy, shared with
+ * the data gradient), NULL to prepare it here; *dy_used (when asked) gets
+ * the filter gradient's dy as its primitive read it. */
+static int run_chunk(const run_job *j, size_t ci, dnnl_stream_t st, const void *given,
+                     const void **dy_used)
 {
     const dl_conv_desc *d = j->d;
     int n0 = (int)ci * j->chunk, nb = d->n - n0 < j->chunk ? d->n - n0 : j->chunk;
@@ -475,7 +482,8 @@ static int run_chunk(const run_job *j, size_t ci, dnnl_stream_t st)
     const float *uin = j->in + (size_t)n0 * in_img;
     char *in, *in2, *out, *pad;
     carve_chunk(j, p, ci, &in, &in2, &out, &pad);
-    const void *src = operand(j->dn, st, p->r_in, &p->u_in, uin, &p->in_md, in, j->via);
+    const void *src =
+        given ? given : operand(j->dn, st, p->r_in, &p->u_in, uin, &p->in_md, in, j->via);
     if (!src)
         return -1;
     if (j->dir == BWD_W) {
@@ -483,6 +491,8 @@ static int run_chunk(const run_job *j, size_t ci, dnnl_stream_t st)
         const void *dy = operand(j->dn, st, p->r_in2, &p->u_in2, udy, &p->in2_md, in2, j->via);
         if (!dy)
             return -1;
+        if (dy_used)
+            *dy_used = dy;
         const int ids[] = {DNNL_ARG_SRC, DNNL_ARG_DIFF_DST, DNNL_ARG_DIFF_WEIGHTS,
                            DNNL_ARG_DIFF_BIAS, DNNL_ARG_SCRATCHPAD};
         dnnl_memory_desc_t bmd, smd;
@@ -534,8 +544,35 @@ static void chunk_task(void *arg, size_t begin, size_t end)
         return;
     }
     for (size_t ci = begin; ci < end; ci++)
-        if (run_chunk(j, ci, st) < 0)
+        if (run_chunk(j, ci, st, NULL, NULL) < 0)
             j->failed = 1;
+    dnnl_stream_destroy(st);
+}
+
+/* Both gradients, chunk by chunk: the filter's (w), then the data's (d)
+ * on the same images while their dy is in cache; share: the data
+ * gradient reads the filter's dy operand as it is (same layout, rounded
+ * the same way) instead of preparing its own. */
+typedef struct both_job {
+    run_job *w, *d;
+    int share;
+} both_job;
+
+static void both_task(void *arg, size_t begin, size_t end)
+{
+    both_job *b = arg;
+    omp_single();
+    dnnl_stream_t st;
+    if (dnnl_stream_create(&st, b->w->dn->eng, dnnl_stream_default_flags) != dnnl_success) {
+        b->w->failed = 1;
+        return;
+    }
+    for (size_t ci = begin; ci < end; ci++) {
+        const void *dy = NULL;
+        if (run_chunk(b->w, ci, st, NULL, &dy) < 0 ||
+            run_chunk(b->d, ci, st, b->share ? dy : NULL, NULL) < 0)
+            b->w->failed = 1;
+    }
     dnnl_stream_destroy(st);
 }
 
@@ -605,14 +642,12 @@ static int sum_parts(struct dl_cpu_dnnl *dn, dnnl_stream_t st, const run_job *j,
     return 0;
 }
 
-/* Lays out the backend's scratch for job j: the zero bias, the weights of
- * both primitives, the chunks, the weight-gradient parts. */
-static char *carve_job(dl_backend *be, run_job *j, size_t chunks, char **wf, char **wl)
+/* Bytes of scratch job j needs over chunks chunks (sets its per_chunk and
+ * dw_bytes): the zero bias, the weights of both primitives, the chunks,
+ * the weight-gradient parts; carve_job lays them out. */
+static size_t job_bytes(run_job *j, size_t chunks)
 {
     const prim *pf = &j->full->dir[j->dir], *pl = &j->last->dir[j->dir];
-    size_t bias = up64((size_t)j->d->k * sizeof(float));
-    size_t wbf = up64(dnnl_memory_desc_get_size(&pf->w_md));
-    size_t wbl = up64(dnnl_memory_desc_get_size(&pl->w_md));
     j->per_chunk = chunk_bytes(pf) > chunk_bytes(pl) ? chunk_bytes(pf) : chunk_bytes(pl);
     j->dw_bytes = 0;
     if (j->dir == BWD_W) {
@@ -620,30 +655,34 @@ static char *carve_job(dl_backend *be, run_job *j, size_t chunks, char **wf, cha
                b = dnnl_memory_desc_get_size(&pl->out_md);
         j->dw_bytes = up64(a > b ? a : b);
     }
-    size_t total = bias + wbf + wbl + chunks * (j->per_chunk + j->dw_bytes) +
-                   up64(chunks * (size_t)j->d->k * sizeof(float)) + 128;
-    char *s = dl_cpu_scratch(be, DL_CPU_SCRATCH_CONV, total);
-    if (!s)
-        return NULL;
+    return up64((size_t)j->d->k * sizeof(float)) + up64(dnnl_memory_desc_get_size(&pf->w_md)) +
+           up64(dnnl_memory_desc_get_size(&pl->w_md)) + chunks * (j->per_chunk + j->dw_bytes) +
+           up64(chunks * (size_t)j->d->k * sizeof(float)) + 128;
+}
+
+/* Lays out job_bytes(j, chunks) from s: returns the zero bias; *wf and *wl
+ * get the room for the two primitives' weights. */
+static char *carve_job(run_job *j, size_t chunks, char *s, char **wf, char **wl)
+{
+    const prim *pf = &j->full->dir[j->dir], *pl = &j->last->dir[j->dir];
     s = (char *)(((uintptr_t)s + 63) & ~(uintptr_t)63);
     char *zero = s;
     memset(zero, 0, (size_t)j->d->k * sizeof(float));
-    *wf = s + bias;
-    *wl = *wf + wbf;
-    j->scratch = *wl + wbl;
+    *wf = s + up64((size_t)j->d->k * sizeof(float));
+    *wl = *wf + up64(dnnl_memory_desc_get_size(&pf->w_md));
+    j->scratch = *wl + up64(dnnl_memory_desc_get_size(&pl->w_md));
     j->dw_parts = (float *)(j->scratch + chunks * j->per_chunk);
     j->db_parts = (float *)((char *)j->dw_parts + chunks * j->dw_bytes);
     return zero;
 }
 
-int dl_cpu_dnnl_conv(dl_backend *be, int dir, const dl_conv_desc *d, dl_dtype compute, float *out,
-                     float *out2, const float *in, const float *in2, const float *w, const float *b)
+/* Job j for direction dir of d over *chunks chunks, on the cached
+ * primitives (made on first use): 1, or 0 where oneDNN has none for d. */
+static int job_init(dl_backend *be, run_job *j, int dir, const dl_conv_desc *d, dl_dtype compute,
+                    size_t *chunks)
 {
     dl_cpu_ctx *c = dl_cpu(be);
     dl_dtype pt = dl_cpu_kernel_type(be, compute);
-    int set = dir == 3; /* backward data, dx written */
-    if (set)
-        dir = BWD_DATA;
     /* before primitives are made: oneDNN plans them for the OpenMP thread
      * count of the thread that creates them */
     omp_single();
@@ -651,45 +690,103 @@ int dl_cpu_dnnl_conv(dl_backend *be, int dir, const dl_conv_desc *d, dl_dtype co
     if (!dn)
         return 0;
     int chunk = chunk_for(d);
-    size_t chunks = ((size_t)d->n + chunk - 1) / chunk;
-    int rest = d->n - (int)(chunks - 1) * chunk;
-    run_job j = {.dn = dn,
-                 .dir = dir,
-                 .set = set,
-                 .d = d,
-                 .via = pt == compute ? DL_F32 : compute,
-                 .full = lookup(c, d, chunk, pt),
-                 .in = in,
-                 .in2 = in2,
-                 .b = b,
-                 .out = out};
-    j.chunk = chunk;
-    j.last = rest == chunk ? j.full : lookup(c, d, rest, pt);
-    if (!j.full || !j.last)
+    *chunks = ((size_t)d->n + chunk - 1) / chunk;
+    int rest = d->n - (int)(*chunks - 1) * chunk;
+    *j = (run_job){.dn = dn,
+                   .dir = dir,
+                   .d = d,
+                   .chunk = chunk,
+                   .via = pt == compute ? DL_F32 : compute,
+                   .full = lookup(c, d, chunk, pt)};
+    j->last = rest == chunk ? j->full : lookup(c, d, rest, pt);
+    return j->full && j->last;
+}
+
+static int run_failed(const dl_conv_desc *d)
+{
+    return dl_error(DL_ERR, "conv (oneDNN) failed on [%d, %d, %d, %d] -> %d", d->n, d->c, d->h,
+                    d->w, d->k);
+}
+
+int dl_cpu_dnnl_conv(dl_backend *be, int dir, const dl_conv_desc *d, dl_dtype compute, float *out,
+                     float *out2, const float *in, const float *in2, const float *w, const float *b)
+{
+    int set = dir == 3; /* backward data, dx written */
+    if (set)
+        dir = BWD_DATA;
+    run_job j;
+    size_t chunks;
+    if (!job_init(be, &j, dir, d, compute, &chunks))
         return 0; /* no oneDNN primitive for this shape */
-    char *wf, *wl, *zero = carve_job(be, &j, chunks, &wf, &wl);
-    if (!zero)
+    j.set = set;
+    j.in = in;
+    j.in2 = in2;
+    j.b = b;
+    j.out = out;
+    char *wf, *wl, *s = dl_cpu_scratch(be, DL_CPU_SCRATCH_CONV, job_bytes(&j, chunks));
+    if (!s)
         return dl_error(DL_ENOMEM, "conv (oneDNN): out of memory for its scratch");
+    char *zero = carve_job(&j, chunks, s, &wf, &wl);
     if (!j.b)
         j.b = (const float *)zero;
     dnnl_stream_t st;
-    if (dnnl_stream_create(&st, dn->eng, dnnl_stream_default_flags) != dnnl_success)
+    if (dnnl_stream_create(&st, j.dn->eng, dnnl_stream_default_flags) != dnnl_success)
         return dl_error(DL_ERR, "conv (oneDNN): could not create a stream");
     int rc = 0;
     if (dir != BWD_W) {
-        j.w = weights_for(dn, st, &j.full->dir[dir], w, wf, j.via, &rc);
-        j.w_last = weights_for(dn, st, &j.last->dir[dir], w, wl, j.via, &rc);
+        j.w = weights_for(j.dn, st, &j.full->dir[dir], w, wf, j.via, &rc);
+        j.w_last = weights_for(j.dn, st, &j.last->dir[dir], w, wl, j.via, &rc);
     }
     if (rc == 0) {
-        dl_pool_for(c->pool, chunks, 1, chunk_task, &j);
+        dl_pool_for(dl_cpu(be)->pool, chunks, 1, chunk_task, &j);
         rc = j.failed ? -1 : 0;
     }
     if (rc == 0 && dir == BWD_W)
-        rc = sum_parts(dn, st, &j, chunks, out, out2);
+        rc = sum_parts(j.dn, st, &j, chunks, out, out2);
     dnnl_stream_destroy(st);
-    return rc < 0 ? dl_error(DL_ERR, "conv (oneDNN) failed on [%d, %d, %d, %d] -> %d", d->n, d->c,
-                             d->h, d->w, d->k)
-                  : 1;
+    return rc < 0 ? run_failed(d) : 1;
+}
+
+int dl_cpu_dnnl_conv_backward(dl_backend *be, const dl_conv_desc *d, dl_dtype compute, float *dw,
+                              float *dx, int set, const float *x, const float *dy, const float *w)
+{
+    run_job jw, jd;
+    size_t chunks;
+    if (!job_init(be, &jw, BWD_W, d, compute, &chunks) ||
+        !job_init(be, &jd, BWD_DATA, d, compute, &chunks))
+        return 0;
+    jw.in = x;
+    jw.in2 = dy;
+    jw.out = dw;
+    jd.set = set;
+    jd.in = dy;
+    jd.out = dx;
+    size_t bw = job_bytes(&jw, chunks), bd = job_bytes(&jd, chunks);
+    char *wf, *wl, *s = dl_cpu_scratch(be, DL_CPU_SCRATCH_CONV, bw + bd);
+    if (!s)
+        return dl_error(DL_ENOMEM, "conv (oneDNN): out of memory for its scratch");
+    carve_job(&jw, chunks, s, &wf, &wl);
+    carve_job(&jd, chunks, s + bw, &wf, &wl);
+    /* the data gradient reads the filter's dy operand where both
+     * primitives take dy in the same layout */
+    both_job b = {
+        &jw, &jd,
+        dnnl_memory_desc_equal(&jw.full->dir[BWD_W].in2_md, &jd.full->dir[BWD_DATA].in_md) &&
+            dnnl_memory_desc_equal(&jw.last->dir[BWD_W].in2_md, &jd.last->dir[BWD_DATA].in_md)};
+    dnnl_stream_t st;
+    if (dnnl_stream_create(&st, jw.dn->eng, dnnl_stream_default_flags) != dnnl_success)
+        return dl_error(DL_ERR, "conv (oneDNN): could not create a stream");
+    int rc = 0;
+    jd.w = weights_for(jd.dn, st, &jd.full->dir[BWD_DATA], w, wf, jd.via, &rc);
+    jd.w_last = weights_for(jd.dn, st, &jd.last->dir[BWD_DATA], w, wl, jd.via, &rc);
+    if (rc == 0) {
+        dl_pool_for(dl_cpu(be)->pool, chunks, 1, both_task, &b);
+        rc = jw.failed ? -1 : 0;
+    }
+    if (rc == 0)
+        rc = sum_parts(jw.dn, st, &jw, chunks, dw, NULL);
+    dnnl_stream_destroy(st);
+    return rc < 0 ? run_failed(d) : 1;
 }
 
 int dl_cpu_dnnl_conv_describe(dl_backend *be, const dl_conv_desc *d, dl_dtype compute, char *buf,
@@ -764,6 +861,11 @@ int dl_cpu_dnnl_conv(dl_backend *be, int dir, const dl_conv_desc *d, dl_dtype co
 }
 int dl_cpu_dnnl_conv_describe(dl_backend *be, const dl_conv_desc *d, dl_dtype compute, char *buf,
                               size_t size)
+{
+    return 0;
+}
+int dl_cpu_dnnl_conv_backward(dl_backend *be, const dl_conv_desc *d, dl_dtype compute, float *dw,
+                              float *dx, int set, const float *x, const float *dy, const float *w)
 {
     return 0;
 }

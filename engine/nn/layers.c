@@ -307,6 +307,9 @@ static int conv_grads(dl_layer *l, dl_pass *p, const float *x, const float *dy, 
     void *ws;
     size_t wsb;
     DL_TRY(conv_ws(C, p, &ws, &wsb));
+    if (OPS(p)->conv_backward)
+        return OPS(p)->conv_backward(p->be, &d, p->grads + C->w, C->bias ? p->grads + C->b : NULL,
+                                     dx, set, dy, x, p->params + C->w, ws, wsb, p->compute);
     DL_TRY(OPS(p)->conv_backward_filter(
         p->be, &d, p->grads + C->w, C->bias ? p->grads + C->b : NULL, dy, x, ws, wsb, p->compute));
     if (!dx)
