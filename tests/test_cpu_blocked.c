@@ -291,6 +291,12 @@ static void test_conv_blocked(void)
             cdesc(4, 16, 8, 24, 3, 2, 1),   /* k not a multiple of 16 */
             cdesc(3, 64, 7, 64, 3, 1, 1),   /* Winograd */
             cdesc(6, 16, 9, 16, 5, 1, 2),   /* 5x5 */
+            /* 1x1 on blocks: the own filter kernel (tiles of 3, 2 and 1
+             * input blocks; several chunks of images) and the own strided
+             * data kernel (a last tile of pixels that starts early) */
+            cdesc(5, 64, 28, 32, 1, 1, 0),
+            cdesc(3, 48, 9, 32, 1, 2, 0),
+            cdesc(4, 80, 8, 16, 1, 2, 0),
         };
         for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
             conv_blocked_case(be, cases[i], DL_F32, blk);

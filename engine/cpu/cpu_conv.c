@@ -205,12 +205,32 @@ static void bdb_fn(void *arg, size_t begin, size_t end)
     size_t nb = (size_t)d->k / blk;
     for (size_t cb = begin; cb < end; cb++) {
         double s[64] = {0};
-        for (int i = 0; i < d->n; i++) {
-            const float *p = t->dy + ((size_t)i * nb + cb) * pq * blk;
-            for (size_t j = 0; j < pq; j++)
-                for (size_t l = 0; l < blk; l++)
-                    s[l] += p[j * blk + l];
-        }
+#ifdef __AVX2__
+        if (blk == 8 || blk == 16) { /* the same sums, four lanes a vector */
+            __m256d acc[4] = {_mm256_setzero_pd(), _mm256_setzero_pd(), _mm256_setzero_pd(),
+                              _mm256_setzero_pd()};
+            int wide = blk == 16; /* the vectors' count a constant: acc stays in registers */
+            for (int i = 0; i < d->n; i++) {
+                const float *p = t->dy + ((size_t)i * nb + cb) * pq * blk;
+                for (size_t j = 0; j < pq; j++, p += blk) {
+                    acc[0] = _mm256_add_pd(acc[0], _mm256_cvtps_pd(_mm_loadu_ps(p)));
+                    acc[1] = _mm256_add_pd(acc[1], _mm256_cvtps_pd(_mm_loadu_ps(p + 4)));
+                    if (wide) {
+                        acc[2] = _mm256_add_pd(acc[2], _mm256_cvtps_pd(_mm_loadu_ps(p + 8)));
+                        acc[3] = _mm256_add_pd(acc[3], _mm256_cvtps_pd(_mm_loadu_ps(p + 12)));
+                    }
+                }
+            }
+            for (size_t v = 0; v < blk / 4; v++)
+                _mm256_storeu_pd(s + 4 * v, acc[v]);
+        } else
+#endif
+            for (int i = 0; i < d->n; i++) {
+                const float *p = t->dy + ((size_t)i * nb + cb) * pq * blk;
+                for (size_t j = 0; j < pq; j++)
+                    for (size_t l = 0; l < blk; l++)
+                        s[l] += p[j * blk + l];
+            }
         for (size_t l = 0; l < blk; l++)
             t->db[cb * blk + l] += (float)s[l];
     }
@@ -237,6 +257,16 @@ static int blocked_conv(dl_backend *be, int dir, const dl_conv_desc *d, dl_dtype
                         const float *b, void *ws)
 {
     DL_TRY(check_blocked(d, compute));
+    if (dir && dl_cpu_conv_1x1_blocked_takes(d, compute, dir == 3 ? 1 : dir)) {
+        if (dir != 2)
+            return dl_cpu_conv_1x1_blocked_data(be, d, out, in, w, dir == 3);
+        DL_TRY(dl_cpu_conv_1x1_blocked_filter(be, d, out, in2, in));
+        if (out2) {
+            bdb_task t = {d, out2, in2};
+            dl_pool_for(dl_cpu(be)->pool, (size_t)(d->k / d->y_blk), 1, bdb_fn, &t);
+        }
+        return DL_OK;
+    }
     dl_dtype pt = dl_cpu_kernel_type(be, compute);
     int done = dl_cpu_dnnl_conv_wanted_dir(d, pt, dir == 3 ? 1 : dir)
                    ? dl_cpu_dnnl_conv(be, dir, d, compute, out, NULL, in, in2, w, b)
@@ -1393,9 +1423,12 @@ int dl_cpu_conv_backward_filter(dl_backend *be, const dl_conv_desc *d, float *dw
 static int dnnl_takes_backward(dl_backend *be, const dl_conv_desc *d, dl_dtype compute)
 {
     dl_dtype pt = dl_cpu_kernel_type(be, compute);
-    if (d->x_blk || d->y_blk)
+    if (d->x_blk || d->y_blk) {
         DL_TRY(check_blocked(d, compute));
-    else if (is_grouped(d) || check_desc(d, compute, "conv_backward") < 0 ||
+        if (dl_cpu_conv_1x1_blocked_takes(d, compute, 1) ||
+            dl_cpu_conv_1x1_blocked_takes(d, compute, 2))
+            return 0;
+    } else if (is_grouped(d) || check_desc(d, compute, "conv_backward") < 0 ||
              dl_cpu_conv_bf16_data_fits(be, d, compute) ||
              dl_cpu_conv_bf16_filter_fits(be, d, compute) || use_1x1(be, d, compute))
         return 0;

@@ -1,0 +1,242 @@
+/* cpu_conv_1x1_blocked.c - the filter gradient and the strided data gradient of 1x1 convolutions on activations in 16-channel blocks (AVX-512)
+ *
+ * With x [n, C/16, h*w, 16] and dy [n, K/16, p*q, 16] (nChw16c) a 1x1
+ * convolution's gradients are matrix products with the channel block as
+ * the vector:
+ *   filter  dW [k, c] += sum over images and pixels of dy[k] * xs[c]
+ *           (xs: x at the strided pixels)
+ *   data    dx[c] at the strided pixels = sum over k of W[k, c] * dy[k],
+ *           the other pixels untouched (added into) or 0 (written)
+ * The filter kernel keeps 8 output channels times 3 input blocks (24
+ * vectors of 16 sums) in registers and, per pixel, loads 3 vectors of x
+ * and broadcasts 8 values of dy; the data kernel keeps 8 pixels times 3
+ * input blocks, and per output channel loads 3 vectors of W and
+ * broadcasts 8 values of dy. oneDNN's kernels for these two (its forward
+ * and stride-1 data gradient are fast) ran at 28-84 GFLOP/s on an AVX-512
+ * Xeon whose sgemm gives 170: bench_conv's 1x1 rows, BENCH_CONV_VS=blocked.
+ *
+ * f32 only (emulated bf16 keeps oneDNN's on rounded operands). Sums run in
+ * a fixed order whatever the thread count: the filter's over the images
+ * of a chunk (a size from the shape alone) and pixel by pixel, chunk
+ * after chunk into dW; the data's over k. Threads split the filter's
+ * output tiles within a chunk and the data's (image, pixels, blocks)
+ * tiles.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/base/error.h"
+#include "engine/cpu/cpu.h"
+
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+#include <immintrin.h>
+#define KB_TARGET __attribute__((target("avx512f")))
+#define KB_INLINE __attribute__((always_inline)) inline
+#define UNROLL _Pragma("GCC unroll 24")
+
+enum {
+    BLK = 16, /* channels in a block: AVX-512's 16 lanes */
+    FI = 8,   /* filter: output channels of a tile */
+    TJ = 3,   /* input blocks of a tile (filter and data) */
+    DR = 8,   /* data: pixels of a tile */
+};
+
+/* Images per chunk of the filter gradient: x and dy of a chunk near 512
+ * KiB, so that the tiles after the first find them in L2. */
+static int filter_chunk(const dl_conv_desc *d)
+{
+    size_t per = ((size_t)d->c * d->h * d->w + (size_t)d->k * d->p * d->q) * sizeof(float);
+    size_t nc = per ? ((size_t)512 << 10) / per : 1;
+    return nc < 1 ? 1 : nc > (size_t)d->n ? d->n : (int)nc;
+}
+
+typedef struct filter_task {
+    const dl_conv_desc *d;
+    const float *x, *dy;
+    float *dw;
+    int n0, nb, jt; /* the chunk's images; tiles of input blocks per row of tiles */
+} filter_task;
+
+/* dW rows k0 .. k0 + 8, input blocks cb0 .. cb0 + nj: += the chunk's sums. */
+KB_TARGET static KB_INLINE void filter_tile(const filter_task *t, int k0, int cb0, const int nj)
+{
+    const dl_conv_desc *d = t->d;
+    size_t hw = (size_t)d->h * d->w, pq = (size_t)d->p * d->q, st = (size_t)d->stride;
+    int kblocks = d->k / BLK, cblocks = d->c / BLK;
+    __m512 acc[FI][TJ];
+    UNROLL for (int i = 0; i < FI; i++) UNROLL for (int j = 0; j < TJ; j++) acc[i][j] =
+        _mm512_setzero_ps();
+    for (int n = t->n0; n < t->n0 + t->nb; n++) {
+        const float *dyn = t->dy + ((size_t)n * kblocks + k0 / BLK) * pq * BLK + k0 % BLK;
+        const float *xn = t->x + ((size_t)n * cblocks + cb0) * hw * BLK;
+        /* at stride 1 the pixels are one run: a row of p * q */
+        int rows = st == 1 ? 1 : d->p, cols = st == 1 ? (int)pq : d->q;
+        for (int p = 0; p < rows; p++) {
+            const float *xr = xn + (size_t)p * st * d->w * BLK;
+            const float *dr = dyn + (size_t)p * d->q * BLK;
+            for (int q = 0; q < cols; q++) {
+                __m512 xv[TJ];
+                UNROLL for (int j = 0; j < TJ; j++) if (j < nj) xv[j] =
+                    _mm512_loadu_ps(xr + (size_t)q * st * BLK + (size_t)j * hw * BLK);
+                UNROLL for (int i = 0; i < FI; i++)
+                {
+                    __m512 b = _mm512_set1_ps(dr[(size_t)q * BLK + i]);
+                    UNROLL for (int j = 0; j < TJ; j++) if (j < nj) acc[i][j] =
+                        _mm512_fmadd_ps(b, xv[j], acc[i][j]);
+                }
+            }
+        }
+    }
+    UNROLL for (int i = 0; i < FI; i++) UNROLL for (int j = 0; j < TJ; j++) if (j < nj)
+    {
+        float *o = t->dw + (size_t)(k0 + i) * d->c + (size_t)(cb0 + j) * BLK;
+        _mm512_storeu_ps(o, _mm512_add_ps(_mm512_loadu_ps(o), acc[i][j]));
+    }
+}
+
+KB_TARGET static void filter_fn(void *arg, size_t begin, size_t end)
+{
+    const filter_task *t = arg;
+    int cblocks = t->d->c / BLK;
+    for (size_t tile = begin; tile < end; tile++) {
+        int k0 = (int)(tile / (size_t)t->jt) * FI, cb0 = (int)(tile % (size_t)t->jt) * TJ;
+        int nj = cblocks - cb0 < TJ ? cblocks - cb0 : TJ;
+        if (nj == 3)
+            filter_tile(t, k0, cb0, 3);
+        else if (nj == 2)
+            filter_tile(t, k0, cb0, 2);
+        else
+            filter_tile(t, k0, cb0, 1);
+    }
+}
+
+typedef struct data_task {
+    const dl_conv_desc *d;
+    const float *dy, *w;
+    float *dx;
+    int set;
+    size_t rt, jt; /* pixel tiles per image, block tiles per pixel tile */
+} data_task;
+
+/* dx of image n at output pixels start .. start + 8 (fewer at the end:
+ * the tile then starts earlier and stores only its new pixels), input
+ * blocks cb0 .. cb0 + nj. */
+KB_TARGET static KB_INLINE void data_tile(const data_task *t, int n, size_t start, int cb0,
+                                          const int nj)
+{
+    const dl_conv_desc *d = t->d;
+    size_t hw = (size_t)d->h * d->w, pq = (size_t)d->p * d->q, st = (size_t)d->stride;
+    size_t r0 = start + DR <= pq ? start : pq - DR;
+    int kblocks = d->k / BLK, cblocks = d->c / BLK;
+    const float *dyn = t->dy + (size_t)n * kblocks * pq * BLK;
+    __m512 acc[DR][TJ];
+    UNROLL for (int r = 0; r < DR; r++) UNROLL for (int j = 0; j < TJ; j++) acc[r][j] =
+        _mm512_setzero_ps();
+    for (int k = 0; k < d->k; k++) {
+        const float *dk = dyn + ((size_t)(k / BLK) * pq + r0) * BLK + k % BLK;
+        const float *wk = t->w + (size_t)k * d->c + (size_t)cb0 * BLK;
+        __m512 wv[TJ];
+        UNROLL for (int j = 0; j < TJ; j++) if (j < nj) wv[j] = _mm512_loadu_ps(wk + j * BLK);
+        UNROLL for (int r = 0; r < DR; r++)
+        {
+            __m512 b = _mm512_set1_ps(dk[(size_t)r * BLK]);
+            UNROLL for (int j = 0; j < TJ; j++) if (j < nj) acc[r][j] =
+                _mm512_fmadd_ps(b, wv[j], acc[r][j]);
+        }
+    }
+    UNROLL for (int r = 0; r < DR; r++)
+    {
+        if (r0 + (size_t)r < start)
+            continue;
+        size_t p = (r0 + (size_t)r) / (size_t)d->q, q = (r0 + (size_t)r) % (size_t)d->q;
+        float *o = t->dx + ((size_t)n * cblocks + cb0) * hw * BLK + (p * st * d->w + q * st) * BLK;
+        UNROLL for (int j = 0; j < TJ; j++) if (j < nj)
+        {
+            float *oj = o + (size_t)j * hw * BLK;
+            _mm512_storeu_ps(oj, t->set ? acc[r][j] : _mm512_add_ps(_mm512_loadu_ps(oj), acc[r][j]));
+        }
+    }
+}
+
+KB_TARGET static void data_fn(void *arg, size_t begin, size_t end)
+{
+    const data_task *t = arg;
+    int cblocks = t->d->c / BLK;
+    for (size_t tile = begin; tile < end; tile++) {
+        size_t j = tile % t->jt, rest = tile / t->jt;
+        int n = (int)(rest / t->rt), cb0 = (int)j * TJ;
+        size_t start = rest % t->rt * DR;
+        int nj = cblocks - cb0 < TJ ? cblocks - cb0 : TJ;
+        if (nj == 3)
+            data_tile(t, n, start, cb0, 3);
+        else if (nj == 2)
+            data_tile(t, n, start, cb0, 2);
+        else
+            data_tile(t, n, start, cb0, 1);
+    }
+}
+
+typedef struct zero_task {
+    float *p;
+    size_t per; /* floats per image */
+} zero_task;
+
+static void zero_fn(void *arg, size_t begin, size_t end)
+{
+    const zero_task *t = arg;
+    memset(t->p + begin * t->per, 0, (end - begin) * t->per * sizeof(float));
+}
+
+int dl_cpu_conv_1x1_blocked_takes(const dl_conv_desc *d, dl_dtype compute, int dir)
+{
+    const char *e = getenv("DLBENCH_CONV"); /* dnnl: oneDNN's wherever it runs (read per call) */
+    if ((e && !strcmp(e, "dnnl")) || !dl_cpu_avx512() || compute != DL_F32 || d->r != 1 ||
+        d->s != 1 || d->pad != 0 || dl_conv_dilation(d) != 1 || dl_conv_groups(d) != 1 ||
+        d->x_blk != BLK || d->y_blk != BLK || d->c % BLK || d->k % BLK || d->n <= 0)
+        return 0;
+    if (dir == 2)
+        return 1;
+    /* the data gradient at stride 1 is oneDNN's (as fast as its forward) */
+    return dir == 1 && d->stride > 1 && (size_t)d->p * d->q >= DR;
+}
+
+int dl_cpu_conv_1x1_blocked_filter(dl_backend *be, const dl_conv_desc *d, float *dw,
+                                   const float *dy, const float *x)
+{
+    int chunk = filter_chunk(d);
+    filter_task t = {d, x, dy, dw, 0, 0, (d->c / BLK + TJ - 1) / TJ};
+    size_t tiles = (size_t)(d->k / FI) * (size_t)t.jt;
+    for (int n0 = 0; n0 < d->n; n0 += chunk) {
+        t.n0 = n0;
+        t.nb = d->n - n0 < chunk ? d->n - n0 : chunk;
+        dl_pool_for(dl_cpu(be)->pool, tiles, 1, filter_fn, &t);
+    }
+    return DL_OK;
+}
+
+int dl_cpu_conv_1x1_blocked_data(dl_backend *be, const dl_conv_desc *d, float *dx,
+                                 const float *dy, const float *w, int set)
+{
+    size_t pq = (size_t)d->p * d->q;
+    data_task t = {d, dy, w, dx, set, (pq + DR - 1) / DR, (size_t)(d->c / BLK + TJ - 1) / TJ};
+    if (set) { /* the pixels off the stride get 0 */
+        zero_task z = {dx, (size_t)d->c * d->h * d->w};
+        dl_pool_for(dl_cpu(be)->pool, (size_t)d->n, 1, zero_fn, &z);
+    }
+    dl_pool_for(dl_cpu(be)->pool, (size_t)d->n * t.rt * t.jt, 1, data_fn, &t);
+    return DL_OK;
+}
+
+#else
+int dl_cpu_conv_1x1_blocked_takes(const dl_conv_desc *d, dl_dtype compute, int dir) { return 0; }
+int dl_cpu_conv_1x1_blocked_filter(dl_backend *be, const dl_conv_desc *d, float *dw,
+                                   const float *dy, const float *x)
+{
+    return DL_EUNSUPPORTED;
+}
+int dl_cpu_conv_1x1_blocked_data(dl_backend *be, const dl_conv_desc *d, float *dx,
+                                 const float *dy, const float *w, int set)
+{
+    return DL_EUNSUPPORTED;
+}
+#endif
