@@ -152,8 +152,8 @@ int dl_cpu_conv_blocks(dl_backend *be, const dl_conv_desc *d, dl_dtype compute);
 int dl_cpu_conv_1x1_blocked_takes(const dl_conv_desc *d, dl_dtype compute, int dir);
 int dl_cpu_conv_1x1_blocked_filter(dl_backend *be, const dl_conv_desc *d, float *dw,
                                    const float *dy, const float *x);
-int dl_cpu_conv_1x1_blocked_data(dl_backend *be, const dl_conv_desc *d, float *dx,
-                                 const float *dy, const float *w, int set);
+int dl_cpu_conv_1x1_blocked_data(dl_backend *be, const dl_conv_desc *d, float *dx, const float *dy,
+                                 const float *w, int set);
 /* cpu_conv_dnnl.c: dense f32 and bf16 convolutions through oneDNN where the build
  * has it (DL_HAVE_DNNL). dl_cpu_dnnl_conv_wanted: whether to try it for d
  * (not when DLBENCH_CONV=own). dl_cpu_dnnl_conv runs direction dir (0

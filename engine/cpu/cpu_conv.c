@@ -1429,8 +1429,8 @@ static int dnnl_takes_backward(dl_backend *be, const dl_conv_desc *d, dl_dtype c
             dl_cpu_conv_1x1_blocked_takes(d, compute, 2))
             return 0;
     } else if (is_grouped(d) || check_desc(d, compute, "conv_backward") < 0 ||
-             dl_cpu_conv_bf16_data_fits(be, d, compute) ||
-             dl_cpu_conv_bf16_filter_fits(be, d, compute) || use_1x1(be, d, compute))
+               dl_cpu_conv_bf16_data_fits(be, d, compute) ||
+               dl_cpu_conv_bf16_filter_fits(be, d, compute) || use_1x1(be, d, compute))
         return 0;
     return dl_cpu_dnnl_conv_wanted_dir(d, pt, 1) && dl_cpu_dnnl_conv_wanted_dir(d, pt, 2);
 }

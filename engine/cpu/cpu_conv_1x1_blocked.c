@@ -153,7 +153,8 @@ KB_TARGET static KB_INLINE void data_tile(const data_task *t, int n, size_t star
         UNROLL for (int j = 0; j < TJ; j++) if (j < nj)
         {
             float *oj = o + (size_t)j * hw * BLK;
-            _mm512_storeu_ps(oj, t->set ? acc[r][j] : _mm512_add_ps(_mm512_loadu_ps(oj), acc[r][j]));
+            _mm512_storeu_ps(oj,
+                             t->set ? acc[r][j] : _mm512_add_ps(_mm512_loadu_ps(oj), acc[r][j]));
         }
     }
 }
@@ -214,8 +215,8 @@ int dl_cpu_conv_1x1_blocked_filter(dl_backend *be, const dl_conv_desc *d, float 
     return DL_OK;
 }
 
-int dl_cpu_conv_1x1_blocked_data(dl_backend *be, const dl_conv_desc *d, float *dx,
-                                 const float *dy, const float *w, int set)
+int dl_cpu_conv_1x1_blocked_data(dl_backend *be, const dl_conv_desc *d, float *dx, const float *dy,
+                                 const float *w, int set)
 {
     size_t pq = (size_t)d->p * d->q;
     data_task t = {d, dy, w, dx, set, (pq + DR - 1) / DR, (size_t)(d->c / BLK + TJ - 1) / TJ};
@@ -234,8 +235,8 @@ int dl_cpu_conv_1x1_blocked_filter(dl_backend *be, const dl_conv_desc *d, float 
 {
     return DL_EUNSUPPORTED;
 }
-int dl_cpu_conv_1x1_blocked_data(dl_backend *be, const dl_conv_desc *d, float *dx,
-                                 const float *dy, const float *w, int set)
+int dl_cpu_conv_1x1_blocked_data(dl_backend *be, const dl_conv_desc *d, float *dx, const float *dy,
+                                 const float *w, int set)
 {
     return DL_EUNSUPPORTED;
 }
