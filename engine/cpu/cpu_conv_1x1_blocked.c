@@ -64,8 +64,12 @@ KB_TARGET static KB_INLINE void filter_tile(const filter_task *t, int k0, int cb
     size_t hw = (size_t)d->h * d->w, pq = (size_t)d->p * d->q, st = (size_t)d->stride;
     int kblocks = d->k / BLK, cblocks = d->c / BLK;
     __m512 acc[FI][TJ];
-    UNROLL for (int i = 0; i < FI; i++) UNROLL for (int j = 0; j < TJ; j++) acc[i][j] =
-        _mm512_setzero_ps();
+    UNROLL
+    for (int i = 0; i < FI; i++) {
+        UNROLL
+        for (int j = 0; j < TJ; j++)
+            acc[i][j] = _mm512_setzero_ps();
+    }
     for (int n = t->n0; n < t->n0 + t->nb; n++) {
         const float *dyn = t->dy + ((size_t)n * kblocks + k0 / BLK) * pq * BLK + k0 % BLK;
         const float *xn = t->x + ((size_t)n * cblocks + cb0) * hw * BLK;
@@ -76,21 +80,26 @@ KB_TARGET static KB_INLINE void filter_tile(const filter_task *t, int k0, int cb
             const float *dr = dyn + (size_t)p * d->q * BLK;
             for (int q = 0; q < cols; q++) {
                 __m512 xv[TJ];
-                UNROLL for (int j = 0; j < TJ; j++) if (j < nj) xv[j] =
-                    _mm512_loadu_ps(xr + (size_t)q * st * BLK + (size_t)j * hw * BLK);
-                UNROLL for (int i = 0; i < FI; i++)
-                {
+                UNROLL
+                for (int j = 0; j < nj; j++)
+                    xv[j] = _mm512_loadu_ps(xr + (size_t)q * st * BLK + (size_t)j * hw * BLK);
+                UNROLL
+                for (int i = 0; i < FI; i++) {
                     __m512 b = _mm512_set1_ps(dr[(size_t)q * BLK + i]);
-                    UNROLL for (int j = 0; j < TJ; j++) if (j < nj) acc[i][j] =
-                        _mm512_fmadd_ps(b, xv[j], acc[i][j]);
+                    UNROLL
+                    for (int j = 0; j < nj; j++)
+                        acc[i][j] = _mm512_fmadd_ps(b, xv[j], acc[i][j]);
                 }
             }
         }
     }
-    UNROLL for (int i = 0; i < FI; i++) UNROLL for (int j = 0; j < TJ; j++) if (j < nj)
-    {
-        float *o = t->dw + (size_t)(k0 + i) * d->c + (size_t)(cb0 + j) * BLK;
-        _mm512_storeu_ps(o, _mm512_add_ps(_mm512_loadu_ps(o), acc[i][j]));
+    UNROLL
+    for (int i = 0; i < FI; i++) {
+        UNROLL
+        for (int j = 0; j < nj; j++) {
+            float *o = t->dw + (size_t)(k0 + i) * d->c + (size_t)(cb0 + j) * BLK;
+            _mm512_storeu_ps(o, _mm512_add_ps(_mm512_loadu_ps(o), acc[i][j]));
+        }
     }
 }
 
@@ -130,28 +139,35 @@ KB_TARGET static KB_INLINE void data_tile(const data_task *t, int n, size_t star
     int kblocks = d->k / BLK, cblocks = d->c / BLK;
     const float *dyn = t->dy + (size_t)n * kblocks * pq * BLK;
     __m512 acc[DR][TJ];
-    UNROLL for (int r = 0; r < DR; r++) UNROLL for (int j = 0; j < TJ; j++) acc[r][j] =
-        _mm512_setzero_ps();
+    UNROLL
+    for (int r = 0; r < DR; r++) {
+        UNROLL
+        for (int j = 0; j < TJ; j++)
+            acc[r][j] = _mm512_setzero_ps();
+    }
     for (int k = 0; k < d->k; k++) {
         const float *dk = dyn + ((size_t)(k / BLK) * pq + r0) * BLK + k % BLK;
         const float *wk = t->w + (size_t)k * d->c + (size_t)cb0 * BLK;
         __m512 wv[TJ];
-        UNROLL for (int j = 0; j < TJ; j++) if (j < nj) wv[j] = _mm512_loadu_ps(wk + j * BLK);
-        UNROLL for (int r = 0; r < DR; r++)
-        {
+        UNROLL
+        for (int j = 0; j < nj; j++)
+            wv[j] = _mm512_loadu_ps(wk + j * BLK);
+        UNROLL
+        for (int r = 0; r < DR; r++) {
             __m512 b = _mm512_set1_ps(dk[(size_t)r * BLK]);
-            UNROLL for (int j = 0; j < TJ; j++) if (j < nj) acc[r][j] =
-                _mm512_fmadd_ps(b, wv[j], acc[r][j]);
+            UNROLL
+            for (int j = 0; j < nj; j++)
+                acc[r][j] = _mm512_fmadd_ps(b, wv[j], acc[r][j]);
         }
     }
-    UNROLL for (int r = 0; r < DR; r++)
-    {
+    UNROLL
+    for (int r = 0; r < DR; r++) {
         if (r0 + (size_t)r < start)
             continue;
         size_t p = (r0 + (size_t)r) / (size_t)d->q, q = (r0 + (size_t)r) % (size_t)d->q;
         float *o = t->dx + ((size_t)n * cblocks + cb0) * hw * BLK + (p * st * d->w + q * st) * BLK;
-        UNROLL for (int j = 0; j < TJ; j++) if (j < nj)
-        {
+        UNROLL
+        for (int j = 0; j < nj; j++) {
             float *oj = o + (size_t)j * hw * BLK;
             _mm512_storeu_ps(oj,
                              t->set ? acc[r][j] : _mm512_add_ps(_mm512_loadu_ps(oj), acc[r][j]));
