@@ -1254,6 +1254,52 @@ static void test_adam(void)
     }
 }
 
+/* Optimizer state that no gradient reaches any more decays by the
+ * momentum each step; it must decay to 0, not stop in the denormals
+ * (where 0.9 times the smallest one rounds back to it and every update
+ * then runs on microcode assists): SGD with momentum and Adam, 1000 steps
+ * of zero gradients, on 1 and 2 threads (each pool thread sets its own
+ * flush-to-zero). */
+static void test_optimizer_state_leaves_denormals(void)
+{
+    enum { N = 1 << 16, STEPS = 1000 };
+    float *w = malloc(N * sizeof *w), *g = malloc(N * sizeof *g);
+    float *m = malloc(N * sizeof *m), *v = malloc(N * sizeof *v);
+    for (int threads = 1; threads <= 2; threads++) {
+        dl_backend *b = dl_backend_cpu_create(threads);
+        CHECK(b != NULL);
+        if (!b)
+            break;
+        for (int adam = 0; adam < 2; adam++) {
+            for (int i = 0; i < N; i++) {
+                w[i] = 0.5f + (float)(i % 97) / 97.0f;
+                m[i] = 1e-3f * (float)(1 + i % 13);
+                v[i] = 1e-6f;
+                g[i] = 0;
+            }
+            for (int t = 1; t <= STEPS; t++) {
+                int rc = adam ? b->ops->adam_update(b, N, w, g, m, v, 1e-3f, 0.9f, 0.999f, 1e-8f,
+                                                    0.0f, 1, t, 1.0f)
+                              : b->ops->sgd_update(b, N, w, g, m, 1e-3f, 0.9f, 0.0f, 0, 1.0f);
+                CHECK_OK(rc);
+            }
+            size_t sub = 0, nonzero = 0;
+            for (int i = 0; i < N; i++) {
+                sub += fpclassify(m[i]) == FP_SUBNORMAL || fpclassify(w[i]) == FP_SUBNORMAL ||
+                       fpclassify(v[i]) == FP_SUBNORMAL;
+                nonzero += m[i] != 0;
+            }
+            CHECK_MSG(sub == 0 && nonzero == 0,
+                      "%s, %d thread%s: after %d steps without gradients %zu denormal values, "
+                      "%zu momenta not 0 (m[0] = %g)",
+                      adam ? "adam" : "sgd", threads, threads > 1 ? "s" : "", STEPS, sub, nonzero,
+                      (double)m[0]);
+        }
+        dl_backend_cpu_destroy(b);
+    }
+    free(w), free(g), free(m), free(v);
+}
+
 /* dl_optim_step_lowp writes the low-precision copy in the update's pass
  * (the backend's _lowp ops): the weights and the copy must be the same
  * bits as the update followed by a cast (the path of a backend without
@@ -1936,6 +1982,7 @@ int main(void)
     RUN(test_mse_bce);
     RUN(test_sgd);
     RUN(test_adam);
+    RUN(test_optimizer_state_leaves_denormals);
     RUN(test_optim_lowp_copy);
     RUN(test_weight_decay_skips_bias);
     RUN(test_clip);
