@@ -17,7 +17,8 @@
 # scripts/resnet_fmnist.lua's network, char-gpt scripts/char_gpt.lua's on synthetic
 # tokens at batch 32, ~1.5 minutes each at 1 and 2 threads), BENCH_THREADS ("1 2"),
 # BENCH_REPS (3 timed windows per measurement; the best counts), BENCH_EMULATED=0 (no
-# emulated-bf16 against f32 comparison on a CPU without bf16 dot products).
+# emulated-bf16 against f32 comparison on a CPU without bf16 dot products),
+# BENCH_OFFLIST=0 (no models outside the zoo, bench/offlist/run.sh).
 set -u
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
@@ -151,6 +152,13 @@ for t in $THREADS; do
         fi
     fi
 done
+
+# models outside the zoo, nothing tuned for them (BENCH_OFFLIST=0 skips; ~1 minute)
+if [ "${BENCH_OFFLIST:-1}" != 0 ] && [ -x "$PY" ]; then
+    echo "== models outside the zoo against PyTorch (bench/offlist/run.sh; target >= 1.5x)"
+    BUILD="$BUILD" OFFLIST_THREADS="$THREADS" bash bench/offlist/run.sh | tee -a "$results" |
+        sed 's/^/  /'
+fi
 
 if [ "$QUICK" = 1 ]; then
     echo "== bf16 against f32 accuracy: skipped (BENCH_QUICK=1)"
