@@ -126,6 +126,43 @@ static void test_totals_match_wall_time(void)
     teardown(&f);
 }
 
+/* Sequentials nested three deep: the op view's Sequential.forward and
+ * .backward totals count the nested ones once (within the outer one's
+ * time, so never above the step), while their calls count all three and
+ * the mean is every call's time over the calls. */
+static void test_nested_kind_totals(void)
+{
+    dl_layer *inner = mlp(), *mid = dl_nn_sequential(), *outer = dl_nn_sequential();
+    dl_nn_sequential_add(mid, inner);
+    dl_nn_sequential_add(mid, dl_nn_activation(DL_ACT_RELU));
+    dl_nn_sequential_add(outer, mid);
+    fixture f;
+    CHECK_OK(setup(&f, outer, 1, 32, 32 * 40, NULL));
+    CHECK(run_steps(f.t, 20) > 0);
+    dl_prof_totals tot;
+    dl_profiler_totals(f.prof, &tot);
+    dl_prof_row ops[64], layers[64];
+    int n = dl_profiler_rows(f.prof, DL_PROF_BY_OP, DL_PROF_SORT_NONE, ops, 64);
+    int nl = dl_profiler_rows(f.prof, DL_PROF_BY_LAYER, DL_PROF_SORT_NONE, layers, 64);
+    CHECK(nl >= 3 && layers[0].depth == 0);
+    for (int dir = 0; dir < 2 && nl >= 3; dir++) {
+        const dl_prof_row *r = find(ops, n, dir ? "Sequential.backward" : "Sequential.forward");
+        CHECK(r != NULL);
+        if (!r)
+            continue;
+        double outer_ms = dir ? layers[0].bwd_ms : layers[0].fwd_ms;
+        CHECK_MSG(fabs(r->total_ms - outer_ms) <= 1e-9 * (1 + outer_ms),
+                  "%s total %.4f ms, the outermost Sequential's %.4f", r->name, r->total_ms,
+                  outer_ms);
+        CHECK_MSG(r->total_ms <= tot.step_ms, "%s total %.4f ms above the step's %.4f", r->name,
+                  r->total_ms, tot.step_ms);
+        CHECK(r->calls == 3 * 20);
+        /* the mean is over every call: above the total's share */
+        CHECK(r->mean_ms > r->total_ms / (double)r->calls);
+    }
+    teardown(&f);
+}
+
 /* Calls per layer and per op equal what the model does: each leaf runs
  * forward and backward once per step. */
 static void test_call_counts(void)
@@ -412,6 +449,7 @@ int main(void)
     be = dl_backend_cpu(0);
     RUN(test_totals_match_wall_time);
     RUN(test_call_counts);
+    RUN(test_nested_kind_totals);
     RUN(test_flops_linear_conv);
     RUN(test_trace_round_trip);
     RUN(test_trace_bounded);

@@ -192,9 +192,10 @@ typedef struct dl_prof_row {
     dl_prof_cat cat;
     int depth; /* layer view: depth in the tree */
     long calls;
-    double total_ms;       /* including nested layers */
+    double total_ms;       /* including nested layers (op view: a layer inside one of its
+                              own kind counted once, in the outer one) */
     double self_ms;        /* excluding nested layers */
-    double mean_ms;        /* total / calls */
+    double mean_ms;        /* the calls' summed time / calls */
     double pct_step;       /* self as % of the summed step time */
     double fwd_ms, bwd_ms; /* layer view */
     double flops;          /* summed over calls */
