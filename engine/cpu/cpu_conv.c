@@ -250,6 +250,8 @@ static int check_blocked(const dl_conv_desc *d, dl_dtype compute)
     return DL_OK;
 }
 
+static void conv_db(dl_backend *be, const dl_conv_desc *d, float *db, const float *dy);
+
 /* Direction dir (dl_cpu_dnnl_conv's) of d with x or y blocked: oneDNN's,
  * else the plain path on plain copies of the blocked operands. */
 static int blocked_conv(dl_backend *be, int dir, const dl_conv_desc *d, dl_dtype compute,
@@ -261,20 +263,15 @@ static int blocked_conv(dl_backend *be, int dir, const dl_conv_desc *d, dl_dtype
         if (dir != 2)
             return dl_cpu_conv_1x1_blocked_data(be, d, out, in, w, dir == 3);
         DL_TRY(dl_cpu_conv_1x1_blocked_filter(be, d, out, in2, in));
-        if (out2) {
-            bdb_task t = {d, out2, in2};
-            dl_pool_for(dl_cpu(be)->pool, (size_t)(d->k / d->y_blk), 1, bdb_fn, &t);
-        }
+        conv_db(be, d, out2, in2);
         return DL_OK;
     }
     dl_dtype pt = dl_cpu_kernel_type(be, compute);
     int done = dl_cpu_dnnl_conv_wanted_dir(d, pt, dir == 3 ? 1 : dir)
                    ? dl_cpu_dnnl_conv(be, dir, d, compute, out, NULL, in, in2, w, b)
                    : 0;
-    if (done > 0 && dir == 2 && out2) {
-        bdb_task t = {d, out2, in2};
-        dl_pool_for(dl_cpu(be)->pool, (size_t)(d->k / (d->y_blk ? d->y_blk : 1)), 1, bdb_fn, &t);
-    }
+    if (done > 0 && dir == 2)
+        conv_db(be, d, out2, in2);
     if (done)
         return done < 0 ? done : DL_OK;
     dl_conv_desc pd = *d;
@@ -1349,6 +1346,22 @@ static void db_task_fn(void *arg, size_t begin, size_t end)
     }
 }
 
+/* db += the sums of dy over images and pixels as the filter gradient
+ * makes them (db may be NULL): bdb_fn's for a desc with blocks, whose
+ * dy may be blocked, else db_task_fn's. */
+static void conv_db(dl_backend *be, const dl_conv_desc *d, float *db, const float *dy)
+{
+    if (!db)
+        return;
+    if (d->x_blk || d->y_blk) {
+        bdb_task t = {d, db, dy};
+        dl_pool_for(dl_cpu(be)->pool, (size_t)(d->k / (d->y_blk ? d->y_blk : 1)), 1, bdb_fn, &t);
+    } else {
+        db_task t = {d, db, dy};
+        dl_pool_for(dl_cpu(be)->pool, (size_t)d->k, 8, db_task_fn, &t);
+    }
+}
+
 /* dw [k, c, r, s] += sum over images of dy (x) unfolded x; db [k] += sum
  * of dy over images and pixels (db may be NULL). */
 int dl_cpu_conv_backward_filter(dl_backend *be, const dl_conv_desc *d, float *dw, float *db,
@@ -1378,10 +1391,7 @@ int dl_cpu_conv_backward_filter(dl_backend *be, const dl_conv_desc *d, float *dw
     if (done < 0)
         return done;
     if (done) {
-        if (db) {
-            db_task t = {d, db, dy};
-            dl_pool_for(dl_cpu(be)->pool, (size_t)d->k, 8, db_task_fn, &t);
-        }
+        conv_db(be, d, db, dy);
         return DL_OK;
     }
 #if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
@@ -1411,10 +1421,7 @@ int dl_cpu_conv_backward_filter(dl_backend *be, const dl_conv_desc *d, float *dw
         DL_TRY(dl_cpu_gemm(be, 0, 1, d->k, crs, nb * pq, 1.0f, cw.t, nb * pq, cw.col, nb * pq,
                            compute, 1.0f, dw, crs));
     }
-    if (db) {
-        db_task t = {d, db, dy};
-        dl_pool_for(dl_cpu(be)->pool, (size_t)d->k, 8, db_task_fn, &t);
-    }
+    conv_db(be, d, db, dy);
     return DL_OK;
 }
 
@@ -1446,15 +1453,7 @@ int dl_cpu_conv_backward(dl_backend *be, const dl_conv_desc *d, float *dw, float
     if (done < 0)
         return done;
     if (done) {
-        /* db as the filter op sums it on each path */
-        if (db && (d->x_blk || d->y_blk)) {
-            bdb_task t = {d, db, dy};
-            dl_pool_for(dl_cpu(be)->pool, (size_t)(d->k / (d->y_blk ? d->y_blk : 1)), 1, bdb_fn,
-                        &t);
-        } else if (db) {
-            db_task t = {d, db, dy};
-            dl_pool_for(dl_cpu(be)->pool, (size_t)d->k, 8, db_task_fn, &t);
-        }
+        conv_db(be, d, db, dy); /* as the filter op sums it on each path */
         return DL_OK;
     }
     DL_TRY(dl_cpu_conv_backward_filter(be, d, dw, db, dy, x, ws, compute));
