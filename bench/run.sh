@@ -145,6 +145,11 @@ for t in $THREADS; do
             env $([ $algo = own ] && echo DLBENCH_CONV=own) "$BUILD/bench/bench_conv" "$t" |
                 tee -a "$results" | grep -v '^RESULT' | sed 's/^/  /'
         done
+        # what a model runs: activations in the layout plan's channel blocks
+        # wherever the backend allows the shape, NCHW beside it
+        echo "== convolutions in channel blocks (as the layout plan keeps a model's activations) against NCHW, $t thread(s) (bench_conv, BENCH_CONV_VS=blocked)"
+        env BENCH_CONV_VS=blocked "$BUILD/bench/bench_conv" "$t" |
+            tee -a "$results" | grep -v '^RESULT' | sed 's/^/  /'
         if grep -qw avx512_bf16 /proc/cpuinfo 2>/dev/null; then
             echo "== bf16 convolutions, $t thread(s), operands in memory: the default choice (own vdpbf16ps kernels where they fit) against oneDNN's (bench_conv, BENCH_CONV_VS=dnnl BENCH_CONV_COLD=1)"
             env BENCH_CONV_VS=dnnl BENCH_CONV_COLD=1 "$BUILD/bench/bench_conv" "$t" bf16 |
