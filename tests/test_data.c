@@ -249,7 +249,7 @@ static void test_shuffle_permutation(void)
 
 /* The permutation is pinned to its definition: Fisher-Yates from the top,
  * each partner drawn in turn from dl_rng_philox, whatever batching of the
- * draws the library does (runs of 256, four lanes at a time). Sizes around
+ * draws the library does (runs of 256, four or eight lanes at a time). Sizes around
  * the run and lane edges, a seed with high bits and a large epoch. */
 static void test_shuffle_permutation_definition(void)
 {

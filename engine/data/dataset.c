@@ -310,13 +310,56 @@ static void shuffle_bits4(uint64_t *out, uint64_t seed, int epoch, size_t i0)
     }
     _mm256_storeu_si256((__m256i *)out, _mm256_or_si256(_mm256_slli_epi64(c0, 32), c1));
 }
+
+/* shuffle_bits4 on eight lanes (AVX-512F): the same words. The draws were
+ * seven tenths of an epoch's shuffle, and the shuffle a sixth of an
+ * in-memory loader's time (60000 rows: 443 us an epoch against 2.9 ms of
+ * batches on the Xeon). */
+__attribute__((target("avx512f"))) static void shuffle_bits8(uint64_t *out, uint64_t seed,
+                                                             int epoch, size_t i0)
+{
+    const uint64_t stream = DL_STREAM_SHUFFLE, ctr = (uint64_t)epoch;
+    uint32_t k[2];
+    dl_philox_key(seed, stream, k);
+    uint32_t k0 = k[0], k1 = k[1];
+    const __m512i lo32 = _mm512_set1_epi64(0xFFFFFFFF);
+    const __m512i m0 = _mm512_set1_epi64(DL_PHILOX_M0), m1 = _mm512_set1_epi64(DL_PHILOX_M1);
+    __m512i idx = _mm512_add_epi64(_mm512_set1_epi64((long long)i0),
+                                   _mm512_set_epi64(7, 6, 5, 4, 3, 2, 1, 0));
+    __m512i c0 = _mm512_and_si512(idx, lo32), c1 = _mm512_srli_epi64(idx, 32);
+    __m512i c2 = _mm512_set1_epi64((uint32_t)ctr), c3 = _mm512_set1_epi64((uint32_t)(ctr >> 32));
+    for (int r = 0; r < 10; r++) {
+        __m512i p0 = _mm512_mul_epu32(c0, m0), p1 = _mm512_mul_epu32(c2, m1);
+        __m512i n0 = _mm512_xor_si512(_mm512_xor_si512(_mm512_srli_epi64(p1, 32), c1),
+                                      _mm512_set1_epi64(k0));
+        __m512i n2 = _mm512_xor_si512(_mm512_xor_si512(_mm512_srli_epi64(p0, 32), c3),
+                                      _mm512_set1_epi64(k1));
+        c0 = n0;
+        c1 = _mm512_and_si512(p1, lo32);
+        c2 = n2;
+        c3 = _mm512_and_si512(p0, lo32);
+        k0 += DL_PHILOX_W0;
+        k1 += DL_PHILOX_W1;
+    }
+    _mm512_storeu_si512((void *)out, _mm512_or_si512(_mm512_slli_epi64(c0, 32), c1));
+}
+
+static int shuffle_avx512(void)
+{
+    static int have = -1;
+    if (have < 0) {
+        __builtin_cpu_init();
+        have = __builtin_cpu_supports("avx512f") ? 1 : 0;
+    }
+    return have;
+}
 #endif
 
 /* Fisher-Yates from the top: position i swaps with j uniform in [0, i],
  * j drawn from Philox block (seed, DL_STREAM_SHUFFLE, epoch, i). The 64x64
  * high product maps 64 random bits onto [0, i] with bias below 2^-32. The
  * draws do not depend on the swaps, so they are made a run of positions at
- * a time (four per instruction with AVX2) and the swaps follow: the same
+ * a time (four per instruction with AVX2, eight with AVX-512) and the swaps follow: the same
  * permutation as drawing each one in turn, at a third of the time, which
  * matters because each epoch of a fast loader begins with it. */
 void dl_shuffle_permutation(uint32_t *perm, size_t count, uint64_t seed, int epoch)
@@ -329,6 +372,9 @@ void dl_shuffle_permutation(uint32_t *perm, size_t count, uint64_t seed, int epo
     for (size_t hi = count; hi > 1;) {
         size_t lo = hi - 1 > RUN ? hi - RUN : 1, i = lo; /* positions [lo, hi) */
 #ifdef __AVX2__
+        if (shuffle_avx512())
+            for (; i + 8 <= hi; i += 8)
+                shuffle_bits8(bits + (i - lo), seed, epoch, i);
         for (; i + 4 <= hi; i += 4)
             shuffle_bits4(bits + (i - lo), seed, epoch, i);
 #endif
