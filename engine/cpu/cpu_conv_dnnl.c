@@ -534,44 +534,30 @@ static int run_chunk(const run_job *j, size_t ci, dnnl_stream_t st, const void *
     return rc;
 }
 
+/* The chunks of one job (first; then NULL), or of both gradients, chunk
+ * by chunk: the filter's (first), then the data's (then) on the same
+ * images while their dy is in cache; share: the data gradient reads the
+ * filter's dy operand as it is (same layout, rounded the same way)
+ * instead of preparing its own. A failure is flagged on first. */
+typedef struct chunk_plan {
+    run_job *first, *then;
+    int share;
+} chunk_plan;
+
 static void chunk_task(void *arg, size_t begin, size_t end)
 {
-    run_job *j = arg;
+    chunk_plan *c = arg;
     omp_single();
     dnnl_stream_t st;
-    if (dnnl_stream_create(&st, j->dn->eng, dnnl_stream_default_flags) != dnnl_success) {
-        j->failed = 1;
-        return;
-    }
-    for (size_t ci = begin; ci < end; ci++)
-        if (run_chunk(j, ci, st, NULL, NULL) < 0)
-            j->failed = 1;
-    dnnl_stream_destroy(st);
-}
-
-/* Both gradients, chunk by chunk: the filter's (w), then the data's (d)
- * on the same images while their dy is in cache; share: the data
- * gradient reads the filter's dy operand as it is (same layout, rounded
- * the same way) instead of preparing its own. */
-typedef struct both_job {
-    run_job *w, *d;
-    int share;
-} both_job;
-
-static void both_task(void *arg, size_t begin, size_t end)
-{
-    both_job *b = arg;
-    omp_single();
-    dnnl_stream_t st;
-    if (dnnl_stream_create(&st, b->w->dn->eng, dnnl_stream_default_flags) != dnnl_success) {
-        b->w->failed = 1;
+    if (dnnl_stream_create(&st, c->first->dn->eng, dnnl_stream_default_flags) != dnnl_success) {
+        c->first->failed = 1;
         return;
     }
     for (size_t ci = begin; ci < end; ci++) {
         const void *dy = NULL;
-        if (run_chunk(b->w, ci, st, NULL, &dy) < 0 ||
-            run_chunk(b->d, ci, st, b->share ? dy : NULL, NULL) < 0)
-            b->w->failed = 1;
+        if (run_chunk(c->first, ci, st, NULL, &dy) < 0 ||
+            (c->then && run_chunk(c->then, ci, st, c->share ? dy : NULL, NULL) < 0))
+            c->first->failed = 1;
     }
     dnnl_stream_destroy(st);
 }
@@ -738,7 +724,8 @@ int dl_cpu_dnnl_conv(dl_backend *be, int dir, const dl_conv_desc *d, dl_dtype co
         j.w_last = weights_for(j.dn, st, &j.last->dir[dir], w, wl, j.via, &rc);
     }
     if (rc == 0) {
-        dl_pool_for(dl_cpu(be)->pool, chunks, 1, chunk_task, &j);
+        chunk_plan plan = {&j, NULL, 0};
+        dl_pool_for(dl_cpu(be)->pool, chunks, 1, chunk_task, &plan);
         rc = j.failed ? -1 : 0;
     }
     if (rc == 0 && dir == BWD_W)
@@ -769,7 +756,7 @@ int dl_cpu_dnnl_conv_backward(dl_backend *be, const dl_conv_desc *d, dl_dtype co
     carve_job(&jd, chunks, s + bw, &wf, &wl);
     /* the data gradient reads the filter's dy operand where both
      * primitives take dy in the same layout */
-    both_job b = {
+    chunk_plan plan = {
         &jw, &jd,
         dnnl_memory_desc_equal(&jw.full->dir[BWD_W].in2_md, &jd.full->dir[BWD_DATA].in_md) &&
             dnnl_memory_desc_equal(&jw.last->dir[BWD_W].in2_md, &jd.last->dir[BWD_DATA].in_md)};
@@ -780,7 +767,7 @@ int dl_cpu_dnnl_conv_backward(dl_backend *be, const dl_conv_desc *d, dl_dtype co
     jd.w = weights_for(jd.dn, st, &jd.full->dir[BWD_DATA], w, wf, jd.via, &rc);
     jd.w_last = weights_for(jd.dn, st, &jd.last->dir[BWD_DATA], w, wl, jd.via, &rc);
     if (rc == 0) {
-        dl_pool_for(dl_cpu(be)->pool, chunks, 1, both_task, &b);
+        dl_pool_for(dl_cpu(be)->pool, chunks, 1, chunk_task, &plan);
         rc = jw.failed ? -1 : 0;
     }
     if (rc == 0)
