@@ -466,8 +466,8 @@ static void test_cast(void)
         CHECK_OK(cpu->ops->cast(cpu, back.c, DL_F32, lo.c, lows[t], n));
         CHECK_OK(gpu->ops->cast(gpu, back.g, DL_F32, lo.g, lows[t], n));
         compare_f32(&back, n, 0, 0, "low -> f32");
-        CHECK_OK(cpu->ops->round_through(cpu, r.c, lows[t], n));
-        CHECK_OK(gpu->ops->round_through(gpu, r.g, lows[t], n));
+        CHECK_OK(cpu->ops->round_through(cpu, r.c, r.c, lows[t], n));
+        CHECK_OK(gpu->ops->round_through(gpu, r.g, r.g, lows[t], n));
         compare_f32(&r, n, 0, 0, "round_through");
         pair_free(&lo);
         pair_free(&back);

@@ -1,4 +1,4 @@
-/* backend.c - finds and opens the CUDA backend module
+/* backend.c - finds and opens the CUDA backend module; the type a backend keeps product operands in
  *
  * dlbench links no CUDA library: the CUDA backend is build/dlbench-cuda.so,
  * opened here with dlopen. Its path is $DLBENCH_CUDA_MODULE when set,
@@ -298,4 +298,14 @@ dl_backend *dl_backend_cuda(char *why, size_t why_size)
         put_why(why, why_size, "");
     }
     return be;
+}
+
+dl_dtype dl_backend_operand_type(const dl_backend *be, dl_dtype compute)
+{
+    if (compute != DL_BF16 && compute != DL_F16)
+        return compute;
+    if (!(be->lowp & DL_LOWP_KNOWN))
+        return compute;
+    int native = be->lowp & (compute == DL_BF16 ? DL_LOWP_BF16 : DL_LOWP_F16);
+    return native ? compute : DL_F32;
 }

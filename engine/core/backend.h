@@ -21,7 +21,7 @@
 
 /* Bumped whenever the table below changes; a CUDA module built against
  * another version is refused. */
-#define DL_BACKEND_API_VERSION 11
+#define DL_BACKEND_API_VERSION 12
 
 typedef enum { DL_DEVICE_CPU = 0, DL_DEVICE_CUDA = 1 } dl_device;
 
@@ -99,8 +99,9 @@ typedef struct dl_backend_ops {
     /* dst[i] = (dst_type) src[i]; f32 <-> bf16/f16 round to nearest even. */
     int (*cast)(dl_backend *be, void *dst, dl_dtype dst_type, const void *src, dl_dtype src_type,
                 size_t n);
-    /* Round f32 values through a low-precision type and back, in place. */
-    int (*round_through)(dl_backend *be, float *x, dl_dtype via, size_t n);
+    /* dst[i] = src[i] rounded through a low-precision type and back to
+     * f32 (cast's rounding); dst == src rounds in place. */
+    int (*round_through)(dl_backend *be, float *dst, const float *src, dl_dtype via, size_t n);
     /* Input batch conversion: dst = (src * scale - mean[ch]) / std[ch] for
      * src of dtype src_type (u8, f32 or i32) laid out [rows, channels,
      * plane]. mean/std are host arrays of `channels` values or NULL. */
@@ -396,8 +397,10 @@ typedef struct dl_backend_ops {
     /* --- optional: an update that also writes the low-precision copy ---
      * sgd_update / adam_update, and in the same pass w_lp[0..n) = the
      * updated w rounded to lp (DL_BF16 or DL_F16), the same bits as cast
-     * gives: the copy a bf16/f16 pass multiplies with is never a second
-     * pass over the weights. NULL: the caller casts after the update. */
+     * gives, stored as dl_backend_operand_type(be, lp) says (f32 where lp
+     * is emulated): the copy a bf16/f16 pass multiplies with is never a
+     * second pass over the weights. NULL: the caller casts after the
+     * update. */
     int (*sgd_update_lowp)(dl_backend *be, size_t n, float *w, float *g, float *m, float lr,
                            float momentum, float wd, int nesterov, float grad_scale, void *w_lp,
                            dl_dtype lp);
@@ -431,6 +434,14 @@ struct dl_backend {
 #define DL_LOWP_KNOWN 1
 #define DL_LOWP_BF16 2
 #define DL_LOWP_F16 4
+
+/* The type product operands of a pass computing in `compute` are stored
+ * in on be: compute itself where be has arithmetic for it (or f32 is the
+ * compute type, or be does not say); f32 holding values rounded to
+ * compute where it is emulated, so gemm runs on them as they are instead
+ * of widening both operands for every product (the same values, the same
+ * sums). The low-precision copy of the weights is kept in this type. */
+dl_dtype dl_backend_operand_type(const dl_backend *be, dl_dtype compute);
 
 /* The process-wide CPU backend (created on first use with `threads`
  * workers, 0 = number of cores; later calls ignore the argument). */

@@ -96,25 +96,31 @@ void dl_storage_release(dl_storage *s)
 
 int dl_storage_move(dl_storage *s, dl_backend *to)
 {
+    return dl_storage_move_resize(s, to, s->bytes);
+}
+
+int dl_storage_move_resize(dl_storage *s, dl_backend *to, size_t bytes)
+{
     dl_backend *from = s->be;
-    if (from == to)
+    if (from == to && bytes == s->bytes)
         return DL_OK;
-    void *dst = to->ops->alloc(to, s->bytes ? s->bytes : 1);
+    void *dst = to->ops->alloc(to, bytes ? bytes : 1);
     if (!dst)
         return DL_ENOMEM;
     int rc = DL_OK;
+    size_t keep = bytes < s->bytes ? bytes : s->bytes;
     if (from->ops->device == DL_DEVICE_CPU) {
-        rc = to->ops->to_device(to, dst, s->ptr, s->bytes);
+        rc = to->ops->to_device(to, dst, s->ptr, keep);
     } else if (to->ops->device == DL_DEVICE_CPU) {
-        rc = from->ops->to_host(from, dst, s->ptr, s->bytes);
+        rc = from->ops->to_host(from, dst, s->ptr, keep);
     } else {
-        void *tmp = malloc(s->bytes ? s->bytes : 1);
+        void *tmp = malloc(keep ? keep : 1);
         if (!tmp)
-            rc = dl_error(DL_ENOMEM, "no host memory to stage %zu bytes", s->bytes);
+            rc = dl_error(DL_ENOMEM, "no host memory to stage %zu bytes", keep);
         if (rc == DL_OK)
-            rc = from->ops->to_host(from, tmp, s->ptr, s->bytes);
+            rc = from->ops->to_host(from, tmp, s->ptr, keep);
         if (rc == DL_OK)
-            rc = to->ops->to_device(to, dst, tmp, s->bytes);
+            rc = to->ops->to_device(to, dst, tmp, keep);
         free(tmp);
     }
     if (rc == DL_OK)
@@ -126,6 +132,7 @@ int dl_storage_move(dl_storage *s, dl_backend *to)
     from->ops->free(from, s->ptr);
     s->ptr = dst;
     s->be = to;
+    s->bytes = bytes;
     return DL_OK;
 }
 

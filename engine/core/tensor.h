@@ -46,6 +46,10 @@ void dl_storage_release(dl_storage *s);
  * side is the CPU), frees the old memory, re-points s. On error s is
  * unchanged and still valid on its old backend. */
 int dl_storage_move(dl_storage *s, dl_backend *to);
+/* dl_storage_move to a storage of `bytes` on to (to may be the same
+ * backend): the first min(bytes, old size) bytes are kept, the rest is
+ * undefined. */
+int dl_storage_move_resize(dl_storage *s, dl_backend *to, size_t bytes);
 
 /* A tensor: a typed, shaped window into a storage at a byte offset. */
 typedef struct dl_tensor {

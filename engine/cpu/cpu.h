@@ -348,7 +348,7 @@ void dl_cpu_f32_to_bf16(uint16_t *restrict d, const float *restrict s, size_t n)
 /* d[0..n) = the bf16 or f16 values s[0..n) as floats, on this thread: the
  * cast's loop, for the emulated GEMM's widening. */
 void dl_cpu_to_f32(float *restrict d, const uint16_t *restrict s, dl_dtype t, size_t n);
-int dl_cpu_round_through(dl_backend *be, float *x, dl_dtype via, size_t n);
+int dl_cpu_round_through(dl_backend *be, float *dst, const float *src, dl_dtype via, size_t n);
 /* dst[0..n) = src[0..n) rounded through via (bf16 or f16; f32 copies) and
  * back, on this thread; dst may be src. The operands of low-precision
  * compute that the CPU has no arithmetic for, run on f32 kernels. */

@@ -152,6 +152,17 @@ void dl_cpu_to_f32(float *restrict d, const uint16_t *restrict s, dl_dtype t, si
     }
 }
 
+static void f32_to_f16(uint16_t *restrict d, const float *restrict s, size_t n)
+{
+    size_t i = 0;
+#ifdef DL_CPU_VF16
+    for (; i + 8 <= n; i += 8)
+        dl_v_f16_store8(d + i, _mm256_loadu_ps(s + i));
+#endif
+    for (; i < n; i++)
+        d[i] = dl_f32_to_f16(s[i]);
+}
+
 static void cast_range(void *p, size_t b, size_t e)
 {
     job *j = p;
@@ -160,20 +171,13 @@ static void cast_range(void *p, size_t b, size_t e)
         memcpy((char *)j->dst + b * sz, (const char *)j->src + b * sz, (e - b) * sz);
         return;
     }
-    size_t i = b;
     if (j->t1 == DL_F32) {
         const float *restrict s = j->src;
         uint16_t *restrict d = j->dst;
-        if (j->t0 == DL_BF16) {
+        if (j->t0 == DL_BF16)
             dl_cpu_f32_to_bf16(d + b, s + b, e - b);
-        } else {
-#ifdef DL_CPU_VF16
-            for (; i + 8 <= e; i += 8)
-                dl_v_f16_store8(d + i, _mm256_loadu_ps(s + i));
-#endif
-            for (; i < e; i++)
-                d[i] = dl_f32_to_f16(s[i]);
-        }
+        else
+            f32_to_f16(d + b, s + b, e - b);
     } else {
         dl_cpu_to_f32((float *)j->dst + b, (const uint16_t *)j->src + b, j->t1, e - b);
     }
@@ -223,16 +227,16 @@ void dl_cpu_round_run(float *dst, const float *src, dl_dtype via, size_t n)
 static void round_range(void *p, size_t b, size_t e)
 {
     job *j = p;
-    dl_cpu_round_run(j->y + b, j->y + b, j->t0, e - b);
+    dl_cpu_round_run(j->y + b, j->a + b, j->t0, e - b);
 }
 
-int dl_cpu_round_through(dl_backend *be, float *x, dl_dtype via, size_t n)
+int dl_cpu_round_through(dl_backend *be, float *dst, const float *src, dl_dtype via, size_t n)
 {
-    if (via == DL_F32)
-        return DL_OK;
-    if (via != DL_BF16 && via != DL_F16)
+    if (via != DL_F32 && via != DL_BF16 && via != DL_F16)
         return dl_error(DL_EUNSUPPORTED, "cannot round through %s", dl_dtype_name(via));
-    job j = {.y = x, .t0 = via};
+    if (via == DL_F32 && dst == src)
+        return DL_OK;
+    job j = {.y = dst, .a = src, .t0 = via};
     par(be, n, round_range, &j);
     return DL_OK;
 }
@@ -2063,34 +2067,24 @@ typedef struct {
     float lr, momentum, wd, grad_scale, beta1, beta2, eps, bc1, bc2;
     int nesterov, decoupled;
     void *lp;     /* the low-precision copy of w to write (NULL: none) */
-    dl_dtype lpt; /* its dtype: DL_BF16 or DL_F16 */
+    dl_dtype lpt; /* its precision: DL_BF16 or DL_F16 */
+    int lp_f32;   /* stored as rounded f32 (the backend emulates lpt), else as lpt */
 } opt_job;
 
-/* The updated w[i] into the low-precision copy, as cast rounds it. */
-static inline void opt_store_lp(const opt_job *j, size_t i, float w)
-{
-    uint16_t *d = j->lp;
-    d[i] = j->lpt == DL_BF16 ? dl_f32_to_bf16(w) : dl_f32_to_f16(w);
-}
+/* The updated w[b, e) into the low-precision copy, with cast's rounding:
+ * run per block of OPT_BLOCK just after its update, while w is in L1 (a
+ * store per vector inside the update loop measured slower). */
+#define OPT_BLOCK 1024
 
-#ifdef __AVX2__
-/* Eight updated w[i..i+8) into the copy, with cast's vector rounding. */
-static inline void opt_store_lp8(const opt_job *j, size_t i, __m256 w)
+static void opt_store_lp(const opt_job *j, size_t b, size_t e)
 {
-    if (j->lpt == DL_BF16) {
-        _mm_storeu_si128((__m128i *)((uint16_t *)j->lp + i), bf16x8(w));
-        return;
-    }
-#ifdef DL_CPU_VF16
-    dl_v_f16_store8((uint16_t *)j->lp + i, w);
-#else
-    float t[8];
-    _mm256_storeu_ps(t, w);
-    for (int k = 0; k < 8; k++)
-        opt_store_lp(j, i + k, t[k]);
-#endif
+    if (j->lp_f32)
+        dl_cpu_round_run((float *)j->lp + b, j->w + b, j->lpt, e - b);
+    else if (j->lpt == DL_BF16)
+        dl_cpu_f32_to_bf16((uint16_t *)j->lp + b, j->w + b, e - b);
+    else
+        f32_to_f16((uint16_t *)j->lp + b, j->w + b, e - b);
 }
-#endif
 
 /* The updates run with denormals flushed to zero (results) and read as
  * zero (operands). State that stops receiving gradients (a dead unit, a
@@ -2120,10 +2114,8 @@ static void opt_ftz_end(unsigned csr)
 #endif
 }
 
-static void sgd_range(void *p, size_t b, size_t e)
+static void sgd_block(const opt_job *j, size_t b, size_t e)
 {
-    opt_job *j = p;
-    unsigned csr = opt_ftz_begin();
     float *restrict w = j->w, *restrict g = j->g, *restrict m = j->m;
     const float lr = j->lr, mu = j->momentum, wd = j->wd, gs = j->grad_scale;
     /* kind: 0 plain, 1 momentum, 2 Nesterov */
@@ -2145,8 +2137,6 @@ static void sgd_range(void *p, size_t b, size_t e)
         __m256 wn = _mm256_sub_ps(wi, _mm256_mul_ps(vlr, step));
         _mm256_storeu_ps(w + i, wn);
         _mm256_storeu_ps(g + i, zero);
-        if (j->lp)
-            opt_store_lp8(j, i, wn);
     }
 #endif
     for (; i < e; i++) {
@@ -2159,11 +2149,25 @@ static void sgd_range(void *p, size_t b, size_t e)
         }
         w[i] -= lr * step;
         g[i] = 0;
+    }
+}
+
+/* An update kernel over [b, e) blocks of OPT_BLOCK, each block's copy
+ * written right after it, with denormals flushed. */
+static void opt_range(const opt_job *j, size_t b, size_t e,
+                      void (*block)(const opt_job *, size_t, size_t))
+{
+    unsigned csr = opt_ftz_begin();
+    for (size_t s = b; s < e; s += OPT_BLOCK) {
+        size_t t = e - s > OPT_BLOCK ? s + OPT_BLOCK : e;
+        block(j, s, t);
         if (j->lp)
-            opt_store_lp(j, i, w[i]);
+            opt_store_lp(j, s, t);
     }
     opt_ftz_end(csr);
 }
+
+static void sgd_range(void *p, size_t b, size_t e) { opt_range(p, b, e, sgd_block); }
 
 int dl_cpu_sgd_update_lowp(dl_backend *be, size_t n, float *w, float *g, float *m, float lr,
                            float momentum, float wd, int nesterov, float grad_scale, void *w_lp,
@@ -2180,7 +2184,8 @@ int dl_cpu_sgd_update_lowp(dl_backend *be, size_t n, float *w, float *g, float *
                  .grad_scale = grad_scale,
                  .nesterov = nesterov,
                  .lp = w_lp,
-                 .lpt = lp};
+                 .lpt = lp,
+                 .lp_f32 = dl_backend_operand_type(be, lp) == DL_F32};
     dl_pool_for(dl_cpu(be)->pool, n, GRAIN * 2, sgd_range, &j);
     return DL_OK;
 }
@@ -2192,10 +2197,8 @@ int dl_cpu_sgd_update(dl_backend *be, size_t n, float *w, float *g, float *m, fl
                                   DL_F32);
 }
 
-static void adam_range(void *p, size_t b, size_t e)
+static void adam_block(const opt_job *j, size_t b, size_t e)
 {
-    opt_job *j = p;
-    unsigned csr = opt_ftz_begin();
     float *restrict w = j->w, *restrict g = j->g, *restrict m = j->m, *restrict v = j->v;
     const float lr = j->lr, b1 = j->beta1, b2 = j->beta2, eps = j->eps, wd = j->wd;
     const float gs = j->grad_scale, bc1 = j->bc1, bc2 = j->bc2;
@@ -2224,8 +2227,6 @@ static void adam_range(void *p, size_t b, size_t e)
         __m256 wn = _mm256_sub_ps(_mm256_mul_ps(wi, vshrink), upd);
         _mm256_storeu_ps(w + i, wn);
         _mm256_storeu_ps(g + i, zero);
-        if (j->lp)
-            opt_store_lp8(j, i, wn);
     }
 #endif
     for (; i < e; i++) {
@@ -2237,11 +2238,10 @@ static void adam_range(void *p, size_t b, size_t e)
         float den = sqrtf(vi * bc2) + eps; /* sqrt(v_hat) + eps */
         w[i] = w[i] * shrink - lr * (mi * bc1) / den;
         g[i] = 0;
-        if (j->lp)
-            opt_store_lp(j, i, w[i]);
     }
-    opt_ftz_end(csr);
 }
+
+static void adam_range(void *p, size_t b, size_t e) { opt_range(p, b, e, adam_block); }
 
 int dl_cpu_adam_update(dl_backend *be, size_t n, float *w, float *g, float *m, float *v, float lr,
                        float beta1, float beta2, float eps, float wd, int decoupled, long step,
@@ -2272,7 +2272,8 @@ int dl_cpu_adam_update_lowp(dl_backend *be, size_t n, float *w, float *g, float 
                  .grad_scale = grad_scale,
                  .decoupled = decoupled,
                  .lp = w_lp,
-                 .lpt = lp};
+                 .lpt = lp,
+                 .lp_f32 = dl_backend_operand_type(be, lp) == DL_F32};
     j.bc1 = (float)(1.0 / (1.0 - pow(beta1, (double)step)));
     j.bc2 = (float)(1.0 / (1.0 - pow(beta2, (double)step)));
     dl_pool_for(dl_cpu(be)->pool, n, GRAIN * 2, adam_range, &j);

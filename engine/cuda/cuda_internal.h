@@ -149,7 +149,7 @@ static inline unsigned grid_for(dl_backend *be, size_t n)
 /* --- op entry points (signatures as in backend.h) --------------------------------- */
 
 int cuda_cast(dl_backend *be, void *dst, dl_dtype dt, const void *src, dl_dtype st, size_t n);
-int cuda_round_through(dl_backend *be, float *x, dl_dtype via, size_t n);
+int cuda_round_through(dl_backend *be, float *dst, const float *src, dl_dtype via, size_t n);
 int cuda_fill(dl_backend *be, float *dst, float value, size_t n);
 int cuda_input_to_f32(dl_backend *be, float *dst, const void *src, dl_dtype type, size_t rows,
                       int channels, size_t plane, float scale, const float *mean, const float *std);

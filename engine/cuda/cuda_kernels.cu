@@ -112,12 +112,6 @@ __global__ void cast_to_f32_kernel(float *d, const uint16_t *s, size_t n, int bf
     GRID_STRIDE(i, n) d[i] = bf16 ? bf16_to_f32(s[i]) : f16_to_f32(s[i]);
 }
 
-__global__ void round_through_kernel(float *x, size_t n, int bf16)
-{
-    GRID_STRIDE(i, n)
-    x[i] = bf16 ? bf16_to_f32(f32_to_bf16(x[i])) : f16_to_f32(f32_to_f16(x[i]));
-}
-
 __global__ void round_copy_kernel(float *d, const float *s, size_t n, int bf16)
 {
     GRID_STRIDE(i, n)
@@ -178,15 +172,17 @@ int cuda_cast(dl_backend *be, void *dst, dl_dtype dt, const void *src, dl_dtype 
     return DL_OK;
 }
 
-int cuda_round_through(dl_backend *be, float *x, dl_dtype via, size_t n)
+int cuda_round_through(dl_backend *be, float *dst, const float *src, dl_dtype via, size_t n)
 {
-    if (via == DL_F32 || n == 0)
-        return DL_OK;
-    if (via != DL_BF16 && via != DL_F16)
+    if (via != DL_F32 && via != DL_BF16 && via != DL_F16)
         return cuda_error(DL_EUNSUPPORTED, "cannot round through %s", dtype_str(via));
-    round_through_kernel<<<grid_for(be, n), THREADS, 0, CTX(be)->stream>>>(x, n, via == DL_BF16);
-    LAUNCH_CHECK("round_through");
-    return DL_OK;
+    if (n == 0 || (via == DL_F32 && dst == src))
+        return DL_OK;
+    if (via == DL_F32) {
+        CUDA_TRY(cudaMemcpyAsync(dst, src, n * sizeof(float), cudaMemcpyDefault, CTX(be)->stream));
+        return DL_OK;
+    }
+    return cuda_round_copy(be, dst, src, via, n);
 }
 
 /* --- fill, input conversion, bias -------------------------------------------------- */

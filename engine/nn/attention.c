@@ -60,8 +60,8 @@ static int mha_plan(dl_layer *l, dl_model *m, int n)
     A->lse = dl_model_reserve(m, 0, rows * (size_t)A->heads * 4);
     A->dqkv = dl_model_reserve(m, 0, rows * 3 * d * 4);
     A->dctx = dl_model_reserve(m, 0, rows * d * 4);
-    A->lp_a = dl_model_reserve(m, 0, rows * 3 * d * 2);
-    A->lp_b = dl_model_reserve(m, 0, rows * d * 2);
+    A->lp_a = dl_model_reserve(m, 0, rows * 3 * d * DL_LAYER_OPERAND_BYTES);
+    A->lp_b = dl_model_reserve(m, 0, rows * d * DL_LAYER_OPERAND_BYTES);
     return DL_OK;
 }
 
@@ -78,14 +78,14 @@ static int mha_forward(dl_layer *l, dl_pass *p, const float *x, float *y)
     const void *xa, *ca;
     DL_TRY(dl_layer_operand(p, x, (size_t)rows * d, A->lp_b, &xa));
     DL_TRY(OPS(p)->gemm(p->be, 0, 1, rows, 3 * d, d, 1.0f, xa, d, dl_layer_weights(p, A->w_in), d,
-                        p->compute, 0.0f, qkv, 3 * d));
+                        p->operand, 0.0f, qkv, 3 * d));
     if (A->bias)
         DL_TRY(OPS(p)->bias_add(p->be, qkv, p->params + A->b_in, rows, 3 * d, 1));
     DL_TRY(OPS(p)->attention_forward(p->be, p->n, A->t, A->heads, d, A->causal, mha_scale(A), qkv,
                                      ctx, (float *)(p->act + A->lse)));
     DL_TRY(dl_layer_operand(p, ctx, (size_t)rows * d, A->lp_b, &ca));
     DL_TRY(OPS(p)->gemm(p->be, 0, 1, rows, d, d, 1.0f, ca, d, dl_layer_weights(p, A->w_out), d,
-                        p->compute, 0.0f, y, d));
+                        p->operand, 0.0f, y, d));
     if (A->bias)
         DL_TRY(OPS(p)->bias_add(p->be, y, p->params + A->b_out, rows, d, 1));
     return DL_OK;
@@ -98,12 +98,12 @@ static int mha_out_grads(mha *A, dl_pass *p, const float *dy, float *dctx)
     const void *dya, *ca;
     DL_TRY(dl_layer_operand(p, dy, (size_t)rows * d, A->lp_a, &dya));
     DL_TRY(dl_layer_operand(p, (const float *)(p->act + A->ctx), (size_t)rows * d, A->lp_b, &ca));
-    DL_TRY(OPS(p)->gemm(p->be, 1, 0, d, d, rows, 1.0f, dya, d, ca, d, p->compute, 1.0f,
+    DL_TRY(OPS(p)->gemm(p->be, 1, 0, d, d, rows, 1.0f, dya, d, ca, d, p->operand, 1.0f,
                         p->grads + A->w_out, d));
     if (A->bias)
         DL_TRY(OPS(p)->bias_grad(p->be, p->grads + A->b_out, dy, rows, d, 1));
     return OPS(p)->gemm(p->be, 0, 0, rows, d, d, 1.0f, dya, d, dl_layer_weights(p, A->w_out), d,
-                        p->compute, 0.0f, dctx, d);
+                        p->operand, 0.0f, dctx, d);
 }
 
 /* dW_in [3d, d] += dqkv^T x; dx [rows, d] (+)= dqkv W_in (dx_beta 1 or 0). */
@@ -121,13 +121,13 @@ static int mha_grads(dl_layer *l, dl_pass *p, const float *x, const float *dy, f
     const void *dqa, *xa;
     DL_TRY(dl_layer_operand(p, dqkv, (size_t)rows * 3 * d, A->lp_a, &dqa));
     DL_TRY(dl_layer_operand(p, x, (size_t)rows * d, A->lp_b, &xa));
-    DL_TRY(OPS(p)->gemm(p->be, 1, 0, 3 * d, d, rows, 1.0f, dqa, 3 * d, xa, d, p->compute, 1.0f,
+    DL_TRY(OPS(p)->gemm(p->be, 1, 0, 3 * d, d, rows, 1.0f, dqa, 3 * d, xa, d, p->operand, 1.0f,
                         p->grads + A->w_in, d));
     if (A->bias)
         DL_TRY(OPS(p)->bias_grad(p->be, p->grads + A->b_in, dqkv, rows, 3 * d, 1));
     if (dx)
         DL_TRY(OPS(p)->gemm(p->be, 0, 0, rows, d, 3 * d, 1.0f, dqa, 3 * d,
-                            dl_layer_weights(p, A->w_in), d, p->compute, dx_beta, dx, d));
+                            dl_layer_weights(p, A->w_in), d, p->operand, dx_beta, dx, d));
     return DL_OK;
 }
 

@@ -29,6 +29,8 @@ const void *dl_layer_weights(const dl_pass *p, size_t off)
 {
     if (p->compute == DL_F32)
         return p->params + off;
+    if (p->operand == DL_F32)
+        return (const float *)p->params_lp + off;
     return (const uint16_t *)p->params_lp + off;
 }
 
@@ -38,7 +40,10 @@ int dl_layer_operand(const dl_pass *p, const float *x, size_t count, size_t lp, 
     if (p->compute == DL_F32)
         return DL_OK;
     void *dst = p->act + lp;
-    DL_TRY(OPS(p)->cast(p->be, dst, p->compute, x, DL_F32, count));
+    if (p->operand == DL_F32)
+        DL_TRY(OPS(p)->round_through(p->be, dst, x, p->compute, count));
+    else
+        DL_TRY(OPS(p)->cast(p->be, dst, p->compute, x, DL_F32, count));
     *out = dst;
     return DL_OK;
 }

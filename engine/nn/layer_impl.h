@@ -19,13 +19,21 @@ void *dl_layer_new(size_t size, const dl_layer_vt *vt);
 /* DL_ESHAPE: "<layer> expects <expected>, got per-sample input [..]". */
 int dl_layer_shape_error(const dl_layer *l, const dl_shape *in, const char *expected);
 
-/* The parameters at float offset off as a product operand: the f32 values,
- * or their low-precision copy when the pass computes in bf16/f16. */
+/* The parameters at float offset off as a product operand of type
+ * p->operand: the f32 values, or their low-precision copy when the pass
+ * computes in bf16/f16. */
 const void *dl_layer_weights(const dl_pass *p, size_t off);
 
-/* An f32 activation x of count values as a product operand: x itself, or
- * its copy cast to the pass's compute type at byte offset lp of the
- * activation arena (*out). Returns DL_OK or the backend's error. */
+/* Bytes a layer reserves per element for an operand copy: enough for any
+ * backend's operand type (f32 where it emulates), as the activation plan
+ * does not change with the backend or the precision. */
+#define DL_LAYER_OPERAND_BYTES 4
+
+/* An f32 activation x of count values as a product operand of type
+ * p->operand: x itself, or its copy in the pass's compute precision at
+ * byte offset lp of the activation arena (*out; cast to bf16/f16, or
+ * rounded to it in f32 where the backend emulates it). Returns DL_OK or
+ * the backend's error. */
 int dl_layer_operand(const dl_pass *p, const float *x, size_t count, size_t lp, const void **out);
 
 /* Residual -> ReLU in one pass (nn.c, for the ReLU's fused slots):

@@ -47,8 +47,8 @@ static int linear_plan(dl_layer *l, dl_model *m, int n)
 {
     linear *L = (linear *)l;
     size_t rows = (size_t)n * (size_t)L->rows_per_sample;
-    L->x_lp = dl_model_reserve(m, 0, rows * (size_t)L->in * 2);
-    L->dy_lp = dl_model_reserve(m, 0, rows * (size_t)L->out * 2);
+    L->x_lp = dl_model_reserve(m, 0, rows * (size_t)L->in * DL_LAYER_OPERAND_BYTES);
+    L->dy_lp = dl_model_reserve(m, 0, rows * (size_t)L->out * DL_LAYER_OPERAND_BYTES);
     return DL_OK;
 }
 
@@ -56,14 +56,10 @@ static int linear_forward(dl_layer *l, dl_pass *p, const float *x, float *y)
 {
     linear *L = (linear *)l;
     int rows = p->n * L->rows_per_sample;
-    const void *xa = x;
-    if (p->compute != DL_F32) {
-        void *xl = p->act + L->x_lp;
-        DL_TRY(OPS(p)->cast(p->be, xl, p->compute, x, DL_F32, (size_t)rows * L->in));
-        xa = xl;
-    }
+    const void *xa;
+    DL_TRY(dl_layer_operand(p, x, (size_t)rows * L->in, L->x_lp, &xa));
     DL_TRY(OPS(p)->gemm(p->be, 0, 1, rows, L->out, L->in, 1.0f, xa, L->in,
-                        dl_layer_weights(p, L->w), L->in, p->compute, 0.0f, y, L->out));
+                        dl_layer_weights(p, L->w), L->in, p->operand, 0.0f, y, L->out));
     if (L->bias)
         DL_TRY(OPS(p)->bias_add(p->be, y, p->params + L->b, rows, L->out, 1));
     return DL_OK;
@@ -74,22 +70,19 @@ static int linear_grads(dl_layer *l, dl_pass *p, const float *x, const float *dy
 {
     linear *L = (linear *)l;
     int rows = p->n * L->rows_per_sample;
-    const void *xa = x, *dya = dy;
-    if (p->compute != DL_F32) {
-        void *dl = p->act + L->dy_lp;
-        DL_TRY(OPS(p)->cast(p->be, dl, p->compute, dy, DL_F32, (size_t)rows * L->out));
-        dya = dl;
-        xa = p->act + L->x_lp; /* cast in forward */
-    }
+    const void *xa = x, *dya;
+    DL_TRY(dl_layer_operand(p, dy, (size_t)rows * L->out, L->dy_lp, &dya));
+    if (p->compute != DL_F32)
+        xa = p->act + L->x_lp; /* made in forward */
     /* dW [out, in] += dy^T [out, rows] x [rows, in] */
-    DL_TRY(OPS(p)->gemm(p->be, 1, 0, L->out, L->in, rows, 1.0f, dya, L->out, xa, L->in, p->compute,
+    DL_TRY(OPS(p)->gemm(p->be, 1, 0, L->out, L->in, rows, 1.0f, dya, L->out, xa, L->in, p->operand,
                         1.0f, p->grads + L->w, L->in));
     if (L->bias)
         DL_TRY(OPS(p)->bias_grad(p->be, p->grads + L->b, dy, rows, L->out, 1));
     /* dx [rows, in] (+)= dy [rows, out] W [out, in] */
     if (dx)
         DL_TRY(OPS(p)->gemm(p->be, 0, 0, rows, L->in, L->out, 1.0f, dya, L->out,
-                            dl_layer_weights(p, L->w), L->in, p->compute, dx_beta, dx, L->in));
+                            dl_layer_weights(p, L->w), L->in, p->operand, dx_beta, dx, L->in));
     return DL_OK;
 }
 

@@ -764,6 +764,15 @@ static size_t region_lp_bytes(const dl_model *m)
 {
     return (region_buffers(m) + m->B) * sizeof(float);
 }
+/* Bytes per element of the low-precision copy on be: 4 where be emulates
+ * either low precision (the copy is then rounded f32), else 2. */
+static size_t lp_size(const dl_backend *be)
+{
+    return dl_backend_operand_type(be, DL_BF16) == DL_F32 ||
+                   dl_backend_operand_type(be, DL_F16) == DL_F32
+               ? sizeof(float)
+               : sizeof(uint16_t);
+}
 
 int dl_model_init_state(dl_model *m, dl_backend *be, int moments, uint64_t seed)
 {
@@ -778,7 +787,7 @@ int dl_model_init_state(dl_model *m, dl_backend *be, int moments, uint64_t seed)
      * byte count must not wrap (Linear(2e9, 2e9) has 4e18 parameters) */
     if (m->P > (SIZE_MAX / 32 - m->B) / 5)
         return dl_error(DL_ENOMEM, "%zu parameters: more than any machine's memory", m->pcount);
-    size_t bytes = region_lp_bytes(m) + m->P * sizeof(uint16_t);
+    size_t bytes = region_lp_bytes(m) + m->P * lp_size(be);
     /* the arena first: a model too big for the device fails before the
      * host has filled gigabytes of initial values */
     m->state = dl_storage_create(be, bytes);
@@ -874,12 +883,21 @@ static int replan(dl_model *m)
     return rc < 0 ? rc : fit_workspace(m);
 }
 
+/* The state arena onto be, its low-precision copy sized and, where its
+ * element type changes with the backend, written again for be. */
+static int move_state(dl_model *m, dl_backend *be)
+{
+    size_t lp_old = lp_size(m->state->be), lp_new = lp_size(be);
+    DL_TRY(dl_storage_move_resize(m->state, be, region_lp_bytes(m) + m->P * lp_new));
+    return lp_old != lp_new ? dl_model_refresh_lowp(m, dl_model_compute(m)) : DL_OK;
+}
+
 int dl_model_move(dl_model *m, dl_backend *be)
 {
     if (!m->state)
         return dl_error(DL_EINVAL, "model state not initialised");
     dl_backend *old = m->state->be;
-    DL_TRY(dl_storage_move(m->state, be));
+    DL_TRY(move_state(m, be));
     if (!m->act)
         return DL_OK;
     int rc = dl_storage_move(m->act, be);
@@ -891,7 +909,7 @@ int dl_model_move(dl_model *m, dl_backend *be)
         snprintf(msg, sizeof msg, "%s", dl_error_message());
         if (m->act->be != old)
             dl_storage_move(m->act, old);
-        dl_storage_move(m->state, old);
+        move_state(m, old);
         (void)replan(m); /* a workspace not retaken now is taken by the next pass */
         return dl_error(rc, "%s", msg);
     }
@@ -915,6 +933,7 @@ void dl_model_pass(dl_model *m, dl_pass *p, int n, int training, dl_precision pr
     p->n = n;
     p->training = training;
     p->compute = prec == DL_PREC_BF16 ? DL_BF16 : prec == DL_PREC_F16 ? DL_F16 : DL_F32;
+    p->operand = dl_backend_operand_type(p->be, p->compute);
     p->seed = seed;
     p->counter = counter;
 }
@@ -1090,8 +1109,10 @@ int dl_model_refresh_lowp(dl_model *m, dl_dtype t)
     dl_backend *be = m->state->be;
     if (t == DL_F32)
         return DL_OK;
-    return be->ops->cast(be, (char *)m->state->ptr + region_lp_bytes(m), t, m->state->ptr, DL_F32,
-                         m->P);
+    void *lp = (char *)m->state->ptr + region_lp_bytes(m);
+    if (dl_backend_operand_type(be, t) == DL_F32)
+        return be->ops->round_through(be, lp, m->state->ptr, t, m->P);
+    return be->ops->cast(be, lp, t, m->state->ptr, DL_F32, m->P);
 }
 
 size_t dl_model_param_count(const dl_model *m) { return m->pcount; }

@@ -4,7 +4,10 @@
  * two arenas on one backend:
  *   state:       [params P | grads P | moment1 P | moment2 P | buffers B]
  *                (f32) followed by a low-precision copy of the params
- *                (bf16/f16, refreshed after each optimizer step);
+ *                (refreshed after each optimizer step) in the backend's
+ *                operand type (dl_backend_operand_type: bf16/f16 where
+ *                it has the arithmetic, f32 holding rounded values where
+ *                it emulates them);
  *   activations: per-layer outputs and saved values for a batch size,
  *                then the activation gradients (zeroed each backward).
  * Layers keep offsets into the arenas, never pointers, so moving a model
@@ -31,12 +34,14 @@ typedef struct dl_pass {
     dl_backend *be;
     float *params, *grads; /* state arena: f32 params and their gradients */
     float *buffers;        /* running statistics */
-    void *params_lp;       /* low-precision params (compute != f32) */
+    void *params_lp;       /* low-precision params (compute != f32), of type operand */
     char *act;             /* activation arena: region 0 (values) */
     char *act_grad;        /* region 1 (activation gradients) */
     int n;                 /* rows in this batch (<= planned batch) */
     int training;
-    dl_dtype compute; /* operand type of products: f32, bf16, f16 */
+    dl_dtype compute; /* the precision of products: f32, bf16, f16 */
+    dl_dtype operand; /* the type their operands are stored in: compute, or f32
+                       * holding values rounded to it (dl_backend_operand_type) */
     uint64_t seed;
     uint64_t counter; /* micro-batch counter: keys dropout masks */
     int profile;      /* time each layer */
@@ -354,7 +359,8 @@ const dl_layer *dl_model_input_grad_skipped(const dl_model *m);
 /* Raw state for optimizers and checkpoints: device pointers. */
 typedef struct dl_model_state {
     float *params, *grads, *moment1, *moment2, *buffers;
-    void *params_lp;     /* the low-precision copy of params (count uint16) */
+    void *params_lp;     /* the low-precision copy of params (count elements of
+                          * dl_backend_operand_type(storage->be, precision)) */
     size_t count;        /* floats per region (params, grads, moments) */
     size_t buffer_count; /* floats of buffers */
     dl_storage *storage; /* the whole arena */

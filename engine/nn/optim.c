@@ -54,7 +54,9 @@ static int update_range(const dl_optim *o, dl_backend *be, const dl_model_state 
     float *m1 = s->moment1 ? s->moment1 + begin : NULL;
     float *m2 = s->moment2 ? s->moment2 + begin : NULL;
     float *w = s->params + begin, *g = s->grads + begin;
-    void *lp = lpt != DL_F32 ? (uint16_t *)s->params_lp + begin : NULL;
+    void *lp = lpt != DL_F32
+                   ? (char *)s->params_lp + begin * dl_dtype_size(dl_backend_operand_type(be, lpt))
+                   : NULL;
     int decoupled = o->kind == DL_OPT_ADAMW;
     if (guard && o->kind == DL_OPT_SGD)
         return be->ops->sgd_update_guarded(be, n, w, g, m1, lr, o->momentum, wd, o->nesterov,
