@@ -1410,6 +1410,79 @@ static void test_optim_lowp_copy(void)
     }
 }
 
+/* bf16 forward of a planned lowp_model on its backend: y (n x 5). */
+static void lowp_forward(dl_model *m, int n, float *y)
+{
+    dl_pass p;
+    dl_model_pass(m, &p, n, 0, DL_PREC_BF16, 1, 0);
+    float *x = dl_model_input(m);
+    for (int i = 0; i < n * 37; i++)
+        x[i] = (float)cos(0.11 * i) * 1.7f;
+    CHECK_OK(dl_model_forward(m, &p));
+    memcpy(y, dl_model_output(m), (size_t)n * 5 * sizeof(float));
+}
+
+/* Whether the model's low-precision copy is its params rounded to bf16,
+ * stored as the backend keeps it (bits, or the f32 they stand for). */
+static int lowp_copy_ok(dl_model *m)
+{
+    dl_model_state s;
+    dl_model_get_state(m, &s);
+    int wide = dl_backend_operand_type(s.storage->be, DL_BF16) == DL_F32;
+    size_t bad = 0;
+    for (size_t i = 0; i < s.count; i++) {
+        uint16_t h = dl_f32_to_bf16(s.params[i]);
+        float f = dl_bf16_to_f32(h);
+        bad += wide ? memcmp((const float *)s.params_lp + i, &f, 4) != 0
+                    : ((const uint16_t *)s.params_lp)[i] != h;
+    }
+    return bad == 0;
+}
+
+/* A model moved between a backend that keeps the copy in bf16 (one that
+ * says it has bf16 arithmetic: the CPU's ops, lowp bits set) and the CPU,
+ * which emulates bf16 and keeps rounded f32 (when it has no AVX512_BF16):
+ * the arena is resized, the copy written again in the other type, and
+ * the outputs and an optimizer step agree bit for bit with a model that
+ * stayed. */
+static void test_move_lowp_format(void)
+{
+    dl_backend native = *be;
+    native.lowp = DL_LOWP_KNOWN | DL_LOWP_BF16 | DL_LOWP_F16;
+    CHECK(dl_backend_operand_type(&native, DL_BF16) == DL_BF16);
+    dl_model *a = lowp_model(&native, 1), *b = lowp_model(&native, 1);
+    enum { N = 6 };
+    float ya[N * 5], yb[N * 5];
+    dl_optim o = dl_optim_sgd(0.1f, 0.9f, 0, 0.01f);
+    dl_model *ms[] = {a, b};
+    for (int k = 0; k < 2; k++) {
+        dl_model_set_precision(ms[k], DL_PREC_BF16);
+        CHECK_OK(dl_model_plan(ms[k], N));
+        CHECK_OK(dl_model_refresh_lowp(ms[k], DL_BF16));
+    }
+    CHECK(lowp_copy_ok(a));
+    for (int round = 0; round < 3; round++) {
+        /* b goes to the CPU and back; a stays */
+        dl_backend *to = round % 2 == 0 ? be : &native;
+        CHECK_OK(dl_model_move(b, to));
+        CHECK(lowp_copy_ok(b));
+        lowp_forward(a, N, ya);
+        lowp_forward(b, N, yb);
+        CHECK_MSG(!memcmp(ya, yb, sizeof ya), "outputs after move %d", round + 1);
+        lowp_grads(a, round + 1);
+        lowp_grads(b, round + 1);
+        CHECK_OK(dl_optim_step_lowp(&o, a, o.lr, round + 1, 1.0f, NULL, DL_BF16));
+        CHECK_OK(dl_optim_step_lowp(&o, b, o.lr, round + 1, 1.0f, NULL, DL_BF16));
+        CHECK(lowp_copy_ok(b));
+        dl_model_state sa, sb;
+        dl_model_get_state(a, &sa);
+        dl_model_get_state(b, &sb);
+        CHECK(!memcmp(sa.params, sb.params, sa.count * sizeof(float)));
+    }
+    dl_model_destroy(a);
+    dl_model_destroy(b);
+}
+
 static void test_weight_decay_skips_bias(void)
 {
     dl_model *m;
@@ -1991,6 +2064,7 @@ int main(void)
     RUN(test_adam);
     RUN(test_optimizer_state_leaves_denormals);
     RUN(test_optim_lowp_copy);
+    RUN(test_move_lowp_format);
     RUN(test_weight_decay_skips_bias);
     RUN(test_clip);
     RUN(test_schedules);
