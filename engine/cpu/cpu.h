@@ -146,14 +146,15 @@ int dl_cpu_pool_blocked_backward(dl_backend *be, dl_pool_kind kind, int relu, in
 int dl_cpu_activation_blocks(dl_backend *be, dl_dtype compute);
 int dl_cpu_conv_blocks(dl_backend *be, const dl_conv_desc *d, dl_dtype compute);
 /* cpu_conv_1x1_blocked.c: 1x1 gradients on x and y both in 16-channel
- * blocks (f32, AVX-512): _takes says whether the own kernel runs
- * direction dir (1 data, 2 filter) of d; _filter adds dW (no db), _data
- * adds into dx or writes it (set). */
-int dl_cpu_conv_1x1_blocked_takes(const dl_conv_desc *d, dl_dtype compute, int dir);
+ * blocks (f32 kernels, AVX-512; emulated bf16/f16 on rounded operands):
+ * _takes says whether the own kernel runs direction dir (1 data, 2
+ * filter) of d in compute on be; _filter adds dW (no db), _data adds
+ * into dx or writes it (set). */
+int dl_cpu_conv_1x1_blocked_takes(dl_backend *be, const dl_conv_desc *d, dl_dtype compute, int dir);
 int dl_cpu_conv_1x1_blocked_filter(dl_backend *be, const dl_conv_desc *d, float *dw,
-                                   const float *dy, const float *x);
+                                   const float *dy, const float *x, dl_dtype compute);
 int dl_cpu_conv_1x1_blocked_data(dl_backend *be, const dl_conv_desc *d, float *dx, const float *dy,
-                                 const float *w, int set);
+                                 const float *w, int set, dl_dtype compute);
 /* cpu_conv_dnnl.c: dense f32 and bf16 convolutions through oneDNN where the build
  * has it (DL_HAVE_DNNL). dl_cpu_dnnl_conv_wanted: whether to try it for d
  * (not when DLBENCH_CONV=own). dl_cpu_dnnl_conv runs direction dir (0

@@ -15,7 +15,13 @@
  * and stride-1 data gradient are fast) ran at 28-84 GFLOP/s on an AVX-512
  * Xeon whose sgemm gives 170: bench_conv's 1x1 rows, BENCH_CONV_VS=blocked.
  *
- * f32 only (emulated bf16 keeps oneDNN's on rounded operands). Sums run in
+ * f32 kernels. Low precision the CPU emulates (dl_cpu_kernel_type f32
+ * for bf16/f16) runs them on operands rounded to it: the filter's x and
+ * dy chunk by chunk into scratch (x packed at the strided pixels as it
+ * is rounded), the data gradient's W once and dy image by image; a
+ * product of two rounded operands is exact in f32, as in the oneDNN
+ * path's rounding (cpu_conv_dnnl.c), whose 1x1 backward ran the
+ * ResNet's emulated bf16 step 7% slower than these. Sums run in
  * a fixed order whatever the thread count: the filter's over the images
  * of a chunk (a size from the shape alone) and pixel by pixel, chunk
  * after chunk into dW; the data's over k. Threads split the filter's
@@ -61,6 +67,7 @@ typedef struct filter_task {
      * 0, h * w, w, stride; the chunk subsampled: n0, p * q, q, 1) */
     int xn0, xw, xst;
     size_t xhw;
+    int yn0; /* dy: image n at (n - yn0) images from dy (a rounded chunk: n0) */
 } filter_task;
 
 /* dW rows k0 .. k0 + 8, input blocks cb0 .. cb0 + nj: += the chunk's sums. */
@@ -77,7 +84,8 @@ KB_TARGET static KB_INLINE void filter_tile(const filter_task *t, int k0, int cb
             acc[i][j] = _mm512_setzero_ps();
     }
     for (int n = t->n0; n < t->n0 + t->nb; n++) {
-        const float *dyn = t->dy + ((size_t)n * kblocks + k0 / BLK) * pq * BLK + k0 % BLK;
+        const float *dyn =
+            t->dy + ((size_t)(n - t->yn0) * kblocks + k0 / BLK) * pq * BLK + k0 % BLK;
         const float *xn = t->x + ((size_t)(n - t->xn0) * cblocks + cb0) * hw * BLK;
         /* at stride 1 the pixels are one run: a row of p * q */
         int rows = st == 1 ? 1 : d->p, cols = st == 1 ? (int)pq : d->q;
@@ -127,28 +135,40 @@ KB_TARGET static void filter_fn(void *arg, size_t begin, size_t end)
 
 typedef struct sub_task {
     const dl_conv_desc *d;
-    const float *x;
-    float *xs;
+    const float *x, *dy;
+    float *xs, *dys; /* dys: NULL, or the chunk's dy rounded */
     int n0;
+    dl_dtype via; /* f32, or the type the packed values are rounded to */
 } sub_task;
 
 /* Images [begin, end) of a chunk from n0: x at the strided pixels, packed
- * (xs [image][block][p * q][16]). */
+ * (xs [image][block][p * q][16]), and rounded through via; with dys, the
+ * images' dy rounded too. */
 KB_TARGET static void sub_fn(void *arg, size_t begin, size_t end)
 {
     const sub_task *t = arg;
     const dl_conv_desc *d = t->d;
     size_t hw = (size_t)d->h * d->w, pq = (size_t)d->p * d->q, st = (size_t)d->stride;
     size_t planes = (size_t)(d->c / BLK);
-    for (size_t i = begin; i < end; i++)
+    for (size_t i = begin; i < end; i++) {
         for (size_t cb = 0; cb < planes; cb++) {
             const float *src = t->x + (((size_t)t->n0 + i) * planes + cb) * hw * BLK;
             float *dst = t->xs + (i * planes + cb) * pq * BLK;
+            if (st == 1) {
+                dl_cpu_round_run(dst, src, t->via, pq * BLK);
+                continue;
+            }
             for (int p = 0; p < d->p; p++)
                 for (int q = 0; q < d->q; q++, dst += BLK)
                     _mm512_storeu_ps(
                         dst, _mm512_loadu_ps(src + ((size_t)p * st * d->w + (size_t)q * st) * BLK));
+            dl_cpu_round_run(dst - pq * BLK, dst - pq * BLK, t->via, pq * BLK);
         }
+        if (t->dys) {
+            size_t per = (size_t)d->k * pq;
+            dl_cpu_round_run(t->dys + i * per, t->dy + ((size_t)t->n0 + i) * per, t->via, per);
+        }
+    }
 }
 
 typedef struct data_task {
@@ -236,12 +256,13 @@ static void zero_fn(void *arg, size_t begin, size_t end)
     memset(t->p + begin * t->per, 0, (end - begin) * t->per * sizeof(float));
 }
 
-int dl_cpu_conv_1x1_blocked_takes(const dl_conv_desc *d, dl_dtype compute, int dir)
+int dl_cpu_conv_1x1_blocked_takes(dl_backend *be, const dl_conv_desc *d, dl_dtype compute, int dir)
 {
     const char *e = getenv("DLBENCH_CONV"); /* dnnl: oneDNN's wherever it runs (read per call) */
-    if ((e && !strcmp(e, "dnnl")) || !dl_cpu_avx512() || compute != DL_F32 || d->r != 1 ||
-        d->s != 1 || d->pad != 0 || dl_conv_dilation(d) != 1 || dl_conv_groups(d) != 1 ||
-        d->x_blk != BLK || d->y_blk != BLK || d->c % BLK || d->k % BLK || d->n <= 0)
+    if ((e && !strcmp(e, "dnnl")) || !dl_cpu_avx512() ||
+        dl_cpu_kernel_type(be, compute) != DL_F32 || d->r != 1 || d->s != 1 || d->pad != 0 ||
+        dl_conv_dilation(d) != 1 || dl_conv_groups(d) != 1 || d->x_blk != BLK || d->y_blk != BLK ||
+        d->c % BLK || d->k % BLK || d->n <= 0)
         return 0;
     if (dir == 2)
         return 1;
@@ -249,38 +270,56 @@ int dl_cpu_conv_1x1_blocked_takes(const dl_conv_desc *d, dl_dtype compute, int d
     return dir == 1 && d->stride > 1 && (size_t)d->p * d->q >= DR;
 }
 
+/* Scratch of the conv slot, 64-byte aligned, for floats floats. */
+static float *scratch_floats(dl_backend *be, size_t floats)
+{
+    size_t bytes = floats * sizeof(float) + 64;
+    char *s = dl_cpu_scratch(be, DL_CPU_SCRATCH_CONV, bytes);
+    if (!s) {
+        dl_error(DL_ENOMEM, "conv 1x1 (blocked): out of memory for %zu bytes", bytes);
+        return NULL;
+    }
+    return (float *)(((uintptr_t)s + 63) & ~(uintptr_t)63);
+}
+
 int dl_cpu_conv_1x1_blocked_filter(dl_backend *be, const dl_conv_desc *d, float *dw,
-                                   const float *dy, const float *x)
+                                   const float *dy, const float *x, dl_dtype compute)
 {
     int chunk = filter_chunk(d);
+    dl_dtype via = compute; /* f32, or the emulated type the operands are rounded to */
     filter_task t = {
-        d, x, dy, dw, 0, 0, (d->c / BLK + TJ - 1) / TJ, 0, d->w, d->stride, (size_t)d->h * d->w};
+        d, x, dy, dw, 0, 0, (d->c / BLK + TJ - 1) / TJ, 0, d->w, d->stride, (size_t)d->h * d->w, 0};
     size_t tiles = (size_t)(d->k / FI) * (size_t)t.jt;
+    size_t pq = (size_t)d->p * d->q;
     /* strided, on one thread: each chunk's x subsampled first, so that
      * the tiles read whole lines of it from L2 rather than a quarter of
      * each from a 4x larger span (32->64 at stride 2: 97 -> 111 GFLOP/s).
      * Not on more: a tile would read the half its thread did not pack
      * from the other core's cache (97 -> 176 at 2 threads strided, 98
      * packed, on a machine whose cores share no cache). The sums and
-     * their order are the same either way. */
-    float *xs = NULL;
-    if (d->stride > 1 && dl_pool_threads(dl_cpu(be)->pool) == 1) {
-        size_t bytes = (size_t)chunk * d->c * d->p * d->q * sizeof(float) + 64;
-        char *s = dl_cpu_scratch(be, DL_CPU_SCRATCH_CONV, bytes);
-        if (!s)
-            return dl_error(DL_ENOMEM, "conv 1x1 (blocked): out of memory for %zu bytes", bytes);
-        xs = (float *)(((uintptr_t)s + 63) & ~(uintptr_t)63);
+     * their order are the same either way. Rounded operands are always
+     * packed, x and dy. */
+    float *xs = NULL, *dys = NULL;
+    if (via != DL_F32 || (d->stride > 1 && dl_pool_threads(dl_cpu(be)->pool) == 1)) {
+        size_t xf = (size_t)chunk * d->c * pq, yf = via != DL_F32 ? (size_t)chunk * d->k * pq : 0;
+        xs = scratch_floats(be, xf + yf + 16);
+        if (!xs)
+            return DL_ENOMEM;
+        dys = yf ? xs + (xf + 15) / 16 * 16 : NULL;
         t.x = xs;
         t.xw = d->q;
         t.xst = 1;
-        t.xhw = (size_t)d->p * d->q;
+        t.xhw = pq;
+        if (dys)
+            t.dy = dys;
     }
     for (int n0 = 0; n0 < d->n; n0 += chunk) {
         t.n0 = n0;
         t.nb = d->n - n0 < chunk ? d->n - n0 : chunk;
         if (xs) {
-            sub_task st = {d, x, xs, n0};
+            sub_task st = {d, x, dy, xs, dys, n0, via};
             t.xn0 = n0;
+            t.yn0 = dys ? n0 : 0;
             dl_pool_for(dl_cpu(be)->pool, (size_t)t.nb, 1, sub_fn, &st);
         }
         dl_pool_for(dl_cpu(be)->pool, tiles, 1, filter_fn, &t);
@@ -288,10 +327,35 @@ int dl_cpu_conv_1x1_blocked_filter(dl_backend *be, const dl_conv_desc *d, float 
     return DL_OK;
 }
 
+typedef struct round_task {
+    float *dst;
+    const float *src;
+    size_t per; /* floats per item */
+    dl_dtype via;
+} round_task;
+
+static void round_fn(void *arg, size_t begin, size_t end)
+{
+    const round_task *t = arg;
+    dl_cpu_round_run(t->dst + begin * t->per, t->src + begin * t->per, t->via,
+                     (end - begin) * t->per);
+}
+
 int dl_cpu_conv_1x1_blocked_data(dl_backend *be, const dl_conv_desc *d, float *dx, const float *dy,
-                                 const float *w, int set)
+                                 const float *w, int set, dl_dtype compute)
 {
     size_t pq = (size_t)d->p * d->q;
+    if (compute != DL_F32) { /* rounded: W once, dy image by image, into scratch */
+        size_t wf = ((size_t)d->k * d->c + 15) / 16 * 16, per = (size_t)d->k * pq;
+        float *ws = scratch_floats(be, wf + (size_t)d->n * per);
+        if (!ws)
+            return DL_ENOMEM;
+        dl_cpu_round_run(ws, w, compute, (size_t)d->k * d->c);
+        round_task r = {ws + wf, dy, per, compute};
+        dl_pool_for(dl_cpu(be)->pool, (size_t)d->n, 1, round_fn, &r);
+        w = ws;
+        dy = ws + wf;
+    }
     data_task t = {d, dy, w, dx, set, (pq + DR - 1) / DR, (size_t)(d->c / BLK + TJ - 1) / TJ};
     if (set) { /* the pixels off the stride get 0 */
         zero_task z = {dx, (size_t)d->c * d->h * d->w};
@@ -302,14 +366,17 @@ int dl_cpu_conv_1x1_blocked_data(dl_backend *be, const dl_conv_desc *d, float *d
 }
 
 #else
-int dl_cpu_conv_1x1_blocked_takes(const dl_conv_desc *d, dl_dtype compute, int dir) { return 0; }
+int dl_cpu_conv_1x1_blocked_takes(dl_backend *be, const dl_conv_desc *d, dl_dtype compute, int dir)
+{
+    return 0;
+}
 int dl_cpu_conv_1x1_blocked_filter(dl_backend *be, const dl_conv_desc *d, float *dw,
-                                   const float *dy, const float *x)
+                                   const float *dy, const float *x, dl_dtype compute)
 {
     return DL_EUNSUPPORTED;
 }
 int dl_cpu_conv_1x1_blocked_data(dl_backend *be, const dl_conv_desc *d, float *dx, const float *dy,
-                                 const float *w, int set)
+                                 const float *w, int set, dl_dtype compute)
 {
     return DL_EUNSUPPORTED;
 }
