@@ -590,7 +590,16 @@ static dl_layer *small_resnet(int variant, dl_layer **stem, dl_layer **mid_conv,
 
 /* One training step's output and gradients of m (input and output
  * gradient fixed), DLBENCH_BLOCKED as given. */
+static void model_step_in(dl_model *m, int n, const char *blocked_env, dl_precision prec,
+                          float *out, float *grads);
+
 static void model_step(dl_model *m, int n, const char *blocked_env, float *out, float *grads)
+{
+    model_step_in(m, n, blocked_env, DL_PREC_F32, out, grads);
+}
+
+static void model_step_in(dl_model *m, int n, const char *blocked_env, dl_precision prec,
+                          float *out, float *grads)
 {
     if (blocked_env)
         setenv("DLBENCH_BLOCKED", blocked_env, 1);
@@ -604,7 +613,7 @@ static void model_step(dl_model *m, int n, const char *blocked_env, float *out, 
     float *x = randv(nin, 51, 1.0f), *r = randv(nout, 52, 1.0f);
     memcpy(dl_model_input(m), x, nin * sizeof *x);
     dl_pass p;
-    dl_model_pass(m, &p, n, 1, DL_PREC_F32, 5, 3);
+    dl_model_pass(m, &p, n, 1, prec, 5, 3);
     CHECK_OK(dl_model_forward(m, &p));
     memcpy(out, dl_model_output(m), nout * sizeof *out);
     memcpy(dl_model_output_grad(m), r, nout * sizeof *r);
@@ -663,6 +672,164 @@ static void test_model_layout(void)
     }
 }
 
+/* Activations written rounded by their producer (emulated bf16): a
+ * backend whose BatchNorm ops pass the rounding on (on) or drop it and
+ * whose convolutions then round every operand themselves (off). */
+static const dl_backend_ops *round_real;
+static int round_asked, conv_told;
+
+static int bn_fwd_on(dl_backend *be, int blk, int flags, int training, int n, int c, int inner,
+                     float momentum, float eps, float *y, const float *x, const float *gamma,
+                     const float *beta, float *rm, float *rv, float *sm, float *si)
+{
+    round_asked += (flags & DL_BN_ROUND_BF16) != 0;
+    return round_real->batchnorm_blocked_forward(be, blk, flags, training, n, c, inner, momentum,
+                                                 eps, y, x, gamma, beta, rm, rv, sm, si);
+}
+
+static int bn_bwd_on(dl_backend *be, int blk, int flags, int set, int n, int c, int inner,
+                     float *dx, float *dg, float *db, const float *dy, const float *x,
+                     const float *gamma, const float *beta, const float *sm, const float *si)
+{
+    round_asked += (flags & DL_BN_ROUND_BF16) != 0;
+    return round_real->batchnorm_blocked_backward(be, blk, flags, set, n, c, inner, dx, dg, db, dy,
+                                                  x, gamma, beta, sm, si);
+}
+
+static int bn_fwd_off(dl_backend *be, int blk, int flags, int training, int n, int c, int inner,
+                      float momentum, float eps, float *y, const float *x, const float *gamma,
+                      const float *beta, float *rm, float *rv, float *sm, float *si)
+{
+    return round_real->batchnorm_blocked_forward(be, blk, flags & DL_BN_RELU, training, n, c, inner,
+                                                 momentum, eps, y, x, gamma, beta, rm, rv, sm, si);
+}
+
+static int bn_bwd_off(dl_backend *be, int blk, int flags, int set, int n, int c, int inner,
+                      float *dx, float *dg, float *db, const float *dy, const float *x,
+                      const float *gamma, const float *beta, const float *sm, const float *si)
+{
+    return round_real->batchnorm_blocked_backward(be, blk, flags & DL_BN_RELU, set, n, c, inner, dx,
+                                                  dg, db, dy, x, gamma, beta, sm, si);
+}
+
+/* d with rounded kept (on: counted) or cleared (off). */
+static dl_conv_desc told(dl_backend *be, const dl_conv_desc *d)
+{
+    dl_conv_desc t = *d;
+    if (be->ops->batchnorm_blocked_forward == bn_fwd_off)
+        t.rounded = 0;
+    conv_told += t.rounded != 0;
+    return t;
+}
+
+static int cf(dl_backend *be, const dl_conv_desc *d, float *y, const float *x, const float *w,
+              const float *b, void *ws, size_t wsb, dl_dtype compute)
+{
+    dl_conv_desc t = told(be, d);
+    return round_real->conv_forward(be, &t, y, x, w, b, ws, wsb, compute);
+}
+
+static int cbd(dl_backend *be, const dl_conv_desc *d, float *dx, const float *dy, const float *w,
+               void *ws, size_t wsb, dl_dtype compute)
+{
+    dl_conv_desc t = told(be, d);
+    return round_real->conv_backward_data(be, &t, dx, dy, w, ws, wsb, compute);
+}
+
+static int cbds(dl_backend *be, const dl_conv_desc *d, float *dx, const float *dy, const float *w,
+                void *ws, size_t wsb, dl_dtype compute)
+{
+    dl_conv_desc t = told(be, d);
+    return round_real->conv_backward_data_set(be, &t, dx, dy, w, ws, wsb, compute);
+}
+
+static int cbf(dl_backend *be, const dl_conv_desc *d, float *dw, float *db, const float *dy,
+               const float *x, void *ws, size_t wsb, dl_dtype compute)
+{
+    dl_conv_desc t = told(be, d);
+    return round_real->conv_backward_filter(be, &t, dw, db, dy, x, ws, wsb, compute);
+}
+
+static int cb(dl_backend *be, const dl_conv_desc *d, float *dw, float *db, float *dx, int set,
+              const float *dy, const float *x, const float *w, void *ws, size_t wsb,
+              dl_dtype compute)
+{
+    dl_conv_desc t = told(be, d);
+    return round_real->conv_backward(be, &t, dw, db, dx, set, dy, x, w, ws, wsb, compute);
+}
+
+/* The same bf16 step, bit for bit, with the activations between the
+ * BatchNorms and the convolutions rounded by the BatchNorm (forward: its
+ * output; backward: its input gradient, the convolution's dy) and by the
+ * convolution that reads them; and the rounding did happen. */
+static void test_rounded_activations(void)
+{
+    setenv("DLBENCH_CPU_BF16", "0", 1); /* emulated bf16 on any CPU */
+    dl_backend *cpu = dl_backend_cpu_create(1);
+    unsetenv("DLBENCH_CPU_BF16");
+    CHECK(cpu != NULL);
+    if (!cpu)
+        return;
+    if (!cpu->ops->activation_blocks(cpu, DL_BF16)) {
+        SKIP("the CPU backend keeps NCHW here (built without oneDNN)");
+        dl_backend_cpu_destroy(cpu);
+        return;
+    }
+    round_real = cpu->ops;
+    dl_backend_ops ops[2] = {*cpu->ops, *cpu->ops};
+    ops[0].batchnorm_blocked_forward = bn_fwd_on;
+    ops[0].batchnorm_blocked_backward = bn_bwd_on;
+    ops[1].batchnorm_blocked_forward = bn_fwd_off;
+    ops[1].batchnorm_blocked_backward = bn_bwd_off;
+    for (int k = 0; k < 2; k++) {
+        ops[k].conv_forward = cf;
+        ops[k].conv_backward_data = cbd;
+        ops[k].conv_backward_data_set = cbds;
+        ops[k].conv_backward_filter = cbf;
+        if (ops[k].conv_backward)
+            ops[k].conv_backward = cb;
+    }
+    dl_backend bes[2] = {*cpu, *cpu};
+    bes[0].ops = &ops[0];
+    bes[1].ops = &ops[1];
+    int n = 6;
+    size_t nout = (size_t)n * 5;
+    float *o[2] = {NULL, NULL}, *g[2] = {NULL, NULL};
+    size_t np = 0;
+    int told_on = 0;
+    for (int k = 0; k < 2; k++) {
+        dl_layer *stem, *mid, *gpool;
+        dl_model *m = NULL;
+        dl_shape in = {3, {3, 8, 8}};
+        CHECK_OK(dl_model_create(&m, small_resnet(0, &stem, &mid, &gpool), &in));
+        if (!m)
+            break;
+        CHECK_OK(dl_model_init_state(m, &bes[k], 0, 7));
+        dl_model_set_precision(m, DL_PREC_BF16);
+        CHECK_OK(dl_model_plan(m, n));
+        CHECK_OK(dl_model_refresh_lowp(m, DL_BF16));
+        np = dl_model_param_count(m);
+        o[k] = malloc(nout * 4), g[k] = malloc(np * 4);
+        round_asked = conv_told = 0;
+        model_step_in(m, n, NULL, DL_PREC_BF16, o[k], g[k]);
+        CHECK(mid->blk_in && mid->blk_out); /* the block's convolutions run blocked */
+        if (k == 0) {
+            /* forward: the stem's, b1's and b2's inner BatchNorm(+ReLU),
+             * the shortcut's none (added); backward: their dy */
+            CHECK_MSG(round_asked >= 4, "roundings asked: %d", round_asked);
+            told_on = conv_told;
+        }
+        dl_model_destroy(m);
+    }
+    CHECK_MSG(told_on >= 4, "convolutions told of rounded operands: %d", told_on);
+    if (o[0] && o[1]) {
+        CHECK_MSG(!memcmp(o[0], o[1], nout * 4), "outputs differ: %g", rel_diff(o[0], o[1], nout));
+        CHECK_MSG(!memcmp(g[0], g[1], np * 4), "gradients differ: %g", rel_diff(g[0], g[1], np));
+    }
+    free(o[0]), free(o[1]), free(g[0]), free(g[1]);
+    dl_backend_cpu_destroy(cpu);
+}
+
 int main(void)
 {
     RUN(test_layout_transposes);
@@ -672,5 +839,6 @@ int main(void)
     RUN(test_global_pool_blocked);
     RUN(test_pool_blocked);
     RUN(test_model_layout);
+    RUN(test_rounded_activations);
     CHECK_EXIT();
 }

@@ -244,7 +244,7 @@ static void test_gemm_edges(void)
 static dl_conv_desc conv_desc_gd(int n, int c, int h, int w, int k, int r, int s, int stride,
                                  int pad, int groups, int dilation)
 {
-    dl_conv_desc d = {n, c, h, w, k, r, s, stride, pad, 0, 0, groups, dilation, 0, 0};
+    dl_conv_desc d = {n, c, h, w, k, r, s, stride, pad, 0, 0, groups, dilation, 0, 0, 0};
     d.p = (h + 2 * pad - dilation * (r - 1) - 1) / stride + 1;
     d.q = (w + 2 * pad - dilation * (s - 1) - 1) / stride + 1;
     return d;

@@ -170,7 +170,7 @@ static void test_batchnorm_set(void)
 
 static dl_conv_desc desc(int n, int c, int h, int w, int k, int r, int stride, int pad, int groups)
 {
-    dl_conv_desc d = {n, c, h, w, k, r, r, stride, pad, 0, 0, groups, 1, 0, 0};
+    dl_conv_desc d = {n, c, h, w, k, r, r, stride, pad, 0, 0, groups, 1, 0, 0, 0};
     d.p = (h + 2 * pad - (r - 1) - 1) / stride + 1;
     d.q = (w + 2 * pad - (r - 1) - 1) / stride + 1;
     return d;

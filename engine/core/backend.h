@@ -47,7 +47,20 @@ typedef struct dl_conv_desc {
      * (oneDNN's nChw16c, nChw8c) for blk > 0, else [n, c, h, w]; only
      * where the backend's conv_blocks allows it (0 everywhere else). */
     int x_blk, y_blk;
+    /* DL_CONV_*_ROUNDED bits: operands that already hold values of the
+     * compute type (a producer wrote them rounded), which a backend that
+     * rounds operands for emulated low precision may take as they are.
+     * The results are the same either way. */
+    int rounded;
 } dl_conv_desc;
+
+#define DL_CONV_X_ROUNDED 1
+#define DL_CONV_DY_ROUNDED 2
+
+/* The blocked BatchNorm ops' relu argument (see activation_blocks). */
+#define DL_BN_RELU 1
+#define DL_BN_ROUND_BF16 2
+#define DL_BN_ROUND_F16 4
 
 /* The effective groups and dilation of d (0 read as 1). */
 static inline int dl_conv_groups(const dl_conv_desc *d) { return d->groups > 1 ? d->groups : 1; }
@@ -378,7 +391,11 @@ typedef struct dl_backend_ops {
      * [n, c / blk, inner, blk], c divisible by blk, otherwise as
      * batchnorm_forward / batchnorm_relu_forward (relu) and
      * batchnorm_backward (set: dx written; relu: as
-     * batchnorm_relu_backward_set, beta needed). The pooling ops
+     * batchnorm_relu_backward_set, beta needed); their relu argument
+     * holds DL_BN_* bits: DL_BN_RELU, and DL_BN_ROUND_BF16 / _F16 to
+     * write y (forward) or a written dx (backward) rounded to that type,
+     * for a convolution that reads it so (dl_conv_desc.rounded). The
+     * pooling ops
      * (pool_*, relu_maxpool_*, adaptive_avgpool_* to 1x1) take x and y
      * in blocks where dl_pool_desc.blk says so, when activation_blocks
      * is non-zero. */

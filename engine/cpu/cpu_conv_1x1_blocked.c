@@ -138,7 +138,7 @@ typedef struct sub_task {
     const float *x, *dy;
     float *xs, *dys; /* dys: NULL, or the chunk's dy rounded */
     int n0;
-    dl_dtype via; /* f32, or the type the packed values are rounded to */
+    dl_dtype via, via_dy; /* f32, or the type packed x and dys are rounded to */
 } sub_task;
 
 /* Images [begin, end) of a chunk from n0: x at the strided pixels, packed
@@ -151,7 +151,7 @@ KB_TARGET static void sub_fn(void *arg, size_t begin, size_t end)
     size_t hw = (size_t)d->h * d->w, pq = (size_t)d->p * d->q, st = (size_t)d->stride;
     size_t planes = (size_t)(d->c / BLK);
     for (size_t i = begin; i < end; i++) {
-        for (size_t cb = 0; cb < planes; cb++) {
+        for (size_t cb = 0; t->xs && cb < planes; cb++) {
             const float *src = t->x + (((size_t)t->n0 + i) * planes + cb) * hw * BLK;
             float *dst = t->xs + (i * planes + cb) * pq * BLK;
             if (st == 1) {
@@ -166,7 +166,7 @@ KB_TARGET static void sub_fn(void *arg, size_t begin, size_t end)
         }
         if (t->dys) {
             size_t per = (size_t)d->k * pq;
-            dl_cpu_round_run(t->dys + i * per, t->dy + ((size_t)t->n0 + i) * per, t->via, per);
+            dl_cpu_round_run(t->dys + i * per, t->dy + ((size_t)t->n0 + i) * per, t->via_dy, per);
         }
     }
 }
@@ -286,7 +286,10 @@ int dl_cpu_conv_1x1_blocked_filter(dl_backend *be, const dl_conv_desc *d, float 
                                    const float *dy, const float *x, dl_dtype compute)
 {
     int chunk = filter_chunk(d);
-    dl_dtype via = compute; /* f32, or the emulated type the operands are rounded to */
+    /* f32, or the emulated type the operands are rounded to (not those
+     * their producer wrote rounded) */
+    dl_dtype via = d->rounded & DL_CONV_X_ROUNDED ? DL_F32 : compute;
+    dl_dtype via_dy = d->rounded & DL_CONV_DY_ROUNDED ? DL_F32 : compute;
     filter_task t = {
         d, x, dy, dw, 0, 0, (d->c / BLK + TJ - 1) / TJ, 0, d->w, d->stride, (size_t)d->h * d->w, 0};
     size_t tiles = (size_t)(d->k / FI) * (size_t)t.jt;
@@ -300,25 +303,30 @@ int dl_cpu_conv_1x1_blocked_filter(dl_backend *be, const dl_conv_desc *d, float 
      * their order are the same either way. Rounded operands are always
      * packed, x and dy. */
     float *xs = NULL, *dys = NULL;
-    if (via != DL_F32 || (d->stride > 1 && dl_pool_threads(dl_cpu(be)->pool) == 1)) {
-        size_t xf = (size_t)chunk * d->c * pq, yf = via != DL_F32 ? (size_t)chunk * d->k * pq : 0;
-        xs = scratch_floats(be, xf + yf + 16);
-        if (!xs)
+    int pack = via != DL_F32 || (d->stride > 1 && dl_pool_threads(dl_cpu(be)->pool) == 1);
+    size_t xf = pack ? ((size_t)chunk * d->c * pq + 15) / 16 * 16 : 0;
+    size_t yf = via_dy != DL_F32 ? (size_t)chunk * d->k * pq : 0;
+    if (xf || yf) {
+        float *sc = scratch_floats(be, xf + yf);
+        if (!sc)
             return DL_ENOMEM;
-        dys = yf ? xs + (xf + 15) / 16 * 16 : NULL;
+        xs = xf ? sc : NULL;
+        dys = yf ? sc + xf : NULL;
+    }
+    if (xs) {
         t.x = xs;
         t.xw = d->q;
         t.xst = 1;
         t.xhw = pq;
-        if (dys)
-            t.dy = dys;
     }
+    if (dys)
+        t.dy = dys;
     for (int n0 = 0; n0 < d->n; n0 += chunk) {
         t.n0 = n0;
         t.nb = d->n - n0 < chunk ? d->n - n0 : chunk;
-        if (xs) {
-            sub_task st = {d, x, dy, xs, dys, n0, via};
-            t.xn0 = n0;
+        if (xs || dys) {
+            sub_task st = {d, x, dy, xs, dys, n0, via, via_dy};
+            t.xn0 = xs ? n0 : 0;
             t.yn0 = dys ? n0 : 0;
             dl_pool_for(dl_cpu(be)->pool, (size_t)t.nb, 1, sub_fn, &st);
         }
@@ -345,16 +353,19 @@ int dl_cpu_conv_1x1_blocked_data(dl_backend *be, const dl_conv_desc *d, float *d
                                  const float *w, int set, dl_dtype compute)
 {
     size_t pq = (size_t)d->p * d->q;
-    if (compute != DL_F32) { /* rounded: W once, dy image by image, into scratch */
+    if (compute != DL_F32) { /* rounded: W once, dy image by image (unless it is), into scratch */
+        int dy_too = !(d->rounded & DL_CONV_DY_ROUNDED);
         size_t wf = ((size_t)d->k * d->c + 15) / 16 * 16, per = (size_t)d->k * pq;
-        float *ws = scratch_floats(be, wf + (size_t)d->n * per);
+        float *ws = scratch_floats(be, wf + (dy_too ? (size_t)d->n * per : 0));
         if (!ws)
             return DL_ENOMEM;
         dl_cpu_round_run(ws, w, compute, (size_t)d->k * d->c);
-        round_task r = {ws + wf, dy, per, compute};
-        dl_pool_for(dl_cpu(be)->pool, (size_t)d->n, 1, round_fn, &r);
+        if (dy_too) {
+            round_task r = {ws + wf, dy, per, compute};
+            dl_pool_for(dl_cpu(be)->pool, (size_t)d->n, 1, round_fn, &r);
+            dy = ws + wf;
+        }
         w = ws;
-        dy = ws + wf;
     }
     data_task t = {d, dy, w, dx, set, (pq + DR - 1) / DR, (size_t)(d->c / BLK + TJ - 1) / TJ};
     if (set) { /* the pixels off the stride get 0 */

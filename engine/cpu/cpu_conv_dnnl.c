@@ -437,14 +437,15 @@ typedef struct run_job {
     int dir;
     int set; /* BWD_DATA: dx written, not added */
     const dl_conv_desc *d;
-    int chunk;              /* images per chunk (chunk_for) */
-    dl_dtype via;           /* f32, or bf16/fp16: operands rounded for f32 primitives */
-    entry *full, *last;     /* chunk images; the last, shorter chunk (may be full) */
-    const float *in, *in2;  /* x or dy; dy for BWD_W */
-    const void *w, *w_last; /* weights in the primitives' layouts (FWD, BWD_DATA) */
-    const float *b;         /* bias (FWD) */
-    float *out;             /* y, dx (FWD, BWD_DATA) */
-    char *scratch;          /* [chunks][per chunk] */
+    int chunk;                /* images per chunk (chunk_for) */
+    dl_dtype via;             /* f32, or bf16/fp16: operands rounded for f32 primitives */
+    dl_dtype via_in, via_in2; /* in's and in2's: via, or f32 where d says they are rounded */
+    entry *full, *last;       /* chunk images; the last, shorter chunk (may be full) */
+    const float *in, *in2;    /* x or dy; dy for BWD_W */
+    const void *w, *w_last;   /* weights in the primitives' layouts (FWD, BWD_DATA) */
+    const float *b;           /* bias (FWD) */
+    float *out;               /* y, dx (FWD, BWD_DATA) */
+    char *scratch;            /* [chunks][per chunk] */
     size_t per_chunk;
     float *dw_parts, *db_parts; /* BWD_W: per chunk, the primitive's layout */
     size_t dw_bytes;
@@ -457,9 +458,9 @@ static void carve_chunk(const run_job *j, const prim *p, size_t ci, char **in, c
 {
     char *s = j->scratch + ci * j->per_chunk;
     s = (char *)(((uintptr_t)s + 63) & ~(uintptr_t)63);
-    *in = p->r_in || j->via != DL_F32 ? s : NULL;
+    *in = p->r_in || j->via_in != DL_F32 ? s : NULL;
     s += up64(dnnl_memory_desc_get_size(&p->in_md));
-    *in2 = p->r_in2 || j->via != DL_F32 ? s : NULL;
+    *in2 = p->r_in2 || j->via_in2 != DL_F32 ? s : NULL;
     s += up64(dnnl_memory_desc_get_size(&p->in2_md));
     *out = s;
     s += up64(dnnl_memory_desc_get_size(&p->out_md));
@@ -483,12 +484,12 @@ static int run_chunk(const run_job *j, size_t ci, dnnl_stream_t st, const void *
     char *in, *in2, *out, *pad;
     carve_chunk(j, p, ci, &in, &in2, &out, &pad);
     const void *src =
-        given ? given : operand(j->dn, st, p->r_in, &p->u_in, uin, &p->in_md, in, j->via);
+        given ? given : operand(j->dn, st, p->r_in, &p->u_in, uin, &p->in_md, in, j->via_in);
     if (!src)
         return -1;
     if (j->dir == BWD_W) {
         const float *udy = j->in2 + (size_t)n0 * d->k * d->p * d->q;
-        const void *dy = operand(j->dn, st, p->r_in2, &p->u_in2, udy, &p->in2_md, in2, j->via);
+        const void *dy = operand(j->dn, st, p->r_in2, &p->u_in2, udy, &p->in2_md, in2, j->via_in2);
         if (!dy)
             return -1;
         if (dy_used)
@@ -685,6 +686,10 @@ static int job_init(dl_backend *be, run_job *j, int dir, const dl_conv_desc *d, 
                    .via = pt == compute ? DL_F32 : compute,
                    .full = lookup(c, d, chunk, pt)};
     j->last = rest == chunk ? j->full : lookup(c, d, rest, pt);
+    /* in: x (forward, filter) or dy (data); in2: the filter's dy */
+    int in_bit = dir == BWD_DATA ? DL_CONV_DY_ROUNDED : DL_CONV_X_ROUNDED;
+    j->via_in = d->rounded & in_bit ? DL_F32 : j->via;
+    j->via_in2 = d->rounded & DL_CONV_DY_ROUNDED ? DL_F32 : j->via;
     return j->full && j->last;
 }
 

@@ -32,8 +32,9 @@
 
 typedef struct bn_task {
     int n, c, inner, training;
-    int set;  /* backward: dx written, not added */
-    int relu; /* a ReLU after the normalisation, fused */
+    int set;        /* backward: dx written, not added */
+    int relu;       /* a ReLU after the normalisation, fused */
+    dl_dtype round; /* blocked: y, or a written dx, rounded to it (f32: not) */
     float momentum, eps;
     float *y, *dx, *dgamma, *dbeta;
     const float *x, *dy, *gamma, *beta;
@@ -462,6 +463,12 @@ static void bn_fwd_cols(void *arg, size_t begin, size_t end)
 #endif
 
 /* The blocked layout (below): checks, and the passes for a task. */
+/* The type DL_BN_ROUND_* in flags asks the output to be rounded to. */
+static dl_dtype bn_round(int flags)
+{
+    return flags & DL_BN_ROUND_BF16 ? DL_BF16 : flags & DL_BN_ROUND_F16 ? DL_F16 : DL_F32;
+}
+
 static int bnb_check(int blk, int n, int c, int inner, const char *op);
 static int bnb_forward(dl_backend *be, const bn_task *t, int blk);
 static int bnb_backward(dl_backend *be, const bn_task *t, int blk);
@@ -469,7 +476,7 @@ static int bnb_backward(dl_backend *be, const bn_task *t, int blk);
 static int bn_forward(dl_backend *be, int training, int n, int c, int inner, float momentum,
                       float eps, float *y, const float *x, const float *gamma, const float *beta,
                       float *running_mean, float *running_var, float *save_mean, float *save_invstd,
-                      int relu, int blk)
+                      int flags, int blk)
 {
     if (blk)
         DL_TRY(bnb_check(blk, n, c, inner, "batchnorm_forward (blocked)"));
@@ -491,7 +498,8 @@ static int bn_forward(dl_backend *be, int training, int n, int c, int inner, flo
                  .running_var = running_var,
                  .save_mean = save_mean,
                  .save_invstd = save_invstd,
-                 .relu = relu};
+                 .relu = flags & DL_BN_RELU,
+                 .round = bn_round(flags)};
     if (blk)
         return bnb_forward(be, &t, blk);
 #ifdef DL_CPU_VMATH
@@ -708,7 +716,7 @@ static void bn_bwd_cols(void *arg, size_t begin, size_t end)
 static int bn_backward(dl_backend *be, int n, int c, int inner, float *dx, float *dgamma,
                        float *dbeta, const float *dy, const float *x, const float *gamma,
                        const float *beta, const float *save_mean, const float *save_invstd, int set,
-                       int relu, int blk)
+                       int flags, int blk)
 {
     if (blk)
         DL_TRY(bnb_check(blk, n, c, inner, "batchnorm_backward (blocked)"));
@@ -727,7 +735,8 @@ static int bn_backward(dl_backend *be, int n, int c, int inner, float *dx, float
                  .smean = save_mean,
                  .sinvstd = save_invstd,
                  .set = set,
-                 .relu = relu};
+                 .relu = flags & DL_BN_RELU,
+                 .round = set ? bn_round(flags) : DL_F32};
     if (blk)
         return bnb_backward(be, &t, blk);
 #ifdef DL_CPU_VMATH
@@ -967,10 +976,19 @@ static void bnb_plane_out(const bnb *b, size_t p)
     }
 }
 
+/* A plane's output, rounded where asked while it is in cache. */
 static void bnb_out_task(void *arg, size_t begin, size_t end)
 {
-    for (size_t p = begin; p < end; p++)
-        bnb_plane_out(arg, p);
+    const bnb *b = arg;
+    const bn_task *t = b->t;
+    size_t per = (size_t)t->inner * b->blk;
+    for (size_t p = begin; p < end; p++) {
+        bnb_plane_out(b, p);
+        if (t->round != DL_F32) {
+            float *out = (t->dy ? t->dx : t->y) + p * per;
+            dl_cpu_round_run(out, out, t->round, per);
+        }
+    }
 }
 
 static int bnb_check(int blk, int n, int c, int inner, const char *op)

@@ -206,7 +206,17 @@ static dl_conv_desc conv_pass_desc(const conv2d *C, const dl_pass *p)
     dl_conv_desc d = conv_desc(C, p->n);
     d.x_blk = C->base.blk_in;
     d.y_blk = C->base.blk_out;
+    d.rounded = p->operands_rounded;
     return d;
+}
+
+/* Emulated low precision rounds x and dy for the products; dy only
+ * without a bias, whose gradient sums dy as it is. */
+static int conv_reads_rounded(const dl_layer *l, const dl_pass *p)
+{
+    if (p->compute == DL_F32 || p->operand != DL_F32)
+        return 0;
+    return DL_CONV_X_ROUNDED | (((const conv2d *)l)->bias ? 0 : DL_CONV_DY_ROUNDED);
 }
 
 static int conv_blocks(const dl_layer *l, const dl_pass *p, int blk)
@@ -363,6 +373,7 @@ static const dl_layer_vt conv_vt = {
     .note = conv_note,
     .config = conv_config,
     .blocks = conv_blocks,
+    .reads_rounded = conv_reads_rounded,
 };
 
 dl_layer *dl_nn_conv2d_with(int in_ch, int out_ch, int kernel, const dl_conv2d_opts *o)
@@ -893,13 +904,24 @@ static int bn_check_batch(const dl_layer *l, const dl_pass *p)
     return DL_OK;
 }
 
+/* DL_BN_* flags for the blocked ops: the fused ReLU's, and the rounding
+ * the pass asks of the output (a written one), noted in p->rounded. */
+static int bn_flags(dl_pass *p, int relu, int written)
+{
+    int round = written ? p->round_out : DL_F32;
+    p->rounded = round == DL_BF16 || round == DL_F16;
+    return (relu ? DL_BN_RELU : 0) | (round == DL_BF16  ? DL_BN_ROUND_BF16
+                                      : round == DL_F16 ? DL_BN_ROUND_F16
+                                                        : 0);
+}
+
 /* The forward on activations in channel blocks (relu: the fused ReLU's). */
 static int bn_blocked_forward(batchnorm *B, dl_pass *p, const float *x, float *y, int relu)
 {
     return OPS(p)->batchnorm_blocked_forward(
-        p->be, B->base.blk_in, relu, p->training, p->n, B->features, B->inner, B->momentum, B->eps,
-        y, x, p->params + B->gamma, p->params + B->beta, p->buffers + B->run_mean,
-        p->buffers + B->run_var, (float *)(p->act + B->save_mean),
+        p->be, B->base.blk_in, bn_flags(p, relu, 1), p->training, p->n, B->features, B->inner,
+        B->momentum, B->eps, y, x, p->params + B->gamma, p->params + B->beta,
+        p->buffers + B->run_mean, p->buffers + B->run_var, (float *)(p->act + B->save_mean),
         (float *)(p->act + B->save_invstd));
 }
 
@@ -907,8 +929,8 @@ static int bn_blocked_backward(batchnorm *B, dl_pass *p, const float *x, const f
                                int relu, int set)
 {
     return OPS(p)->batchnorm_blocked_backward(
-        p->be, B->base.blk_in, relu, set, p->n, B->features, B->inner, dx, p->grads + B->gamma,
-        p->grads + B->beta, dy, x, p->params + B->gamma, p->params + B->beta,
+        p->be, B->base.blk_in, bn_flags(p, relu, set), set, p->n, B->features, B->inner, dx,
+        p->grads + B->gamma, p->grads + B->beta, dy, x, p->params + B->gamma, p->params + B->beta,
         (const float *)(p->act + B->save_mean), (const float *)(p->act + B->save_invstd));
 }
 

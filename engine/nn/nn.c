@@ -227,6 +227,7 @@ typedef struct {
     size_t *y_off, *dy_off; /* outputs of children 0..n-2 */
     char *params_before;    /* child i has a parameter somewhere before it */
     char *absorbs;          /* fused_pairs of the pass in flight */
+    char *x_rounded;        /* child i's input was written rounded by the forward in flight */
 } sequential;
 
 static int seq_setup(dl_layer *l, dl_model *m, const dl_shape *in, dl_shape *out)
@@ -237,7 +238,8 @@ static int seq_setup(dl_layer *l, dl_model *m, const dl_shape *in, dl_shape *out
     s->dy_off = calloc((size_t)l->nchild + 1, sizeof *s->dy_off);
     s->params_before = calloc((size_t)l->nchild + 1, 1);
     s->absorbs = calloc((size_t)l->nchild + 1, 1);
-    if (!s->y_off || !s->dy_off || !s->params_before || !s->absorbs)
+    s->x_rounded = calloc((size_t)l->nchild + 1, 1);
+    if (!s->y_off || !s->dy_off || !s->params_before || !s->absorbs || !s->x_rounded)
         return dl_error(DL_ENOMEM, "out of memory");
     int params_at_start = dl_model_num_params(m);
     for (int i = 0; i < l->nchild; i++) {
@@ -280,6 +282,12 @@ static int seq_plan(dl_layer *l, dl_model *m, int n)
     return DL_OK;
 }
 
+/* c's DL_CONV_*_ROUNDED bits (dl_layer_vt.reads_rounded). */
+static int reads_rounded(const dl_layer *c, const dl_pass *p)
+{
+    return c->vt->reads_rounded ? c->vt->reads_rounded(c, p) : 0;
+}
+
 static int seq_forward(dl_layer *l, dl_pass *p, const float *x, float *y)
 {
     sequential *s = (sequential *)l;
@@ -288,13 +296,27 @@ static int seq_forward(dl_layer *l, dl_pass *p, const float *x, float *y)
                                 (size_t)p->n * (size_t)dl_shape_numel(&l->in) * sizeof(float));
     const float *in = x;
     fused_pairs(l, p, s->absorbs);
+    memset(s->x_rounded, 0, (size_t)l->nchild);
     for (int i = 0; i < l->nchild; i++) {
         /* a pair (ReLU -> MaxPool2d, BatchNorm -> ReLU): the second reads
          * the first's input */
         int fused = i + 1 < l->nchild && s->absorbs[i + 1];
         i += fused;
         float *out = i == l->nchild - 1 ? y : (float *)(p->act + s->y_off[i]);
-        DL_TRY(child_forward(l->child[i], fused ? l->child[i - 1] : NULL, p, in, out));
+        /* an output only the next child reads, which reads it rounded
+         * (an emulated convolution): written rounded where the child, a
+         * leaf (a container's inner calls must not see the request), can */
+        int leaf = l->child[i]->nchild == 0 && (!fused || l->child[i - 1]->nchild == 0);
+        int next = leaf && i + 1 < l->nchild ? reads_rounded(l->child[i + 1], p) : 0;
+        p->round_out = next & DL_CONV_X_ROUNDED ? p->compute : DL_F32;
+        p->operands_rounded = s->x_rounded[i - fused] ? DL_CONV_X_ROUNDED : 0;
+        p->rounded = 0;
+        int rc = child_forward(l->child[i], fused ? l->child[i - 1] : NULL, p, in, out);
+        if (next)
+            s->x_rounded[i + 1] = (char)p->rounded;
+        p->round_out = DL_F32;
+        p->operands_rounded = p->rounded = 0;
+        DL_TRY(rc);
         in = out;
     }
     return DL_OK;
@@ -312,6 +334,7 @@ static int seq_grads(dl_layer *l, dl_pass *p, const float *x, const float *y, co
     if (l->nchild == 0)
         return dx ? p->be->ops->axpy(p->be, dx, 1.0f, dy, count) : DL_OK;
     fused_pairs(l, p, s->absorbs);
+    int dy_rounded = 0; /* child i's output gradient was written rounded */
     for (int i = l->nchild - 1; i >= 0; i--) {
         /* as in forward: child i - 1 fused into child i */
         int fused = s->absorbs[i];
@@ -331,8 +354,22 @@ static int seq_grads(dl_layer *l, dl_pass *p, const float *x, const float *y, co
                              : first_mode;
         /* a fused pair leaves the gradient buffer between its two alone */
         float *mid = fused ? (float *)(p->act_grad + s->dy_off[first]) : NULL;
-        DL_TRY(child_backward(l->child[i], fused ? l->child[first] : NULL, p, in, out, dout, din,
-                              mid, mode));
+        /* the gradient written for the child before, which reads it
+         * rounded: written so where this child can */
+        int leaf = l->child[i]->nchild == 0 && l->child[first]->nchild == 0;
+        int prev = leaf && first > 0 && din && (mode == RUN_SET || mode == RUN_FUSED)
+                       ? reads_rounded(l->child[first - 1], p)
+                       : 0;
+        p->round_out = prev & DL_CONV_DY_ROUNDED ? p->compute : DL_F32;
+        p->operands_rounded =
+            (s->x_rounded[first] ? DL_CONV_X_ROUNDED : 0) | (dy_rounded ? DL_CONV_DY_ROUNDED : 0);
+        p->rounded = 0;
+        int rc = child_backward(l->child[i], fused ? l->child[first] : NULL, p, in, out, dout, din,
+                                mid, mode);
+        dy_rounded = prev && p->rounded;
+        p->round_out = DL_F32;
+        p->operands_rounded = p->rounded = 0;
+        DL_TRY(rc);
         if (fused && p->grad_hook)
             DL_TRY(p->grad_hook(p->grad_user, l->child[first]));
         i = first;
@@ -359,6 +396,7 @@ static void seq_destroy(dl_layer *l)
     free(s->dy_off);
     free(s->params_before);
     free(s->absorbs);
+    free(s->x_rounded);
 }
 
 static void seq_describe(const dl_layer *l, char *buf, size_t size)

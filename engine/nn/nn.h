@@ -42,6 +42,16 @@ typedef struct dl_pass {
     dl_dtype compute; /* the precision of products: f32, bf16, f16 */
     dl_dtype operand; /* the type their operands are stored in: compute, or f32
                        * holding values rounded to it (dl_backend_operand_type) */
+    /* Activations written rounded for the convolution that reads them so
+     * (emulated low precision; a Sequential sets these around one child's
+     * call, see nn.c): round_out asks the child to write its output
+     * (forward) or its written input gradient (backward) rounded to that
+     * type (DL_F32: no), and the child sets rounded when it did;
+     * operands_rounded holds DL_CONV_*_ROUNDED bits for a convolution
+     * whose x or dy arrive so. */
+    dl_dtype round_out;
+    int rounded;
+    int operands_rounded;
     uint64_t seed;
     uint64_t counter; /* micro-batch counter: keys dropout masks */
     int profile;      /* time each layer */
@@ -142,6 +152,10 @@ typedef struct dl_layer_vt {
      * channel blocks of blk channels on p's backend (DL_BLOCK_* bits; see
      * nn.c's layout plan). NULL or 0: both plain [n, c, h, w]. */
     int (*blocks)(const dl_layer *l, const dl_pass *p, int blk);
+    /* Optional: DL_CONV_*_ROUNDED bits of the operands (x, dy) that l's
+     * products on p read only rounded to p->compute, which a producer
+     * may write so and spare l its rounding pass. NULL or 0: none. */
+    int (*reads_rounded)(const dl_layer *l, const dl_pass *p);
 } dl_layer_vt;
 
 /* dl_layer_vt.blocks: the input may be blocked, the output may be, the
