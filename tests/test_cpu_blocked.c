@@ -712,6 +712,13 @@ static int bn_bwd_off(dl_backend *be, int blk, int flags, int set, int n, int c,
                                                   dg, db, dy, x, gamma, beta, sm, si);
 }
 
+static int act_round_on(dl_backend *be, dl_act kind, float *y, const float *x, size_t n,
+                        dl_dtype round)
+{
+    round_asked++;
+    return round_real->act_forward_round(be, kind, y, x, n, round);
+}
+
 /* d with rounded kept (on: counted) or cleared (off). */
 static dl_conv_desc told(dl_backend *be, const dl_conv_desc *d)
 {
@@ -758,10 +765,10 @@ static int cb(dl_backend *be, const dl_conv_desc *d, float *dw, float *db, float
     return round_real->conv_backward(be, &t, dw, db, dx, set, dy, x, w, ws, wsb, compute);
 }
 
-/* The same bf16 step, bit for bit, with the activations between the
- * BatchNorms and the convolutions rounded by the BatchNorm (forward: its
- * output; backward: its input gradient, the convolution's dy) and by the
- * convolution that reads them; and the rounding did happen. */
+/* The same bf16 step, bit for bit, with the activations a convolution
+ * reads rounded by their producer (a BatchNorm: its output forward, its
+ * input gradient, the convolution's dy, backward; a GELU: its output)
+ * and by the convolution itself; and the rounding did happen. */
 static void test_rounded_activations(void)
 {
     setenv("DLBENCH_CPU_BF16", "0", 1); /* emulated bf16 on any CPU */
@@ -781,6 +788,9 @@ static void test_rounded_activations(void)
     ops[0].batchnorm_blocked_backward = bn_bwd_on;
     ops[1].batchnorm_blocked_forward = bn_fwd_off;
     ops[1].batchnorm_blocked_backward = bn_bwd_off;
+    CHECK(cpu->ops->act_forward_round != NULL);
+    ops[0].act_forward_round = act_round_on;
+    ops[1].act_forward_round = NULL;
     for (int k = 0; k < 2; k++) {
         ops[k].conv_forward = cf;
         ops[k].conv_backward_data = cbd;
@@ -814,9 +824,10 @@ static void test_rounded_activations(void)
         model_step_in(m, n, NULL, DL_PREC_BF16, o[k], g[k]);
         CHECK(mid->blk_in && mid->blk_out); /* the block's convolutions run blocked */
         if (k == 0) {
-            /* forward: the stem's, b1's and b2's inner BatchNorm(+ReLU),
-             * the shortcut's none (added); backward: their dy */
-            CHECK_MSG(round_asked >= 4, "roundings asked: %d", round_asked);
+            /* forward: the stem's and b1's inner BatchNorm(+ReLU), b2's
+             * GELU, the shortcut's none (added); backward: the dy of the
+             * convolutions a BatchNorm follows */
+            CHECK_MSG(round_asked >= 5, "roundings asked: %d", round_asked);
             told_on = conv_told;
         }
         dl_model_destroy(m);

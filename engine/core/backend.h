@@ -434,6 +434,14 @@ typedef struct dl_backend_ops {
     int (*conv_backward)(dl_backend *be, const dl_conv_desc *d, float *dw, float *db, float *dx,
                          int set, const float *dy, const float *x, const float *w, void *ws,
                          size_t ws_bytes, dl_dtype compute);
+
+    /* --- optional: an activation written rounded -----------------------
+     * act_forward with y rounded to round (DL_BF16 or DL_F16) in the same
+     * pass, for a convolution that reads it so (dl_conv_desc.rounded).
+     * Asked only for ReLU, GELU and SiLU, whose act_backward must then
+     * read x alone. NULL: not offered. */
+    int (*act_forward_round)(dl_backend *be, dl_act kind, float *y, const float *x, size_t n,
+                             dl_dtype round);
 } dl_backend_ops;
 
 /* A backend instance: the op table plus its private context. */

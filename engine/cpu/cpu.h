@@ -368,6 +368,8 @@ int dl_cpu_input_to_f32(dl_backend *be, float *dst, const void *src, dl_dtype ty
 int dl_cpu_bias_add(dl_backend *be, float *y, const float *b, int rows, int cols, int inner);
 int dl_cpu_bias_grad(dl_backend *be, float *db, const float *dy, int rows, int cols, int inner);
 int dl_cpu_act_forward(dl_backend *be, dl_act kind, float *y, const float *x, size_t n);
+int dl_cpu_act_forward_round(dl_backend *be, dl_act kind, float *y, const float *x, size_t n,
+                             dl_dtype round);
 int dl_cpu_act_backward(dl_backend *be, dl_act kind, float *dx, const float *x, const float *y,
                         const float *dy, size_t n);
 /* dx = act'(x) * dy: dx written, not added. */

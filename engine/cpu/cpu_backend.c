@@ -186,6 +186,7 @@ static const dl_backend_ops cpu_ops = {
     .batchnorm_blocked_forward = dl_cpu_batchnorm_blocked_forward,
     .batchnorm_blocked_backward = dl_cpu_batchnorm_blocked_backward,
     .conv_backward = conv_backward_op,
+    .act_forward_round = dl_cpu_act_forward_round,
 };
 
 /* Fills be as a CPU backend with its own context and `threads` workers

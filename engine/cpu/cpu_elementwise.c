@@ -749,6 +749,27 @@ int dl_cpu_act_forward(dl_backend *be, dl_act kind, float *y, const float *x, si
     return DL_OK;
 }
 
+/* act_fwd_range, each 4096 values rounded (j->t0) while in cache. */
+static void act_fwd_round_range(void *p, size_t b, size_t e)
+{
+    job *j = p;
+    for (size_t s = b; s < e; s += 4096) {
+        size_t t = e - s > 4096 ? s + 4096 : e;
+        act_fwd_range(j, s, t);
+        dl_cpu_round_run(j->y + s, j->y + s, j->t0, t - s);
+    }
+}
+
+int dl_cpu_act_forward_round(dl_backend *be, dl_act kind, float *y, const float *x, size_t n,
+                             dl_dtype round)
+{
+    if (round != DL_BF16 && round != DL_F16)
+        return dl_error(DL_EINVAL, "act_forward_round: rounding to %s", dl_dtype_name(round));
+    job j = {.y = y, .a = x, .i0 = (int)kind, .t0 = round};
+    par(be, n, act_fwd_round_range, &j);
+    return DL_OK;
+}
+
 typedef struct {
     float *dx;
     const float *x, *y, *dy;

@@ -699,7 +699,17 @@ static int elementwise_blocks(const dl_layer *l, const dl_pass *p, int blk)
 
 static int act_forward(dl_layer *l, dl_pass *p, const float *x, float *y)
 {
-    return OPS(p)->act_forward(p->be, ((activation *)l)->kind, y, x, (size_t)p->n * numel(&l->in));
+    dl_act kind = ((activation *)l)->kind;
+    size_t n = (size_t)p->n * numel(&l->in);
+    /* written rounded where the next layer reads it so and the backward
+     * reads x alone (see dl_pass.round_out) */
+    if (p->round_out != DL_F32 && OPS(p)->act_forward_round &&
+        (kind == DL_ACT_RELU || kind == DL_ACT_GELU || kind == DL_ACT_SILU)) {
+        DL_TRY(OPS(p)->act_forward_round(p->be, kind, y, x, n, p->round_out));
+        p->rounded = 1;
+        return DL_OK;
+    }
+    return OPS(p)->act_forward(p->be, kind, y, x, n);
 }
 
 static int act_backward(dl_layer *l, dl_pass *p, const float *x, const float *y, const float *dy,
