@@ -112,6 +112,17 @@ static dl_conv_desc cdesc(int n, int c, int h, int k, int r, int stride, int pad
     return d;
 }
 
+/* cdesc with groups and dilation. */
+static dl_conv_desc cdesc_gd(int n, int c, int h, int k, int r, int stride, int pad, int groups,
+                             int dilation)
+{
+    dl_conv_desc d = cdesc(n, c, h, k, r, stride, pad);
+    d.groups = groups;
+    d.dilation = dilation;
+    d.p = d.q = (h + 2 * pad - dilation * (r - 1) - 1) / stride + 1;
+    return d;
+}
+
 typedef struct conv_out {
     float *y, *dx_add, *dx_set, *dw, *db;
 } conv_out;
@@ -229,9 +240,11 @@ static void conv_blocked_case(dl_backend *be, dl_conv_desc d, dl_dtype compute, 
     /* what the backend allows: x from blk channels on (oneDNN's every
      * direction), y where k is a multiple (below 8 input channels, where
      * oneDNN runs the forward: the rule of the CPU's vector width) */
-    int own_bf16 = compute == DL_BF16 && dl_cpu(be)->has_avx512_bf16; /* may keep NCHW */
-    CHECK_MSG(own_bf16 || (can & 1) == (d.c % blk == 0), "conv_blocks x for c %d: %d", d.c, can);
-    CHECK_MSG(own_bf16 || d.c < 8 || !!(can & 2) == (d.k % blk == 0), "conv_blocks y for k %d: %d",
+    /* NCHW may stay: the own bf16 kernels' shapes; dilated ones, blocked
+     * only where oneDNN runs every direction */
+    int plain_ok = (compute == DL_BF16 && dl_cpu(be)->has_avx512_bf16) || dl_conv_dilation(&d) > 1;
+    CHECK_MSG(plain_ok || (can & 1) == (d.c % blk == 0), "conv_blocks x for c %d: %d", d.c, can);
+    CHECK_MSG(plain_ok || d.c < 8 || !!(can & 2) == (d.k % blk == 0), "conv_blocks y for k %d: %d",
               d.k, can);
     for (int mode = 1; mode < 4; mode++) {
         dl_conv_desc bd = d;
@@ -242,16 +255,17 @@ static void conv_blocked_case(dl_backend *be, dl_conv_desc d, dl_dtype compute, 
         conv_out got = {0};
         CHECK_OK(run_conv(be, &bd, compute, x, w, b, dy, dx0, dw0, &got));
         const char *what = mode == 1 ? "x" : mode == 2 ? "y" : "x and y";
-        /* plain 1x1 layers run the own 1x1 kernels, other sums: close;
-         * everything else the same primitive: the same bits */
-        if (d.r == 1) {
+        /* plain 1x1 layers run the own 1x1 kernels, depthwise ones the
+         * own depthwise kernels, other sums: close; everything else the
+         * same primitive: the same bits */
+        if (d.r == 1 || dl_conv_groups(&d) > 1 || dl_conv_dilation(&d) > 1) {
             CHECK_MSG(rel_diff(got.y, ref.y, ny) < 1e-5 &&
                           rel_diff(got.dx_add, ref.dx_add, nx) < 1e-5 &&
                           rel_diff(got.dx_set, ref.dx_set, nx) < 1e-5 &&
                           rel_diff(got.dw, ref.dw, nw) < 1e-5,
-                      "1x1, %s blocked: y %g dx %g %g dw %g", what, rel_diff(got.y, ref.y, ny),
-                      rel_diff(got.dx_add, ref.dx_add, nx), rel_diff(got.dx_set, ref.dx_set, nx),
-                      rel_diff(got.dw, ref.dw, nw));
+                      "%dx%d g%d, %s blocked: y %g dx %g %g dw %g", d.r, d.s, dl_conv_groups(&d),
+                      what, rel_diff(got.y, ref.y, ny), rel_diff(got.dx_add, ref.dx_add, nx),
+                      rel_diff(got.dx_set, ref.dx_set, nx), rel_diff(got.dw, ref.dw, nw));
         } else {
             CHECK_MSG(differing(got.y, ref.y, ny) == 0, "y, %s blocked (c %d k %d %dx%d)", what,
                       d.c, d.k, d.h, d.w);
@@ -297,6 +311,12 @@ static void test_conv_blocked(void)
             cdesc(5, 64, 28, 32, 1, 1, 0),
             cdesc(3, 48, 9, 32, 1, 2, 0),
             cdesc(4, 80, 8, 16, 1, 2, 0),
+            /* depthwise (MobileNet's, stride 1 and 2), groups of whole
+             * blocks, dilated: oneDNN's kernels on blocks */
+            cdesc_gd(4, 32, 14, 32, 3, 1, 1, 32, 1),
+            cdesc_gd(3, 48, 15, 48, 3, 2, 1, 48, 1),
+            cdesc_gd(2, 64, 9, 64, 3, 1, 1, 2, 1),
+            cdesc_gd(3, 16, 12, 32, 3, 1, 2, 1, 2),
         };
         for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
             conv_blocked_case(be, cases[i], DL_F32, blk);

@@ -160,10 +160,25 @@ int dl_cpu_activation_blocks(dl_backend *be, dl_dtype compute)
 #endif
 }
 
+/* Grouped and dilated convolutions that may take blocks: depthwise ones
+ * (a channel a group) and groups of whole blocks, on oneDNN's kernels,
+ * whose depthwise ones read nChw16c as it is. Kept plain, MobileNet's
+ * depthwise layers had kept every activation of the model plain, its
+ * BatchNorms on 7x7 to 28x28 planes a channel at a time (a fifth of the
+ * step); on blocks it trained 1.3-1.4x as fast at one thread. */
+static int grouped_blocks_ok(const dl_conv_desc *d, int blk)
+{
+    if (d->groups < 0 || d->dilation < 0)
+        return 0;
+    int g = dl_conv_groups(d);
+    return g == 1 || (d->c == g && d->k == g) || ((d->c / g) % blk == 0 && (d->k / g) % blk == 0);
+}
+
 int dl_cpu_conv_blocks(dl_backend *be, const dl_conv_desc *d, dl_dtype compute)
 {
     int blk = dl_cpu_activation_blocks(be, compute);
-    if (!blk || is_grouped(d) || d->x_blk || d->y_blk || check_desc(d, compute, "conv") < 0)
+    if (!blk || !grouped_blocks_ok(d, blk) || d->x_blk || d->y_blk ||
+        check_desc(d, compute, "conv") < 0)
         return 0;
     /* where the CPU has bf16 dot products, the own bf16 kernels (NCHW)
      * keep the shapes they take, as measured against oneDNN's */
