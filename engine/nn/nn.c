@@ -921,13 +921,14 @@ static int replan(dl_model *m)
     return rc < 0 ? rc : fit_workspace(m);
 }
 
-/* The state arena onto be, its low-precision copy sized and, where its
- * element type changes with the backend, written again for be. */
+/* The state arena onto be, its low-precision copy sized for be and,
+ * where the type it is kept in changes with the backend, written again. */
 static int move_state(dl_model *m, dl_backend *be)
 {
-    size_t lp_old = lp_size(m->state->be), lp_new = lp_size(be);
-    DL_TRY(dl_storage_move_resize(m->state, be, region_lp_bytes(m) + m->P * lp_new));
-    return lp_old != lp_new ? dl_model_refresh_lowp(m, dl_model_compute(m)) : DL_OK;
+    dl_dtype t = dl_model_compute(m);
+    int retype = dl_backend_operand_type(m->state->be, t) != dl_backend_operand_type(be, t);
+    DL_TRY(dl_storage_move_resize(m->state, be, region_lp_bytes(m) + m->P * lp_size(be)));
+    return retype ? dl_model_refresh_lowp(m, t) : DL_OK;
 }
 
 int dl_model_move(dl_model *m, dl_backend *be)
