@@ -1439,17 +1439,24 @@ static int lowp_copy_ok(dl_model *m)
     return bad == 0;
 }
 
-/* A model moved between a backend that keeps the copy in bf16 (one that
- * says it has bf16 arithmetic: the CPU's ops, lowp bits set) and the CPU,
- * which emulates bf16 and keeps rounded f32 (when it has no AVX512_BF16):
- * the arena is resized, the copy written again in the other type, and
+/* A model moved between backends that keep the copy in bf16 (ones that
+ * say they have bf16 arithmetic: the CPU's ops, lowp bits set; one of
+ * them emulating fp16, so 4 bytes a parameter too) and the CPU, which
+ * emulates bf16 and keeps rounded f32 (when it has no AVX512_BF16): the
+ * arena is resized where needed, the copy written again in the other
+ * type, and
  * the outputs and an optimizer step agree bit for bit with a model that
  * stayed. */
 static void test_move_lowp_format(void)
 {
-    dl_backend native = *be;
+    dl_backend native = *be, bf16_only = *be;
     native.lowp = DL_LOWP_KNOWN | DL_LOWP_BF16 | DL_LOWP_F16;
+    /* bf16 native, fp16 emulated: 4 bytes a parameter like the CPU's,
+     * the bf16 copy kept as bits all the same */
+    bf16_only.lowp = DL_LOWP_KNOWN | DL_LOWP_BF16;
     CHECK(dl_backend_operand_type(&native, DL_BF16) == DL_BF16);
+    CHECK(dl_backend_operand_type(&bf16_only, DL_BF16) == DL_BF16);
+    CHECK(dl_backend_operand_type(&bf16_only, DL_F16) == DL_F32);
     dl_model *a = lowp_model(&native, 1), *b = lowp_model(&native, 1);
     enum { N = 6 };
     float ya[N * 5], yb[N * 5];
@@ -1461,9 +1468,10 @@ static void test_move_lowp_format(void)
         CHECK_OK(dl_model_refresh_lowp(ms[k], DL_BF16));
     }
     CHECK(lowp_copy_ok(a));
-    for (int round = 0; round < 3; round++) {
-        /* b goes to the CPU and back; a stays */
-        dl_backend *to = round % 2 == 0 ? be : &native;
+    dl_backend *tos[] = {be, &native, &bf16_only, be, &bf16_only, &native};
+    for (int round = 0; round < 6; round++) {
+        /* b moves between the three; a stays */
+        dl_backend *to = tos[round];
         CHECK_OK(dl_model_move(b, to));
         CHECK(lowp_copy_ok(b));
         lowp_forward(a, N, ya);
