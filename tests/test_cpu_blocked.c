@@ -608,6 +608,23 @@ static dl_layer *small_resnet(int variant, dl_layer **stem, dl_layer **mid_conv,
     return seq(11, ls);
 }
 
+/* On [3, 8, 8]: conv(3 -> 16), GELU, conv(16 -> 16) (*mid), BatchNorm,
+ * ReLU, global pooling, Flatten, Linear(16 -> 5). */
+static dl_layer *gelu_chain(dl_layer **mid)
+{
+    dl_layer *s = dl_nn_sequential();
+    dl_nn_sequential_add(s, conv(3, 16, 3, 1));
+    dl_nn_sequential_add(s, dl_nn_activation(DL_ACT_GELU));
+    *mid = conv(16, 16, 3, 1);
+    dl_nn_sequential_add(s, *mid);
+    dl_nn_sequential_add(s, dl_nn_batchnorm(16, 1e-5f, 0.1f));
+    dl_nn_sequential_add(s, dl_nn_activation(DL_ACT_RELU));
+    dl_nn_sequential_add(s, dl_nn_adaptive_avgpool2d(1, 1));
+    dl_nn_sequential_add(s, dl_nn_flatten());
+    dl_nn_sequential_add(s, dl_nn_linear(16, 5, 1));
+    return s;
+}
+
 /* One training step's output and gradients of m (input and output
  * gradient fixed), DLBENCH_BLOCKED as given. */
 static void model_step_in(dl_model *m, int n, const char *blocked_env, dl_precision prec,
@@ -696,7 +713,7 @@ static void test_model_layout(void)
  * backend whose BatchNorm ops pass the rounding on (on) or drop it and
  * whose convolutions then round every operand themselves (off). */
 static const dl_backend_ops *round_real;
-static int round_asked, conv_told;
+static int round_asked, act_asked, conv_told;
 
 static int bn_fwd_on(dl_backend *be, int blk, int flags, int training, int n, int c, int inner,
                      float momentum, float eps, float *y, const float *x, const float *gamma,
@@ -720,22 +737,24 @@ static int bn_fwd_off(dl_backend *be, int blk, int flags, int training, int n, i
                       float momentum, float eps, float *y, const float *x, const float *gamma,
                       const float *beta, float *rm, float *rv, float *sm, float *si)
 {
-    return round_real->batchnorm_blocked_forward(be, blk, flags & DL_BN_RELU, training, n, c, inner,
-                                                 momentum, eps, y, x, gamma, beta, rm, rv, sm, si);
+    return round_real->batchnorm_blocked_forward(
+        be, blk, flags & ~(DL_BN_ROUND_BF16 | DL_BN_ROUND_F16), training, n, c, inner, momentum,
+        eps, y, x, gamma, beta, rm, rv, sm, si);
 }
 
 static int bn_bwd_off(dl_backend *be, int blk, int flags, int set, int n, int c, int inner,
                       float *dx, float *dg, float *db, const float *dy, const float *x,
                       const float *gamma, const float *beta, const float *sm, const float *si)
 {
-    return round_real->batchnorm_blocked_backward(be, blk, flags & DL_BN_RELU, set, n, c, inner, dx,
-                                                  dg, db, dy, x, gamma, beta, sm, si);
+    return round_real->batchnorm_blocked_backward(
+        be, blk, flags & ~(DL_BN_ROUND_BF16 | DL_BN_ROUND_F16), set, n, c, inner, dx, dg, db, dy, x,
+        gamma, beta, sm, si);
 }
 
 static int act_round_on(dl_backend *be, dl_act kind, float *y, const float *x, size_t n,
                         dl_dtype round)
 {
-    round_asked++;
+    act_asked++;
     return round_real->act_forward_round(be, kind, y, x, n, round);
 }
 
@@ -786,9 +805,10 @@ static int cb(dl_backend *be, const dl_conv_desc *d, float *dw, float *db, float
 }
 
 /* The same bf16 step, bit for bit, with the activations a convolution
- * reads rounded by their producer (a BatchNorm: its output forward, its
- * input gradient, the convolution's dy, backward; a GELU: its output)
- * and by the convolution itself; and the rounding did happen. */
+ * reads rounded by their producer (a BatchNorm, alone or with its ReLU:
+ * its output forward, its input gradient, the convolution's dy,
+ * backward; a GELU: its output) and by the convolution itself; and the
+ * rounding did happen. */
 static void test_rounded_activations(void)
 {
     setenv("DLBENCH_CPU_BF16", "0", 1); /* emulated bf16 on any CPU */
@@ -824,40 +844,52 @@ static void test_rounded_activations(void)
     bes[1].ops = &ops[1];
     int n = 6;
     size_t nout = (size_t)n * 5;
-    float *o[2] = {NULL, NULL}, *g[2] = {NULL, NULL};
-    size_t np = 0;
-    int told_on = 0;
-    for (int k = 0; k < 2; k++) {
-        dl_layer *stem, *mid, *gpool;
-        dl_model *m = NULL;
-        dl_shape in = {3, {3, 8, 8}};
-        CHECK_OK(dl_model_create(&m, small_resnet(0, &stem, &mid, &gpool), &in));
-        if (!m)
-            break;
-        CHECK_OK(dl_model_init_state(m, &bes[k], 0, 7));
-        dl_model_set_precision(m, DL_PREC_BF16);
-        CHECK_OK(dl_model_plan(m, n));
-        CHECK_OK(dl_model_refresh_lowp(m, DL_BF16));
-        np = dl_model_param_count(m);
-        o[k] = malloc(nout * 4), g[k] = malloc(np * 4);
-        round_asked = conv_told = 0;
-        model_step_in(m, n, NULL, DL_PREC_BF16, o[k], g[k]);
-        CHECK(mid->blk_in && mid->blk_out); /* the block's convolutions run blocked */
-        if (k == 0) {
-            /* forward: the stem's and b1's inner BatchNorm(+ReLU), b2's
-             * GELU, the shortcut's none (added); backward: the dy of the
-             * convolutions a BatchNorm follows */
-            CHECK_MSG(round_asked >= 5, "roundings asked: %d", round_asked);
-            told_on = conv_told;
+    /* model 0: the small ResNet (BatchNorm, fused with its ReLU or GELU or
+     * not, before each convolution); 1: a GELU alone between two */
+    for (int model = 0; model < 2; model++) {
+        float *o[2] = {NULL, NULL}, *g[2] = {NULL, NULL};
+        size_t np = 0;
+        int told_on = 0;
+        for (int k = 0; k < 2; k++) {
+            dl_layer *stem, *mid, *gpool;
+            dl_model *m = NULL;
+            dl_shape in = {3, {3, 8, 8}};
+            CHECK_OK(dl_model_create(
+                &m, model == 0 ? small_resnet(0, &stem, &mid, &gpool) : gelu_chain(&mid), &in));
+            if (!m)
+                break;
+            CHECK_OK(dl_model_init_state(m, &bes[k], 0, 7));
+            dl_model_set_precision(m, DL_PREC_BF16);
+            CHECK_OK(dl_model_plan(m, n));
+            CHECK_OK(dl_model_refresh_lowp(m, DL_BF16));
+            np = dl_model_param_count(m);
+            o[k] = malloc(nout * 4), g[k] = malloc(np * 4);
+            round_asked = act_asked = conv_told = 0;
+            model_step_in(m, n, NULL, DL_PREC_BF16, o[k], g[k]);
+            CHECK(mid->blk_in && mid->blk_out); /* the convolutions run blocked */
+            if (k == 0 && model == 0) {
+                /* forward: the stem's and b1's inner BatchNorm(+ReLU), b2's
+                 * GELU, the shortcut's none (added); backward: the dy of the
+                 * convolutions a BatchNorm follows */
+                CHECK_MSG(round_asked >= 4 && act_asked == 1, "roundings asked: %d, %d",
+                          round_asked, act_asked);
+            }
+            if (k == 0 && model == 1)
+                CHECK_MSG(act_asked == 1, "GELU roundings asked: %d", act_asked);
+            if (k == 0)
+                told_on = conv_told;
+            dl_model_destroy(m);
         }
-        dl_model_destroy(m);
+        CHECK_MSG(told_on >= (model == 0 ? 4 : 2), "convolutions told of rounded operands: %d",
+                  told_on);
+        if (o[0] && o[1]) {
+            CHECK_MSG(!memcmp(o[0], o[1], nout * 4), "model %d: outputs differ: %g", model,
+                      rel_diff(o[0], o[1], nout));
+            CHECK_MSG(!memcmp(g[0], g[1], np * 4), "model %d: gradients differ: %g", model,
+                      rel_diff(g[0], g[1], np));
+        }
+        free(o[0]), free(o[1]), free(g[0]), free(g[1]);
     }
-    CHECK_MSG(told_on >= 4, "convolutions told of rounded operands: %d", told_on);
-    if (o[0] && o[1]) {
-        CHECK_MSG(!memcmp(o[0], o[1], nout * 4), "outputs differ: %g", rel_diff(o[0], o[1], nout));
-        CHECK_MSG(!memcmp(g[0], g[1], np * 4), "gradients differ: %g", rel_diff(g[0], g[1], np));
-    }
-    free(o[0]), free(o[1]), free(g[0]), free(g[1]);
     dl_backend_cpu_destroy(cpu);
 }
 
