@@ -18,7 +18,7 @@
  * f32 kernels. Low precision the CPU emulates (dl_cpu_kernel_type f32
  * for bf16/f16) runs them on operands rounded to it: the filter's x and
  * dy chunk by chunk into scratch (x packed at the strided pixels as it
- * is rounded), the data gradient's W once and dy image by image; a
+ * is rounded), the data gradient's W once and dy; a
  * product of two rounded operands is exact in f32, as in the oneDNN
  * path's rounding (cpu_conv_dnnl.c), whose 1x1 backward ran the
  * ResNet's emulated bf16 step 7% slower than these. Sums run in
@@ -335,25 +335,11 @@ int dl_cpu_conv_1x1_blocked_filter(dl_backend *be, const dl_conv_desc *d, float 
     return DL_OK;
 }
 
-typedef struct round_task {
-    float *dst;
-    const float *src;
-    size_t per; /* floats per item */
-    dl_dtype via;
-} round_task;
-
-static void round_fn(void *arg, size_t begin, size_t end)
-{
-    const round_task *t = arg;
-    dl_cpu_round_run(t->dst + begin * t->per, t->src + begin * t->per, t->via,
-                     (end - begin) * t->per);
-}
-
 int dl_cpu_conv_1x1_blocked_data(dl_backend *be, const dl_conv_desc *d, float *dx, const float *dy,
                                  const float *w, int set, dl_dtype compute)
 {
     size_t pq = (size_t)d->p * d->q;
-    if (compute != DL_F32) { /* rounded: W once, dy image by image (unless it is), into scratch */
+    if (compute != DL_F32) { /* rounded: W once, dy (unless it is), into scratch */
         int dy_too = !(d->rounded & DL_CONV_DY_ROUNDED);
         size_t wf = ((size_t)d->k * d->c + 15) / 16 * 16, per = (size_t)d->k * pq;
         float *ws = scratch_floats(be, wf + (dy_too ? (size_t)d->n * per : 0));
@@ -361,8 +347,7 @@ int dl_cpu_conv_1x1_blocked_data(dl_backend *be, const dl_conv_desc *d, float *d
             return DL_ENOMEM;
         dl_cpu_round_run(ws, w, compute, (size_t)d->k * d->c);
         if (dy_too) {
-            round_task r = {ws + wf, dy, per, compute};
-            dl_pool_for(dl_cpu(be)->pool, (size_t)d->n, 1, round_fn, &r);
+            DL_TRY(dl_cpu_round_through(be, ws + wf, dy, compute, (size_t)d->n * per));
             dy = ws + wf;
         }
         w = ws;

@@ -152,8 +152,13 @@ void dl_cpu_to_f32(float *restrict d, const uint16_t *restrict s, dl_dtype t, si
     }
 }
 
-static void f32_to_f16(uint16_t *restrict d, const float *restrict s, size_t n)
+/* d[0..n) = s[0..n) cast to t (bf16 or f16), on this thread. */
+static void f32_to_lowp(uint16_t *restrict d, const float *restrict s, dl_dtype t, size_t n)
 {
+    if (t == DL_BF16) {
+        dl_cpu_f32_to_bf16(d, s, n);
+        return;
+    }
     size_t i = 0;
 #ifdef DL_CPU_VF16
     for (; i + 8 <= n; i += 8)
@@ -171,16 +176,10 @@ static void cast_range(void *p, size_t b, size_t e)
         memcpy((char *)j->dst + b * sz, (const char *)j->src + b * sz, (e - b) * sz);
         return;
     }
-    if (j->t1 == DL_F32) {
-        const float *restrict s = j->src;
-        uint16_t *restrict d = j->dst;
-        if (j->t0 == DL_BF16)
-            dl_cpu_f32_to_bf16(d + b, s + b, e - b);
-        else
-            f32_to_f16(d + b, s + b, e - b);
-    } else {
+    if (j->t1 == DL_F32)
+        f32_to_lowp((uint16_t *)j->dst + b, (const float *)j->src + b, j->t0, e - b);
+    else
         dl_cpu_to_f32((float *)j->dst + b, (const uint16_t *)j->src + b, j->t1, e - b);
-    }
 }
 
 int dl_cpu_cast(dl_backend *be, void *dst, dl_dtype dt, const void *src, dl_dtype st, size_t n)
@@ -2101,10 +2100,8 @@ static void opt_store_lp(const opt_job *j, size_t b, size_t e)
 {
     if (j->lp_f32)
         dl_cpu_round_run((float *)j->lp + b, j->w + b, j->lpt, e - b);
-    else if (j->lpt == DL_BF16)
-        dl_cpu_f32_to_bf16((uint16_t *)j->lp + b, j->w + b, e - b);
     else
-        f32_to_f16((uint16_t *)j->lp + b, j->w + b, e - b);
+        f32_to_lowp((uint16_t *)j->lp + b, j->w + b, j->lpt, e - b);
 }
 
 /* The updates run with denormals flushed to zero (results) and read as
