@@ -140,7 +140,13 @@ static inline void bench_cpu_line(void)
     if (f)
         fclose(f);
     model[strcspn(model, "\n")] = 0;
-    printf("cpu: %s; flags:%s\n", model, feats);
+    /* an AVX2 CPU played on an AVX-512 one (bench/run.sh BENCH_ISA=avx2) */
+    const char *off = getenv("DLBENCH_CPU_AVX512"), *isa = getenv("ONEDNN_MAX_CPU_ISA");
+    printf("cpu: %s; flags:%s%s%s%s\n", model, feats,
+           off && !strcmp(off, "0") && strstr(feats, "avx512f")
+               ? "; AVX-512 off (DLBENCH_CPU_AVX512=0)"
+               : "",
+           isa ? "; oneDNN up to " : "", isa ? isa : "");
     bench_cores_line();
 }
 

@@ -18,14 +18,25 @@
 # tokens at batch 32, ~1.5 minutes each at 1 and 2 threads), BENCH_THREADS ("1 2"),
 # BENCH_REPS (3 timed windows per measurement; the best counts), BENCH_EMULATED=0 (no
 # emulated-bf16 against f32 comparison on a CPU without bf16 dot products),
-# BENCH_OFFLIST=0 (no models outside the zoo, bench/offlist/run.sh).
+# BENCH_OFFLIST=0 (no models outside the zoo, bench/offlist/run.sh), BENCH_ISA=avx2 (an AVX2 CPU
+# played on an AVX-512 one, both peers: oneDNN capped at AVX2, OpenBLAS's Haswell kernels, the own
+# kernels' AVX2 versions, ATen's AVX2 ones; no bf16 models).
 set -u
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
 PY=/usr/bin/python3
 TRAIN=$BUILD/bench/bench_train
+if [ "${BENCH_ISA:-}" = avx2 ]; then
+    export ONEDNN_MAX_CPU_ISA=AVX2 DNNL_MAX_CPU_ISA=AVX2 DLBENCH_CPU_AVX512=0 \
+        OPENBLAS_CORETYPE=Haswell ATEN_CPU_CAPABILITY=avx2
+elif [ -n "${BENCH_ISA:-}" ]; then
+    echo "bench: BENCH_ISA=$BENCH_ISA: expected avx2 (or unset: the CPU as it is)" >&2
+    exit 2
+fi
 # bf16 models only where the CPU has bf16 dot products (AVX-512 BF16 or AMX)
-if grep -qwE 'avx512_bf16|amx_bf16' /proc/cpuinfo; then
+if [ "${BENCH_ISA:-}" = avx2 ]; then
+    BF16_MODELS=""
+elif grep -qwE 'avx512_bf16|amx_bf16' /proc/cpuinfo; then
     BF16_MODELS="cnn-user-bf16 resnet-bf16 mobilenet-bf16"
 else
     BF16_MODELS=""
@@ -83,7 +94,7 @@ record() {
 }
 
 echo "cpu:$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2-); flags: $(grep -m1 '^flags' /proc/cpuinfo |
-    tr ' ' '\n' | grep -xE 'avx2|fma|avx512f|avx512bw|avx512_bf16|avx512_fp16|amx_tile|amx_bf16' | tr '\n' ' ')"
+    tr ' ' '\n' | grep -xE 'avx2|fma|avx512f|avx512bw|avx512_bf16|avx512_fp16|amx_tile|amx_bf16' | tr '\n' ' ')${BENCH_ISA:+; played as an AVX2 CPU (BENCH_ISA=avx2)}"
 echo "== throughput: batch 128, Fashion-MNIST (char-gpt: batch 32, synthetic tokens), best of $REPS windows; $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg)"
 for t in $THREADS; do
     for m in $MODELS; do

@@ -206,7 +206,8 @@ static void cpu_setup(dl_backend *be, dl_cpu_ctx *c, int threads)
         threads = dl_pool_threads(c->pool); /* fewer when a thread could not start */
     c->threads = threads;
     __builtin_cpu_init();
-    c->has_avx512_bf16 = __builtin_cpu_supports("avx512bf16");
+    /* AVX-512 switched off (DLBENCH_CPU_AVX512=0) takes its bf16 along */
+    c->has_avx512_bf16 = __builtin_cpu_supports("avx512bf16") && dl_cpu_avx512();
     /* DLBENCH_CPU_BF16=0: the emulated path, as on a CPU without bf16 */
     const char *bf = getenv("DLBENCH_CPU_BF16");
     if (bf && !strcmp(bf, "0"))

@@ -117,17 +117,17 @@ static int gemm_widened(dl_backend *be, int trans_a, int trans_b, int m, int n, 
 /* One single-threaded f32 product: oneDNN's sgemm where the CPU has
  * AVX-512 and the build has oneDNN (OpenBLAS 0.3.21 ran its AVX2 kernel on
  * an AVX-512 Zen 5 at 105-114 GFLOP/s a core, oneDNN's at 190-225 on the
- * MLP's and char-GPT's shapes), else OpenBLAS. DLBENCH_SGEMM=openblas or
+ * MLP's and char-GPT's shapes), else OpenBLAS; DLBENCH_CPU_AVX512=0
+ * counts as a CPU without AVX-512 here too. DLBENCH_SGEMM=openblas or
  * dnnl chooses (measurements); read once. */
 static int sgemm_dnnl(void)
 {
     static int use = -1;
     if (use < 0) {
         const char *e = getenv("DLBENCH_SGEMM");
-        __builtin_cpu_init();
         use = e && !strcmp(e, "openblas") ? 0
               : e && !strcmp(e, "dnnl")   ? 1
-                                          : __builtin_cpu_supports("avx512f");
+                                          : dl_cpu_avx512(); /* DLBENCH_CPU_AVX512=0: as AVX2 */
     }
     return use;
 }
