@@ -8,7 +8,8 @@
  * has the shape (the peer of the own bf16 kernels), with BENCH_CONV_COLD=1 to time each call with its
  * operands in memory rather than in cache, as a model's layers find them, and with BENCH_CONV_VS=dnnl to
  * time the default choice and oneDNN's alternately in the same process, with their ratio; with
- * BENCH_CONV_VS=wino, oneDNN's Winograd kernels against its direct ones (DLBENCH_CONV_WINO=1, =0).
+ * BENCH_CONV_VS=wino, the Winograd kernels (oneDNN's with AVX-512, the own F(2x2, 3x3) with AVX2) against
+ * oneDNN's direct ones (DLBENCH_CONV_WINO=1, =0), both on the channel blocks a model keeps.
  * BENCH_CONV_VS=lanes, the depthwise kernels with channels in lanes against those on planes
  * (DLBENCH_DW_LANES=1, =0). BENCH_CONV_VS=blocked, x and y in oneDNN's channel blocks (as the layout
  * plan keeps a model's activations, where the backend allows it for the shape) against NCHW.
@@ -187,7 +188,7 @@ int main(int argc, char **argv)
     if (vs)
         printf("  %-24s %21s %21s %21s\n  %-24s %s\n", "shape (batch 64/128)", "fwd", "bwd data",
                "bwd w", "",
-               wino    ? "  (GFLOP/s: oneDNN's Winograd where it has the shape, direct, the ratio)"
+               wino    ? "  (GFLOP/s: Winograd where there is one for the shape, direct, the ratio)"
                : lanes ? "  (GFLOP/s: depthwise with channels in lanes, on planes, the ratio)"
                : blocked ? "  (GFLOP/s: x and y in channel blocks where allowed, NCHW, the ratio)"
                          : "  (GFLOP/s: the default choice, oneDNN's, the ratio)");
@@ -224,7 +225,8 @@ int main(int argc, char **argv)
         B.ws = malloc(B.ws_bytes + 64);
         double flops = 2.0 * s->n * s->k * p * p * cg * s->r * s->r, g[3];
         /* the blocks the backend allows this shape (what the layout plan would use) */
-        int can = blocked && be->ops->conv_blocks ? be->ops->conv_blocks(be, &B.d, compute) : 0;
+        int can =
+            (blocked || wino) && be->ops->conv_blocks ? be->ops->conv_blocks(be, &B.d, compute) : 0;
         int blk = be->ops->activation_blocks ? be->ops->activation_blocks(be, compute) : 0;
         if (vs) {
             /* the default choice against oneDNN's, alternating in this
@@ -239,7 +241,8 @@ int main(int argc, char **argv)
                     B.d.x_blk = can & 1 ? blk : 0;
                     B.d.y_blk = can & 2 ? blk : 0;
                     double a = best_of(&B, dir);
-                    B.d.x_blk = B.d.y_blk = 0;
+                    if (!wino) /* Winograd against direct: both on the blocks a model has */
+                        B.d.x_blk = B.d.y_blk = 0;
                     if (var)
                         setenv(var, "0", 1);
                     else if (!blocked)

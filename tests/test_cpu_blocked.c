@@ -228,6 +228,8 @@ static int run_conv(dl_backend *be, const dl_conv_desc *d, dl_dtype compute, con
     return rc;
 }
 
+static int wino_ran; /* blocked cases the own Winograd kernels took */
+
 static void conv_blocked_case(dl_backend *be, dl_conv_desc d, dl_dtype compute, int blk)
 {
     size_t nx = (size_t)d.n * d.c * d.h * d.w, ny = (size_t)d.n * d.k * d.p * d.q;
@@ -255,10 +257,22 @@ static void conv_blocked_case(dl_backend *be, dl_conv_desc d, dl_dtype compute, 
         conv_out got = {0};
         CHECK_OK(run_conv(be, &bd, compute, x, w, b, dy, dx0, dw0, &got));
         const char *what = mode == 1 ? "x" : mode == 2 ? "y" : "x and y";
-        /* plain 1x1 layers run the own 1x1 kernels, depthwise ones the
-         * own depthwise kernels, other sums: close; everything else the
-         * same primitive: the same bits */
-        if (d.r == 1 || dl_conv_groups(&d) > 1 || dl_conv_dilation(&d) > 1) {
+        /* the own Winograd (AVX2, x and y in blocks of 8): y and dx are
+         * sums in another order, close to the direct ones; dw the same */
+        if (dl_cpu_conv_wino_takes(be, &bd, compute, 0) ||
+            dl_cpu_conv_wino_takes(be, &bd, compute, 1)) {
+            wino_ran++;
+            CHECK_MSG(rel_diff(got.y, ref.y, ny) < 1e-5 &&
+                          rel_diff(got.dx_add, ref.dx_add, nx) < 1e-5 &&
+                          rel_diff(got.dx_set, ref.dx_set, nx) < 1e-5 &&
+                          differing(got.dw, ref.dw, nw) == 0,
+                      "Winograd c %d k %d %dx%d n %d: y %g dx %g %g dw %zu differ", d.c, d.k, d.h,
+                      d.w, d.n, rel_diff(got.y, ref.y, ny), rel_diff(got.dx_add, ref.dx_add, nx),
+                      rel_diff(got.dx_set, ref.dx_set, nx), differing(got.dw, ref.dw, nw));
+        } else if (d.r == 1 || dl_conv_groups(&d) > 1 || dl_conv_dilation(&d) > 1) {
+            /* plain 1x1 layers run the own 1x1 kernels, depthwise ones the
+             * own depthwise kernels, other sums: close; everything else
+             * the same primitive: the same bits */
             CHECK_MSG(rel_diff(got.y, ref.y, ny) < 1e-5 &&
                           rel_diff(got.dx_add, ref.dx_add, nx) < 1e-5 &&
                           rel_diff(got.dx_set, ref.dx_set, nx) < 1e-5 &&
@@ -325,13 +339,35 @@ static void test_conv_blocked(void)
         /* AVX2's blocks of 8 run on any x86-64-v3 CPU */
         /* AVX2's blocks of 8 (oneDNN may still run its 16-channel
          * kernels: then its reorders go between the two block sizes) */
-        if (blk == 16) {
-            dl_cpu_set_avx512(0);
+        int was = dl_cpu_avx512();
+        dl_cpu_set_avx512(0);
+        if (blk == 16 || !was) {
             CHECK(be->ops->activation_blocks(be, DL_F32) == 8);
             for (size_t i = 0; i < 3; i++)
                 conv_blocked_case(be, cases[i], DL_F32, 8);
-            dl_cpu_set_avx512(1);
+            /* the own Winograd F(2x2, 3x3) (x and y in blocks of 8, from
+             * 32 channels): odd planes (tiles half outside), 8 output
+             * channels past the last 16, several tile blocks and a short
+             * last one, a plane that is not square, 1x1 planes */
+            dl_conv_desc wide = cdesc(2, 40, 9, 32, 3, 1, 1);
+            wide.w = wide.q = 14;
+            const dl_conv_desc wcases[] = {
+                cdesc(3, 32, 7, 40, 3, 1, 1), cdesc(37, 32, 6, 32, 3, 1, 1), wide,
+                cdesc(4, 64, 1, 48, 3, 1, 1), cdesc(2, 128, 8, 128, 3, 1, 1)};
+            wino_ran = 0;
+            for (size_t i = 0; i < sizeof wcases / sizeof *wcases; i++)
+                conv_blocked_case(be, wcases[i], DL_F32, 8);
+            CHECK_MSG(wino_ran == (int)(sizeof wcases / sizeof *wcases),
+                      "Winograd took %d of the cases", wino_ran);
+            /* its off switch: oneDNN's direct kernels */
+            setenv("DLBENCH_CONV_WINO", "0", 1);
+            dl_conv_desc off = wcases[0];
+            off.x_blk = off.y_blk = 8;
+            CHECK(!dl_cpu_conv_wino_takes(be, &off, DL_F32, 0));
+            unsetenv("DLBENCH_CONV_WINO");
+            CHECK(dl_cpu_conv_wino_takes(be, &off, DL_F32, 0));
         }
+        dl_cpu_set_avx512(was);
         /* blocks that do not divide the channels are refused, naming both */
         dl_conv_desc bad = cdesc(2, 24, 6, 16, 3, 1, 1);
         bad.x_blk = 16;

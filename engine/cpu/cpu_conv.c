@@ -274,6 +274,9 @@ static int blocked_conv(dl_backend *be, int dir, const dl_conv_desc *d, dl_dtype
                         const float *b, void *ws)
 {
     DL_TRY(check_blocked(d, compute));
+    if (dir != 2 && dl_cpu_conv_wino_takes(be, d, compute, dir == 3 ? 1 : dir))
+        return dir == 0 ? dl_cpu_conv_wino_forward(be, d, out, in, w, b)
+                        : dl_cpu_conv_wino_data(be, d, out, in, w, dir == 3);
     if (dir && dl_cpu_conv_1x1_blocked_takes(be, d, compute, dir == 3 ? 1 : dir)) {
         if (dir != 2)
             return dl_cpu_conv_1x1_blocked_data(be, d, out, in, w, dir == 3, compute);
@@ -404,6 +407,13 @@ int dl_cpu_conv_algo(dl_backend *be, const dl_conv_desc *d, dl_dtype compute, ch
                      !f && !g ? "forward and data"
                      : !f     ? "forward"
                               : "data");
+    }
+    if (dl_cpu_conv_wino_fits(be, d, compute, 0)) { /* with the blocks the plan gives it */
+        size_t used = strlen(buf);
+        snprintf(buf + used, size - used,
+                 "; on 8-channel blocks the own Winograd F(2x2, 3x3) kernels (AVX2) take the "
+                 "forward%s",
+                 dl_cpu_conv_wino_fits(be, d, compute, 1) ? " and the data gradient" : "");
     }
     if (own_f || own_d || own_w) {
         size_t used = strlen(buf);
@@ -1451,7 +1461,8 @@ static int dnnl_takes_backward(dl_backend *be, const dl_conv_desc *d, dl_dtype c
     if (d->x_blk || d->y_blk) {
         DL_TRY(check_blocked(d, compute));
         if (dl_cpu_conv_1x1_blocked_takes(be, d, compute, 1) ||
-            dl_cpu_conv_1x1_blocked_takes(be, d, compute, 2))
+            dl_cpu_conv_1x1_blocked_takes(be, d, compute, 2) ||
+            dl_cpu_conv_wino_takes(be, d, compute, 1))
             return 0;
     } else if (is_grouped(d) || check_desc(d, compute, "conv_backward") < 0 ||
                dl_cpu_conv_bf16_data_fits(be, d, compute) ||

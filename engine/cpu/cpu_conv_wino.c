@@ -1,0 +1,373 @@
+/* cpu_conv_wino.c - Winograd F(2x2, 3x3) for 3x3 stride-1 "same" convolutions on activations in 8-channel blocks (AVX2)
+ *
+ * oneDNN's Winograd kernels need AVX-512; on an AVX2 CPU its direct
+ * kernels ran the ResNet's and a CIFAR VGG's 3x3 layers at 80% of the
+ * FMA peak, and those two models at 1.3-1.4x PyTorch where the AVX-512
+ * Winograd gave 1.7-2x. F(2x2, 3x3) computes a 2x2 output tile from a
+ * 4x4 input tile with 16 products a channel pair instead of 36:
+ *   Y = A^T [ (G g G^T) . (B^T d B) ] A
+ * summed over the input channels in the transformed domain, where the
+ * sum is 16 matrix products (one per position xi of the 4x4 tile):
+ *   M[xi][tile][k] = sum over c of V[xi][tile][c] * U[xi][c][k]
+ * with V = B^T d B of each tile and channel, U = G g G^T of each filter.
+ *
+ * Activations are nChw8c (the layout plan's blocks with AVX2): an input
+ * tile of a channel block is 16 vectors of 8 channels, transformed with
+ * adds only. Tiles run in blocks of nt (a multiple of 6, sized so that a
+ * block's V and M stay near 384 KiB, within L2): the block's transform,
+ * its 16 products on 6x16 register tiles (6 tiles times two vectors of
+ * output channels), and the output transform back to 2x2 pixels. The
+ * data gradient is the same computation on dy with the filter turned
+ * 180 degrees and its channels swapped (a "same" 3x3 convolution's
+ * transpose is one). Each output sums its channels in a fixed order
+ * within its own tile, so results do not depend on the thread count.
+ *
+ * The transforms are exact in real arithmetic; in f32 they round
+ * differently from the direct sum (relative differences near 1e-6 of
+ * the output's scale, as with oneDNN's F(4x4, 3x3), which rounds more).
+ */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/base/error.h"
+#include "engine/cpu/cpu.h"
+
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+#include <immintrin.h>
+#define WG_TARGET __attribute__((target("avx2,fma")))
+#define WG_INLINE __attribute__((always_inline)) inline
+#define UNROLL _Pragma("GCC unroll 16")
+
+enum {
+    BLK = 8,  /* channels in a block: AVX2's 8 lanes */
+    NXI = 16, /* positions of a transformed 4x4 tile */
+    MR = 6,   /* tiles of a register tile */
+};
+
+/* Floats of a tile block's V and M together, at most (then 6 tiles at
+ * least). */
+#define BLOCK_FLOATS (96u << 10)
+
+typedef struct wino_job {
+    int ci, co, h, w; /* input and output channels; the plane, the same in and out */
+    int th, tw;       /* tiles a plane: ceil(h / 2), ceil(w / 2) */
+    size_t tiles;     /* images x th x tw */
+    int nt;           /* tiles a block (a multiple of MR) */
+    size_t blocks, tasks;
+    const float *in;   /* [n, ci / 8, h, w, 8] */
+    const float *u;    /* [16, ci, co] */
+    const float *bias; /* [co] or NULL */
+    float *out;        /* [n, co / 8, h, w, 8] */
+    int add;           /* out += instead of out = */
+    float *scratch;    /* tasks x per_task floats */
+    size_t per_task;   /* V [16, nt, ci], then M [16, nt, co] */
+} wino_job;
+
+/* B^T d B of one channel block's 4x4 tile at (ti, tj) of plane p, its 16
+ * vectors stored xs floats apart from v. */
+WG_TARGET static void in_tile(const wino_job *j, const float *p, int ti, int tj, float *v,
+                              size_t xs)
+{
+    __m256 d[4][4];
+    int r0 = 2 * ti - 1, c0 = 2 * tj - 1;
+    if (r0 >= 0 && c0 >= 0 && r0 + 3 < j->h && c0 + 3 < j->w) {
+        for (int i = 0; i < 4; i++)
+            for (int k = 0; k < 4; k++)
+                d[i][k] = _mm256_loadu_ps(p + ((size_t)(r0 + i) * j->w + c0 + k) * BLK);
+    } else {
+        for (int i = 0; i < 4; i++)
+            for (int k = 0; k < 4; k++) {
+                int r = r0 + i, c = c0 + k;
+                d[i][k] = r >= 0 && c >= 0 && r < j->h && c < j->w
+                              ? _mm256_loadu_ps(p + ((size_t)r * j->w + c) * BLK)
+                              : _mm256_setzero_ps();
+            }
+    }
+    __m256 t[4][4];
+    for (int k = 0; k < 4; k++) { /* B^T d: rows */
+        t[0][k] = _mm256_sub_ps(d[0][k], d[2][k]);
+        t[1][k] = _mm256_add_ps(d[1][k], d[2][k]);
+        t[2][k] = _mm256_sub_ps(d[2][k], d[1][k]);
+        t[3][k] = _mm256_sub_ps(d[1][k], d[3][k]);
+    }
+    for (int i = 0; i < 4; i++) { /* (B^T d) B: columns */
+        _mm256_storeu_ps(v + (size_t)(i * 4 + 0) * xs, _mm256_sub_ps(t[i][0], t[i][2]));
+        _mm256_storeu_ps(v + (size_t)(i * 4 + 1) * xs, _mm256_add_ps(t[i][1], t[i][2]));
+        _mm256_storeu_ps(v + (size_t)(i * 4 + 2) * xs, _mm256_sub_ps(t[i][2], t[i][1]));
+        _mm256_storeu_ps(v + (size_t)(i * 4 + 3) * xs, _mm256_sub_ps(t[i][1], t[i][3]));
+    }
+}
+
+/* m[6 tiles][8 or 16 outputs] = v[6][ci] . u[ci][8 or 16]; two: 16. */
+WG_TARGET static WG_INLINE void kern(const float *v, size_t ldv, const float *u, size_t ldu,
+                                     float *m, size_t ldm, int ci, int two)
+{
+    __m256 a0[MR], a1[MR];
+    UNROLL for (int r = 0; r < MR; r++) a0[r] = a1[r] = _mm256_setzero_ps();
+    for (int c = 0; c < ci; c++) {
+        __m256 u0 = _mm256_loadu_ps(u + (size_t)c * ldu);
+        __m256 u1 = two ? _mm256_loadu_ps(u + (size_t)c * ldu + BLK) : u0;
+        UNROLL for (int r = 0; r < MR; r++)
+        {
+            __m256 b = _mm256_broadcast_ss(v + (size_t)r * ldv + c);
+            a0[r] = _mm256_fmadd_ps(b, u0, a0[r]);
+            if (two)
+                a1[r] = _mm256_fmadd_ps(b, u1, a1[r]);
+        }
+    }
+    UNROLL for (int r = 0; r < MR; r++)
+    {
+        _mm256_storeu_ps(m + (size_t)r * ldm, a0[r]);
+        if (two)
+            _mm256_storeu_ps(m + (size_t)r * ldm + BLK, a1[r]);
+    }
+}
+
+WG_TARGET static void kern16(const float *v, size_t ldv, const float *u, size_t ldu, float *m,
+                             size_t ldm, int ci)
+{
+    kern(v, ldv, u, ldu, m, ldm, ci, 1);
+}
+
+WG_TARGET static void kern8(const float *v, size_t ldv, const float *u, size_t ldu, float *m,
+                            size_t ldm, int ci)
+{
+    kern(v, ldv, u, ldu, m, ldm, ci, 0);
+}
+
+/* A^T m A of output block kb's 16 vectors (xs floats apart from m), plus
+ * the bias, into the 2x2 pixels at (ti, tj) of plane p that lie inside
+ * it. */
+WG_TARGET static void out_tile(const wino_job *j, const float *m, size_t xs, __m256 bias, float *p,
+                               int ti, int tj)
+{
+    __m256 s0[4], s1[4];
+    for (int k = 0; k < 4; k++) { /* A^T m: rows */
+        __m256 m0 = _mm256_loadu_ps(m + (size_t)(0 + k) * xs),
+               m1 = _mm256_loadu_ps(m + (size_t)(4 + k) * xs),
+               m2 = _mm256_loadu_ps(m + (size_t)(8 + k) * xs),
+               m3 = _mm256_loadu_ps(m + (size_t)(12 + k) * xs);
+        s0[k] = _mm256_add_ps(_mm256_add_ps(m0, m1), m2);
+        s1[k] = _mm256_sub_ps(_mm256_sub_ps(m1, m2), m3);
+    }
+    __m256 y[2][2] = {{_mm256_add_ps(_mm256_add_ps(_mm256_add_ps(s0[0], s0[1]), s0[2]), bias),
+                       _mm256_add_ps(_mm256_sub_ps(_mm256_sub_ps(s0[1], s0[2]), s0[3]), bias)},
+                      {_mm256_add_ps(_mm256_add_ps(_mm256_add_ps(s1[0], s1[1]), s1[2]), bias),
+                       _mm256_add_ps(_mm256_sub_ps(_mm256_sub_ps(s1[1], s1[2]), s1[3]), bias)}};
+    for (int a = 0; a < 2; a++)
+        for (int b = 0; b < 2; b++) {
+            int r = 2 * ti + a, c = 2 * tj + b;
+            if (r >= j->h || c >= j->w)
+                continue;
+            float *o = p + ((size_t)r * j->w + c) * BLK;
+            __m256 val = j->add ? _mm256_add_ps(_mm256_loadu_ps(o), y[a][b]) : y[a][b];
+            _mm256_storeu_ps(o, val);
+        }
+}
+
+/* Floats from one position xi of V or M to the next: nt x ch and a cache
+ * line more. Without it the 16 stores of a tile's transform (and the
+ * output transform's 16 loads) went to one L1 set at multiples of 4 KiB
+ * (nt x ch = 96 x 32 floats = 3 x 4 KiB): 0.56x of oneDNN's direct
+ * kernels on 32 -> 32 channels at 14x14 planes. */
+static inline size_t xi_stride(int nt, int ch) { return (size_t)nt * ch + 16; }
+
+/* Tile block b with V and M from the task's scratch. */
+WG_TARGET static void run_block(const wino_job *j, size_t b, float *V, float *M)
+{
+    size_t t0 = b * (size_t)j->nt, plane_tiles = (size_t)j->th * j->tw;
+    int cnt = (int)(j->tiles - t0 < (size_t)j->nt ? j->tiles - t0 : (size_t)j->nt);
+    size_t vxs = xi_stride(j->nt, j->ci), mxs = xi_stride(j->nt, j->co);
+    size_t in_plane = (size_t)j->h * j->w * BLK;
+    for (int t = 0; t < j->nt; t++) {
+        if (t >= cnt) { /* the last block's rows past the end: zeros */
+            for (int xi = 0; xi < NXI; xi++)
+                memset(V + xi * vxs + (size_t)t * j->ci, 0, (size_t)j->ci * sizeof(float));
+            continue;
+        }
+        size_t g = t0 + (size_t)t, n = g / plane_tiles, r = g % plane_tiles;
+        int ti = (int)(r / (size_t)j->tw), tj = (int)(r % (size_t)j->tw);
+        const float *img = j->in + n * (size_t)j->ci * j->h * j->w;
+        for (int cb = 0; cb < j->ci / BLK; cb++)
+            in_tile(j, img + (size_t)cb * in_plane, ti, tj, V + (size_t)t * j->ci + cb * BLK, vxs);
+    }
+    for (int xi = 0; xi < NXI; xi++) {
+        const float *v = V + xi * vxs, *u = j->u + (size_t)xi * j->ci * j->co;
+        float *m = M + xi * mxs;
+        int k = 0;
+        for (; k + 2 * BLK <= j->co; k += 2 * BLK)
+            for (int t = 0; t < j->nt; t += MR)
+                kern16(v + (size_t)t * j->ci, j->ci, u + k, j->co, m + (size_t)t * j->co + k, j->co,
+                       j->ci);
+        if (k < j->co)
+            for (int t = 0; t < j->nt; t += MR)
+                kern8(v + (size_t)t * j->ci, j->ci, u + k, j->co, m + (size_t)t * j->co + k, j->co,
+                      j->ci);
+    }
+    size_t out_plane = (size_t)j->h * j->w * BLK;
+    for (int t = 0; t < cnt; t++) {
+        size_t g = t0 + (size_t)t, n = g / plane_tiles, r = g % plane_tiles;
+        int ti = (int)(r / (size_t)j->tw), tj = (int)(r % (size_t)j->tw);
+        float *img = j->out + n * (size_t)j->co * j->h * j->w;
+        for (int kb = 0; kb < j->co / BLK; kb++) {
+            __m256 bias = j->bias ? _mm256_loadu_ps(j->bias + kb * BLK) : _mm256_setzero_ps();
+            out_tile(j, M + (size_t)t * j->co + kb * BLK, mxs, bias, img + (size_t)kb * out_plane,
+                     ti, tj);
+        }
+    }
+}
+
+static void block_task(void *arg, size_t begin, size_t end)
+{
+    const wino_job *j = arg;
+    for (size_t task = begin; task < end; task++) {
+        float *V = j->scratch + task * j->per_task;
+        float *M = V + (size_t)NXI * xi_stride(j->nt, j->ci);
+        for (size_t b = task * j->blocks / j->tasks; b < (task + 1) * j->blocks / j->tasks; b++)
+            run_block(j, b, V, M);
+    }
+}
+
+/* U [16, ci, co] = G g G^T of each filter: g = w[k, c] (forward: ci = c,
+ * co = k) or w[k, c] turned 180 degrees (data: ci = k, co = c). */
+typedef struct filter_task {
+    const float *w;
+    float *u;
+    int k, c, data;
+} filter_task;
+
+static void filter_fn(void *arg, size_t begin, size_t end)
+{
+    const filter_task *f = arg;
+    int ci = f->data ? f->k : f->c, co = f->data ? f->c : f->k;
+    for (size_t k = begin; k < end; k++)
+        for (int c = 0; c < f->c; c++) {
+            const float *src = f->w + (k * (size_t)f->c + c) * 9;
+            float g[3][3], t[4][3];
+            for (int r = 0; r < 3; r++)
+                for (int s = 0; s < 3; s++)
+                    g[r][s] = f->data ? src[(2 - r) * 3 + (2 - s)] : src[r * 3 + s];
+            for (int s = 0; s < 3; s++) { /* G g */
+                t[0][s] = g[0][s];
+                t[1][s] = 0.5f * (g[0][s] + g[1][s] + g[2][s]);
+                t[2][s] = 0.5f * (g[0][s] - g[1][s] + g[2][s]);
+                t[3][s] = g[2][s];
+            }
+            size_t i_in = f->data ? k : (size_t)c, i_out = f->data ? (size_t)c : k;
+            for (int i = 0; i < 4; i++) { /* (G g) G^T */
+                float row[4] = {t[i][0], 0.5f * (t[i][0] + t[i][1] + t[i][2]),
+                                0.5f * (t[i][0] - t[i][1] + t[i][2]), t[i][2]};
+                for (int q = 0; q < 4; q++)
+                    f->u[((size_t)(i * 4 + q) * ci + i_in) * co + i_out] = row[q];
+            }
+        }
+}
+
+int dl_cpu_conv_wino_takes(dl_backend *be, const dl_conv_desc *d, dl_dtype compute, int dir)
+{
+    if (dir != 0 && dir != 1)
+        return 0;
+    if (!dl_cpu_conv_wino_fits(be, d, compute, dir))
+        return 0;
+    return d->x_blk == BLK && d->y_blk == BLK;
+}
+
+int dl_cpu_conv_wino_fits(dl_backend *be, const dl_conv_desc *d, dl_dtype compute, int dir)
+{
+    if ((dir != 0 && dir != 1) || dl_cpu_avx512() || compute != DL_F32 ||
+        dl_cpu_kernel_type(be, compute) != DL_F32 || d->r != 3 || d->s != 3 || d->stride != 1 ||
+        d->pad != 1 || dl_conv_dilation(d) != 1 || dl_conv_groups(d) != 1 || d->c % BLK ||
+        d->k % BLK || d->n <= 0 || d->p != d->h || d->q != d->w)
+        return 0;
+    const char *e = getenv("DLBENCH_CONV_WINO"); /* read per call: benches switch */
+    if (e && (!strcmp(e, "0") || !strcmp(e, "1")))
+        return e[0] == '1';
+    e = getenv("DLBENCH_CONV"); /* dnnl: oneDNN's wherever it runs */
+    if (e && !strcmp(e, "dnnl"))
+        return 0;
+    /* BENCH_CONV_VS=wino bench_conv at 1 and 2 threads, AVX2 played on an
+     * AVX-512 Xeon: 1.2-1.65x oneDNN's direct kernels forward and 1.05-1.6x
+     * for the data gradient from 16 to 128 channels; at 256 (U no longer
+     * near the cache) 0.74x; the data gradient on 7x7 planes, whose tiles
+     * cover 8x8, 0.89-1.03x. */
+    if (d->c < 16 || d->k < 16 || (size_t)d->c * d->k > 128 * 128)
+        return 0;
+    size_t covered = (size_t)4 * ((d->h + 1) / 2) * ((d->w + 1) / 2);
+    return dir == 0 || covered * 5 <= (size_t)d->h * d->w * 6;
+}
+
+/* out (y, or dx written or added into) from in (x, or dy) through w. */
+static int wino_run(dl_backend *be, const dl_conv_desc *d, int data, float *out, const float *in,
+                    const float *w, const float *bias, int add)
+{
+    wino_job j = {.ci = data ? d->k : d->c,
+                  .co = data ? d->c : d->k,
+                  .h = d->h,
+                  .w = d->w,
+                  .th = (d->h + 1) / 2,
+                  .tw = (d->w + 1) / 2,
+                  .in = in,
+                  .bias = bias,
+                  .out = out,
+                  .add = add};
+    j.tiles = (size_t)d->n * j.th * j.tw;
+    size_t per_tile = (size_t)NXI * (j.ci + j.co);
+    size_t nt = BLOCK_FLOATS / per_tile / MR * MR;
+    j.nt = nt < MR ? MR : nt > 96 ? 96 : (int)nt;
+    j.blocks = (j.tiles + j.nt - 1) / j.nt;
+    size_t threads = (size_t)dl_cpu(be)->threads;
+    j.tasks = j.blocks < 3 * threads ? j.blocks : 3 * threads;
+    j.per_task = (size_t)NXI * (xi_stride(j.nt, j.ci) + xi_stride(j.nt, j.co));
+    size_t uf = (size_t)NXI * j.ci * j.co;
+    size_t bytes = (uf + j.tasks * j.per_task) * sizeof(float) + 64;
+    char *s = dl_cpu_scratch(be, DL_CPU_SCRATCH_CONV, bytes);
+    if (!s)
+        return dl_error(DL_ENOMEM, "conv (Winograd): out of memory for %zu bytes of scratch",
+                        bytes);
+    float *u = (float *)(((uintptr_t)s + 63) & ~(uintptr_t)63);
+    j.u = u;
+    j.scratch = u + uf;
+    filter_task f = {w, u, d->k, d->c, data};
+    dl_pool_for(dl_cpu(be)->pool, (size_t)d->k, 1, filter_fn, &f);
+    dl_pool_for(dl_cpu(be)->pool, j.tasks, 1, block_task, &j);
+    return DL_OK;
+}
+
+int dl_cpu_conv_wino_forward(dl_backend *be, const dl_conv_desc *d, float *y, const float *x,
+                             const float *w, const float *b)
+{
+    return wino_run(be, d, 0, y, x, w, b, 0);
+}
+
+int dl_cpu_conv_wino_data(dl_backend *be, const dl_conv_desc *d, float *dx, const float *dy,
+                          const float *w, int set)
+{
+    return wino_run(be, d, 1, dx, dy, w, NULL, !set);
+}
+
+#else
+
+int dl_cpu_conv_wino_fits(dl_backend *be, const dl_conv_desc *d, dl_dtype compute, int dir)
+{
+    return 0;
+}
+
+int dl_cpu_conv_wino_takes(dl_backend *be, const dl_conv_desc *d, dl_dtype compute, int dir)
+{
+    return 0;
+}
+
+int dl_cpu_conv_wino_forward(dl_backend *be, const dl_conv_desc *d, float *y, const float *x,
+                             const float *w, const float *b)
+{
+    return dl_error(DL_ERR, "conv (Winograd): not built for this CPU");
+}
+
+int dl_cpu_conv_wino_data(dl_backend *be, const dl_conv_desc *d, float *dx, const float *dy,
+                          const float *w, int set)
+{
+    return dl_error(DL_ERR, "conv (Winograd): not built for this CPU");
+}
+
+#endif
