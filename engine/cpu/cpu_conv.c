@@ -274,9 +274,14 @@ static int blocked_conv(dl_backend *be, int dir, const dl_conv_desc *d, dl_dtype
                         const float *b, void *ws)
 {
     DL_TRY(check_blocked(d, compute));
-    if (dir != 2 && dl_cpu_conv_wino_takes(be, d, compute, dir == 3 ? 1 : dir))
-        return dir == 0 ? dl_cpu_conv_wino_forward(be, d, out, in, w, b)
-                        : dl_cpu_conv_wino_data(be, d, out, in, w, dir == 3);
+    if (dl_cpu_conv_wino_takes(be, d, compute, dir == 3 ? 1 : dir)) {
+        if (dir != 2)
+            return dir == 0 ? dl_cpu_conv_wino_forward(be, d, out, in, w, b)
+                            : dl_cpu_conv_wino_data(be, d, out, in, w, dir == 3);
+        DL_TRY(dl_cpu_conv_wino_filter(be, d, out, in2, in));
+        conv_db(be, d, out2, in2);
+        return DL_OK;
+    }
     if (dir && dl_cpu_conv_1x1_blocked_takes(be, d, compute, dir == 3 ? 1 : dir)) {
         if (dir != 2)
             return dl_cpu_conv_1x1_blocked_data(be, d, out, in, w, dir == 3, compute);
@@ -1462,7 +1467,7 @@ static int dnnl_takes_backward(dl_backend *be, const dl_conv_desc *d, dl_dtype c
         DL_TRY(check_blocked(d, compute));
         if (dl_cpu_conv_1x1_blocked_takes(be, d, compute, 1) ||
             dl_cpu_conv_1x1_blocked_takes(be, d, compute, 2) ||
-            dl_cpu_conv_wino_takes(be, d, compute, 1))
+            dl_cpu_conv_wino_takes(be, d, compute, 1) || dl_cpu_conv_wino_takes(be, d, compute, 2))
             return 0;
     } else if (is_grouped(d) || check_desc(d, compute, "conv_backward") < 0 ||
                dl_cpu_conv_bf16_data_fits(be, d, compute) ||

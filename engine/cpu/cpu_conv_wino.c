@@ -61,7 +61,13 @@ typedef struct wino_job {
     float *out;        /* [n, co / 8, h, w, 8] */
     int add;           /* out += instead of out = */
     float *scratch;    /* tasks x per_task floats */
-    size_t per_task;   /* V [16, nt, ci], then M [16, nt, co] */
+    size_t per_task;   /* V [16, nt, ci], then M [16, nt, co] (filter: dy's [16, nt, co]) */
+    /* the filter gradient: in = x, dy [n, co / 8, h, w, 8]; its chunks of
+     * chunk_n images, each summing its tiles into parts [chunk][16, co, ci] */
+    const float *dy;
+    float *parts, *dw;
+    int chunk_n;
+    size_t chunks;
 } wino_job;
 
 /* B^T d B of one channel block's 4x4 tile at (ti, tj) of plane p, its 16
@@ -229,6 +235,172 @@ static void block_task(void *arg, size_t begin, size_t end)
     }
 }
 
+/* A e A^T of output block kb's 2x2 pixels e at (ti, tj) of dy's plane p
+ * (zeros outside it), its 16 vectors stored xs floats apart from o: the
+ * transformed domain's view of a tile's dy (the adjoint of out_tile). */
+WG_TARGET static void dy_tile(const wino_job *j, const float *p, int ti, int tj, float *o,
+                              size_t xs)
+{
+    __m256 z = _mm256_setzero_ps(), e[2][2], zz[4][2];
+    for (int a = 0; a < 2; a++)
+        for (int b = 0; b < 2; b++) {
+            int r = 2 * ti + a, c = 2 * tj + b;
+            e[a][b] = r < j->h && c < j->w ? _mm256_loadu_ps(p + ((size_t)r * j->w + c) * BLK) : z;
+        }
+    for (int b = 0; b < 2; b++) { /* A e: rows */
+        zz[0][b] = e[0][b];
+        zz[1][b] = _mm256_add_ps(e[0][b], e[1][b]);
+        zz[2][b] = _mm256_sub_ps(e[0][b], e[1][b]);
+        zz[3][b] = _mm256_sub_ps(z, e[1][b]);
+    }
+    for (int i = 0; i < 4; i++) { /* (A e) A^T: columns */
+        _mm256_storeu_ps(o + (size_t)(i * 4 + 0) * xs, zz[i][0]);
+        _mm256_storeu_ps(o + (size_t)(i * 4 + 1) * xs, _mm256_add_ps(zz[i][0], zz[i][1]));
+        _mm256_storeu_ps(o + (size_t)(i * 4 + 2) * xs, _mm256_sub_ps(zz[i][0], zz[i][1]));
+        _mm256_storeu_ps(o + (size_t)(i * 4 + 3) * xs, _mm256_sub_ps(z, zz[i][1]));
+    }
+}
+
+/* s[rows outputs][8 or 16 inputs] += sum over cnt tiles of e[t][rows] *
+ * v[t][8 or 16]; two: 16. */
+WG_TARGET static WG_INLINE void fkern(const float *e, size_t lde, const float *v, size_t ldv,
+                                      float *s, size_t lds, int cnt, int rows, int two)
+{
+    __m256 a0[MR], a1[MR];
+    UNROLL for (int r = 0; r < rows; r++)
+    {
+        a0[r] = _mm256_loadu_ps(s + (size_t)r * lds);
+        a1[r] = two ? _mm256_loadu_ps(s + (size_t)r * lds + BLK) : a0[r];
+    }
+    for (int t = 0; t < cnt; t++) {
+        __m256 v0 = _mm256_loadu_ps(v + (size_t)t * ldv);
+        __m256 v1 = two ? _mm256_loadu_ps(v + (size_t)t * ldv + BLK) : v0;
+        UNROLL for (int r = 0; r < rows; r++)
+        {
+            __m256 b = _mm256_broadcast_ss(e + (size_t)t * lde + r);
+            a0[r] = _mm256_fmadd_ps(b, v0, a0[r]);
+            if (two)
+                a1[r] = _mm256_fmadd_ps(b, v1, a1[r]);
+        }
+    }
+    UNROLL for (int r = 0; r < rows; r++)
+    {
+        _mm256_storeu_ps(s + (size_t)r * lds, a0[r]);
+        if (two)
+            _mm256_storeu_ps(s + (size_t)r * lds + BLK, a1[r]);
+    }
+}
+
+#define FKERN(R, T)                                                                                \
+    WG_TARGET static void fkern##R##_##T(const float *e, size_t lde, const float *v, size_t ldv,   \
+                                         float *s, size_t lds, int cnt)                            \
+    {                                                                                              \
+        fkern(e, lde, v, ldv, s, lds, cnt, R, T);                                                  \
+    }
+FKERN(6, 1)
+FKERN(6, 0)
+FKERN(4, 1)
+FKERN(4, 0)
+FKERN(2, 1)
+FKERN(2, 0)
+
+/* Outputs k.. (rows of them: 6, 4 or 2) of one position's sums. */
+static void fkern_rows(const float *e, size_t lde, const float *v, size_t ldv, float *s, size_t lds,
+                       int cnt, int rows, int two)
+{
+    if (rows == 6)
+        (two ? fkern6_1 : fkern6_0)(e, lde, v, ldv, s, lds, cnt);
+    else if (rows == 4)
+        (two ? fkern4_1 : fkern4_0)(e, lde, v, ldv, s, lds, cnt);
+    else
+        (two ? fkern2_1 : fkern2_0)(e, lde, v, ldv, s, lds, cnt);
+}
+
+/* Tiles [t0, t0 + cnt) of the filter gradient into the chunk's sums S
+ * [16, co, ci]: x's tiles into V, dy's into E, then per position xi
+ * S[xi] += E[xi]^T V[xi]. */
+WG_TARGET static void filter_block(const wino_job *j, size_t t0, int cnt, float *V, float *E,
+                                   float *S)
+{
+    size_t plane_tiles = (size_t)j->th * j->tw, plane = (size_t)j->h * j->w * BLK;
+    size_t vxs = xi_stride(j->nt, j->ci), exs = xi_stride(j->nt, j->co);
+    for (int t = 0; t < cnt; t++) {
+        size_t g = t0 + (size_t)t, n = g / plane_tiles, r = g % plane_tiles;
+        int ti = (int)(r / (size_t)j->tw), tj = (int)(r % (size_t)j->tw);
+        const float *img = j->in + n * (size_t)j->ci * j->h * j->w;
+        for (int cb = 0; cb < j->ci / BLK; cb++)
+            in_tile(j, img + (size_t)cb * plane, ti, tj, V + (size_t)t * j->ci + cb * BLK, vxs);
+        const float *dimg = j->dy + n * (size_t)j->co * j->h * j->w;
+        for (int kb = 0; kb < j->co / BLK; kb++)
+            dy_tile(j, dimg + (size_t)kb * plane, ti, tj, E + (size_t)t * j->co + kb * BLK, exs);
+    }
+    for (int xi = 0; xi < NXI; xi++) {
+        const float *v = V + xi * vxs, *e = E + xi * exs;
+        float *sx = S + (size_t)xi * j->co * j->ci;
+        for (int k = 0; k < j->co;) {
+            int rows = j->co - k >= MR ? MR : j->co - k; /* 6, else 4 or 2 (co: 8s) */
+            int c = 0;
+            for (; c + 2 * BLK <= j->ci; c += 2 * BLK)
+                fkern_rows(e + k, j->co, v + c, j->ci, sx + (size_t)k * j->ci + c, j->ci, cnt, rows,
+                           1);
+            if (c < j->ci)
+                fkern_rows(e + k, j->co, v + c, j->ci, sx + (size_t)k * j->ci + c, j->ci, cnt, rows,
+                           0);
+            k += rows;
+        }
+    }
+}
+
+/* Chunks [begin, end): each its images' tiles, block by block, into its
+ * own sums (zeroed first). */
+static void filter_chunk_task(void *arg, size_t begin, size_t end)
+{
+    const wino_job *j = arg;
+    size_t plane_tiles = (size_t)j->th * j->tw, sums = (size_t)NXI * j->co * j->ci;
+    for (size_t ch = begin; ch < end; ch++) {
+        float *V = j->scratch + ch * j->per_task, *E = V + (size_t)NXI * xi_stride(j->nt, j->ci);
+        float *S = j->parts + ch * sums;
+        memset(S, 0, sums * sizeof(float));
+        size_t first = ch * (size_t)j->chunk_n * plane_tiles;
+        size_t last = (ch + 1) * (size_t)j->chunk_n * plane_tiles;
+        if (last > j->tiles)
+            last = j->tiles;
+        for (size_t t0 = first; t0 < last; t0 += (size_t)j->nt)
+            filter_block(j, t0, (int)(last - t0 < (size_t)j->nt ? last - t0 : (size_t)j->nt), V, E,
+                         S);
+    }
+}
+
+/* dw[k] += G^T S G of the chunks' sums, added in chunk order, outputs
+ * [begin, end). */
+static void filter_out_fn(void *arg, size_t begin, size_t end)
+{
+    const wino_job *j = arg;
+    size_t sums = (size_t)NXI * j->co * j->ci, pos = (size_t)j->co * j->ci;
+    for (size_t k = begin; k < end; k++)
+        for (int c = 0; c < j->ci; c++) {
+            float sv[4][4], rr[3][4];
+            size_t at = k * j->ci + c;
+            for (int xi = 0; xi < NXI; xi++) {
+                float v = j->parts[xi * pos + at];
+                for (size_t ch = 1; ch < j->chunks; ch++)
+                    v += j->parts[ch * sums + xi * pos + at];
+                sv[xi / 4][xi % 4] = v;
+            }
+            for (int q = 0; q < 4; q++) { /* G^T S: rows */
+                rr[0][q] = sv[0][q] + 0.5f * (sv[1][q] + sv[2][q]);
+                rr[1][q] = 0.5f * (sv[1][q] - sv[2][q]);
+                rr[2][q] = 0.5f * (sv[1][q] + sv[2][q]) + sv[3][q];
+            }
+            float *o = j->dw + at * 9;
+            for (int i = 0; i < 3; i++) { /* (G^T S) G: columns */
+                o[i * 3 + 0] += rr[i][0] + 0.5f * (rr[i][1] + rr[i][2]);
+                o[i * 3 + 1] += 0.5f * (rr[i][1] - rr[i][2]);
+                o[i * 3 + 2] += 0.5f * (rr[i][1] + rr[i][2]) + rr[i][3];
+            }
+        }
+}
+
 /* U [16, ci, co] = G g G^T of each filter: g = w[k, c] (forward: ci = c,
  * co = k) or w[k, c] turned 180 degrees (data: ci = k, co = c). */
 typedef struct filter_task {
@@ -266,8 +438,6 @@ static void filter_fn(void *arg, size_t begin, size_t end)
 
 int dl_cpu_conv_wino_takes(dl_backend *be, const dl_conv_desc *d, dl_dtype compute, int dir)
 {
-    if (dir != 0 && dir != 1)
-        return 0;
     if (!dl_cpu_conv_wino_fits(be, d, compute, dir))
         return 0;
     return d->x_blk == BLK && d->y_blk == BLK;
@@ -275,7 +445,7 @@ int dl_cpu_conv_wino_takes(dl_backend *be, const dl_conv_desc *d, dl_dtype compu
 
 int dl_cpu_conv_wino_fits(dl_backend *be, const dl_conv_desc *d, dl_dtype compute, int dir)
 {
-    if ((dir != 0 && dir != 1) || dl_cpu_avx512() || compute != DL_F32 ||
+    if (dir < 0 || dir > 2 || dl_cpu_avx512() || compute != DL_F32 ||
         dl_cpu_kernel_type(be, compute) != DL_F32 || d->r != 3 || d->s != 3 || d->stride != 1 ||
         d->pad != 1 || dl_conv_dilation(d) != 1 || dl_conv_groups(d) != 1 || d->c % BLK ||
         d->k % BLK || d->n <= 0 || d->p != d->h || d->q != d->w)
@@ -346,6 +516,39 @@ int dl_cpu_conv_wino_data(dl_backend *be, const dl_conv_desc *d, float *dx, cons
     return wino_run(be, d, 1, dx, dy, w, NULL, !set);
 }
 
+int dl_cpu_conv_wino_filter(dl_backend *be, const dl_conv_desc *d, float *dw, const float *dy,
+                            const float *x)
+{
+    wino_job j = {.ci = d->c,
+                  .co = d->k,
+                  .h = d->h,
+                  .w = d->w,
+                  .th = (d->h + 1) / 2,
+                  .tw = (d->w + 1) / 2,
+                  .in = x,
+                  .dy = dy,
+                  .dw = dw};
+    j.tiles = (size_t)d->n * j.th * j.tw;
+    size_t nt = BLOCK_FLOATS / ((size_t)NXI * (j.ci + j.co)) / MR * MR;
+    j.nt = nt < MR ? MR : nt > 96 ? 96 : (int)nt;
+    /* chunks of images from the shape alone (the sums' order): 8 at most */
+    int most = d->n < 8 ? d->n : 8;
+    j.chunk_n = (d->n + most - 1) / most;
+    j.chunks = (size_t)((d->n + j.chunk_n - 1) / j.chunk_n);
+    j.per_task = (size_t)NXI * (xi_stride(j.nt, j.ci) + xi_stride(j.nt, j.co));
+    size_t sums = (size_t)NXI * j.co * j.ci;
+    size_t bytes = j.chunks * (sums + j.per_task) * sizeof(float) + 64;
+    char *s = dl_cpu_scratch(be, DL_CPU_SCRATCH_CONV, bytes);
+    if (!s)
+        return dl_error(DL_ENOMEM, "conv (Winograd): out of memory for %zu bytes of scratch",
+                        bytes);
+    j.parts = (float *)(((uintptr_t)s + 63) & ~(uintptr_t)63);
+    j.scratch = j.parts + j.chunks * sums;
+    dl_pool_for(dl_cpu(be)->pool, j.chunks, 1, filter_chunk_task, &j);
+    dl_pool_for(dl_cpu(be)->pool, (size_t)d->k, 1, filter_out_fn, &j);
+    return DL_OK;
+}
+
 #else
 
 int dl_cpu_conv_wino_fits(dl_backend *be, const dl_conv_desc *d, dl_dtype compute, int dir)
@@ -366,6 +569,12 @@ int dl_cpu_conv_wino_forward(dl_backend *be, const dl_conv_desc *d, float *y, co
 
 int dl_cpu_conv_wino_data(dl_backend *be, const dl_conv_desc *d, float *dx, const float *dy,
                           const float *w, int set)
+{
+    return dl_error(DL_ERR, "conv (Winograd): not built for this CPU");
+}
+
+int dl_cpu_conv_wino_filter(dl_backend *be, const dl_conv_desc *d, float *dw, const float *dy,
+                            const float *x)
 {
     return dl_error(DL_ERR, "conv (Winograd): not built for this CPU");
 }
