@@ -2,9 +2,11 @@
  *
  * oneDNN's Winograd kernels need AVX-512; on an AVX2 CPU its direct
  * kernels ran the ResNet's and a CIFAR VGG's 3x3 layers at 80% of the
- * FMA peak, and those two models at 1.3-1.4x PyTorch where the AVX-512
- * Winograd gave 1.7-2x. F(2x2, 3x3) computes a 2x2 output tile from a
- * 4x4 input tile with 16 products a channel pair instead of 36:
+ * FMA peak, and those two models at 1.2-1.4x PyTorch where the AVX-512
+ * Winograd gave 1.7-2x (bench/offlist's VGG, bench_train's ResNet, with
+ * ONEDNN_MAX_CPU_ISA=AVX2 DLBENCH_CPU_AVX512=0 on an AVX-512 Xeon).
+ * F(2x2, 3x3) computes a 2x2 output tile from a 4x4 input tile with 16
+ * products a channel pair instead of 36:
  *   Y = A^T [ (G g G^T) . (B^T d B) ] A
  * summed over the input channels in the transformed domain, where the
  * sum is 16 matrix products (one per position xi of the 4x4 tile):
@@ -21,6 +23,11 @@
  * 180 degrees and its channels swapped (a "same" 3x3 convolution's
  * transpose is one). Each output sums its channels in a fixed order
  * within its own tile, so results do not depend on the thread count.
+ * The filter gradient is the adjoint: per tile, x's B^T d B and dy's
+ * A e A^T (e its 2x2 pixels), S[xi][k][c] += the product of the two over
+ * the tiles of a chunk of images (chunks fixed by the shape, added in
+ * order), then dW = G^T S G. The data and filter gradients run where the
+ * tiles cover the plane with little spare (not 7x7: 8x8 covered).
  *
  * The transforms are exact in real arithmetic; in f32 they round
  * differently from the direct sum (relative differences near 1e-6 of
