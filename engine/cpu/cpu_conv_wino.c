@@ -112,41 +112,68 @@ WG_TARGET static void in_tile(const wino_job *j, const float *p, int ti, int tj,
     }
 }
 
-/* m[6 tiles][8 or 16 outputs] = v[6][ci] . u[ci][8 or 16]; two: 16. */
-WG_TARGET static WG_INLINE void kern(const float *v, size_t ldv, const float *u, size_t ldu,
-                                     float *m, size_t ldm, int ci, int two)
+/* The register tile of all three directions' products: c[r][8 or 16]
+ * = (or += where add) the sum over i < cnt of a[r * ra + i * ia] times
+ * b[i * ldb ..], rows r < rows (up to 6), 16 columns where two, else 8.
+ * The forward's M = V U: rows are tiles, i input channels; the filter's
+ * S += E^T V: rows are output channels, i tiles. */
+WG_TARGET static WG_INLINE void tile_kern(const float *a, size_t ra, size_t ia, const float *b,
+                                          size_t ldb, float *c, size_t ldc, int cnt, int rows,
+                                          int two, int add)
 {
     __m256 a0[MR], a1[MR];
-    UNROLL for (int r = 0; r < MR; r++) a0[r] = a1[r] = _mm256_setzero_ps();
-    for (int c = 0; c < ci; c++) {
-        __m256 u0 = _mm256_loadu_ps(u + (size_t)c * ldu);
-        __m256 u1 = two ? _mm256_loadu_ps(u + (size_t)c * ldu + BLK) : u0;
-        UNROLL for (int r = 0; r < MR; r++)
+    UNROLL for (int r = 0; r < rows; r++)
+    {
+        a0[r] = add ? _mm256_loadu_ps(c + (size_t)r * ldc) : _mm256_setzero_ps();
+        a1[r] = add && two ? _mm256_loadu_ps(c + (size_t)r * ldc + BLK) : _mm256_setzero_ps();
+    }
+    for (int i = 0; i < cnt; i++) {
+        __m256 b0 = _mm256_loadu_ps(b + (size_t)i * ldb);
+        __m256 b1 = two ? _mm256_loadu_ps(b + (size_t)i * ldb + BLK) : b0;
+        UNROLL for (int r = 0; r < rows; r++)
         {
-            __m256 b = _mm256_broadcast_ss(v + (size_t)r * ldv + c);
-            a0[r] = _mm256_fmadd_ps(b, u0, a0[r]);
+            __m256 x = _mm256_broadcast_ss(a + (size_t)r * ra + (size_t)i * ia);
+            a0[r] = _mm256_fmadd_ps(x, b0, a0[r]);
             if (two)
-                a1[r] = _mm256_fmadd_ps(b, u1, a1[r]);
+                a1[r] = _mm256_fmadd_ps(x, b1, a1[r]);
         }
     }
-    UNROLL for (int r = 0; r < MR; r++)
+    UNROLL for (int r = 0; r < rows; r++)
     {
-        _mm256_storeu_ps(m + (size_t)r * ldm, a0[r]);
+        _mm256_storeu_ps(c + (size_t)r * ldc, a0[r]);
         if (two)
-            _mm256_storeu_ps(m + (size_t)r * ldm + BLK, a1[r]);
+            _mm256_storeu_ps(c + (size_t)r * ldc + BLK, a1[r]);
     }
 }
 
-WG_TARGET static void kern16(const float *v, size_t ldv, const float *u, size_t ldu, float *m,
-                             size_t ldm, int ci)
-{
-    kern(v, ldv, u, ldu, m, ldm, ci, 1);
-}
+#define TILE_KERN(R, T, ADD)                                                                       \
+    WG_TARGET static void kern##R##_##T##_##ADD(const float *a, size_t ra, size_t ia,              \
+                                                const float *b, size_t ldb, float *c, size_t ldc,  \
+                                                int cnt)                                           \
+    {                                                                                              \
+        tile_kern(a, ra, ia, b, ldb, c, ldc, cnt, R, T, ADD);                                      \
+    }
+TILE_KERN(6, 1, 0)
+TILE_KERN(6, 0, 0)
+TILE_KERN(6, 1, 1)
+TILE_KERN(6, 0, 1)
+TILE_KERN(4, 1, 1)
+TILE_KERN(4, 0, 1)
+TILE_KERN(2, 1, 1)
+TILE_KERN(2, 0, 1)
 
-WG_TARGET static void kern8(const float *v, size_t ldv, const float *u, size_t ldu, float *m,
-                            size_t ldm, int ci)
+typedef void (*tile_fn)(const float *, size_t, size_t, const float *, size_t, float *, size_t, int);
+
+/* The instance for rows (6; where add also 4 or 2), two and add. */
+static tile_fn tile_for(int rows, int two, int add)
 {
-    kern(v, ldv, u, ldu, m, ldm, ci, 0);
+    if (!add)
+        return two ? kern6_1_0 : kern6_0_0;
+    if (rows == 6)
+        return two ? kern6_1_1 : kern6_0_1;
+    if (rows == 4)
+        return two ? kern4_1_1 : kern4_0_1;
+    return two ? kern2_1_1 : kern2_0_1;
 }
 
 /* A^T m A of output block kb's 16 vectors (xs floats apart from m), plus
@@ -208,15 +235,12 @@ WG_TARGET static void run_block(const wino_job *j, size_t b, float *V, float *M)
     for (int xi = 0; xi < NXI; xi++) {
         const float *v = V + xi * vxs, *u = j->u + (size_t)xi * j->ci * j->co;
         float *m = M + xi * mxs;
-        int k = 0;
-        for (; k + 2 * BLK <= j->co; k += 2 * BLK)
+        for (int k = 0; k < j->co; k += 2 * BLK) {
+            tile_fn f = tile_for(MR, k + 2 * BLK <= j->co, 0);
             for (int t = 0; t < j->nt; t += MR)
-                kern16(v + (size_t)t * j->ci, j->ci, u + k, j->co, m + (size_t)t * j->co + k, j->co,
-                       j->ci);
-        if (k < j->co)
-            for (int t = 0; t < j->nt; t += MR)
-                kern8(v + (size_t)t * j->ci, j->ci, u + k, j->co, m + (size_t)t * j->co + k, j->co,
-                      j->ci);
+                f(v + (size_t)t * j->ci, j->ci, 1, u + k, j->co, m + (size_t)t * j->co + k, j->co,
+                  j->ci);
+        }
     }
     size_t out_plane = (size_t)j->h * j->w * BLK;
     for (int t = 0; t < cnt; t++) {
@@ -268,61 +292,6 @@ WG_TARGET static void dy_tile(const wino_job *j, const float *p, int ti, int tj,
     }
 }
 
-/* s[rows outputs][8 or 16 inputs] += sum over cnt tiles of e[t][rows] *
- * v[t][8 or 16]; two: 16. */
-WG_TARGET static WG_INLINE void fkern(const float *e, size_t lde, const float *v, size_t ldv,
-                                      float *s, size_t lds, int cnt, int rows, int two)
-{
-    __m256 a0[MR], a1[MR];
-    UNROLL for (int r = 0; r < rows; r++)
-    {
-        a0[r] = _mm256_loadu_ps(s + (size_t)r * lds);
-        a1[r] = two ? _mm256_loadu_ps(s + (size_t)r * lds + BLK) : a0[r];
-    }
-    for (int t = 0; t < cnt; t++) {
-        __m256 v0 = _mm256_loadu_ps(v + (size_t)t * ldv);
-        __m256 v1 = two ? _mm256_loadu_ps(v + (size_t)t * ldv + BLK) : v0;
-        UNROLL for (int r = 0; r < rows; r++)
-        {
-            __m256 b = _mm256_broadcast_ss(e + (size_t)t * lde + r);
-            a0[r] = _mm256_fmadd_ps(b, v0, a0[r]);
-            if (two)
-                a1[r] = _mm256_fmadd_ps(b, v1, a1[r]);
-        }
-    }
-    UNROLL for (int r = 0; r < rows; r++)
-    {
-        _mm256_storeu_ps(s + (size_t)r * lds, a0[r]);
-        if (two)
-            _mm256_storeu_ps(s + (size_t)r * lds + BLK, a1[r]);
-    }
-}
-
-#define FKERN(R, T)                                                                                \
-    WG_TARGET static void fkern##R##_##T(const float *e, size_t lde, const float *v, size_t ldv,   \
-                                         float *s, size_t lds, int cnt)                            \
-    {                                                                                              \
-        fkern(e, lde, v, ldv, s, lds, cnt, R, T);                                                  \
-    }
-FKERN(6, 1)
-FKERN(6, 0)
-FKERN(4, 1)
-FKERN(4, 0)
-FKERN(2, 1)
-FKERN(2, 0)
-
-/* Outputs k.. (rows of them: 6, 4 or 2) of one position's sums. */
-static void fkern_rows(const float *e, size_t lde, const float *v, size_t ldv, float *s, size_t lds,
-                       int cnt, int rows, int two)
-{
-    if (rows == 6)
-        (two ? fkern6_1 : fkern6_0)(e, lde, v, ldv, s, lds, cnt);
-    else if (rows == 4)
-        (two ? fkern4_1 : fkern4_0)(e, lde, v, ldv, s, lds, cnt);
-    else
-        (two ? fkern2_1 : fkern2_0)(e, lde, v, ldv, s, lds, cnt);
-}
-
 /* Tiles [t0, t0 + cnt) of the filter gradient into the chunk's sums S
  * [16, co, ci]: x's tiles into V, dy's into E, then per position xi
  * S[xi] += E[xi]^T V[xi]. */
@@ -346,13 +315,9 @@ WG_TARGET static void filter_block(const wino_job *j, size_t t0, int cnt, float 
         float *sx = S + (size_t)xi * j->co * j->ci;
         for (int k = 0; k < j->co;) {
             int rows = j->co - k >= MR ? MR : j->co - k; /* 6, else 4 or 2 (co: 8s) */
-            int c = 0;
-            for (; c + 2 * BLK <= j->ci; c += 2 * BLK)
-                fkern_rows(e + k, j->co, v + c, j->ci, sx + (size_t)k * j->ci + c, j->ci, cnt, rows,
-                           1);
-            if (c < j->ci)
-                fkern_rows(e + k, j->co, v + c, j->ci, sx + (size_t)k * j->ci + c, j->ci, cnt, rows,
-                           0);
+            for (int c = 0; c < j->ci; c += 2 * BLK)
+                tile_for(rows, c + 2 * BLK <= j->ci, 1)(e + k, 1, j->co, v + c, j->ci,
+                                                        sx + (size_t)k * j->ci + c, j->ci, cnt);
             k += rows;
         }
     }
