@@ -156,7 +156,8 @@ int dl_cpu_conv_1x1_blocked_filter(dl_backend *be, const dl_conv_desc *d, float 
 int dl_cpu_conv_1x1_blocked_data(dl_backend *be, const dl_conv_desc *d, float *dx, const float *dy,
                                  const float *w, int set, dl_dtype compute);
 /* cpu_conv_wino.c: Winograd F(2x2, 3x3) for 3x3 stride-1 pad-1 f32
- * convolutions on x and y both in 8-channel blocks, AVX2 CPUs (where
+ * convolutions (and emulated bf16/f16: operands rounded first, as the
+ * oneDNN path does) on x and y both in 8-channel blocks, AVX2 CPUs (where
  * oneDNN has no Winograd kernels), forward (0), data gradient (1) and
  * filter gradient (2). _fits: the shape and CPU, blocks aside
  * (DLBENCH_CONV_WINO=0|1 overrides); _takes: and the blocks are there.
@@ -164,11 +165,11 @@ int dl_cpu_conv_1x1_blocked_data(dl_backend *be, const dl_conv_desc *d, float *d
 int dl_cpu_conv_wino_fits(dl_backend *be, const dl_conv_desc *d, dl_dtype compute, int dir);
 int dl_cpu_conv_wino_takes(dl_backend *be, const dl_conv_desc *d, dl_dtype compute, int dir);
 int dl_cpu_conv_wino_forward(dl_backend *be, const dl_conv_desc *d, float *y, const float *x,
-                             const float *w, const float *b);
+                             const float *w, const float *b, dl_dtype compute);
 int dl_cpu_conv_wino_data(dl_backend *be, const dl_conv_desc *d, float *dx, const float *dy,
-                          const float *w, int set);
+                          const float *w, int set, dl_dtype compute);
 int dl_cpu_conv_wino_filter(dl_backend *be, const dl_conv_desc *d, float *dw, const float *dy,
-                            const float *x);
+                            const float *x, dl_dtype compute);
 /* cpu_conv_dnnl.c: dense f32 and bf16 convolutions through oneDNN where the build
  * has it (DL_HAVE_DNNL). dl_cpu_dnnl_conv_wanted: whether to try it for d
  * (not when DLBENCH_CONV=own). dl_cpu_dnnl_conv runs direction dir (0

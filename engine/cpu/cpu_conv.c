@@ -276,9 +276,9 @@ static int blocked_conv(dl_backend *be, int dir, const dl_conv_desc *d, dl_dtype
     DL_TRY(check_blocked(d, compute));
     if (dl_cpu_conv_wino_takes(be, d, compute, dir == 3 ? 1 : dir)) {
         if (dir != 2)
-            return dir == 0 ? dl_cpu_conv_wino_forward(be, d, out, in, w, b)
-                            : dl_cpu_conv_wino_data(be, d, out, in, w, dir == 3);
-        DL_TRY(dl_cpu_conv_wino_filter(be, d, out, in2, in));
+            return dir == 0 ? dl_cpu_conv_wino_forward(be, d, out, in, w, b, compute)
+                            : dl_cpu_conv_wino_data(be, d, out, in, w, dir == 3, compute);
+        DL_TRY(dl_cpu_conv_wino_filter(be, d, out, in2, in, compute));
         conv_db(be, d, out2, in2);
         return DL_OK;
     }

@@ -38,6 +38,7 @@
 #include <string.h>
 
 #include "engine/base/error.h"
+#include "engine/base/half.h"
 #include "engine/cpu/cpu.h"
 
 #if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
@@ -379,7 +380,15 @@ typedef struct filter_task {
     const float *w;
     float *u;
     int k, c, data;
+    dl_dtype via; /* emulated low precision: w rounded to it first */
 } filter_task;
+
+static inline float round_via(float v, dl_dtype t)
+{
+    return t == DL_BF16  ? dl_bf16_to_f32(dl_f32_to_bf16(v))
+           : t == DL_F16 ? dl_f16_to_f32(dl_f32_to_f16(v))
+                         : v;
+}
 
 static void filter_fn(void *arg, size_t begin, size_t end)
 {
@@ -391,7 +400,8 @@ static void filter_fn(void *arg, size_t begin, size_t end)
             float g[3][3], t[4][3];
             for (int r = 0; r < 3; r++)
                 for (int s = 0; s < 3; s++)
-                    g[r][s] = f->data ? src[(2 - r) * 3 + (2 - s)] : src[r * 3 + s];
+                    g[r][s] =
+                        round_via(f->data ? src[(2 - r) * 3 + (2 - s)] : src[r * 3 + s], f->via);
             for (int s = 0; s < 3; s++) { /* G g */
                 t[0][s] = g[0][s];
                 t[1][s] = 0.5f * (g[0][s] + g[1][s] + g[2][s]);
@@ -417,10 +427,10 @@ int dl_cpu_conv_wino_takes(dl_backend *be, const dl_conv_desc *d, dl_dtype compu
 
 int dl_cpu_conv_wino_fits(dl_backend *be, const dl_conv_desc *d, dl_dtype compute, int dir)
 {
-    if (dir < 0 || dir > 2 || dl_cpu_avx512() || compute != DL_F32 ||
-        dl_cpu_kernel_type(be, compute) != DL_F32 || d->r != 3 || d->s != 3 || d->stride != 1 ||
-        d->pad != 1 || dl_conv_dilation(d) != 1 || dl_conv_groups(d) != 1 || d->c % BLK ||
-        d->k % BLK || d->n <= 0 || d->p != d->h || d->q != d->w)
+    if (dir < 0 || dir > 2 || dl_cpu_avx512() || dl_cpu_kernel_type(be, compute) != DL_F32 ||
+        (compute != DL_F32 && compute != DL_BF16 && compute != DL_F16) || d->r != 3 || d->s != 3 ||
+        d->stride != 1 || d->pad != 1 || dl_conv_dilation(d) != 1 || dl_conv_groups(d) != 1 ||
+        d->c % BLK || d->k % BLK || d->n <= 0 || d->p != d->h || d->q != d->w)
         return 0;
     const char *e = getenv("DLBENCH_CONV_WINO"); /* read per call: benches switch */
     if (e && (!strcmp(e, "0") || !strcmp(e, "1")))
@@ -439,10 +449,29 @@ int dl_cpu_conv_wino_fits(dl_backend *be, const dl_conv_desc *d, dl_dtype comput
     return dir == 0 || covered * 5 <= (size_t)d->h * d->w * 6;
 }
 
+/* Emulated low precision (f32 kernels on operands rounded to compute):
+ * the type operand bit of d is to be rounded through, F32 where it needs
+ * none (f32 compute, or its producer wrote it rounded). */
+static dl_dtype via_for(const dl_conv_desc *d, dl_dtype compute, int bit)
+{
+    return compute == DL_F32 || (d->rounded & bit) ? DL_F32 : compute;
+}
+
+/* src rounded through via into dst (n floats), or src itself. */
+static const float *rounded(dl_backend *be, float *dst, const float *src, dl_dtype via, size_t n)
+{
+    if (via == DL_F32)
+        return src;
+    dl_cpu_round_through(be, dst, src, via, n);
+    return dst;
+}
+
 /* out (y, or dx written or added into) from in (x, or dy) through w. */
 static int wino_run(dl_backend *be, const dl_conv_desc *d, int data, float *out, const float *in,
-                    const float *w, const float *bias, int add)
+                    const float *w, const float *bias, int add, dl_dtype compute)
 {
+    dl_dtype via = via_for(d, compute, data ? DL_CONV_DY_ROUNDED : DL_CONV_X_ROUNDED);
+    size_t nin = (size_t)d->n * (data ? d->k : d->c) * d->h * d->w;
     wino_job j = {.ci = data ? d->k : d->c,
                   .co = data ? d->c : d->k,
                   .h = d->h,
@@ -461,8 +490,8 @@ static int wino_run(dl_backend *be, const dl_conv_desc *d, int data, float *out,
     size_t threads = (size_t)dl_cpu(be)->threads;
     j.tasks = j.blocks < 3 * threads ? j.blocks : 3 * threads;
     j.per_task = (size_t)NXI * (xi_stride(j.nt, j.ci) + xi_stride(j.nt, j.co));
-    size_t uf = (size_t)NXI * j.ci * j.co;
-    size_t bytes = (uf + j.tasks * j.per_task) * sizeof(float) + 64;
+    size_t uf = (size_t)NXI * j.ci * j.co, rf = via == DL_F32 ? 0 : nin;
+    size_t bytes = (uf + j.tasks * j.per_task + rf) * sizeof(float) + 64;
     char *s = dl_cpu_scratch(be, DL_CPU_SCRATCH_CONV, bytes);
     if (!s)
         return dl_error(DL_ENOMEM, "conv (Winograd): out of memory for %zu bytes of scratch",
@@ -470,27 +499,31 @@ static int wino_run(dl_backend *be, const dl_conv_desc *d, int data, float *out,
     float *u = (float *)(((uintptr_t)s + 63) & ~(uintptr_t)63);
     j.u = u;
     j.scratch = u + uf;
-    filter_task f = {w, u, d->k, d->c, data};
+    j.in = rounded(be, j.scratch + j.tasks * j.per_task, in, via, nin);
+    filter_task f = {w, u, d->k, d->c, data, compute};
     dl_pool_for(dl_cpu(be)->pool, (size_t)d->k, 1, filter_fn, &f);
     dl_pool_for(dl_cpu(be)->pool, j.tasks, 1, block_task, &j);
     return DL_OK;
 }
 
 int dl_cpu_conv_wino_forward(dl_backend *be, const dl_conv_desc *d, float *y, const float *x,
-                             const float *w, const float *b)
+                             const float *w, const float *b, dl_dtype compute)
 {
-    return wino_run(be, d, 0, y, x, w, b, 0);
+    return wino_run(be, d, 0, y, x, w, b, 0, compute);
 }
 
 int dl_cpu_conv_wino_data(dl_backend *be, const dl_conv_desc *d, float *dx, const float *dy,
-                          const float *w, int set)
+                          const float *w, int set, dl_dtype compute)
 {
-    return wino_run(be, d, 1, dx, dy, w, NULL, !set);
+    return wino_run(be, d, 1, dx, dy, w, NULL, !set, compute);
 }
 
 int dl_cpu_conv_wino_filter(dl_backend *be, const dl_conv_desc *d, float *dw, const float *dy,
-                            const float *x)
+                            const float *x, dl_dtype compute)
 {
+    dl_dtype via_x = via_for(d, compute, DL_CONV_X_ROUNDED);
+    dl_dtype via_dy = via_for(d, compute, DL_CONV_DY_ROUNDED);
+    size_t nx = (size_t)d->n * d->c * d->h * d->w, ny = (size_t)d->n * d->k * d->h * d->w;
     wino_job j = {.ci = d->c,
                   .co = d->k,
                   .h = d->h,
@@ -509,13 +542,17 @@ int dl_cpu_conv_wino_filter(dl_backend *be, const dl_conv_desc *d, float *dw, co
     j.chunks = (size_t)((d->n + j.chunk_n - 1) / j.chunk_n);
     j.per_task = (size_t)NXI * (xi_stride(j.nt, j.ci) + xi_stride(j.nt, j.co));
     size_t sums = (size_t)NXI * j.co * j.ci;
-    size_t bytes = j.chunks * (sums + j.per_task) * sizeof(float) + 64;
+    size_t rf = (via_x == DL_F32 ? 0 : nx) + (via_dy == DL_F32 ? 0 : ny);
+    size_t bytes = (j.chunks * (sums + j.per_task) + rf) * sizeof(float) + 64;
     char *s = dl_cpu_scratch(be, DL_CPU_SCRATCH_CONV, bytes);
     if (!s)
         return dl_error(DL_ENOMEM, "conv (Winograd): out of memory for %zu bytes of scratch",
                         bytes);
     j.parts = (float *)(((uintptr_t)s + 63) & ~(uintptr_t)63);
     j.scratch = j.parts + j.chunks * sums;
+    float *r = j.scratch + j.chunks * j.per_task;
+    j.in = rounded(be, r, x, via_x, nx);
+    j.dy = rounded(be, r + (via_x == DL_F32 ? 0 : nx), dy, via_dy, ny);
     dl_pool_for(dl_cpu(be)->pool, j.chunks, 1, filter_chunk_task, &j);
     dl_pool_for(dl_cpu(be)->pool, (size_t)d->k, 1, filter_out_fn, &j);
     return DL_OK;
@@ -534,19 +571,19 @@ int dl_cpu_conv_wino_takes(dl_backend *be, const dl_conv_desc *d, dl_dtype compu
 }
 
 int dl_cpu_conv_wino_forward(dl_backend *be, const dl_conv_desc *d, float *y, const float *x,
-                             const float *w, const float *b)
+                             const float *w, const float *b, dl_dtype compute)
 {
     return dl_error(DL_ERR, "conv (Winograd): not built for this CPU");
 }
 
 int dl_cpu_conv_wino_data(dl_backend *be, const dl_conv_desc *d, float *dx, const float *dy,
-                          const float *w, int set)
+                          const float *w, int set, dl_dtype compute)
 {
     return dl_error(DL_ERR, "conv (Winograd): not built for this CPU");
 }
 
 int dl_cpu_conv_wino_filter(dl_backend *be, const dl_conv_desc *d, float *dw, const float *dy,
-                            const float *x)
+                            const float *x, dl_dtype compute)
 {
     return dl_error(DL_ERR, "conv (Winograd): not built for this CPU");
 }
