@@ -165,12 +165,19 @@ int dl_cpu_activation_blocks(dl_backend *be, dl_dtype compute)
  * whose depthwise ones read nChw16c as it is. Kept plain, MobileNet's
  * depthwise layers had kept every activation of the model plain, its
  * BatchNorms on 7x7 to 28x28 planes a channel at a time (a fifth of the
- * step); on blocks it trained 1.3-1.4x as fast at one thread. */
+ * step); on blocks it trained 1.3-1.4x as fast at one thread. But
+ * oneDNN's depthwise filter gradient on blocks ran a 5x5 layer at 2.2
+ * GFLOP/s against 23 on the plain path, with AVX-512 and with AVX2 (96
+ * channels at 14x14, BENCH_CONV_VS=blocked): its three directions took
+ * 4.5x as long as the plain ones, so depthwise layers wider than 3x3
+ * stay plain. */
 static int grouped_blocks_ok(const dl_conv_desc *d, int blk)
 {
     if (d->groups < 0 || d->dilation < 0)
         return 0;
     int g = dl_conv_groups(d);
+    if (g > 1 && d->c == g && d->k == g && (d->r > 3 || d->s > 3))
+        return 0;
     return g == 1 || (d->c == g && d->k == g) || ((d->c / g) % blk == 0 && (d->k / g) % blk == 0);
 }
 
