@@ -772,7 +772,7 @@ static void test_model_layout(void)
             dl_shape in = {3, {3, 8, 8}};
             CHECK_OK(dl_model_create(&m, root, &in));
             if (!m)
-                return;
+                break; /* AVX-512 is switched back on below */
             int n = 6;
             CHECK_OK(dl_model_init_state(m, be, 0, 7));
             CHECK_OK(dl_model_plan(m, n));

@@ -460,15 +460,6 @@ static inline uint16_t to_half(float v, dl_dtype t)
     return t == DL_BF16 ? dl_f32_to_bf16(v) : dl_f32_to_f16(v);
 }
 
-static inline float round_via(float v, dl_dtype t)
-{
-    if (t == DL_BF16)
-        return dl_bf16_to_f32(dl_f32_to_bf16(v));
-    if (t == DL_F16)
-        return dl_f16_to_f32(dl_f32_to_f16(v));
-    return v;
-}
-
 static void convert_w(uint16_t *dst, const float *w, size_t n, dl_dtype t)
 {
     if (t == DL_BF16) {
@@ -794,7 +785,7 @@ static void padded_plane(float *xp, const float *x, const dl_conv_desc *d, dl_dt
             round_run_bf16(dst, src, d->w);
         else
             for (int iw = 0; iw < d->w; iw++)
-                dst[iw] = round_via(src[iw], compute);
+                dst[iw] = dl_cpu_round_to(src[iw], compute);
     }
 }
 
@@ -857,7 +848,7 @@ DIRECT_TARGET static void direct_bwd_filter_task(void *arg, size_t begin, size_t
                     g = gp;
                 } else if (t->compute != DL_F32) {
                     for (int j = 0; j < pq; j++)
-                        gp[j] = round_via(g[j], t->compute);
+                        gp[j] = dl_cpu_round_to(g[j], t->compute);
                     g = gp;
                 }
                 __m512 acc[DIRECT_RS], gs = _mm512_setzero_ps();
@@ -901,7 +892,7 @@ static int direct_forward(dl_backend *be, const dl_conv_desc *d, float *y, const
 #if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
     float wr[DIRECT_K * DIRECT_RS];
     for (int j = 0; j < d->k * d->r * d->s; j++)
-        wr[j] = round_via(w[j], compute);
+        wr[j] = dl_cpu_round_to(w[j], compute);
     direct_task t = {d, compute, x, NULL, wr, b, y, NULL, NULL};
     run(be, (size_t)d->n, direct_fwd_task, &t);
     return DL_OK;

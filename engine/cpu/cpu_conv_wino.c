@@ -38,7 +38,6 @@
 #include <string.h>
 
 #include "engine/base/error.h"
-#include "engine/base/half.h"
 #include "engine/cpu/cpu.h"
 
 #if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
@@ -221,7 +220,8 @@ WG_TARGET static void run_block(const wino_job *j, size_t b, float *V, float *M)
     int cnt = (int)(j->tiles - t0 < (size_t)j->nt ? j->tiles - t0 : (size_t)j->nt);
     size_t vxs = xi_stride(j->nt, j->ci), mxs = xi_stride(j->nt, j->co);
     size_t in_plane = (size_t)j->h * j->w * BLK;
-    for (int t = 0; t < j->nt; t++) {
+    int rows = (cnt + MR - 1) / MR * MR; /* whole register tiles */
+    for (int t = 0; t < rows; t++) {
         if (t >= cnt) { /* the last block's rows past the end: zeros */
             for (int xi = 0; xi < NXI; xi++)
                 memset(V + xi * vxs + (size_t)t * j->ci, 0, (size_t)j->ci * sizeof(float));
@@ -238,7 +238,7 @@ WG_TARGET static void run_block(const wino_job *j, size_t b, float *V, float *M)
         float *m = M + xi * mxs;
         for (int k = 0; k < j->co; k += 2 * BLK) {
             tile_fn f = tile_for(MR, k + 2 * BLK <= j->co, 0);
-            for (int t = 0; t < j->nt; t += MR)
+            for (int t = 0; t < rows; t += MR)
                 f(v + (size_t)t * j->ci, j->ci, 1, u + k, j->co, m + (size_t)t * j->co + k, j->co,
                   j->ci);
         }
@@ -383,13 +383,6 @@ typedef struct filter_task {
     dl_dtype via; /* emulated low precision: w rounded to it first */
 } filter_task;
 
-static inline float round_via(float v, dl_dtype t)
-{
-    return t == DL_BF16  ? dl_bf16_to_f32(dl_f32_to_bf16(v))
-           : t == DL_F16 ? dl_f16_to_f32(dl_f32_to_f16(v))
-                         : v;
-}
-
 static void filter_fn(void *arg, size_t begin, size_t end)
 {
     const filter_task *f = arg;
@@ -400,8 +393,8 @@ static void filter_fn(void *arg, size_t begin, size_t end)
             float g[3][3], t[4][3];
             for (int r = 0; r < 3; r++)
                 for (int s = 0; s < 3; s++)
-                    g[r][s] =
-                        round_via(f->data ? src[(2 - r) * 3 + (2 - s)] : src[r * 3 + s], f->via);
+                    g[r][s] = dl_cpu_round_to(f->data ? src[(2 - r) * 3 + (2 - s)] : src[r * 3 + s],
+                                              f->via);
             for (int s = 0; s < 3; s++) { /* G g */
                 t[0][s] = g[0][s];
                 t[1][s] = 0.5f * (g[0][s] + g[1][s] + g[2][s]);
@@ -478,7 +471,6 @@ static int wino_run(dl_backend *be, const dl_conv_desc *d, int data, float *out,
                   .w = d->w,
                   .th = (d->h + 1) / 2,
                   .tw = (d->w + 1) / 2,
-                  .in = in,
                   .bias = bias,
                   .out = out,
                   .add = add};
@@ -530,8 +522,6 @@ int dl_cpu_conv_wino_filter(dl_backend *be, const dl_conv_desc *d, float *dw, co
                   .w = d->w,
                   .th = (d->h + 1) / 2,
                   .tw = (d->w + 1) / 2,
-                  .in = x,
-                  .dy = dy,
                   .dw = dw};
     j.tiles = (size_t)d->n * j.th * j.tw;
     size_t nt = BLOCK_FLOATS / ((size_t)NXI * (j.ci + j.co)) / MR * MR;
