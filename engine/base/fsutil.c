@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
@@ -30,8 +31,71 @@ int dl_fs_fsync_dir_of(const char *path)
     return rc;
 }
 
+/* A path that exists and is neither a regular file nor a folder: /dev/null,
+ * /dev/stdout, a named pipe. Renaming over it would replace the device with
+ * a file (as root, /dev/null itself), so such a target is written through. */
+static int special_target(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0 && !S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode);
+}
+
+int dl_fs_tmp_name(const char *path, char *tmp, size_t size)
+{
+    int n;
+    if (special_target(path)) {
+        const char *dir = getenv("TMPDIR");
+        const char *base = strrchr(path, '/');
+        n = snprintf(tmp, size, "%s/dlbench-%s.tmp.%ld", dir && *dir ? dir : "/tmp",
+                     base ? base + 1 : path, (long)getpid());
+    } else {
+        n = snprintf(tmp, size, "%s.tmp.%ld", path, (long)getpid());
+    }
+    if (n < 0 || (size_t)n >= size)
+        return dl_error(DL_EINVAL, "%s: path too long", path);
+    return DL_OK;
+}
+
+/* Copies tmp's bytes into the special target path, then removes tmp. */
+static int copy_through(const char *tmp, const char *path)
+{
+    int in = open(tmp, O_RDONLY | O_CLOEXEC);
+    int out = in < 0 ? -1 : open(path, O_WRONLY | O_CLOEXEC);
+    int e = errno, rc = in < 0 || out < 0 ? -1 : 0;
+    char buf[65536];
+    while (rc == 0) {
+        ssize_t r = read(in, buf, sizeof buf);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0) {
+            rc = r < 0 ? -1 : 0;
+            e = errno;
+            break;
+        }
+        for (ssize_t done = 0; done < r;) {
+            ssize_t w = write(out, buf + done, (size_t)(r - done));
+            if (w < 0 && errno == EINTR)
+                continue;
+            if (w <= 0) {
+                rc = -1;
+                e = w < 0 ? errno : EIO;
+                break;
+            }
+            done += w;
+        }
+    }
+    if (in >= 0)
+        close(in);
+    if (out >= 0)
+        close(out);
+    unlink(tmp);
+    return rc < 0 ? dl_error(DL_EIO, "%s: cannot write: %s", path, strerror(e)) : DL_OK;
+}
+
 int dl_fs_commit(const char *tmp, const char *path)
 {
+    if (special_target(path))
+        return copy_through(tmp, path);
     if (rename(tmp, path) < 0) {
         int e = errno;
         unlink(tmp);
@@ -44,7 +108,7 @@ int dl_fs_commit(const char *tmp, const char *path)
 int dl_fs_write_atomic(const char *path, const void *data, size_t n)
 {
     char tmp[4200];
-    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
+    DL_TRY(dl_fs_tmp_name(path, tmp, sizeof tmp));
     int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0)
         return dl_error(DL_EIO, "%s: cannot create: %s", tmp, strerror(errno));

@@ -4,15 +4,24 @@
 
 #include <stddef.h>
 
-/* Writes n bytes to path through "path.tmp.PID": written, fsync'd, renamed
- * over path, then the folder fsync'd. A reader sees the old file or the
+/* Writes n bytes to path through dl_fs_tmp_name's file: written, fsync'd,
+ * committed (dl_fs_commit: renamed over path, the folder fsync'd). A reader sees the old file or the
  * new one, never a torn one. Returns DL_OK, or DL_EIO naming the file and
  * the reason (the temporary file removed). */
 int dl_fs_write_atomic(const char *path, const void *data, size_t n);
 
+/* The temporary file an atomic write of path goes through: "path.tmp.PID"
+ * next to it, or, where path is a device or a pipe (/dev/null,
+ * /dev/stdout), "$TMPDIR/dlbench-NAME.tmp.PID" (/tmp without TMPDIR).
+ * Returns DL_OK, or DL_EINVAL when it does not fit in size. */
+int dl_fs_tmp_name(const char *path, char *tmp, size_t size);
+
 /* Renames tmp over path, fsync'ing the folder: the last step of an atomic
- * write whose bytes the caller wrote itself (an HDF5 file, say). tmp is
- * removed on failure. Returns DL_OK or DL_EIO naming path. */
+ * write whose bytes the caller wrote itself (an HDF5 file, say), tmp named
+ * by dl_fs_tmp_name. Where path is a device or a pipe, tmp's bytes are
+ * copied into it instead and tmp removed: a rename would replace
+ * /dev/null with a file. tmp is removed on failure. Returns DL_OK or
+ * DL_EIO naming path. */
 int dl_fs_commit(const char *tmp, const char *path);
 
 /* fsync of the folder that holds path, so a rename in it survives a crash.

@@ -425,13 +425,12 @@ static int write_file(const char *path, const corpus *c, const char *origin, int
     return rc;
 }
 
-/* Through out.tmp, renamed over out when whole. */
+/* Through a temporary file (dl_fs_tmp_name), committed over out when whole. */
 static int write_atomic(const char *out, const corpus *c, const char *const *paths, int n,
                         const dl_text_import_options *o)
 {
     char tmp[4200], origin[1100];
-    if (snprintf(tmp, sizeof tmp, "%s.tmp", out) >= (int)sizeof tmp)
-        return dl_error(DL_EINVAL, "%s: path too long", out);
+    DL_TRY(dl_fs_tmp_name(out, tmp, sizeof tmp));
     int len = snprintf(origin, sizeof origin, "text (%s): %d files from",
                        o->chars ? "chars" : "bytes", c->nf);
     for (int i = 0; i < n && len < (int)sizeof origin; i++)

@@ -12,6 +12,7 @@
 
 #include "engine/base/clock.h"
 #include "engine/base/error.h"
+#include "engine/base/fsutil.h"
 #include "engine/base/textout.h"
 
 #define MAX_PHASES 32
@@ -898,7 +899,7 @@ static cJSON *rows_json(const dl_profiler *p, dl_prof_group g)
 int dl_profiler_write_trace(const dl_profiler *p, const char *path)
 {
     char tmp[1100];
-    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
+    DL_TRY(dl_fs_tmp_name(path, tmp, sizeof tmp));
     FILE *f = fopen(tmp, "w");
     if (!f)
         return dl_error(DL_EIO, "%s: cannot create: %s", tmp, strerror(errno));
@@ -958,10 +959,5 @@ int dl_profiler_write_trace(const dl_profiler *p, const char *path)
         unlink(tmp);
         return dl_error(DL_EIO, "%s: write failed: %s", tmp, strerror(e));
     }
-    if (rename(tmp, path) < 0) {
-        e = errno;
-        unlink(tmp);
-        return dl_error(DL_EIO, "%s: cannot rename into place: %s", path, strerror(e));
-    }
-    return DL_OK;
+    return dl_fs_commit(tmp, path);
 }

@@ -384,22 +384,16 @@ static int write_file(const char *path, const void *image, size_t size)
 {
     char tmp[1100];
     int rc = DL_OK;
-    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
+    DL_TRY(dl_fs_tmp_name(path, tmp, sizeof tmp));
     int err = write_synced(tmp, image, size);
     if (err) {
         rc = dl_error(DL_EIO, "%s: writing the checkpoint failed: %s", tmp, strerror(err));
     } else {
         fault_before_rename();
-        if (rename(tmp, path) < 0)
-            rc = dl_error(DL_EIO, "%s: cannot rename the checkpoint into place: %s", path,
-                          strerror(errno));
+        return dl_fs_commit(tmp, path); /* removes tmp when it fails */
     }
-    if (rc < 0) {
-        unlink(tmp);
-        return rc;
-    }
-    dl_fs_fsync_dir_of(path); /* the rename is done: a folder that cannot be synced is no error */
-    return DL_OK;
+    unlink(tmp);
+    return rc;
 }
 
 int dl_checkpoint_save(const char *path, dl_model *m, const dl_checkpoint_info *info)

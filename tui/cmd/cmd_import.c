@@ -272,7 +272,7 @@ static int run_import(import_job *job, int npos, char **pos)
 
     /* write beside the target, then rename: never a torn OUT.h5 */
     char tmp[1100];
-    if (snprintf(tmp, sizeof tmp, "%s.tmp", out) >= (int)sizeof tmp)
+    if (dl_fs_tmp_name(out, tmp, sizeof tmp) < 0)
         return fail_input("%s: path too long", out);
     rc = dl_h5write_import(tmp, &job->im, job->chunk, job->gzip);
     if (rc < 0 || interrupted)

@@ -69,7 +69,7 @@ static int predict_to(dl_predict_options *o, const char *output)
         return rc;
     }
     char tmp[1200];
-    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", output, (long)getpid());
+    DL_TRY(dl_fs_tmp_name(output, tmp, sizeof tmp));
     FILE *f = fopen(tmp, "w");
     if (!f)
         return dl_error(DL_EIO, "%s: cannot write: %s", output, strerror(errno));
