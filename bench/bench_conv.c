@@ -2,7 +2,7 @@
  *
  * Each shape runs forward, backward data and backward filter through the
  * op table, as Conv2d calls them; the ceiling is the backend's own f32
- * GEMM (dl_cpu_gemm: oneDNN's sgemm where the CPU has AVX-512, else
+ * GEMM (dl_cpu_gemm: oneDNN's sgemm where the build has oneDNN, else
  * OpenBLAS's, split over the pool) on a 512^3 product. Run it with DLBENCH_CONV=own to time the own kernels
  * (im2col + GEMM, direct, sparse) instead of oneDNN's, with DLBENCH_CONV=dnnl for oneDNN's wherever it
  * has the shape (the peer of the own bf16 kernels), with BENCH_CONV_COLD=1 to time each call with its

@@ -24,7 +24,7 @@
  * --ceiling: OpenBLAS sgemm on the MLP's own products at batch 128 (the
  * same shapes, transpositions and beta as engine/nn/layers.c), with this
  * process's thread count; the backend's bf16 GEMM and its own f32 products
- * (oneDNN's sgemm where the CPU has AVX-512) on the same shapes; and one
+ * (oneDNN's sgemm where the build has oneDNN) on the same shapes; and one
  * 512^3 product, the better f32 path and bf16 (the yardstick of the other
  * models).
  *   dlbench-ceiling threads=T sgemm_gflops=X bf16_gemm_gflops=Y engine_f32_gflops=Z
@@ -366,7 +366,7 @@ static int time_products(dl_backend *be, const product *p, int np, double *bf16,
         /* bf16 first: OpenBLAS's workers spin for a while after each call
          * and would take the second core from the backend's pool */
         *bf16 = flop / time_step(be, p, np, &h, DL_BF16, 0) * 1e-9;
-        /* the backend's own f32 products (oneDNN's sgemm on AVX-512, else
+        /* the backend's own f32 products (oneDNN's sgemm where built with it, else
          * OpenBLAS, split over its pool) */
         *eng = flop / time_step(be, p, np, &f, DL_F32, 0) * 1e-9;
         /* OpenBLAS's own threaded sgemm; the backend keeps OpenBLAS

@@ -237,7 +237,7 @@ static void test_cnn_sgd(void)
 int main(void)
 {
     /* The engine's own code is what is counted: oneDNN's sgemm (the f32
-     * products on AVX-512 CPUs) allocates and frees its packing buffers in
+     * products wherever it is built in) allocates and frees its packing buffers in
      * every call, transiently (resident memory stays flat over epochs), so
      * the count runs the products through OpenBLAS. */
     setenv("DLBENCH_SGEMM", "openblas", 1);
