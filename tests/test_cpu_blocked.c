@@ -347,14 +347,18 @@ static void test_conv_blocked(void)
             for (size_t i = 0; i < 3; i++)
                 conv_blocked_case(be, cases[i], DL_F32, 8);
             /* the own Winograd F(2x2, 3x3) (x and y in blocks of 8, from
-             * 32 channels): odd planes (tiles half outside), 8 output
+             * 16 channels): odd planes (tiles half outside), 8 output
              * channels past the last 16, several tile blocks and a short
-             * last one, a plane that is not square, 1x1 planes */
+             * last one (blocks of 6 tiles, of 12 at 16 channels), a plane
+             * that is not square, 1x1 planes */
             dl_conv_desc wide = cdesc(2, 40, 9, 32, 3, 1, 1);
             wide.w = wide.q = 14;
-            const dl_conv_desc wcases[] = {
-                cdesc(3, 32, 7, 40, 3, 1, 1), cdesc(37, 32, 6, 32, 3, 1, 1), wide,
-                cdesc(4, 64, 1, 48, 3, 1, 1), cdesc(2, 128, 8, 128, 3, 1, 1)};
+            const dl_conv_desc wcases[] = {cdesc(3, 32, 7, 40, 3, 1, 1),
+                                           cdesc(37, 32, 6, 32, 3, 1, 1),
+                                           wide,
+                                           cdesc(4, 64, 1, 48, 3, 1, 1),
+                                           cdesc(2, 128, 8, 128, 3, 1, 1),
+                                           cdesc(5, 16, 9, 16, 3, 1, 1)};
             /* and emulated bf16 (f32 kernels on rounded operands), where
              * this CPU has no bf16 arithmetic */
             int emulated = dl_cpu_kernel_type(be, DL_BF16) == DL_F32;

@@ -16,7 +16,7 @@
  * Activations are nChw8c (the layout plan's blocks with AVX2): an input
  * tile of a channel block is 16 vectors of 8 channels, transformed with
  * adds only. Tiles run in blocks of nt (a multiple of 6, sized so that a
- * block's V and M stay near 384 KiB, within L2): the block's transform,
+ * block's V and M stay within L1; see BLOCK_FLOATS): the block's transform,
  * its 16 products on 6x16 register tiles (6 tiles times two vectors of
  * output channels), and the output transform back to 2x2 pixels. The
  * data gradient is the same computation on dy with the filter turned
@@ -53,8 +53,17 @@ enum {
 };
 
 /* Floats of a tile block's V and M together, at most (then 6 tiles at
- * least). */
-#define BLOCK_FLOATS (96u << 10)
+ * least). Forward and data gradient: 24 KiB, within L1 (12 tiles at 16
+ * channels in and out, 6 from 32): each of a tile's 16 transformed
+ * vectors goes to its own position's matrix, and with blocks of 96 tiles
+ * (384 KiB) every one of those stores missed L1; BENCH_CONV_VS=wino,
+ * AVX2: 16 -> 16 channels at 28x28 1.06x faster forward and data,
+ * 128 -> 128 at 8x8 1.08x, the other shapes 1.00-1.03x. The filter
+ * gradient reduces over the block's tiles (S += E^T V, its sums loaded
+ * and stored once a block), so it keeps long blocks: 12 tiles ran it at
+ * 0.85-0.95x of 96. */
+#define BLOCK_FLOATS (6u << 10)
+#define FILTER_BLOCK_FLOATS (96u << 10)
 
 typedef struct wino_job {
     int ci, co, h, w; /* input and output channels; the plane, the same in and out */
@@ -77,39 +86,59 @@ typedef struct wino_job {
     size_t chunks;
 } wino_job;
 
+/* Row r0 + i of a tile's 4x4 input (columns c0..c0 + 3, zeros outside
+ * the plane, or none checked where inside) times B: u = d B. */
+WG_TARGET static WG_INLINE void in_row(const wino_job *j, const float *p, int r, int c0, int inside,
+                                       __m256 u[4])
+{
+    __m256 d[4];
+    UNROLL for (int k = 0; k < 4; k++)
+    {
+        int c = c0 + k;
+        d[k] = inside || (r >= 0 && c >= 0 && r < j->h && c < j->w)
+                   ? _mm256_loadu_ps(p + ((size_t)r * j->w + c) * BLK)
+                   : _mm256_setzero_ps();
+    }
+    u[0] = _mm256_sub_ps(d[0], d[2]);
+    u[1] = _mm256_add_ps(d[1], d[2]);
+    u[2] = _mm256_sub_ps(d[2], d[1]);
+    u[3] = _mm256_sub_ps(d[1], d[3]);
+}
+
+/* B^T (d B) row by row: rows 0-2 give the first three rows of the
+ * result, row 3 the last (with row 1), so at most 12 vectors are live
+ * and none goes through the stack. (Written as a 4x4 array of d filled
+ * by two branches, GCC copied the array in 16-byte halves and reloaded
+ * it 32 bytes at a time: a store-forwarding stall on every load, the
+ * transform a third of a 16-channel layer's time.) */
+WG_TARGET static WG_INLINE void in_tile_at(const wino_job *j, const float *p, int r0, int c0,
+                                           int inside, float *v, size_t xs)
+{
+    __m256 a[4], b[4], c[4];
+    in_row(j, p, r0, c0, inside, a);
+    in_row(j, p, r0 + 1, c0, inside, b);
+    in_row(j, p, r0 + 2, c0, inside, c);
+    UNROLL for (int q = 0; q < 4; q++)
+    {
+        _mm256_storeu_ps(v + (size_t)(0 + q) * xs, _mm256_sub_ps(a[q], c[q]));
+        _mm256_storeu_ps(v + (size_t)(4 + q) * xs, _mm256_add_ps(b[q], c[q]));
+        _mm256_storeu_ps(v + (size_t)(8 + q) * xs, _mm256_sub_ps(c[q], b[q]));
+    }
+    in_row(j, p, r0 + 3, c0, inside, a);
+    UNROLL for (int q = 0; q < 4; q++)
+        _mm256_storeu_ps(v + (size_t)(12 + q) * xs, _mm256_sub_ps(b[q], a[q]));
+}
+
 /* B^T d B of one channel block's 4x4 tile at (ti, tj) of plane p, its 16
  * vectors stored xs floats apart from v. */
 WG_TARGET static void in_tile(const wino_job *j, const float *p, int ti, int tj, float *v,
                               size_t xs)
 {
-    __m256 d[4][4];
     int r0 = 2 * ti - 1, c0 = 2 * tj - 1;
-    if (r0 >= 0 && c0 >= 0 && r0 + 3 < j->h && c0 + 3 < j->w) {
-        for (int i = 0; i < 4; i++)
-            for (int k = 0; k < 4; k++)
-                d[i][k] = _mm256_loadu_ps(p + ((size_t)(r0 + i) * j->w + c0 + k) * BLK);
-    } else {
-        for (int i = 0; i < 4; i++)
-            for (int k = 0; k < 4; k++) {
-                int r = r0 + i, c = c0 + k;
-                d[i][k] = r >= 0 && c >= 0 && r < j->h && c < j->w
-                              ? _mm256_loadu_ps(p + ((size_t)r * j->w + c) * BLK)
-                              : _mm256_setzero_ps();
-            }
-    }
-    __m256 t[4][4];
-    for (int k = 0; k < 4; k++) { /* B^T d: rows */
-        t[0][k] = _mm256_sub_ps(d[0][k], d[2][k]);
-        t[1][k] = _mm256_add_ps(d[1][k], d[2][k]);
-        t[2][k] = _mm256_sub_ps(d[2][k], d[1][k]);
-        t[3][k] = _mm256_sub_ps(d[1][k], d[3][k]);
-    }
-    for (int i = 0; i < 4; i++) { /* (B^T d) B: columns */
-        _mm256_storeu_ps(v + (size_t)(i * 4 + 0) * xs, _mm256_sub_ps(t[i][0], t[i][2]));
-        _mm256_storeu_ps(v + (size_t)(i * 4 + 1) * xs, _mm256_add_ps(t[i][1], t[i][2]));
-        _mm256_storeu_ps(v + (size_t)(i * 4 + 2) * xs, _mm256_sub_ps(t[i][2], t[i][1]));
-        _mm256_storeu_ps(v + (size_t)(i * 4 + 3) * xs, _mm256_sub_ps(t[i][1], t[i][3]));
-    }
+    if (r0 >= 0 && c0 >= 0 && r0 + 3 < j->h && c0 + 3 < j->w)
+        in_tile_at(j, p, r0, c0, 1, v, xs);
+    else
+        in_tile_at(j, p, r0, c0, 0, v, xs);
 }
 
 /* The register tile of all three directions' products: c[r][8 or 16]
@@ -524,7 +553,7 @@ int dl_cpu_conv_wino_filter(dl_backend *be, const dl_conv_desc *d, float *dw, co
                   .tw = (d->w + 1) / 2,
                   .dw = dw};
     j.tiles = (size_t)d->n * j.th * j.tw;
-    size_t nt = BLOCK_FLOATS / ((size_t)NXI * (j.ci + j.co)) / MR * MR;
+    size_t nt = FILTER_BLOCK_FLOATS / ((size_t)NXI * (j.ci + j.co)) / MR * MR;
     j.nt = nt < MR ? MR : nt > 96 ? 96 : (int)nt;
     /* chunks of images from the shape alone (the sums' order): 8 at most */
     int most = d->n < 8 ? d->n : 8;
