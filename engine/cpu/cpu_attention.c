@@ -154,6 +154,86 @@ static void mm_acc(float *restrict c, int ldc, const float *restrict a, int ars,
     }
 }
 
+/* x[j] *= f for j < n. */
+static void scale_row(float *x, int n, float f)
+{
+    int j = 0;
+#if defined(__AVX2__) && defined(__FMA__)
+    __m256 f8 = _mm256_set1_ps(f);
+    for (; j + 8 <= n; j += 8)
+        _mm256_storeu_ps(x + j, _mm256_mul_ps(_mm256_loadu_ps(x + j), f8));
+#endif
+    for (; j < n; j++)
+        x[j] *= f;
+}
+
+/* y[j] += x[j] for j < n. */
+static void add_row(float *y, const float *x, int n)
+{
+    int j = 0;
+#if defined(__AVX2__) && defined(__FMA__)
+    for (; j + 8 <= n; j += 8)
+        _mm256_storeu_ps(y + j, _mm256_add_ps(_mm256_loadu_ps(y + j), _mm256_loadu_ps(x + j)));
+#endif
+    for (; j < n; j++)
+        y[j] += x[j];
+}
+
+/* The sum of x[j] y[j] for j < n (eight partial sums, then in order). */
+static float dot_row(const float *x, const float *y, int n)
+{
+    int j = 0;
+    float sum = 0;
+#if defined(__AVX2__) && defined(__FMA__)
+    __m256 acc = _mm256_setzero_ps();
+    for (; j + 8 <= n; j += 8)
+        acc = _mm256_fmadd_ps(_mm256_loadu_ps(x + j), _mm256_loadu_ps(y + j), acc);
+    float part[8];
+    _mm256_storeu_ps(part, acc);
+    for (int k = 0; k < 8; k++)
+        sum += part[k];
+#endif
+    for (; j < n; j++)
+        sum += x[j] * y[j];
+    return sum;
+}
+
+/* The largest of m and x[j] for j < n (a NaN in x is passed over, as by
+ * the scalar compare). */
+static float max_row(const float *x, int n, float m)
+{
+    int j = 0;
+#if defined(__AVX2__) && defined(__FMA__)
+    if (n >= 8) {
+        __m256 acc = _mm256_set1_ps(m);
+        for (; j + 8 <= n; j += 8)
+            acc = _mm256_max_ps(_mm256_loadu_ps(x + j), acc); /* NaN in x: acc kept */
+        float part[8];
+        _mm256_storeu_ps(part, acc);
+        for (int k = 0; k < 8; k++)
+            m = part[k] > m ? part[k] : m;
+    }
+#endif
+    for (; j < n; j++)
+        m = x[j] > m ? x[j] : m;
+    return m;
+}
+
+/* s[j] = s[j] (dp[j] - sub) scale for j < n: P becomes scale * dS. */
+static void ds_row(float *s, const float *dp, int n, float sub, float scale)
+{
+    int j = 0;
+#if defined(__AVX2__) && defined(__FMA__)
+    __m256 sub8 = _mm256_set1_ps(sub), sc8 = _mm256_set1_ps(scale);
+    for (; j + 8 <= n; j += 8) {
+        __m256 g = _mm256_mul_ps(_mm256_sub_ps(_mm256_loadu_ps(dp + j), sub8), sc8);
+        _mm256_storeu_ps(s + j, _mm256_mul_ps(_mm256_loadu_ps(s + j), g));
+    }
+#endif
+    for (; j < n; j++)
+        s[j] *= (dp[j] - sub) * scale;
+}
+
 /* s [nq, BK] = scale * q [nq, dh] kt [dh, nk]; masked (causal, key after
  * query) entries get -INFINITY. */
 static void scores(float *s, const float *q, int ld, const float *kt, int nq, int nk, int dh,
@@ -164,9 +244,11 @@ static void scores(float *s, const float *q, int ld, const float *kt, int nq, in
     mm_acc(s, BK, q, ld, 1, kt, BK, nq, nk, dh);
     for (int i = 0; i < nq; i++) {
         float *si = s + i * BK;
-        int last = causal ? i0 + i - j0 : nk - 1; /* last visible key in the tile */
-        for (int j = 0; j < nk; j++)
-            si[j] = j <= last ? si[j] * scale : -INFINITY;
+        int seen = causal ? i0 + i - j0 + 1 : nk; /* keys visible in the tile */
+        seen = seen < 0 ? 0 : seen > nk ? nk : seen;
+        scale_row(si, seen, scale);
+        for (int j = seen; j < nk; j++)
+            si[j] = -INFINITY;
     }
 }
 
@@ -202,9 +284,7 @@ static int key_end(const attn_task *a, int i0, int nq) { return a->causal ? i0 +
  * accumulator must be scaled by. A row with every key masked adds 0. */
 static float online_row(float *si, int nk, float *m, float *l)
 {
-    float mx = *m;
-    for (int j = 0; j < nk; j++)
-        mx = si[j] > mx ? si[j] : mx;
+    float mx = max_row(si, nk, *m);
     if (mx == -INFINITY) {
         memset(si, 0, (size_t)nk * sizeof *si);
         return 1.0f;
@@ -236,8 +316,7 @@ static void fwd_tile(const attn_task *a, float *w, int b, int h, int i0)
         for (int i = 0; i < nq; i++) {
             float corr = online_row(s + i * BK, nk, m + i, l + i);
             if (corr != 1.0f)
-                for (int c = 0; c < dh; c++)
-                    acc[i * dh + c] *= corr;
+                scale_row(acc + i * dh, dh, corr);
         }
         mm_acc(acc, dh, s, BK, 1, v, ld, nq, dh, nk); /* acc [nq, dh] += P V */
     }
@@ -276,8 +355,7 @@ static void bwd_accumulate(const attn_task *a, float *s, const float *dp, const 
     int dh = a->dh, ld = 3 * a->d;
     mm_acc(dv, ld, s, 1, BK, dout_rows, a->d, nk, dh, nq);
     for (int i = 0; i < nq; i++)
-        for (int j = 0; j < nk; j++)
-            s[i * BK + j] *= (dp[i * BK + j] - dsum[i]) * a->scale;
+        ds_row(s + i * BK, dp + i * BK, nk, dsum[i], a->scale);
     mm_acc(dk, ld, s, 1, BK, q, ld, nk, dh, nq);
     mm_acc(dq, dh, s, BK, 1, k, ld, nq, dh, nk);
 }
@@ -296,10 +374,7 @@ static void bwd_head(const attn_task *a, float *w, int b, int h)
         const float *dout_rows = a->dout + (row0 + i0) * a->d + h * dh;
         for (int i = 0; i < nq; i++) {
             const float *oi = a->o + (row0 + i0 + i) * a->d + h * dh;
-            float acc = 0;
-            for (int c = 0; c < dh; c++)
-                acc += dout_rows[(size_t)i * a->d + c] * oi[c];
-            dsum[i] = acc;
+            dsum[i] = dot_row(dout_rows + (size_t)i * a->d, oi, dh);
             lse_rows[i] = a->lse[((size_t)b * a->heads + h) * a->t + i0 + i];
         }
         memset(dq, 0, (size_t)BQ * dh * sizeof *dq);
@@ -319,8 +394,7 @@ static void bwd_head(const attn_task *a, float *w, int b, int h)
                            dq, nq, nk);
         }
         for (int i = 0; i < nq; i++)
-            for (int c = 0; c < dh; c++)
-                dbase[(size_t)(i0 + i) * ld + c] += dq[i * dh + c];
+            add_row(dbase + (size_t)(i0 + i) * ld, dq + i * dh, dh);
     }
 }
 
