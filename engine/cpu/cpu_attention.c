@@ -154,19 +154,6 @@ static void mm_acc(float *restrict c, int ldc, const float *restrict a, int ars,
     }
 }
 
-/* x[j] *= f for j < n. */
-static void scale_row(float *x, int n, float f)
-{
-    int j = 0;
-#if defined(__AVX2__) && defined(__FMA__)
-    __m256 f8 = _mm256_set1_ps(f);
-    for (; j + 8 <= n; j += 8)
-        _mm256_storeu_ps(x + j, _mm256_mul_ps(_mm256_loadu_ps(x + j), f8));
-#endif
-    for (; j < n; j++)
-        x[j] *= f;
-}
-
 /* y[j] += x[j] for j < n. */
 static void add_row(float *y, const float *x, int n)
 {
@@ -246,7 +233,7 @@ static void scores(float *s, const float *q, int ld, const float *kt, int nq, in
         float *si = s + i * BK;
         int seen = causal ? i0 + i - j0 + 1 : nk; /* keys visible in the tile */
         seen = seen < 0 ? 0 : seen > nk ? nk : seen;
-        scale_row(si, seen, scale);
+        dl_v_scale(si, (size_t)seen, scale);
         for (int j = seen; j < nk; j++)
             si[j] = -INFINITY;
     }
@@ -316,7 +303,7 @@ static void fwd_tile(const attn_task *a, float *w, int b, int h, int i0)
         for (int i = 0; i < nq; i++) {
             float corr = online_row(s + i * BK, nk, m + i, l + i);
             if (corr != 1.0f)
-                scale_row(acc + i * dh, dh, corr);
+                dl_v_scale(acc + i * dh, (size_t)dh, corr);
         }
         mm_acc(acc, dh, s, BK, 1, v, ld, nq, dh, nk); /* acc [nq, dh] += P V */
     }

@@ -989,16 +989,7 @@ int dl_cpu_axpy(dl_backend *be, float *y, float alpha, const float *x, size_t n)
 static void scale_range(void *p, size_t b, size_t e)
 {
     job *j = p;
-    float *restrict y = j->y;
-    const float s = j->s0;
-    size_t i = b;
-#ifdef __AVX2__
-    __m256 vs = _mm256_set1_ps(s);
-    for (; i + 8 <= e; i += 8)
-        _mm256_storeu_ps(y + i, _mm256_mul_ps(_mm256_loadu_ps(y + i), vs));
-#endif
-    for (; i < e; i++)
-        y[i] *= s;
+    dl_v_scale(j->y + b, e - b, j->s0);
 }
 
 int dl_cpu_scale(dl_backend *be, float *x, float alpha, size_t n)

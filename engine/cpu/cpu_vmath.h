@@ -398,4 +398,21 @@ __attribute__((target("avx2"), always_inline)) static inline void dl_v_zip2(__m2
 }
 #endif
 
+#include <stddef.h>
+
+/* x[i] *= f for i < n: 8 lanes at a time where the build has AVX2, the
+ * tail (and every element elsewhere) one at a time; the same product
+ * either way. */
+static inline void dl_v_scale(float *x, size_t n, float f)
+{
+    size_t i = 0;
+#ifdef DL_CPU_VMATH
+    __m256 f8 = _mm256_set1_ps(f);
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(x + i, _mm256_mul_ps(_mm256_loadu_ps(x + i), f8));
+#endif
+    for (; i < n; i++)
+        x[i] *= f;
+}
+
 #endif
