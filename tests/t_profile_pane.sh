@@ -62,6 +62,23 @@ else
     kill "$reader" 2>/dev/null
 fi
 
+# --- --trace through a symbolic link: the file it leads to is written, the link kept --
+mkdir -p "$OUT/real"
+echo old >"$OUT/real/trace.json"
+ln -s "$OUT/real/trace.json" "$OUT/trace-link.json"
+if run prof_link 0 profile tests/tui_spirals.lua n=2000 --steps 3 --warmup 1 \
+    --trace "$OUT/trace-link.json"; then
+    if [ ! -L "$OUT/trace-link.json" ]; then
+        fail profile_trace_link "the link was replaced by a file"
+    elif ! python3 -c 'import json, sys; json.load(open(sys.argv[1]))' "$OUT/real/trace.json" 2>/dev/null; then
+        fail profile_trace_link "the linked file holds no trace: $(head -c 100 "$OUT/real/trace.json")"
+    elif ls "$OUT"/real/trace.json.tmp* "$OUT"/trace-link.json.tmp* >/dev/null 2>&1; then
+        fail profile_trace_link "a temporary file was left"
+    else
+        pass profile_trace_link
+    fi
+fi
+
 # --- the pane (F3) of a training in the workbench -------------------------------------
 if ! command -v tmux >/dev/null 2>&1; then
     skip t_profile_pane_tui "tmux is not installed"

@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,8 +41,23 @@ static int special_target(const char *path)
     return stat(path, &st) == 0 && !S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode);
 }
 
+/* Where a write to path lands: path, or the file a symbolic link there
+ * leads to. Renaming over the link would replace the link itself (as
+ * root, /dev/stdout with a file; a user's link into a shared folder with
+ * a copy). A dangling link is written over. */
+static const char *landing(const char *path, char *buf)
+{
+    struct stat st;
+    if (lstat(path, &st) == 0 && S_ISLNK(st.st_mode) && realpath(path, buf))
+        return buf;
+    return path;
+}
+
 int dl_fs_tmp_name(const char *path, char *tmp, size_t size)
 {
+    char real[PATH_MAX];
+    const char *named = path;
+    path = landing(path, real);
     int n;
     if (special_target(path)) {
         const char *dir = getenv("TMPDIR");
@@ -52,7 +68,7 @@ int dl_fs_tmp_name(const char *path, char *tmp, size_t size)
         n = snprintf(tmp, size, "%s.tmp.%ld", path, (long)getpid());
     }
     if (n < 0 || (size_t)n >= size)
-        return dl_error(DL_EINVAL, "%s: path too long", path);
+        return dl_error(DL_EINVAL, "%s: path too long", named);
     return DL_OK;
 }
 
@@ -94,14 +110,16 @@ static int copy_through(const char *tmp, const char *path)
 
 int dl_fs_commit(const char *tmp, const char *path)
 {
-    if (special_target(path))
-        return copy_through(tmp, path);
-    if (rename(tmp, path) < 0) {
+    char real[PATH_MAX];
+    const char *to = landing(path, real);
+    if (special_target(to))
+        return copy_through(tmp, to);
+    if (rename(tmp, to) < 0) {
         int e = errno;
         unlink(tmp);
         return dl_error(DL_EIO, "%s: cannot rename into place: %s", path, strerror(e));
     }
-    dl_fs_fsync_dir_of(path);
+    dl_fs_fsync_dir_of(to);
     return DL_OK;
 }
 

@@ -11,12 +11,14 @@
 int dl_fs_write_atomic(const char *path, const void *data, size_t n);
 
 /* The temporary file an atomic write of path goes through: "path.tmp.PID"
- * next to it, or, where path is a device or a pipe (/dev/null,
- * /dev/stdout), "$TMPDIR/dlbench-NAME.tmp.PID" (/tmp without TMPDIR).
+ * next to it (next to the file it leads to where path is a symbolic
+ * link), or, where path is a device or a pipe (/dev/null, /dev/stdout),
+ * "$TMPDIR/dlbench-NAME.tmp.PID" (/tmp without TMPDIR).
  * Returns DL_OK, or DL_EINVAL when it does not fit in size. */
 int dl_fs_tmp_name(const char *path, char *tmp, size_t size);
 
-/* Renames tmp over path, fsync'ing the folder: the last step of an atomic
+/* Renames tmp over path (over the file a symbolic link at path leads to,
+ * keeping the link), fsync'ing the folder: the last step of an atomic
  * write whose bytes the caller wrote itself (an HDF5 file, say), tmp named
  * by dl_fs_tmp_name. Where path is a device or a pipe, tmp's bytes are
  * copied into it instead and tmp removed: a rename would replace
