@@ -353,12 +353,22 @@ static void test_conv_blocked(void)
              * that is not square, 1x1 planes */
             dl_conv_desc wide = cdesc(2, 40, 9, 32, 3, 1, 1);
             wide.w = wide.q = 14;
+            /* and no padding ("valid": the data gradient pads dy by 2):
+             * the benchmark CNN's 32 -> 64 at 13x13, an even output
+             * plane, a non-square one, a 2x2 one */
+            dl_conv_desc wide0 = cdesc(2, 24, 9, 16, 3, 1, 0);
+            wide0.w = 14;
+            wide0.q = 12;
             const dl_conv_desc wcases[] = {cdesc(3, 32, 7, 40, 3, 1, 1),
                                            cdesc(37, 32, 6, 32, 3, 1, 1),
                                            wide,
                                            cdesc(4, 64, 1, 48, 3, 1, 1),
                                            cdesc(2, 128, 8, 128, 3, 1, 1),
-                                           cdesc(5, 16, 9, 16, 3, 1, 1)};
+                                           cdesc(5, 16, 9, 16, 3, 1, 1),
+                                           cdesc(3, 32, 13, 64, 3, 1, 0),
+                                           cdesc(2, 16, 10, 24, 3, 1, 0),
+                                           wide0,
+                                           cdesc(4, 16, 4, 16, 3, 1, 0)};
             /* and emulated bf16 (f32 kernels on rounded operands), where
              * this CPU has no bf16 arithmetic */
             int emulated = dl_cpu_kernel_type(be, DL_BF16) == DL_F32;

@@ -155,7 +155,7 @@ int dl_cpu_conv_1x1_blocked_filter(dl_backend *be, const dl_conv_desc *d, float 
                                    const float *dy, const float *x, dl_dtype compute);
 int dl_cpu_conv_1x1_blocked_data(dl_backend *be, const dl_conv_desc *d, float *dx, const float *dy,
                                  const float *w, int set, dl_dtype compute);
-/* cpu_conv_wino.c: Winograd F(2x2, 3x3) for 3x3 stride-1 pad-1 f32
+/* cpu_conv_wino.c: Winograd F(2x2, 3x3) for 3x3 stride-1 f32 (padding 1 or 0)
  * convolutions (and emulated bf16/f16: operands rounded first, as the
  * oneDNN path does) on x and y both in 8-channel blocks, AVX2 CPUs (where
  * oneDNN has no Winograd kernels), forward (0), data gradient (1) and

@@ -425,7 +425,11 @@ int dl_cpu_conv_algo(dl_backend *be, const dl_conv_desc *d, dl_dtype compute, ch
         snprintf(buf + used, size - used,
                  "; on 8-channel blocks the own Winograd F(2x2, 3x3) kernels (AVX2) take the "
                  "forward%s",
-                 dl_cpu_conv_wino_fits(be, d, compute, 1) ? " and both gradients" : "");
+                 dl_cpu_conv_wino_fits(be, d, compute, 1)
+                     ? (dl_cpu_conv_wino_fits(be, d, compute, 2) ? " and both gradients"
+                                                                 : " and the data gradient")
+                 : dl_cpu_conv_wino_fits(be, d, compute, 2) ? " and the filter gradient"
+                                                            : "");
     }
     if (own_f || own_d || own_w) {
         size_t used = strlen(buf);

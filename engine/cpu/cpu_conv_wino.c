@@ -1,4 +1,4 @@
-/* cpu_conv_wino.c - Winograd F(2x2, 3x3) for 3x3 stride-1 "same" convolutions on activations in 8-channel blocks (AVX2)
+/* cpu_conv_wino.c - Winograd F(2x2, 3x3) for 3x3 stride-1 convolutions (padding 1 or none) on activations in 8-channel blocks (AVX2)
  *
  * oneDNN's Winograd kernels need AVX-512; on an AVX2 CPU its direct
  * kernels ran the ResNet's and a CIFAR VGG's 3x3 layers at 80% of the
@@ -20,8 +20,11 @@
  * its 16 products on 6x16 register tiles (6 tiles times two vectors of
  * output channels), and the output transform back to 2x2 pixels. The
  * data gradient is the same computation on dy with the filter turned
- * 180 degrees and its channels swapped (a "same" 3x3 convolution's
- * transpose is one). Each output sums its channels in a fixed order
+ * 180 degrees and its channels swapped: the transpose of a 3x3
+ * convolution padded by pad is one padded by 2 - pad (a "same" one's is
+ * "same", a "valid" one's reads dy padded by 2). Tile (ti, tj) of the
+ * output reads its 4x4 input from (2 ti - off, 2 tj - off), off the
+ * padding. Each output sums its channels in a fixed order
  * within its own tile, so results do not depend on the thread count.
  * The filter gradient is the adjoint: per tile, x's B^T d B and dy's
  * A e A^T (e its 2x2 pixels), S[xi][k][c] += the product of the two over
@@ -66,10 +69,14 @@ enum {
 #define FILTER_BLOCK_FLOATS (96u << 10)
 
 typedef struct wino_job {
-    int ci, co, h, w; /* input and output channels; the plane, the same in and out */
-    int th, tw;       /* tiles a plane: ceil(h / 2), ceil(w / 2) */
-    size_t tiles;     /* images x th x tw */
-    int nt;           /* tiles a block (a multiple of MR) */
+    int ci, co;   /* input and output channels */
+    int h, w;     /* the input plane */
+    int oh, ow;   /* the output plane: h + 2 pad - 2 (the data gradient: the input's) */
+    int off;      /* tile (ti, tj) reads the input from (2 ti - off, 2 tj - off): pad,
+                       * or 2 - pad for the data gradient */
+    int th, tw;   /* tiles of the output plane: ceil(oh / 2), ceil(ow / 2) */
+    size_t tiles; /* images x th x tw */
+    int nt;       /* tiles a block (a multiple of MR) */
     size_t blocks, tasks;
     const float *in;   /* [n, ci / 8, h, w, 8] */
     const float *u;    /* [16, ci, co] */
@@ -134,7 +141,7 @@ WG_TARGET static WG_INLINE void in_tile_at(const wino_job *j, const float *p, in
 WG_TARGET static void in_tile(const wino_job *j, const float *p, int ti, int tj, float *v,
                               size_t xs)
 {
-    int r0 = 2 * ti - 1, c0 = 2 * tj - 1;
+    int r0 = 2 * ti - j->off, c0 = 2 * tj - j->off;
     if (r0 >= 0 && c0 >= 0 && r0 + 3 < j->h && c0 + 3 < j->w)
         in_tile_at(j, p, r0, c0, 1, v, xs);
     else
@@ -227,9 +234,9 @@ WG_TARGET static void out_tile(const wino_job *j, const float *m, size_t xs, __m
     for (int a = 0; a < 2; a++)
         for (int b = 0; b < 2; b++) {
             int r = 2 * ti + a, c = 2 * tj + b;
-            if (r >= j->h || c >= j->w)
+            if (r >= j->oh || c >= j->ow)
                 continue;
-            float *o = p + ((size_t)r * j->w + c) * BLK;
+            float *o = p + ((size_t)r * j->ow + c) * BLK;
             __m256 val = j->add ? _mm256_add_ps(_mm256_loadu_ps(o), y[a][b]) : y[a][b];
             _mm256_storeu_ps(o, val);
         }
@@ -272,11 +279,11 @@ WG_TARGET static void run_block(const wino_job *j, size_t b, float *V, float *M)
                   j->ci);
         }
     }
-    size_t out_plane = (size_t)j->h * j->w * BLK;
+    size_t out_plane = (size_t)j->oh * j->ow * BLK;
     for (int t = 0; t < cnt; t++) {
         size_t g = t0 + (size_t)t, n = g / plane_tiles, r = g % plane_tiles;
         int ti = (int)(r / (size_t)j->tw), tj = (int)(r % (size_t)j->tw);
-        float *img = j->out + n * (size_t)j->co * j->h * j->w;
+        float *img = j->out + n * out_plane / BLK * j->co;
         for (int kb = 0; kb < j->co / BLK; kb++) {
             __m256 bias = j->bias ? _mm256_loadu_ps(j->bias + kb * BLK) : _mm256_setzero_ps();
             out_tile(j, M + (size_t)t * j->co + kb * BLK, mxs, bias, img + (size_t)kb * out_plane,
@@ -306,7 +313,8 @@ WG_TARGET static void dy_tile(const wino_job *j, const float *p, int ti, int tj,
     for (int a = 0; a < 2; a++)
         for (int b = 0; b < 2; b++) {
             int r = 2 * ti + a, c = 2 * tj + b;
-            e[a][b] = r < j->h && c < j->w ? _mm256_loadu_ps(p + ((size_t)r * j->w + c) * BLK) : z;
+            e[a][b] =
+                r < j->oh && c < j->ow ? _mm256_loadu_ps(p + ((size_t)r * j->ow + c) * BLK) : z;
         }
     for (int b = 0; b < 2; b++) { /* A e: rows */
         zz[0][b] = e[0][b];
@@ -329,6 +337,7 @@ WG_TARGET static void filter_block(const wino_job *j, size_t t0, int cnt, float 
                                    float *S)
 {
     size_t plane_tiles = (size_t)j->th * j->tw, plane = (size_t)j->h * j->w * BLK;
+    size_t oplane = (size_t)j->oh * j->ow * BLK;
     size_t vxs = xi_stride(j->nt, j->ci), exs = xi_stride(j->nt, j->co);
     for (int t = 0; t < cnt; t++) {
         size_t g = t0 + (size_t)t, n = g / plane_tiles, r = g % plane_tiles;
@@ -336,9 +345,9 @@ WG_TARGET static void filter_block(const wino_job *j, size_t t0, int cnt, float 
         const float *img = j->in + n * (size_t)j->ci * j->h * j->w;
         for (int cb = 0; cb < j->ci / BLK; cb++)
             in_tile(j, img + (size_t)cb * plane, ti, tj, V + (size_t)t * j->ci + cb * BLK, vxs);
-        const float *dimg = j->dy + n * (size_t)j->co * j->h * j->w;
+        const float *dimg = j->dy + n * oplane / BLK * j->co;
         for (int kb = 0; kb < j->co / BLK; kb++)
-            dy_tile(j, dimg + (size_t)kb * plane, ti, tj, E + (size_t)t * j->co + kb * BLK, exs);
+            dy_tile(j, dimg + (size_t)kb * oplane, ti, tj, E + (size_t)t * j->co + kb * BLK, exs);
     }
     for (int xi = 0; xi < NXI; xi++) {
         const float *v = V + xi * vxs, *e = E + xi * exs;
@@ -451,8 +460,9 @@ int dl_cpu_conv_wino_fits(dl_backend *be, const dl_conv_desc *d, dl_dtype comput
 {
     if (dir < 0 || dir > 2 || dl_cpu_avx512() || dl_cpu_kernel_type(be, compute) != DL_F32 ||
         (compute != DL_F32 && compute != DL_BF16 && compute != DL_F16) || d->r != 3 || d->s != 3 ||
-        d->stride != 1 || d->pad != 1 || dl_conv_dilation(d) != 1 || dl_conv_groups(d) != 1 ||
-        d->c % BLK || d->k % BLK || d->n <= 0 || d->p != d->h || d->q != d->w)
+        d->stride != 1 || d->pad < 0 || d->pad > 1 || dl_conv_dilation(d) != 1 ||
+        dl_conv_groups(d) != 1 || d->c % BLK || d->k % BLK || d->n <= 0 ||
+        d->p != d->h + 2 * d->pad - 2 || d->q != d->w + 2 * d->pad - 2 || d->p < 1 || d->q < 1)
         return 0;
     const char *e = getenv("DLBENCH_CONV_WINO"); /* read per call: benches switch */
     if (e && (!strcmp(e, "0") || !strcmp(e, "1")))
@@ -467,8 +477,11 @@ int dl_cpu_conv_wino_fits(dl_backend *be, const dl_conv_desc *d, dl_dtype comput
      * cover 8x8, 0.89-1.03x. */
     if (d->c < 16 || d->k < 16 || (size_t)d->c * d->k > 128 * 128)
         return 0;
-    size_t covered = (size_t)4 * ((d->h + 1) / 2) * ((d->w + 1) / 2);
-    return dir == 0 || covered * 5 <= (size_t)d->h * d->w * 6;
+    /* the plane the direction's tiles cover: y's, dx's (x's) for the data
+     * gradient */
+    int th = dir == 1 ? d->h : d->p, tw = dir == 1 ? d->w : d->q;
+    size_t covered = (size_t)4 * ((th + 1) / 2) * ((tw + 1) / 2);
+    return dir == 0 || covered * 5 <= (size_t)th * tw * 6;
 }
 
 /* Emulated low precision (f32 kernels on operands rounded to compute):
@@ -493,16 +506,21 @@ static int wino_run(dl_backend *be, const dl_conv_desc *d, int data, float *out,
                     const float *w, const float *bias, int add, dl_dtype compute)
 {
     dl_dtype via = via_for(d, compute, data ? DL_CONV_DY_ROUNDED : DL_CONV_X_ROUNDED);
-    size_t nin = (size_t)d->n * (data ? d->k : d->c) * d->h * d->w;
+    /* the data gradient: dy (p x q) to dx (h x w), a 3x3 convolution
+     * padded by 2 - pad */
     wino_job j = {.ci = data ? d->k : d->c,
                   .co = data ? d->c : d->k,
-                  .h = d->h,
-                  .w = d->w,
-                  .th = (d->h + 1) / 2,
-                  .tw = (d->w + 1) / 2,
+                  .h = data ? d->p : d->h,
+                  .w = data ? d->q : d->w,
+                  .oh = data ? d->h : d->p,
+                  .ow = data ? d->w : d->q,
+                  .off = data ? 2 - d->pad : d->pad,
                   .bias = bias,
                   .out = out,
                   .add = add};
+    j.th = (j.oh + 1) / 2;
+    j.tw = (j.ow + 1) / 2;
+    size_t nin = (size_t)d->n * j.ci * j.h * j.w;
     j.tiles = (size_t)d->n * j.th * j.tw;
     size_t per_tile = (size_t)NXI * (j.ci + j.co);
     size_t nt = BLOCK_FLOATS / per_tile / MR * MR;
@@ -544,13 +562,16 @@ int dl_cpu_conv_wino_filter(dl_backend *be, const dl_conv_desc *d, float *dw, co
 {
     dl_dtype via_x = via_for(d, compute, DL_CONV_X_ROUNDED);
     dl_dtype via_dy = via_for(d, compute, DL_CONV_DY_ROUNDED);
-    size_t nx = (size_t)d->n * d->c * d->h * d->w, ny = (size_t)d->n * d->k * d->h * d->w;
+    size_t nx = (size_t)d->n * d->c * d->h * d->w, ny = (size_t)d->n * d->k * d->p * d->q;
     wino_job j = {.ci = d->c,
                   .co = d->k,
                   .h = d->h,
                   .w = d->w,
-                  .th = (d->h + 1) / 2,
-                  .tw = (d->w + 1) / 2,
+                  .oh = d->p,
+                  .ow = d->q,
+                  .off = d->pad,
+                  .th = (d->p + 1) / 2,
+                  .tw = (d->q + 1) / 2,
                   .dw = dw};
     j.tiles = (size_t)d->n * j.th * j.tw;
     size_t nt = FILTER_BLOCK_FLOATS / ((size_t)NXI * (j.ci + j.co)) / MR * MR;
