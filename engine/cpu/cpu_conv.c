@@ -423,7 +423,7 @@ int dl_cpu_conv_algo(dl_backend *be, const dl_conv_desc *d, dl_dtype compute, ch
     if (dl_cpu_conv_wino_fits(be, d, compute, 0)) { /* with the blocks the plan gives it */
         size_t used = strlen(buf);
         snprintf(buf + used, size - used,
-                 "; on 8-channel blocks the own Winograd F(2x2, 3x3) kernels (AVX2) take the "
+                 "; with x and y in 8-channel blocks, own Winograd F(2x2, 3x3) (AVX2) for the "
                  "forward%s",
                  dl_cpu_conv_wino_fits(be, d, compute, 1)
                      ? (dl_cpu_conv_wino_fits(be, d, compute, 2) ? " and both gradients"
