@@ -39,13 +39,15 @@ if run prof_set_bad 2 profile tests/tui_spirals.lua --set nosuch=1; then
 fi
 
 # --- --trace into a device or a pipe (/dev/null, /dev/stdout, mkfifo) ----------------
-# is written through, not renamed over: as root a rename replaced /dev/null with a file
+# is written through, not renamed over: as root a rename replaced /dev/null with a file;
+# its temporary file goes to TMPDIR
 mkfifo "$OUT/trace.fifo"
+mkdir -p "$OUT/tmpdir"
 python3 -c 'import json, sys; json.load(open(sys.argv[1])); print("ok")' "$OUT/trace.fifo" \
     >"$OUT/fifo_read.txt" 2>&1 &
 reader=$!
-if run prof_fifo 0 profile tests/tui_spirals.lua n=2000 --steps 3 --warmup 1 \
-    --trace "$OUT/trace.fifo"; then
+if TMPDIR="$OUT/tmpdir" run prof_fifo 0 profile tests/tui_spirals.lua n=2000 --steps 3 \
+    --warmup 1 --trace "$OUT/trace.fifo"; then
     for ((i = 0; i < 50; i++)); do kill -0 "$reader" 2>/dev/null && sleep 0.1; done
     kill "$reader" 2>/dev/null # still waiting: nothing was written into the pipe
     wait "$reader" 2>/dev/null
@@ -53,7 +55,7 @@ if run prof_fifo 0 profile tests/tui_spirals.lua n=2000 --steps 3 --warmup 1 \
         fail profile_trace_fifo "the pipe was replaced: $(ls -l "$OUT/trace.fifo")"
     elif [ "$(cat "$OUT/fifo_read.txt")" != ok ]; then
         fail profile_trace_fifo "the reader got no JSON: $(head -c 300 "$OUT/fifo_read.txt")"
-    elif ls "$OUT"/trace.fifo.tmp* /tmp/dlbench-trace.fifo.tmp.* >/dev/null 2>&1; then
+    elif [ -n "$(ls -A "$OUT/tmpdir")" ] || ls "$OUT"/trace.fifo.tmp* >/dev/null 2>&1; then
         fail profile_trace_fifo "a temporary file was left"
     else
         pass profile_trace_fifo

@@ -166,7 +166,7 @@ static void add_row(float *y, const float *x, int n)
         y[j] += x[j];
 }
 
-/* The sum of x[j] y[j] for j < n (eight partial sums, then in order). */
+/* The sum of x[j] y[j] for j < n (eight partial sums, added in order). */
 static float dot_row(const float *x, const float *y, int n)
 {
     int j = 0;
@@ -175,10 +175,7 @@ static float dot_row(const float *x, const float *y, int n)
     __m256 acc = _mm256_setzero_ps();
     for (; j + 8 <= n; j += 8)
         acc = _mm256_fmadd_ps(_mm256_loadu_ps(x + j), _mm256_loadu_ps(y + j), acc);
-    float part[8];
-    _mm256_storeu_ps(part, acc);
-    for (int k = 0; k < 8; k++)
-        sum += part[k];
+    sum = (float)dl_v_hsum(acc);
 #endif
     for (; j < n; j++)
         sum += x[j] * y[j];

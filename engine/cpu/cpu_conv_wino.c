@@ -81,11 +81,11 @@ typedef struct wino_job {
     const float *in;   /* [n, ci / 8, h, w, 8] */
     const float *u;    /* [16, ci, co] */
     const float *bias; /* [co] or NULL */
-    float *out;        /* [n, co / 8, h, w, 8] */
+    float *out;        /* [n, co / 8, oh, ow, 8] */
     int add;           /* out += instead of out = */
     float *scratch;    /* tasks x per_task floats */
     size_t per_task;   /* V [16, nt, ci], then M [16, nt, co] (filter: dy's [16, nt, co]) */
-    /* the filter gradient: in = x, dy [n, co / 8, h, w, 8]; its chunks of
+    /* the filter gradient: in = x, dy [n, co / 8, oh, ow, 8]; its chunks of
      * chunk_n images, each summing its tiles into parts [chunk][16, co, ci] */
     const float *dy;
     float *parts, *dw;
@@ -283,7 +283,7 @@ WG_TARGET static void run_block(const wino_job *j, size_t b, float *V, float *M)
     for (int t = 0; t < cnt; t++) {
         size_t g = t0 + (size_t)t, n = g / plane_tiles, r = g % plane_tiles;
         int ti = (int)(r / (size_t)j->tw), tj = (int)(r % (size_t)j->tw);
-        float *img = j->out + n * out_plane / BLK * j->co;
+        float *img = j->out + n * (size_t)j->co * j->oh * j->ow;
         for (int kb = 0; kb < j->co / BLK; kb++) {
             __m256 bias = j->bias ? _mm256_loadu_ps(j->bias + kb * BLK) : _mm256_setzero_ps();
             out_tile(j, M + (size_t)t * j->co + kb * BLK, mxs, bias, img + (size_t)kb * out_plane,
@@ -345,7 +345,7 @@ WG_TARGET static void filter_block(const wino_job *j, size_t t0, int cnt, float 
         const float *img = j->in + n * (size_t)j->ci * j->h * j->w;
         for (int cb = 0; cb < j->ci / BLK; cb++)
             in_tile(j, img + (size_t)cb * plane, ti, tj, V + (size_t)t * j->ci + cb * BLK, vxs);
-        const float *dimg = j->dy + n * oplane / BLK * j->co;
+        const float *dimg = j->dy + n * (size_t)j->co * j->oh * j->ow;
         for (int kb = 0; kb < j->co / BLK; kb++)
             dy_tile(j, dimg + (size_t)kb * oplane, ti, tj, E + (size_t)t * j->co + kb * BLK, exs);
     }
@@ -570,9 +570,9 @@ int dl_cpu_conv_wino_filter(dl_backend *be, const dl_conv_desc *d, float *dw, co
                   .oh = d->p,
                   .ow = d->q,
                   .off = d->pad,
-                  .th = (d->p + 1) / 2,
-                  .tw = (d->q + 1) / 2,
                   .dw = dw};
+    j.th = (j.oh + 1) / 2;
+    j.tw = (j.ow + 1) / 2;
     j.tiles = (size_t)d->n * j.th * j.tw;
     size_t nt = FILTER_BLOCK_FLOATS / ((size_t)NXI * (j.ci + j.co)) / MR * MR;
     j.nt = nt < MR ? MR : nt > 96 ? 96 : (int)nt;

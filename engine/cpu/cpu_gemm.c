@@ -119,17 +119,16 @@ static int gemm_widened(dl_backend *be, int trans_a, int trans_b, int m, int n, 
  * on a Zen 5 at 105-114 GFLOP/s a core where oneDNN's gave 190-225 on the
  * MLP's and char-GPT's shapes; with AVX2 only (an AVX-512 Xeon played as
  * AVX2: oneDNN's jit:avx2 against OpenBLAS's Haswell kernel) oneDNN's was
- * 7-20% faster on the same shapes, so it is the choice on both.
+ * 1-25% faster on the same shapes, so it is the choice on both.
  * DLBENCH_SGEMM=openblas or dnnl chooses (measurements); read once. */
 static int sgemm_dnnl(void)
 {
     static int use = -1;
     if (use < 0) {
-        const char *e = getenv("DLBENCH_SGEMM");
 #ifdef DL_HAVE_DNNL
+        const char *e = getenv("DLBENCH_SGEMM");
         use = !(e && !strcmp(e, "openblas"));
 #else
-        (void)e;
         use = 0;
 #endif
     }

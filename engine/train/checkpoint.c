@@ -383,17 +383,14 @@ static int write_synced(const char *tmp, const void *data, size_t n)
 static int write_file(const char *path, const void *image, size_t size)
 {
     char tmp[1100];
-    int rc = DL_OK;
     DL_TRY(dl_fs_tmp_name(path, tmp, sizeof tmp));
     int err = write_synced(tmp, image, size);
     if (err) {
-        rc = dl_error(DL_EIO, "%s: writing the checkpoint failed: %s", tmp, strerror(err));
-    } else {
-        fault_before_rename();
-        return dl_fs_commit(tmp, path); /* removes tmp when it fails */
+        unlink(tmp);
+        return dl_error(DL_EIO, "%s: writing the checkpoint failed: %s", tmp, strerror(err));
     }
-    unlink(tmp);
-    return rc;
+    fault_before_rename();
+    return dl_fs_commit(tmp, path); /* removes tmp when it fails */
 }
 
 int dl_checkpoint_save(const char *path, dl_model *m, const dl_checkpoint_info *info)
