@@ -59,6 +59,8 @@ static const shape shapes[] = {
     /* LeNet-5's, batch 128: 5x5 kernels on 1 and 6 channels */
     {"lenet 1->6 5x5 28x28", 128, 1, 28, 6, 5, 1, 2, 0},
     {"lenet 6->16 5x5 14x14", 128, 6, 14, 16, 5, 1, 0, 0},
+    /* the PyTorch CIFAR tutorial's first: 5x5 on 3 channels, no padding */
+    {"cifar lenet 3->6 5x5 32x32", 64, 3, 32, 6, 5, 1, 0, 0},
     /* depthwise (groups = channels), a MobileNet's on CIFAR: memory-bound,
      * so GB/s of x, y and w read or written once is the figure to watch */
     {"dw 32 32x32", 64, 32, 32, 32, 3, 1, 1, 32},

@@ -618,6 +618,55 @@ static void test_conv_1x1(void)
     }
 }
 
+/* Stride-1 convolutions of 1-3 input channels and up to 15 outputs:
+ * cpu_conv_small.c's direct forward and filter kernels, 16 and 8 lanes
+ * (every output-channel block split, pads wider than the kernel, planes
+ * whose padded rows end mid-vector, the forward's bands of rows), against
+ * the double reference; their switch off gives the other paths, and the
+ * algorithm text names them. */
+static void test_conv_small(void)
+{
+    static const int cases[][9] =
+        {
+            /* n, c, h, w, k, r, s, stride, pad */
+            {3, 3, 32, 32, 6, 5, 5, 1, 0}, /* LeNet on RGB */
+            {2, 1, 28, 28, 6, 5, 5, 1, 2}, /* LeNet on MNIST */
+            {3, 1, 28, 28, 15, 5, 5, 1, 2}, {2, 2, 9, 30, 7, 3, 3, 1, 4},
+            {2, 3, 11, 5, 9, 3, 2, 1, 1},   {1, 1, 3, 3, 1, 3, 3, 1, 0},
+            {2, 3, 60, 61, 8, 7, 7, 1, 3}, /* bands of rows; the filter's planes too large */
+            {2, 2, 40, 13, 13, 1, 1, 1, 0},
+        };
+    int was = dl_cpu_avx512();
+    for (int isa = 0; isa < 2; isa++) {
+        if (isa && !dl_cpu_set_avx512(1))
+            break; /* no AVX-512 here: the AVX2 round was all */
+        dl_cpu_set_avx512(isa);
+        for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+            const int *c = cases[i];
+            dl_conv_desc d = conv_desc(c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7], c[8]);
+            CHECK_MSG(dl_cpu_conv_small_fits(&d, DL_F32), "case %zu: small kernels expected", i);
+            conv_case(&d, DL_F32, (int)(i & 1));
+            conv_case(&d, DL_BF16, 1);
+        }
+    }
+    dl_cpu_set_avx512(was);
+    dl_conv_desc d = conv_desc(3, 3, 32, 32, 6, 5, 5, 1, 0);
+    char buf[256];
+    CHECK_OK(dl_cpu_conv_algo(cpu(), &d, DL_F32, buf, sizeof buf));
+    CHECK_MSG(strstr(buf, "direct kernels for few channels") != NULL, "algo: %s", buf);
+    setenv("DLBENCH_CONV_SMALL", "0", 1);
+    CHECK(!dl_cpu_conv_small_fits(&d, DL_F32));
+    conv_case(&d, DL_F32, 1);
+    unsetenv("DLBENCH_CONV_SMALL");
+    /* stride 2, 4 input channels, 16 outputs: not theirs */
+    d = conv_desc(2, 3, 32, 32, 6, 5, 5, 2, 0);
+    CHECK(!dl_cpu_conv_small_fits(&d, DL_F32));
+    d = conv_desc(2, 4, 32, 32, 6, 5, 5, 1, 0);
+    CHECK(!dl_cpu_conv_small_fits(&d, DL_F32));
+    d = conv_desc(2, 3, 32, 32, 16, 5, 5, 1, 0);
+    CHECK(!dl_cpu_conv_small_fits(&d, DL_F32));
+}
+
 /* 3x3 stride-1 convolutions from 32 channels on, in f32: oneDNN's
  * Winograd kernels (F(4x4, 3x3)) where the CPU has AVX-512, against the
  * double reference with the same tolerance as the direct ones: all three
@@ -2627,6 +2676,7 @@ int main(void)
     RUN(test_gemm_widened);
     RUN(test_gemm_edges);
     RUN(test_conv_reference);
+    RUN(test_conv_small);
     RUN(test_conv_threads);
     RUN(test_conv_1x1);
     RUN(test_conv_grouped);

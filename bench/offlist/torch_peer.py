@@ -31,7 +31,19 @@ def build(torch, name):
                              nn.Linear(3072, 1024), nn.LayerNorm(1024), nn.GELU(), nn.Dropout(0.1),
                              nn.Linear(1024, 512), nn.LayerNorm(512), nn.GELU(), nn.Dropout(0.1),
                              nn.Linear(512, 10))
-    raise SystemExit(f"torch_peer.py: model must be vgg or mlp-ln, got {name}")
+    if name == "lenet":
+        return nn.Sequential(nn.Conv2d(3, 6, 5), nn.ReLU(), nn.MaxPool2d(2),
+                             nn.Conv2d(6, 16, 5), nn.ReLU(), nn.MaxPool2d(2),
+                             nn.Flatten(), nn.Linear(16 * 5 * 5, 120), nn.ReLU(),
+                             nn.Linear(120, 84), nn.ReLU(), nn.Linear(84, 10))
+    if name == "strided":
+        def cbs(cin, cout, stride):
+            return [nn.Conv2d(cin, cout, 3, stride=stride, padding=1, bias=False),
+                    nn.BatchNorm2d(cout), nn.SiLU()]
+        return nn.Sequential(*cbs(3, 32, 1), *cbs(32, 64, 2), *cbs(64, 64, 1),
+                             *cbs(64, 128, 2), *cbs(128, 128, 1),
+                             nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(128, 10))
+    raise SystemExit(f"torch_peer.py: model must be vgg, mlp-ln, lenet or strided, got {name}")
 
 
 def main():

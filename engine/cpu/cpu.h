@@ -155,6 +155,18 @@ int dl_cpu_conv_1x1_blocked_filter(dl_backend *be, const dl_conv_desc *d, float 
                                    const float *dy, const float *x, dl_dtype compute);
 int dl_cpu_conv_1x1_blocked_data(dl_backend *be, const dl_conv_desc *d, float *dx, const float *dy,
                                  const float *w, int set, dl_dtype compute);
+/* cpu_conv_small.c: direct forward kernels for stride-1 convolutions of
+ * 1 to 3 input channels and up to 15 outputs (LeNet's, small stems), on
+ * NCHW, f32 and emulated bf16/f16, AVX-512F or AVX2: _fits says whether
+ * the shape and CPU suit them; _forward writes y (+ b). The filter
+ * gradient likewise (_filter_fits: planes up to about 2700 outputs at
+ * the padded pitch): _filter adds into dw and db (db may be NULL). */
+int dl_cpu_conv_small_fits(const dl_conv_desc *d, dl_dtype compute);
+int dl_cpu_conv_small_filter_fits(const dl_conv_desc *d, dl_dtype compute);
+int dl_cpu_conv_small_filter(dl_backend *be, const dl_conv_desc *d, float *dw, float *db,
+                             const float *dy, const float *x, dl_dtype compute);
+int dl_cpu_conv_small_forward(dl_backend *be, const dl_conv_desc *d, float *y, const float *x,
+                              const float *w, const float *b, dl_dtype compute);
 /* cpu_conv_wino.c: Winograd F(2x2, 3x3) for 3x3 stride-1 f32 (padding 1 or 0)
  * convolutions (and emulated bf16/f16: operands rounded first, as the
  * oneDNN path does) on x and y both in 8-channel blocks, AVX2 CPUs (where

@@ -405,6 +405,11 @@ int dl_cpu_conv_algo(dl_backend *be, const dl_conv_desc *d, dl_dtype compute, ch
     if (use_1x1(be, d, compute))
         snprintf(buf, size, "cpu 1x1 kernels (AVX-512), per-image products%s",
                  d->stride > 1 ? ", strided input subsampled" : "");
+    else if (dl_cpu_conv_small_fits(d, compute))
+        snprintf(buf, size,
+                 "cpu direct kernels for few channels (%s): forward%s; im2col + GEMM for data",
+                 dl_cpu_avx512() ? "AVX-512" : "AVX2",
+                 dl_cpu_conv_small_filter_fits(d, compute) ? " and filter" : "");
     else if (!dl_cpu_dnnl_conv_wanted_dir(d, dl_cpu_kernel_type(be, compute), 2) ||
              !dl_cpu_dnnl_conv_describe(be, d, compute, buf, size))
         snprintf(buf, size, "cpu im2col + GEMM, %d images a chunk%s", chunk_images(d),
@@ -1260,6 +1265,8 @@ int dl_cpu_conv_forward(dl_backend *be, const dl_conv_desc *d, float *y, const f
                    : 0;
     if (done)
         return done < 0 ? done : DL_OK;
+    if (dl_cpu_conv_small_fits(d, compute))
+        return dl_cpu_conv_small_forward(be, d, y, x, w, b, compute);
     if (use_direct(d))
         return direct_forward(be, d, y, x, w, b, compute);
     conv_work cw;
@@ -1419,6 +1426,8 @@ int dl_cpu_conv_backward_filter(dl_backend *be, const dl_conv_desc *d, float *dw
             done = 1;
         } else if (use_1x1(be, d, compute)) {
             return dl_cpu_conv_1x1_backward_filter(be, d, dw, db, dy, x, ws, compute);
+        } else if (dl_cpu_conv_small_filter_fits(d, compute)) {
+            return dl_cpu_conv_small_filter(be, d, dw, db, dy, x, compute);
         } else if (dl_cpu_dnnl_conv_wanted_dir(d, dl_cpu_kernel_type(be, compute), 2)) {
             done = dl_cpu_dnnl_conv(be, 2, d, compute, dw, NULL, x, dy, NULL, NULL);
         }

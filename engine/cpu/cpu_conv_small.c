@@ -1,0 +1,534 @@
+/* cpu_conv_small.c - direct forward kernels for convolutions with few input channels (LeNet's, a stem's)
+ *
+ * Below 4 input channels and 16 outputs oneDNN is not asked for the
+ * forward (cpu_conv_dnnl.c's rule), and im2col + GEMM makes products of
+ * depth c*r*s and width k: LeNet's 5x5 layer on RGB images (3 -> 6) ran
+ * at 17 GFLOP/s that way. Here, per image, x's planes are copied
+ * zero-padded into a scratch of hp = h + 2 pad rows of wp = w + 2 pad
+ * floats, one plane after the other. Outputs are numbered o = oh*wp + ow
+ * over rows of wp columns (the last s - 1 of a row lie outside y and are
+ * dropped), so tap (c, r, s) of output o reads the scratch at
+ * c*hp*wp + r*wp + s + o: consecutive outputs read consecutive floats,
+ * across the ends of rows. A block of V vectors of outputs and KB output
+ * channels stays in registers; per tap, V loads, KB broadcast weights and
+ * KB*V multiply-adds. Each sum starts at the bias and takes the taps in
+ * w's order (c, r, s), one multiply-add each: the same bits at any
+ * vector width, block or thread count. A band of output rows is stored
+ * into a scratch of KB planes of pitch wp, then its rows of q columns go
+ * to y.
+ *
+ *   y[i, k, oh, ow] = b[k] + sum over (c, r, s) of w[k, c, r, s] * xpad[i, c, oh + r, ow + s]
+ *
+ * The filter gradient, on the same scratch: dy's planes of a block of
+ * KB output channels are laid out at pitch wp with zeros in the dropped
+ * columns (and past the last vector), so
+ *
+ *   dw[k, c, r, s] += sum over i, o of dypad[i, k, o] * xpad[i, c, o + r*wp + s]
+ *
+ * is a dot product of two runs of floats. KB channels by JB taps of
+ * vector accumulators stay in registers over an image's outputs (per
+ * output vector KB + JB loads, KB*JB multiply-adds), then are added to
+ * lane sums kept over the images in order; each lane sum is reduced in
+ * double at the end. Units of work are blocks of output channels, each
+ * over every image, so the bits do not depend on the thread count. (A
+ * dropped column multiplies a 0 of dy by an x of the next row: an
+ * infinite x there would give NaN where the exact sum has none; such an
+ * input makes the forward's y infinite anyway.) db sums dy per image
+ * and channel in f32, the images in double, as the other paths do.
+ *
+ * 16 lanes where the CPU has AVX-512F (up to 8 output channels a block,
+ * 4 or 3 vectors), else 8 with AVX2 and FMA (up to 6 channels, 2
+ * vectors). Stride 1, dilation 1, one group; f32, or bf16/f16 emulated
+ * on operands rounded to the type as they are copied. Images are the
+ * units of work; a thread's scratch is its own (no allocation in a
+ * step). DLBENCH_CONV_SMALL=0 leaves them out (comparisons). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/base/error.h"
+#include "engine/cpu/cpu.h"
+
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+#include <immintrin.h>
+#define SMALL_VECTOR 1
+#endif
+
+#define SMALL_C 3       /* input channels up to */
+#define SMALL_K 15      /* output channels up to */
+#define SMALL_TAPS 160  /* c*r*s up to */
+#define SMALL_X 16384   /* floats of an image's padded planes, with the spill past them */
+#define SMALL_Y 8192    /* floats of a band of KB output planes of pitch wp */
+#define SMALL_SPILL 128 /* floats past the planes a block may read: 16 * 4 vectors + s */
+
+int dl_cpu_conv_small_fits(const dl_conv_desc *d, dl_dtype compute)
+{
+#ifdef SMALL_VECTOR
+    const char *e = getenv("DLBENCH_CONV_SMALL"); /* 0: never (comparisons; read per call) */
+    if ((e && !strcmp(e, "0")) || (compute != DL_F32 && compute != DL_BF16 && compute != DL_F16))
+        return 0;
+    if (d->c < 1 || d->c > SMALL_C || d->k < 1 || d->k > SMALL_K || d->stride != 1 ||
+        dl_conv_groups(d) != 1 || d->dilation > 1 || d->x_blk || d->y_blk)
+        return 0;
+    if (d->c * d->r * d->s > SMALL_TAPS || d->s >= SMALL_SPILL - 64 || d->p < 1 || d->q < 1)
+        return 0;
+    size_t wp = (size_t)d->w + 2 * d->pad, hp = (size_t)d->h + 2 * d->pad;
+    /* one row of outputs for the largest block must fit the y band */
+    if ((size_t)d->c * hp * wp + SMALL_SPILL > SMALL_X || 8 * (wp + 64) > SMALL_Y)
+        return 0;
+    if (!dl_cpu_avx512() && !(__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")))
+        return 0;
+    return 1;
+#else
+    (void)d, (void)compute;
+    return 0;
+#endif
+}
+
+#ifdef SMALL_VECTOR
+/* A thread's scratch: an image's padded planes, a band of output planes. */
+static _Thread_local float xs[SMALL_X] __attribute__((aligned(64)));
+static _Thread_local float ys[SMALL_Y] __attribute__((aligned(64)));
+
+typedef struct small_task {
+    const dl_conv_desc *d;
+    dl_dtype compute;
+    const float *x, *b;
+    float *y;
+    const float *wt; /* per block of output channels: [taps][kb] */
+    int off[SMALL_TAPS];
+    int blocks, kb[SMALL_K]; /* channels of each block */
+} small_task;
+
+/* y rows oh of [o0 / wp, ...) in a band of the KB planes at ys, pitch
+ * `pitch`: outputs o in [o0, o1) (a multiple of the block's floats). */
+typedef void (*small_fn)(const float *xp, const int *off, int taps, const float *wt,
+                         const float *bias, float *out, size_t pitch, size_t o0, size_t o1);
+
+#define SMALL_INLINE static inline __attribute__((always_inline))
+
+#define T512 __attribute__((target("avx512f")))
+#define T256 __attribute__((target("avx2,fma")))
+
+T512 SMALL_INLINE void body512(int KB, int V, const float *xp, const int *off, int taps,
+                               const float *wt, const float *bias, float *out, size_t pitch,
+                               size_t o0, size_t o1)
+{
+    for (size_t o = o0; o < o1; o += 16 * (size_t)V) {
+        __m512 acc[8][4];
+#pragma GCC unroll 8
+        for (int k = 0; k < KB; k++)
+#pragma GCC unroll 4
+            for (int v = 0; v < V; v++)
+                acc[k][v] = _mm512_set1_ps(bias[k]);
+        const float *xo = xp + o;
+        for (int j = 0; j < taps; j++) {
+            __m512 xv[4];
+#pragma GCC unroll 4
+            for (int v = 0; v < V; v++)
+                xv[v] = _mm512_loadu_ps(xo + off[j] + 16 * v);
+#pragma GCC unroll 8
+            for (int k = 0; k < KB; k++) {
+                __m512 wv = _mm512_set1_ps(wt[j * KB + k]);
+#pragma GCC unroll 4
+                for (int v = 0; v < V; v++)
+                    acc[k][v] = _mm512_fmadd_ps(wv, xv[v], acc[k][v]);
+            }
+        }
+#pragma GCC unroll 8
+        for (int k = 0; k < KB; k++)
+#pragma GCC unroll 4
+            for (int v = 0; v < V; v++)
+                _mm512_storeu_ps(out + k * pitch + (o - o0) + 16 * v, acc[k][v]);
+    }
+}
+
+T256 SMALL_INLINE void body256(int KB, int V, const float *xp, const int *off, int taps,
+                               const float *wt, const float *bias, float *out, size_t pitch,
+                               size_t o0, size_t o1)
+{
+    for (size_t o = o0; o < o1; o += 8 * (size_t)V) {
+        __m256 acc[6][2];
+#pragma GCC unroll 8
+        for (int k = 0; k < KB; k++)
+#pragma GCC unroll 4
+            for (int v = 0; v < V; v++)
+                acc[k][v] = _mm256_set1_ps(bias[k]);
+        const float *xo = xp + o;
+        for (int j = 0; j < taps; j++) {
+            __m256 xv[2];
+#pragma GCC unroll 4
+            for (int v = 0; v < V; v++)
+                xv[v] = _mm256_loadu_ps(xo + off[j] + 8 * v);
+#pragma GCC unroll 8
+            for (int k = 0; k < KB; k++) {
+                __m256 wv = _mm256_broadcast_ss(wt + j * KB + k);
+#pragma GCC unroll 4
+                for (int v = 0; v < V; v++)
+                    acc[k][v] = _mm256_fmadd_ps(wv, xv[v], acc[k][v]);
+            }
+        }
+#pragma GCC unroll 8
+        for (int k = 0; k < KB; k++)
+#pragma GCC unroll 4
+            for (int v = 0; v < V; v++)
+                _mm256_storeu_ps(out + k * pitch + (o - o0) + 8 * v, acc[k][v]);
+    }
+}
+
+#define K512(KB, V)                                                                                \
+    T512 static void k512_##KB(const float *xp, const int *off, int taps, const float *wt,         \
+                               const float *bias, float *out, size_t pitch, size_t o0, size_t o1)  \
+    {                                                                                              \
+        body512(KB, V, xp, off, taps, wt, bias, out, pitch, o0, o1);                               \
+    }
+#define K256(KB)                                                                                   \
+    T256 static void k256_##KB(const float *xp, const int *off, int taps, const float *wt,         \
+                               const float *bias, float *out, size_t pitch, size_t o0, size_t o1)  \
+    {                                                                                              \
+        body256(KB, 2, xp, off, taps, wt, bias, out, pitch, o0, o1);                               \
+    }
+// clang-format off: one kernel a line
+K512(1, 4)
+K512(2, 4)
+K512(3, 4)
+K512(4, 4)
+K512(5, 4)
+K512(6, 4)
+K512(7, 3)
+K512(8, 3)
+K256(1)
+K256(2)
+K256(3)
+K256(4)
+K256(5)
+K256(6)
+// clang-format on
+#undef K512
+#undef K256
+
+static const small_fn fns512[9] = {NULL,   k512_1, k512_2, k512_3, k512_4,
+                                   k512_5, k512_6, k512_7, k512_8};
+static const small_fn fns256[7] = {NULL, k256_1, k256_2, k256_3, k256_4, k256_5, k256_6};
+
+/* Outputs one call of the block's kernel makes: V vectors. */
+static size_t block_floats(int kb) { return dl_cpu_avx512() ? (kb <= 6 ? 64 : 48) : 16; }
+
+/* x's planes of image i, zero-padded and rounded via compute, into xs. */
+static void pad_planes(const small_task *t, const float *x)
+{
+    const dl_conv_desc *d = t->d;
+    int wp = d->w + 2 * d->pad, hp = d->h + 2 * d->pad;
+    size_t plane = (size_t)hp * wp;
+    memset(xs, 0, (d->c * plane + SMALL_SPILL) * sizeof(float));
+    for (int c = 0; c < d->c; c++)
+        for (int ih = 0; ih < d->h; ih++) {
+            float *dst = xs + c * plane + (size_t)(ih + d->pad) * wp + d->pad;
+            const float *src = x + ((size_t)c * d->h + ih) * d->w;
+            if (t->compute == DL_F32)
+                memcpy(dst, src, (size_t)d->w * sizeof(float));
+            else
+                for (int iw = 0; iw < d->w; iw++)
+                    dst[iw] = dl_cpu_round_to(src[iw], t->compute);
+        }
+}
+
+static void small_task_fn(void *arg, size_t begin, size_t end)
+{
+    const small_task *t = arg;
+    const dl_conv_desc *d = t->d;
+    int wp = d->w + 2 * d->pad, taps = d->c * d->r * d->s;
+    size_t pq = (size_t)d->p * d->q;
+    const float zero[SMALL_K] = {0};
+    for (size_t i = begin; i < end; i++) {
+        pad_planes(t, t->x + i * (size_t)d->c * d->h * d->w);
+        float *yi = t->y + i * (size_t)d->k * pq;
+        const float *wt = t->wt;
+        for (int bl = 0, k0 = 0; bl < t->blocks;
+             k0 += t->kb[bl], wt += (size_t)taps * t->kb[bl], bl++) {
+            int kb = t->kb[bl];
+            small_fn fn = dl_cpu_avx512() ? fns512[kb] : fns256[kb];
+            size_t blk = block_floats(kb);
+            /* rows a band: kb planes of rows * wp outputs, rounded up to blocks */
+            size_t rows = (SMALL_Y / kb - blk) / wp;
+            const float *bias = t->b ? t->b + k0 : zero;
+            for (int oh0 = 0; oh0 < d->p; oh0 += (int)rows) {
+                int oh1 = oh0 + (int)rows < d->p ? oh0 + (int)rows : d->p;
+                size_t o0 = (size_t)oh0 * wp, n = (size_t)(oh1 - oh0) * wp;
+                size_t pitch = (n + blk - 1) / blk * blk;
+                fn(xs, t->off, taps, wt, bias, ys, pitch, o0, o0 + pitch);
+                for (int k = 0; k < kb; k++)
+                    for (int oh = oh0; oh < oh1; oh++)
+                        memcpy(yi + (size_t)(k0 + k) * pq + (size_t)oh * d->q,
+                               ys + k * pitch + (size_t)(oh - oh0) * wp,
+                               (size_t)d->q * sizeof(float));
+            }
+        }
+    }
+}
+#endif
+
+/* --- filter gradient --------------------------------------------------- */
+
+#define FILTER_KB512 3 /* channels a block: 3 x up to 8 taps of accumulators */
+#define FILTER_JB512 8
+#define FILTER_KB256 2 /* AVX2: 2 x up to 5 */
+#define FILTER_JB256 5
+
+#ifdef SMALL_VECTOR
+typedef struct filter_task {
+    const dl_conv_desc *d;
+    dl_dtype compute;
+    const float *x, *dy;
+    float *dw, *db;
+    int off[SMALL_TAPS];
+    size_t nvirt; /* outputs a plane at pitch wp, rounded up to vectors */
+} filter_task;
+
+/* acc[k][j] (lane sums in memory, 16 or 8 floats each) += the dot
+ * products of KB dy runs at dys (pitch nvirt) with JB x runs at
+ * xp + off[j], over nvirt outputs. */
+typedef void (*filter_fn)(const float *dys, size_t nvirt, const float *xp, const int *off,
+                          float *acc, size_t acc_pitch);
+
+T512 SMALL_INLINE void fbody512(int KB, int JB, const float *dys, size_t nvirt, const float *xp,
+                                const int *off, float *acc, size_t acc_pitch)
+{
+    __m512 a[FILTER_KB512][FILTER_JB512];
+#pragma GCC unroll 4
+    for (int k = 0; k < KB; k++)
+#pragma GCC unroll 8
+        for (int j = 0; j < JB; j++)
+            a[k][j] = _mm512_setzero_ps();
+    for (size_t o = 0; o < nvirt; o += 16) {
+        __m512 g[FILTER_KB512];
+#pragma GCC unroll 4
+        for (int k = 0; k < KB; k++)
+            g[k] = _mm512_loadu_ps(dys + k * nvirt + o);
+#pragma GCC unroll 8
+        for (int j = 0; j < JB; j++) {
+            __m512 xv = _mm512_loadu_ps(xp + off[j] + o);
+            /* one load for the KB products: GCC would fold it into each
+             * (a misaligned load splits over two cache lines, twice the cost) */
+            __asm__("" : "+v"(xv));
+#pragma GCC unroll 4
+            for (int k = 0; k < KB; k++)
+                a[k][j] = _mm512_fmadd_ps(g[k], xv, a[k][j]);
+        }
+    }
+#pragma GCC unroll 4
+    for (int k = 0; k < KB; k++)
+#pragma GCC unroll 8
+        for (int j = 0; j < JB; j++) {
+            float *p = acc + k * acc_pitch + 16 * j;
+            _mm512_storeu_ps(p, _mm512_add_ps(_mm512_loadu_ps(p), a[k][j]));
+        }
+}
+
+T256 SMALL_INLINE void fbody256(int KB, int JB, const float *dys, size_t nvirt, const float *xp,
+                                const int *off, float *acc, size_t acc_pitch)
+{
+    __m256 a[FILTER_KB256][FILTER_JB256];
+#pragma GCC unroll 4
+    for (int k = 0; k < KB; k++)
+#pragma GCC unroll 8
+        for (int j = 0; j < JB; j++)
+            a[k][j] = _mm256_setzero_ps();
+    for (size_t o = 0; o < nvirt; o += 8) {
+        __m256 g[FILTER_KB256];
+#pragma GCC unroll 4
+        for (int k = 0; k < KB; k++)
+            g[k] = _mm256_loadu_ps(dys + k * nvirt + o);
+#pragma GCC unroll 8
+        for (int j = 0; j < JB; j++) {
+            __m256 xv = _mm256_loadu_ps(xp + off[j] + o);
+            __asm__("" : "+x"(xv)); /* one load for the KB products, as above */
+#pragma GCC unroll 4
+            for (int k = 0; k < KB; k++)
+                a[k][j] = _mm256_fmadd_ps(g[k], xv, a[k][j]);
+        }
+    }
+#pragma GCC unroll 4
+    for (int k = 0; k < KB; k++)
+#pragma GCC unroll 8
+        for (int j = 0; j < JB; j++) {
+            float *p = acc + k * acc_pitch + 8 * j;
+            _mm256_storeu_ps(p, _mm256_add_ps(_mm256_loadu_ps(p), a[k][j]));
+        }
+}
+
+#define F512(KB, JB)                                                                               \
+    T512 static void f512_##KB##_##JB(const float *dys, size_t nvirt, const float *xp,             \
+                                      const int *off, float *acc, size_t acc_pitch)                \
+    {                                                                                              \
+        fbody512(KB, JB, dys, nvirt, xp, off, acc, acc_pitch);                                     \
+    }
+#define F256(KB, JB)                                                                               \
+    T256 static void f256_##KB##_##JB(const float *dys, size_t nvirt, const float *xp,             \
+                                      const int *off, float *acc, size_t acc_pitch)                \
+    {                                                                                              \
+        fbody256(KB, JB, dys, nvirt, xp, off, acc, acc_pitch);                                     \
+    }
+// clang-format off: one kernel a line
+F512(1, 1)
+F512(1, 2) F512(1, 3) F512(1, 4) F512(1, 5) F512(1, 6) F512(1, 7) F512(1, 8) F512(2, 1) F512(2, 2)
+    F512(2, 3) F512(2, 4) F512(2, 5) F512(2, 6) F512(2, 7) F512(2, 8) F512(3, 1) F512(3, 2)
+        F512(3, 3) F512(3, 4) F512(3, 5) F512(3, 6) F512(3, 7) F512(3, 8) F256(1, 1) F256(1, 2)
+            F256(1, 3) F256(1, 4) F256(1, 5) F256(2, 1) F256(2, 2) F256(2, 3) F256(2, 4) F256(
+                2, 5) static const filter_fn ffns512[3][8] = {
+                {f512_1_1, f512_1_2, f512_1_3, f512_1_4, f512_1_5, f512_1_6, f512_1_7, f512_1_8},
+                {f512_2_1, f512_2_2, f512_2_3, f512_2_4, f512_2_5, f512_2_6, f512_2_7, f512_2_8},
+                {f512_3_1, f512_3_2, f512_3_3, f512_3_4, f512_3_5, f512_3_6, f512_3_7, f512_3_8}};
+static const filter_fn ffns256[2][5] = {{f256_1_1, f256_1_2, f256_1_3, f256_1_4, f256_1_5},
+                                        {f256_2_1, f256_2_2, f256_2_3, f256_2_4, f256_2_5}};
+// clang-format on
+#undef F512
+#undef F256
+
+/* Sum of p[0..n) in f32, on 4 vectors of 8 lanes then in lane order. */
+T256 static float run_sum(const float *p, size_t n)
+{
+    __m256 a[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
+                   _mm256_setzero_ps()};
+    size_t i = 0;
+    for (; i + 32 <= n; i += 32)
+        for (int v = 0; v < 4; v++)
+            a[v] = _mm256_add_ps(a[v], _mm256_loadu_ps(p + i + 8 * v));
+    float lane[8], s = 0.0f;
+    _mm256_storeu_ps(lane, _mm256_add_ps(_mm256_add_ps(a[0], a[1]), _mm256_add_ps(a[2], a[3])));
+    for (int l = 0; l < 8; l++)
+        s += lane[l];
+    for (; i < n; i++)
+        s += p[i];
+    return s;
+}
+
+/* A thread's lane sums: up to 3 channels x SMALL_TAPS taps x 16 lanes. */
+static _Thread_local float lane_acc[FILTER_KB512 * SMALL_TAPS * 16];
+
+/* dw and db of the channel blocks [begin, end), over every image. */
+static void filter_task_fn(void *arg, size_t begin, size_t end)
+{
+    const filter_task *t = arg;
+    const dl_conv_desc *d = t->d;
+    int avx512 = dl_cpu_avx512(), lanes = avx512 ? 16 : 8;
+    int kbmax = avx512 ? FILTER_KB512 : FILTER_KB256, jbmax = avx512 ? FILTER_JB512 : FILTER_JB256;
+    int wp = d->w + 2 * d->pad, taps = d->c * d->r * d->s;
+    size_t pq = (size_t)d->p * d->q, acc_pitch = (size_t)taps * lanes;
+    small_task pt = {.d = d, .compute = t->compute};
+    for (size_t bl = begin; bl < end; bl++) {
+        int k0 = (int)bl * kbmax, kb = d->k - k0 < kbmax ? d->k - k0 : kbmax;
+        double sb[FILTER_KB512] = {0};
+        memset(lane_acc, 0, (size_t)kb * acc_pitch * sizeof(float));
+        for (int i = 0; i < d->n; i++) {
+            pad_planes(&pt, t->x + (size_t)i * d->c * d->h * d->w);
+            /* dy rows at pitch wp into ys, zeros elsewhere, rounded via compute */
+            memset(ys, 0, (size_t)kb * t->nvirt * sizeof(float));
+            for (int k = 0; k < kb; k++) {
+                const float *g = t->dy + ((size_t)i * d->k + k0 + k) * pq;
+                for (int oh = 0; oh < d->p; oh++) {
+                    float *dst = ys + k * t->nvirt + (size_t)oh * wp;
+                    const float *src = g + (size_t)oh * d->q;
+                    if (t->compute == DL_F32)
+                        memcpy(dst, src, (size_t)d->q * sizeof(float));
+                    else
+                        for (int ow = 0; ow < d->q; ow++)
+                            dst[ow] = dl_cpu_round_to(src[ow], t->compute);
+                }
+                sb[k] += run_sum(g, pq);
+            }
+            for (int j0 = 0; j0 < taps; j0 += jbmax) {
+                int jb = taps - j0 < jbmax ? taps - j0 : jbmax;
+                filter_fn fn = avx512 ? ffns512[kb - 1][jb - 1] : ffns256[kb - 1][jb - 1];
+                fn(ys, t->nvirt, xs, t->off + j0, lane_acc + (size_t)j0 * lanes, acc_pitch);
+            }
+        }
+        for (int k = 0; k < kb; k++) {
+            for (int j = 0; j < taps; j++) {
+                const float *a = lane_acc + k * acc_pitch + (size_t)j * lanes;
+                double sum = 0.0;
+                for (int l = 0; l < lanes; l++)
+                    sum += a[l];
+                t->dw[(size_t)(k0 + k) * taps + j] += (float)sum;
+            }
+            if (t->db)
+                t->db[k0 + k] += (float)sb[k];
+        }
+    }
+}
+#endif
+
+int dl_cpu_conv_small_filter_fits(const dl_conv_desc *d, dl_dtype compute)
+{
+    /* a block's dy planes at pitch wp in the y scratch */
+    return dl_cpu_conv_small_fits(d, compute) &&
+           FILTER_KB512 * (((size_t)d->p * (d->w + 2 * d->pad) + 15) / 16 * 16) <= SMALL_Y;
+}
+
+int dl_cpu_conv_small_filter(dl_backend *be, const dl_conv_desc *d, float *dw, float *db,
+                             const float *dy, const float *x, dl_dtype compute)
+{
+#ifdef SMALL_VECTOR
+    if (!dl_cpu_conv_small_filter_fits(d, compute))
+        return dl_error(DL_EINVAL, "conv_backward_filter: no small-channel kernel for this shape");
+    filter_task t = {.d = d, .compute = compute, .x = x, .dy = dy, .dw = dw, .db = db};
+    int wp = d->w + 2 * d->pad, hp = d->h + 2 * d->pad;
+    for (int c = 0, j = 0; c < d->c; c++)
+        for (int r = 0; r < d->r; r++)
+            for (int s = 0; s < d->s; s++, j++)
+                t.off[j] = c * hp * wp + r * wp + s;
+    t.nvirt = ((size_t)d->p * wp + 15) / 16 * 16;
+    int kbmax = dl_cpu_avx512() ? FILTER_KB512 : FILTER_KB256;
+    size_t blocks = (size_t)(d->k + kbmax - 1) / kbmax;
+    dl_pool *pool = dl_cpu(be)->pool;
+    if (pool)
+        dl_pool_for(pool, blocks, 1, filter_task_fn, &t);
+    else
+        filter_task_fn(&t, 0, blocks);
+    return DL_OK;
+#else
+    (void)be, (void)dw, (void)db, (void)dy, (void)x, (void)compute;
+    return dl_error(DL_EINVAL,
+                    "conv_backward_filter: no small-channel kernel for this shape (%dx%d)", d->r,
+                    d->s);
+#endif
+}
+
+int dl_cpu_conv_small_forward(dl_backend *be, const dl_conv_desc *d, float *y, const float *x,
+                              const float *w, const float *b, dl_dtype compute)
+{
+#ifdef SMALL_VECTOR
+    if (!dl_cpu_conv_small_fits(d, compute))
+        return dl_error(DL_EINVAL, "conv_forward: no small-channel kernel for this shape");
+    small_task t;
+    float wt[SMALL_K * SMALL_TAPS];
+    int taps = d->c * d->r * d->s, wp = d->w + 2 * d->pad, hp = d->h + 2 * d->pad;
+    t.d = d, t.compute = compute, t.x = x, t.b = b, t.y = y, t.wt = wt;
+    for (int c = 0, j = 0; c < d->c; c++)
+        for (int r = 0; r < d->r; r++)
+            for (int s = 0; s < d->s; s++, j++)
+                t.off[j] = c * hp * wp + r * wp + s;
+    /* blocks of nearly equal size, each up to the widest kernel's */
+    int most = dl_cpu_avx512() ? 8 : 6;
+    t.blocks = (d->k + most - 1) / most;
+    for (int bl = 0, left = d->k; bl < t.blocks; bl++) {
+        t.kb[bl] = (left + (t.blocks - bl) - 1) / (t.blocks - bl);
+        left -= t.kb[bl];
+    }
+    /* w [k, taps] into [taps][kb] per block, rounded via compute */
+    float *dst = wt;
+    for (int bl = 0, k0 = 0; bl < t.blocks; k0 += t.kb[bl], bl++)
+        for (int j = 0; j < taps; j++)
+            for (int k = 0; k < t.kb[bl]; k++)
+                *dst++ = dl_cpu_round_to(w[(size_t)(k0 + k) * taps + j], compute);
+    dl_pool *pool = dl_cpu(be)->pool;
+    if (pool)
+        dl_pool_for(pool, (size_t)d->n, 1, small_task_fn, &t);
+    else
+        small_task_fn(&t, 0, (size_t)d->n);
+    return DL_OK;
+#else
+    (void)be, (void)y, (void)x, (void)w, (void)b, (void)compute;
+    return dl_error(DL_EINVAL, "conv_forward: no small-channel kernel for this shape (%dx%d)", d->r,
+                    d->s);
+#endif
+}
