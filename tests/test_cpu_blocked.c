@@ -270,7 +270,8 @@ static void conv_blocked_case(dl_backend *be, dl_conv_desc d, dl_dtype compute, 
                 rel_diff(got.y, ref.y, ny), rel_diff(got.dx_add, ref.dx_add, nx),
                 rel_diff(got.dx_set, ref.dx_set, nx), rel_diff(got.dw, ref.dw, nw),
                 wd ? "Winograd" : "direct");
-        } else if (d.r == 1 || dl_conv_groups(&d) > 1 || dl_conv_dilation(&d) > 1) {
+        } else if (d.r == 1 || dl_conv_groups(&d) > 1 || dl_conv_dilation(&d) > 1 ||
+                   dl_cpu_conv_small_lanes_takes(&bd, compute)) {
             /* plain 1x1 layers run the own 1x1 kernels, depthwise ones the
              * own depthwise kernels, other sums: close; everything else
              * the same primitive: the same bits */
@@ -317,9 +318,14 @@ static void test_conv_blocked(void)
             cdesc(10, 16, 14, 32, 3, 1, 1), /* direct, a short last chunk */
             cdesc(5, 32, 7, 16, 1, 2, 0),   /* 1x1 stride 2: the own 1x1 kernels when plain */
             cdesc(9, 3, 12, 16, 3, 1, 1),   /* a stem: dx runs the own kernels on copies */
-            cdesc(4, 16, 8, 24, 3, 2, 1),   /* k not a multiple of 16 */
-            cdesc(3, 64, 7, 64, 3, 1, 1),   /* Winograd */
-            cdesc(6, 16, 9, 16, 5, 1, 2),   /* 5x5 */
+            /* grey stems: with y in blocks of the vector's width the
+             * filter gradient runs cpu_conv_small.c's lanes kernel (a
+             * 5x5 one: taps in two groups with AVX2) */
+            cdesc(9, 1, 12, 16, 3, 1, 1),
+            cdesc(6, 1, 11, 32, 5, 1, 2),
+            cdesc(4, 16, 8, 24, 3, 2, 1), /* k not a multiple of 16 */
+            cdesc(3, 64, 7, 64, 3, 1, 1), /* Winograd */
+            cdesc(6, 16, 9, 16, 5, 1, 2), /* 5x5 */
             /* 1x1 on blocks: the own filter kernel (tiles of 3, 2 and 1
              * input blocks; several chunks of images) and the own strided
              * data kernel (a last tile of pixels that starts early) */
@@ -344,7 +350,7 @@ static void test_conv_blocked(void)
         dl_cpu_set_avx512(0);
         if (blk == 16 || !was) {
             CHECK(be->ops->activation_blocks(be, DL_F32) == 8);
-            for (size_t i = 0; i < 3; i++)
+            for (size_t i = 0; i < 5; i++)
                 conv_blocked_case(be, cases[i], DL_F32, 8);
             /* the own Winograd F(2x2, 3x3) (x and y in blocks of 8, from
              * 16 channels): odd planes (tiles half outside), 8 output

@@ -296,6 +296,11 @@ static int blocked_conv(dl_backend *be, int dir, const dl_conv_desc *d, dl_dtype
         conv_db(be, d, out2, in2);
         return DL_OK;
     }
+    if (dir == 2 && dl_cpu_conv_small_lanes_takes(d, compute)) {
+        DL_TRY(dl_cpu_conv_small_lanes_filter(be, d, out, in2, in, ws));
+        conv_db(be, d, out2, in2);
+        return DL_OK;
+    }
     dl_dtype pt = dl_cpu_kernel_type(be, compute);
     int done = dl_cpu_dnnl_conv_wanted_dir(d, pt, dir == 3 ? 1 : dir)
                    ? dl_cpu_dnnl_conv(be, dir, d, compute, out, NULL, in, in2, w, b)
@@ -363,6 +368,9 @@ size_t dl_cpu_conv_workspace(dl_backend *be, const dl_conv_desc *d, dl_dtype com
          dl_cpu_conv_bf16_data_fits(be, d, compute)) &&
         dl_cpu_conv_bf16_pairs_workspace(be, d) > own)
         own = dl_cpu_conv_bf16_pairs_workspace(be, d);
+    if (d->c <= 3 &&
+        dl_cpu_conv_small_lanes_workspace(d) > own) /* whatever blocks the plan gives */
+        own = dl_cpu_conv_small_lanes_workspace(d);
     if (use_1x1(be, d, compute)) {
         size_t k1 = dl_cpu_conv_1x1_workspace(be, d, compute);
         return k1 > own ? k1 : own;
@@ -435,6 +443,13 @@ int dl_cpu_conv_algo(dl_backend *be, const dl_conv_desc *d, dl_dtype compute, ch
                                                                  : " and the data gradient")
                  : dl_cpu_conv_wino_fits(be, d, compute, 2) ? " and the filter gradient"
                                                             : "");
+    }
+    dl_conv_desc yb = *d; /* with the blocks the plan may give y */
+    yb.y_blk = dl_cpu_avx512() ? 16 : 8;
+    if (d->k % yb.y_blk == 0 && dl_cpu_conv_small_lanes_takes(&yb, compute)) {
+        size_t used = strlen(buf);
+        snprintf(buf + used, size - used,
+                 "; with y in %d-channel blocks, own filter kernel (channels in lanes)", yb.y_blk);
     }
     if (own_f || own_d || own_w) {
         size_t used = strlen(buf);
