@@ -32,7 +32,7 @@ static float *blocked(const float *v, int n, int c, size_t hw, int blk)
 {
     size_t cp = (size_t)(c + blk - 1) / blk * blk;
     float *b = malloc((size_t)n * cp * hw * sizeof *b);
-    dl_cpu_to_blocked(b, v, n, c, hw, blk);
+    dl_cpu_to_blocked(b, v, n, c, hw, blk, 0);
     return b;
 }
 
@@ -151,7 +151,7 @@ static int fused_backward_case(dl_backend *be, const dl_conv_desc *d, dl_dtype c
         if (!d->x_blk)
             memcpy(dx, dx0, nx * sizeof *dx);
         else if (variant == 1)
-            dl_cpu_to_blocked(dx, dx0, d->n, d->c, xhw, d->x_blk);
+            dl_cpu_to_blocked(dx, dx0, d->n, d->c, xhw, d->x_blk, 0);
         memcpy(dw, dw0, nw * sizeof *dw);
         for (size_t i = 0; i < nk; i++)
             db[i] = 0.5f;
@@ -827,6 +827,81 @@ static void test_model_layout(void)
     dl_backend_cpu_destroy(be);
 }
 
+/* A CNN whose last convolution leads through BatchNorm, ReLU and a max
+ * pooling to Flatten and the classifier (the benchmark CNN's and
+ * fmnist_cnn.lua's shape): the Flatten reads the blocks and writes NCHW,
+ * so that stack stays blocked; its outputs and gradients those of the
+ * plain layout. Both ISAs' blocks. Then the conversions alone. */
+static void test_flatten_blocked(void)
+{
+    dl_backend *be = dl_backend_cpu(0);
+    if (!be->ops->activation_blocks(be, DL_F32)) {
+        SKIP("the CPU backend keeps NCHW here (built without oneDNN)");
+        dl_backend_cpu_destroy(be);
+        return;
+    }
+    int was = dl_cpu_avx512();
+    for (int isa = was; isa >= 0; isa--) {
+        dl_cpu_set_avx512(isa);
+        int blk = be->ops->activation_blocks(be, DL_F32);
+        dl_layer *c2 = conv(16, 32, 3, 1), *flat = dl_nn_flatten();
+        dl_layer *ls[] = {conv(3, 16, 3, 1),
+                          dl_nn_activation(DL_ACT_RELU),
+                          dl_nn_maxpool2d(2, 2, 0),
+                          c2,
+                          dl_nn_batchnorm(32, 1e-5f, 0.1f),
+                          dl_nn_activation(DL_ACT_RELU),
+                          dl_nn_maxpool2d(2, 2, 0),
+                          flat,
+                          dl_nn_linear(32 * 3 * 3, 5, 1)};
+        dl_model *m = NULL;
+        dl_shape in = {3, {3, 12, 12}};
+        CHECK_OK(dl_model_create(&m, seq(9, ls), &in));
+        if (!m)
+            break;
+        int n = 5;
+        CHECK_OK(dl_model_init_state(m, be, 0, 11));
+        CHECK_OK(dl_model_plan(m, n));
+        size_t nout = (size_t)n * 5, np = dl_model_param_count(m);
+        float *o[2] = {malloc(nout * 4), malloc(nout * 4)},
+              *g[2] = {malloc(np * 4), malloc(np * 4)};
+        dl_model_state s;
+        dl_model_get_state(m, &s);
+        float *buf = malloc((s.buffer_count + 1) * 4);
+        memcpy(buf, s.buffers, s.buffer_count * 4);
+        model_step(m, n, "0", o[0], g[0]);
+        CHECK(flat->blk_in == 0 && c2->blk_out == 0);
+        memcpy(s.buffers, buf, s.buffer_count * 4);
+        model_step(m, n, NULL, o[1], g[1]);
+        CHECK_MSG(flat->blk_in == blk && flat->blk_out == 0 && c2->blk_out == blk,
+                  "flatten in %d out %d, conv out %d (blocks of %d)", flat->blk_in, flat->blk_out,
+                  c2->blk_out, blk);
+        CHECK_MSG(rel_diff(o[1], o[0], nout) < 1e-5, "outputs %g", rel_diff(o[1], o[0], nout));
+        CHECK_MSG(rel_diff(g[1], g[0], np) < 1e-4, "gradients %g", rel_diff(g[1], g[0], np));
+        free(o[0]), free(o[1]), free(g[0]), free(g[1]), free(buf);
+        dl_model_destroy(m);
+    }
+    dl_cpu_set_avx512(was);
+    /* the conversions themselves: blocks to NCHW and back, written and added */
+    {
+        int n = 3, c = 16, blk = 8;
+        size_t hw = 7, len = (size_t)n * c * hw;
+        float *x = randv(len, 61, 1.0f), *b = malloc(len * 4), *pl = malloc(len * 4);
+        float *acc = randv(len, 62, 1.0f), *acc0 = malloc(len * 4);
+        memcpy(acc0, acc, len * 4);
+        dl_cpu_to_blocked(b, x, n, c, hw, blk, 0);
+        CHECK_OK(be->ops->blocks_to_plain(be, blk, n, c, hw, pl, b));
+        CHECK(differing(pl, x, len) == 0);
+        CHECK_OK(be->ops->plain_to_blocks(be, blk, 1, n, c, hw, acc, x));
+        for (size_t i = 0; i < len; i++)
+            CHECK_MSG(acc[i] == acc0[i] + b[i], "added [%zu] %g, want %g", i, acc[i],
+                      acc0[i] + b[i]);
+        CHECK(be->ops->plain_to_blocks(be, 16, 0, n, 24, hw, acc, x) == DL_EINVAL);
+        free(x), free(b), free(pl), free(acc), free(acc0);
+    }
+    dl_backend_cpu_destroy(be);
+}
+
 /* Activations written rounded by their producer (emulated bf16): a
  * backend whose BatchNorm ops pass the rounding on (on) or drop it and
  * whose convolutions then round every operand themselves (off). */
@@ -1021,6 +1096,7 @@ int main(void)
     RUN(test_global_pool_blocked);
     RUN(test_pool_blocked);
     RUN(test_model_layout);
+    RUN(test_flatten_blocked);
     RUN(test_rounded_activations);
     CHECK_EXIT();
 }

@@ -10,7 +10,7 @@
 # best of three windows of 20 steps on batches in memory, at the better of
 # one and t OpenBLAS threads.
 #
-# Environment: BUILD (build), OFFLIST_MODELS ("vgg mlp-ln"), OFFLIST_THREADS ("1 2").
+# Environment: BUILD (build), OFFLIST_MODELS ("vgg mlp-ln lenet strided"), OFFLIST_THREADS ("1 2").
 set -u
 BUILD=${BUILD:-build}
 PY=/usr/bin/python3
@@ -31,7 +31,7 @@ PYEOF
     "$BUILD/dlbench" import "$tmp" "$data" >/dev/null || { echo "offlist: import failed"; rm -rf "$tmp"; exit 1; }
     rm -rf "$tmp"
 fi
-for model in ${OFFLIST_MODELS:-vgg mlp-ln}; do
+for model in ${OFFLIST_MODELS:-vgg mlp-ln lenet strided}; do
     for t in ${OFFLIST_THREADS:-1 2}; do
         ours=$(DLBENCH_THREADS=$t "$BUILD/dlbench" profile "$here/models.lua" model="$model" \
             data="$data" --steps 20 --warmup 5 --by op --trace - 2>&1 |

@@ -21,7 +21,7 @@
 
 /* Bumped whenever the table below changes; a CUDA module built against
  * another version is refused. */
-#define DL_BACKEND_API_VERSION 12
+#define DL_BACKEND_API_VERSION 13
 
 typedef enum { DL_DEVICE_CPU = 0, DL_DEVICE_CUDA = 1 } dl_device;
 
@@ -410,6 +410,15 @@ typedef struct dl_backend_ops {
                                       const float *dy, const float *x, const float *gamma,
                                       const float *beta, const float *save_mean,
                                       const float *save_invstd);
+    /* Activations [n, c, hw] between the two layouts, for a layer whose
+     * input comes in blocks of blk channels and whose output is NCHW
+     * (Flatten): blocks_to_plain writes dst [n, c, hw] from the blocked
+     * src; plain_to_blocks writes the blocked dst from src [n, c, hw], or
+     * adds into it (add). c divisible by blk. */
+    int (*blocks_to_plain)(dl_backend *be, int blk, int n, int c, size_t hw, float *dst,
+                           const float *src);
+    int (*plain_to_blocks)(dl_backend *be, int blk, int add, int n, int c, size_t hw, float *dst,
+                           const float *src);
 
     /* --- optional: an update that also writes the low-precision copy ---
      * sgd_update / adam_update, and in the same pass w_lp[0..n) = the

@@ -392,12 +392,18 @@ int dl_cpu_round_through(dl_backend *be, float *dst, const float *src, dl_dtype 
 void dl_cpu_round_run(float *dst, const float *src, dl_dtype via, size_t n);
 /* Activations between [n, c, hw] and channel blocks [n, ceil(c / blk),
  * hw, blk] (nChw8c, nChw16c; blk a multiple of 8), on this thread
- * (cpu_layout.c). To the blocks, the channels past c are zeros; back, the
- * plain dst is written, or added into where add is set. */
+ * (cpu_layout.c). To the blocks, the channels past c are zeros; either
+ * way dst is written, or added into where add is set. The op table's
+ * blocks_to_plain and plain_to_blocks: the same over the pool, images
+ * split. */
 void dl_cpu_to_blocked(float *restrict dst, const float *restrict src, int n, int c, size_t hw,
-                       int blk);
+                       int blk, int add);
 void dl_cpu_from_blocked(float *restrict dst, const float *restrict src, int n, int c, size_t hw,
                          int blk, int add);
+int dl_cpu_blocks_to_plain(dl_backend *be, int blk, int n, int c, size_t hw, float *dst,
+                           const float *src);
+int dl_cpu_plain_to_blocks(dl_backend *be, int blk, int add, int n, int c, size_t hw, float *dst,
+                           const float *src);
 int dl_cpu_input_to_f32(dl_backend *be, float *dst, const void *src, dl_dtype type, size_t rows,
                         int channels, size_t plane, float scale, const float *mean,
                         const float *std);

@@ -185,6 +185,8 @@ static const dl_backend_ops cpu_ops = {
     .conv_blocks = dl_cpu_conv_blocks,
     .batchnorm_blocked_forward = dl_cpu_batchnorm_blocked_forward,
     .batchnorm_blocked_backward = dl_cpu_batchnorm_blocked_backward,
+    .blocks_to_plain = dl_cpu_blocks_to_plain,
+    .plain_to_blocks = dl_cpu_plain_to_blocks,
     .conv_backward = conv_backward_op,
     .act_forward_round = dl_cpu_act_forward_round,
 };

@@ -341,11 +341,11 @@ static int blocked_conv(dl_backend *be, int dir, const dl_conv_desc *d, dl_dtype
             } else {
                 for (size_t i = 0; i < on; i++)
                     cur[i] += op[i];
-                dl_cpu_to_blocked(out, cur, d->n, c, hw, ob);
+                dl_cpu_to_blocked(out, cur, d->n, c, hw, ob, 0);
                 free(cur);
             }
         } else {
-            dl_cpu_to_blocked(out, op, d->n, c, hw, ob);
+            dl_cpu_to_blocked(out, op, d->n, c, hw, ob, 0);
         }
     }
     free(xp);

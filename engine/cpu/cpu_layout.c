@@ -7,6 +7,7 @@
  * registers, eight floats of eight channels at a time, for both block
  * sizes; the adding direction does one f32 addition per element.
  */
+#include "engine/base/error.h"
 #include "engine/cpu/cpu.h"
 #include "engine/cpu/cpu_vmath.h"
 
@@ -47,18 +48,21 @@ static inline void transpose8(float *dst, size_t ds, const float *src, size_t ss
 
 /* One block of one image: rows channels (<= blk; the rest zeros) of hw
  * floats, plane stride hw, into hw rows of blk. */
-static void block_in(float *restrict dst, const float *restrict src, int rows, size_t hw, int blk)
+static void block_in(float *restrict dst, const float *restrict src, int rows, size_t hw, int blk,
+                     int add)
 {
     size_t i = 0;
 #ifdef DL_CPU_VMATH
     if (rows == blk)
         for (; i + 8 <= hw; i += 8)
             for (int g = 0; g < blk; g += 8)
-                transpose8(dst + i * blk + g, blk, src + (size_t)g * hw + i, hw, 0);
+                transpose8(dst + i * blk + g, blk, src + (size_t)g * hw + i, hw, add);
 #endif
     for (; i < hw; i++)
-        for (int k = 0; k < blk; k++)
-            dst[i * blk + k] = k < rows ? src[(size_t)k * hw + i] : 0.0f;
+        for (int k = 0; k < blk; k++) {
+            float v = k < rows ? src[(size_t)k * hw + i] : 0.0f;
+            dst[i * blk + k] = add ? dst[i * blk + k] + v : v;
+        }
 }
 
 /* The inverse of block_in for the first rows channels, written or added. */
@@ -81,14 +85,14 @@ static void block_out(float *restrict dst, const float *restrict src, int rows, 
 }
 
 void dl_cpu_to_blocked(float *restrict dst, const float *restrict src, int n, int c, size_t hw,
-                       int blk)
+                       int blk, int add)
 {
     int nblk = (c + blk - 1) / blk;
     for (int img = 0; img < n; img++)
         for (int b = 0; b < nblk; b++) {
             int rows = c - b * blk < blk ? c - b * blk : blk;
             block_in(dst + ((size_t)img * nblk + b) * hw * blk,
-                     src + ((size_t)img * c + (size_t)b * blk) * hw, rows, hw, blk);
+                     src + ((size_t)img * c + (size_t)b * blk) * hw, rows, hw, blk, add);
         }
 }
 
@@ -102,4 +106,55 @@ void dl_cpu_from_blocked(float *restrict dst, const float *restrict src, int n, 
             block_out(dst + ((size_t)img * c + (size_t)b * blk) * hw,
                       src + ((size_t)img * nblk + b) * hw * blk, rows, hw, blk, add);
         }
+}
+
+/* --- the op table's conversions (a Flatten reading blocks) ---------------- */
+
+typedef struct layout_task {
+    int blk, add, c;
+    size_t hw;
+    float *dst;
+    const float *src;
+    int to_plain;
+} layout_task;
+
+static void layout_task_fn(void *arg, size_t begin, size_t end)
+{
+    const layout_task *t = arg;
+    size_t img = (size_t)t->c * t->hw; /* floats an image (c divisible by blk) */
+    if (t->to_plain)
+        dl_cpu_from_blocked(t->dst + begin * img, t->src + begin * img, (int)(end - begin), t->c,
+                            t->hw, t->blk, 0);
+    else
+        dl_cpu_to_blocked(t->dst + begin * img, t->src + begin * img, (int)(end - begin), t->c,
+                          t->hw, t->blk, t->add);
+}
+
+static int layout_run(dl_backend *be, layout_task *t, int n)
+{
+    if (t->blk <= 0 || t->blk % 8 || t->c % t->blk)
+        return dl_error(DL_EINVAL,
+                        "layout: %d channels in blocks of %d: expected a multiple of 8 "
+                        "that divides the channels",
+                        t->c, t->blk);
+    dl_pool *pool = dl_cpu(be)->pool;
+    if (pool && n > 0)
+        dl_pool_for(pool, (size_t)n, dl_cpu_plane_grain((size_t)t->c * t->hw), layout_task_fn, t);
+    else if (n > 0)
+        layout_task_fn(t, 0, (size_t)n);
+    return DL_OK;
+}
+
+int dl_cpu_blocks_to_plain(dl_backend *be, int blk, int n, int c, size_t hw, float *dst,
+                           const float *src)
+{
+    layout_task t = {blk, 0, c, hw, dst, src, 1};
+    return layout_run(be, &t, n);
+}
+
+int dl_cpu_plain_to_blocks(dl_backend *be, int blk, int add, int n, int c, size_t hw, float *dst,
+                           const float *src)
+{
+    layout_task t = {blk, add, c, hw, dst, src, 0};
+    return layout_run(be, &t, n);
 }

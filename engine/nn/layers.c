@@ -1185,21 +1185,57 @@ static int flatten_setup(dl_layer *l, dl_model *m, const dl_shape *in, dl_shape 
     return DL_OK;
 }
 
-static int flatten_forward(dl_layer *l, dl_pass *p, const float *x, float *y)
+static const dl_layer_vt flatten_vt;
+
+/* y = x, the same layout (Identity, and Flatten on NCHW) */
+static int copy_forward(dl_layer *l, dl_pass *p, const float *x, float *y)
 {
     return OPS(p)->copy(p->be, y, x, (size_t)p->n * numel(&l->in) * sizeof(float));
+}
+
+/* x in channel blocks (the layout plan's, Flatten only): y is NCHW, so
+ * the layer that ends a stack of blocked layers (a max pooling before
+ * the classifier) keeps them, instead of the whole stack going plain. */
+static int flatten_forward(dl_layer *l, dl_pass *p, const float *x, float *y)
+{
+    if (l->blk_in)
+        return OPS(p)->blocks_to_plain(p->be, l->blk_in, p->n, (int)l->in.dim[0],
+                                       (size_t)(numel(&l->in) / (size_t)l->in.dim[0]), y, x);
+    return copy_forward(l, p, x, y);
+}
+
+/* dx (+)= dy in the same layout (Identity), or from NCHW into x's blocks. */
+static int flatten_grads(dl_layer *l, dl_pass *p, const float *dy, float *dx, int set)
+{
+    if (!dx)
+        return DL_OK;
+    if (l->blk_in && l->vt == &flatten_vt)
+        return OPS(p)->plain_to_blocks(p->be, l->blk_in, !set, p->n, (int)l->in.dim[0],
+                                       (size_t)(numel(&l->in) / (size_t)l->in.dim[0]), dx, dy);
+    if (set)
+        return OPS(p)->copy(p->be, dx, dy, (size_t)p->n * numel(&l->in) * sizeof(float));
+    return OPS(p)->axpy(p->be, dx, 1.0f, dy, (size_t)p->n * numel(&l->in));
 }
 
 static int flatten_backward(dl_layer *l, dl_pass *p, const float *x, const float *y,
                             const float *dy, float *dx)
 {
-    return dx ? OPS(p)->axpy(p->be, dx, 1.0f, dy, (size_t)p->n * numel(&l->in)) : DL_OK;
+    return flatten_grads(l, p, dy, dx, 0);
 }
 
 static int flatten_backward_set(dl_layer *l, dl_pass *p, const float *x, const float *y,
                                 const float *dy, float *dx)
 {
-    return OPS(p)->copy(p->be, dx, dy, (size_t)p->n * numel(&l->in) * sizeof(float));
+    return flatten_grads(l, p, dy, dx, 1);
+}
+
+static int blockable(const dl_shape *s, int blk);
+
+static int flatten_blocks(const dl_layer *l, const dl_pass *p, int blk)
+{
+    return OPS(p)->blocks_to_plain && OPS(p)->plain_to_blocks && blockable(&l->in, blk)
+               ? DL_BLOCK_IN
+               : 0;
 }
 
 static const dl_layer_vt flatten_vt = {
@@ -1209,6 +1245,7 @@ static const dl_layer_vt flatten_vt = {
     .forward = flatten_forward,
     .backward = flatten_backward,
     .backward_set = flatten_backward_set,
+    .blocks = flatten_blocks,
 };
 
 dl_layer *dl_nn_flatten(void) { return dl_layer_new(sizeof(dl_layer), &flatten_vt); }
@@ -1226,7 +1263,7 @@ static const dl_layer_vt identity_vt = {
     .kind = "Identity",
     .setup = identity_setup,
     .plan = no_plan,
-    .forward = flatten_forward,
+    .forward = copy_forward,
     .backward = flatten_backward,
     .backward_set = flatten_backward_set,
     .blocks = elementwise_blocks,
