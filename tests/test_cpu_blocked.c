@@ -769,6 +769,30 @@ static void model_step_in(dl_model *m, int n, const char *blocked_env, dl_precis
     free(x), free(r);
 }
 
+/* One training step of m (planned for n rows, `classes` outputs) in the
+ * plain layout (where `probe` then has no blocks), then one in the
+ * plan's, from the same running statistics (they move with each step):
+ * the outputs within 1e-5, the gradients within 1e-4. */
+static void steps_both_layouts(dl_model *m, int n, int classes, const dl_layer *probe,
+                               const char *what)
+{
+    CHECK_OK(dl_model_plan(m, n));
+    size_t nout = (size_t)n * classes, np = dl_model_param_count(m);
+    float *o[2] = {malloc(nout * 4), malloc(nout * 4)}, *g[2] = {malloc(np * 4), malloc(np * 4)};
+    dl_model_state s;
+    dl_model_get_state(m, &s);
+    float *buf = malloc((s.buffer_count + 1) * 4);
+    memcpy(buf, s.buffers, s.buffer_count * 4);
+    model_step(m, n, "0", o[0], g[0]);
+    CHECK(probe->blk_in == 0 && probe->blk_out == 0);
+    memcpy(s.buffers, buf, s.buffer_count * 4);
+    model_step(m, n, NULL, o[1], g[1]);
+    CHECK_MSG(rel_diff(o[1], o[0], nout) < 1e-5, "%s: outputs %g", what,
+              rel_diff(o[1], o[0], nout));
+    CHECK_MSG(rel_diff(g[1], g[0], np) < 1e-4, "%s: gradients %g", what, rel_diff(g[1], g[0], np));
+    free(o[0]), free(o[1]), free(g[0]), free(g[1]), free(buf);
+}
+
 /* With AVX-512 (where the CPU has it) and with AVX2's kernels: the stem
  * runs oneDNN's forward on either, so its y is blocked on both. */
 static void test_model_layout(void)
@@ -793,22 +817,8 @@ static void test_model_layout(void)
             CHECK_OK(dl_model_create(&m, root, &in));
             if (!m)
                 break; /* AVX-512 is switched back on below */
-            int n = 6;
             CHECK_OK(dl_model_init_state(m, be, 0, 7));
-            CHECK_OK(dl_model_plan(m, n));
-            size_t nout = (size_t)n * 5, np = dl_model_param_count(m);
-            float *o[2] = {malloc(nout * 4), malloc(nout * 4)},
-                  *g[2] = {malloc(np * 4), malloc(np * 4)};
-            /* the running statistics move with each training step: both runs
-         * start from the same ones */
-            dl_model_state s;
-            dl_model_get_state(m, &s);
-            float *buf = malloc((s.buffer_count + 1) * 4);
-            memcpy(buf, s.buffers, s.buffer_count * 4);
-            model_step(m, n, "0", o[0], g[0]);
-            CHECK(stem->blk_out == 0 && mid->blk_in == 0);
-            memcpy(s.buffers, buf, s.buffer_count * 4);
-            model_step(m, n, NULL, o[1], g[1]);
+            steps_both_layouts(m, 6, 5, mid, "small ResNet");
             /* the stem reads the images as they are; the flatten needs NCHW */
             CHECK(stem->blk_in == 0);
             CHECK_MSG(stem->blk_out == (plain_stem ? 0 : blk),
@@ -816,11 +826,6 @@ static void test_model_layout(void)
             CHECK_MSG(mid->blk_in == (plain_stem ? 0 : blk) && mid->blk_out == blk,
                       "block conv in %d out %d", mid->blk_in, mid->blk_out);
             CHECK(gpool->blk_in == blk && gpool->blk_out == 0);
-            CHECK_MSG(rel_diff(o[1], o[0], nout) < 1e-5, "outputs %g (variant %d)",
-                      rel_diff(o[1], o[0], nout), variant);
-            CHECK_MSG(rel_diff(g[1], g[0], np) < 1e-4, "gradients %g (variant %d)",
-                      rel_diff(g[1], g[0], np), variant);
-            free(o[0]), free(o[1]), free(g[0]), free(g[1]), free(buf);
             dl_model_destroy(m);
         }
     dl_cpu_set_avx512(was);
@@ -859,26 +864,11 @@ static void test_flatten_blocked(void)
         CHECK_OK(dl_model_create(&m, seq(9, ls), &in));
         if (!m)
             break;
-        int n = 5;
         CHECK_OK(dl_model_init_state(m, be, 0, 11));
-        CHECK_OK(dl_model_plan(m, n));
-        size_t nout = (size_t)n * 5, np = dl_model_param_count(m);
-        float *o[2] = {malloc(nout * 4), malloc(nout * 4)},
-              *g[2] = {malloc(np * 4), malloc(np * 4)};
-        dl_model_state s;
-        dl_model_get_state(m, &s);
-        float *buf = malloc((s.buffer_count + 1) * 4);
-        memcpy(buf, s.buffers, s.buffer_count * 4);
-        model_step(m, n, "0", o[0], g[0]);
-        CHECK(flat->blk_in == 0 && c2->blk_out == 0);
-        memcpy(s.buffers, buf, s.buffer_count * 4);
-        model_step(m, n, NULL, o[1], g[1]);
+        steps_both_layouts(m, 5, 5, flat, "CNN ending in Flatten");
         CHECK_MSG(flat->blk_in == blk && flat->blk_out == 0 && c2->blk_out == blk,
                   "flatten in %d out %d, conv out %d (blocks of %d)", flat->blk_in, flat->blk_out,
                   c2->blk_out, blk);
-        CHECK_MSG(rel_diff(o[1], o[0], nout) < 1e-5, "outputs %g", rel_diff(o[1], o[0], nout));
-        CHECK_MSG(rel_diff(g[1], g[0], np) < 1e-4, "gradients %g", rel_diff(g[1], g[0], np));
-        free(o[0]), free(o[1]), free(g[0]), free(g[1]), free(buf);
         dl_model_destroy(m);
     }
     dl_cpu_set_avx512(was);
