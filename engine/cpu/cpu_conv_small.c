@@ -181,29 +181,30 @@ T256 SMALL_INLINE void body256(int KB, int V, const float *xp, const int *off, i
                                const float *bias, float *out, size_t pitch, size_t o0, size_t o1)  \
     {                                                                                              \
         body512(KB, V, xp, off, taps, wt, bias, out, pitch, o0, o1);                               \
-    }
+    }                                                                                              \
+    typedef int k512_##KB##_defined
 #define K256(KB)                                                                                   \
     T256 static void k256_##KB(const float *xp, const int *off, int taps, const float *wt,         \
                                const float *bias, float *out, size_t pitch, size_t o0, size_t o1)  \
     {                                                                                              \
         body256(KB, 2, xp, off, taps, wt, bias, out, pitch, o0, o1);                               \
-    }
-// clang-format off: one kernel a line
-K512(1, 4)
-K512(2, 4)
-K512(3, 4)
-K512(4, 4)
-K512(5, 4)
-K512(6, 4)
-K512(7, 3)
-K512(8, 3)
-K256(1)
-K256(2)
-K256(3)
-K256(4)
-K256(5)
-K256(6)
-// clang-format on
+    }                                                                                              \
+    typedef int k256_##KB##_defined
+/* the kernels, each use a declaration (a typedef closes the macro) */
+K512(1, 4);
+K512(2, 4);
+K512(3, 4);
+K512(4, 4);
+K512(5, 4);
+K512(6, 4);
+K512(7, 3);
+K512(8, 3);
+K256(1);
+K256(2);
+K256(3);
+K256(4);
+K256(5);
+K256(6);
 #undef K512
 #undef K256
 
@@ -362,29 +363,55 @@ T256 SMALL_INLINE void fbody256(int KB, int JB, const float *dys, size_t nvirt, 
                                       const int *off, float *acc, size_t acc_pitch)                \
     {                                                                                              \
         fbody512(KB, JB, dys, nvirt, xp, off, acc, acc_pitch);                                     \
-    }
+    }                                                                                              \
+    typedef int f512_##KB##_##JB##_defined
 #define F256(KB, JB)                                                                               \
     T256 static void f256_##KB##_##JB(const float *dys, size_t nvirt, const float *xp,             \
                                       const int *off, float *acc, size_t acc_pitch)                \
     {                                                                                              \
         fbody256(KB, JB, dys, nvirt, xp, off, acc, acc_pitch);                                     \
-    }
-// clang-format off: one kernel a line
-F512(1, 1)
-F512(1, 2)
-F512(1, 3)
-F512(1, 4)
-F512(1, 5)
-F512(1, 6) F512(1, 7) F512(1, 8) F512(2, 1) F512(2, 2) F512(2, 3) F512(2, 4) F512(2, 5) F512(2, 6)
-    F512(2, 7) F512(2, 8) F512(3, 1) F512(3, 2) F512(3, 3) F512(3, 4) F512(3, 5) F512(3, 6)
-        F512(3, 7) F512(3, 8) F256(1, 1) F256(1, 2) F256(1, 3) F256(1, 4) F256(1, 5) F256(2, 1)
-            F256(2, 2) F256(2, 3) F256(2, 4) F256(2, 5) static const filter_fn ffns512[3][8] = {
-                {f512_1_1, f512_1_2, f512_1_3, f512_1_4, f512_1_5, f512_1_6, f512_1_7, f512_1_8},
-                {f512_2_1, f512_2_2, f512_2_3, f512_2_4, f512_2_5, f512_2_6, f512_2_7, f512_2_8},
-                {f512_3_1, f512_3_2, f512_3_3, f512_3_4, f512_3_5, f512_3_6, f512_3_7, f512_3_8}};
+    }                                                                                              \
+    typedef int f256_##KB##_##JB##_defined
+F512(1, 1);
+F512(1, 2);
+F512(1, 3);
+F512(1, 4);
+F512(1, 5);
+F512(1, 6);
+F512(1, 7);
+F512(1, 8);
+F512(2, 1);
+F512(2, 2);
+F512(2, 3);
+F512(2, 4);
+F512(2, 5);
+F512(2, 6);
+F512(2, 7);
+F512(2, 8);
+F512(3, 1);
+F512(3, 2);
+F512(3, 3);
+F512(3, 4);
+F512(3, 5);
+F512(3, 6);
+F512(3, 7);
+F512(3, 8);
+F256(1, 1);
+F256(1, 2);
+F256(1, 3);
+F256(1, 4);
+F256(1, 5);
+F256(2, 1);
+F256(2, 2);
+F256(2, 3);
+F256(2, 4);
+F256(2, 5);
+static const filter_fn ffns512[3][8] = {
+    {f512_1_1, f512_1_2, f512_1_3, f512_1_4, f512_1_5, f512_1_6, f512_1_7, f512_1_8},
+    {f512_2_1, f512_2_2, f512_2_3, f512_2_4, f512_2_5, f512_2_6, f512_2_7, f512_2_8},
+    {f512_3_1, f512_3_2, f512_3_3, f512_3_4, f512_3_5, f512_3_6, f512_3_7, f512_3_8}};
 static const filter_fn ffns256[2][5] = {{f256_1_1, f256_1_2, f256_1_3, f256_1_4, f256_1_5},
                                         {f256_2_1, f256_2_2, f256_2_3, f256_2_4, f256_2_5}};
-// clang-format on
 #undef F512
 #undef F256
 
@@ -582,28 +609,57 @@ T256 SMALL_INLINE void lbody256(int JB, const float *dyb, const float *xp, const
                                int wp, double *sum, size_t sum_pitch)                              \
     {                                                                                              \
         lbody512(JB, dyb, xp, off, p, q, wp, sum, sum_pitch);                                      \
-    }
+    }                                                                                              \
+    typedef int l512_##JB##_defined
 #define L256(JB)                                                                                   \
     T256 static void l256_##JB(const float *dyb, const float *xp, const int *off, int p, int q,    \
                                int wp, double *sum, size_t sum_pitch)                              \
     {                                                                                              \
         lbody256(JB, dyb, xp, off, p, q, wp, sum, sum_pitch);                                      \
-    }
-// clang-format off: one kernel a line
-L512(1)
-L512(2)
-L512(3)
-L512(4)
-L512(5) L512(6) L512(7) L512(8) L512(9) L512(10) L512(11) L512(12) L512(13) L512(14) L512(15)
-    L512(16) L512(17) L512(18) L512(19) L512(20) L512(21) L512(22) L512(23) L512(24) L256(1) L256(2)
-        L256(3) L256(4) L256(5) L256(6) L256(7) L256(8) L256(9) L256(10) L256(11)
-            L256(12) static const lanes_fn lfns512[LANES_JB512] = {
-                l512_1,  l512_2,  l512_3,  l512_4,  l512_5,  l512_6,  l512_7,  l512_8,
-                l512_9,  l512_10, l512_11, l512_12, l512_13, l512_14, l512_15, l512_16,
-                l512_17, l512_18, l512_19, l512_20, l512_21, l512_22, l512_23, l512_24};
+    }                                                                                              \
+    typedef int l256_##JB##_defined
+L512(1);
+L512(2);
+L512(3);
+L512(4);
+L512(5);
+L512(6);
+L512(7);
+L512(8);
+L512(9);
+L512(10);
+L512(11);
+L512(12);
+L512(13);
+L512(14);
+L512(15);
+L512(16);
+L512(17);
+L512(18);
+L512(19);
+L512(20);
+L512(21);
+L512(22);
+L512(23);
+L512(24);
+L256(1);
+L256(2);
+L256(3);
+L256(4);
+L256(5);
+L256(6);
+L256(7);
+L256(8);
+L256(9);
+L256(10);
+L256(11);
+L256(12);
+static const lanes_fn lfns512[LANES_JB512] = {l512_1,  l512_2,  l512_3,  l512_4,  l512_5,  l512_6,
+                                              l512_7,  l512_8,  l512_9,  l512_10, l512_11, l512_12,
+                                              l512_13, l512_14, l512_15, l512_16, l512_17, l512_18,
+                                              l512_19, l512_20, l512_21, l512_22, l512_23, l512_24};
 static const lanes_fn lfns256[LANES_JB256] = {l256_1, l256_2, l256_3, l256_4,  l256_5,  l256_6,
                                               l256_7, l256_8, l256_9, l256_10, l256_11, l256_12};
-// clang-format on
 #undef L512
 #undef L256
 
