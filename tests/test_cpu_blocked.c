@@ -271,7 +271,7 @@ static void conv_blocked_case(dl_backend *be, dl_conv_desc d, dl_dtype compute, 
                 rel_diff(got.dx_set, ref.dx_set, nx), rel_diff(got.dw, ref.dw, nw),
                 wd ? "Winograd" : "direct");
         } else if (d.r == 1 || dl_conv_groups(&d) > 1 || dl_conv_dilation(&d) > 1 ||
-                   dl_cpu_conv_small_lanes_takes(&bd, compute)) {
+                   dl_cpu_conv_small_lanes_takes(be, &bd, compute)) {
             /* plain 1x1 layers run the own 1x1 kernels, depthwise ones the
              * own depthwise kernels, other sums: close; everything else
              * the same primitive: the same bits */

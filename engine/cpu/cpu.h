@@ -168,12 +168,12 @@ int dl_cpu_conv_small_filter(dl_backend *be, const dl_conv_desc *d, float *dw, f
 /* The filter gradient of such a stem with one input channel (any number
  * of outputs) with dy in
  * blocks of the vector's width (y_blk 16 with AVX-512, 8 with AVX2), x
- * plain, f32: _lanes_takes says whether it applies; _lanes_filter adds
+ * plain, f32 or emulated bf16/f16: _lanes_takes says whether it applies; _lanes_filter adds
  * into dw (not db) using _lanes_workspace bytes of ws. */
-int dl_cpu_conv_small_lanes_takes(const dl_conv_desc *d, dl_dtype compute);
+int dl_cpu_conv_small_lanes_takes(dl_backend *be, const dl_conv_desc *d, dl_dtype compute);
 size_t dl_cpu_conv_small_lanes_workspace(const dl_conv_desc *d);
 int dl_cpu_conv_small_lanes_filter(dl_backend *be, const dl_conv_desc *d, float *dw,
-                                   const float *dy, const float *x, void *ws);
+                                   const float *dy, const float *x, void *ws, dl_dtype compute);
 int dl_cpu_conv_small_forward(dl_backend *be, const dl_conv_desc *d, float *y, const float *x,
                               const float *w, const float *b, dl_dtype compute);
 /* cpu_conv_wino.c: Winograd F(2x2, 3x3) for 3x3 stride-1 f32 (padding 1 or 0)

@@ -296,8 +296,8 @@ static int blocked_conv(dl_backend *be, int dir, const dl_conv_desc *d, dl_dtype
         conv_db(be, d, out2, in2);
         return DL_OK;
     }
-    if (dir == 2 && dl_cpu_conv_small_lanes_takes(d, compute)) {
-        DL_TRY(dl_cpu_conv_small_lanes_filter(be, d, out, in2, in, ws));
+    if (dir == 2 && dl_cpu_conv_small_lanes_takes(be, d, compute)) {
+        DL_TRY(dl_cpu_conv_small_lanes_filter(be, d, out, in2, in, ws, compute));
         conv_db(be, d, out2, in2);
         return DL_OK;
     }
@@ -446,7 +446,7 @@ int dl_cpu_conv_algo(dl_backend *be, const dl_conv_desc *d, dl_dtype compute, ch
     }
     dl_conv_desc yb = *d; /* with the blocks the plan may give y */
     yb.y_blk = dl_cpu_avx512() ? 16 : 8;
-    if (d->k % yb.y_blk == 0 && dl_cpu_conv_small_lanes_takes(&yb, compute)) {
+    if (d->k % yb.y_blk == 0 && dl_cpu_conv_small_lanes_takes(be, &yb, compute)) {
         size_t used = strlen(buf);
         snprintf(buf + used, size - used,
                  "; with y in %d-channel blocks, own filter kernel (channels in lanes)", yb.y_blk);

@@ -536,8 +536,10 @@ int dl_cpu_conv_small_filter(dl_backend *be, const dl_conv_desc *d, float *dw, f
  * groups of up to 24 (12 with AVX2) accumulators; each image's
  * sums are added in double. Units are (channel block, tap group, part of
  * the images): PARTS fixed parts whatever the thread count, their double
- * sums added in order at the end, so the bits do not depend on it. f32
- * only (emulated bf16 keeps oneDNN's). */
+ * sums added in order at the end, so the bits do not depend on it. f32,
+ * and bf16 or f16 where the CPU has no arithmetic for them: x rounded as
+ * it is padded, dy (unless its producer wrote it rounded) into a
+ * thread's scratch an image at a time. */
 
 #define LANES_JB512 24
 #define LANES_JB256 12
@@ -546,6 +548,8 @@ int dl_cpu_conv_small_filter(dl_backend *be, const dl_conv_desc *d, float *dw, f
 #ifdef SMALL_VECTOR
 typedef struct lanes_task {
     const dl_conv_desc *d;
+    dl_dtype compute; /* emulated bf16/f16: x and dy rounded to it first */
+    int round_dy;     /* dy not rounded by its producer (dl_conv_desc.rounded) */
     const float *x, *dy;
     double *part; /* [PARTS][k][taps] */
     int off[SMALL_TAPS];
@@ -663,6 +667,10 @@ static const lanes_fn lfns256[LANES_JB256] = {l256_1, l256_2, l256_3, l256_4,  l
 #undef L512
 #undef L256
 
+/* A thread's copy of one image's block of dy rounded to the compute type. */
+#define SMALL_DYR 32768
+static _Thread_local float dyr[SMALL_DYR] __attribute__((aligned(64)));
+
 /* unit u = (block, group, part), part fastest */
 static void lanes_task_fn(void *arg, size_t begin, size_t end)
 {
@@ -670,7 +678,7 @@ static void lanes_task_fn(void *arg, size_t begin, size_t end)
     const dl_conv_desc *d = t->d;
     int blk = d->y_blk, taps = d->c * d->r * d->s, wp = d->w + 2 * d->pad;
     size_t pq = (size_t)d->p * d->q;
-    small_task pt = {.d = d, .compute = DL_F32};
+    small_task pt = {.d = d, .compute = t->compute};
     for (size_t u = begin; u < end; u++) {
         int part = (int)(u % PARTS), grp = (int)(u / PARTS % (size_t)t->groups);
         int kblk = (int)(u / PARTS / (size_t)t->groups);
@@ -680,8 +688,12 @@ static void lanes_task_fn(void *arg, size_t begin, size_t end)
         lanes_fn fn = blk == 16 ? lfns512[jb - 1] : lfns256[jb - 1];
         for (int i = i0; i < i1; i++) {
             pad_planes(&pt, t->x + (size_t)i * d->c * d->h * d->w);
-            fn(t->dy + ((size_t)i * d->k + (size_t)kblk * blk) * pq, xs, t->off + j0, d->p, d->q,
-               wp, sum, (size_t)taps);
+            const float *g = t->dy + ((size_t)i * d->k + (size_t)kblk * blk) * pq;
+            if (t->round_dy) {
+                dl_cpu_round_run(dyr, g, t->compute, pq * blk);
+                g = dyr;
+            }
+            fn(g, xs, t->off + j0, d->p, d->q, wp, sum, (size_t)taps);
         }
     }
 }
@@ -691,10 +703,15 @@ static void lanes_task_fn(void *arg, size_t begin, size_t end)
  * bench_conv) oneDNN's kernel was the faster, 95 against 70 GFLOP/s with
  * AVX-512 and 41 against 37 with AVX2; at one (the grey stems 1 -> 16 and
  * 1 -> 32) this one, 54 against 49 and 34 against 7.7. */
-int dl_cpu_conv_small_lanes_takes(const dl_conv_desc *d, dl_dtype compute)
+int dl_cpu_conv_small_lanes_takes(dl_backend *be, const dl_conv_desc *d, dl_dtype compute)
 {
-    if (!d->y_blk || d->x_blk || d->c != 1 || compute != DL_F32 ||
-        d->y_blk != (dl_cpu_avx512() ? 16 : 8))
+    if (!d->y_blk || d->x_blk || d->c != 1 || d->y_blk != (dl_cpu_avx512() ? 16 : 8))
+        return 0;
+    /* bf16 and f16 where the CPU has no arithmetic for them (dl_cpu_kernel_type):
+     * the f32 kernel on rounded operands, as the other paths emulate them */
+    if (compute != DL_F32 &&
+        ((compute != DL_BF16 && compute != DL_F16) || dl_cpu_kernel_type(be, compute) != DL_F32 ||
+         (size_t)d->p * d->q * d->y_blk > SMALL_DYR))
         return 0;
     dl_conv_desc pd = *d;
     pd.y_blk = 0;
@@ -708,12 +725,13 @@ size_t dl_cpu_conv_small_lanes_workspace(const dl_conv_desc *d)
 }
 
 int dl_cpu_conv_small_lanes_filter(dl_backend *be, const dl_conv_desc *d, float *dw,
-                                   const float *dy, const float *x, void *ws)
+                                   const float *dy, const float *x, void *ws, dl_dtype compute)
 {
 #ifdef SMALL_VECTOR
-    if (!dl_cpu_conv_small_lanes_takes(d, DL_F32))
+    if (!dl_cpu_conv_small_lanes_takes(be, d, compute))
         return dl_error(DL_EINVAL, "conv_backward_filter: no blocked small-channel kernel here");
-    lanes_task t = {.d = d, .x = x, .dy = dy};
+    lanes_task t = {.d = d, .compute = compute, .x = x, .dy = dy};
+    t.round_dy = compute != DL_F32 && !(d->rounded & DL_CONV_DY_ROUNDED);
     int taps = d->c * d->r * d->s, wp = d->w + 2 * d->pad, hp = d->h + 2 * d->pad;
     for (int c = 0, j = 0; c < d->c; c++)
         for (int r = 0; r < d->r; r++)
@@ -739,7 +757,7 @@ int dl_cpu_conv_small_lanes_filter(dl_backend *be, const dl_conv_desc *d, float 
     }
     return DL_OK;
 #else
-    (void)be, (void)dw, (void)dy, (void)x, (void)ws;
+    (void)be, (void)dw, (void)dy, (void)x, (void)ws, (void)compute;
     return dl_error(DL_EINVAL, "conv_backward_filter: no blocked small-channel kernel (%d)", d->k);
 #endif
 }
