@@ -1,4 +1,4 @@
-/* cpu_conv_small.c - direct forward kernels for convolutions with few input channels (LeNet's, a stem's)
+/* cpu_conv_small.c - direct kernels for convolutions with few input channels (LeNet's, a stem's): forward and filter gradient
  *
  * Below 4 input channels and 16 outputs oneDNN is not asked for the
  * forward (cpu_conv_dnnl.c's rule), and im2col + GEMM makes products of
@@ -40,8 +40,8 @@
  * 4 or 3 vectors), else 8 with AVX2 and FMA (up to 6 channels, 2
  * vectors). Stride 1, dilation 1, one group; f32, or bf16/f16 emulated
  * on operands rounded to the type as they are copied. Images are the
- * units of work; a thread's scratch is its own (no allocation in a
- * step). DLBENCH_CONV_SMALL=0 leaves them out (comparisons). */
+ * forward's units of work; a thread's scratch is its own (no allocation
+ * in a step). DLBENCH_CONV_SMALL=0 leaves them out (comparisons). */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
