@@ -658,6 +658,17 @@ static void test_conv_small(void)
     CHECK(!dl_cpu_conv_small_fits(&d, DL_F32));
     conv_case(&d, DL_F32, 1);
     unsetenv("DLBENCH_CONV_SMALL");
+    /* a grey stem's text names the lanes filter kernel, whole within the
+     * layer's 192 bytes even behind oneDNN's clauses for emulated bf16 */
+    {
+        char algo[192];
+        dl_conv_desc g = conv_desc(8, 1, 28, 28, 16, 3, 3, 1, 1);
+        for (int t = 0; t < 2; t++) {
+            CHECK_OK(dl_cpu_conv_algo(cpu(), &g, t ? DL_BF16 : DL_F32, algo, sizeof algo));
+            if (strstr(algo, "oneDNN"))
+                CHECK_MSG(strstr(algo, "own filter kernel if y blocked") != NULL, "algo: %s", algo);
+        }
+    }
     /* stride 2, 4 input channels, 16 outputs: not theirs */
     d = conv_desc(2, 3, 32, 32, 6, 5, 5, 2, 0);
     CHECK(!dl_cpu_conv_small_fits(&d, DL_F32));
