@@ -793,8 +793,39 @@ static void steps_both_layouts(dl_model *m, int n, int classes, const dl_layer *
     free(o[0]), free(o[1]), free(g[0]), free(g[1]), free(buf);
 }
 
+/* A CNN whose last convolution leads through BatchNorm, ReLU and a max
+ * pooling to Flatten and the classifier (the benchmark CNN's and
+ * fmnist_cnn.lua's shape): the Flatten reads the blocks and writes NCHW,
+ * so that stack stays blocked; its outputs and gradients those of the
+ * plain layout. */
+static void flatten_case(dl_backend *be, int blk)
+{
+    dl_layer *c2 = conv(16, 32, 3, 1), *flat = dl_nn_flatten();
+    dl_layer *ls[] = {conv(3, 16, 3, 1),
+                      dl_nn_activation(DL_ACT_RELU),
+                      dl_nn_maxpool2d(2, 2, 0),
+                      c2,
+                      dl_nn_batchnorm(32, 1e-5f, 0.1f),
+                      dl_nn_activation(DL_ACT_RELU),
+                      dl_nn_maxpool2d(2, 2, 0),
+                      flat,
+                      dl_nn_linear(32 * 3 * 3, 5, 1)};
+    dl_model *m = NULL;
+    dl_shape in = {3, {3, 12, 12}};
+    CHECK_OK(dl_model_create(&m, seq(9, ls), &in));
+    if (!m)
+        return;
+    CHECK_OK(dl_model_init_state(m, be, 0, 11));
+    steps_both_layouts(m, 5, 5, flat, "CNN ending in Flatten");
+    CHECK_MSG(flat->blk_in == blk && flat->blk_out == 0 && c2->blk_out == blk,
+              "flatten in %d out %d, conv out %d (blocks of %d)", flat->blk_in, flat->blk_out,
+              c2->blk_out, blk);
+    dl_model_destroy(m);
+}
+
 /* With AVX-512 (where the CPU has it) and with AVX2's kernels: the stem
- * runs oneDNN's forward on either, so its y is blocked on both. */
+ * runs oneDNN's forward on either, so its y is blocked on both; and the
+ * CNN ending in Flatten. */
 static void test_model_layout(void)
 {
     dl_backend *be = dl_backend_cpu(0);
@@ -804,7 +835,7 @@ static void test_model_layout(void)
         return;
     }
     int was = dl_cpu_avx512();
-    for (int isa = was; isa >= 0; isa--)
+    for (int isa = was; isa >= 0; isa--) {
         for (int variant = 0; variant <= 2; variant++) {
             dl_cpu_set_avx512(isa);
             int blk = be->ops->activation_blocks(be, DL_F32);
@@ -828,67 +859,30 @@ static void test_model_layout(void)
             CHECK(gpool->blk_in == blk && gpool->blk_out == 0);
             dl_model_destroy(m);
         }
+        flatten_case(be, be->ops->activation_blocks(be, DL_F32));
+    }
     dl_cpu_set_avx512(was);
     dl_backend_cpu_destroy(be);
 }
 
-/* A CNN whose last convolution leads through BatchNorm, ReLU and a max
- * pooling to Flatten and the classifier (the benchmark CNN's and
- * fmnist_cnn.lua's shape): the Flatten reads the blocks and writes NCHW,
- * so that stack stays blocked; its outputs and gradients those of the
- * plain layout. Both ISAs' blocks. Then the conversions alone. */
-static void test_flatten_blocked(void)
+/* The conversions Flatten runs on blocks: blocks to NCHW and back,
+ * written and added; a block that does not divide the channels refused. */
+static void test_layout_conversions(void)
 {
     dl_backend *be = dl_backend_cpu(0);
-    if (!be->ops->activation_blocks(be, DL_F32)) {
-        SKIP("the CPU backend keeps NCHW here (built without oneDNN)");
-        dl_backend_cpu_destroy(be);
-        return;
-    }
-    int was = dl_cpu_avx512();
-    for (int isa = was; isa >= 0; isa--) {
-        dl_cpu_set_avx512(isa);
-        int blk = be->ops->activation_blocks(be, DL_F32);
-        dl_layer *c2 = conv(16, 32, 3, 1), *flat = dl_nn_flatten();
-        dl_layer *ls[] = {conv(3, 16, 3, 1),
-                          dl_nn_activation(DL_ACT_RELU),
-                          dl_nn_maxpool2d(2, 2, 0),
-                          c2,
-                          dl_nn_batchnorm(32, 1e-5f, 0.1f),
-                          dl_nn_activation(DL_ACT_RELU),
-                          dl_nn_maxpool2d(2, 2, 0),
-                          flat,
-                          dl_nn_linear(32 * 3 * 3, 5, 1)};
-        dl_model *m = NULL;
-        dl_shape in = {3, {3, 12, 12}};
-        CHECK_OK(dl_model_create(&m, seq(9, ls), &in));
-        if (!m)
-            break;
-        CHECK_OK(dl_model_init_state(m, be, 0, 11));
-        steps_both_layouts(m, 5, 5, flat, "CNN ending in Flatten");
-        CHECK_MSG(flat->blk_in == blk && flat->blk_out == 0 && c2->blk_out == blk,
-                  "flatten in %d out %d, conv out %d (blocks of %d)", flat->blk_in, flat->blk_out,
-                  c2->blk_out, blk);
-        dl_model_destroy(m);
-    }
-    dl_cpu_set_avx512(was);
-    /* the conversions themselves: blocks to NCHW and back, written and added */
-    {
-        int n = 3, c = 16, blk = 8;
-        size_t hw = 7, len = (size_t)n * c * hw;
-        float *x = randv(len, 61, 1.0f), *b = malloc(len * 4), *pl = malloc(len * 4);
-        float *acc = randv(len, 62, 1.0f), *acc0 = malloc(len * 4);
-        memcpy(acc0, acc, len * 4);
-        dl_cpu_to_blocked(b, x, n, c, hw, blk, 0);
-        CHECK_OK(be->ops->blocks_to_plain(be, blk, n, c, hw, pl, b));
-        CHECK(differing(pl, x, len) == 0);
-        CHECK_OK(be->ops->plain_to_blocks(be, blk, 1, n, c, hw, acc, x));
-        for (size_t i = 0; i < len; i++)
-            CHECK_MSG(acc[i] == acc0[i] + b[i], "added [%zu] %g, want %g", i, acc[i],
-                      acc0[i] + b[i]);
-        CHECK(be->ops->plain_to_blocks(be, 16, 0, n, 24, hw, acc, x) == DL_EINVAL);
-        free(x), free(b), free(pl), free(acc), free(acc0);
-    }
+    int n = 3, c = 16, blk = 8;
+    size_t hw = 7, len = (size_t)n * c * hw;
+    float *x = randv(len, 61, 1.0f), *b = malloc(len * 4), *pl = malloc(len * 4);
+    float *acc = randv(len, 62, 1.0f), *acc0 = malloc(len * 4);
+    memcpy(acc0, acc, len * 4);
+    dl_cpu_to_blocked(b, x, n, c, hw, blk, 0);
+    CHECK_OK(be->ops->blocks_to_plain(be, blk, n, c, hw, pl, b));
+    CHECK(differing(pl, x, len) == 0);
+    CHECK_OK(be->ops->plain_to_blocks(be, blk, 1, n, c, hw, acc, x));
+    for (size_t i = 0; i < len; i++)
+        CHECK_MSG(acc[i] == acc0[i] + b[i], "added [%zu] %g, want %g", i, acc[i], acc0[i] + b[i]);
+    CHECK(be->ops->plain_to_blocks(be, 16, 0, n, 24, hw, acc, x) == DL_EINVAL);
+    free(x), free(b), free(pl), free(acc), free(acc0);
     dl_backend_cpu_destroy(be);
 }
 
@@ -1086,7 +1080,7 @@ int main(void)
     RUN(test_global_pool_blocked);
     RUN(test_pool_blocked);
     RUN(test_model_layout);
-    RUN(test_flatten_blocked);
+    RUN(test_layout_conversions);
     RUN(test_rounded_activations);
     CHECK_EXIT();
 }

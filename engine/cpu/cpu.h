@@ -160,11 +160,11 @@ int dl_cpu_conv_1x1_blocked_data(dl_backend *be, const dl_conv_desc *d, float *d
  * NCHW, f32 and emulated bf16/f16, AVX-512F or AVX2: _fits says whether
  * the shape and CPU suit them; _forward writes y (+ b). The filter
  * gradient likewise (_filter_fits: planes up to about 2700 outputs at
- * the padded pitch): _filter adds into dw and db (db may be NULL). */
+ * the padded pitch): _filter adds into dw (db is the caller's). */
 int dl_cpu_conv_small_fits(const dl_conv_desc *d, dl_dtype compute);
 int dl_cpu_conv_small_filter_fits(const dl_conv_desc *d, dl_dtype compute);
-int dl_cpu_conv_small_filter(dl_backend *be, const dl_conv_desc *d, float *dw, float *db,
-                             const float *dy, const float *x, dl_dtype compute);
+int dl_cpu_conv_small_filter(dl_backend *be, const dl_conv_desc *d, float *dw, const float *dy,
+                             const float *x, dl_dtype compute);
 /* The filter gradient of such a stem with one input channel (any number
  * of outputs) with dy in
  * blocks of the vector's width (y_blk 16 with AVX-512, 8 with AVX2), x

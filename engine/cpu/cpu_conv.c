@@ -1443,7 +1443,8 @@ int dl_cpu_conv_backward_filter(dl_backend *be, const dl_conv_desc *d, float *dw
         } else if (use_1x1(be, d, compute)) {
             return dl_cpu_conv_1x1_backward_filter(be, d, dw, db, dy, x, ws, compute);
         } else if (dl_cpu_conv_small_filter_fits(d, compute)) {
-            return dl_cpu_conv_small_filter(be, d, dw, db, dy, x, compute);
+            DL_TRY(dl_cpu_conv_small_filter(be, d, dw, dy, x, compute));
+            done = 1;
         } else if (dl_cpu_dnnl_conv_wanted_dir(d, dl_cpu_kernel_type(be, compute), 2)) {
             done = dl_cpu_dnnl_conv(be, 2, d, compute, dw, NULL, x, dy, NULL, NULL);
         }

@@ -33,8 +33,8 @@
  * over every image, so the bits do not depend on the thread count. (A
  * dropped column multiplies a 0 of dy by an x of the next row: an
  * infinite x there would give NaN where the exact sum has none; such an
- * input makes the forward's y infinite anyway.) db sums dy per image
- * and channel in f32, the images in double, as the other paths do.
+ * input makes the forward's y infinite anyway.) db is the caller's
+ * (cpu_conv.c sums it the same way on every path).
  *
  * 16 lanes where the CPU has AVX-512F (up to 8 output channels a block,
  * 4 or 3 vectors), else 8 with AVX2 and FMA (up to 6 channels, 2
@@ -225,13 +225,19 @@ static void pad_planes(const small_task *t, const float *x)
     for (int c = 0; c < d->c; c++)
         for (int ih = 0; ih < d->h; ih++) {
             float *dst = xs + c * plane + (size_t)(ih + d->pad) * wp + d->pad;
-            const float *src = x + ((size_t)c * d->h + ih) * d->w;
-            if (t->compute == DL_F32)
-                memcpy(dst, src, (size_t)d->w * sizeof(float));
-            else
-                for (int iw = 0; iw < d->w; iw++)
-                    dst[iw] = dl_cpu_round_to(src[iw], t->compute);
+            dl_cpu_round_run(dst, x + ((size_t)c * d->h + ih) * d->w, t->compute, (size_t)d->w);
         }
+}
+
+/* off[j] = where tap j = (c, r, s), in w's order, reads the padded
+ * planes, relative to the output: c*hp*wp + r*wp + s. */
+static void tap_offsets(const dl_conv_desc *d, int *off)
+{
+    int wp = d->w + 2 * d->pad, hp = d->h + 2 * d->pad;
+    for (int c = 0, j = 0; c < d->c; c++)
+        for (int r = 0; r < d->r; r++)
+            for (int s = 0; s < d->s; s++, j++)
+                off[j] = c * hp * wp + r * wp + s;
 }
 
 static void small_task_fn(void *arg, size_t begin, size_t end)
@@ -281,7 +287,7 @@ typedef struct filter_task {
     const dl_conv_desc *d;
     dl_dtype compute;
     const float *x, *dy;
-    float *dw, *db;
+    float *dw;
     int off[SMALL_TAPS];
     size_t nvirt; /* outputs a plane at pitch wp, rounded up to vectors */
 } filter_task;
@@ -415,24 +421,6 @@ static const filter_fn ffns256[2][5] = {{f256_1_1, f256_1_2, f256_1_3, f256_1_4,
 #undef F512
 #undef F256
 
-/* Sum of p[0..n) in f32, on 4 vectors of 8 lanes then in lane order. */
-T256 static float run_sum(const float *p, size_t n)
-{
-    __m256 a[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
-                   _mm256_setzero_ps()};
-    size_t i = 0;
-    for (; i + 32 <= n; i += 32)
-        for (int v = 0; v < 4; v++)
-            a[v] = _mm256_add_ps(a[v], _mm256_loadu_ps(p + i + 8 * v));
-    float lane[8], s = 0.0f;
-    _mm256_storeu_ps(lane, _mm256_add_ps(_mm256_add_ps(a[0], a[1]), _mm256_add_ps(a[2], a[3])));
-    for (int l = 0; l < 8; l++)
-        s += lane[l];
-    for (; i < n; i++)
-        s += p[i];
-    return s;
-}
-
 /* A thread's lane sums: up to 3 channels x SMALL_TAPS taps x 16 lanes. */
 static _Thread_local float lane_acc[FILTER_KB512 * SMALL_TAPS * 16];
 
@@ -448,7 +436,6 @@ static void filter_task_fn(void *arg, size_t begin, size_t end)
     small_task pt = {.d = d, .compute = t->compute};
     for (size_t bl = begin; bl < end; bl++) {
         int k0 = (int)bl * kbmax, kb = d->k - k0 < kbmax ? d->k - k0 : kbmax;
-        double sb[FILTER_KB512] = {0};
         memset(lane_acc, 0, (size_t)kb * acc_pitch * sizeof(float));
         for (int i = 0; i < d->n; i++) {
             pad_planes(&pt, t->x + (size_t)i * d->c * d->h * d->w);
@@ -456,16 +443,9 @@ static void filter_task_fn(void *arg, size_t begin, size_t end)
             memset(ys, 0, (size_t)kb * t->nvirt * sizeof(float));
             for (int k = 0; k < kb; k++) {
                 const float *g = t->dy + ((size_t)i * d->k + k0 + k) * pq;
-                for (int oh = 0; oh < d->p; oh++) {
-                    float *dst = ys + k * t->nvirt + (size_t)oh * wp;
-                    const float *src = g + (size_t)oh * d->q;
-                    if (t->compute == DL_F32)
-                        memcpy(dst, src, (size_t)d->q * sizeof(float));
-                    else
-                        for (int ow = 0; ow < d->q; ow++)
-                            dst[ow] = dl_cpu_round_to(src[ow], t->compute);
-                }
-                sb[k] += run_sum(g, pq);
+                for (int oh = 0; oh < d->p; oh++)
+                    dl_cpu_round_run(ys + k * t->nvirt + (size_t)oh * wp, g + (size_t)oh * d->q,
+                                     t->compute, (size_t)d->q);
             }
             for (int j0 = 0; j0 < taps; j0 += jbmax) {
                 int jb = taps - j0 < jbmax ? taps - j0 : jbmax;
@@ -473,7 +453,7 @@ static void filter_task_fn(void *arg, size_t begin, size_t end)
                 fn(ys, t->nvirt, xs, t->off + j0, lane_acc + (size_t)j0 * lanes, acc_pitch);
             }
         }
-        for (int k = 0; k < kb; k++) {
+        for (int k = 0; k < kb; k++)
             for (int j = 0; j < taps; j++) {
                 const float *a = lane_acc + k * acc_pitch + (size_t)j * lanes;
                 double sum = 0.0;
@@ -481,9 +461,6 @@ static void filter_task_fn(void *arg, size_t begin, size_t end)
                     sum += a[l];
                 t->dw[(size_t)(k0 + k) * taps + j] += (float)sum;
             }
-            if (t->db)
-                t->db[k0 + k] += (float)sb[k];
-        }
     }
 }
 #endif
@@ -495,19 +472,15 @@ int dl_cpu_conv_small_filter_fits(const dl_conv_desc *d, dl_dtype compute)
            FILTER_KB512 * (((size_t)d->p * (d->w + 2 * d->pad) + 15) / 16 * 16) <= SMALL_Y;
 }
 
-int dl_cpu_conv_small_filter(dl_backend *be, const dl_conv_desc *d, float *dw, float *db,
-                             const float *dy, const float *x, dl_dtype compute)
+int dl_cpu_conv_small_filter(dl_backend *be, const dl_conv_desc *d, float *dw, const float *dy,
+                             const float *x, dl_dtype compute)
 {
 #ifdef SMALL_VECTOR
     if (!dl_cpu_conv_small_filter_fits(d, compute))
         return dl_error(DL_EINVAL, "conv_backward_filter: no small-channel kernel for this shape");
-    filter_task t = {.d = d, .compute = compute, .x = x, .dy = dy, .dw = dw, .db = db};
-    int wp = d->w + 2 * d->pad, hp = d->h + 2 * d->pad;
-    for (int c = 0, j = 0; c < d->c; c++)
-        for (int r = 0; r < d->r; r++)
-            for (int s = 0; s < d->s; s++, j++)
-                t.off[j] = c * hp * wp + r * wp + s;
-    t.nvirt = ((size_t)d->p * wp + 15) / 16 * 16;
+    filter_task t = {.d = d, .compute = compute, .x = x, .dy = dy, .dw = dw};
+    tap_offsets(d, t.off);
+    t.nvirt = ((size_t)d->p * (d->w + 2 * d->pad) + 15) / 16 * 16;
     int kbmax = dl_cpu_avx512() ? FILTER_KB512 : FILTER_KB256;
     size_t blocks = (size_t)(d->k + kbmax - 1) / kbmax;
     dl_pool *pool = dl_cpu(be)->pool;
@@ -517,7 +490,7 @@ int dl_cpu_conv_small_filter(dl_backend *be, const dl_conv_desc *d, float *dw, f
         filter_task_fn(&t, 0, blocks);
     return DL_OK;
 #else
-    (void)be, (void)dw, (void)db, (void)dy, (void)x, (void)compute;
+    (void)be, (void)dw, (void)dy, (void)x, (void)compute;
     return dl_error(DL_EINVAL,
                     "conv_backward_filter: no small-channel kernel for this shape (%dx%d)", d->r,
                     d->s);
@@ -713,10 +686,10 @@ int dl_cpu_conv_small_lanes_takes(dl_backend *be, const dl_conv_desc *d, dl_dtyp
         ((compute != DL_BF16 && compute != DL_F16) || dl_cpu_kernel_type(be, compute) != DL_F32 ||
          (size_t)d->p * d->q * d->y_blk > SMALL_DYR))
         return 0;
-    dl_conv_desc pd = *d;
+    dl_conv_desc pd = *d; /* the plain kernels' rules, any number of outputs */
     pd.y_blk = 0;
-    return dl_cpu_conv_small_fits(&pd, compute) ||
-           (pd.k > SMALL_K && (pd.k = SMALL_K) && dl_cpu_conv_small_fits(&pd, compute));
+    pd.k = d->k < SMALL_K ? d->k : SMALL_K;
+    return dl_cpu_conv_small_fits(&pd, compute);
 }
 
 size_t dl_cpu_conv_small_lanes_workspace(const dl_conv_desc *d)
@@ -732,11 +705,8 @@ int dl_cpu_conv_small_lanes_filter(dl_backend *be, const dl_conv_desc *d, float 
         return dl_error(DL_EINVAL, "conv_backward_filter: no blocked small-channel kernel here");
     lanes_task t = {.d = d, .compute = compute, .x = x, .dy = dy};
     t.round_dy = compute != DL_F32 && !(d->rounded & DL_CONV_DY_ROUNDED);
-    int taps = d->c * d->r * d->s, wp = d->w + 2 * d->pad, hp = d->h + 2 * d->pad;
-    for (int c = 0, j = 0; c < d->c; c++)
-        for (int r = 0; r < d->r; r++)
-            for (int s = 0; s < d->s; s++, j++)
-                t.off[j] = c * hp * wp + r * wp + s;
+    int taps = d->c * d->r * d->s;
+    tap_offsets(d, t.off);
     int most = d->y_blk == 16 ? LANES_JB512 : LANES_JB256;
     t.groups = (taps + most - 1) / most;
     t.gsize = (taps + t.groups - 1) / t.groups;
@@ -770,12 +740,9 @@ int dl_cpu_conv_small_forward(dl_backend *be, const dl_conv_desc *d, float *y, c
         return dl_error(DL_EINVAL, "conv_forward: no small-channel kernel for this shape");
     small_task t;
     float wt[SMALL_K * SMALL_TAPS];
-    int taps = d->c * d->r * d->s, wp = d->w + 2 * d->pad, hp = d->h + 2 * d->pad;
+    int taps = d->c * d->r * d->s;
     t.d = d, t.compute = compute, t.x = x, t.b = b, t.y = y, t.wt = wt;
-    for (int c = 0, j = 0; c < d->c; c++)
-        for (int r = 0; r < d->r; r++)
-            for (int s = 0; s < d->s; s++, j++)
-                t.off[j] = c * hp * wp + r * wp + s;
+    tap_offsets(d, t.off);
     /* blocks of nearly equal size, each up to the widest kernel's */
     int most = dl_cpu_avx512() ? 8 : 6;
     t.blocks = (d->k + most - 1) / most;
